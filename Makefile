@@ -1,0 +1,49 @@
+# Two entry points: `make serve` starts a single-node broker, `make test` runs everything.
+# Both set up what they need on a fresh Debian machine (virtualenv, PyPI and apt packages).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := kcat
+HOST ?= 127.0.0.1
+PORT ?= 9092
+DATA_DIR ?= ./data
+
+.PHONY: install serve test lint typecheck unit integration bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v kcat >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
+		else echo "kcat is missing: run 'sudo apt-get install $(APT_PACKAGES)' (needed by the tests only)"; fi; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+serve: install
+	$(BIN)/sluice serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install lint typecheck
+	$(BIN)/pytest -q
+
+unit: install
+	$(BIN)/pytest -q tests/unit tests/property
+
+integration: install
+	$(BIN)/pytest -q tests/integration
+
+bench: install
+	$(BIN)/python bench/produce_consume.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info data

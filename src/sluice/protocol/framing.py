@@ -1,0 +1,65 @@
+"""Length-prefixed framing: ``int32 size`` then ``size`` bytes, in both directions.
+
+:class:`FrameDecoder` is fed whatever the socket produced and hands back whole frames.
+It never buffers more than one frame's worth plus the bytes already received, and refuses
+a length prefix above its limit before reading the body, so a hostile peer cannot make
+it allocate (STYLE.md #1, #3).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from sluice.common.errors import ProtocolError
+from sluice.common.limits import FRAME_BYTES_MAX
+
+_SIZE = struct.Struct(">i")
+SIZE_PREFIX_BYTES = 4
+
+
+class FrameDecoder:
+    def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX) -> None:
+        self._buffer = bytearray()
+        self._frame_bytes_max = frame_bytes_max
+        self._needed: int | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; return every frame now complete (without its prefix).
+
+        Raises ProtocolError for a negative or over-limit size; the caller closes the
+        connection.
+        """
+        self._buffer += data
+        frames: list[bytes] = []
+        buffer = self._buffer
+        position = 0
+        while True:
+            available = len(buffer) - position
+            if available < SIZE_PREFIX_BYTES:
+                break
+            (size,) = _SIZE.unpack_from(buffer, position)
+            if size < 0 or size > self._frame_bytes_max:
+                raise ProtocolError(
+                    f"frame size {size} is outside [0, {self._frame_bytes_max}] bytes"
+                )
+            if available < SIZE_PREFIX_BYTES + size:
+                break
+            start = position + SIZE_PREFIX_BYTES
+            frames.append(bytes(buffer[start : start + size]))
+            position = start + size
+        if position:
+            del buffer[:position]
+        return frames
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` with its size."""
+    return _SIZE.pack(len(payload)) + payload
+
+
+def size_prefix(size_bytes: int) -> bytes:
+    return _SIZE.pack(size_bytes)
