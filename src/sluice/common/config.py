@@ -240,9 +240,41 @@ assert {f.name for f in dataclasses.fields(TopicConfig)} == {
 }, "TopicConfig fields and TOPIC_CONFIG_KEYS must name the same configs"
 
 
+# Broker properties that set a topic config's default, under Kafka's broker names.
+BROKER_TOPIC_DEFAULTS: dict[str, str] = {
+    "log.cleanup.policy": "cleanup.policy",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.flush.interval.ms": "flush.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+SLUICE_TOPIC_DEFAULTS: dict[str, str] = {"flush.ms": "1000"}
+"""Where Sluice's defaults differ from Kafka's. Kafka never fsyncs by default and relies
+on replicas for durability; a single node has none, so Sluice fsyncs every partition
+with new data at least once a second unless told otherwise."""
+
+
+class BrokerConfigError(ValueError):
+    """A broker setting that is unknown or has a bad value; the message says which."""
+
+
 @dataclass
 class BrokerConfig:
-    """Settings of one broker process (``sluice serve``)."""
+    """Settings of one broker process (``sluice serve``), under Kafka's property names
+    where Kafka has one (``BROKER_PROPERTIES`` lists them)."""
 
     node_id: int = 0
     host: str = "127.0.0.1"
@@ -252,9 +284,75 @@ class BrokerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     auto_create_topics_enable: bool = True
-    log_flush_interval_ms: int = 1000
-    """How often the background flusher fsyncs dirty partitions (durability window for
-    topics without flush.ms=0)."""
+    log_flush_scheduler_interval_ms: int = 200
+    """How often the flusher looks for partitions whose flush.ms has passed."""
     log_retention_check_interval_ms: int = 300_000
-    topic_defaults: dict[str, str] = field(default_factory=dict)
-    """Broker-wide overrides of topic config defaults (e.g. ``retention.ms``)."""
+    topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
+    """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
+
+    def apply_properties(self, properties: Mapping[str, str]) -> None:
+        """Set values from Kafka-style ``name=value`` properties. Raises BrokerConfigError."""
+        for name, text in properties.items():
+            try:
+                self._apply(name.strip(), text.strip())
+            except BrokerConfigError:
+                raise
+            except ValueError as e:
+                raise BrokerConfigError(f"{name}: {e}") from None
+
+    def _apply(self, name: str, text: str) -> None:
+        if name in BROKER_TOPIC_DEFAULTS:
+            topic_name = BROKER_TOPIC_DEFAULTS[name]
+            parsed = TOPIC_CONFIG_KEYS[topic_name].parse(text)
+            self.topic_defaults[topic_name] = (
+                str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
+            )
+            return
+        if name == "log.retention.hours":
+            self._apply("log.retention.ms", str(_long(-1)(text) * 3_600_000))
+            return
+        if name == "log.retention.minutes":
+            self._apply("log.retention.ms", str(_long(-1)(text) * 60_000))
+            return
+        setting = BROKER_PROPERTIES.get(name)
+        if setting is None:
+            raise BrokerConfigError(
+                f"unknown broker setting {name!r}; known settings: "
+                + ", ".join(sorted([*BROKER_PROPERTIES, *BROKER_TOPIC_DEFAULTS]))
+            )
+        attribute, parse = setting
+        setattr(self, attribute, parse(text))
+
+
+def _port(text: str) -> int:
+    return _long(0, 65535)(text)
+
+
+BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "node.id": ("node_id", _long(0, 2**31 - 1)),
+    "broker.id": ("node_id", _long(0, 2**31 - 1)),
+    "host": ("host", str),
+    "port": ("port", _port),
+    "advertised.host": ("advertised_host", str),
+    "log.dirs": ("data_dir", Path),
+    "data.dir": ("data_dir", Path),
+    "num.partitions": ("num_partitions", _long(1, 10_000)),
+    "default.replication.factor": ("default_replication_factor", _long(1, 32)),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", _long(10)),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _long(10)),
+}
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """``name=value`` lines; ``#`` comments and blank lines ignored."""
+    properties: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")):
+            continue
+        name, separator, value = stripped.partition("=")
+        if not separator:
+            raise BrokerConfigError(f"{path}:{number}: expected name=value, got {stripped!r}")
+        properties[name.strip()] = value.strip()
+    return properties

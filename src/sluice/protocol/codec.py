@@ -133,7 +133,15 @@ def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: 
         raise ProtocolError(f"no schema for API {api_key} version {version}")
     try:
         payload, size = entity_reader(schema)(frame_bytes, body_offset)
-    except (SerialError, ValueError, TypeError, IndexError, KeyError, OverflowError, UnicodeDecodeError) as e:
+    except (
+        SerialError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        UnicodeDecodeError,
+    ) as e:
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {e}") from None
     if body_offset + size != len(frame_bytes):
         raise ProtocolError(
@@ -197,7 +205,15 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
         position = _skip_tagged_fields(frame_bytes, position)
     try:
         payload, _size = entity_reader(schema)(frame_bytes, position)
-    except (SerialError, ValueError, TypeError, IndexError, KeyError, OverflowError, UnicodeDecodeError) as e:
+    except (
+        SerialError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        UnicodeDecodeError,
+    ) as e:
         raise ProtocolError(f"malformed {schema.__name__} v{api_version}: {e}") from None
     return int(correlation_id), payload
 

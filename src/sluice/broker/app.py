@@ -1,0 +1,179 @@
+"""The broker process, wired together: metadata store, replica manager, topic manager,
+producer ids, network server, and the background tasks (flusher, retention).
+
+Start-up::
+
+    lock data dir ─▶ read & remove .clean-shutdown ─▶ open metadata store
+      ─▶ open local partition logs (recover them if the marker was missing)
+      ─▶ listen ─▶ background tasks
+
+Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
+and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import IO
+
+from sluice.broker.dispatcher import Dispatcher
+from sluice.broker.producer_ids import ProducerIdManager
+from sluice.broker.purgatory import Purgatory
+from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.server import Server
+from sluice.broker.topics import TopicManager
+from sluice.cluster.embedded import EmbeddedMetadataStore
+from sluice.cluster.model import BrokerInfo
+from sluice.common.clock import SYSTEM_CLOCK, Clock
+from sluice.common.config import BrokerConfig
+
+# Handlers register themselves with the dispatcher when imported.
+from sluice.broker import handlers  # noqa: F401  isort: skip
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+LOCK_FILE = ".lock"
+
+
+class DataDirInUse(Exception):
+    pass
+
+
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.data_dir = Path(config.data_dir)
+        self.purgatory = Purgatory()
+        self._lock_file: IO[bytes] | None = None
+        self._stopping = asyncio.Event()
+        self.replicas = ReplicaManager(
+            config.node_id, self.data_dir, clock, self.purgatory, config.topic_defaults
+        )
+        self.server = Server(config.host, config.port, self._handle)
+        self._dispatcher: Dispatcher | None = None
+
+    async def _handle(self, frame: bytes, connection: object) -> object:
+        assert self._dispatcher is not None
+        return await self._dispatcher.handle(frame, connection)  # type: ignore[arg-type]
+
+    def _lock_data_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.data_dir / LOCK_FILE, "wb")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataDirInUse(
+                f"data directory {self.data_dir} is used by another running broker; "
+                "stop it or pass a different --data-dir"
+            ) from None
+
+    async def start(self) -> None:
+        self._lock_data_dir()
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            _fsync_directory(self.data_dir)
+        else:
+            log.info("no clean-shutdown marker: recovering partition logs")
+        self.store = EmbeddedMetadataStore(self.data_dir)
+        advertised = self.config.advertised_host or self.config.host
+        self.node = BrokerInfo(self.config.node_id, advertised, self.config.port)
+        self.store.register_broker(self.node)
+        self.topics = TopicManager(self.store, self.replicas, self.config)
+        self.topics.open_local_replicas(recover=not clean)
+        self.producer_ids = ProducerIdManager(self.store)
+        self._dispatcher = Dispatcher(self)
+        await self.server.start()
+        if self.config.port == 0:  # tests ask for any free port
+            self.node = BrokerInfo(self.config.node_id, advertised, self.server.port)
+            self.store.register_broker(self.node)
+        log.info(
+            "sluice broker %d ready on %s:%d (data in %s, %d partition(s))",
+            self.config.node_id, self.config.host, self.server.port, self.data_dir,
+            len(self.replicas),
+        )
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve until :meth:`request_stop`, then shut down cleanly."""
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                flusher = tasks.create_task(self._flush_periodically())
+                janitor = tasks.create_task(self._apply_retention_periodically())
+                await self._stopping.wait()
+                flusher.cancel()
+                janitor.cancel()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        await self.server.stop()
+        self.replicas.close_all()
+        self.store.close()
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        marker.write_bytes(b"")
+        _fsync_directory(self.data_dir)
+        if self._lock_file is not None:
+            self._lock_file.close()
+        log.info("sluice broker %d stopped cleanly", self.config.node_id)
+
+    async def _flush_periodically(self) -> None:
+        interval_s = self.config.log_flush_scheduler_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.flush_due()
+
+    async def flush_due(self) -> None:
+        """fsync every partition with unflushed data older than its flush.ms."""
+        now_ms = self.clock.monotonic_ms()
+        for partition in self.replicas.dirty_partitions():
+            if now_ms - partition.last_flush_ms >= partition.log.config.flush_ms:
+                partition.dirty = False
+                partition.last_flush_ms = now_ms
+                await asyncio.to_thread(partition.log.flush)
+
+    async def _apply_retention_periodically(self) -> None:
+        interval_s = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = self.clock.wall_ms()
+            for partition in self.replicas:
+                deleted = partition.log.apply_retention(now_ms)
+                if deleted:
+                    log.info("retention deleted %d segment(s) of %s", deleted,
+                             partition.topic_partition)
+                partition.log.delete_expired_files(now_ms)
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Run a broker until SIGTERM or SIGINT."""
+    broker = Broker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, broker.request_stop)
+    try:
+        await broker.run()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signum)

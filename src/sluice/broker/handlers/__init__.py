@@ -1,0 +1,14 @@
+"""API handlers, one module per API family. Importing this package registers them all
+with the dispatcher's table."""
+
+from sluice.broker.handlers import (  # noqa: F401
+    admin_configs,
+    admin_records,
+    admin_topics,
+    api_versions,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)

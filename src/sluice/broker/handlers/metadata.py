@@ -1,0 +1,98 @@
+"""Metadata: brokers, controller, topics with partition leaders, epochs and ISRs.
+
+Auto-creation happens synchronously inside the request (PROTOCOL.md: a topic that
+appears at once is what users expect). ``topics`` null means all topics; an empty list
+means none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.dispatcher import handler
+from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
+from sluice.cluster.model import TopicMetadata
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import topic_name_problem
+from sluice.protocol.codec import RequestHeader
+from sluice.protocol.messages import has_field, make, response_module
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sluice.broker.app import Broker
+
+
+def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata) -> Any:
+    live = {b.node_id for b in broker.store.live_brokers()}
+    partitions = []
+    for index, state in sorted(topic.partitions.items()):
+        leader_alive = state.leader in live
+        partitions.append(
+            make(
+                module.MetadataResponsePartition,
+                error_code=0 if leader_alive else ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=state.leader if leader_alive else -1,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=state.replicas,
+                isr_nodes=state.isr,
+                offline_replicas=tuple(r for r in state.replicas if r not in live),
+            )
+        )
+    return make(
+        module.MetadataResponseTopic,
+        error_code=0,
+        name=topic.name,
+        is_internal=topic.name.startswith(INTERNAL_TOPIC_PREFIX),
+        partitions=tuple(partitions),
+    )
+
+
+def _error_entry(module: ModuleType, name: str, error_code: int) -> Any:
+    return make(module.MetadataResponseTopic, error_code=error_code, name=name, partitions=())
+
+
+@handler(ApiKey.METADATA)
+async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    # v0 has no null: an empty list there means all topics.
+    if request.topics is None or (header.api_version == 0 and not request.topics):
+        entries = [_topic_entry(module, broker, t) for _, t in sorted(broker.topics.all().items())]
+    else:
+        allow_auto_create = (
+            request.allow_auto_topic_creation
+            if has_field(type(request), "allow_auto_topic_creation")
+            else True
+        )
+        entries = []
+        for requested in request.topics:
+            name = requested.name
+            if name is None or topic_name_problem(name) is not None:
+                entries.append(
+                    _error_entry(module, name or "", ErrorCode.invalid_topic_exception)
+                )
+                continue
+            try:
+                topic = broker.topics.ensure(name) if allow_auto_create else broker.topics.get(name)
+            except KafkaError as e:
+                entries.append(_error_entry(module, name, e.code))
+                continue
+            if topic is None:
+                entries.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
+            else:
+                entries.append(_topic_entry(module, broker, topic))
+    return make(
+        module.MetadataResponse,
+        throttle_time=0,
+        brokers=tuple(
+            make(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port,
+                 rack=b.rack)
+            for b in broker.store.live_brokers()
+        ),
+        cluster_id=broker.store.cluster_id(),
+        controller_id=broker.config.node_id,
+        topics=tuple(entries),
+    )
+

@@ -1,0 +1,184 @@
+"""Produce v3–8: validate each partition's batch, append it as leader, answer per acks.
+
+Every partition's append happens synchronously, before the first ``await``, so pipelined
+produce requests on a connection are appended in arrival order (their handler tasks
+start in that order). Then, for acks=all, the request waits in the purgatory until the
+high watermark covers each partition's last offset, or the request timeout passes.
+acks=0 gets no response at all (PROTOCOL.md).
+
+Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
+answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
+that Sluice does not store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.dispatcher import handler
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.common.limits import PRODUCE_TIMEOUT_MS_MAX
+from sluice.protocol import framing
+from sluice.protocol.codec import RequestHeader, response_header_bytes
+from sluice.protocol.messages import make, millis, response_module
+from sluice.protocol.records.batch import validate_produced
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from sluice.broker.app import Broker
+
+log = logging.getLogger(__name__)
+
+PRODUCE_VERSION_MIN_SERVED = 3
+
+
+@dataclass
+class _PartitionOutcome:
+    index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    wait_for_offset: int | None = None
+    """For acks=all: the high watermark this partition must reach before answering."""
+
+
+def _append_one(
+    broker: Broker, topic_partition: TopicPartition, records: bytes | None, acks: int
+) -> _PartitionOutcome:
+    outcome = _PartitionOutcome(topic_partition.partition)
+    try:
+        if broker.topics.ensure(topic_partition.topic) is None:
+            raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
+        partition = broker.replicas.get(topic_partition)
+        if records is None:
+            raise errors.CorruptMessage("partition data has no records")
+        validate_produced(records, partition.log.config.max_message_bytes)
+        result = partition.append(bytearray(records), acks=acks)
+    except KafkaError as e:
+        outcome.error_code = e.code
+        outcome.error_message = str(e)
+        if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
+            log.warning("refused produce to %s: %s", topic_partition, e)
+        return outcome
+    outcome.base_offset = result.base_offset
+    outcome.log_append_time_ms = result.log_append_time_ms
+    outcome.log_start_offset = result.log_start_offset
+    if acks == -1:
+        outcome.wait_for_offset = result.last_offset + 1
+    return outcome
+
+
+async def _wait_for_replication(
+    broker: Broker, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_ms: int
+) -> None:
+    waiting = {tp: o for tp, o in outcomes.items() if o.wait_for_offset is not None}
+    if not waiting:
+        return
+
+    def replicated() -> bool:
+        for tp, outcome in waiting.items():
+            partition = broker.replicas.find(tp)
+            if partition is None or not partition.has_high_watermark_reached(
+                outcome.wait_for_offset or 0
+            ):
+                return False
+        return True
+
+    timeout_s = min(max(timeout_ms, 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
+    if await broker.purgatory.wait_until(waiting, replicated, timeout_s):
+        return
+    for tp, outcome in waiting.items():
+        partition = broker.replicas.find(tp)
+        if partition is None or not partition.has_high_watermark_reached(
+            outcome.wait_for_offset or 0
+        ):
+            outcome.error_code = ErrorCode.request_timed_out
+            outcome.error_message = "not replicated to the in-sync replicas in time"
+
+
+async def _fsync_if_required(
+    broker: Broker, outcomes: dict[TopicPartition, _PartitionOutcome]
+) -> None:
+    for tp, outcome in outcomes.items():
+        partition = broker.replicas.find(tp)
+        if outcome.error_code == 0 and partition is not None:
+            if partition.log.config.fsync_every_append:
+                await asyncio.to_thread(partition.log.flush)
+
+
+@handler(ApiKey.PRODUCE)
+async def handle_produce(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if header.api_version < PRODUCE_VERSION_MIN_SERVED:
+        return _legacy_unsupported(header, request)
+    acks = int(request.acks)
+    outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    for topic_data in request.topic_data:
+        for partition_data in topic_data.partition_data:
+            tp = TopicPartition(topic_data.name, partition_data.index)
+            if acks not in (0, 1, -1):
+                outcomes[tp] = _PartitionOutcome(
+                    tp.partition, error_code=ErrorCode.invalid_required_acks
+                )
+                continue
+            outcomes[tp] = _append_one(broker, tp, partition_data.records, acks)
+    await _fsync_if_required(broker, outcomes)
+    if acks == 0:
+        return None
+    await _wait_for_replication(broker, outcomes, millis(request.timeout))
+
+    module = response_module(header.api_key, header.api_version)
+    by_topic: dict[str, list[Any]] = {}
+    for tp, outcome in outcomes.items():
+        by_topic.setdefault(tp.topic, []).append(
+            make(
+                module.PartitionProduceResponse,
+                index=outcome.index,
+                error_code=outcome.error_code,
+                base_offset=outcome.base_offset,
+                log_append_time=outcome.log_append_time_ms,
+                log_start_offset=outcome.log_start_offset,
+                record_errors=(),
+                error_message=outcome.error_message,
+            )
+        )
+    return make(
+        module.ProduceResponse,
+        responses=tuple(
+            make(module.TopicProduceResponse, name=name, partition_responses=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+        throttle_time=0,
+    )
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def _legacy_unsupported(header: RequestHeader, request: Any) -> bytes | None:
+    """Produce v0–2 answered with UNSUPPORTED_VERSION, framed by hand (kio has no schema
+    for these versions). v1 adds throttle_time_ms, v2 log_append_time per partition."""
+    if int(request.acks) == 0:
+        return None
+    version = header.api_version
+    body = bytearray(_I32.pack(len(request.topic_data)))
+    for topic_data in request.topic_data:
+        name = topic_data.name.encode()
+        body += _I16.pack(len(name)) + name + _I32.pack(len(topic_data.partition_data))
+        for partition_data in topic_data.partition_data:
+            body += _I32.pack(partition_data.index) + _I16.pack(ErrorCode.unsupported_version)
+            body += _I64.pack(-1)
+            if version >= 2:
+                body += _I64.pack(-1)
+    if version >= 1:
+        body += _I32.pack(0)
+    return framing.frame(response_header_bytes(header.correlation_id, False) + bytes(body))

@@ -1,0 +1,56 @@
+"""Where requests wait for a condition on one or more partitions.
+
+A produce with acks=all waits for the high watermark to pass its last offset; a fetch
+with min_bytes waits for data. Both register a future under each partition they care
+about and re-check their condition when woken. Wake-ups are cheap and may be spurious;
+the waiter always re-checks (there is no lost wake-up because the condition is checked
+after registering and before sleeping).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._waiters: defaultdict[Hashable, set[asyncio.Future[None]]] = defaultdict(set)
+
+    def notify(self, key: Hashable) -> None:
+        """Wake everything waiting on ``key``."""
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    async def wait_until(
+        self, keys: Iterable[Hashable], condition: Callable[[], bool], timeout_s: float
+    ) -> bool:
+        """Wait until ``condition()`` holds (checked at every wake-up of any key) or the
+        timeout passes. Returns the final value of the condition."""
+        keys = list(keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if condition():
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            future: asyncio.Future[None] = loop.create_future()
+            for key in keys:
+                self._waiters[key].add(future)
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                return condition()
+            finally:
+                for key in keys:
+                    waiters = self._waiters.get(key)
+                    if waiters is not None:
+                        waiters.discard(future)
+                        if not waiters:
+                            del self._waiters[key]

@@ -1,0 +1,162 @@
+"""What every client subcommand shares: the bootstrap option, running a coroutine, and
+turning failures into one-line messages with a non-zero exit code (never a traceback).
+
+Exit codes: 0 success, 1 an operation failed (broker down, topic missing, refused),
+2 bad usage (click's own, also used for malformed ``k=v`` and unknown configs),
+130 interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import sys
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
+
+import click
+
+from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, parse_bootstrap
+from sluice.client.errors import ClientError
+from sluice.common import errors
+from sluice.common.config import TOPIC_CONFIG_KEYS, parse_topic_configs
+from sluice.common.errors import ErrorCode, KafkaError
+
+BOOTSTRAP_ENV_VAR = "SLUICE_BOOTSTRAP_SERVER"
+EXIT_INTERRUPTED = 130
+"""Shell convention for a process ended by SIGINT (128 + 2)."""
+
+CLIENT_ID = "sluice-cli"
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+def _check_bootstrap(_context: click.Context, _parameter: click.Parameter, value: str) -> str:
+    try:
+        parse_bootstrap(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
+
+
+def bootstrap_option(function: F) -> F:
+    """``--bootstrap-server host:port[,host:port...]`` (env SLUICE_BOOTSTRAP_SERVER)."""
+    return click.option(
+        "--bootstrap-server",
+        "bootstrap_server",
+        envvar=BOOTSTRAP_ENV_VAR,
+        default=DEFAULT_BOOTSTRAP,
+        show_default=True,
+        show_envvar=True,
+        metavar="HOST:PORT",
+        callback=_check_bootstrap,
+        help="Broker(s) to connect to first, comma-separated.",
+    )(function)
+
+
+def open_cluster(bootstrap_server: str) -> Cluster:
+    """A :class:`Cluster` for the CLI (lazy: nothing connects until first used)."""
+    return Cluster(bootstrap_server, client_id=CLIENT_ID)
+
+
+# ── k=v options ────────────────────────────────────────────────────────────────────────
+
+
+def parse_key_value(text: str, option: str) -> tuple[str, str]:
+    """Split ``k=v`` (the value may contain '='); a usage error names the bad entry."""
+    key, separator, value = text.partition("=")
+    if not separator or not key:
+        raise click.UsageError(f"{option} expects key=value, got {text!r} (e.g. {option} retention.ms=60000)")
+    return key, value
+
+
+def parse_key_values(texts: Iterable[str], option: str) -> dict[str, str]:
+    """Parse repeated ``k=v`` options into a dict (later entries win)."""
+    return dict(parse_key_value(text, option) for text in texts)
+
+
+def unknown_config_message(name: str) -> str:
+    """Why ``name`` is not a topic config, with the closest names as suggestions."""
+    close = difflib.get_close_matches(name, TOPIC_CONFIG_KEYS, n=3)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else (
+        "known configs: " + ", ".join(sorted(TOPIC_CONFIG_KEYS))
+    )
+    return f"unknown topic config {name!r} ({hint})"
+
+
+def check_topic_config_names(names: Iterable[str]) -> None:
+    """Refuse names that are not topic configs, before anything is sent."""
+    for name in names:
+        if name not in TOPIC_CONFIG_KEYS:
+            raise click.UsageError(unknown_config_message(name))
+
+
+def check_topic_configs(configs: Mapping[str, str]) -> None:
+    """Refuse unknown names and values out of range, before anything is sent."""
+    check_topic_config_names(configs)
+    try:
+        parse_topic_configs(configs)
+    except KafkaError as e:
+        detail = str(e).removeprefix(f"{e.code.name.upper()}: ")
+        raise click.UsageError(f"bad topic config {detail}") from None
+
+
+# ── running and failing ────────────────────────────────────────────────────────────────
+
+
+def error_message(error: BaseException) -> str:
+    """A one-line explanation of a failure, with a hint when one helps."""
+    if isinstance(error, ClientError):
+        return str(error)
+    if isinstance(error, KafkaError):
+        detail = str(error).removeprefix(f"{error.code.name.upper()}: ")
+        code = error.code
+        if code == ErrorCode.unknown_topic_or_partition:
+            return f"{detail} (list topics with `sluice topics list`)"
+        if code == ErrorCode.topic_already_exists:
+            return f"{detail} (see it with `sluice topics describe`)"
+        if code == ErrorCode.invalid_config:
+            return f"invalid config: {detail}"
+        if code == ErrorCode.offset_out_of_range:
+            return f"{detail} (use --from-beginning, or an offset inside the partition)"
+        if code in (ErrorCode.invalid_partitions, ErrorCode.invalid_replication_factor):
+            return f"{code.name.replace('_', ' ')}: {detail}"
+        return f"broker refused: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def fail(error: BaseException) -> click.ClickException:
+    """The click exception that prints ``error`` as one line and exits with status 1."""
+    return click.ClickException(error_message(error))
+
+
+def run(coroutine_function: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the command's coroutine; print failures as one line, never a traceback."""
+    try:
+        return asyncio.run(coroutine_function())
+    except (ClientError, KafkaError) as e:
+        raise fail(e) from None
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader of our output went away (e.g. `| head`): stop quietly, and keep
+        # Python from complaining while flushing stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+
+
+def topic_missing(name: str) -> click.ClickException:
+    """The error for a topic that does not exist."""
+    return click.ClickException(
+        f"topic {name!r} does not exist (create it with `sluice topics create {name}`, "
+        "or list topics with `sluice topics list`)"
+    )
+
+
+def raise_if_unknown_topic(error: KafkaError, name: str) -> None:
+    """Re-raise an UnknownTopicOrPartition about ``name`` as :func:`topic_missing`."""
+    if isinstance(error, errors.UnknownTopicOrPartition):
+        raise topic_missing(name) from None

@@ -1,0 +1,95 @@
+"""``sluice serve``: run one broker in the foreground until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from sluice.broker.app import DataDirInUse, serve as run_broker
+from sluice.cluster.embedded import MetadataFileError
+from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for item in overrides:
+        name, separator, value = item.partition("=")
+        if not separator or not name:
+            raise click.BadParameter(f"{item!r} is not name=value", param_hint="-o/--override")
+        properties[name] = value
+    return properties
+
+
+@click.command("serve")
+@click.option("--data-dir", type=click.Path(path_type=Path), envvar="SLUICE_DATA_DIR",
+              help="Where logs and metadata live.  [default: ./data]")
+@click.option("--host", envvar="SLUICE_HOST", help="Address to listen on.  [default: 127.0.0.1]")
+@click.option("--port", type=click.IntRange(0, 65535), envvar="SLUICE_PORT",
+              help="Port to listen on (0 picks a free one).  [default: 9092]")
+@click.option("--node-id", type=click.IntRange(0), envvar="SLUICE_NODE_ID",
+              help="This broker's id in the cluster.  [default: 0]")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), envvar="SLUICE_CONFIG",
+              help="A file of Kafka-style name=value broker settings.")
+@click.option("-o", "--override", "overrides", multiple=True, metavar="NAME=VALUE",
+              help="A broker setting, e.g. -o num.partitions=3 -o log.retention.hours=24.")
+@click.option("--log-level", default="INFO", envvar="SLUICE_LOG_LEVEL",
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve(
+    data_dir: Path | None,
+    host: str | None,
+    port: int | None,
+    node_id: int | None,
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    log_level: str,
+) -> None:
+    """Run a single-node broker in the foreground.
+
+    Settings are applied in this order, later winning: defaults, --config file,
+    -o overrides, then the explicit options (--data-dir, --host, --port, --node-id).
+    """
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    config = BrokerConfig()
+    try:
+        if config_file is not None:
+            config.apply_properties(read_properties_file(config_file))
+        config.apply_properties(_parse_overrides(overrides))
+    except BrokerConfigError as e:
+        raise click.ClickException(f"bad broker setting: {e}") from None
+    if data_dir is not None:
+        config.data_dir = data_dir
+    if host is not None:
+        config.host = host
+    if port is not None:
+        config.port = port
+    if node_id is not None:
+        config.node_id = node_id
+    try:
+        asyncio.run(run_broker(config))
+    except DataDirInUse as e:
+        raise click.ClickException(str(e)) from None
+    except MetadataFileError as e:
+        raise click.ClickException(f"{e}; restore it or point --data-dir elsewhere") from None
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise click.ClickException(
+                f"port {config.port} on {config.host} is already in use: stop what uses it "
+                "or pass --port"
+            ) from None
+        if e.errno in (errno.EACCES, errno.EROFS):
+            raise click.ClickException(
+                f"cannot write the data directory {os.fspath(config.data_dir)}: {e.strerror}"
+            ) from None
+        raise
+    except KeyboardInterrupt:
+        pass
+

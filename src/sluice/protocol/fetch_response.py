@@ -1,0 +1,118 @@
+"""Fetch responses v4–11, framed by hand so record bytes never pass through Python.
+
+Every other response is encoded by kio. A fetch response is the one that carries bulk
+log data, so it is emitted as a list of *parts*: ``bytes`` for the framing, and opaque
+record slices (anything with ``size_bytes``, e.g. storage file slices) that the network
+layer sends with ``sendfile``. The layout (non-flexible versions)::
+
+    int32 size │ int32 correlation_id
+    int32 throttle_time_ms │ int16 error_code (v7+) │ int32 session_id (v7+)
+    [topics]   string name
+      [partitions] int32 index │ int16 error_code │ int64 high_watermark
+                   int64 last_stable_offset │ int64 log_start_offset (v5+)
+                   [aborted] (int64 producer_id │ int64 first_offset), null = -1
+                   int32 preferred_read_replica (v11+)
+                   int32 records size │ records …  ← slices, sent zero-copy
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+FETCH_VERSION_MIN = 4
+FETCH_VERSION_MAX = 11
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_HEAD = struct.Struct(">ihqq")
+_I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")
+
+
+class RecordsSlice(Protocol):
+    @property
+    def size_bytes(self) -> int: ...
+
+
+ResponsePart = bytes | RecordsSlice
+
+
+@dataclass
+class FetchPartitionResult:
+    partition_index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+    records: Sequence[RecordsSlice] = field(default_factory=list)
+
+    @property
+    def records_size_bytes(self) -> int:
+        return sum(part.size_bytes for part in self.records)
+
+
+def _string(text: str) -> bytes:
+    encoded = text.encode()
+    return _I16.pack(len(encoded)) + encoded
+
+
+def encode_fetch_response(
+    version: int,
+    correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[FetchPartitionResult]]],
+    *,
+    throttle_time_ms: int = 0,
+    error_code: int = 0,
+    session_id: int = 0,
+) -> list[ResponsePart]:
+    """The whole response as parts, size prefix first. Consecutive bytes are joined so
+    the network layer makes one write per run of framing."""
+    assert FETCH_VERSION_MIN <= version <= FETCH_VERSION_MAX, version
+    parts: list[ResponsePart] = []
+    pending = bytearray(_I32.pack(correlation_id))
+    pending += _I32.pack(throttle_time_ms)
+    if version >= 7:
+        pending += _I16.pack(error_code) + _I32.pack(session_id)
+    pending += _I32.pack(len(topics))
+    total = 0
+    for name, partitions in topics:
+        pending += _string(name)
+        pending += _I32.pack(len(partitions))
+        for result in partitions:
+            pending += _PARTITION_HEAD.pack(
+                result.partition_index,
+                result.error_code,
+                result.high_watermark,
+                result.last_stable_offset,
+            )
+            if version >= 5:
+                pending += _I64.pack(result.log_start_offset)
+            aborted = result.aborted_transactions
+            if aborted is None:
+                pending += _I32.pack(-1)
+            else:
+                pending += _I32.pack(len(aborted))
+                for producer_id, first_offset in aborted:
+                    pending += _ABORTED.pack(producer_id, first_offset)
+            if version >= 11:
+                pending += _I32.pack(result.preferred_read_replica)
+            records_size = result.records_size_bytes
+            pending += _I32.pack(records_size)
+            if records_size:
+                total += len(pending)
+                parts.append(bytes(pending))
+                pending = bytearray()
+                for part in result.records:
+                    if part.size_bytes:
+                        parts.append(part)
+                        total += part.size_bytes
+    if pending:
+        total += len(pending)
+        parts.append(bytes(pending))
+    parts.insert(0, _I32.pack(total))
+    return parts

@@ -1,0 +1,370 @@
+"""The four Kafka codecs, as Kafka clients write them on the wire.
+
+The records section of a compressed batch (everything after the 61-byte header) is one
+compressed stream; the batch header itself is never compressed. What each codec id means
+in bytes:
+
+    id  codec   on the wire
+    --  ------  --------------------------------------------------------------------
+     1  gzip    gzip members (RFC 1952); decoders accept several concatenated members
+     2  snappy  Java writes xerial framing, librdkafka plain "raw" snappy:
+                  xerial = b"\\x82SNAPPY\\x00" | version i32 | compat i32
+                           | (block length i32 | raw snappy block)*   (big-endian)
+                we read both and write xerial (1, 1) with 32 KiB blocks, as Java does
+     3  lz4     LZ4 *frame* format; Java decodes block by block, so blocks must be
+                independent (FLG bit 5): we write independent 64 KiB blocks
+     4  zstd    zstd frames; Java's streaming writer leaves out the content size, so
+                frames are decoded as a stream, never by the size in their header
+
+Decompression bombs: whatever the codec, decompressing stops with ``CorruptMessage``
+before the output passes ``max_bytes`` (``DECOMPRESSED_BYTES_MAX`` unless the caller asks
+for less). gzip uses the standard library's ``zlib``, whose ``max_length`` caps the
+output exactly (it is also as fast as cramjam's); snappy blocks declare their length up
+front; for lz4 and zstd the frame and block headers are walked first to find an upper
+bound on the output (cheap: one step per 64-128 KiB block), and only when that bound is
+above the limit is the stream decoded into a buffer that cannot grow past it.
+
+Bad compressed data of any kind raises ``CorruptMessage``; an unknown codec id raises
+``UnsupportedCompressionType``. No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Final
+
+import cramjam
+
+from sluice.common import errors
+from sluice.protocol.records.batch import Compression
+
+__all__ = [
+    "DECOMPRESSED_BYTES_MAX",
+    "compress",
+    "decompress",
+]
+
+DECOMPRESSED_BYTES_MAX: Final = 128 * 1024 * 1024
+"""Largest records section a compressed batch may expand to. Batches are limited to
+about ``max.message.bytes`` (1 MiB by default) compressed; 128 MiB leaves room for very
+compressible data while a hostile batch cannot make the broker or client allocate
+gigabytes."""
+
+Buffer = bytes | bytearray | memoryview
+
+# -- snappy (xerial framing) ----------------------------------------------------------
+
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+XERIAL_VERSION: Final = 1
+XERIAL_COMPATIBLE_VERSION: Final = 1
+XERIAL_HEADER_BYTES: Final = 16
+XERIAL_BLOCK_BYTES: Final = 32 * 1024
+"""Uncompressed bytes per xerial block; xerial-java's default, which Kafka uses."""
+_XERIAL_HEADER = struct.Struct(">8sii")
+_INT32 = struct.Struct(">i")
+
+# -- lz4 frame --------------------------------------------------------------------------
+
+LZ4_FRAME_MAGIC: Final = 0x184D2204
+_LZ4_SKIPPABLE_MAGIC_MASK: Final = 0xFFFFFFF0
+_LZ4_SKIPPABLE_MAGIC: Final = 0x184D2A50
+_LZ4_BLOCK_BYTES_MAX_BY_ID: Final = {
+    4: 64 * 1024,
+    5: 256 * 1024,
+    6: 1024 * 1024,
+    7: 4 * 1024 * 1024,
+}
+_LZ4_UNCOMPRESSED_BLOCK_FLAG: Final = 0x80000000
+
+# -- zstd frame -------------------------------------------------------------------------
+
+ZSTD_FRAME_MAGIC: Final = 0xFD2FB528
+_ZSTD_SKIPPABLE_MAGIC_MASK: Final = 0xFFFFFFF0
+_ZSTD_SKIPPABLE_MAGIC: Final = 0x184D2A50
+ZSTD_BLOCK_BYTES_MAX: Final = 128 * 1024
+"""A zstd block never regenerates more than this (the format's Block_Maximum_Size)."""
+_ZSTD_DICTIONARY_ID_BYTES: Final = (0, 1, 2, 4)
+_ZSTD_BLOCK_RAW: Final = 0
+_ZSTD_BLOCK_RLE: Final = 1
+_ZSTD_BLOCK_RESERVED: Final = 3
+
+_UINT32_LE = struct.Struct("<I")
+
+_CRAMJAM_ERRORS = (cramjam.DecompressionError, OSError, ValueError)
+
+
+def compress(codec: Compression, data: Buffer) -> bytes:
+    """Compress a records section with ``codec`` the way Kafka clients do."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        return compressor.compress(data) + compressor.flush()
+    if codec == Compression.SNAPPY:
+        return _xerial_compress(data)
+    if codec == Compression.LZ4:
+        # cramjam's one-shot lz4.compress links blocks, which Java cannot decode.
+        lz4 = cramjam.lz4.Compressor(block_linked=False)
+        lz4.compress(data)
+        return bytes(lz4.finish())
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise errors.UnsupportedCompressionType(f"unknown compression codec id {int(codec)}")
+
+
+def decompress(
+    codec: Compression | int, data: Buffer, max_bytes: int = DECOMPRESSED_BYTES_MAX
+) -> bytes:
+    """Decompress a records section. Raises ``CorruptMessage`` for bad data or output
+    larger than ``max_bytes``, ``UnsupportedCompressionType`` for an unknown codec id."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return _gzip_decompress(data, max_bytes)
+    if codec == Compression.SNAPPY:
+        return _snappy_decompress(data, max_bytes)
+    if codec == Compression.LZ4:
+        return _bounded(Compression.LZ4, data, _lz4_output_bound(data), max_bytes)
+    if codec == Compression.ZSTD:
+        return _bounded(Compression.ZSTD, data, _zstd_output_bound(data), max_bytes)
+    raise errors.UnsupportedCompressionType(f"unknown compression codec id {int(codec)}")
+
+
+def _too_large(codec_name: str, max_bytes: int) -> errors.KafkaError:
+    return errors.CorruptMessage(
+        f"{codec_name} data decompresses to more than the {max_bytes} byte limit; "
+        "refusing a possible decompression bomb"
+    )
+
+
+# -- gzip -------------------------------------------------------------------------------
+
+
+def _gzip_decompress(data: Buffer, max_bytes: int) -> bytes:
+    parts: list[bytes] = []
+    room = max_bytes
+    pending: Buffer = data
+    while True:
+        decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = decompressor.decompress(pending, room + 1)
+        except zlib.error as error:
+            raise errors.CorruptMessage(f"gzip data is corrupt: {error}") from None
+        if len(part) > room:
+            raise _too_large("gzip", max_bytes)
+        if not decompressor.eof:
+            raise errors.CorruptMessage("gzip data is truncated")
+        parts.append(part)
+        room -= len(part)
+        pending = decompressor.unused_data
+        if not pending:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+# -- snappy -----------------------------------------------------------------------------
+
+
+def _xerial_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_COMPATIBLE_VERSION)]
+    for start in range(0, len(view), XERIAL_BLOCK_BYTES):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_BYTES]))
+        parts.append(_INT32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_block(block: Buffer, room: int, max_bytes: int) -> bytes:
+    """One raw snappy block, checking its declared length against ``room`` first."""
+    try:
+        declared_bytes = cramjam.snappy.decompress_raw_len(block)
+    except _CRAMJAM_ERRORS as error:
+        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
+    if declared_bytes > room:
+        raise _too_large("snappy", max_bytes)
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except _CRAMJAM_ERRORS as error:
+        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
+
+
+def _snappy_decompress(data: Buffer, max_bytes: int) -> bytes:
+    view = memoryview(data)
+    if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        return _snappy_block(view, max_bytes, max_bytes)
+    # xerial: the version fields are ignored, as every reader does (some writers get
+    # their byte order wrong).
+    if len(view) < XERIAL_HEADER_BYTES:
+        raise errors.CorruptMessage("xerial snappy header is truncated")
+    parts: list[bytes] = []
+    room = max_bytes
+    position = XERIAL_HEADER_BYTES
+    end = len(view)
+    while position < end:
+        if end - position < 4:
+            raise errors.CorruptMessage("xerial snappy block length is truncated")
+        (block_bytes,) = _INT32.unpack_from(view, position)
+        position += 4
+        if block_bytes < 0 or block_bytes > end - position:
+            raise errors.CorruptMessage(
+                f"xerial snappy block of {block_bytes} bytes does not fit in the "
+                f"{end - position} bytes left"
+            )
+        part = _snappy_block(view[position : position + block_bytes], room, max_bytes)
+        parts.append(part)
+        room -= len(part)
+        position += block_bytes
+    return b"".join(parts)
+
+
+# -- lz4 and zstd: bound the output from the frame headers, then decode ----------------
+
+
+_FRAMED_DECODERS: Final[
+    dict[Compression, tuple[str, Callable[..., cramjam.Buffer], Callable[..., int]]]
+] = {
+    Compression.LZ4: ("lz4", cramjam.lz4.decompress, cramjam.lz4.decompress_into),
+    Compression.ZSTD: ("zstd", cramjam.zstd.decompress, cramjam.zstd.decompress_into),
+}
+
+
+def _bounded(codec: Compression, data: Buffer, output_bound: int, max_bytes: int) -> bytes:
+    """Decode with cramjam: directly when ``output_bound`` is within the limit, else into
+    a buffer one byte larger than the limit (anonymous memory, so the kernel only backs
+    the pages actually written)."""
+    codec_name, decompress_whole, decompress_into = _FRAMED_DECODERS[codec]
+    try:
+        if output_bound <= max_bytes:
+            return bytes(decompress_whole(data))
+        # The headers allow more than the limit; the data itself may still be within it.
+        with mmap.mmap(-1, max_bytes + 1) as output:
+            written = decompress_into(data, output)
+            if written > max_bytes:
+                raise _too_large(codec_name, max_bytes)
+            return output[:written]
+    except _CRAMJAM_ERRORS as error:
+        if output_bound > max_bytes:
+            raise errors.CorruptMessage(
+                f"{codec_name} data is corrupt or decompresses to more than {max_bytes} "
+                f"bytes: {error}"
+            ) from None
+        raise errors.CorruptMessage(f"{codec_name} data is corrupt: {error}") from None
+
+
+def _lz4_output_bound(data: Buffer) -> int:
+    """Upper bound on what a sequence of LZ4 frames decodes to, from the block headers.
+    Raises CorruptMessage when the framing itself is broken."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    bound = 0
+    if end == 0:
+        raise errors.CorruptMessage("lz4 data is empty")
+    while position < end:
+        if end - position < 4:
+            raise errors.CorruptMessage("lz4 frame magic is truncated")
+        (magic,) = _UINT32_LE.unpack_from(view, position)
+        position += 4
+        if magic & _LZ4_SKIPPABLE_MAGIC_MASK == _LZ4_SKIPPABLE_MAGIC:
+            if end - position < 4:
+                raise errors.CorruptMessage("lz4 skippable frame is truncated")
+            (skip_bytes,) = _UINT32_LE.unpack_from(view, position)
+            position += 4 + skip_bytes
+            continue
+        if magic != LZ4_FRAME_MAGIC:
+            raise errors.CorruptMessage(f"not an lz4 frame (magic {magic:#010x})")
+        if end - position < 3:
+            raise errors.CorruptMessage("lz4 frame descriptor is truncated")
+        flags = view[position]
+        block_descriptor = view[position + 1]
+        block_bytes_max = _LZ4_BLOCK_BYTES_MAX_BY_ID.get((block_descriptor >> 4) & 0x7)
+        if flags >> 6 != 1 or block_bytes_max is None:
+            raise errors.CorruptMessage(
+                f"lz4 frame descriptor {flags:#04x} {block_descriptor:#04x} is not valid"
+            )
+        has_block_checksum = bool(flags & 0x10)
+        has_content_size = bool(flags & 0x08)
+        has_content_checksum = bool(flags & 0x04)
+        has_dictionary_id = bool(flags & 0x01)
+        position += 2 + 8 * has_content_size + 4 * has_dictionary_id + 1
+        while True:
+            if end - position < 4:
+                raise errors.CorruptMessage("lz4 block header is truncated")
+            (block_header,) = _UINT32_LE.unpack_from(view, position)
+            position += 4
+            if block_header == 0:
+                position += 4 * has_content_checksum
+                break
+            block_bytes = block_header & ~_LZ4_UNCOMPRESSED_BLOCK_FLAG
+            if block_bytes > block_bytes_max:
+                raise errors.CorruptMessage(
+                    f"lz4 block of {block_bytes} bytes is larger than the frame's "
+                    f"{block_bytes_max} byte blocks"
+                )
+            bound += block_bytes_max
+            position += block_bytes + 4 * has_block_checksum
+        if position > end:
+            raise errors.CorruptMessage("lz4 frame is truncated")
+    return bound
+
+
+def _zstd_output_bound(data: Buffer) -> int:
+    """Upper bound on what a sequence of zstd frames decodes to, from the block headers
+    (not from the optional content size, which a stream writer leaves out). Raises
+    CorruptMessage when the framing itself is broken."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    bound = 0
+    if end == 0:
+        raise errors.CorruptMessage("zstd data is empty")
+    while position < end:
+        if end - position < 4:
+            raise errors.CorruptMessage("zstd frame magic is truncated")
+        (magic,) = _UINT32_LE.unpack_from(view, position)
+        position += 4
+        if magic & _ZSTD_SKIPPABLE_MAGIC_MASK == _ZSTD_SKIPPABLE_MAGIC:
+            if end - position < 4:
+                raise errors.CorruptMessage("zstd skippable frame is truncated")
+            (skip_bytes,) = _UINT32_LE.unpack_from(view, position)
+            position += 4 + skip_bytes
+            continue
+        if magic != ZSTD_FRAME_MAGIC:
+            raise errors.CorruptMessage(f"not a zstd frame (magic {magic:#010x})")
+        if end - position < 1:
+            raise errors.CorruptMessage("zstd frame header is truncated")
+        descriptor = view[position]
+        content_size_flag = descriptor >> 6
+        single_segment = bool(descriptor & 0x20)
+        has_checksum = bool(descriptor & 0x04)
+        content_size_bytes = (1 if single_segment else 0, 2, 4, 8)[content_size_flag]
+        position += (
+            1
+            + (0 if single_segment else 1)
+            + _ZSTD_DICTIONARY_ID_BYTES[descriptor & 0x3]
+            + content_size_bytes
+        )
+        while True:
+            if end - position < 3:
+                raise errors.CorruptMessage("zstd block header is truncated")
+            block_header = view[position] | view[position + 1] << 8 | view[position + 2] << 16
+            position += 3
+            block_type = (block_header >> 1) & 0x3
+            block_bytes = block_header >> 3
+            if block_type == _ZSTD_BLOCK_RESERVED:
+                raise errors.CorruptMessage("zstd block has the reserved block type")
+            if block_type == _ZSTD_BLOCK_RLE:
+                bound += block_bytes
+                position += 1
+            else:
+                bound += block_bytes if block_type == _ZSTD_BLOCK_RAW else ZSTD_BLOCK_BYTES_MAX
+                position += block_bytes
+            if block_header & 1:
+                break
+        position += 4 * has_checksum
+        if position > end:
+            raise errors.CorruptMessage("zstd frame is truncated")
+    return bound

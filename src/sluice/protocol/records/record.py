@@ -1,0 +1,323 @@
+"""Records inside a v2 batch: the bytes after the 61-byte header, once decompressed.
+
+A batch's records section is ``records_count`` records back to back, with no count or
+length in front of the section itself (the count is in the batch header)::
+
+    record := length             varint    bytes after this field
+              attributes         int8      unused, written as 0
+              timestamp_delta    varlong   timestamp - batch base_timestamp
+              offset_delta       varint    offset - batch base_offset
+              key_length         varint    -1 for a null key
+              key                bytes
+              value_length       varint    -1 for a null value
+              value              bytes
+              header_count       varint
+              header*            header_key_length  varint  (>= 0)
+                                 header_key         UTF-8
+                                 header_value_length varint  -1 for a null value
+                                 header_value       bytes
+
+    e.g. key b"k", value b"hello", no headers, deltas 0:
+
+    0x16 | 0x00 | 0x00 | 0x00 | 0x02 "k" | 0x0a "hello" | 0x00
+    len=11 attr  ts+0   off+0   len 1      len 5          0 headers
+
+Every varint is a zigzag varint (Protocol Buffers' ``sint``): ``n`` is written as
+``(n << 1) ^ (n >> 63)`` in base 128, low group first, high bit meaning "more follows";
+so -1 is ``0x01``, 1 is ``0x02``, 64 is ``0x80 0x01``. A varint field is at most 5 bytes,
+a varlong at most 10.
+
+Decoding is a hot path (every consumed record goes through it), so the loop reads
+one-byte varints inline and only calls a helper for longer ones; see the comment in
+:func:`decode_records_into`. Malformed input raises ``CorruptMessage``, never IndexError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from kio._kio_native import read_signed_varint, read_signed_varlong
+
+from sluice.common import errors
+
+__all__ = [
+    "RECORD_BYTES_MIN",
+    "Header",
+    "Record",
+    "decode_records",
+    "decode_records_into",
+    "encode_records",
+]
+
+Header = tuple[str, bytes | None]
+
+RECORD_BYTES_MIN: Final = 8
+"""Smallest possible record, length field included (a record of null key and value and
+no headers): bounds how many records a section of N bytes can hold."""
+_RECORD_BODY_BYTES_MIN: Final = RECORD_BYTES_MIN - 1
+_HEADER_BYTES_MIN: Final = 2
+VARINT_BYTES_MAX: Final = 5
+VARLONG_BYTES_MAX: Final = 10
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_NULL: Final = b"\x01"  # varint -1
+_ATTRIBUTES: Final = b"\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record as stored in a batch: offset and timestamp relative to the batch."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+# -- encoding -----------------------------------------------------------------------
+
+_ONE_BYTE_VARINTS: Final = tuple(bytes([((n << 1) ^ (n >> 63)) & 0xFF]) for n in range(64)) + (
+    tuple(bytes([((n << 1) ^ (n >> 63)) & 0xFF]) for n in range(-64, 0))
+)
+"""Encodings of -64..63 (each one byte), indexed by the value (negative from the end)."""
+
+
+def _varint(value: int) -> bytes:
+    """Zigzag base-128 encoding of a value already checked to fit in 64 bits."""
+    if -64 <= value < 64:
+        return _ONE_BYTE_VARINTS[value]
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def _check_int32(name: str, value: int) -> None:
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ValueError(f"{name} {value} does not fit in an int32")
+
+
+def _append_bytes(out: bytearray, name: str, data: bytes | None) -> None:
+    if data is None:
+        out += _NULL
+        return
+    size = len(data)
+    if size > _INT32_MAX:
+        raise ValueError(f"{name} of {size} bytes is longer than a record field can be")
+    out += _varint(size)
+    out += data
+
+
+def encode_records(records: Iterable[Record]) -> bytes:
+    """The records section for ``records``, uncompressed. Raises ValueError for values
+    that the format cannot hold (a delta outside int32/int64, a 2 GiB field)."""
+    out = bytearray()
+    body = bytearray()
+    for record in records:
+        _check_int32("offset delta", record.offset_delta)
+        if not _INT64_MIN <= record.timestamp_delta <= _INT64_MAX:
+            raise ValueError(f"timestamp delta {record.timestamp_delta} does not fit in 64 bits")
+        body.clear()
+        body += _ATTRIBUTES
+        body += _varint(record.timestamp_delta)
+        body += _varint(record.offset_delta)
+        _append_bytes(body, "key", record.key)
+        _append_bytes(body, "value", record.value)
+        headers = record.headers
+        body += _varint(len(headers))
+        for header_key, header_value in headers:
+            _append_bytes(body, "header key", header_key.encode())
+            _append_bytes(body, "header value", header_value)
+        if len(body) > _INT32_MAX:
+            raise ValueError(f"record of {len(body)} bytes is too large")
+        out += _varint(len(body))
+        out += body
+    return bytes(out)
+
+
+# -- decoding -----------------------------------------------------------------------
+
+R = TypeVar("R")
+
+RecordFactory = Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], R]
+"""Makes one decoded record from (offset, timestamp, key, value, headers)."""
+
+
+def _read_varint_tail(data: bytes, position: int, bytes_max: int) -> tuple[int, int]:
+    """Decode the zigzag varint at ``position`` (any length up to ``bytes_max``); returns
+    (value, position after it). Raises IndexError when the data ends inside it."""
+    result = 0
+    shift = 0
+    for index in range(position, position + bytes_max):
+        byte = data[index]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), index + 1
+        shift += 7
+    raise errors.CorruptMessage(f"varint at record byte {position} runs past {bytes_max} bytes")
+
+
+def _read_headers(data: bytes, position: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+    count, position = _read_varint_tail(data, position, VARINT_BYTES_MAX)
+    if count < 0 or count > (record_end - position) // _HEADER_BYTES_MIN:
+        raise errors.CorruptMessage(
+            f"record says it has {count} headers in {record_end - position} bytes"
+        )
+    headers: list[Header] = []
+    for _ in range(count):
+        size, position = _read_varint_tail(data, position, VARINT_BYTES_MAX)
+        if size < 0:
+            raise errors.CorruptMessage(f"record header key has length {size}")
+        end = position + size
+        if end > record_end:
+            raise errors.CorruptMessage("record header key runs past the end of its record")
+        try:
+            key = data[position:end].decode()
+        except UnicodeDecodeError:
+            raise errors.CorruptMessage("record header key is not valid UTF-8") from None
+        size, position = _read_varint_tail(data, end, VARINT_BYTES_MAX)
+        if size == -1:
+            headers.append((key, None))
+            continue
+        end = position + size
+        if size < 0 or end > record_end:
+            raise errors.CorruptMessage(f"record header value has a bad length {size}")
+        headers.append((key, data[position:end]))
+        position = end
+    return tuple(headers), position
+
+
+def decode_records_into(
+    records: list[R],
+    make: RecordFactory[R],
+    data: bytes | bytearray | memoryview,
+    count: int,
+    *,
+    offset_base: int = 0,
+    timestamp_base: int = 0,
+    fixed_timestamp: int | None = None,
+    start: int = 0,
+    end: int | None = None,
+) -> None:
+    """Decode the ``count`` records of the section ``data[start:end]``, appending
+    ``make(offset_base + offset_delta, timestamp, key, value, headers)`` to ``records``
+    for each. The timestamp is ``timestamp_base + timestamp_delta``, or
+    ``fixed_timestamp`` when given (LogAppendTime batches, whose records all carry the
+    batch's max timestamp). The section must hold exactly ``count`` records."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    if end is None:
+        end = len(data)
+    if not 0 <= start <= end <= len(data):
+        raise ValueError(f"bad record section bounds {start}..{end} of {len(data)} bytes")
+    if count < 0 or count > (end - start) // RECORD_BYTES_MIN:
+        raise errors.CorruptMessage(
+            f"batch says it has {count} records but its records take {end - start} bytes"
+        )
+    append = records.append
+    position = start
+    # Each varint below is decoded inline when it is one byte (value -64..63: lengths
+    # of short keys, small deltas, the header count); longer ones go through
+    # _read_varint_tail. Indexing past the end raises IndexError, turned into
+    # CorruptMessage once, outside the loop (a try block costs nothing in 3.11+).
+    try:
+        for index in range(count):
+            byte = data[position]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                size, width = read_signed_varint(data, position)
+                position += width
+            record_end = position + size
+            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
+                raise errors.CorruptMessage(
+                    f"record {index} says it is {size} bytes; {end - position} are left"
+                )
+            position += 1  # attributes: unused
+            byte = data[position]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                timestamp_delta, width = read_signed_varlong(data, position)
+                position += width
+            byte = data[position]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                offset_delta, width = read_signed_varint(data, position)
+                position += width
+            byte = data[position]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                size, width = read_signed_varint(data, position)
+                position += width
+            if size >= 0:
+                key: bytes | None = data[position : position + size]
+                position += size
+            elif size == -1:
+                key = None
+            else:
+                raise errors.CorruptMessage(f"record {index} key has length {size}")
+            byte = data[position]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                size, width = read_signed_varint(data, position)
+                position += width
+            if size >= 0:
+                value: bytes | None = data[position : position + size]
+                position += size
+            elif size == -1:
+                value = None
+            else:
+                raise errors.CorruptMessage(f"record {index} value has length {size}")
+            if data[position] == 0:
+                headers: tuple[Header, ...] = ()
+                position += 1
+            else:
+                headers, position = _read_headers(data, position, record_end)
+            if position != record_end:
+                raise errors.CorruptMessage(
+                    f"record {index}'s fields end {position - record_end:+} bytes from "
+                    "where its length says it ends"
+                )
+            append(
+                make(
+                    offset_base + offset_delta,
+                    timestamp_base + timestamp_delta
+                    if fixed_timestamp is None
+                    else fixed_timestamp,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        raise errors.CorruptMessage(
+            f"records section of {end - start} bytes ends inside record {len(records)}"
+        ) from None
+    if position != end:
+        raise errors.CorruptMessage(
+            f"{end - position} bytes are left after the batch's {count} records"
+        )
+
+
+def decode_records(data: bytes | bytearray | memoryview, count: int) -> list[Record]:
+    """Decode a whole uncompressed records section holding exactly ``count`` records."""
+    records: list[Record] = []
+    decode_records_into(records, Record, data, count)
+    return records

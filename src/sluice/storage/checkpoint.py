@@ -1,0 +1,153 @@
+"""Checkpoint files: small files that are replaced whole, atomically.
+
+A checkpoint is never edited in place. The new contents go to ``<name>.tmp``, which is
+fsynced, renamed over ``<name>``, and then the directory is fsynced so the rename itself
+survives a crash::
+
+    write <name>.tmp ─► fsync(<name>.tmp) ─► rename(<name>.tmp, <name>) ─► fsync(dir)
+
+A crash at any step leaves either the old file or the new one, never a mix; a stray
+``.tmp`` is deleted when the partition is opened.
+
+Two text formats live here (producer-state snapshots are binary, see
+``producer_state``). Both start with a version line, are ASCII, one item a line:
+
+``partition.checkpoint`` (named offsets of one partition)::
+
+    0                          ← format version
+    log_start_offset 1200
+    high_watermark 5310
+    recovery_point 5310
+
+``leader-epoch-checkpoint`` (Kafka's own layout: version, count, then pairs)::
+
+    0                          ← format version
+    2                          ← number of entries
+    0 0                        ← leader epoch, its start offset
+    3 1500
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sluice.common import errors
+
+TEMP_SUFFIX = ".tmp"
+"""Suffix of a checkpoint being written; such files are garbage after a crash."""
+
+CHECKPOINT_BYTES_MAX = 16 * 1024 * 1024
+"""A text checkpoint larger than this is not one of ours (a leader-epoch entry is ~25
+bytes, so this allows hundreds of thousands of epochs); refused instead of read."""
+
+CHECKPOINT_VERSION = 0
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make renames, creations and deletions inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """pwrite ``data`` at ``position``, looping over short writes."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
+def write_file_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    fsync_directory(path.parent)
+
+
+def _read_checkpoint_lines(path: Path) -> list[str] | None:
+    """The lines of a text checkpoint after its version line; None when it is missing.
+    Raises KafkaStorageError when it is not a checkpoint of a version we read."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(CHECKPOINT_BYTES_MAX + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > CHECKPOINT_BYTES_MAX:
+        raise errors.KafkaStorageError(f"{path}: larger than {CHECKPOINT_BYTES_MAX} bytes")
+    try:
+        lines = data.decode("ascii").splitlines()
+    except UnicodeDecodeError:
+        raise errors.KafkaStorageError(f"{path}: not ASCII text") from None
+    if not lines or lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise errors.KafkaStorageError(f"{path}: unknown version line {lines[:1]!r}")
+    return lines[1:]
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[str, int]) -> None:
+    """Write named offsets, one ``name value`` a line."""
+    lines = [str(CHECKPOINT_VERSION)]
+    for name, value in offsets.items():
+        assert name.isidentifier(), f"checkpoint key {name!r} must be one word"
+        lines.append(f"{name} {value}")
+    write_file_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+
+
+def read_offsets_checkpoint(path: Path) -> dict[str, int] | None:
+    """Named offsets from ``path``; None when missing. Raises KafkaStorageError when
+    malformed."""
+    lines = _read_checkpoint_lines(path)
+    if lines is None:
+        return None
+    offsets: dict[str, int] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise errors.KafkaStorageError(f"{path}: malformed line {line!r}")
+        try:
+            offsets[parts[0]] = int(parts[1])
+        except ValueError:
+            raise errors.KafkaStorageError(f"{path}: malformed line {line!r}") from None
+    return offsets
+
+
+def write_pairs_checkpoint(path: Path, pairs: Sequence[tuple[int, int]]) -> None:
+    """Write Kafka's ``version / count / "a b" lines`` layout."""
+    lines = [str(CHECKPOINT_VERSION), str(len(pairs))]
+    lines.extend(f"{first} {second}" for first, second in pairs)
+    write_file_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+
+
+def read_pairs_checkpoint(path: Path) -> list[tuple[int, int]] | None:
+    """Pairs from a ``version / count / pairs`` file; None when missing. Raises
+    KafkaStorageError when malformed (the count must match the lines that follow)."""
+    lines = _read_checkpoint_lines(path)
+    if lines is None:
+        return None
+    lines = [line for line in lines if line.strip()]
+    try:
+        count = int(lines[0])
+        pairs = []
+        for line in lines[1:]:
+            first, second = line.split()
+            pairs.append((int(first), int(second)))
+    except (ValueError, IndexError):
+        raise errors.KafkaStorageError(f"{path}: malformed pairs checkpoint") from None
+    if count != len(pairs):
+        raise errors.KafkaStorageError(
+            f"{path}: says {count} entries but holds {len(pairs)}; written partially?"
+        )
+    return pairs

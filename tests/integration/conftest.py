@@ -1,0 +1,94 @@
+"""Fixtures that run a real broker process and name fresh topics.
+
+- ``broker``: one broker per test module (starting a process costs ~1 s), on a free
+  loopback port with its own data directory. Tests isolate themselves with ``topic``.
+- ``broker_factory``: more brokers with their own settings (``-o key=value``), stopped at
+  the end of the test.
+- ``topic``: a topic name no other test uses.
+
+When a test fails, the tail of every broker log it touched is added to its report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import unique_topic_name
+
+_THIS_DIRECTORY = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _THIS_DIRECTORY in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+class BrokerFactory:
+    def __init__(self, base_dir: Path) -> None:
+        self._base_dir = base_dir
+        self.brokers: list[BrokerProcess] = []
+
+    def __call__(
+        self, overrides: dict[str, str] | None = None, *, start: bool = True
+    ) -> BrokerProcess:
+        data_dir = self._base_dir / f"broker-{len(self.brokers)}"
+        broker = BrokerProcess(data_dir, overrides=overrides)
+        self.brokers.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    def stop_all(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+
+def _brokers_used_by(item: pytest.Item) -> list[BrokerProcess]:
+    found: list[BrokerProcess] = []
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, BrokerProcess):
+            found.append(value)
+        elif isinstance(value, BrokerFactory):
+            found.extend(value.brokers)
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed:
+        for broker in _brokers_used_by(item):
+            report.sections.append(
+                (f"broker log {broker.bootstrap} ({broker.log_path})", broker.log_tail())
+            )
+    return report
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    factory = BrokerFactory(tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A fresh topic name (not created: tests create it or let auto-creation do it)."""
+    return unique_topic_name(request.node.name.removeprefix("test_"))
