@@ -243,12 +243,7 @@ def test_create_topic_with_partitions_and_config_then_describe_it(broker, topic)
     create_topic(broker.bootstrap, topic, num_partitions=3, config={"retention.ms": "12345"})
     assert metadata_partition_count(broker.bootstrap, topic) == 3
 
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    configs = (
-        admin_client(broker.bootstrap)
-        .describe_configs([resource])[resource]
-        .result(timeout=CLIENT_TIMEOUT_S)
-    )
+    configs = _describe_topic(admin_client(broker.bootstrap), topic)
     assert configs["retention.ms"].value == "12345"
     assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert not configs["retention.ms"].is_default
@@ -259,7 +254,8 @@ def test_create_topic_with_partitions_and_config_then_describe_it(broker, topic)
 
 def test_creating_an_existing_topic_fails_with_topic_already_exists(broker, topic):
     create_topic(broker.bootstrap, topic)
-    futures = admin_client(broker.bootstrap).create_topics([NewTopic(topic, 1, 1)])
+    admin = admin_client(broker.bootstrap)
+    futures = admin.create_topics([NewTopic(topic, 1, 1)])
     assert error_code_of(futures[topic]) == KafkaError.TOPIC_ALREADY_EXISTS
 
 
@@ -284,7 +280,8 @@ def test_delete_topic_removes_it_and_its_data(broker, topic):
 
 
 def test_deleting_a_missing_topic_fails_with_unknown_topic(broker, topic):
-    futures = admin_client(broker.bootstrap).delete_topics([topic], operation_timeout=10)
+    admin = admin_client(broker.bootstrap)
+    futures = admin.delete_topics([topic], operation_timeout=10)
     assert error_code_of(futures[topic]) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
@@ -301,7 +298,8 @@ def test_create_partitions_grows_a_topic_and_new_partitions_accept_writes(broker
 
 def test_create_partitions_cannot_shrink_a_topic(broker, topic):
     create_topic(broker.bootstrap, topic, num_partitions=3)
-    futures = admin_client(broker.bootstrap).create_partitions([NewPartitions(topic, 2)])
+    admin = admin_client(broker.bootstrap)
+    futures = admin.create_partitions([NewPartitions(topic, 2)])
     assert error_code_of(futures[topic]) == KafkaError.INVALID_PARTITIONS
     assert metadata_partition_count(broker.bootstrap, topic) == 3
 
@@ -362,9 +360,8 @@ def test_altered_max_message_bytes_is_enforced_on_produce(broker, topic):
 
 
 def test_unknown_topic_config_is_rejected(broker, topic):
-    futures = admin_client(broker.bootstrap).create_topics(
-        [NewTopic(topic, 1, 1, config={"no.such.config": "1"})]
-    )
+    admin = admin_client(broker.bootstrap)
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config={"no.such.config": "1"})])
     assert error_code_of(futures[topic]) == KafkaError.INVALID_CONFIG
 
 
@@ -391,7 +388,8 @@ def test_delete_records_beyond_the_high_watermark_fails(broker, topic):
     produce_and_flush(
         Producer(producer_config(broker.bootstrap)), topic, [{"partition": 0, "value": b"x"}]
     )
-    futures = admin_client(broker.bootstrap).delete_records([TopicPartition(topic, 0, 50)])
+    admin = admin_client(broker.bootstrap)
+    futures = admin.delete_records([TopicPartition(topic, 0, 50)])
     assert error_code_of(next(iter(futures.values()))) == KafkaError.OFFSET_OUT_OF_RANGE
 
 

@@ -74,7 +74,9 @@ def test_keys_with_a_delimiter_and_headers(broker, topic):
     ]
 
 
-@pytest.mark.parametrize(("codec", "codec_id"), [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+@pytest.mark.parametrize(
+    ("codec", "codec_id"), [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)]
+)
 def test_compressed_production(broker, topic, codec, codec_id):
     lines = [f"{codec} message {i} " + "x" * 50 for i in range(200)]
     kcat(broker, "-P", "-t", topic, "-p", "0", "-z", codec, stdin="\n".join(lines) + "\n")

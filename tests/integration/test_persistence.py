@@ -8,7 +8,6 @@ survives a process kill; a broker that acks before writing does not pass).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,7 +63,9 @@ def test_clean_restart_keeps_every_record_across_segments(small_segment_broker, 
     broker = small_segment_broker
     create_topic(broker.bootstrap, topic, num_partitions=3)
     producer = Producer(producer_config(broker.bootstrap, acks="all"))
-    sent = [{"partition": i % 3, "key": str(i).encode(), "value": b"%06d" % i * 20} for i in range(3000)]
+    sent = [
+        {"partition": i % 3, "key": str(i).encode(), "value": b"%06d" % i * 20} for i in range(3000)
+    ]
     delivered = produce_and_flush(producer, topic, sent)
 
     broker.restart()
@@ -249,4 +250,3 @@ def test_idempotent_producer_survives_broker_restarts_without_duplicates(
     assert producer.remaining_after_flush == 0
     assert ledger.failures == []
     _assert_exactly_once_in_order(broker.bootstrap, topic, 2, total)
-    assert time.monotonic()  # keep the import honest for readers: no sleeps above

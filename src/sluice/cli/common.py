@@ -68,7 +68,9 @@ def parse_key_value(text: str, option: str) -> tuple[str, str]:
     """Split ``k=v`` (the value may contain '='); a usage error names the bad entry."""
     key, separator, value = text.partition("=")
     if not separator or not key:
-        raise click.UsageError(f"{option} expects key=value, got {text!r} (e.g. {option} retention.ms=60000)")
+        raise click.UsageError(
+            f"{option} expects key=value, got {text!r} (e.g. {option} retention.ms=60000)"
+        )
     return key, value
 
 
@@ -79,10 +81,11 @@ def parse_key_values(texts: Iterable[str], option: str) -> dict[str, str]:
 
 def unknown_config_message(name: str) -> str:
     """Why ``name`` is not a topic config, with the closest names as suggestions."""
-    close = difflib.get_close_matches(name, TOPIC_CONFIG_KEYS, n=3)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else (
-        "known configs: " + ", ".join(sorted(TOPIC_CONFIG_KEYS))
-    )
+    close = difflib.get_close_matches(name, TOPIC_CONFIG_KEYS, n=1)
+    if close:
+        hint = f"did you mean {close[0]!r}?"
+    else:
+        hint = "known configs: " + ", ".join(sorted(TOPIC_CONFIG_KEYS))
     return f"unknown topic config {name!r} ({hint})"
 
 

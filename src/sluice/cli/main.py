@@ -1,11 +1,18 @@
-"""The ``sluice`` command group; each subcommand lives in its own module."""
+"""The ``sluice`` command group; each subcommand lives in its own module.
+
+``serve`` runs a broker; ``topics``, ``produce`` and ``consume`` talk to one through
+``sluice.client``.
+"""
 
 from __future__ import annotations
 
 import click
 
 from sluice import __version__
+from sluice.cli.consume import consume
+from sluice.cli.produce import produce
 from sluice.cli.serve import serve
+from sluice.cli.topics import topics
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,3 +22,6 @@ def main() -> None:
 
 
 main.add_command(serve)
+main.add_command(topics)
+main.add_command(produce)
+main.add_command(consume)

@@ -29,20 +29,46 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command("serve")
-@click.option("--data-dir", type=click.Path(path_type=Path), envvar="SLUICE_DATA_DIR",
-              help="Where logs and metadata live.  [default: ./data]")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar="SLUICE_DATA_DIR",
+    help="Where logs and metadata live.  [default: ./data]",
+)
 @click.option("--host", envvar="SLUICE_HOST", help="Address to listen on.  [default: 127.0.0.1]")
-@click.option("--port", type=click.IntRange(0, 65535), envvar="SLUICE_PORT",
-              help="Port to listen on (0 picks a free one).  [default: 9092]")
-@click.option("--node-id", type=click.IntRange(0), envvar="SLUICE_NODE_ID",
-              help="This broker's id in the cluster.  [default: 0]")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False,
-              path_type=Path), envvar="SLUICE_CONFIG",
-              help="A file of Kafka-style name=value broker settings.")
-@click.option("-o", "--override", "overrides", multiple=True, metavar="NAME=VALUE",
-              help="A broker setting, e.g. -o num.partitions=3 -o log.retention.hours=24.")
-@click.option("--log-level", default="INFO", envvar="SLUICE_LOG_LEVEL",
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    envvar="SLUICE_PORT",
+    help="Port to listen on (0 picks a free one).  [default: 9092]",
+)
+@click.option(
+    "--node-id",
+    type=click.IntRange(0),
+    envvar="SLUICE_NODE_ID",
+    help="This broker's id in the cluster.  [default: 0]",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="SLUICE_CONFIG",
+    help="A file of Kafka-style name=value broker settings.",
+)
+@click.option(
+    "-o",
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A broker setting, e.g. -o num.partitions=3 -o log.retention.hours=24.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    envvar="SLUICE_LOG_LEVEL",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
 def serve(
     data_dir: Path | None,
     host: str | None,
@@ -92,4 +118,3 @@ def serve(
         raise
     except KeyboardInterrupt:
         pass
-

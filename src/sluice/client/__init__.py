@@ -31,11 +31,11 @@ from sluice.client.cluster import (
 from sluice.client.connection import BrokerConnection
 from sluice.client.consumer import ConsumedRecord, FetchedPartition, fetch_partitions
 from sluice.client.errors import (
-    BrokerUnreachable,
+    BrokerUnreachableError,
     ClientError,
-    ConnectionClosed,
-    RequestTimedOut,
-    UnsupportedApi,
+    ConnectionClosedError,
+    RequestTimedOutError,
+    UnsupportedApiError,
 )
 from sluice.client.partitioner import murmur2, partition_for_key
 from sluice.client.producer import ProduceResult, produce_batch
@@ -45,21 +45,21 @@ __all__ = [
     "AlterConfigOp",
     "BrokerConnection",
     "BrokerMetadata",
-    "BrokerUnreachable",
+    "BrokerUnreachableError",
     "ClientError",
     "Cluster",
     "ClusterMetadata",
     "ConfigEntry",
-    "ConnectionClosed",
+    "ConnectionClosedError",
     "ConsumedRecord",
     "FetchedPartition",
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",
     "ProduceResult",
-    "RequestTimedOut",
+    "RequestTimedOutError",
     "TopicMetadata",
-    "UnsupportedApi",
+    "UnsupportedApiError",
     "fetch_partitions",
     "murmur2",
     "partition_for_key",

@@ -8,15 +8,13 @@ and turns per-resource error codes into the matching
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from sluice.client.cluster import Cluster, TopicMetadata
-from sluice.client.connection import BrokerConnection
+from sluice.client.cluster import Cluster, TopicMetadata, run_all
 from sluice.client.messages import Request
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
@@ -154,7 +152,8 @@ class Admin:
             (
                 topic
                 for topic in metadata.topics.values()
-                if topic.error_code == ErrorCode.none and (include_internal or not topic.is_internal)
+                if topic.error_code == ErrorCode.none
+                and (include_internal or not topic.is_internal)
             ),
             key=lambda topic: topic.name,
         )
@@ -340,24 +339,21 @@ class Admin:
         for topic_partition in wanted:
             by_leader[metadata.leader(topic_partition)].append(topic_partition)
         results: dict[TopicPartition, ListedOffset] = {}
-        async with asyncio.TaskGroup() as group:
-            for leader, leader_partitions in by_leader.items():
-                connection = await self.cluster.connection(leader)
-                group.create_task(
-                    self._list_offsets_from(
-                        connection, leader_partitions, int(spec), read_committed, results
-                    )
-                )
+        await run_all(
+            self._list_offsets_from(leader, leader_partitions, int(spec), read_committed, results)
+            for leader, leader_partitions in by_leader.items()
+        )
         return results
 
     async def _list_offsets_from(
         self,
-        connection: BrokerConnection,
+        leader: NodeId,
         partitions: Sequence[TopicPartition],
         timestamp: int,
         read_committed: bool,
         results: dict[TopicPartition, ListedOffset],
     ) -> None:
+        connection = await self.cluster.connection(leader)
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic_partition in partitions:
             by_topic[topic_partition.topic].append(topic_partition.partition)
@@ -389,4 +385,3 @@ class Admin:
                     timestamp_ms=int(partition.timestamp),
                     leader_epoch=int(getattr(partition, "leader_epoch", -1)),
                 )
-

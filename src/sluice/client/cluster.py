@@ -16,7 +16,7 @@ when an answer says a leader moved.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -26,7 +26,7 @@ from sluice.client.connection import (
     REQUEST_TIMEOUT_S_DEFAULT,
     BrokerConnection,
 )
-from sluice.client.errors import BrokerUnreachable, ClientError
+from sluice.client.errors import BrokerUnreachableError, ClientError
 from sluice.client.messages import Request
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
@@ -38,6 +38,34 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 NO_LEADER = -1
 """Leader id of a partition that has no leader right now."""
+
+
+async def run_all(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coroutines`` concurrently (one per broker, typically) and wait for all.
+
+    When one fails the others are cancelled and its error is raised as it is, not
+    wrapped in an ``ExceptionGroup``, so callers catch ``KafkaError`` and
+    ``ClientError`` as from a single request. Failures of any other kind (bugs) are
+    raised as the group, with nothing hidden.
+    """
+    pending = list(coroutines)
+    if len(pending) == 1:
+        await pending[0]
+        return
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coroutine in pending:
+                group.create_task(coroutine)
+    except BaseExceptionGroup as failures:
+        expected = failures.split((ClientError, errors.KafkaError))[0]
+        if (
+            expected is not None
+            and expected.exceptions
+            and len(failures.exceptions) == len(expected.exceptions)
+        ):
+            first = failures.exceptions[0]
+            raise first from None
+        raise
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[tuple[str, int]]:
@@ -60,7 +88,9 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[tuple[str, int]]:
         try:
             port = int(port_text)
         except ValueError:
-            raise ValueError(f"bootstrap server {entry!r} has a port that is not a number") from None
+            raise ValueError(
+                f"bootstrap server {entry!r} has a port that is not a number"
+            ) from None
         if not 0 < port < 65536:
             raise ValueError(f"bootstrap server {entry!r} has port {port}, outside 1-65535")
         addresses.append((host, port))
@@ -157,7 +187,9 @@ class ClusterMetadata:
 
 def _parse_metadata(response: Any) -> ClusterMetadata:
     brokers = {
-        int(b.node_id): BrokerMetadata(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+        int(b.node_id): BrokerMetadata(
+            int(b.node_id), b.host, int(b.port), getattr(b, "rack", None)
+        )
         for b in response.brokers
     }
     topics: dict[str, TopicMetadata] = {}
@@ -249,7 +281,7 @@ class Cluster:
 
     async def any_connection(self) -> BrokerConnection:
         """A usable connection to some broker: an open one, else the first bootstrap
-        address that answers. Raises the last :class:`BrokerUnreachable` if none does."""
+        address that answers. Raises the last :class:`BrokerUnreachableError` if none does."""
         for connection in self._connections.values():
             if connection.is_usable:
                 return connection
@@ -257,7 +289,7 @@ class Cluster:
         for host, port in self.bootstrap_addresses:
             try:
                 return await self._connection_to(host, port)
-            except BrokerUnreachable as e:
+            except BrokerUnreachableError as e:
                 failure = e
         assert failure is not None
         raise failure

@@ -5,7 +5,7 @@ Life of a connection::
     connect() ──► open socket ──► start reader task ──► ApiVersions v0 ──► ready
                       │ refused / unreachable                    │
                       ▼                                          ▼
-               BrokerUnreachable                     request() × N in flight
+               BrokerUnreachableError                     request() x N in flight
                                                                  │ EOF, reset, bad frame
                                          close() ◄───────────────┴──► broken: every waiter
                                                                       and every later
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import struct
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,12 +36,12 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from sluice.client.errors import (
-    BrokerUnreachable,
+    BrokerUnreachableError,
     ClientError,
-    ConnectionClosed,
-    MalformedResponse,
-    RequestTimedOut,
-    UnsupportedApi,
+    ConnectionClosedError,
+    MalformedResponseError,
+    RequestTimedOutError,
+    UnsupportedApiError,
 )
 from sluice.client.messages import VersionedRequest
 from sluice.client.versions import CLIENT_VERSIONS, api_name, negotiate
@@ -132,8 +133,8 @@ class BrokerConnection:
     ) -> BrokerConnection:
         """Open a connection and negotiate API versions with the broker.
 
-        Raises :class:`BrokerUnreachable` when no connection can be made, and
-        :class:`ConnectionClosed` or :class:`RequestTimedOut` when the broker accepts the
+        Raises :class:`BrokerUnreachableError` when no connection can be made, and
+        :class:`ConnectionClosedError` or :class:`RequestTimedOutError` when the broker accepts the
         connection but does not answer ApiVersions.
         """
         connection = cls(
@@ -153,13 +154,17 @@ class BrokerConnection:
             async with asyncio.timeout(connect_timeout_s):
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except ConnectionRefusedError:
-            raise BrokerUnreachable(self.host, self.port, "connection refused") from None
+            raise BrokerUnreachableError(self.host, self.port, "connection refused") from None
         except TimeoutError:
-            raise BrokerUnreachable(
+            raise BrokerUnreachableError(
                 self.host, self.port, f"no connection within {connect_timeout_s:g} s"
             ) from None
+        except socket.gaierror as e:
+            raise BrokerUnreachableError(
+                self.host, self.port, e.strerror or str(e), host_unknown=True
+            ) from None
         except OSError as e:
-            raise BrokerUnreachable(self.host, self.port, e.strerror or str(e)) from None
+            raise BrokerUnreachableError(self.host, self.port, e.strerror or str(e)) from None
         self._reader_task = asyncio.create_task(
             self._read_responses(), name=f"sluice-client-reader-{self.address}"
         )
@@ -208,10 +213,10 @@ class BrokerConnection:
         return int(api_key) in self._versions
 
     def version_for(self, api_key: int) -> int:
-        """The agreed version of ``api_key``; raises :class:`UnsupportedApi` if none."""
+        """The agreed version of ``api_key``; raises :class:`UnsupportedApiError` if none."""
         version = self._versions.get(int(api_key))
         if version is None:
-            raise UnsupportedApi(self._unsupported_message(int(api_key)))
+            raise UnsupportedApiError(self._unsupported_message(int(api_key)))
         return version
 
     def _unsupported_message(self, api_key: int) -> str:
@@ -228,15 +233,16 @@ class BrokerConnection:
 
     def _payload_for(self, request: VersionedRequest | Any) -> Any:
         if hasattr(request, "__api_key__"):
-            api_key, version = int(request.__api_key__), int(request.__version__)
+            payload: Any = request
+            api_key, version = int(payload.__api_key__), int(payload.__version__)
             if self._broker_ranges and not (
                 (low_high := self._broker_ranges.get(api_key))
                 and low_high[0] <= version <= low_high[1]
             ):
-                raise UnsupportedApi(
+                raise UnsupportedApiError(
                     f"broker at {self.address} does not serve {api_name(api_key)} v{version}"
                 )
-            return request
+            return payload
         return request.build(self.version_for(request.api_key))
 
     async def request(
@@ -253,9 +259,9 @@ class BrokerConnection:
         With ``expect_response=False`` the request is only written and ``None`` is
         returned (for Produce with acks=0, which gets no answer).
 
-        Raises :class:`RequestTimedOut` after ``timeout_s`` (default: the connection's
-        ``request_timeout_s``), :class:`ConnectionClosed` when the connection ends first,
-        and :class:`UnsupportedApi` when the broker does not serve the API. Error codes
+        Raises :class:`RequestTimedOutError` after ``timeout_s`` (default: the connection's
+        ``request_timeout_s``), :class:`ConnectionClosedError` when the connection ends first,
+        and :class:`UnsupportedApiError` when the broker does not serve the API. Error codes
         inside the answer are the caller's to check.
         """
         self._raise_if_unusable()
@@ -266,7 +272,9 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(timeout):
                 if not expect_response:
-                    frame_bytes = encode_request(self._take_correlation_id(), self.client_id, payload)
+                    frame_bytes = encode_request(
+                        self._take_correlation_id(), self.client_id, payload
+                    )
                     await self._write(frame_bytes)
                     return None
                 await self._in_flight.acquire()
@@ -278,7 +286,7 @@ class BrokerConnection:
                 await self._write(encode_request(correlation_id, self.client_id, payload))
                 return await future
         except TimeoutError:
-            raise RequestTimedOut(
+            raise RequestTimedOutError(
                 f"{api_name(api_key)} v{version} to broker at {self.address} got no answer "
                 f"within {timeout:g} s"
             ) from None
@@ -299,8 +307,8 @@ class BrokerConnection:
         if self._failure is not None:
             raise self._failure
         if self._writer is None:
-            raise ConnectionClosed(f"connection to broker at {self.address} is not open yet")
-        raise ConnectionClosed(f"connection to broker at {self.address} is closed")
+            raise ConnectionClosedError(f"connection to broker at {self.address} is not open yet")
+        raise ConnectionClosedError(f"connection to broker at {self.address} is closed")
 
     async def _write(self, frame_bytes: bytes) -> None:
         writer = self._writer
@@ -310,9 +318,8 @@ class BrokerConnection:
                 writer.write(frame_bytes)
                 await writer.drain()
             except OSError as e:
-                failure = ConnectionClosed(
-                    f"connection to broker at {self.address} broke while sending: "
-                    f"{e.strerror or e}"
+                failure = ConnectionClosedError(
+                    f"connection to broker at {self.address} broke while sending: {e.strerror or e}"
                 )
                 self._fail(failure)
                 raise failure from None
@@ -327,34 +334,34 @@ class BrokerConnection:
                 try:
                     data = await reader.read(READ_CHUNK_BYTES)
                 except OSError as e:
-                    raise ConnectionClosed(
+                    raise ConnectionClosedError(
                         f"connection to broker at {self.address} broke: {e.strerror or e}"
                     ) from None
                 if not data:
-                    raise ConnectionClosed(f"broker at {self.address} closed the connection")
+                    raise ConnectionClosedError(f"broker at {self.address} closed the connection")
                 try:
                     frames = self._decoder.feed(data)
                 except errors.ProtocolError as e:
-                    raise MalformedResponse(f"broker at {self.address} sent {e}") from None
+                    raise MalformedResponseError(f"broker at {self.address} sent {e}") from None
                 for frame_bytes in frames:
                     self._dispatch(frame_bytes)
         except ClientError as e:
             self._fail(e)
         except BaseException as e:
             # Cancelled by close(), or a bug: either way no answer will come any more.
-            self._fail(ConnectionClosed(f"connection to broker at {self.address} is closed"))
+            self._fail(ConnectionClosedError(f"connection to broker at {self.address} is closed"))
             if not isinstance(e, asyncio.CancelledError):
                 raise
 
     def _dispatch(self, frame_bytes: bytes) -> None:
         if len(frame_bytes) < _CORRELATION_ID.size:
-            raise MalformedResponse(
+            raise MalformedResponseError(
                 f"broker at {self.address} sent a {len(frame_bytes)}-byte response"
             )
         (correlation_id,) = _CORRELATION_ID.unpack_from(frame_bytes, 0)
         pending = self._pending.pop(correlation_id, None)
         if pending is None:
-            raise MalformedResponse(
+            raise MalformedResponseError(
                 f"broker at {self.address} answered correlation id {correlation_id}, "
                 "which no request has"
             )
@@ -365,7 +372,7 @@ class BrokerConnection:
             _, payload = decode_response(pending.api_key, pending.version, frame_bytes)
         except errors.ProtocolError as e:
             pending.future.set_exception(
-                MalformedResponse(
+                MalformedResponseError(
                     f"{api_name(pending.api_key)} v{pending.version} answer from broker at "
                     f"{self.address} does not parse: {e}"
                 )
@@ -398,7 +405,7 @@ class BrokerConnection:
             await asyncio.wait({task})
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]  # a bug in the reader
-        self._fail(ConnectionClosed(f"connection to broker at {self.address} is closed"))
+        self._fail(ConnectionClosedError(f"connection to broker at {self.address} is closed"))
         if self._writer is not None:
             with contextlib.suppress(OSError):
                 await self._writer.wait_closed()

@@ -18,35 +18,36 @@ class ClientError(Exception):
     """True when the same request may succeed if sent again (on a new connection)."""
 
 
-class BrokerUnreachable(ClientError):
+class BrokerUnreachableError(ClientError):
     """No TCP connection could be opened to the broker."""
 
     retriable = True
 
-    def __init__(self, host: str, port: int, reason: str) -> None:
+    def __init__(self, host: str, port: int, reason: str, *, host_unknown: bool = False) -> None:
         self.host = host
         self.port = port
         self.reason = reason
-        super().__init__(
-            f"cannot reach broker at {host}:{port}: is `sluice serve` running? ({reason})"
+        hint = (
+            f"no host named {host!r} was found" if host_unknown else "is `sluice serve` running?"
         )
+        super().__init__(f"cannot reach broker at {host}:{port}: {hint} ({reason})")
 
 
-class ConnectionClosed(ClientError):
+class ConnectionClosedError(ClientError):
     """The connection ended (closed by either side, or broken) with requests in flight."""
 
     retriable = True
 
 
-class RequestTimedOut(ClientError):
+class RequestTimedOutError(ClientError):
     """No answer arrived within the request timeout."""
 
     retriable = True
 
 
-class UnsupportedApi(ClientError):
+class UnsupportedApiError(ClientError):
     """The broker and this client have no version of an API in common."""
 
 
-class MalformedResponse(ClientError):
+class MalformedResponseError(ClientError):
     """The broker sent bytes this client cannot parse; the connection is closed."""

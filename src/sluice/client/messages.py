@@ -18,7 +18,6 @@ import dataclasses
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Protocol, Union, get_args, get_origin
 
 from sluice.client.versions import api_name
@@ -42,8 +41,13 @@ def _strip_optional(annotation: Any) -> Any:
     return annotation
 
 
-@cache
+_PLANS: dict[type[Any], tuple[_FieldPlan, ...]] = {}
+
+
 def _plan(schema: type[Any]) -> tuple[_FieldPlan, ...]:
+    known = _PLANS.get(schema)
+    if known is not None:
+        return known
     plans = []
     for schema_field in dataclasses.fields(schema):
         annotation = _strip_optional(schema_field.type)
@@ -55,7 +59,8 @@ def _plan(schema: type[Any]) -> tuple[_FieldPlan, ...]:
         )
         entity = inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
         plans.append(_FieldPlan(schema_field.name, required, entity, is_tuple))
-    return tuple(plans)
+    _PLANS[schema] = plan = tuple(plans)
+    return plan
 
 
 def build_entity(schema: type[Any], data: Mapping[str, Any]) -> Any:
@@ -64,9 +69,7 @@ def build_entity(schema: type[Any], data: Mapping[str, Any]) -> Any:
     for plan in _plan(schema):
         if plan.name not in data:
             if plan.required:
-                raise KeyError(
-                    f"{schema.__name__} v{schema.__version__} needs field {plan.name!r}"
-                )
+                raise KeyError(f"{schema.__name__} v{schema.__version__} needs field {plan.name!r}")
             continue
         value = data[plan.name]
         if plan.entity is not None and value is not None:

@@ -3,9 +3,9 @@
 Offset index, ``<base offset>.index``: 8-byte entries, big-endian::
 
     ┌───────────────────────┬───────────────────────┐
-    │ relative offset int32 │ file position   int32 │  × entries
+    │ relative offset int32 │ file position   int32 │  x entries
     └───────────────────────┴───────────────────────┘
-    relative offset = base offset of a batch − base offset of the segment
+    relative offset = base offset of a batch - base offset of the segment
     file position   = byte in the .log file where that batch starts
 
 Entries are added every ``index.interval.bytes`` of log, so both columns strictly
@@ -16,7 +16,7 @@ recognisably invalid.
 Time index, ``<base offset>.timeindex``: 12-byte entries, big-endian::
 
     ┌──────────────────────┬───────────────────────┐
-    │ timestamp ms   int64 │ relative offset int32 │  × entries
+    │ timestamp ms   int64 │ relative offset int32 │  x entries
     └──────────────────────┴───────────────────────┘
 
 An entry (T, r) says: the batch at relative offset r and every batch before it have a max
@@ -30,7 +30,7 @@ Life cycle of both files::
                       entries written into the mapping (no syscall per entry)
           │ roll / close
           ▼
-    inactive segment: file trimmed to entries × entry size, fsynced, mapped read-only
+    inactive segment: file trimmed to entries x entry size, fsynced, mapped read-only
 
 A crash leaves the active segment's files preallocated; recovery rebuilds them. A file
 whose size is not a multiple of the entry size, or whose first and last entries are out

@@ -105,7 +105,11 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & ATTR_COMPRESSION_MASK)
+        """The codec; raises UnsupportedCompressionType for ids 5-7, which no codec has."""
+        codec_id = self.attributes & ATTR_COMPRESSION_MASK
+        if codec_id > Compression.ZSTD:
+            raise errors.UnsupportedCompressionType(f"unknown compression codec id {codec_id}")
+        return Compression(codec_id)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -150,6 +154,10 @@ def read_offset_and_length(
     buffer: bytes | bytearray | memoryview, position: int = 0
 ) -> tuple[int, int]:
     """(base_offset, batch_length) from the first 12 bytes; for scanning files."""
+    if len(buffer) - position < LOG_OVERHEAD_BYTES:
+        raise errors.CorruptMessage(
+            f"record batch prefix needs {LOG_OVERHEAD_BYTES} bytes, {len(buffer) - position} left"
+        )
     base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(buffer, position)
     return int(base_offset), int(batch_length)
 
@@ -207,8 +215,11 @@ def validate_produced(
 ) -> BatchHeader:
     """Check a produce request's partition data: exactly one whole batch, magic 2, sane
     counts, valid CRC, not a control batch. Returns its header or raises the Kafka error
-    the partition is answered with."""
-    if len(buffer) > max_message_bytes + LOG_OVERHEAD_BYTES:
+    the partition is answered with.
+
+    ``max_message_bytes`` bounds the whole batch, log overhead included, as Kafka's
+    ``max.message.bytes`` does (hence its default of 1 MiB + 12)."""
+    if len(buffer) > max_message_bytes:
         raise errors.MessageTooLarge(
             f"record batch of {len(buffer)} bytes is larger than max.message.bytes="
             f"{max_message_bytes}"
@@ -226,8 +237,9 @@ def validate_produced(
         )
     if header.is_control:
         raise errors.InvalidRecord("clients may not produce control batches")
-    if header.compression > Compression.ZSTD:
-        raise errors.UnsupportedCompressionType(f"unknown codec id {int(header.compression)}")
+    codec_id = header.attributes & ATTR_COMPRESSION_MASK
+    if codec_id > Compression.ZSTD:
+        raise errors.UnsupportedCompressionType(f"unknown compression codec id {codec_id}")
     if not crc_is_valid(buffer, header):
         raise errors.CorruptMessage("record batch CRC-32C does not match its contents")
     return header

@@ -170,7 +170,8 @@ def _gzip_decompress(data: Buffer, max_bytes: int) -> bytes:
 def _xerial_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_COMPATIBLE_VERSION)]
-    for start in range(0, len(view), XERIAL_BLOCK_BYTES):
+    # At least one block: kafka-python takes a header-only stream for raw snappy.
+    for start in range(0, max(len(view), 1), XERIAL_BLOCK_BYTES):
         block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_BYTES]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)

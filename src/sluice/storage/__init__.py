@@ -1,0 +1,72 @@
+"""Storage: one segmented, append-only log per partition, on local files.
+
+What belongs here: segments and their indexes, the partition log (append, read,
+truncate, retention, DeleteRecords), crash recovery, checkpoints, the leader-epoch cache
+and idempotent-producer state; later the log cleaner (compaction). What does not:
+sockets, asyncio, replication decisions (the broker's replica manager sets the high
+watermark and calls ``truncate_to``), and anything about topics beyond one partition's
+directory. Everything here is synchronous and single-threaded per log.
+
+Modules, bottom up::
+
+    checkpoint      atomic small-file writes; text checkpoint formats
+    index           offset index and time index of a segment (mmap)
+    segment         one .log file + indexes; scan, recover, truncate
+    leader_epoch    (epoch, start offset) cache + leader-epoch-checkpoint
+    producer_state  idempotent producers: dedup, sequence checks, snapshots
+    log             PartitionLog, the API the broker uses
+
+On-disk format of a partition directory (each module's docstring has the byte layout)::
+
+    <topic>-<partition>/
+      00000000000000000000.log        record batches (magic v2) as produced, with base
+                                      offset and leader epoch filled in; nothing else
+      00000000000000000000.index      8-byte entries: int32 relative offset, int32 position
+      00000000000000000000.timeindex  12-byte entries: int64 max timestamp so far,
+                                      int32 relative offset
+      00000000000000052311.log …      next segment, named by its base offset (20 digits)
+      00000000000000052311.snapshot   producer state below offset 52311 (binary, CRC-32C)
+      leader-epoch-checkpoint         text: version, count, "epoch start_offset" lines
+      partition.checkpoint            text: version, "log_start_offset N",
+                                      "high_watermark N", "recovery_point N"
+      *.deleted                       deleted segment files, unlinked after
+                                      file.delete.delay.ms; removed on open
+    <data dir>/.clean-shutdown        written by the broker after closing every log
+
+Every checkpoint and snapshot is written to ``<name>.tmp``, fsynced, renamed, and the
+directory fsynced. The ``.log`` files are the truth: indexes, the leader-epoch cache and
+producer state can all be rebuilt from the batch headers, and are whenever they are
+missing or look wrong. After a crash (no clean-shutdown marker), segments from the
+recovery point on are rescanned: lengths bounded by the file, magic 2, CRC-32C,
+increasing offsets; the log is truncated at the first bad batch and later segments are
+dropped, with a warning saying what was lost.
+"""
+
+from sluice.storage.leader_epoch import LeaderEpochCache
+from sluice.storage.log import (
+    CLEAN_SHUTDOWN_MARKER_NAME,
+    AppendResult,
+    PartitionLog,
+    ReadResult,
+    clean_shutdown_marker_exists,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+from sluice.storage.producer_state import BatchMetadata, ProducerStateManager
+from sluice.storage.segment import FileSlice, LogSegment, RecoveryReport
+
+__all__ = [
+    "CLEAN_SHUTDOWN_MARKER_NAME",
+    "AppendResult",
+    "BatchMetadata",
+    "FileSlice",
+    "LeaderEpochCache",
+    "LogSegment",
+    "PartitionLog",
+    "ProducerStateManager",
+    "ReadResult",
+    "RecoveryReport",
+    "clean_shutdown_marker_exists",
+    "remove_clean_shutdown_marker",
+    "write_clean_shutdown_marker",
+]

@@ -1,0 +1,674 @@
+"""One log segment: a file of whole record batches plus its two sparse indexes.
+
+Files, named by the segment's base offset (the first offset it may hold) in 20 digits::
+
+    00000000000000001200.log        record batches, back to back, as produced
+    00000000000000001200.index      offset → position   (see ``index``)
+    00000000000000001200.timeindex  timestamp → offset  (see ``index``)
+
+The ``.log`` file is nothing but v2 record batches, byte for byte as the producer sent
+them with base offset and partition leader epoch filled in (``protocol.records.batch``)::
+
+    position 0                  p1                        p2
+    ┌─────────┬──────────┬─────┬─────────┬──────────┬─────┬───
+    │ base    │ batch    │ ... │ base    │ batch    │ ... │
+    │ offset  │ length L │     │ offset  │ length   │     │
+    │ int64   │ int32    │     │ int64   │ int32    │     │
+    └─────────┴──────────┴─────┴─────────┴──────────┴─────┴───
+    ◄─ 12-byte head ──►◄── L bytes: epoch, magic, CRC-32C, header, records ──►
+
+Base offsets strictly increase; gaps are allowed (compaction). There is no segment header
+or footer: the batches describe themselves, so the file can be scanned from position 0
+by reading 12-byte heads and skipping ``L`` bytes.
+
+Recovery (:meth:`LogSegment.recover`) is that scan with every check on: each length
+must fit in the file, each batch must parse as magic 2 with a valid CRC-32C, offsets must
+increase and fit the int32 relative offsets of the index. The file is truncated at the
+first batch that fails (a torn write at the tail after a crash, or corruption), the
+indexes are rebuilt as the scan goes, and a report says what was dropped and why.
+
+A segment is *active* (the last one of a partition: appended to, indexes preallocated and
+mapped read-write) or *inactive* (read only; indexes trimmed and mapped lazily on first
+use, then checked and rebuilt from the log if they look wrong).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from sluice.common import errors
+from sluice.protocol.records.batch import (
+    HEADER_BYTES,
+    LOG_OVERHEAD_BYTES,
+    BatchHeader,
+    crc_is_valid,
+    parse_header,
+    read_offset_and_length,
+)
+from sluice.storage.checkpoint import write_all
+from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+"""Appended to a segment's file names when it is deleted; the files go after a delay."""
+
+SEGMENT_NAME_DIGITS = 20
+
+SCAN_READ_BYTES = 16 * 1024
+"""Bytes read per pread while walking batch headers. Index entries are ~4 KiB of log
+apart by default, so one read usually covers a whole lookup scan of small batches."""
+
+RECOVERY_READ_BYTES = 1024 * 1024
+"""Bytes read at a time while recovery checks every batch's CRC (larger batches are read
+whole)."""
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000001200.log`` for base offset 1200 and suffix ``.log``."""
+    assert base_offset >= 0
+    return f"{base_offset:0{SEGMENT_NAME_DIGITS}d}{suffix}"
+
+
+def parse_segment_file_name(name: str, suffix: str) -> int | None:
+    """The base offset in a segment file name with ``suffix``, or None if it is not one."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    if len(stem) != SEGMENT_NAME_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, for ``loop.sendfile(transport, file, position,
+    size_bytes)``. The segment keeps ``file`` open (a deleted segment for
+    ``file.delete.delay.ms``). Use :meth:`read` rather than ``file.seek/read`` when the
+    bytes are wanted in memory: several readers share one file object."""
+
+    file: BinaryIO
+    position: int
+    size_bytes: int
+
+    def read(self) -> bytes:
+        """The bytes of the slice (pread: no shared file position is touched)."""
+        data = os.pread(self.file.fileno(), self.size_bytes, self.position)
+        if len(data) != self.size_bytes:
+            raise errors.KafkaStorageError(
+                f"{getattr(self.file, 'name', '?')}: wanted {self.size_bytes} bytes at "
+                f"{self.position}, the file has {len(data)}"
+            )
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What :meth:`LogSegment.recover` kept and dropped."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    next_offset: int
+    problem: str | None
+    """Why the scan stopped before the end of the file; None when it reached the end."""
+
+
+def _scan_batches(fd: int, start: int, end: int, name: str) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch in [start, end) of a file already known to hold
+    whole batches there. A header that does not parse means the disk changed under us:
+    KafkaStorageError."""
+    position = start
+    chunk = b""
+    chunk_start = start
+    while position < end:
+        in_chunk = position - chunk_start
+        if in_chunk + HEADER_BYTES > len(chunk):
+            chunk = os.pread(fd, min(SCAN_READ_BYTES, end - position), position)
+            chunk_start = position
+            in_chunk = 0
+            if len(chunk) < HEADER_BYTES:
+                raise errors.KafkaStorageError(
+                    f"{name}: {end - position} bytes at {position} cannot hold a batch header"
+                )
+        try:
+            header = parse_header(chunk, in_chunk)
+        except errors.KafkaError as e:
+            raise errors.KafkaStorageError(f"{name}: bad batch at {position}: {e}") from None
+        if position + header.size_bytes > end:
+            raise errors.KafkaStorageError(
+                f"{name}: batch at {position} of {header.size_bytes} bytes runs past {end}"
+            )
+        yield position, header
+        position += header.size_bytes
+
+
+class LogSegment:
+    """One ``.log`` file and its indexes. Not thread-safe; the partition log owns it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        index_capacity_bytes: int,
+        active: bool,
+        created_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.index_capacity_bytes = index_capacity_bytes
+        self.created_ms = created_ms
+        """Wall-clock start of the segment's age for ``segment.ms``."""
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        # Not O_APPEND: Linux pwrite ignores the position on O_APPEND files, and writing
+        # at an explicit position makes a failed, partial write harmless (overwritten).
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = io.FileIO(self._fd, "r+", closefd=True)
+        self.size_bytes = os.fstat(self._fd).st_size
+        self._active = active
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._max_timestamp_ms = -1
+        self._bytes_since_index_entry = 0
+        self._last_batch_offset: int | None = None
+        self._next_offset: int | None = None
+        self._unflushed = False
+        self.deleted = False
+        self.needs_recovery = False
+        """Set by :meth:`open` when the caller must run :meth:`recover`."""
+
+    # -- creation -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        index_capacity_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """A new, empty, active segment. Refuses to overwrite an existing one."""
+        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        if log_path.exists() and log_path.stat().st_size:
+            raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            index_capacity_bytes=index_capacity_bytes,
+            active=True,
+            created_ms=now_ms,
+        )
+        segment._next_offset = base_offset
+        segment._unflushed = True
+        segment._fresh_indexes()
+        return segment
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        index_capacity_bytes: int,
+        active: bool,
+        trusted: bool,
+        now_ms: int,
+    ) -> LogSegment:
+        """An existing segment. ``trusted`` (below the recovery point, or after a clean
+        shutdown): no CRC scan; the active one has its indexes loaded and checked now and
+        its next offset found by scanning from the last index entry, an inactive one
+        loads them on first use. Not trusted: the caller must call :meth:`recover` next.
+        """
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            index_capacity_bytes=index_capacity_bytes,
+            active=active,
+            created_ms=now_ms,
+        )
+        segment.needs_recovery = not trusted
+        if active and trusted:
+            try:
+                segment._load_indexes()
+                segment._next_offset = segment._scan_next_offset()
+            except errors.KafkaStorageError as e:
+                log.warning("%s: cannot be trusted, it will be recovered: %s", segment.log_path, e)
+                segment.needs_recovery = True
+        return segment
+
+    def age_from_first_batch(self, now_ms: int) -> None:
+        """Start the ``segment.ms`` clock at the first batch's max timestamp when it is
+        plausible (Kafka ages a reopened segment from its first record), else now."""
+        self.created_ms = now_ms
+        if self.size_bytes >= HEADER_BYTES:
+            for _, header in self.iter_batches():
+                if 0 <= header.max_timestamp <= now_ms:
+                    self.created_ms = header.max_timestamp
+                break
+
+    # -- indexes --------------------------------------------------------------------
+
+    def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        if self._offset_index is None or self._time_index is None:
+            self._load_indexes()
+        assert self._offset_index is not None and self._time_index is not None
+        return self._offset_index, self._time_index
+
+    def _load_indexes(self) -> None:
+        """Map both indexes, check them, rebuild them from the log when they are wrong."""
+        problem: str | None = None
+        missing = [p.name for p in (self.index_path, self.time_index_path) if not p.exists()]
+        if missing:
+            problem = f"missing {', '.join(missing)}"
+        else:
+            self._offset_index = OffsetIndex(
+                self.index_path, self.base_offset, self.index_capacity_bytes, self._active
+            )
+            self._time_index = TimeIndex(
+                self.time_index_path, self.base_offset, self.index_capacity_bytes, self._active
+            )
+            problem = self._offset_index.check(self.size_bytes) or self._time_index.check()
+            offset, position = self._offset_index.last_entry()
+            if problem is None and position and not self._head_matches(position, offset):
+                problem = f"last entry ({offset}, {position}) is not a batch of the log"
+            if problem is None and not position and self.size_bytes > self.index_interval_bytes:
+                # Legitimate only for a few large batches, and then rebuilding is cheap.
+                problem = f"no entries for {self.size_bytes} bytes of log"
+        if problem is not None:
+            log.warning("%s: rebuilding indexes: %s", self.log_path, problem)
+            self.rebuild_indexes()
+            return
+        offset_index, time_index = self._offset_index, self._time_index
+        assert offset_index is not None and time_index is not None
+        last_time = time_index.last_entry()
+        self._max_timestamp_ms = last_time[0] if last_time else -1
+        self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
+
+    def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Delete both index files and start empty, writable ones."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_without_trim()
+        self.index_path.unlink(missing_ok=True)
+        self.time_index_path.unlink(missing_ok=True)
+        self._offset_index = OffsetIndex(
+            self.index_path, self.base_offset, self.index_capacity_bytes, writable=True
+        )
+        self._time_index = TimeIndex(
+            self.time_index_path, self.base_offset, self.index_capacity_bytes, writable=True
+        )
+        self._max_timestamp_ms = -1
+        self._bytes_since_index_entry = 0
+        self._last_batch_offset = None
+        return self._offset_index, self._time_index
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes by walking the batch headers of the log."""
+        self._fresh_indexes()
+        for position, header in self.iter_batches():
+            self._index_batch(position, header.base_offset, header.size_bytes, header.max_timestamp)
+        if not self._active:
+            self._finish_indexes()
+
+    def _index_batch(self, position: int, offset: int, size: int, max_timestamp_ms: int) -> None:
+        """Account for a batch written at ``position``; index it every
+        ``index.interval.bytes``. O(1)."""
+        offset_index, time_index = self._offset_index, self._time_index
+        assert offset_index is not None and time_index is not None
+        self._max_timestamp_ms = max(self._max_timestamp_ms, max_timestamp_ms)
+        if (
+            position > 0
+            and self._bytes_since_index_entry >= self.index_interval_bytes
+            and not offset_index.is_full
+        ):
+            offset_index.append(offset, position)
+            if time_index.free_entries > 1:  # the last slot is kept for _finish_indexes
+                time_index.maybe_append(self._max_timestamp_ms, offset)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+        self._last_batch_offset = offset
+
+    def _finish_indexes(self) -> None:
+        """Write the final time-index entry (the segment's max timestamp) and trim both
+        files to their entries."""
+        offset_index, time_index = self._indexes()
+        if self._last_batch_offset is not None and time_index.writable:
+            time_index.maybe_append(self._max_timestamp_ms, self._last_batch_offset)
+        offset_index.make_read_only()
+        time_index.make_read_only()
+
+    def index_is_full(self) -> bool:
+        """True when the next append might find no room in an index (then roll)."""
+        offset_index, time_index = self._indexes()
+        return offset_index.is_full or time_index.free_entries <= 1
+
+    def _head_matches(self, position: int, offset: int) -> bool:
+        head = os.pread(self._fd, LOG_OVERHEAD_BYTES, position)
+        return len(head) == LOG_OVERHEAD_BYTES and read_offset_and_length(head)[0] == offset
+
+    def _verified_lookup(self, offset: int) -> int:
+        """File position from which to scan for ``offset``; the index hit is checked
+        against the log and the index rebuilt when it lies."""
+        offset_index, _ = self._indexes()
+        found_offset, position = offset_index.lookup(offset)
+        if position and not self._head_matches(position, found_offset):
+            log.warning(
+                "%s: index entry (%d, %d) does not match the log; rebuilding",
+                self.log_path,
+                found_offset,
+                position,
+            )
+            self.rebuild_indexes()
+            found_offset, position = self._indexes()[0].lookup(offset)
+        return position
+
+    # -- state ----------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        """Largest batch max timestamp in the segment; -1 when it has none."""
+        self._indexes()
+        return self._max_timestamp_ms
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (its base offset when empty)."""
+        if self._next_offset is None:
+            self._next_offset = self._scan_next_offset()
+        return self._next_offset
+
+    def _scan_next_offset(self) -> int:
+        offset_index, _ = self._indexes()
+        _, position = offset_index.last_entry()
+        next_offset = self.base_offset
+        for _, header in self.iter_batches(position):
+            next_offset = header.next_offset
+            self._last_batch_offset = header.base_offset
+        return next_offset
+
+    def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``start_position`` (a batch start)."""
+        return _scan_batches(self._fd, start_position, self.size_bytes, str(self.log_path))
+
+    # -- append ---------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        *,
+        base_offset: int,
+        next_offset: int,
+        max_timestamp_ms: int,
+    ) -> int:
+        """Write one batch (offsets already stamped) at the end; return its position.
+        The bytes reach the page cache before this returns (pwrite, no user buffer)."""
+        assert self._active, f"{self.log_path} is not the active segment"
+        assert base_offset >= self.next_offset and next_offset > base_offset
+        assert next_offset - 1 - self.base_offset <= RELATIVE_OFFSET_MAX
+        position = self.size_bytes
+        write_all(self._fd, batch, position)
+        self._index_batch(position, base_offset, len(batch), max_timestamp_ms)
+        self.size_bytes = position + len(batch)
+        self._next_offset = next_offset
+        self._unflushed = True
+        return position
+
+    # -- lookups --------------------------------------------------------------------
+
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``
+        (the batch holding it, or the next one after a gap); None when there is none in
+        this segment."""
+        position = self._verified_lookup(offset) if offset > self.base_offset else 0
+        for found, header in self.iter_batches(position):
+            if header.last_offset >= offset:
+                return found, header
+        return None
+
+    def batch_boundary_at_or_before(self, start: int, limit: int) -> int:
+        """The largest batch boundary b with start <= b <= limit (``start`` is a batch
+        start). Used to cut a read at whole batches within a byte budget."""
+        assert 0 <= start <= limit
+        offset_index, _ = self._indexes()
+        found_offset, position = offset_index.lookup_by_position(limit)
+        if position > start and not self._head_matches(position, found_offset):
+            position = start
+        boundary = max(position, start)
+        for found, header in self.iter_batches(boundary):
+            end = found + header.size_bytes
+            if end > limit:
+                break
+            boundary = end
+        return boundary
+
+    def find_batch_for_timestamp(
+        self, timestamp_ms: int, min_offset: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch that holds offsets >= ``min_offset``
+        and whose max timestamp is >= ``timestamp_ms``; None when no batch in this
+        segment is that new."""
+        if self.max_timestamp_ms < timestamp_ms or self.size_bytes == 0:
+            return None
+        _, time_index = self._indexes()
+        start_offset = max(time_index.lookup_before(timestamp_ms) or 0, min_offset)
+        position = self._verified_lookup(start_offset) if start_offset > self.base_offset else 0
+        for found, header in self.iter_batches(position):
+            if header.max_timestamp >= timestamp_ms and header.last_offset >= min_offset:
+                return found, header
+        return None
+
+    # -- recovery and truncation ----------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> RecoveryReport:
+        """Check every batch from position 0 (bounds, magic, CRC-32C, increasing
+        offsets), truncate the file at the first that fails, rebuild the indexes. Calls
+        ``on_batch`` with each good batch's header, in order."""
+        self._fresh_indexes()
+        self.needs_recovery = False
+        file_size = os.fstat(self._fd).st_size
+        name = str(self.log_path)
+        position = 0
+        batches = 0
+        next_offset = self.base_offset
+        problem: str | None = None
+        chunk = b""
+        chunk_start = 0
+
+        def bytes_at(start: int, size: int) -> memoryview | None:
+            nonlocal chunk, chunk_start
+            if not (chunk_start <= start and start + size <= chunk_start + len(chunk)):
+                chunk = os.pread(self._fd, max(size, RECOVERY_READ_BYTES), start)
+                chunk_start = start
+                if len(chunk) < size:
+                    return None
+            view = memoryview(chunk)
+            return view[start - chunk_start : start - chunk_start + size]
+
+        while position < file_size:
+            remaining = file_size - position
+            if remaining < LOG_OVERHEAD_BYTES:
+                problem = f"torn batch head: {remaining} bytes at {position}"
+                break
+            head = bytes_at(position, LOG_OVERHEAD_BYTES)
+            if head is None:
+                problem = f"short read at {position}"
+                break
+            _, batch_length = read_offset_and_length(head)
+            size = LOG_OVERHEAD_BYTES + batch_length
+            if batch_length < HEADER_BYTES - LOG_OVERHEAD_BYTES:
+                problem = f"batch at {position} has impossible length {batch_length}"
+                break
+            if size > remaining:
+                problem = f"torn batch at {position}: needs {size} bytes, {remaining} left"
+                break
+            data = bytes_at(position, size)
+            if data is None:
+                problem = f"short read of {size} bytes at {position}"
+                break
+            try:
+                header = parse_header(data)
+            except errors.KafkaError as e:
+                problem = f"bad batch at {position}: {e}"
+                break
+            if not crc_is_valid(data, header):
+                problem = f"CRC-32C mismatch in batch at {position} (offset {header.base_offset})"
+                break
+            if header.base_offset < next_offset or header.last_offset_delta < 0:
+                problem = (
+                    f"batch at {position} has offsets {header.base_offset}.."
+                    f"{header.last_offset}, expected from {next_offset} on"
+                )
+                break
+            if header.last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
+                problem = f"batch at {position} has offset {header.last_offset}: out of range"
+                break
+            self._index_batch(position, header.base_offset, size, header.max_timestamp)
+            if on_batch is not None:
+                on_batch(header)
+            batches += 1
+            next_offset = header.next_offset
+            position += size
+        if position < file_size:
+            os.ftruncate(self._fd, position)
+            self._unflushed = True
+        self.size_bytes = position
+        self._next_offset = next_offset
+        if not self._active:
+            self._finish_indexes()
+        if problem is not None:
+            log.debug("%s: recovery stopped: %s", name, problem)
+        return RecoveryReport(
+            valid_bytes=position,
+            truncated_bytes=file_size - position,
+            batches=batches,
+            next_offset=next_offset,
+            problem=problem,
+        )
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset`` (a batch straddling it
+        goes whole). Returns the bytes removed. The segment must be active."""
+        assert self._active
+        found = self.translate_offset(offset)
+        if found is None:
+            self._next_offset = min(self.next_offset, offset)
+            return 0
+        position, header = found
+        offset_index, time_index = self._indexes()
+        offset_index.truncate_from(header.base_offset)
+        time_index.truncate_from(header.base_offset)
+        removed = self.size_bytes - position
+        os.ftruncate(self._fd, position)
+        self.size_bytes = position
+        self._next_offset = min(offset, header.base_offset)
+        self._unflushed = True
+        # Recompute what the removed batches may have contributed.
+        last_time = time_index.last_entry()
+        self._max_timestamp_ms = -1
+        self._last_batch_offset = None
+        scan_from = 0
+        if last_time is not None:
+            self._max_timestamp_ms = last_time[0]
+            scan_from = self._verified_lookup(last_time[1])
+        for _, batch_header in self.iter_batches(scan_from):
+            self._max_timestamp_ms = max(self._max_timestamp_ms, batch_header.max_timestamp)
+            self._last_batch_offset = batch_header.base_offset
+        self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
+        return removed
+
+    # -- life cycle -----------------------------------------------------------------
+
+    def make_inactive(self) -> None:
+        """The segment was rolled: final time-index entry, trim and fsync the indexes."""
+        if not self._active:
+            return
+        self._finish_indexes()
+        self._active = False
+
+    def make_active(self) -> None:
+        """The segment is the last again (the log was truncated back into it)."""
+        if self._active:
+            return
+        offset_index, time_index = self._indexes()
+        offset_index.make_writable(self.index_capacity_bytes)
+        time_index.make_writable(self.index_capacity_bytes)
+        self._active = True
+        self._next_offset = self._scan_next_offset()
+        self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
+
+    @property
+    def unflushed(self) -> bool:
+        return self._unflushed
+
+    def flush(self) -> None:
+        """fsync the log file and msync the indexes."""
+        if not self._unflushed:
+            return
+        os.fdatasync(self._fd)
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.flush()
+        self._unflushed = False
+
+    def sync_data(self) -> None:
+        """fdatasync the log file only (acks that must be durable; indexes are rebuilt
+        by recovery if lost)."""
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        """Trim the indexes and close every file."""
+        if self._active:
+            self._finish_indexes()
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        self._offset_index = self._time_index = None
+        self.file.close()
+
+    def rename_to_deleted(self) -> None:
+        """Mark for deletion: unmap the indexes, add ``.deleted`` to the three names. The
+        log file stays open so reads in flight (sendfile) can finish."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_without_trim()
+        self._offset_index = self._time_index = None
+        self.deleted = True
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            if path.exists():
+                path.rename(path.with_name(path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        """Close the log file and unlink the segment's ``.deleted`` files."""
+        assert self.deleted
+        self.file.close()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        state = "active" if self._active else "inactive"
+        return f"LogSegment({self.log_path.name}, {self.size_bytes} bytes, {state})"

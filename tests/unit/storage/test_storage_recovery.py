@@ -1,0 +1,308 @@
+"""Recovery is a main code path (STYLE #7): torn tails, corrupted bytes, broken or
+missing indexes and checkpoints, leftovers of a crash. Crashes are simulated by copying
+the directory of a log that is still open (what the disk holds if the process dies
+now), then damaging the copy. Every test runs once per codec."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import OpenLog
+from storage_helpers import crash_image, decode, make_batch, read_records, values_of
+
+from sluice.common.clock import ManualClock
+from sluice.common.config import TopicConfig
+from sluice.protocol.records.batch import Compression
+from sluice.storage import PartitionLog
+
+
+def fill(log: PartitionLog, codec: Compression, batches: int, *, value_bytes: int = 120) -> None:
+    for i in range(batches):
+        batch = make_batch(
+            codec, values_of(value_bytes, 2, seed=i), timestamp_ms=1_700_000_000_000 + i
+        )
+        log.append(batch, leader_epoch=i // 4)
+
+
+def batch_positions(log: PartitionLog) -> list[tuple[Path, int, int, int]]:
+    """(segment file, position, size, base offset) of every batch in the log."""
+    found = []
+    for segment in log.segments:
+        for position, header in segment.iter_batches():
+            found.append((segment.log_path, position, header.size_bytes, header.base_offset))
+    return found
+
+
+def open_copy(directory: Path, config: TopicConfig, clock: ManualClock) -> PartitionLog:
+    return PartitionLog.open(directory, config, clock, recover=True)
+
+
+def test_torn_tail_at_every_byte_of_the_last_batch(
+    open_log: OpenLog,
+    codec: Compression,
+    clock: ManualClock,
+    config: TopicConfig,
+    tmp_path: Path,
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 10, value_bytes=40)
+    log.append(make_batch(codec, [b"last"]), leader_epoch=9)
+    assert len(log.segments) > 1
+    path, position, size, base_offset = batch_positions(log)[-1]
+    kept = log.read(0, 1 << 20, max_offset=base_offset).read_bytes()
+    image = crash_image(log.directory, tmp_path / "image")
+    config = log.config
+    for cut in range(position, position + size):
+        copy = tmp_path / "copy"
+        shutil.copytree(image, copy)
+        os.truncate(copy / path.name, cut)
+        recovered = open_copy(copy, config, clock)
+        assert recovered.log_end_offset == base_offset, f"cut at {cut}"
+        assert recovered.read(0, 1 << 20).read_bytes() == kept, f"cut at {cut}"
+        assert (copy / path.name).stat().st_size == position
+        assert recovered.leader_epoch_cache.latest_epoch == 2
+        recovered.close()
+        shutil.rmtree(copy)
+    # Uncut, the last batch survives.
+    recovered = open_copy(image, config, clock)
+    assert recovered.log_end_offset == base_offset + 1
+    recovered.close()
+
+
+def test_recovery_logs_what_it_dropped(
+    open_log: OpenLog,
+    codec: Compression,
+    clock: ManualClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = open_log()
+    fill(log, codec, 3)
+    path, position, size, _ = batch_positions(log)[-1]
+    image = crash_image(log.directory, tmp_path / "image")
+    os.truncate(image / path.name, position + size - 5)
+    with caplog.at_level(logging.WARNING, logger="sluice.storage"):
+        recovered = open_copy(image, log.config, clock)
+    assert recovered.log_end_offset == 4
+    (message,) = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert f"truncated {size - 5} bytes" in message
+    assert f"torn batch at {position}" in message
+    recovered.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "offset_in_batch"),
+    [
+        ("crc", 18),
+        ("attributes", 22),
+        ("records", -3),
+        ("magic", 16),
+        ("length (too large)", 8),
+        ("length (too small)", 11),
+    ],
+)
+def test_a_corrupted_batch_truncates_the_log_from_there(
+    open_log: OpenLog,
+    codec: Compression,
+    clock: ManualClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    field: str,
+    offset_in_batch: int,
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 16)
+    batches = batch_positions(log)
+    segment_files = [s.log_path.name for s in log.segments]
+    assert len(segment_files) >= 3
+    # A batch in the middle of the second segment.
+    in_second = [b for b in batches if b[0].name == segment_files[1]]
+    path, position, size, base_offset = in_second[len(in_second) // 2]
+    kept = log.read(0, 1 << 20, max_offset=base_offset).read_bytes()
+    image = crash_image(log.directory, tmp_path / "image")
+    with open(image / path.name, "r+b") as file:
+        where = position + (offset_in_batch if offset_in_batch >= 0 else size + offset_in_batch)
+        file.seek(where)
+        byte = file.read(1)[0]
+        file.seek(where)
+        file.write(bytes([byte ^ (0x01 if field == "length (too small)" else 0x40)]))
+    with caplog.at_level(logging.WARNING, logger="sluice.storage"):
+        recovered = open_copy(image, log.config, clock)
+    assert recovered.log_end_offset == base_offset
+    assert recovered.read(0, 1 << 20).read_bytes() == kept
+    assert [s.log_path.name for s in recovered.segments] == segment_files[:2]
+    assert not list(image.glob(f"{segment_files[2]}*"))
+    messages = " | ".join(r.getMessage() for r in caplog.records)
+    assert f"at {position}" in messages and "deleting" in messages
+    # The recovered log takes appends where it ends, and survives a clean restart.
+    recovered.append(make_batch(codec, [b"after"]), leader_epoch=9)
+    recovered.close()
+    again = PartitionLog.open(image, log.config, clock, recover=False)
+    assert [r.value for r in read_records(again)][-1] == b"after"
+    again.close()
+
+
+def test_segments_below_the_recovery_point_are_not_rescanned(
+    open_log: OpenLog, codec: Compression, clock: ManualClock, tmp_path: Path
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 12)
+    log.flush()
+    flushed_end = log.log_end_offset
+    fill(log, codec, 6)
+    first_path, first_position, _, _ = batch_positions(log)[0]
+    last_path, last_position, last_size, last_offset = batch_positions(log)[-1]
+    image = crash_image(log.directory, tmp_path / "image")
+    with open(image / first_path.name, "r+b") as file:  # below the recovery point
+        file.seek(first_position + 40)
+        file.write(b"\xff")
+    os.truncate(image / last_path.name, last_position + last_size - 1)
+    recovered = open_copy(image, log.config, clock)
+    assert recovered.log_end_offset == last_offset
+    assert flushed_end < last_offset
+    assert recovered.recovery_point == last_offset
+    recovered.close()
+
+
+def test_a_torn_tail_after_a_claimed_clean_shutdown_is_still_recovered(
+    open_log: OpenLog, codec: Compression, clock: ManualClock
+) -> None:
+    log = open_log()
+    fill(log, codec, 4)
+    end = log.log_end_offset
+    path = log.segments[-1].log_path
+    log.close()
+    with open(path, "ab") as file:
+        file.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x01")
+    reopened = open_log(recover=False)
+    assert reopened.log_end_offset == end
+    assert path.stat().st_size == sum(b.header.size_bytes for b in decode(reopened.read(0, 1 << 20)))
+
+
+def test_a_crashed_log_reopens_and_continues(
+    open_log: OpenLog, codec: Compression, clock: ManualClock, tmp_path: Path
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 10)
+    log.update_high_watermark(log.log_end_offset)
+    log.flush()
+    fill(log, codec, 3)
+    image = crash_image(log.directory, tmp_path / "image")
+    expected = log.read(0, 1 << 20).read_bytes()
+    recovered = open_copy(image, log.config, clock)
+    assert recovered.read(0, 1 << 20).read_bytes() == expected
+    assert recovered.high_watermark == 20
+    fill(recovered, codec, 3)
+    assert [r.offset for r in read_records(recovered)] == list(range(32))
+    second_image = crash_image(image, tmp_path / "second")
+    again = open_copy(second_image, log.config, clock)
+    assert [r.offset for r in read_records(again)] == list(range(32))
+    again.close()
+    recovered.close()
+
+
+# -- indexes ---------------------------------------------------------------------------
+
+
+def every_read(log: PartitionLog) -> list[bytes]:
+    """A read from every offset with a small budget, and a timestamp lookup for every
+    batch: exercises every index entry."""
+    reads = [log.read(o, 300).read_bytes() for o in range(log.log_start_offset, log.log_end_offset)]
+    reads += [
+        repr(log.offset_for_timestamp(1_700_000_000_000 + i)).encode() for i in range(-1, 30)
+    ]
+    return reads
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "zeros", "odd size", "shifted entry"])
+def test_bad_index_files_are_rebuilt(
+    open_log: OpenLog,
+    codec: Compression,
+    tmp_path: Path,
+    damage: str,
+) -> None:
+    log = open_log(segment_bytes=2048, index_interval_bytes=64)
+    fill(log, codec, 24)
+    expected = every_read(log)
+    log.close()
+    directory = tmp_path / "log"
+    for index in [*directory.glob("*.index"), *directory.glob("*.timeindex")]:
+        size = index.stat().st_size
+        if damage == "missing":
+            index.unlink()
+        elif damage == "garbage":
+            index.write_bytes(bytes(range(7, 7 + size)) if size else b"")
+        elif damage == "zeros":
+            index.write_bytes(bytes(size))
+        elif damage == "odd size":
+            index.write_bytes(index.read_bytes()[:-3])
+        elif damage == "shifted entry" and index.suffix == ".index" and size >= 16:
+            data = bytearray(index.read_bytes())
+            data[-1] = (data[-1] + 1) % 256  # the last entry's position is off by one
+            index.write_bytes(bytes(data))
+    reopened = open_log(recover=False)
+    assert every_read(reopened) == expected
+    reopened.close()
+    for log_file in directory.glob("*.log"):
+        assert log_file.with_suffix(".index").exists()
+        assert log_file.with_suffix(".timeindex").exists()
+
+
+# -- checkpoints and leftovers -----------------------------------------------------------
+
+
+def test_an_unclean_open_without_any_checkpoint_rebuilds_everything(
+    open_log: OpenLog, codec: Compression, clock: ManualClock, tmp_path: Path
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 12)
+    epochs = log.leader_epoch_cache.entries
+    image = crash_image(log.directory, tmp_path / "image")
+    for name in ("partition.checkpoint", "leader-epoch-checkpoint"):
+        (image / name).unlink(missing_ok=True)
+    for snapshot in image.glob("*.snapshot"):
+        snapshot.unlink()
+    recovered = open_copy(image, log.config, clock)
+    assert recovered.log_end_offset == log.log_end_offset
+    assert recovered.leader_epoch_cache.entries == epochs
+    recovered.close()
+
+
+def test_malformed_checkpoints_fall_back_to_recovery(
+    open_log: OpenLog, codec: Compression, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(segment_bytes=1024)
+    fill(log, codec, 12)
+    epochs = log.leader_epoch_cache.entries
+    end = log.log_end_offset
+    log.close()
+    (log.directory / "partition.checkpoint").write_text("0\nlog_start_offset banana\n")
+    (log.directory / "leader-epoch-checkpoint").write_text("0\n5\n0 0\n")
+    with caplog.at_level(logging.WARNING, logger="sluice.storage"):
+        reopened = open_log(recover=False)
+    assert reopened.log_end_offset == end
+    assert reopened.leader_epoch_cache.entries == epochs
+    assert "partition checkpoint" in caplog.text and "leader-epoch" in caplog.text
+
+
+def test_leftovers_of_a_crash_are_removed(open_log: OpenLog, codec: Compression) -> None:
+    log = open_log()
+    fill(log, codec, 2)
+    log.close()
+    directory = log.directory
+    leftovers = [
+        "partition.checkpoint.tmp",
+        "00000000000000000000.log.deleted",
+        "00000000000000000000.index.deleted",
+        "00000000000000099999.index",
+        "00000000000000099999.timeindex",
+    ]
+    for name in leftovers:
+        (directory / name).write_bytes(b"junk")
+    reopened = open_log(recover=False)
+    assert not [name for name in leftovers if (directory / name).exists()]
+    assert reopened.log_end_offset == 2

@@ -1,0 +1,350 @@
+"""Topic and broker configs: the describe/alter logic as plain functions, then the
+DescribeConfigs / AlterConfigs / IncrementalAlterConfigs handlers against a real topic
+manager and embedded metadata store (no partitions are hosted), encoded in every served
+version."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sluice.broker.handlers.admin_configs import (
+    STATIC_BROKER_CONFIGS_MESSAGE,
+    AlterConfigOp,
+    ConfigSource,
+    ConfigType,
+    describe_broker_configs,
+    describe_topic_configs,
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+    incrementally_altered_overrides,
+    replaced_overrides,
+)
+from sluice.broker.topics import TopicManager
+from sluice.cluster.embedded import EmbeddedMetadataStore
+from sluice.cluster.model import BrokerInfo
+from sluice.common import errors
+from sluice.common.config import TOPIC_CONFIG_KEYS, BrokerConfig
+from sluice.common.errors import ErrorCode
+from sluice.protocol import codec
+from sluice.protocol.messages import make, request_module
+from sluice.protocol.versions import SUPPORTED, ApiKey
+
+TOPIC, BROKER = 2, 4
+
+
+# ── describing ─────────────────────────────────────────────────────────────────────────
+
+
+def by_name(described: list[Any]) -> dict[str, Any]:
+    return {entry.name: entry for entry in described}
+
+
+def test_topic_configs_list_every_key_with_override_then_broker_then_built_in() -> None:
+    config = BrokerConfig()
+    config.apply_properties({"log.retention.ms": "5000"})
+    described = by_name(describe_topic_configs({"segment.bytes": "1000"}, config))
+
+    assert set(described) == set(TOPIC_CONFIG_KEYS)
+    segment = described["segment.bytes"]
+    assert (segment.value, segment.source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert [(s.name, s.source) for s in segment.synonyms] == [
+        ("segment.bytes", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG),
+    ]
+    retention = described["retention.ms"]
+    assert (retention.value, retention.source) == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG),
+    ]
+    policy = described["cleanup.policy"]
+    assert (policy.value, policy.source) == ("delete", ConfigSource.DEFAULT_CONFIG)
+    assert not any(entry.read_only or entry.sensitive for entry in described.values())
+    assert all(entry.documentation for entry in described.values())
+
+
+def test_sluice_own_topic_defaults_count_as_defaults() -> None:
+    flush = by_name(describe_topic_configs({}, BrokerConfig()))["flush.ms"]
+    assert flush.source == ConfigSource.DEFAULT_CONFIG
+    assert flush.value == BrokerConfig().topic_defaults.get("flush.ms", "9223372036854775807")
+
+
+def test_config_types_follow_the_values() -> None:
+    described = by_name(describe_topic_configs({}, BrokerConfig()))
+    assert described["cleanup.policy"].config_type == ConfigType.LIST
+    assert described["retention.ms"].config_type == ConfigType.LONG
+    assert described["segment.bytes"].config_type == ConfigType.INT
+    assert described["unclean.leader.election.enable"].config_type == ConfigType.BOOLEAN
+    assert described["message.timestamp.type"].config_type == ConfigType.STRING
+
+
+def test_only_the_requested_keys_are_described() -> None:
+    described = describe_topic_configs({}, BrokerConfig(), ["retention.ms", "no.such.key"])
+    assert [entry.name for entry in described] == ["retention.ms"]
+
+
+def test_broker_configs_are_read_only_and_marked_when_set() -> None:
+    config = BrokerConfig()
+    config.apply_properties({"num.partitions": "3", "log.retention.ms": "5000"})
+    described = by_name(describe_broker_configs(config))
+
+    assert all(entry.read_only for entry in described.values())
+    for name, value, source in [
+        ("num.partitions", "3", ConfigSource.STATIC_BROKER_CONFIG),
+        ("default.replication.factor", "1", ConfigSource.DEFAULT_CONFIG),
+        ("auto.create.topics.enable", "true", ConfigSource.DEFAULT_CONFIG),
+        ("broker.id", "0", ConfigSource.DEFAULT_CONFIG),
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG),
+    ]:
+        assert (described[name].value, described[name].source) == (value, source), name
+    assert described["auto.create.topics.enable"].config_type == ConfigType.BOOLEAN
+
+
+# ── altering ───────────────────────────────────────────────────────────────────────────
+
+
+def test_replaced_overrides_are_exactly_the_entries_checked() -> None:
+    assert replaced_overrides([("retention.ms", "10"), ("cleanup.policy", "delete,compact")]) == {
+        "retention.ms": "10",
+        "cleanup.policy": "compact,delete",
+    }
+    assert replaced_overrides([]) == {}
+    with pytest.raises(errors.InvalidConfig):
+        replaced_overrides([("retention.ms", "soon")])
+    with pytest.raises(errors.InvalidConfig):
+        replaced_overrides([("no.such.key", "1")])
+    with pytest.raises(errors.InvalidRequest):
+        replaced_overrides([("retention.ms", "1"), ("retention.ms", "2")])
+
+
+def alter(overrides: dict[str, str], *changes: tuple[str, int, str | None]) -> dict[str, str]:
+    return incrementally_altered_overrides(overrides, BrokerConfig(), list(changes))
+
+
+def test_incremental_set_and_delete_touch_only_their_keys() -> None:
+    current = {"retention.ms": "10", "segment.bytes": "2000"}
+    assert alter(current, ("retention.ms", AlterConfigOp.SET, "20")) == {
+        "retention.ms": "20",
+        "segment.bytes": "2000",
+    }
+    assert alter(current, ("retention.ms", AlterConfigOp.DELETE, None)) == {"segment.bytes": "2000"}
+    assert alter(current, ("retention.bytes", AlterConfigOp.DELETE, None)) == current
+
+
+def test_incremental_append_and_subtract_work_on_list_keys_from_the_effective_value() -> None:
+    appended = alter({}, ("cleanup.policy", AlterConfigOp.APPEND, "compact"))
+    assert appended == {"cleanup.policy": "compact,delete"}
+    assert alter(appended, ("cleanup.policy", AlterConfigOp.APPEND, "delete")) == appended
+    assert alter(appended, ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete")) == {
+        "cleanup.policy": "compact"
+    }
+    with pytest.raises(errors.InvalidConfig):  # nothing left
+        alter({}, ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete"))
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (("retention.ms", AlterConfigOp.APPEND, "5"), errors.InvalidConfig),
+        (("retention.ms", AlterConfigOp.SUBTRACT, "5"), errors.InvalidConfig),
+        (("retention.ms", AlterConfigOp.SET, None), errors.InvalidConfig),
+        (("retention.ms", AlterConfigOp.SET, "-7"), errors.InvalidConfig),
+        (("no.such.key", AlterConfigOp.DELETE, None), errors.InvalidConfig),
+        (("retention.ms", 9, "5"), errors.InvalidRequest),
+    ],
+)
+def test_incremental_refusals(change: tuple[str, int, str | None], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        alter({}, change)
+
+
+# ── handlers ───────────────────────────────────────────────────────────────────────────
+
+
+class _NoReplicas:
+    """Stands in for the replica manager: these tests host no partitions."""
+
+    def apply_topic(self, topic: Any, *, recover: bool) -> None:
+        pass
+
+    def remove_topic(self, name: str) -> None:
+        pass
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Any:
+    config = BrokerConfig(data_dir=tmp_path)
+    config.apply_properties({"log.retention.ms": "5000"})
+    store = EmbeddedMetadataStore(tmp_path)
+    store.register_broker(BrokerInfo(0, "127.0.0.1", 9092))
+    topics = TopicManager(store, _NoReplicas(), config)  # type: ignore[arg-type]
+    topics.create("orders", 1, 1, {"segment.bytes": "100000"})
+    yield SimpleNamespace(config=config, topics=topics)
+    store.close()
+
+
+def call(handler: Any, broker: Any, api_key: ApiKey, version: int, request: Any) -> Any:
+    header = codec.RequestHeader(api_key, version, 7, "test")
+    response = asyncio.run(handler(broker, header, request))
+    codec.encode_response(7, response)  # every field has the right wire type
+    return response
+
+
+def versions(api_key: ApiKey) -> list[int]:
+    served = SUPPORTED[api_key]
+    return list(range(served.min_version, served.max_version + 1))
+
+
+def describe_request(version: int, *resources: tuple[int, str, Any]) -> Any:
+    module = request_module(ApiKey.DESCRIBE_CONFIGS, version)
+    return make(
+        module.DescribeConfigsRequest,
+        resources=tuple(
+            make(
+                module.DescribeConfigsResource,
+                resource_type=kind,
+                resource_name=name,
+                configuration_keys=keys,
+            )
+            for kind, name, keys in resources
+        ),
+        include_synonyms=True,
+        include_documentation=True,
+    )
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.DESCRIBE_CONFIGS))
+def test_describe_configs_answers_each_resource(broker: Any, version: int) -> None:
+    request = describe_request(
+        version,
+        (TOPIC, "orders", None),
+        (TOPIC, "missing", None),
+        (BROKER, "0", ("num.partitions",)),
+        (BROKER, "5", None),
+        (3, "anything", None),
+    )
+    response = call(handle_describe_configs, broker, ApiKey.DESCRIBE_CONFIGS, version, request)
+    orders, missing, broker_0, broker_5, unknown_type = response.results
+
+    assert orders.error_code == ErrorCode.none
+    entries = {entry.name: entry for entry in orders.configs}
+    assert set(entries) == set(TOPIC_CONFIG_KEYS)
+    assert (entries["segment.bytes"].value, entries["segment.bytes"].config_source) == (
+        "100000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    )
+    assert entries["retention.ms"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+    assert len(entries["retention.ms"].synonyms) == 2
+    if version >= 3:
+        assert entries["retention.ms"].config_type == ConfigType.LONG
+        assert entries["retention.ms"].documentation
+
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    assert "missing" in (missing.error_message or "")
+    assert [(e.name, e.value, e.read_only) for e in broker_0.configs] == [
+        ("num.partitions", "1", True)
+    ]
+    assert broker_5.error_code == ErrorCode.invalid_request
+    assert unknown_type.error_code == ErrorCode.invalid_request
+
+
+def alter_request(version: int, validate_only: bool, *resources: tuple[int, str, Any]) -> Any:
+    module = request_module(ApiKey.ALTER_CONFIGS, version)
+    return make(
+        module.AlterConfigsRequest,
+        resources=tuple(
+            make(
+                module.AlterConfigsResource,
+                resource_type=kind,
+                resource_name=name,
+                configs=tuple(
+                    make(module.AlterableConfig, name=key, value=value)
+                    for key, value in entries.items()
+                ),
+            )
+            for kind, name, entries in resources
+        ),
+        validate_only=validate_only,
+    )
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.ALTER_CONFIGS))
+def test_alter_configs_replaces_the_override_set(broker: Any, version: int) -> None:
+    request = alter_request(
+        version,
+        False,
+        (TOPIC, "orders", {"max.message.bytes": "5000"}),
+        (TOPIC, "missing", {}),
+        (BROKER, "0", {"num.partitions": "3"}),
+    )
+    response = call(handle_alter_configs, broker, ApiKey.ALTER_CONFIGS, version, request)
+    orders, missing, broker_0 = response.responses
+
+    assert orders.error_code == ErrorCode.none
+    assert broker.topics.require("orders").configs == {"max.message.bytes": "5000"}
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    assert broker_0.error_code == ErrorCode.invalid_request
+    assert STATIC_BROKER_CONFIGS_MESSAGE in (broker_0.error_message or "")
+
+
+def test_alter_configs_validate_only_and_bad_values_change_nothing(broker: Any) -> None:
+    before = broker.topics.require("orders").configs
+    for validate_only, entries in [(True, {"retention.ms": "1"}), (False, {"retention.ms": "x"})]:
+        request = alter_request(1, validate_only, (TOPIC, "orders", entries))
+        response = call(handle_alter_configs, broker, ApiKey.ALTER_CONFIGS, 1, request)
+        expected = ErrorCode.none if validate_only else ErrorCode.invalid_config
+        assert response.responses[0].error_code == expected
+        assert broker.topics.require("orders").configs == before
+
+
+def incremental_request(
+    validate_only: bool, name: str, *changes: tuple[str, int, str | None]
+) -> Any:
+    module = request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
+    return make(
+        module.IncrementalAlterConfigsRequest,
+        resources=(
+            make(
+                module.AlterConfigsResource,
+                resource_type=TOPIC,
+                resource_name=name,
+                configs=tuple(
+                    make(module.AlterableConfig, name=key, config_operation=op, value=value)
+                    for key, op, value in changes
+                ),
+            ),
+        ),
+        validate_only=validate_only,
+    )
+
+
+def test_incremental_alter_configs_changes_single_keys(broker: Any) -> None:
+    request = incremental_request(
+        False,
+        "orders",
+        ("retention.ms", AlterConfigOp.SET, "777"),
+        ("segment.bytes", AlterConfigOp.DELETE, None),
+        ("cleanup.policy", AlterConfigOp.APPEND, "compact"),
+    )
+    response = call(
+        handle_incremental_alter_configs, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request
+    )
+    assert response.responses[0].error_code == ErrorCode.none
+    assert broker.topics.require("orders").configs == {
+        "retention.ms": "777",
+        "cleanup.policy": "compact,delete",
+    }
+
+    refused = incremental_request(False, "orders", ("retention.ms", AlterConfigOp.APPEND, "1"))
+    response = call(
+        handle_incremental_alter_configs, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, refused
+    )
+    assert response.responses[0].error_code == ErrorCode.invalid_config
+    assert broker.topics.require("orders").configs["retention.ms"] == "777"
