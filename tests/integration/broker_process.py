@@ -51,6 +51,7 @@ class BrokerProcess:
         port: int | None = None,
         node_id: int = 0,
         overrides: dict[str, str] | None = None,
+        extra_arguments: list[str] | None = None,
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -59,6 +60,7 @@ class BrokerProcess:
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self.node_id = node_id
         self.overrides = dict(overrides or {})
+        self.extra_arguments = list(extra_arguments or [])
         self.starts = 0
         self.last_exit_code: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -93,7 +95,7 @@ class BrokerProcess:
         ]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={value}"]
-        return argv
+        return argv + self.extra_arguments
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         assert not self.is_running, "broker already running"

@@ -34,10 +34,14 @@ class BrokerFactory:
         self.brokers: list[BrokerProcess] = []
 
     def __call__(
-        self, overrides: dict[str, str] | None = None, *, start: bool = True
+        self,
+        overrides: dict[str, str] | None = None,
+        *,
+        extra_arguments: list[str] | None = None,
+        start: bool = True,
     ) -> BrokerProcess:
         data_dir = self._base_dir / f"broker-{len(self.brokers)}"
-        broker = BrokerProcess(data_dir, overrides=overrides)
+        broker = BrokerProcess(data_dir, overrides=overrides, extra_arguments=extra_arguments)
         self.brokers.append(broker)
         if start:
             broker.start()

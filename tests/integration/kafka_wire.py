@@ -313,6 +313,23 @@ def api_versions_request() -> ApiVersionsRequestV0:
     return ApiVersionsRequestV0()
 
 
+def advertised_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
+    """{api_key: (min_version, max_version)} as the broker advertises them."""
+    with KafkaConnection(host, port) as connection:
+        response = connection.request(api_versions_request())
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+FIND_COORDINATOR = 10
+
+
+def librdkafka_enables_lz4(host: str, port: int) -> bool:
+    """librdkafka derives its "LZ4" feature from FindCoordinator v0 being advertised (old
+    brokers got both at once); without it, it silently sends lz4 batches uncompressed."""
+    low_high = advertised_versions(host, port).get(FIND_COORDINATOR)
+    return low_high is not None and low_high[0] == 0
+
+
 def metadata_request(
     topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = True
 ) -> metadata_v8.MetadataRequest:

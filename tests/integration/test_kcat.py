@@ -7,7 +7,13 @@ import shutil
 import subprocess
 
 import pytest
-from kafka_wire import KafkaConnection, decode_batches, fetch_request, only_partition
+from kafka_wire import (
+    KafkaConnection,
+    decode_batches,
+    fetch_request,
+    librdkafka_enables_lz4,
+    only_partition,
+)
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
@@ -83,6 +89,8 @@ def test_compressed_production(broker, topic, codec, codec_id):
     assert consume_lines(broker, topic, "%s\n") == lines
     with KafkaConnection(broker.host, broker.port) as connection:
         result = only_partition(connection.request(fetch_request(topic, 0, 0)))
+    if codec == "lz4" and not librdkafka_enables_lz4(broker.host, broker.port):
+        pytest.xfail("librdkafka sends lz4 uncompressed until FindCoordinator v0 is advertised")
     assert {batch.compression for batch in decode_batches(result.records)} == {codec_id}
 
 

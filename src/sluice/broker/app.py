@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import fcntl
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import IO
@@ -26,32 +25,28 @@ from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
-from sluice.broker.server import Server
+from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import BrokerConfig
+from sluice.storage import (
+    clean_shutdown_marker_exists,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
 
 # Handlers register themselves with the dispatcher when imported.
 from sluice.broker import handlers  # noqa: F401  isort: skip
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 LOCK_FILE = ".lock"
 
 
 class DataDirInUse(Exception):
     pass
-
-
-def _fsync_directory(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 class Broker:
@@ -68,9 +63,9 @@ class Broker:
         self.server = Server(config.host, config.port, self._handle)
         self._dispatcher: Dispatcher | None = None
 
-    async def _handle(self, frame: bytes, connection: object) -> object:
-        assert self._dispatcher is not None
-        return await self._dispatcher.handle(frame, connection)  # type: ignore[arg-type]
+    async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
+        assert self._dispatcher is not None, "requests arrive only after start()"
+        return await self._dispatcher.handle(frame, connection)
 
     def _lock_data_dir(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -85,12 +80,8 @@ class Broker:
 
     async def start(self) -> None:
         self._lock_data_dir()
-        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
-        clean = marker.exists()
-        if clean:
-            marker.unlink()
-            _fsync_directory(self.data_dir)
-        else:
+        clean = clean_shutdown_marker_exists(self.data_dir)
+        if not clean:
             log.info("no clean-shutdown marker: recovering partition logs")
         self.store = EmbeddedMetadataStore(self.data_dir)
         advertised = self.config.advertised_host or self.config.host
@@ -98,6 +89,7 @@ class Broker:
         self.store.register_broker(self.node)
         self.topics = TopicManager(self.store, self.replicas, self.config)
         self.topics.open_local_replicas(recover=not clean)
+        remove_clean_shutdown_marker(self.data_dir)
         self.producer_ids = ProducerIdManager(self.store)
         self._dispatcher = Dispatcher(self)
         await self.server.start()
@@ -106,7 +98,10 @@ class Broker:
             self.store.register_broker(self.node)
         log.info(
             "sluice broker %d ready on %s:%d (data in %s, %d partition(s))",
-            self.config.node_id, self.config.host, self.server.port, self.data_dir,
+            self.config.node_id,
+            self.config.host,
+            self.server.port,
+            self.data_dir,
             len(self.replicas),
         )
 
@@ -129,9 +124,7 @@ class Broker:
         await self.server.stop()
         self.replicas.close_all()
         self.store.close()
-        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
-        marker.write_bytes(b"")
-        _fsync_directory(self.data_dir)
+        write_clean_shutdown_marker(self.data_dir)
         if self._lock_file is not None:
             self._lock_file.close()
         log.info("sluice broker %d stopped cleanly", self.config.node_id)
@@ -159,8 +152,9 @@ class Broker:
             for partition in self.replicas:
                 deleted = partition.log.apply_retention(now_ms)
                 if deleted:
-                    log.info("retention deleted %d segment(s) of %s", deleted,
-                             partition.topic_partition)
+                    log.info(
+                        "retention deleted %d segment(s) of %s", deleted, partition.topic_partition
+                    )
                 partition.log.delete_expired_files(now_ms)
 
 

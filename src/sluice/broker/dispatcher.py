@@ -44,8 +44,12 @@ def api_versions_fallback(correlation_id: int) -> bytes:
         module.ApiVersionsResponse,
         error_code=35,
         api_keys=tuple(
-            make(module.ApiVersion, api_key=int(key), min_version=r.min_version,
-                 max_version=r.max_version)
+            make(
+                module.ApiVersion,
+                api_key=int(key),
+                min_version=r.min_version,
+                max_version=r.max_version,
+            )
             for key, r in sorted(SUPPORTED.items())
         ),
     )
@@ -71,5 +75,5 @@ class Dispatcher:
         request = codec.decode_request_body(header, frame, body_offset)
         response = await HANDLERS[ApiKey(api_key)](self._broker, header, request)
         if response is None or isinstance(response, list | bytes):
-            return response  # type: ignore[no-any-return]
+            return response
         return codec.encode_response(correlation_id, response)

@@ -56,7 +56,9 @@ class Partition:
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raise unless this replica leads at the epoch the client believes in."""
         if not self.is_leader:
-            raise errors.NotLeaderOrFollower(f"{self.topic_partition} is led by {self.state.leader}")
+            raise errors.NotLeaderOrFollower(
+                f"{self.topic_partition} is led by broker {self.state.leader}"
+            )
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
                 raise errors.for_code(errors.ErrorCode.fenced_leader_epoch)(

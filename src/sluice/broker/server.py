@@ -23,8 +23,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Awaitable, Callable
-from typing import BinaryIO, Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, BinaryIO, Protocol
 
 from sluice.common.errors import ProtocolError
 from sluice.common.limits import FRAME_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
@@ -46,7 +46,7 @@ class FileSlice(Protocol):
 
 
 Response = bytes | list[bytes | FileSlice] | None
-RequestHandler = Callable[[bytes, "ConnectionInfo"], Awaitable[Response]]
+RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Response]]
 
 
 class ConnectionInfo:
@@ -83,14 +83,12 @@ class Server:
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         try:
             await Connection(reader, writer, self._handle, ConnectionInfo(peer)).run()
-        except ProtocolError as e:
-            log.warning("closing connection from %s: %s", peer, e)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("closing connection from %s after an internal error", peer)
+        except* ProtocolError as group:
+            log.warning("closing connection from %s: %s", peer, group.exceptions[0])
+        except* (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the peer went away; nothing to answer
+        except* Exception as group:
+            log.error("closing connection from %s after an internal error", peer, exc_info=group)
         finally:
             self._connections.discard(task)
             writer.close()
@@ -134,7 +132,9 @@ class Connection:
                 while not writer_task.done():
                     data = await self._reader.read(READ_CHUNK_BYTES)
                     if not data:
-                        break
+                        # The peer closed: stop waiting requests (a long-polling fetch)
+                        # instead of answering a socket nobody reads.
+                        raise ConnectionResetError("peer closed the connection")
                     for frame in self._decoder.feed(data):
                         request = tasks.create_task(self._handle(frame, self._info))
                         await in_flight.put(request)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from sluice.broker.app import DataDirInUse, serve as run_broker
+from sluice.broker.app import DataDirInUse
+from sluice.broker.app import serve as run_broker
 from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
 

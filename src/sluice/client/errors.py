@@ -27,9 +27,7 @@ class BrokerUnreachableError(ClientError):
         self.host = host
         self.port = port
         self.reason = reason
-        hint = (
-            f"no host named {host!r} was found" if host_unknown else "is `sluice serve` running?"
-        )
+        hint = f"no host named {host!r} was found" if host_unknown else "is `sluice serve` running?"
         super().__init__(f"cannot reach broker at {host}:{port}: {hint} ({reason})")
 
 

@@ -69,8 +69,11 @@ def with_partitions(
         )
     replication_factor = len(topic.partitions[0].replicas)
     added = _assign(
-        topic.name, topic.partition_count, new_count - topic.partition_count,
-        replication_factor, brokers,
+        topic.name,
+        topic.partition_count,
+        new_count - topic.partition_count,
+        replication_factor,
+        brokers,
     )
     return TopicMetadata(
         topic.name, topic.topic_id, {**topic.partitions, **added}, topic.configs, topic.version

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.cluster.store import NoSuchTopic, StaleVersion, TopicExists, TopicsListener
+from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
 FILE_NAME = "cluster-metadata.json"
@@ -30,21 +30,6 @@ FILE_NAME = "cluster-metadata.json"
 
 class MetadataFileError(Exception):
     """The metadata file exists but cannot be read; the broker refuses to start."""
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 class EmbeddedMetadataStore:

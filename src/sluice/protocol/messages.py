@@ -38,13 +38,18 @@ def request_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.request)
 
 
-@cache
+_FIELD_KINDS: dict[type[Any], dict[str, str | None]] = {}
+
+
 def _field_kinds(cls: type[Any]) -> dict[str, str | None]:
-    return {
-        f.name: f.metadata.get("kafka_type")
-        for f in dataclasses.fields(cls)
-        if not f.name.startswith("__")
-    }
+    kinds = _FIELD_KINDS.get(cls)
+    if kinds is None:
+        kinds = _FIELD_KINDS[cls] = {
+            f.name: f.metadata.get("kafka_type")
+            for f in dataclasses.fields(cls)
+            if not f.name.startswith("__")
+        }
+    return kinds
 
 
 def _convert(kind: str | None, value: Any) -> Any:

@@ -7,7 +7,8 @@ survives a crash::
     write <name>.tmp ─► fsync(<name>.tmp) ─► rename(<name>.tmp, <name>) ─► fsync(dir)
 
 A crash at any step leaves either the old file or the new one, never a mix; a stray
-``.tmp`` is deleted when the partition is opened.
+``.tmp`` is deleted when the partition is opened. (Producer-state snapshots skip the two
+fsyncs: they carry a CRC, and a lost or torn one only means replaying more of the log.)
 
 Two text formats live here (producer-state snapshots are binary, see
 ``producer_state``). Both start with a version line, are ASCII, one item a line:
@@ -63,17 +64,23 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> N
         position += written
 
 
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file.
+
+    ``durable=False`` skips both fsyncs: a process crash still leaves old or new, but
+    after a power loss the new file may be empty or partly written. Only for files that
+    check themselves (a CRC) and may be lost (producer-state snapshots)."""
     temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_all(fd, data, 0)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temp, path)
-    fsync_directory(path.parent)
+    if durable:
+        fsync_directory(path.parent)
 
 
 def _read_checkpoint_lines(path: Path) -> list[str] | None:

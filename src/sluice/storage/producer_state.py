@@ -18,7 +18,8 @@ without a sequence (-1, e.g. a transaction marker) only updates the epoch.
 
 Snapshots let a reopened partition skip replaying the whole log. ``<offset>.snapshot``
 (20 digits, like segments) holds the state after every batch below ``offset``; written
-at each roll and at close, atomically (``checkpoint.write_file_atomically``). Layout,
+at each roll and at close, atomically but without fsync: a snapshot torn by a power
+loss fails its CRC and is skipped, which costs only a longer replay. Layout,
 big-endian::
 
     ┌──────────────┬──────────────┬───────────────────┐
@@ -213,7 +214,9 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int) -> None:
         """Write the current state as ``<offset>.snapshot`` (state after all batches
         below ``offset``)."""
-        write_file_atomically(self.directory / snapshot_file_name(offset), self._encode())
+        write_file_atomically(
+            self.directory / snapshot_file_name(offset), self._encode(), durable=False
+        )
 
     def load_latest_snapshot(self, at_or_below: int) -> int | None:
         """Replace the state with the newest readable snapshot whose offset is <=

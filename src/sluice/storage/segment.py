@@ -251,7 +251,6 @@ class LogSegment:
         if active and trusted:
             try:
                 segment._load_indexes()
-                segment._next_offset = segment._scan_next_offset()
             except errors.KafkaStorageError as e:
                 log.warning("%s: cannot be trusted, it will be recovered: %s", segment.log_path, e)
                 segment.needs_recovery = True
@@ -303,7 +302,21 @@ class LogSegment:
         assert offset_index is not None and time_index is not None
         last_time = time_index.last_entry()
         self._max_timestamp_ms = last_time[0] if last_time else -1
-        self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
+        self._scan_tail()
+
+    def _scan_tail(self) -> None:
+        """Walk the batches after the last offset-index entry (at most about
+        index.interval.bytes plus one batch): the next offset, the last batch, and the
+        max timestamp even if the time index lost its final entry."""
+        offset_index, _ = self._indexes()
+        _, position = offset_index.last_entry()
+        self._bytes_since_index_entry = self.size_bytes - position
+        next_offset = self.base_offset
+        for _, header in self.iter_batches(position):
+            next_offset = header.next_offset
+            self._last_batch_offset = header.base_offset
+            self._max_timestamp_ms = max(self._max_timestamp_ms, header.max_timestamp)
+        self._next_offset = next_offset
 
     def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """Delete both index files and start empty, writable ones."""
@@ -326,8 +339,11 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes by walking the batch headers of the log."""
         self._fresh_indexes()
+        next_offset = self.base_offset
         for position, header in self.iter_batches():
             self._index_batch(position, header.base_offset, header.size_bytes, header.max_timestamp)
+            next_offset = header.next_offset
+        self._next_offset = next_offset
         if not self._active:
             self._finish_indexes()
 
@@ -399,17 +415,9 @@ class LogSegment:
     def next_offset(self) -> int:
         """One past the last offset in the segment (its base offset when empty)."""
         if self._next_offset is None:
-            self._next_offset = self._scan_next_offset()
+            self._indexes()
+        assert self._next_offset is not None
         return self._next_offset
-
-    def _scan_next_offset(self) -> int:
-        offset_index, _ = self._indexes()
-        _, position = offset_index.last_entry()
-        next_offset = self.base_offset
-        for _, header in self.iter_batches(position):
-            next_offset = header.next_offset
-            self._last_batch_offset = header.base_offset
-        return next_offset
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``start_position`` (a batch start)."""
@@ -618,8 +626,7 @@ class LogSegment:
         offset_index.make_writable(self.index_capacity_bytes)
         time_index.make_writable(self.index_capacity_bytes)
         self._active = True
-        self._next_offset = self._scan_next_offset()
-        self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
+        self._scan_tail()
 
     @property
     def unflushed(self) -> bool:

@@ -34,6 +34,7 @@ def config() -> TopicConfig:
     """Small segments and dense indexes, so a few batches exercise rolls and lookups."""
     return TopicConfig(
         segment_bytes=2048,
+        segment_index_bytes=4096,
         index_interval_bytes=128,
         retention_ms=-1,
         file_delete_delay_ms=0,

@@ -21,11 +21,14 @@ from sluice.storage import PartitionLog
 
 
 def fill(log: PartitionLog, codec: Compression, batches: int, *, value_bytes: int = 120) -> None:
-    for i in range(batches):
+    """Append batches of two records; batch n of the log has timestamp start + n and
+    leader epoch n // 4."""
+    for _ in range(batches):
+        n = log.log_end_offset // 2
         batch = make_batch(
-            codec, values_of(value_bytes, 2, seed=i), timestamp_ms=1_700_000_000_000 + i
+            codec, values_of(value_bytes, 2, seed=n), timestamp_ms=1_700_000_000_000 + n
         )
-        log.append(batch, leader_epoch=i // 4)
+        log.append(batch, leader_epoch=n // 4)
 
 
 def batch_positions(log: PartitionLog) -> list[tuple[Path, int, int, int]]:
@@ -305,4 +308,4 @@ def test_leftovers_of_a_crash_are_removed(open_log: OpenLog, codec: Compression)
         (directory / name).write_bytes(b"junk")
     reopened = open_log(recover=False)
     assert not [name for name in leftovers if (directory / name).exists()]
-    assert reopened.log_end_offset == 2
+    assert reopened.log_end_offset == 4

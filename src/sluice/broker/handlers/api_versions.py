@@ -20,8 +20,12 @@ async def handle_api_versions(broker: Broker, header: RequestHeader, request: An
         module.ApiVersionsResponse,
         error_code=0,
         api_keys=tuple(
-            make(module.ApiVersion, api_key=int(key), min_version=r.min_version,
-                 max_version=r.max_version)
+            make(
+                module.ApiVersion,
+                api_key=int(key),
+                min_version=r.min_version,
+                max_version=r.max_version,
+            )
             for key, r in sorted(SUPPORTED.items())
         ),
         throttle_time=0,

@@ -80,9 +80,7 @@ async def handle_fetch(broker: Broker, header: RequestHeader, request: Any) -> A
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
-        keys = [
-            TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions
-        ]
+        keys = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
 
         def enough() -> bool:
             nonlocal topics, total, failed

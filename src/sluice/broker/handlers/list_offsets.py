@@ -56,7 +56,10 @@ async def handle_list_offsets(broker: Broker, header: RequestHeader, request: An
                 )
             )
         topics.append(
-            make(module.ListOffsetsTopicResponse, name=requested_topic.name,
-                 partitions=tuple(partitions))
+            make(
+                module.ListOffsetsTopicResponse,
+                name=requested_topic.name,
+                partitions=tuple(partitions),
+            )
         )
     return make(module.ListOffsetsResponse, throttle_time=0, topics=tuple(topics))

@@ -70,9 +70,7 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
         for requested in request.topics:
             name = requested.name
             if name is None or topic_name_problem(name) is not None:
-                entries.append(
-                    _error_entry(module, name or "", ErrorCode.invalid_topic_exception)
-                )
+                entries.append(_error_entry(module, name or "", ErrorCode.invalid_topic_exception))
                 continue
             try:
                 topic = broker.topics.ensure(name) if allow_auto_create else broker.topics.get(name)
@@ -87,12 +85,16 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
         module.MetadataResponse,
         throttle_time=0,
         brokers=tuple(
-            make(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port,
-                 rack=b.rack)
+            make(
+                module.MetadataResponseBroker,
+                node_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
+            )
             for b in broker.store.live_brokers()
         ),
         cluster_id=broker.store.cluster_id(),
         controller_id=broker.config.node_id,
         topics=tuple(entries),
     )
-

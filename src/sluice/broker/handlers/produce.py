@@ -109,9 +109,12 @@ async def _fsync_if_required(
 ) -> None:
     for tp, outcome in outcomes.items():
         partition = broker.replicas.find(tp)
-        if outcome.error_code == 0 and partition is not None:
-            if partition.log.config.fsync_every_append:
-                await asyncio.to_thread(partition.log.flush)
+        if (
+            outcome.error_code == 0
+            and partition is not None
+            and (partition.log.config.fsync_every_append)
+        ):
+            await asyncio.to_thread(partition.log.flush)
 
 
 @handler(ApiKey.PRODUCE)

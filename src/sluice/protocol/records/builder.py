@@ -4,9 +4,9 @@ The broker never needs this module on its hot path (it stores produced batches a
 arrive); the client, the tools, the coordinators (which write their own records) and the
 tests do. A batch as built here::
 
-    ┌────────────── header (61 bytes, see batch.py) ──────────────┐┌── records section ──┐
-    base_offset  length  leader_epoch  magic=2  crc  attributes …  count  record record …
-                                                 └──── CRC-32C over attributes..end ─────┘
+    ┌──────────────── header: 61 bytes, see batch.py ────────────────┐┌─ records section ─┐
+    base_offset length leader_epoch magic=2 crc attributes … records_count record record …
+                                                └──── CRC-32C: attributes to the end ─────┘
 
     attributes = codec | timestamp type << 3 | transactional << 4 | control << 5
     record i   : offset_delta = i, timestamp_delta = timestamp_i - base_timestamp
@@ -50,9 +50,8 @@ from sluice.protocol.records.batch import (
 from sluice.protocol.records.compression import DECOMPRESSED_BYTES_MAX, compress, decompress
 from sluice.protocol.records.record import (
     Header,
-    Record,
     decode_records_into,
-    encode_records,
+    encode_record_into,
     frozen_factory,
 )
 
@@ -145,22 +144,21 @@ def build_batch(
             NO_TIMESTAMP,
         )
     max_timestamp_ms: int | None = None
-    encoded: list[Record] = []
+    section = bytearray()
     for offset_delta, record in enumerate(records):
         timestamp_ms = base_timestamp_ms if record.timestamp_ms is None else record.timestamp_ms
         if max_timestamp_ms is None or timestamp_ms > max_timestamp_ms:
             max_timestamp_ms = timestamp_ms
-        encoded.append(
-            Record(
-                offset_delta,
-                timestamp_ms - base_timestamp_ms,
-                record.key,
-                record.value,
-                tuple(record.headers),
-            )
+        encode_record_into(
+            section,
+            offset_delta,
+            timestamp_ms - base_timestamp_ms,
+            record.key,
+            record.value,
+            record.headers,
         )
     assert max_timestamp_ms is not None  # records is not empty
-    section = compress(compression, encode_records(encoded))
+    payload = section if compression == Compression.NONE else compress(compression, section)
     attributes = (
         (int(compression) & ATTR_COMPRESSION_MASK)
         | (ATTR_TIMESTAMP_TYPE if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
@@ -180,15 +178,15 @@ def build_batch(
         )
     except struct.error as error:
         raise ValueError(f"batch header field out of range: {error}") from None
-    crc = crc32c.crc32c(section, crc32c.crc32c(after_crc))
-    batch_length = HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    crc = crc32c.crc32c(payload, crc32c.crc32c(after_crc))
+    batch_length = HEADER_BYTES - LOG_OVERHEAD_BYTES + len(payload)
     try:
         before_crc = _HEADER_BEFORE_CRC.pack(
             base_offset, batch_length, partition_leader_epoch, MAGIC, crc
         )
     except struct.error as error:
         raise ValueError(f"batch header field out of range: {error}") from None
-    return b"".join((before_crc, after_crc, section))
+    return b"".join((before_crc, after_crc, payload))
 
 
 # -- control batches (transaction markers) ---------------------------------------------

@@ -98,8 +98,10 @@ _CRAMJAM_ERRORS = (cramjam.DecompressionError, OSError, ValueError)
 
 def compress(codec: Compression, data: Buffer) -> bytes:
     """Compress a records section with ``codec`` the way Kafka clients do."""
+    if not isinstance(data, bytes):
+        data = bytes(data)  # cramjam's streaming compressors take bytes only
     if codec == Compression.NONE:
-        return bytes(data)
+        return data
     if codec == Compression.GZIP:
         compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
         return compressor.compress(data) + compressor.flush()

@@ -17,10 +17,10 @@ length in front of the section itself (the count is in the batch header)::
                                  header_value_length varint  -1 for a null value
                                  header_value       bytes
 
-    e.g. key b"k", value b"hello", no headers, deltas 0:
+    e.g. key b"k", value b"hello", no headers, both deltas 0 (13 bytes):
 
-    0x16 | 0x00 | 0x00 | 0x00 | 0x02 "k" | 0x0a "hello" | 0x00
-    len=11 attr  ts+0   off+0   len 1      len 5          0 headers
+    18       00     00     00      02 6b    0a 68 65 6c 6c 6f   00
+    len 12   attr   ts+0   off+0   key "k"  value "hello"       no headers
 
 Every varint is a zigzag varint (Protocol Buffers' ``sint``): ``n`` is written as
 ``(n << 1) ^ (n >> 63)`` in base 128, low group first, high bit meaning "more follows";
@@ -49,6 +49,7 @@ __all__ = [
     "Record",
     "decode_records",
     "decode_records_into",
+    "encode_record_into",
     "encode_records",
     "frozen_factory",
 ]
@@ -92,6 +93,8 @@ def _varint(value: int) -> bytes:
     if -64 <= value < 64:
         return _ONE_BYTE_VARINTS[value]
     zigzag = (value << 1) ^ (value >> 63)
+    if zigzag < 0x4000:
+        return bytes(((zigzag & 0x7F) | 0x80, zigzag >> 7))
     out = bytearray()
     while zigzag >= 0x80:
         out.append((zigzag & 0x7F) | 0x80)
@@ -100,46 +103,77 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _check_int32(name: str, value: int) -> None:
-    if not _INT32_MIN <= value <= _INT32_MAX:
-        raise ValueError(f"{name} {value} does not fit in an int32")
+def _field_too_large(name: str, size: int) -> ValueError:
+    return ValueError(f"{name} of {size} bytes is longer than a record field can be")
 
 
-def _append_bytes(out: bytearray, name: str, data: bytes | None) -> None:
-    if data is None:
-        out += _NULL
-        return
-    size = len(data)
-    if size > _INT32_MAX:
-        raise ValueError(f"{name} of {size} bytes is longer than a record field can be")
-    out += _varint(size)
-    out += data
+def encode_record_into(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[Header],
+) -> None:
+    """Append one record to ``out``. Raises ValueError for values the format cannot
+    hold (a delta outside int32/int64, a 2 GiB field)."""
+    if not _INT32_MIN <= offset_delta <= _INT32_MAX:
+        raise ValueError(f"offset delta {offset_delta} does not fit in an int32")
+    if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
+        raise ValueError(f"timestamp delta {timestamp_delta} does not fit in 64 bits")
+    varint = _varint
+    body = bytearray(_ATTRIBUTES)
+    body += varint(timestamp_delta)
+    body += varint(offset_delta)
+    if key is None:
+        body += _NULL
+    else:
+        if len(key) > _INT32_MAX:
+            raise _field_too_large("key", len(key))
+        body += varint(len(key))
+        body += key
+    if value is None:
+        body += _NULL
+    else:
+        if len(value) > _INT32_MAX:
+            raise _field_too_large("value", len(value))
+        body += varint(len(value))
+        body += value
+    if not headers:
+        body += _ONE_BYTE_VARINTS[0]
+    else:
+        headers = tuple(headers)
+        body += varint(len(headers))
+        for header_key, header_value in headers:
+            encoded_key = header_key.encode()
+            body += varint(len(encoded_key))
+            body += encoded_key
+            if header_value is None:
+                body += _NULL
+            else:
+                if len(header_value) > _INT32_MAX:
+                    raise _field_too_large("header value", len(header_value))
+                body += varint(len(header_value))
+                body += header_value
+    if len(body) > _INT32_MAX:
+        raise _field_too_large("record", len(body))
+    out += varint(len(body))
+    out += body
 
 
 def encode_records(records: Iterable[Record]) -> bytes:
     """The records section for ``records``, uncompressed. Raises ValueError for values
     that the format cannot hold (a delta outside int32/int64, a 2 GiB field)."""
     out = bytearray()
-    body = bytearray()
     for record in records:
-        _check_int32("offset delta", record.offset_delta)
-        if not _INT64_MIN <= record.timestamp_delta <= _INT64_MAX:
-            raise ValueError(f"timestamp delta {record.timestamp_delta} does not fit in 64 bits")
-        body.clear()
-        body += _ATTRIBUTES
-        body += _varint(record.timestamp_delta)
-        body += _varint(record.offset_delta)
-        _append_bytes(body, "key", record.key)
-        _append_bytes(body, "value", record.value)
-        headers = record.headers
-        body += _varint(len(headers))
-        for header_key, header_value in headers:
-            _append_bytes(body, "header key", header_key.encode())
-            _append_bytes(body, "header value", header_value)
-        if len(body) > _INT32_MAX:
-            raise ValueError(f"record of {len(body)} bytes is too large")
-        out += _varint(len(body))
-        out += body
+        encode_record_into(
+            out,
+            record.offset_delta,
+            record.timestamp_delta,
+            record.key,
+            record.value,
+            record.headers,
+        )
     return bytes(out)
 
 
