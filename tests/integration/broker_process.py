@@ -134,9 +134,13 @@ class BrokerProcess:
             return self.last_exit_code
         return self._terminate(signal.SIGTERM, timeout_s)
 
+    def kill(self) -> int | None:
+        """SIGKILL: no chance to flush, checkpoint or close anything. Stays stopped."""
+        return self._terminate(signal.SIGKILL)
+
     def kill9(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """SIGKILL (no chance to flush or close anything), then start again."""
-        self._terminate(signal.SIGKILL)
+        """SIGKILL, then start again on the same port and data directory."""
+        self.kill()
         self.start(timeout_s)
 
     def restart(self, timeout_s: float = START_TIMEOUT_S) -> None:

@@ -393,21 +393,40 @@ def fetch_request(
     max_wait_ms: int = 0,
     min_bytes: int = 1,
     partition_max_bytes: int = 1024 * 1024,
+    max_bytes: int = 50 * 1024 * 1024,
 ) -> fetch_v11.FetchRequest:
+    return fetch_many_request(
+        [(topic, partition, offset)],
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        partition_max_bytes=partition_max_bytes,
+        max_bytes=max_bytes,
+    )
+
+
+def fetch_many_request(
+    positions: Sequence[tuple[str, int, int]],
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    partition_max_bytes: int = 1024 * 1024,
+    max_bytes: int = 50 * 1024 * 1024,
+) -> fetch_v11.FetchRequest:
+    """A Fetch v11 for (topic, partition, offset) positions, in the order given."""
+    topics: dict[str, list[fetch_v11.FetchPartition]] = {}
+    for topic, partition, offset in positions:
+        topics.setdefault(topic, []).append(
+            fetch_v11.FetchPartition(
+                partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes
+            )
+        )
     return fetch_v11.FetchRequest(
         max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=min_bytes,
-        topics=(
-            fetch_v11.FetchTopic(
-                topic=topic,
-                partitions=(
-                    fetch_v11.FetchPartition(
-                        partition=partition,
-                        fetch_offset=offset,
-                        partition_max_bytes=partition_max_bytes,
-                    ),
-                ),
-            ),
+        max_bytes=max_bytes,
+        topics=tuple(
+            fetch_v11.FetchTopic(topic=topic, partitions=tuple(partitions))
+            for topic, partitions in topics.items()
         ),
         forgotten_topics_data=(),
     )

@@ -7,9 +7,13 @@ serves: the same process stays up and a real client can produce and consume.
 
 from __future__ import annotations
 
+import socket
 import struct
+import time
+from dataclasses import replace
 
 import crc32c
+import psutil
 import pytest
 from client_helpers import round_trip_one_message
 from kafka_wire import (
@@ -26,7 +30,7 @@ from kafka_wire import (
     produce_request,
 )
 
-from sluice.protocol.codec import decode_response
+from sluice.protocol.codec import decode_response, encode_request
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -41,6 +45,9 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_RECORD = 87
 
 FRAME_BYTES_MAX = 100 * 1024 * 1024  # socket.request.max.bytes
+GREEDY_SEND_BYTES_MAX = 256 * 1024 * 1024
+"""Far more than loopback socket buffers hold: a broker that keeps reading past this
+queues requests or responses without bound."""
 
 
 @pytest.fixture(autouse=True)
@@ -320,3 +327,80 @@ def test_create_topics_refuses_more_replicas_than_brokers(connection, topic):
 def test_metadata_auto_creation_refuses_an_invalid_name(connection):
     (described,) = connection.request(metadata_request(["no/slashes"])).topics
     assert described.error_code == INVALID_TOPIC_EXCEPTION
+
+
+# ── abusive but well-formed clients ────────────────────────────────────────────────────
+
+
+def test_one_bad_partition_does_not_fail_the_others_in_the_same_request(connection, topic):
+    create_topic_raw(connection, topic, num_partitions=2)
+    corrupt = bytearray(one_record_batch(b"bad"))
+    corrupt[-1] ^= 0xFF
+    request = produce_request(topic, 0, bytes(corrupt))
+    good_partition = replace(
+        request.topic_data[0].partition_data[0], index=1, records=one_record_batch(b"good")
+    )
+    request = replace(
+        request,
+        topic_data=(
+            replace(
+                request.topic_data[0],
+                partition_data=(request.topic_data[0].partition_data[0], good_partition),
+            ),
+        ),
+    )
+    (topic_result,) = connection.request(request).responses
+    errors = {int(p.index): int(p.error_code) for p in topic_result.partition_responses}
+    assert errors == {0: CORRUPT_MESSAGE, 1: NONE}
+
+
+def test_a_client_that_never_reads_its_responses_is_throttled_and_others_are_served(
+    broker, bystander
+):
+    """Requests pile up unanswered on one connection. The broker must stop reading it
+    (its in-flight limit) instead of queueing responses without bound: the client's
+    sends block after the kernel buffers fill, and the broker's memory stays flat."""
+    broker_process = psutil.Process(broker.pid)
+    rss_before = broker_process.memory_info().rss
+    request = encode_request(1, "greedy", metadata_request(None))
+    greedy = socket.create_connection((broker.host, broker.port), timeout=10)
+    try:
+        greedy.setblocking(False)
+        sent_bytes = 0
+        blocked = False
+        deadline = time.monotonic() + 20
+        while sent_bytes < GREEDY_SEND_BYTES_MAX and time.monotonic() < deadline:
+            try:
+                sent_bytes += greedy.send(request)
+            except BlockingIOError:
+                blocked = True  # the broker stopped reading: back-pressure works
+                break
+        assert blocked, f"the broker kept reading {sent_bytes} bytes of unanswered requests"
+        for _ in range(5):
+            assert bystander.request(metadata_request(None)).brokers
+        rss_growth_bytes = broker_process.memory_info().rss - rss_before
+        assert rss_growth_bytes < 100 * 2**20, f"broker grew by {rss_growth_bytes >> 20} MiB"
+    finally:
+        greedy.close()
+
+
+def test_hundreds_of_concurrent_connections_are_all_served(broker):
+    connections = [KafkaConnection(broker.host, broker.port) for _ in range(300)]
+    try:
+        sent = [(c, c.send(api_versions_request())) for c in connections]
+        for opened, correlation_id in sent:
+            assert opened.receive(api_versions_request(), correlation_id).error_code == NONE
+    finally:
+        for opened in connections:
+            opened.close()
+
+
+def test_many_idle_half_open_frames_do_not_block_the_broker(broker, bystander):
+    stalled = [KafkaConnection(broker.host, broker.port) for _ in range(50)]
+    try:
+        for opened in stalled:
+            opened.send_bytes(struct.pack(">i", 10_000) + b"\x00\x03")  # a frame never finished
+        assert bystander.request(metadata_request(None)).brokers
+    finally:
+        for opened in stalled:
+            opened.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -210,6 +211,39 @@ def test_idempotent_producer_writes_each_message_once_in_order(broker, topic):
         for batch in batches:
             assert batch.base_sequence == expected_sequence
             expected_sequence += batch.records_count
+
+
+def test_a_message_just_under_one_mebibyte_round_trips(broker, topic):
+    create_topic(broker.bootstrap, topic)
+    value = bytes(range(256)) * (900 * 1024 // 256)
+    producer = Producer(producer_config(broker.bootstrap, acks="all"))
+    (report,) = produce_and_flush(producer, topic, [{"partition": 0, "value": value}])
+    (message,) = consume_exactly(broker.bootstrap, [(topic, 0)], 1)
+    assert (message.offset(), message.value()) == (report.offset, value)
+
+
+def test_concurrent_producers_get_distinct_contiguous_offsets(broker, topic):
+    create_topic(broker.bootstrap, topic)
+    reports: list[list] = [[] for _ in range(4)]
+
+    def produce_share(worker: int) -> None:
+        producer = Producer(producer_config(broker.bootstrap, acks="all"))
+        messages = [{"partition": 0, "value": f"{worker}-{i}".encode()} for i in range(500)]
+        reports[worker] = produce_and_flush(producer, topic, messages)
+
+    threads = [threading.Thread(target=produce_share, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    offsets = sorted(r.offset for share in reports for r in share)
+    assert offsets == list(range(2000))
+    for share in reports:  # each producer's own messages keep their order
+        assert [r.offset for r in share] == sorted(r.offset for r in share)
+
+    consumed = consume_exactly(broker.bootstrap, [(topic, 0)], 2000)
+    by_offset = {r.offset: r.value for share in reports for r in share}
+    assert all(by_offset[m.offset()] == m.value() for m in consumed)
 
 
 # ── topic auto-creation ────────────────────────────────────────────────────────────────

@@ -7,9 +7,11 @@ survives a process kill; a broker that acks before writing does not pass).
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from client_helpers import (
@@ -22,6 +24,17 @@ from client_helpers import (
 )
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
+from kafka_wire import (
+    KafkaConnection,
+    Record,
+    create_topics_request,
+    decode_batches,
+    encode_batch,
+    fetch_request,
+    list_offsets_request,
+    only_partition,
+    produce_request,
+)
 
 SMALL_SEGMENT_BYTES = 32 * 1024
 
@@ -250,3 +263,90 @@ def test_idempotent_producer_survives_broker_restarts_without_duplicates(
     assert producer.remaining_after_flush == 0
     assert ledger.failures == []
     _assert_exactly_once_in_order(broker.bootstrap, topic, 2, total)
+
+
+# ── recovery of a damaged log tail ─────────────────────────────────────────────────────
+
+
+def create_topic_raw(connection: KafkaConnection, name: str) -> None:
+    (result,) = connection.request(create_topics_request(name)).topics
+    assert result.error_code == 0, result
+
+
+def active_segment_file(broker, topic: str, partition: int = 0) -> Path:
+    directory = broker.data_dir / f"{topic}-{partition}"
+    segments = sorted(directory.glob("*.log"))
+    assert segments, f"no segment files in {directory}"
+    return segments[-1]
+
+
+def produce_numbered_batches(connection: KafkaConnection, topic: str, count: int) -> None:
+    for i in range(count):
+        batch = encode_batch([Record(None, b"batch-%d" % i)])
+        result = only_partition(connection.request(produce_request(topic, 0, batch)))
+        assert (result.error_code, result.base_offset) == (0, i)
+
+
+def values_from(connection: KafkaConnection, topic: str, offset: int = 0) -> list[bytes]:
+    result = only_partition(connection.request(fetch_request(topic, 0, offset)))
+    assert result.error_code == 0, result
+    return [record.value for batch in decode_batches(result.records) for record in batch.records]
+
+
+def torn_batch() -> bytes:
+    batch = bytearray(encode_batch([Record(None, b"never acknowledged " * 20)]))
+    struct.pack_into(">q", batch, 0, 10)  # as the broker would have numbered it
+    return bytes(batch[: len(batch) // 2])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(torn_batch(), id="half-written-batch"),
+        pytest.param(b"\x00" * 4096, id="zero-filled-tail"),
+        pytest.param(b"\xff" * 100, id="garbage-tail"),
+    ],
+)
+def test_a_damaged_tail_after_kill9_is_truncated_and_appends_continue(
+    broker_factory, topic, damage
+):
+    broker = broker_factory()
+    with KafkaConnection(broker.host, broker.port) as connection:
+        create_topic_raw(connection, topic)
+        produce_numbered_batches(connection, topic, 10)
+    broker.kill()
+    with active_segment_file(broker, topic).open("ab") as segment:
+        segment.write(damage)
+
+    broker.start()
+
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert values_from(connection, topic) == [b"batch-%d" % i for i in range(10)]
+        result = only_partition(
+            connection.request(produce_request(topic, 0, encode_batch([Record(None, b"next")])))
+        )
+        assert (result.error_code, result.base_offset) == (0, 10)
+        assert values_from(connection, topic, 10) == [b"next"]
+
+
+def test_a_batch_with_a_bad_crc_at_the_tail_is_dropped_on_recovery(broker_factory, topic):
+    broker = broker_factory()
+    with KafkaConnection(broker.host, broker.port) as connection:
+        create_topic_raw(connection, topic)
+        produce_numbered_batches(connection, topic, 10)
+    broker.kill()
+    segment_path = active_segment_file(broker, topic)
+    data = bytearray(segment_path.read_bytes())
+    data[-2] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
+    segment_path.write_bytes(bytes(data))
+
+    broker.start()
+
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert values_from(connection, topic) == [b"batch-%d" % i for i in range(9)]
+        latest = only_partition(connection.request(list_offsets_request(topic, 0, -1)))
+        assert latest.offset == 9
+        result = only_partition(
+            connection.request(produce_request(topic, 0, encode_batch([Record(None, b"next")])))
+        )
+        assert (result.error_code, result.base_offset) == (0, 9)

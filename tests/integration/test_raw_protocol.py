@@ -15,6 +15,7 @@ from kafka_wire import (
     create_topics_request,
     decode_batches,
     encode_batch,
+    fetch_many_request,
     fetch_request,
     init_producer_id_request,
     list_offsets_request,
@@ -185,3 +186,61 @@ def test_list_offsets_earliest_and_latest_follow_appends(broker, topic):
         produce(connection, topic, encode_batch([Record(None, b"1"), Record(None, b"2")]))
         assert list_offset(connection, topic, EARLIEST_TIMESTAMP) == 0
         assert list_offset(connection, topic, LATEST_TIMESTAMP) == 2
+
+
+def test_fetch_returns_a_whole_first_batch_even_when_larger_than_the_limits(broker, topic):
+    """KIP-74: the first batch is returned whole even past partition_max_bytes and
+    max_bytes, or a consumer could never make progress past it."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        create_topic_raw(connection, topic)
+        big = encode_batch([Record(None, b"x" * 20_000)])
+        produce(connection, topic, big)
+        produce(connection, topic, encode_batch([Record(None, b"small")]))
+        result = only_partition(
+            connection.request(fetch_request(topic, 0, 0, partition_max_bytes=100, max_bytes=100))
+        )
+    assert result.error_code == NONE
+    batches = decode_batches(result.records)
+    assert batches, "no progress possible: the oversized first batch was not returned"
+    assert batches[0].records[0].value == b"x" * 20_000
+    assert sum(b.records_count for b in batches) == 1, "only the first batch passes the limit"
+
+
+def test_fetch_response_lists_every_requested_partition(broker, topic):
+    with KafkaConnection(broker.host, broker.port) as connection:
+        create_topic_raw(connection, topic, num_partitions=3)
+        produce(connection, topic, encode_batch([Record(None, b"p1")]), partition=1)
+        response = connection.request(
+            fetch_many_request(
+                [(topic, 0, 0), (topic, 1, 0), (topic, 2, 0), (f"{topic}-missing", 0, 0)]
+            )
+        )
+    results = {
+        (t.topic, int(p.partition_index)): p for t in response.responses for p in t.partitions
+    }
+    assert set(results) == {(topic, 0), (topic, 1), (topic, 2), (f"{topic}-missing", 0)}
+    assert results[(f"{topic}-missing", 0)].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert [results[(topic, p)].error_code for p in range(3)] == [NONE] * 3
+    assert [results[(topic, p)].high_watermark for p in range(3)] == [0, 1, 0]
+    (batch,) = decode_batches(results[(topic, 1)].records)
+    assert batch.records[0].value == b"p1"
+
+
+def test_fetch_min_bytes_waits_until_enough_data_has_arrived(broker, topic):
+    with (
+        KafkaConnection(broker.host, broker.port) as consumer,
+        KafkaConnection(broker.host, broker.port) as producer,
+    ):
+        create_topic_raw(producer, topic)
+        waiting = fetch_request(topic, 0, 0, min_bytes=3000, max_wait_ms=20_000)
+        correlation_id = consumer.send(waiting)
+        started = time.monotonic()
+        for i in range(5):
+            produce(producer, topic, encode_batch([Record(None, b"%d" % i + b"y" * 1000)]))
+        result = only_partition(consumer.receive(waiting, correlation_id))
+        answered_after_s = time.monotonic() - started
+    assert answered_after_s < 15, "min_bytes was reached but the fetch kept waiting"
+    batches = decode_batches(result.records)
+    fetched_bytes = len(result.records or b"")
+    assert fetched_bytes >= 3000, f"answered with {fetched_bytes} bytes, fewer than min_bytes"
+    assert batches[0].records[0].value.startswith(b"0y")

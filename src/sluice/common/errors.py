@@ -30,6 +30,11 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         return bool(self.code.retriable)
 
+    @property
+    def message(self) -> str:
+        """The detail alone, for a response's error_message (clients print the code)."""
+        return super().__str__()
+
     def __str__(self) -> str:
         detail = super().__str__()
         name = self.code.name.upper()

@@ -98,9 +98,9 @@ class _SparseIndex:
             self._mmap.madvise(mmap.MADV_RANDOM)
 
     def _unmap(self) -> None:
+        # No msync: dirty pages stay in the page cache after munmap, and whoever needs
+        # them durable fsyncs the file (make_read_only).
         if self._mmap is not None:
-            if self._writable:
-                self._mmap.flush()
             self._mmap.close()
             self._mmap = None
 
@@ -125,11 +125,6 @@ class _SparseIndex:
         self._unmap()
         self._open(capacity_bytes, writable=True)
         self._entries = entries
-
-    def flush(self) -> None:
-        """msync the mapping (the entries reach the disk)."""
-        if self._writable and self._mmap is not None:
-            self._mmap.flush()
 
     def close(self) -> None:
         """Trim (if writable) and unmap. The index is unusable afterwards."""

@@ -633,13 +633,12 @@ class LogSegment:
         return self._unflushed
 
     def flush(self) -> None:
-        """fsync the log file and msync the indexes."""
+        """fdatasync the log file. The indexes of the active segment are not synced:
+        after a crash the active segment is always recovered, which rebuilds them; an
+        inactive segment's indexes were fsynced when they were trimmed."""
         if not self._unflushed:
             return
         os.fdatasync(self._fd)
-        for index in (self._offset_index, self._time_index):
-            if index is not None:
-                index.flush()
         self._unflushed = False
 
     def sync_data(self) -> None:

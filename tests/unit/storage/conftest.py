@@ -42,9 +42,7 @@ def config() -> TopicConfig:
 
 
 @pytest.fixture
-def open_log(
-    tmp_path: Path, clock: ManualClock, config: TopicConfig
-) -> Iterator[OpenLog]:
+def open_log(tmp_path: Path, clock: ManualClock, config: TopicConfig) -> Iterator[OpenLog]:
     """``open_log(directory=tmp_path/'log', recover=True, **config_changes)``."""
     opened: list[PartitionLog] = []
 

@@ -60,7 +60,9 @@ def test_append_assigns_consecutive_offsets_and_reads_back(
     ]
 
 
-def test_stored_batches_carry_offset_and_leader_epoch(open_log: OpenLog, codec: Compression) -> None:
+def test_stored_batches_carry_offset_and_leader_epoch(
+    open_log: OpenLog, codec: Compression
+) -> None:
     log = open_log()
     append_values(log, codec, 2, records=2, leader_epoch=4)
     headers = [batch.header for batch in decode(log.read(0, 1 << 20))]
@@ -291,7 +293,7 @@ def test_delete_records_before(open_log: OpenLog, codec: Compression) -> None:
     log.close()
     reopened = open_log(recover=False)
     assert reopened.log_start_offset == 20
-    assert [r.offset for r in read_records(reopened)][0] == 20
+    assert read_records(reopened)[0].offset == 20
 
 
 # -- truncation -------------------------------------------------------------------------

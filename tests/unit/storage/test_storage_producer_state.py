@@ -196,8 +196,9 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
                 last_offset=100 * producer_id + 3 * i + 2,
                 timestamp_ms=1000 + i,
             )
-    manager.record(9, 0, first_sequence=-1, last_sequence=-1, first_offset=5, last_offset=5,
-                   timestamp_ms=1)
+    manager.record(
+        9, 0, first_sequence=-1, last_sequence=-1, first_offset=5, last_offset=5, timestamp_ms=1
+    )
     manager.take_snapshot(300)
     loaded = ProducerStateManager(tmp_path)
     assert loaded.load_latest_snapshot(299) is None

@@ -183,7 +183,9 @@ def test_a_torn_tail_after_a_claimed_clean_shutdown_is_still_recovered(
         file.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x01")
     reopened = open_log(recover=False)
     assert reopened.log_end_offset == end
-    assert path.stat().st_size == sum(b.header.size_bytes for b in decode(reopened.read(0, 1 << 20)))
+    assert path.stat().st_size == sum(
+        b.header.size_bytes for b in decode(reopened.read(0, 1 << 20))
+    )
 
 
 def test_a_crashed_log_reopens_and_continues(
@@ -215,9 +217,7 @@ def every_read(log: PartitionLog) -> list[bytes]:
     """A read from every offset with a small budget, and a timestamp lookup for every
     batch: exercises every index entry."""
     reads = [log.read(o, 300).read_bytes() for o in range(log.log_start_offset, log.log_end_offset)]
-    reads += [
-        repr(log.offset_for_timestamp(1_700_000_000_000 + i)).encode() for i in range(-1, 30)
-    ]
+    reads += [repr(log.offset_for_timestamp(1_700_000_000_000 + i)).encode() for i in range(-1, 30)]
     return reads
 
 

@@ -401,7 +401,7 @@ async def handle_describe_configs(broker: Broker, header: RequestHeader, request
             make(
                 module.DescribeConfigsResult,
                 error_code=0 if failure is None else failure.code,
-                error_message=None if failure is None else str(failure),
+                error_message=None if failure is None else failure.message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
                 configs=tuple(_config_entry(module, entry, request) for entry in described),
@@ -446,7 +446,7 @@ def _alter(broker: Broker, header: RequestHeader, request: Any, *, incremental: 
             make(
                 module.AlterConfigsResourceResponse,
                 error_code=0 if failure is None else failure.code,
-                error_message=None if failure is None else str(failure),
+                error_message=None if failure is None else failure.message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )

@@ -67,7 +67,7 @@ def _create_result(module: ModuleType, name: str, failure: KafkaError | None) ->
         module.CreatableTopicResult,
         name=name,
         error_code=0 if failure is None else failure.code,
-        error_message=None if failure is None else str(failure),
+        error_message=None if failure is None else failure.message,
     )
 
 
@@ -141,7 +141,7 @@ async def handle_create_partitions(broker: Broker, header: RequestHeader, reques
                 module.CreatePartitionsTopicResult,
                 name=topic.name,
                 error_code=0 if failure is None else failure.code,
-                error_message=None if failure is None else str(failure),
+                error_message=None if failure is None else failure.message,
             )
         )
     return make(module.CreatePartitionsResponse, throttle_time=0, results=tuple(results))

@@ -64,7 +64,7 @@ def _append_one(
         result = partition.append(bytearray(records), acks=acks)
     except KafkaError as e:
         outcome.error_code = e.code
-        outcome.error_message = str(e)
+        outcome.error_message = e.message
         if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
             log.warning("refused produce to %s: %s", topic_partition, e)
         return outcome
