@@ -27,6 +27,7 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 from kafka_wire import (
     KafkaConnection,
     Record,
+    api_versions_request,
     create_topics_request,
     decode_batches,
     encode_batch,
@@ -70,6 +71,23 @@ def read_whole_topic(bootstrap: str, topic: str, partitions: int) -> dict[tuple[
 def test_sigterm_stops_the_broker_with_exit_code_zero(small_segment_broker):
     assert "ready" in small_segment_broker.log_text().lower()
     assert small_segment_broker.stop() == 0
+
+
+def test_sigterm_with_open_and_waiting_connections_exits_cleanly_without_errors(
+    small_segment_broker, topic
+):
+    broker = small_segment_broker
+    with (
+        KafkaConnection(broker.host, broker.port) as idle,
+        KafkaConnection(broker.host, broker.port) as long_polling,
+    ):
+        idle.request(api_versions_request())
+        create_topic_raw(long_polling, topic)
+        long_polling.send(fetch_request(topic, 0, 0, max_wait_ms=30_000))
+        exit_code = broker.stop()
+    assert exit_code == 0
+    errors = [line for line in broker.log_text().splitlines() if " ERROR " in line]
+    assert errors == [], "a clean shutdown logged errors:\n" + "\n".join(errors)
 
 
 def test_clean_restart_keeps_every_record_across_segments(small_segment_broker, topic):

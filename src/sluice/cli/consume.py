@@ -46,6 +46,10 @@ CATCH_UP_WAIT_MS = 100
 RECONNECT_TIMEOUT_S = 30.0
 """While following, how long to keep retrying after the broker goes away (a restart)."""
 
+RETRY_WAIT_S_MIN = 0.1
+RETRY_WAIT_S_MAX = 2.0
+"""Backoff bounds between reconnection attempts while following."""
+
 NULL_TEXT = b"null"
 
 
@@ -156,6 +160,7 @@ async def _consume(
     printed = 0
     loop = asyncio.get_running_loop()
     trouble_since: float | None = None
+    retry_wait_s = RETRY_WAIT_S_MIN
     while max_messages is None or printed < max_messages:
         active = {
             tp: position for tp, position in positions.items() if follow or position < ends[tp]
@@ -163,6 +168,8 @@ async def _consume(
         if not active:
             return
         try:
+            if trouble_since is not None:
+                await cluster.metadata([topic])  # leaders may have moved, or the broker restarted
             fetched = await fetch_partitions(
                 cluster, active, max_wait_ms=FOLLOW_WAIT_MS if follow else CATCH_UP_WAIT_MS
             )
@@ -171,9 +178,11 @@ async def _consume(
             trouble_since = now if trouble_since is None else trouble_since
             if not (follow and failure.retriable) or now - trouble_since > RECONNECT_TIMEOUT_S:
                 raise
-            await cluster.metadata([topic])
+            await asyncio.sleep(retry_wait_s)  # back off before reconnecting; not a sync
+            retry_wait_s = min(retry_wait_s * 2, RETRY_WAIT_S_MAX)
             continue
         trouble_since = None
+        retry_wait_s = RETRY_WAIT_S_MIN
         for tp in sorted(fetched):
             result = fetched[tp]
             for record in result.records:

@@ -65,6 +65,8 @@ class _SparseIndex:
         self._mmap: mmap.mmap | None = None
         self._writable = False
         self._entries = 0
+        self._last: tuple[int, int] | None = None
+        """The last entry, kept so appends never read the mapping back."""
         self._file_bytes = 0
         self._capacity_entries = 0
         self._open(capacity_bytes, writable)
@@ -92,6 +94,7 @@ class _SparseIndex:
                 )
         finally:
             os.close(fd)
+        self._last = self._entry(self._entries - 1) if self._entries else None
         if self._mmap is not None and hasattr(mmap, "MADV_RANDOM"):
             # Binary search is random access; and without this the first fault on a
             # large, sparse, preallocated file reads ahead megabytes of holes (~2 ms).
@@ -124,7 +127,7 @@ class _SparseIndex:
         entries = self._entries
         self._unmap()
         self._open(capacity_bytes, writable=True)
-        self._entries = entries
+        assert self._entries == entries, "a read-only index file holds exactly its entries"
 
     def close(self) -> None:
         """Trim (if writable) and unmap. The index is unusable afterwards."""
@@ -171,6 +174,7 @@ class _SparseIndex:
         assert self._mmap is not None
         self.ENTRY.pack_into(self._mmap, self._entries * self._entry_bytes, first, second)
         self._entries += 1
+        self._last = (first, second)
 
     def _floor(self, target: int, column: int, *, strict: bool) -> int:
         """Index of the last entry whose ``column`` is <= target (< when strict); -1 if
@@ -207,6 +211,7 @@ class _SparseIndex:
                 os.close(fd)
             self._open(0, writable=False)
         self._entries = entries
+        self._last = self._entry(entries - 1) if entries else None
 
     def _check_shape(self) -> str | None:
         if self._file_bytes % self._entry_bytes:
@@ -222,8 +227,8 @@ class OffsetIndex(_SparseIndex):
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
         assert 0 < relative <= RELATIVE_OFFSET_MAX and 0 < position <= RELATIVE_OFFSET_MAX
-        if self._entries:
-            last_relative, last_position = self._entry(self._entries - 1)
+        if self._last is not None:
+            last_relative, last_position = self._last
             assert relative > last_relative and position > last_position
         self._append(relative, position)
 
@@ -287,8 +292,8 @@ class TimeIndex(_SparseIndex):
         assert 0 <= relative <= RELATIVE_OFFSET_MAX
         if timestamp_ms < 0:
             return
-        if self._entries:
-            last_timestamp, last_relative = self._entry(self._entries - 1)
+        if self._last is not None:
+            last_timestamp, last_relative = self._last
             if timestamp_ms <= last_timestamp:
                 return
             assert relative >= last_relative

@@ -563,7 +563,9 @@ class LogSegment:
             position += size
         if position < file_size:
             os.ftruncate(self._fd, position)
-            self._unflushed = True
+        # Checked is not durable: after a process crash the pages may be only in the
+        # page cache. The next flush syncs them before the recovery point passes them.
+        self._unflushed = True
         self.size_bytes = position
         self._next_offset = next_offset
         if not self._active:

@@ -14,7 +14,13 @@ from storage_helpers import decode, make_batch, read_records, values_of
 from sluice.common import errors
 from sluice.common.clock import ManualClock
 from sluice.protocol.records.batch import Compression, TimestampType
-from sluice.storage import AppendResult, PartitionLog
+from sluice.storage import (
+    AppendResult,
+    PartitionLog,
+    clean_shutdown_marker_exists,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
 from sluice.storage.log import FencedLeaderEpoch
 
 
@@ -506,3 +512,24 @@ def test_reopen_after_clean_close(open_log: OpenLog, codec: Compression) -> None
     assert reopened.leader_epoch_cache.entries == [(2, 4)]
     assert reopened.append(make_batch(codec), leader_epoch=2).base_offset == 30
     assert reopened.offset_for_timestamp(1_700_000_000_003) == (6, 1_700_000_000_003)
+
+
+def test_an_empty_log(open_log: OpenLog) -> None:
+    log = open_log()
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 0, 0)
+    assert log.offset_for_timestamp(0) is None
+    assert log.apply_retention() == 0
+    assert log.delete_records_before(-1) == 0
+    log.truncate_to(0)
+    log.close()
+    reopened = open_log()
+    assert reopened.log_end_offset == 0 and len(reopened.segments) == 1
+
+
+def test_clean_shutdown_marker(tmp_path: Path) -> None:
+    assert not clean_shutdown_marker_exists(tmp_path)
+    write_clean_shutdown_marker(tmp_path)
+    assert clean_shutdown_marker_exists(tmp_path)
+    remove_clean_shutdown_marker(tmp_path)
+    assert not clean_shutdown_marker_exists(tmp_path)
+    remove_clean_shutdown_marker(tmp_path)

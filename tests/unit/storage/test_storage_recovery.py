@@ -17,7 +17,7 @@ from storage_helpers import crash_image, decode, make_batch, read_records, value
 from sluice.common.clock import ManualClock
 from sluice.common.config import TopicConfig
 from sluice.protocol.records.batch import Compression
-from sluice.storage import PartitionLog
+from sluice.storage import LogSegment, PartitionLog
 
 
 def fill(log: PartitionLog, codec: Compression, batches: int, *, value_bytes: int = 120) -> None:
@@ -41,16 +41,55 @@ def batch_positions(log: PartitionLog) -> list[tuple[Path, int, int, int]]:
 
 
 def open_copy(directory: Path, config: TopicConfig, clock: ManualClock) -> PartitionLog:
+    """Open a crash image as the broker does without a clean-shutdown marker."""
     return PartitionLog.open(directory, config, clock, recover=True)
 
 
-def test_torn_tail_at_every_byte_of_the_last_batch(
+def test_segment_recovery_at_every_byte_of_the_last_batch(
+    open_log: OpenLog, codec: Compression, tmp_path: Path
+) -> None:
+    """Cut the file inside the last batch at every byte: recovery keeps exactly the
+    batches before it."""
+    log = open_log(segment_bytes=1 << 20)
+    fill(log, codec, 4, value_bytes=40)
+    log.append(make_batch(codec, [b"last"]), leader_epoch=9)
+    path, position, size, base_offset = batch_positions(log)[-1]
+    log.close()
+    data = path.read_bytes()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for cut in range(position, position + size):
+        (copy / path.name).write_bytes(data[:cut])
+        segment = LogSegment.open(
+            copy,
+            0,
+            index_interval_bytes=64,
+            index_capacity_bytes=4096,
+            active=True,
+            trusted=False,
+            now_ms=0,
+        )
+        report = segment.recover()
+        assert (report.next_offset, report.valid_bytes, report.batches) == (
+            base_offset,
+            position,
+            4,
+        ), f"cut at {cut}"
+        assert report.truncated_bytes == cut - position
+        assert (report.problem is None) == (cut == position)
+        segment.close()
+        assert (copy / path.name).stat().st_size == position
+
+
+def test_torn_tail_of_a_crashed_log(
     open_log: OpenLog,
     codec: Compression,
     clock: ManualClock,
-    config: TopicConfig,
     tmp_path: Path,
 ) -> None:
+    """The whole log, crashed with its last batch torn at telling places (in the
+    12-byte head, at the end of the 61-byte header, the last byte): everything before
+    the torn batch survives, offsets and epochs included."""
     log = open_log(segment_bytes=1024)
     fill(log, codec, 10, value_bytes=40)
     log.append(make_batch(codec, [b"last"]), leader_epoch=9)
@@ -58,12 +97,21 @@ def test_torn_tail_at_every_byte_of_the_last_batch(
     path, position, size, base_offset = batch_positions(log)[-1]
     kept = log.read(0, 1 << 20, max_offset=base_offset).read_bytes()
     image = crash_image(log.directory, tmp_path / "image")
-    config = log.config
-    for cut in range(position, position + size):
+    for cut in sorted(
+        {
+            position,
+            position + 1,
+            position + 11,
+            position + 12,
+            position + 60,
+            position + 61,
+            position + size - 1,
+        }
+    ):
         copy = tmp_path / "copy"
         shutil.copytree(image, copy)
         os.truncate(copy / path.name, cut)
-        recovered = open_copy(copy, config, clock)
+        recovered = open_copy(copy, log.config, clock)
         assert recovered.log_end_offset == base_offset, f"cut at {cut}"
         assert recovered.read(0, 1 << 20).read_bytes() == kept, f"cut at {cut}"
         assert (copy / path.name).stat().st_size == position
@@ -71,8 +119,9 @@ def test_torn_tail_at_every_byte_of_the_last_batch(
         recovered.close()
         shutil.rmtree(copy)
     # Uncut, the last batch survives.
-    recovered = open_copy(image, config, clock)
+    recovered = open_copy(image, log.config, clock)
     assert recovered.log_end_offset == base_offset + 1
+    assert recovered.leader_epoch_cache.latest_epoch == 9
     recovered.close()
 
 
