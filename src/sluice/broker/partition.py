@@ -34,6 +34,8 @@ class Partition:
         """Appended to since the last fsync (the flusher's work list)."""
         self.last_flush_ms = 0
         """Monotonic time of the last fsync the flusher started."""
+        self.last_checkpoint_ms = 0
+        """Monotonic time the flusher last wrote this partition's checkpoints."""
         self._advance_high_watermark()
 
     @property

@@ -151,6 +151,29 @@ def remove_clean_shutdown_marker(data_directory: Path) -> None:
         fsync_directory(data_directory)
 
 
+@dataclass
+class PendingFlush:
+    """Descriptors to fdatasync (and a directory to fsync) for one partition's flush;
+    see :meth:`PartitionLog.begin_flush`. Safe to :meth:`sync` on any thread."""
+
+    descriptors: list[int]
+    directory: Path | None
+    log_end_offset: int
+
+    def sync(self) -> None:
+        try:
+            for descriptor in self.descriptors:
+                os.fdatasync(descriptor)
+            if self.directory is not None:
+                fsync_directory(self.directory)
+        except OSError as e:
+            raise errors.KafkaStorageError(f"fsync failed: {e}") from e
+        finally:
+            for descriptor in self.descriptors:
+                os.close(descriptor)
+            self.descriptors = []
+
+
 class PartitionLog:
     """The segmented append-only log of one partition. Use :meth:`open`."""
 
@@ -834,6 +857,37 @@ class PartitionLog:
         self._unflushed_messages = 0
         self.leader_epoch_cache.flush()
         self._write_checkpoint()
+
+    def begin_flush(self) -> PendingFlush:
+        """The first half of a flush that fsyncs off the appending thread.
+
+        On the thread that appends: note the log end offset and duplicate the
+        descriptors of segments with unflushed data. :meth:`PendingFlush.sync` may then
+        run in a worker thread while appends go on (it touches only those duplicates),
+        and :meth:`complete_flush`, back on the appending thread, moves the recovery
+        point to the noted offset, never past what was synced."""
+        descriptors = [
+            descriptor
+            for segment in self._segments
+            if (descriptor := segment.take_unflushed_descriptor()) is not None
+        ]
+        directory = self.directory if self._directory_dirty else None
+        self._directory_dirty = False
+        self._unflushed_messages = 0
+        return PendingFlush(descriptors, directory, self._log_end_offset)
+
+    @_storage_errors
+    def complete_flush(self, pending: PendingFlush, *, write_checkpoints: bool = True) -> None:
+        """The second half of :meth:`begin_flush`, after ``pending.sync()`` succeeded.
+        With ``write_checkpoints=False`` the recovery point moves in memory only (it is
+        written by a later flush or close); that keeps small fsyncs off the hot path."""
+        if self._closed:
+            return
+        synced_to = min(pending.log_end_offset, self._log_end_offset)
+        self._recovery_point = max(self._recovery_point, synced_to)
+        if write_checkpoints:
+            self.leader_epoch_cache.flush()
+            self._write_checkpoint()
 
     @_storage_errors
     def close(self) -> None:

@@ -643,6 +643,15 @@ class LogSegment:
         os.fdatasync(self._fd)
         self._unflushed = False
 
+    def take_unflushed_descriptor(self) -> int | None:
+        """For a flush done on another thread: a duplicate of the log file's descriptor
+        (the caller fdatasyncs and closes it) if there is unflushed data, else None. The
+        segment counts as flushed from now on; appends after this mark it again."""
+        if not self._unflushed:
+            return None
+        self._unflushed = False
+        return os.dup(self._fd)
+
     def sync_data(self) -> None:
         """fdatasync the log file only (acks that must be durable; indexes are rebuilt
         by recovery if lost)."""

@@ -4,7 +4,8 @@ Every partition's append happens synchronously, before the first ``await``, so p
 produce requests on a connection are appended in arrival order (their handler tasks
 start in that order). Then, for acks=all, the request waits in the purgatory until the
 high watermark covers each partition's last offset, or the request timeout passes.
-acks=0 gets no response at all (PROTOCOL.md).
+acks=0 gets no response at all (PROTOCOL.md). Topics with flush.ms=0 or
+flush.messages=1 are fsynced by the log inside the append, before any answer.
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
@@ -13,7 +14,6 @@ that Sluice does not store.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 from dataclasses import dataclass
@@ -104,19 +104,6 @@ async def _wait_for_replication(
             outcome.error_message = "not replicated to the in-sync replicas in time"
 
 
-async def _fsync_if_required(
-    broker: Broker, outcomes: dict[TopicPartition, _PartitionOutcome]
-) -> None:
-    for tp, outcome in outcomes.items():
-        partition = broker.replicas.find(tp)
-        if (
-            outcome.error_code == 0
-            and partition is not None
-            and (partition.log.config.fsync_every_append)
-        ):
-            await asyncio.to_thread(partition.log.flush)
-
-
 @handler(ApiKey.PRODUCE)
 async def handle_produce(broker: Broker, header: RequestHeader, request: Any) -> Any:
     if header.api_version < PRODUCE_VERSION_MIN_SERVED:
@@ -132,7 +119,6 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
                 )
                 continue
             outcomes[tp] = _append_one(broker, tp, partition_data.records, acks)
-    await _fsync_if_required(broker, outcomes)
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
