@@ -83,6 +83,22 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         process.stop()
 
 
+@pytest.fixture(autouse=True)
+def _module_broker_survives_each_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """If a test leaves the module's broker dead, fail that test and start the broker
+    again, so that the rest of the module reports its own results, not the crash."""
+    yield
+    if "broker" not in request.fixturenames:
+        return
+    process: BrokerProcess = request.getfixturevalue("broker")
+    if process.is_running:
+        return
+    exit_code = process.stop()
+    log_tail = process.log_tail()
+    process.start()
+    pytest.fail(f"the broker died during this test (exit code {exit_code}):\n{log_tail}")
+
+
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     factory = BrokerFactory(tmp_path)

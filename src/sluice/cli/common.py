@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, parse_bootstrap
+from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, TopicMetadata, parse_bootstrap
 from sluice.client.errors import ClientError
 from sluice.common import errors
 from sluice.common.config import TOPIC_CONFIG_KEYS, parse_topic_configs
@@ -163,3 +163,14 @@ def raise_if_unknown_topic(error: KafkaError, name: str) -> None:
     """Re-raise an UnknownTopicOrPartition about ``name`` as :func:`topic_missing`."""
     if isinstance(error, errors.UnknownTopicOrPartition):
         raise topic_missing(name) from None
+
+
+def check_partition(metadata: TopicMetadata, partition: int | None) -> None:
+    """Refuse a ``--partition`` the topic does not have."""
+    if partition is None or any(p.partition == partition for p in metadata.partitions):
+        return
+    count = len(metadata.partitions)
+    raise click.ClickException(
+        f"topic {metadata.name!r} has no partition {partition} "
+        f"(it has {count} partition(s), numbered 0-{count - 1})"
+    )

@@ -29,7 +29,13 @@ from typing import Any, BinaryIO
 
 import click
 
-from sluice.cli.common import bootstrap_option, open_cluster, raise_if_unknown_topic, run
+from sluice.cli.common import (
+    bootstrap_option,
+    check_partition,
+    open_cluster,
+    raise_if_unknown_topic,
+    run,
+)
 from sluice.client.admin import Admin, OffsetSpec
 from sluice.client.cluster import Cluster
 from sluice.client.consumer import ConsumedRecord, fetch_partitions
@@ -144,11 +150,10 @@ async def _consume(
     admin = Admin(cluster)
     try:
         metadata = await admin.describe_topic(topic)
-        if partition is not None:
-            metadata.partition(partition)  # raises for a partition that does not exist
     except KafkaError as e:
-        raise_if_unknown_topic_only(e, topic, partition)
+        raise_if_unknown_topic(e, topic)
         raise
+    check_partition(metadata, partition)
     partitions = [
         p.topic_partition
         for p in metadata.partitions
@@ -196,13 +201,6 @@ async def _consume(
             if max_messages is not None and printed >= max_messages:
                 break
         out.flush()
-
-
-def raise_if_unknown_topic_only(error: KafkaError, topic: str, partition: int | None) -> None:
-    """A missing topic gets the topic-missing message; a missing partition keeps its own."""
-    if partition is None or "has no partition" not in str(error):
-        raise_if_unknown_topic(error, topic)
-    raise click.ClickException(str(error).split(": ", 1)[-1])
 
 
 @click.command()

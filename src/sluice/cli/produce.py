@@ -25,6 +25,7 @@ import click
 
 from sluice.cli.common import (
     bootstrap_option,
+    check_partition,
     open_cluster,
     parse_key_value,
     raise_if_unknown_topic,
@@ -116,11 +117,7 @@ async def _produce(
     async with open_cluster(bootstrap_server) as cluster:
         metadata = await _ready_topic(cluster, topic)
         partition_count = len(metadata.partitions)
-        if partition is not None and partition >= partition_count:
-            raise click.ClickException(
-                f"topic {topic!r} has {partition_count} partition(s), numbered 0-"
-                f"{partition_count - 1}; --partition {partition} does not exist"
-            )
+        check_partition(metadata, partition)
         next_keyless = random.randrange(partition_count)
         line_number = 0
         sent = 0

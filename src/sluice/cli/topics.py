@@ -26,7 +26,7 @@ from sluice.client.admin import (
 )
 from sluice.client.cluster import NO_LEADER, TopicMetadata
 from sluice.common import errors
-from sluice.common.ids import topic_name_problem
+from sluice.common.ids import TopicPartition, topic_name_problem
 from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX, REPLICATION_FACTOR_MAX
 
 _SOURCE_LABELS = {
@@ -128,10 +128,14 @@ def list_topics(*, include_internal: bool, bootstrap_server: str) -> None:
 @_topic_argument
 @bootstrap_option
 def describe(*, name: str, bootstrap_server: str) -> None:
-    """Show partitions (leader, epoch, replicas, ISR, log start/end offsets) and configs."""
+    """Show partitions, leaders, ISR, offsets and configs of TOPIC.
+
+    Per partition: leader, leader epoch, replicas, in-sync replicas, log start and end
+    offsets. Then every config with its value and where the value comes from.
+    """
 
     async def gather() -> tuple[
-        TopicMetadata, dict[object, tuple[int, int]], dict[str, ConfigEntry]
+        TopicMetadata, dict[TopicPartition, tuple[int, int]], dict[str, ConfigEntry]
     ]:
         async with open_cluster(bootstrap_server) as cluster:
             admin = Admin(cluster)
@@ -143,7 +147,7 @@ def describe(*, name: str, bootstrap_server: str) -> None:
             partitions = [p.topic_partition for p in metadata.partitions]
             starts = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
             ends = await admin.list_offsets(partitions, OffsetSpec.LATEST)
-            offsets: dict[object, tuple[int, int]] = {
+            offsets: dict[TopicPartition, tuple[int, int]] = {
                 tp: (starts[tp].offset, ends[tp].offset) for tp in partitions
             }
             configs = await admin.describe_topic_configs(name)
@@ -224,7 +228,10 @@ def delete(*, name: str, bootstrap_server: str) -> None:
 def alter_config(
     *, name: str, sets: Sequence[str], deletes: Sequence[str], bootstrap_server: str
 ) -> None:
-    """Change config overrides of TOPIC; configs not named keep their values."""
+    """Change config overrides of TOPIC.
+
+    Configs not named keep their values; --delete puts the default back.
+    """
     if not sets and not deletes:
         raise click.UsageError("nothing to change: give --set KEY=VALUE and/or --delete KEY")
     to_set = dict(parse_key_value(text, "--set") for text in sets)

@@ -20,7 +20,14 @@ Later additions (batching producer, group consumer, transactions, a sync facade)
 on ``Cluster`` and ``BrokerConnection`` rather than opening sockets of their own.
 """
 
-from sluice.client.admin import Admin, AlterConfigOp, ConfigEntry, NewTopic, OffsetSpec
+from sluice.client.admin import (
+    Admin,
+    AlterConfigOp,
+    ConfigEntry,
+    ListedOffset,
+    NewTopic,
+    OffsetSpec,
+)
 from sluice.client.cluster import (
     BrokerMetadata,
     Cluster,
@@ -34,13 +41,16 @@ from sluice.client.errors import (
     BrokerUnreachableError,
     ClientError,
     ConnectionClosedError,
+    MalformedResponseError,
     RequestTimedOutError,
     UnsupportedApiError,
 )
+from sluice.client.messages import Request
 from sluice.client.partitioner import murmur2, partition_for_key
-from sluice.client.producer import ProduceResult, produce_batch
+from sluice.client.producer import Acks, ProduceResult, produce_batch, produce_batches
 
 __all__ = [
+    "Acks",
     "Admin",
     "AlterConfigOp",
     "BrokerConnection",
@@ -53,10 +63,13 @@ __all__ = [
     "ConnectionClosedError",
     "ConsumedRecord",
     "FetchedPartition",
+    "ListedOffset",
+    "MalformedResponseError",
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",
     "ProduceResult",
+    "Request",
     "RequestTimedOutError",
     "TopicMetadata",
     "UnsupportedApiError",
@@ -64,4 +77,5 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "produce_batch",
+    "produce_batches",
 ]

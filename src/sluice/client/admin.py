@@ -255,13 +255,10 @@ class Admin:
         for result in response.results:
             _raise_for(result.error_code, result.error_message, self._resource(resource_type, name))
             for config in result.configs:
-                source = getattr(config, "config_source", None)
-                if source is None:  # v0 has is_default instead
-                    source = ConfigSource.DEFAULT if config.is_default else ConfigSource.UNKNOWN
                 entries[config.name] = ConfigEntry(
                     name=config.name,
                     value=config.value,
-                    source=ConfigSource.of(int(source)),
+                    source=ConfigSource.of(int(config.config_source)),
                     read_only=bool(config.read_only),
                     is_sensitive=bool(config.is_sensitive),
                 )

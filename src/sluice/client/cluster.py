@@ -57,14 +57,8 @@ async def run_all(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
             for coroutine in pending:
                 group.create_task(coroutine)
     except BaseExceptionGroup as failures:
-        expected = failures.split((ClientError, errors.KafkaError))[0]
-        if (
-            expected is not None
-            and expected.exceptions
-            and len(failures.exceptions) == len(expected.exceptions)
-        ):
-            first = failures.exceptions[0]
-            raise first from None
+        if all(isinstance(e, ClientError | errors.KafkaError) for e in failures.exceptions):
+            raise failures.exceptions[0] from None
         raise
 
 
