@@ -562,7 +562,7 @@ def run(target: Target, arguments: argparse.Namespace) -> Report:
         machine=describe_machine(),
         settings={
             "bootstrap": target.bootstrap,
-            "sluice revision": source_revision(),
+            "checkout": source_revision(),
             "throughput": (
                 f"up to {arguments.messages:,} msgs or {arguments.phase_seconds:.0f} s a run, "
                 f"{arguments.partitions} partitions, linger.ms=5, no compression"

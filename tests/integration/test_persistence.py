@@ -219,8 +219,8 @@ def test_every_acknowledged_record_survives_repeated_kill9(small_segment_broker,
             "queue.buffering.max.messages": 2000,
         },
     )
-    kills = 3
-    acks_between_kills = 3000
+    kills = 5
+    acks_between_kills = 4000
     with BackgroundProducer(config, topic, 2, ledger) as producer:
         for round_number in range(1, kills + 1):
             ledger.wait_for(round_number * acks_between_kills, timeout_s=90)

@@ -87,6 +87,8 @@ class Server:
             log.warning("closing connection from %s: %s", peer, group.exceptions[0])
         except* (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
+        except* asyncio.CancelledError:
+            pass  # stop() cancels connections; re-raised, 3.11's start_server logs it
         except* Exception as group:
             log.error("closing connection from %s after an internal error", peer, exc_info=group)
         finally:

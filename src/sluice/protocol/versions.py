@@ -41,6 +41,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
 # shape depends on it, and a request we refuse must still be parsed far enough to answer.
+# APIs absent here (OffsetDelete) have no flexible version.
 FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,

@@ -1,11 +1,13 @@
 """Storage: one segmented, append-only log per partition, on local files.
 
 What belongs here: segments and their indexes, the partition log (append, read,
-truncate, retention, DeleteRecords), crash recovery, checkpoints, the leader-epoch cache
-and idempotent-producer state; later the log cleaner (compaction). What does not:
+truncate, retention, DeleteRecords), crash recovery, checkpoints, the leader-epoch cache,
+idempotent-producer state and the log cleaner (compaction). What does not:
 sockets, asyncio, replication decisions (the broker's replica manager sets the high
 watermark and calls ``truncate_to``), and anything about topics beyond one partition's
-directory. Everything here is synchronous and single-threaded per log.
+directory. Everything here is synchronous and single-threaded per log, except
+``cleaner.CleaningPlan.build``, which runs on a worker thread (it reads duplicated
+descriptors and writes only its own new files).
 
 Modules, bottom up::
 
@@ -14,6 +16,7 @@ Modules, bottom up::
     segment         one .log file + indexes; scan, recover, truncate
     leader_epoch    (epoch, start offset) cache + leader-epoch-checkpoint
     producer_state  idempotent producers: dedup, sequence checks, snapshots
+    cleaner         compaction: prepare (appending thread) / build (worker) / swap
     log             PartitionLog, the API the broker uses
 
 On-disk format of a partition directory (each module's docstring has the byte layout)::
@@ -29,8 +32,15 @@ On-disk format of a partition directory (each module's docstring has the byte la
       leader-epoch-checkpoint         text: version, count, "epoch start_offset" lines
       partition.checkpoint            text: version, "log_start_offset N",
                                       "high_watermark N", "recovery_point N"
+      cleaner-offset-checkpoint       text: version, "first_dirty_offset N",
+                                      "tombstone_horizon_ms N" (compacted topics)
       *.deleted                       deleted segment files, unlinked after
                                       file.delete.delay.ms; removed on open
+      *.cleaned                       a cleaned segment being written (.log, .index,
+                                      .timeindex); deleted on open: not committed
+      *.swap                          a committed cleaned segment being swapped in;
+                                      completed on open (it replaces the segments in
+                                      its offset range) unless a .log.cleaned remains
     <data dir>/.clean-shutdown        written by the broker after closing every log
 
 Every checkpoint and snapshot is written to ``<name>.tmp``, fsynced, renamed, and the
@@ -40,8 +50,14 @@ missing or look wrong. After a crash (no clean-shutdown marker), segments from t
 recovery point on are rescanned: lengths bounded by the file, magic 2, CRC-32C,
 increasing offsets; the log is truncated at the first bad batch and later segments are
 dropped, with a warning saying what was lost.
+
+Compaction never changes an offset: a cleaned segment keeps the base offset and the end
+offset of the segments it replaces, with gaps inside, and is swapped in so that a crash
+leaves all old or all new segments (``cleaner`` has the protocol).
 """
 
+from sluice.storage import cleaner
+from sluice.storage.cleaner import CleanedSegment, CleaningPlan, CleaningStats
 from sluice.storage.leader_epoch import LeaderEpochCache
 from sluice.storage.log import (
     CLEAN_SHUTDOWN_MARKER_NAME,
@@ -60,6 +76,9 @@ __all__ = [
     "CLEAN_SHUTDOWN_MARKER_NAME",
     "AppendResult",
     "BatchMetadata",
+    "CleanedSegment",
+    "CleaningPlan",
+    "CleaningStats",
     "FileSlice",
     "LeaderEpochCache",
     "LogSegment",
@@ -69,6 +88,7 @@ __all__ = [
     "ReadResult",
     "RecoveryReport",
     "clean_shutdown_marker_exists",
+    "cleaner",
     "remove_clean_shutdown_marker",
     "write_clean_shutdown_marker",
 ]

@@ -64,6 +64,11 @@ from sluice.storage.checkpoint import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from sluice.storage.cleaner import (
+    CleaningPlan,
+    finish_interrupted_swap,
+    truncate_cleaner_checkpoint,
+)
 from sluice.storage.index import RELATIVE_OFFSET_MAX
 from sluice.storage.leader_epoch import LeaderEpochCache
 from sluice.storage.producer_state import ProducerStateManager
@@ -192,6 +197,10 @@ class PartitionLog:
         self._directory_dirty = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        self._truncations = 0
+        self.cleaning_plan: CleaningPlan | None = None
+        """The log cleaner's plan in flight (``cleaner.prepare`` sets it; the swap or the
+        plan's ``discard`` clears it): one at a time."""
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self._log_end_offset)
         self.producer_state = ProducerStateManager(directory)
 
@@ -291,7 +300,9 @@ class PartitionLog:
 
     def _remove_leftovers(self) -> None:
         """Delete what a crash may leave: checkpoint temp files, deleted segments whose
-        delay had not passed, and indexes without a log."""
+        delay had not passed, and indexes without a log. First roll back or complete a
+        cleaner swap that was interrupted (``cleaner.finish_interrupted_swap``)."""
+        finish_interrupted_swap(self.directory)
         names = set(os.listdir(self.directory))
         for name in names:
             orphan_index = any(
@@ -393,6 +404,16 @@ class PartitionLog:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated since it was opened (a cleaning plan
+        made before a truncation is void)."""
+        return self._truncations
 
     def _clamp(self, offset: int) -> int:
         return min(max(offset, self._log_start_offset), self._log_end_offset)
@@ -713,6 +734,8 @@ class PartitionLog:
             self.truncate_fully_and_start_at(offset)
             return
         logger.info("%s: truncating from %d to %d", self.directory, self._log_end_offset, offset)
+        self._truncations += 1
+        truncate_cleaner_checkpoint(self.directory, offset)
         while self._base_offsets[-1] > offset:
             self._schedule_delete(self._segments.pop())
             self._base_offsets.pop()
@@ -736,6 +759,8 @@ class PartitionLog:
         """Delete every segment and start empty at ``offset`` (log start = end)."""
         assert offset >= 0
         logger.info("%s: emptying the log; it restarts at offset %d", self.directory, offset)
+        self._truncations += 1
+        truncate_cleaner_checkpoint(self.directory, offset)
         while self._segments:
             self._schedule_delete(self._segments.pop())
             self._base_offsets.pop()
@@ -816,6 +841,74 @@ class PartitionLog:
             logger.info("%s: retention deleted %d segments", self.directory, deleted)
             self._after_log_start_moved()
         return deleted
+
+    # -- compaction -----------------------------------------------------------------
+
+    @_storage_errors
+    def swap_cleaned(self, plan: CleaningPlan) -> bool:
+        """Put the segments a built cleaning plan wrote in place of those they replace
+        (on the appending thread; see ``cleaner`` for the crash-safe protocol). Returns
+        False, deleting the plan's files, when the log changed in a way that voids the
+        plan (closed, truncated, a planned segment deleted) or the build failed."""
+        problem = self._cleaning_plan_problem(plan)
+        if problem is not None:
+            logger.info("%s: abandoning a cleaning: %s", self.directory, problem)
+            plan.discard()
+            return False
+        plan.commit()
+        now_ms = self.clock.wall_ms()
+        for cleaned in plan.outputs:
+            first = next(i for i, s in enumerate(self._segments) if s is cleaned.replaces[0])
+            for old in cleaned.replaces:
+                self._schedule_delete(old)
+            plan.install(cleaned)
+            segment = LogSegment.open(
+                self.directory,
+                cleaned.base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                index_capacity_bytes=self.config.segment_index_bytes,
+                active=False,
+                trusted=True,
+                now_ms=now_ms,
+            )
+            count = len(cleaned.replaces)
+            self._segments[first : first + count] = [segment]
+            self._base_offsets[first : first + count] = [segment.base_offset]
+        fsync_directory(self.directory)
+        self._directory_dirty = False
+        plan.finish()
+        if plan.outputs:
+            logger.info(
+                "%s: cleaned below offset %d: %d segments written, %s",
+                self.directory,
+                plan.map_end_offset,
+                len(plan.outputs),
+                plan.stats,
+            )
+        return True
+
+    def _cleaning_plan_problem(self, plan: CleaningPlan) -> str | None:
+        """Why ``plan`` cannot be swapped into this log now, or None."""
+        if plan.log is not self:
+            return "the plan is for another log"
+        if self._closed:
+            return "the log is closed"
+        if not plan.built:
+            return "the plan was not built"
+        if plan.truncations != self._truncations:
+            return "the log was truncated"
+        positions = {id(segment): i for i, segment in enumerate(self._segments)}
+        for cleaned in plan.outputs:
+            found = [positions.get(id(segment)) for segment in cleaned.replaces]
+            if None in found or any(segment.deleted for segment in cleaned.replaces):
+                return "a segment it replaces was deleted"
+            first = found[0]
+            assert first is not None
+            if found != list(range(first, first + len(found))):
+                return "the segments it replaces are no longer consecutive"
+            if first + len(found) >= len(self._segments):
+                return "a segment it replaces is active"
+        return None
 
     @staticmethod
     def _newest_timestamp_ms(segment: LogSegment) -> int:

@@ -61,6 +61,12 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 """Appended to a segment's file names when it is deleted; the files go after a delay."""
+CLEANED_SUFFIX = ".cleaned"
+"""Appended to the file names of a segment the log cleaner is writing (not yet part of
+the log; see ``cleaner``)."""
+SWAP_SUFFIX = ".swap"
+"""Appended to the file names of a complete cleaned segment that is being swapped in
+(committed: it replaces the segments it covers; see ``cleaner``)."""
 
 SEGMENT_NAME_DIGITS = 20
 

@@ -1,0 +1,95 @@
+"""Settings of the group coordinator, under Kafka's broker property names, and its fixed
+limits (each with a unit and a reason, STYLE.md #3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_PARTITIONS_DEFAULT = 50
+"""Kafka's offsets.topic.num.partitions. Groups are spread over the partitions by a hash
+of their id, so the count must never change once groups exist."""
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+"""A member that joined during a rebalance and vanished is dropped after this, instead of
+holding the rebalance for its whole rebalance timeout (Kafka's KIP-394 value)."""
+
+GROUP_ID_BYTES_MAX = 32_767
+"""Group ids are stored as int16-length strings in ``__consumer_offsets``."""
+
+CLIENT_ID_IN_MEMBER_ID_CHARS_MAX = 1_000
+"""A member id is ``client_id-uuid``; a client id longer than this is cut there so the
+member id still fits a protocol string (int16 length) with room to spare."""
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The coordinator's settings. Defaults are Kafka's, except ``group_size_max``."""
+
+    initial_rebalance_delay_ms: int = 3_000
+    """group.initial.rebalance.delay.ms: the first rebalance of an Empty group waits this
+    long (again after every new member, up to the rebalance timeout) so a whole
+    application starting at once gets one rebalance, not one per member."""
+    session_timeout_ms_min: int = 6_000
+    """group.min.session.timeout.ms: shorter sessions are refused (INVALID_SESSION_TIMEOUT):
+    they would make members flap and rebalance on every hiccup."""
+    session_timeout_ms_max: int = 1_800_000
+    """group.max.session.timeout.ms: longer sessions are refused: a dead member would hold
+    its partitions for that long."""
+    group_size_max: int = 10_000
+    """group.max.size: members (including ones given an id but not yet joined) per group;
+    more get GROUP_MAX_SIZE_REACHED. Kafka's default is unbounded; every member holds
+    its metadata in memory and in the group's record, so Sluice bounds it."""
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+    """offsets.retention.minutes (in ms): offsets of a group that has been Empty this long
+    (of a simple consumer: not committed for this long) are deleted."""
+    offsets_retention_check_interval_ms: int = 600_000
+    """offsets.retention.check.interval.ms: how often expired offsets are looked for."""
+    offset_metadata_bytes_max: int = 4_096
+    """offset.metadata.max.bytes: a committed offset's metadata string longer than this
+    (in UTF-8) is refused with OFFSET_METADATA_TOO_LARGE."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value < 0:
+                raise ValueError(f"group config {field.name} is negative: {value}")
+        if self.session_timeout_ms_min > self.session_timeout_ms_max:
+            raise ValueError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
+        if self.group_size_max < 1:
+            raise ValueError("group.max.size must be at least 1")
+        if self.offsets_retention_check_interval_ms < 1:
+            raise ValueError("offsets.retention.check.interval.ms must be at least 1")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
+        """The config from Kafka broker properties; names not about groups are ignored.
+        Raises ValueError naming the property for a bad value."""
+        values: dict[str, int] = {}
+        for name, text in properties.items():
+            target = GROUP_PROPERTIES.get(name)
+            if target is None:
+                continue
+            attribute, scale = target
+            try:
+                values[attribute] = int(text) * scale
+            except ValueError:
+                raise ValueError(f"{name}: {text!r} is not an integer") from None
+        try:
+            return cls(**values)
+        except ValueError as e:
+            raise ValueError(f"group coordinator settings: {e}") from None
+
+
+GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 1),
+    "group.min.session.timeout.ms": ("session_timeout_ms_min", 1),
+    "group.max.session.timeout.ms": ("session_timeout_ms_max", 1),
+    "group.max.size": ("group_size_max", 1),
+    "offsets.retention.minutes": ("offsets_retention_ms", 60_000),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
+    "offset.metadata.max.bytes": ("offset_metadata_bytes_max", 1),
+}
+"""Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""

@@ -1,0 +1,1282 @@
+"""The group coordinator: a deterministic, synchronous state machine (STYLE.md #9).
+
+One :class:`GroupCoordinator` holds every group of one ``__consumer_offsets``
+partition (Kafka calls this a coordinator shard). It does no I/O and reads no clock:
+every operation takes ``now_ms`` (wall-clock milliseconds, as in the records' commit
+timestamps) and a token naming the request, and returns :data:`~sluice.group.api.Effect`
+values for its runtime to carry out::
+
+    runtime                                   GroupCoordinator
+    ───────                                   ────────────────
+    join_group(now, token, request) ───────▶  state changes, timers set
+                                    ◀───────  [Reply(other token, ...), Append(7, records)]
+    log.append(records) ... committed
+    append_completed(now, 7, None)  ───────▶  offsets / assignment become visible
+                                    ◀───────  [Reply(token, ...)]
+    poll(now) at next_deadline_ms() ───────▶  sessions, rebalance and sync timeouts,
+                                    ◀───────  offset expiry: [Reply(...), Append(...)]
+
+Rules that keep the log the source of truth:
+
+- Committed offsets, a new assignment (Stable) and deletions become visible only in
+  ``append_completed`` once their records are in the log; the runtime completes the
+  appends of one coordinator in the order it was given them.
+- ``replay(key, value)`` rebuilds the state from the log at load, using only the last
+  value of each key (so a compacted log loads the same); ``load_completed(now_ms)``
+  then restores groups that had members as Stable, with their sessions starting at
+  load time: members that keep heartbeating carry on without a rebalance, as in Kafka.
+- Randomness (member ids) comes from the injected ``random.Random``.
+
+Every request gets exactly one :class:`~sluice.group.api.Reply`; a parked request that
+is superseded (the same member sends JoinGroup or SyncGroup again) is answered with
+REBALANCE_IN_PROGRESS, and one whose member is removed with UNKNOWN_MEMBER_ID.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from random import Random
+
+from sluice.common.errors import ErrorCode
+from sluice.common.ids import TopicPartition
+from sluice.group.api import (
+    NO_MEMBER_ID,
+    Append,
+    DeleteGroupsResponse,
+    Effect,
+    FetchedOffset,
+    GroupDescription,
+    GroupListing,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeftMember,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    Record,
+    Reply,
+    RequestToken,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from sluice.group.config import (
+    CLIENT_ID_IN_MEMBER_ID_CHARS_MAX,
+    GROUP_ID_BYTES_MAX,
+    GroupConfig,
+)
+from sluice.group.member import Member
+from sluice.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+)
+from sluice.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, JoinWait
+
+log = logging.getLogger(__name__)
+
+EXPIRY_RECORDS_PER_APPEND_MAX = 1_000
+"""Tombstones written by one offset-expiry append; more are split over several appends
+so no single write grows past what the log accepts in one batch."""
+
+_EMPTY = GroupState.EMPTY
+_PREPARING = GroupState.PREPARING_REBALANCE
+_COMPLETING = GroupState.COMPLETING_REBALANCE
+_STABLE = GroupState.STABLE
+_DEAD = GroupState.DEAD
+
+CompletionHandler = Callable[[int, ErrorCode | None], list[Effect]]
+"""Called with (now_ms, error or None) when an append is committed or has failed."""
+
+
+class _Timer(enum.IntEnum):
+    MEMBER = 0
+    """A member's liveness deadline (session, or new-member join timeout)."""
+    PENDING_MEMBER = 1
+    """A member id handed out with MEMBER_ID_REQUIRED that was never used."""
+    JOIN = 2
+    """The group's rebalance (or initial delay) deadline."""
+    SYNC = 3
+    """The deadline for every member of a new generation to send SyncGroup."""
+
+
+_TimerEntry = tuple[int, int, str, _Timer, str]
+"""(deadline ms, sequence, group id, kind, member id). Entries go stale when a deadline
+moves; a popped entry is checked against the group's current state."""
+
+
+def _store_error(error: ErrorCode) -> ErrorCode:
+    """The error a group-metadata write failure is answered with (Kafka's mapping)."""
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error is ErrorCode.request_timed_out:
+        return ErrorCode.rebalance_in_progress
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.unknown_server_error
+    return error
+
+
+def _commit_error(error: ErrorCode) -> ErrorCode:
+    """The error an offset-commit (or offset/group deletion) write failure is answered
+    with (Kafka's mapping)."""
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.invalid_commit_offset_size
+    return error
+
+
+def _group_id_is_valid(group_id: str, *, allow_empty: bool) -> bool:
+    """Kafka accepts the empty group id only in the offset and describe/delete APIs."""
+    if not group_id and not allow_empty:
+        return False
+    return len(group_id.encode()) <= GROUP_ID_BYTES_MAX
+
+
+def _tombstone(key: OffsetCommitKey | GroupMetadataKey) -> Record:
+    return (encode_key(key), None)
+
+
+class GroupCoordinator:
+    """Every group of one ``__consumer_offsets`` partition. See the module docstring."""
+
+    def __init__(self, config: GroupConfig | None = None, random: Random | None = None) -> None:
+        self._config = config if config is not None else GroupConfig()
+        self._random = random if random is not None else Random()
+        self._groups: dict[str, Group] = {}
+        self._timers: list[_TimerEntry] = []
+        self._timer_sequence = itertools.count()
+        self._append_ids = itertools.count(1)
+        self._in_flight: dict[int, CompletionHandler] = {}
+        self._expiry_check_ms: int | None = None
+        self._loading_metadata: dict[str, GroupMetadataValue | None] = {}
+        self._loading = False
+
+    # ================================================================= inspection
+
+    def group(self, group_id: str) -> Group | None:
+        """The group's state, for tests and diagnostics (do not modify it)."""
+        return self._groups.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._groups)
+
+    @property
+    def appends_in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # ================================================================ loading
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record of the partition, in log order, before any operation.
+        Raises CorruptMessage for bytes that are not a record of ours."""
+        self._loading = True
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            partition = TopicPartition(decoded.topic, decoded.partition)
+            if value is None:
+                group = self._groups.get(decoded.group_id)
+                if group is not None:
+                    group.offsets.pop(partition, None)
+                return
+            offset = decode_offset_commit_value(value)
+            group = self._groups.get(decoded.group_id)
+            if group is None:
+                group = self._groups[decoded.group_id] = Group(decoded.group_id, -1)
+            group.offsets[partition] = offset
+            return
+        metadata = None if value is None else decode_group_metadata_value(value)
+        self._loading_metadata[decoded.group_id] = metadata
+        if metadata is not None and decoded.group_id not in self._groups:
+            self._groups[decoded.group_id] = Group(decoded.group_id, -1)
+
+    def load_completed(self, now_ms: int) -> None:
+        """End of the log: give groups their last metadata; groups with members come
+        back Stable, their sessions starting now; drop groups with nothing left."""
+        for group_id, metadata in self._loading_metadata.items():
+            group = self._groups.get(group_id)
+            if group is None:
+                continue
+            if metadata is None:
+                group.has_metadata_record = False
+                continue
+            self._restore_group(group, metadata, now_ms)
+        for group_id, group in list(self._groups.items()):
+            if not group.has_metadata_record and not group.offsets:
+                del self._groups[group_id]
+        self._loading_metadata.clear()
+        self._loading = False
+        self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
+        log.info("group coordinator loaded %d group(s)", len(self._groups))
+
+    def _restore_group(self, group: Group, metadata: GroupMetadataValue, now_ms: int) -> None:
+        group.has_metadata_record = True
+        group.protocol_type = metadata.protocol_type or None
+        group.generation_id = metadata.generation
+        group.protocol_name = metadata.protocol
+        group.state_timestamp_ms = metadata.current_state_timestamp_ms
+        if not metadata.members or metadata.protocol is None:
+            return
+        for stored in metadata.members:
+            member = Member(
+                member_id=stored.member_id,
+                group_instance_id=stored.group_instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                session_timeout_ms=stored.session_timeout_ms,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                protocols=((metadata.protocol, stored.subscription),),
+                last_heartbeat_ms=now_ms,
+                assignment=stored.assignment,
+            )
+            group.add_member(member, metadata.protocol_type)
+            self._watch_member(group, member)
+        if metadata.leader in group.members:
+            group.leader_id = metadata.leader
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.transition_to(_STABLE, metadata.current_state_timestamp_ms)
+
+    # ================================================================== timers
+
+    def next_deadline_ms(self) -> int | None:
+        """When :meth:`poll` next has work (possibly earlier: stale deadlines are cheap)."""
+        deadlines = [self._timers[0][0]] if self._timers else []
+        if self._expiry_check_ms is not None:
+            deadlines.append(self._expiry_check_ms)
+        return min(deadlines, default=None)
+
+    def poll(self, now_ms: int) -> list[Effect]:
+        """Run every timer due at ``now_ms``."""
+        return self._advance(now_ms)
+
+    def _advance(self, now_ms: int) -> list[Effect]:
+        assert not self._loading, "operations start after load_completed()"
+        effects: list[Effect] = []
+        if self._expiry_check_ms is None:
+            self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
+        while self._timers and self._timers[0][0] <= now_ms:
+            _, _, group_id, kind, member_id = heapq.heappop(self._timers)
+            group = self._groups.get(group_id)
+            if group is not None:
+                effects += self._fire(group, kind, member_id, now_ms)
+        if self._expiry_check_ms <= now_ms:
+            self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
+            effects += self._expire_offsets(now_ms)
+        return effects
+
+    def _watch(self, deadline_ms: int, group: Group, kind: _Timer, member_id: str = "") -> None:
+        entry = (deadline_ms, next(self._timer_sequence), group.group_id, kind, member_id)
+        heapq.heappush(self._timers, entry)
+
+    def _watch_member(self, group: Group, member: Member) -> None:
+        deadline = member.liveness_deadline_ms()
+        if deadline is not None:
+            self._watch(deadline, group, _Timer.MEMBER, member.member_id)
+
+    def _heard_from(self, group: Group, member: Member, now_ms: int) -> None:
+        member.last_heartbeat_ms = now_ms
+        self._watch_member(group, member)
+
+    def _fire(self, group: Group, kind: _Timer, member_id: str, now_ms: int) -> list[Effect]:
+        if kind is _Timer.MEMBER:
+            member = group.members.get(member_id)
+            if member is None:
+                return []
+            deadline = member.liveness_deadline_ms()
+            if deadline is None or deadline > now_ms:
+                return []
+            log.info("group %s: member %s expired", group.group_id, member_id)
+            return self._remove_member_and_update(group, member, now_ms)
+        if kind is _Timer.PENDING_MEMBER:
+            deadline = group.pending_members.get(member_id)
+            if deadline is None or deadline > now_ms:
+                return []
+            del group.pending_members[member_id]
+            effects = self._maybe_complete_join(group, now_ms)
+            self._drop_if_unused(group)
+            return effects
+        if kind is _Timer.JOIN:
+            if group.join_deadline_ms is None or group.join_deadline_ms > now_ms:
+                return []
+            return self._on_join_deadline(group, now_ms)
+        if group.sync_deadline_ms is None or group.sync_deadline_ms > now_ms:
+            return []
+        return self._on_sync_deadline(group, now_ms)
+
+    # ================================================================= appends
+
+    def _append(self, records: Sequence[Record], on_completion: CompletionHandler) -> Append:
+        append_id = next(self._append_ids)
+        self._in_flight[append_id] = on_completion
+        return Append(append_id, tuple(records))
+
+    def append_completed(
+        self, now_ms: int, append_id: int, error: ErrorCode | None = None
+    ) -> list[Effect]:
+        """The records of ``append_id`` are committed (``error`` None) or were not
+        written. The runtime reports appends in the order they were returned."""
+        on_completion = self._in_flight.pop(append_id)
+        effects = self._advance(now_ms)
+        effects += on_completion(now_ms, error)
+        return effects
+
+    def _group_record(self, group: Group, assignments: Mapping[str, bytes]) -> Record:
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id if group.members else None,
+            current_state_timestamp_ms=group.state_timestamp_ms,
+            members=tuple(
+                MemberMetadataValue(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    subscription=m.metadata(protocol) if protocol is not None else b"",
+                    assignment=assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ),
+        )
+        return (encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))
+
+    def _new_member_id(self, prefix: str) -> str:
+        unique = uuid.UUID(int=self._random.getrandbits(128), version=4)
+        return f"{prefix[:CLIENT_ID_IN_MEMBER_ID_CHARS_MAX]}-{unique}"
+
+    def _drop_if_unused(self, group: Group) -> None:
+        """Forget a group that was created by a request and never came to hold anything
+        (it has no record in the log)."""
+        if (
+            group.is_in(_EMPTY)
+            and group.generation_id == 0
+            and not group.has_metadata_record
+            and not group.members
+            and not group.pending_members
+            and not group.has_offsets()
+            and self._groups.get(group.group_id) is group
+        ):
+            del self._groups[group.group_id]
+
+    # =============================================================== JoinGroup
+
+    def join_group(
+        self, now_ms: int, token: RequestToken, request: JoinGroupRequest
+    ) -> list[Effect]:
+        effects = self._advance(now_ms)
+        return effects + self._join(now_ms, token, request)
+
+    def _join(self, now_ms: int, token: RequestToken, request: JoinGroupRequest) -> list[Effect]:
+        def fail(error: ErrorCode, member_id: str = request.member_id) -> list[Effect]:
+            return [Reply(token, JoinGroupResponse(error, member_id=member_id))]
+
+        if not _group_id_is_valid(request.group_id, allow_empty=False):
+            return fail(ErrorCode.invalid_group_id)
+        config = self._config
+        if not (
+            config.session_timeout_ms_min
+            <= request.session_timeout_ms
+            <= config.session_timeout_ms_max
+        ):
+            return fail(ErrorCode.invalid_session_timeout)
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.member_id != NO_MEMBER_ID:
+                return fail(ErrorCode.unknown_member_id)
+            group = self._groups[request.group_id] = Group(request.group_id, now_ms)
+        if group.is_in(_DEAD):
+            return fail(ErrorCode.coordinator_not_available)
+        effects: list[Effect] = []
+        if not self._accepts_joining_member(group, request):
+            member = group.members.get(request.member_id)
+            if member is not None:
+                effects += self._remove_member_and_update(group, member, now_ms)
+            self._drop_if_unused(group)
+            return effects + fail(ErrorCode.group_max_size_reached, NO_MEMBER_ID)
+        names = [name for name, _ in request.protocols]
+        if not group.supports_protocols(request.protocol_type, names):
+            self._drop_if_unused(group)
+            return fail(ErrorCode.inconsistent_group_protocol)
+        if request.member_id == NO_MEMBER_ID:
+            effects += self._join_new_member(group, now_ms, token, request)
+        else:
+            effects += self._join_known_member(group, now_ms, token, request)
+        effects += self._maybe_complete_join(group, now_ms)
+        return effects
+
+    def _accepts_joining_member(self, group: Group, request: JoinGroupRequest) -> bool:
+        """group.max.size (KIP-389): members already in, or already given an id, keep
+        their seat; a new one needs a free seat. During a rebalance only members that
+        joined again count, so newcomers can replace members that are gone."""
+        size_max = self._config.group_size_max
+        member_id = request.member_id
+        if member_id in group.pending_members:
+            return True
+        instance_id = request.group_instance_id
+        if member_id == NO_MEMBER_ID and instance_id in group.static_members:
+            return True
+        if group.is_in(_PREPARING):
+            member = group.members.get(member_id)
+            if member is not None and member.awaiting_join:
+                return True
+            return group.awaiting_join_count() < size_max
+        if member_id in group.members:
+            return True
+        return len(group.members) + len(group.pending_members) < size_max
+
+    def _join_new_member(
+        self, group: Group, now_ms: int, token: RequestToken, request: JoinGroupRequest
+    ) -> list[Effect]:
+        instance_id = request.group_instance_id
+        member_id = self._new_member_id(instance_id if instance_id is not None else request.client_id)
+        if instance_id is not None:
+            if instance_id in group.static_members:
+                return self._replace_static_member(group, now_ms, token, request, member_id)
+            return self._add_member_and_rebalance(group, now_ms, token, request, member_id)
+        if request.require_known_member_id:
+            deadline = now_ms + request.session_timeout_ms
+            group.pending_members[member_id] = deadline
+            self._watch(deadline, group, _Timer.PENDING_MEMBER, member_id)
+            response = JoinGroupResponse(ErrorCode.member_id_required, member_id=member_id)
+            return [Reply(token, response)]
+        return self._add_member_and_rebalance(group, now_ms, token, request, member_id)
+
+    def _join_known_member(
+        self, group: Group, now_ms: int, token: RequestToken, request: JoinGroupRequest
+    ) -> list[Effect]:
+        def fail(error: ErrorCode) -> list[Effect]:
+            return [Reply(token, JoinGroupResponse(error, member_id=request.member_id))]
+
+        if request.member_id in group.pending_members:
+            if request.group_instance_id is not None:
+                return fail(ErrorCode.unknown_member_id)  # pending ids are only dynamic
+            return self._add_member_and_rebalance(
+                group, now_ms, token, request, request.member_id
+            )
+        error = group.validate_member(request.member_id, request.group_instance_id)
+        if error is not None:
+            return fail(error)
+        member = group.members[request.member_id]
+        if group.is_in(_PREPARING):
+            return self._update_member_and_rebalance(group, member, now_ms, token, request)
+        if group.is_in(_COMPLETING):
+            if not member.matches(request.protocols):
+                return self._update_member_and_rebalance(group, member, now_ms, token, request)
+            # The member lost our answer: give it again.
+            self._heard_from(group, member, now_ms)
+            return [Reply(token, self._current_generation(group, member))]
+        assert group.is_in(_STABLE), f"members in a {group.state.value} group"
+        if member.member_id == group.leader_id or not member.matches(request.protocols):
+            # The leader joins again to have the group reassigned (topic metadata changed).
+            return self._update_member_and_rebalance(group, member, now_ms, token, request)
+        self._heard_from(group, member, now_ms)
+        return [Reply(token, self._current_generation(group, member))]
+
+    def _current_generation(self, group: Group, member: Member) -> JoinGroupResponse:
+        is_leader = member.member_id == group.leader_id
+        return JoinGroupResponse(
+            error=ErrorCode.none,
+            generation_id=group.generation_id,
+            protocol_name=group.protocol_name or "",
+            leader=group.leader_id or "",
+            member_id=member.member_id,
+            members=group.current_member_metadata() if is_leader else (),
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        now_ms: int,
+        token: RequestToken,
+        request: JoinGroupRequest,
+        member_id: str,
+    ) -> list[Effect]:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocols=request.protocols,
+            last_heartbeat_ms=now_ms,
+            join_token=token,
+            is_new=True,
+        )
+        if group.is_in(_PREPARING) and group.join_wait is JoinWait.INITIAL_DELAY:
+            group.new_member_added = True
+        group.add_member(member, request.protocol_type)
+        self._watch_member(group, member)
+        return self._maybe_prepare_rebalance(group, now_ms)
+
+    def _park_join(
+        self, member: Member, token: RequestToken, request: JoinGroupRequest
+    ) -> list[Effect]:
+        """Make ``token`` the member's waiting JoinGroup, with the request's protocols."""
+        effects: list[Effect] = []
+        if member.join_token is not None:
+            superseded = JoinGroupResponse(
+                ErrorCode.rebalance_in_progress, member_id=member.member_id
+            )
+            effects.append(Reply(member.join_token, superseded))
+        member.join_token = token
+        member.protocols = request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        return effects
+
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        now_ms: int,
+        token: RequestToken,
+        request: JoinGroupRequest,
+    ) -> list[Effect]:
+        effects = self._park_join(member, token, request)
+        return effects + self._maybe_prepare_rebalance(group, now_ms)
+
+    def _replace_static_member(
+        self,
+        group: Group,
+        now_ms: int,
+        token: RequestToken,
+        request: JoinGroupRequest,
+        new_member_id: str,
+    ) -> list[Effect]:
+        """A static member joined without its member id (its client restarted): it gets
+        a new id and the old one is fenced. In Stable, if the group's protocol would
+        not change, no rebalance: the new id is written to the log and the member gets
+        the current generation (with the old leader id, so a restarted leader does not
+        compute an assignment nobody would receive)."""
+        instance_id = request.group_instance_id
+        assert instance_id is not None
+        old_member_id = group.static_members[instance_id]
+        member = group.members[old_member_id]
+        effects: list[Effect] = []
+        if member.join_token is not None:
+            fenced = JoinGroupResponse(ErrorCode.fenced_instance_id, member_id=old_member_id)
+            effects.append(Reply(member.join_token, fenced))
+            member.join_token = None
+        if member.sync_token is not None:
+            effects.append(Reply(member.sync_token, SyncGroupResponse(ErrorCode.fenced_instance_id)))
+            member.sync_token = None
+        saved = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
+        current_leader = group.leader_id
+        group.replace_static_member(instance_id, new_member_id)
+        member.last_heartbeat_ms = now_ms
+        effects += self._park_join(member, token, request)
+        if group.is_in(_PREPARING):
+            return effects
+        if group.is_in(_COMPLETING):
+            # The leader may already be assigning to the old id: rebalance again.
+            return effects + self._prepare_rebalance(group, now_ms)
+        assert group.is_in(_STABLE), f"static members in a {group.state.value} group"
+        if group.protocol_name != group.select_protocol():
+            return effects + self._prepare_rebalance(group, now_ms)
+
+        def on_stored(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if member.join_token != token:
+                return []  # answered meanwhile (a rebalance started, or fenced again)
+            member.join_token = None
+            if error is None:
+                response = JoinGroupResponse(
+                    error=ErrorCode.none,
+                    generation_id=group.generation_id,
+                    protocol_name=group.protocol_name or "",
+                    leader=current_leader or "",
+                    member_id=member.member_id,
+                    members=(
+                        group.current_member_metadata()
+                        if group.leader_id == member.member_id
+                        else ()
+                    ),
+                )
+                self._heard_from(group, member, completed_ms)
+                return [Reply(token, response)]
+            log.warning(
+                "group %s: could not store new member id of %s (%s); reverting",
+                group.group_id,
+                instance_id,
+                error.name,
+            )
+            if group.static_members.get(instance_id) == member.member_id:
+                group.replace_static_member(instance_id, old_member_id)
+                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = saved
+            self._heard_from(group, member, completed_ms)
+            failed = JoinGroupResponse(_store_error(error), member_id=NO_MEMBER_ID)
+            return [Reply(token, failed)]
+
+        assignments = {m.member_id: m.assignment for m in group.members.values()}
+        return [*effects, self._append([self._group_record(group, assignments)], on_stored)]
+
+    # ============================================================== rebalancing
+
+    def _maybe_prepare_rebalance(self, group: Group, now_ms: int) -> list[Effect]:
+        if group.is_in(_STABLE, _COMPLETING, _EMPTY):
+            return self._prepare_rebalance(group, now_ms)
+        return []
+
+    def _prepare_rebalance(self, group: Group, now_ms: int) -> list[Effect]:
+        effects: list[Effect] = []
+        if group.is_in(_COMPLETING):
+            effects += self._reset_and_propagate_assignment_error(
+                group, ErrorCode.rebalance_in_progress, now_ms
+            )
+        group.pending_sync_members.clear()
+        group.sync_deadline_ms = None
+        rebalance_timeout_ms = group.rebalance_timeout_ms
+        if group.is_in(_EMPTY):
+            delay_ms = min(self._config.initial_rebalance_delay_ms, rebalance_timeout_ms)
+            group.join_wait = JoinWait.INITIAL_DELAY
+            group.initial_delay_remaining_ms = rebalance_timeout_ms - delay_ms
+            group.new_member_added = False
+        else:
+            delay_ms = rebalance_timeout_ms
+            group.join_wait = JoinWait.REBALANCE_TIMEOUT
+        group.transition_to(_PREPARING, now_ms)
+        group.join_deadline_ms = now_ms + delay_ms
+        self._watch(group.join_deadline_ms, group, _Timer.JOIN)
+        log.info(
+            "group %s: rebalancing (generation %d, %d member(s))",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+        )
+        return effects + self._maybe_complete_join(group, now_ms)
+
+    def _maybe_complete_join(self, group: Group, now_ms: int) -> list[Effect]:
+        if (
+            group.is_in(_PREPARING)
+            and group.join_wait is JoinWait.REBALANCE_TIMEOUT
+            and group.has_all_members_joined()
+        ):
+            return self._complete_join(group, now_ms)
+        return []
+
+    def _on_join_deadline(self, group: Group, now_ms: int) -> list[Effect]:
+        group.join_deadline_ms = None
+        if not group.is_in(_PREPARING):
+            return []
+        if (
+            group.join_wait is JoinWait.INITIAL_DELAY
+            and group.new_member_added
+            and group.initial_delay_remaining_ms > 0
+        ):
+            # Members are still arriving: wait once more, within the rebalance timeout.
+            group.new_member_added = False
+            delay_ms = min(self._config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+            group.initial_delay_remaining_ms -= delay_ms
+            group.join_deadline_ms = now_ms + delay_ms
+            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
+            return []
+        return self._complete_join(group, now_ms)
+
+    def _complete_join(self, group: Group, now_ms: int) -> list[Effect]:
+        """End PreparingRebalance: drop dynamic members that did not join again, start
+        the next generation and answer every parked JoinGroup."""
+        effects: list[Effect] = []
+        group.join_deadline_ms = None
+        for member in list(group.members.values()):
+            if not member.awaiting_join and not member.is_static:
+                log.info("group %s: member %s did not join in time", group.group_id, member.member_id)
+                effects += self._remove_member(group, member)
+        if not group.elect_joined_leader() and group.members:
+            # Only static members that have not joined again: give them another
+            # rebalance timeout (their sessions may end first).
+            group.join_wait = JoinWait.REBALANCE_TIMEOUT
+            group.join_deadline_ms = now_ms + group.rebalance_timeout_ms
+            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
+            return effects
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.subscribed_topics = None
+            group.transition_to(_EMPTY, now_ms)
+            log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
+            return [*effects, self._append([self._group_record(group, {})], self._log_store_error(group))]
+        group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.transition_to(_COMPLETING, now_ms)
+        everyone = group.current_member_metadata()
+        for member in group.members.values():
+            if member.join_token is not None:
+                response = JoinGroupResponse(
+                    error=ErrorCode.none,
+                    generation_id=group.generation_id,
+                    protocol_name=group.protocol_name,
+                    leader=group.leader_id or "",
+                    member_id=member.member_id,
+                    members=everyone if member.member_id == group.leader_id else (),
+                )
+                effects.append(Reply(member.join_token, response))
+                member.join_token = None
+            member.is_new = False
+            self._heard_from(group, member, now_ms)
+        group.pending_sync_members = set(group.members)
+        group.sync_deadline_ms = now_ms + group.rebalance_timeout_ms
+        self._watch(group.sync_deadline_ms, group, _Timer.SYNC)
+        log.info(
+            "group %s: generation %d with %d member(s), protocol %s, leader %s",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
+        return effects
+
+    def _on_sync_deadline(self, group: Group, now_ms: int) -> list[Effect]:
+        """Members of the new generation that never sent SyncGroup are removed."""
+        group.sync_deadline_ms = None
+        if not group.is_in(_COMPLETING, _STABLE) or not group.pending_sync_members:
+            return []
+        effects: list[Effect] = []
+        for member in [m for m in group.members.values() if m.member_id in group.pending_sync_members]:
+            log.info("group %s: member %s did not sync in time", group.group_id, member.member_id)
+            effects += self._remove_member(group, member)
+        group.pending_sync_members.clear()
+        return effects + self._prepare_rebalance(group, now_ms)
+
+    def _log_store_error(self, group: Group) -> CompletionHandler:
+        def on_stored(_now_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is not None:
+                log.warning("group %s: could not store group metadata: %s", group.group_id, error.name)
+            return []
+
+        return on_stored
+
+    def _remove_member(self, group: Group, member: Member) -> list[Effect]:
+        """Remove a member, answering its parked requests with UNKNOWN_MEMBER_ID."""
+        effects: list[Effect] = []
+        if member.join_token is not None:
+            gone = JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member.member_id)
+            effects.append(Reply(member.join_token, gone))
+            member.join_token = None
+        if member.sync_token is not None:
+            effects.append(Reply(member.sync_token, SyncGroupResponse(ErrorCode.unknown_member_id)))
+            member.sync_token = None
+        group.remove_member(member.member_id)
+        return effects
+
+    def _remove_member_and_update(self, group: Group, member: Member, now_ms: int) -> list[Effect]:
+        effects = self._remove_member(group, member)
+        if group.is_in(_STABLE, _COMPLETING):
+            effects += self._prepare_rebalance(group, now_ms)
+        elif group.is_in(_PREPARING):
+            effects += self._maybe_complete_join(group, now_ms)
+        return effects
+
+    def _reset_and_propagate_assignment_error(
+        self, group: Group, error: ErrorCode, now_ms: int
+    ) -> list[Effect]:
+        for member in group.members.values():
+            member.assignment = b""
+        return self._propagate_assignment(group, error, now_ms)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode, now_ms: int) -> list[Effect]:
+        effects: list[Effect] = []
+        for member in group.members.values():
+            if member.sync_token is None:
+                continue
+            assignment = member.assignment if error is ErrorCode.none else b""
+            effects.append(Reply(member.sync_token, SyncGroupResponse(error, assignment)))
+            member.sync_token = None
+            self._heard_from(group, member, now_ms)
+        return effects
+
+    # =============================================================== SyncGroup
+
+    def sync_group(
+        self, now_ms: int, token: RequestToken, request: SyncGroupRequest
+    ) -> list[Effect]:
+        effects = self._advance(now_ms)
+        return effects + self._sync(now_ms, token, request)
+
+    def _sync(self, now_ms: int, token: RequestToken, request: SyncGroupRequest) -> list[Effect]:
+        def answer(error: ErrorCode, assignment: bytes = b"") -> list[Effect]:
+            return [Reply(token, SyncGroupResponse(error, assignment))]
+
+        if not _group_id_is_valid(request.group_id, allow_empty=False):
+            return answer(ErrorCode.invalid_group_id)
+        group = self._groups.get(request.group_id)
+        if group is None:
+            return answer(ErrorCode.unknown_member_id)
+        if group.is_in(_DEAD):
+            return answer(ErrorCode.coordinator_not_available)
+        error = group.validate_member(request.member_id, request.group_instance_id)
+        if error is not None:
+            return answer(error)
+        if request.generation_id != group.generation_id:
+            return answer(ErrorCode.illegal_generation)
+        if group.is_in(_PREPARING):
+            return answer(ErrorCode.rebalance_in_progress)
+        member = group.members[request.member_id]
+        group.pending_sync_members.discard(member.member_id)
+        if group.is_in(_STABLE):
+            self._heard_from(group, member, now_ms)
+            return answer(ErrorCode.none, member.assignment)
+        assert group.is_in(_COMPLETING), f"members in a {group.state.value} group"
+        effects: list[Effect] = []
+        if member.sync_token is not None:
+            superseded = SyncGroupResponse(ErrorCode.rebalance_in_progress)
+            effects.append(Reply(member.sync_token, superseded))
+        member.sync_token = token
+        if member.member_id != group.leader_id:
+            return effects
+        assignments = dict(request.assignments)
+        generation_id = group.generation_id
+
+        def on_stored(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if not (group.is_in(_COMPLETING) and group.generation_id == generation_id):
+                return []  # a new rebalance began; parked syncs were answered then
+            if error is not None:
+                log.warning(
+                    "group %s: could not store the assignment of generation %d: %s",
+                    group.group_id,
+                    generation_id,
+                    error.name,
+                )
+                effects = self._reset_and_propagate_assignment_error(
+                    group, _store_error(error), completed_ms
+                )
+                return effects + self._maybe_prepare_rebalance(group, completed_ms)
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            effects = self._propagate_assignment(group, ErrorCode.none, completed_ms)
+            group.transition_to(_STABLE, completed_ms)
+            return effects
+
+        effects.append(self._append([self._group_record(group, assignments)], on_stored))
+        return effects
+
+    # =============================================================== Heartbeat
+
+    def heartbeat(
+        self, now_ms: int, token: RequestToken, request: HeartbeatRequest
+    ) -> list[Effect]:
+        effects = self._advance(now_ms)
+        return [*effects, Reply(token, HeartbeatResponse(self._heartbeat(now_ms, request)))]
+
+    def _heartbeat(self, now_ms: int, request: HeartbeatRequest) -> ErrorCode:
+        if not _group_id_is_valid(request.group_id, allow_empty=False):
+            return ErrorCode.invalid_group_id
+        group = self._groups.get(request.group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.is_in(_DEAD):
+            return ErrorCode.coordinator_not_available
+        error = group.validate_member(request.member_id, request.group_instance_id)
+        if error is not None:
+            return error
+        if request.generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        self._heard_from(group, group.members[request.member_id], now_ms)
+        if group.is_in(_PREPARING):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # ============================================================== LeaveGroup
+
+    def leave_group(
+        self, now_ms: int, token: RequestToken, request: LeaveGroupRequest
+    ) -> list[Effect]:
+        effects = self._advance(now_ms)
+        if not _group_id_is_valid(request.group_id, allow_empty=False):
+            return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.invalid_group_id))]
+        group = self._groups.get(request.group_id)
+        if group is not None and group.is_in(_DEAD):
+            response = LeaveGroupResponse(ErrorCode.coordinator_not_available)
+            return [*effects, Reply(token, response)]
+        results = []
+        for identity in request.members:
+            if group is None:
+                error = ErrorCode.unknown_member_id
+            else:
+                error, removed = self._leave_one(group, identity.member_id, identity.group_instance_id, now_ms)
+                effects += removed
+            results.append(LeftMember(identity.member_id, identity.group_instance_id, error))
+        return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.none, tuple(results)))]
+
+    def _leave_one(
+        self, group: Group, member_id: str, group_instance_id: str | None, now_ms: int
+    ) -> tuple[ErrorCode, list[Effect]]:
+        if member_id == NO_MEMBER_ID:
+            # Removal by instance id alone (an administrator removing a static member).
+            current = None if group_instance_id is None else group.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id, []
+            member_id = current
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+            effects = self._maybe_complete_join(group, now_ms)
+            self._drop_if_unused(group)
+            return ErrorCode.none, effects
+        else:
+            error = group.validate_member(member_id, group_instance_id)
+            if error is not None:
+                return error, []
+        log.info("group %s: member %s left", group.group_id, member_id)
+        return ErrorCode.none, self._remove_member_and_update(group, group.members[member_id], now_ms)
+
+    # ============================================================ OffsetCommit
+
+    def commit_offsets(
+        self, now_ms: int, token: RequestToken, request: OffsetCommitRequest
+    ) -> list[Effect]:
+        effects = self._advance(now_ms)
+        return effects + self._commit(now_ms, token, request)
+
+    def _commit(self, now_ms: int, token: RequestToken, request: OffsetCommitRequest) -> list[Effect]:
+        def answer_all(error: ErrorCode) -> list[Effect]:
+            errors = tuple((partition, error) for partition, _ in request.offsets)
+            return [Reply(token, OffsetCommitResponse(errors))]
+
+        if not _group_id_is_valid(request.group_id, allow_empty=True):
+            return answer_all(ErrorCode.invalid_group_id)
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.generation_id >= 0:
+                return answer_all(ErrorCode.illegal_generation)
+            # A simple consumer (or an administrator) storing offsets without a group.
+            group = self._groups[request.group_id] = Group(request.group_id, now_ms)
+        else:
+            error = self._validate_offset_commit(group, request)
+            if error is not None:
+                return answer_all(error)
+            member = group.members.get(request.member_id)
+            if member is not None:
+                self._heard_from(group, member, now_ms)
+        expire_timestamp_ms = now_ms + request.retention_ms if request.retention_ms >= 0 else -1
+        results: list[ErrorCode | None] = []
+        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
+        records: list[Record] = []
+        for partition, offset in request.offsets:
+            metadata = offset.metadata or ""
+            if len(metadata.encode()) > self._config.offset_metadata_bytes_max:
+                results.append(ErrorCode.offset_metadata_too_large)
+                continue
+            value = OffsetCommitValue(
+                offset=offset.offset,
+                leader_epoch=offset.leader_epoch,
+                metadata=metadata,
+                commit_timestamp_ms=now_ms,
+                expire_timestamp_ms=expire_timestamp_ms,
+            )
+            key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
+            records.append((encode_key(key), encode_offset_commit_value(value)))
+            accepted.append((partition, value))
+            results.append(None)
+        if not accepted:
+            self._drop_if_unused(group)
+            return answer_all(ErrorCode.offset_metadata_too_large)
+        for partition, _ in accepted:
+            group.pending_offset_commits[partition] += 1
+
+        def on_committed(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            for partition, value in accepted:
+                group.pending_offset_commits[partition] -= 1
+                if group.pending_offset_commits[partition] <= 0:
+                    del group.pending_offset_commits[partition]
+                if error is None:
+                    group.offsets[partition] = value
+            outcome = ErrorCode.none if error is None else _commit_error(error)
+            errors = tuple(
+                (partition, outcome if result is None else result)
+                for (partition, _), result in zip(request.offsets, results, strict=True)
+            )
+            if error is not None:
+                self._drop_if_unused(group)
+            return [Reply(token, OffsetCommitResponse(errors))]
+
+        return [self._append(records, on_committed)]
+
+    def _validate_offset_commit(self, group: Group, request: OffsetCommitRequest) -> ErrorCode | None:
+        """Kafka's rules: a commit without a generation is a simple consumer's, allowed
+        only while the group is Empty; otherwise the member and its generation must be
+        current, and not while the new generation is still being assigned."""
+        if group.is_in(_DEAD):
+            return ErrorCode.coordinator_not_available
+        if request.generation_id < 0 and group.is_in(_EMPTY):
+            return None
+        if (
+            request.generation_id >= 0
+            or request.member_id != NO_MEMBER_ID
+            or request.group_instance_id is not None
+        ):
+            error = group.validate_member(request.member_id, request.group_instance_id)
+            if error is not None:
+                return error
+            if request.generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+        elif not group.is_in(_EMPTY):
+            return ErrorCode.unknown_member_id
+        if group.is_in(_COMPLETING):
+            return ErrorCode.rebalance_in_progress
+        return None
+
+    # ============================================================= OffsetFetch
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> OffsetFetchResponse:
+        """Committed offsets (only those in the log). ``partitions`` None: all of them."""
+        if not _group_id_is_valid(group_id, allow_empty=True):
+            return OffsetFetchResponse(ErrorCode.invalid_group_id)
+        group = self._groups.get(group_id)
+        offsets = {} if group is None or group.is_in(_DEAD) else group.offsets
+        if partitions is None:
+            wanted: Iterable[TopicPartition] = sorted(offsets)
+        else:
+            wanted = partitions
+        fetched = []
+        for partition in wanted:
+            value = offsets.get(partition)
+            if value is None:
+                fetched.append(FetchedOffset(partition))
+            else:
+                fetched.append(
+                    FetchedOffset(partition, value.offset, value.leader_epoch, value.metadata)
+                )
+        return OffsetFetchResponse(ErrorCode.none, tuple(fetched))
+
+    # ====================================================== Describe and list
+
+    def describe_groups(self, group_ids: Iterable[str]) -> tuple[GroupDescription, ...]:
+        """Unknown groups are described as Dead with no error (Kafka, versions < 6)."""
+        descriptions = []
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if not _group_id_is_valid(group_id, allow_empty=True):
+                descriptions.append(
+                    GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
+                )
+            elif group is None or group.is_in(_DEAD):
+                descriptions.append(GroupDescription(group_id, ErrorCode.none, _DEAD.value))
+            else:
+                descriptions.append(group.describe())
+        return tuple(descriptions)
+
+    def list_groups(self, states: Iterable[str] | None = None) -> tuple[GroupListing, ...]:
+        """Every group but Dead ones; ``states`` (case-insensitive names) filters."""
+        wanted = None if not states else {state.lower() for state in states}
+        listings = []
+        for group_id in sorted(self._groups):
+            group = self._groups[group_id]
+            if group.is_in(_DEAD):
+                continue
+            if wanted is not None and group.state.value.lower() not in wanted:
+                continue
+            listings.append(GroupListing(group_id, group.protocol_type or "", group.state.value))
+        return tuple(listings)
+
+    # ============================================================ DeleteGroups
+
+    def delete_groups(
+        self, now_ms: int, token: RequestToken, group_ids: Iterable[str]
+    ) -> list[Effect]:
+        """Only Empty groups can be deleted (NON_EMPTY_GROUP otherwise). The group is
+        Dead while its tombstones (every offset, then the group) are written, and gone
+        once they are committed; if they fail it is Empty again."""
+        effects = self._advance(now_ms)
+        results: dict[str, ErrorCode | None] = {}
+        deleting: list[tuple[Group, int]] = []
+        records: list[Record] = []
+        for group_id in group_ids:
+            if group_id in results:
+                continue
+            group = self._groups.get(group_id)
+            if not _group_id_is_valid(group_id, allow_empty=True):
+                results[group_id] = ErrorCode.invalid_group_id
+            elif group is None or group.is_in(_DEAD):
+                results[group_id] = ErrorCode.group_id_not_found
+            elif not group.is_in(_EMPTY):
+                results[group_id] = ErrorCode.non_empty_group
+            else:
+                results[group_id] = None
+                deleting.append((group, group.state_timestamp_ms))
+                records += self._group_tombstones(group)
+                group.transition_to(_DEAD, now_ms)
+        if not deleting:
+            response = DeleteGroupsResponse(
+                tuple((gid, error or ErrorCode.none) for gid, error in results.items())
+            )
+            return [*effects, Reply(token, response)]
+
+        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            self._finish_removal(deleting, error)
+            outcome = ErrorCode.none if error is None else _store_error(error)
+            response = DeleteGroupsResponse(
+                tuple(
+                    (group_id, outcome if result is None else result)
+                    for group_id, result in results.items()
+                )
+            )
+            return [Reply(token, response)]
+
+        return [*effects, self._append(records, on_deleted)]
+
+    def _group_tombstones(self, group: Group) -> list[Record]:
+        partitions = sorted(set(group.offsets) | set(+group.pending_offset_commits))
+        records = [
+            _tombstone(OffsetCommitKey(group.group_id, p.topic, p.partition)) for p in partitions
+        ]
+        records.append(_tombstone(GroupMetadataKey(group.group_id)))
+        return records
+
+    def _finish_removal(self, groups: list[tuple[Group, int]], error: ErrorCode | None) -> None:
+        """Forget groups whose tombstones are committed; revive them if not written."""
+        for group, state_timestamp_ms in groups:
+            if self._groups.get(group.group_id) is not group or not group.is_in(_DEAD):
+                continue
+            if error is None:
+                del self._groups[group.group_id]
+                log.info("group %s: deleted", group.group_id)
+            else:
+                log.warning("group %s: tombstones not written (%s)", group.group_id, error.name)
+                group.transition_to(_EMPTY, state_timestamp_ms)
+
+    # ============================================================ OffsetDelete
+
+    def delete_offsets(
+        self,
+        now_ms: int,
+        token: RequestToken,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+    ) -> list[Effect]:
+        """OffsetDelete (KIP-496): any offset of an Empty group; of a consumer group
+        with members, only offsets of topics no member subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC); other non-empty groups: NON_EMPTY_GROUP."""
+        effects = self._advance(now_ms)
+
+        def answer(response: OffsetDeleteResponse) -> list[Effect]:
+            return [*effects, Reply(token, response)]
+
+        if not _group_id_is_valid(group_id, allow_empty=True):
+            return answer(OffsetDeleteResponse(ErrorCode.invalid_group_id))
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(_DEAD):
+            return answer(OffsetDeleteResponse(ErrorCode.group_id_not_found))
+        if not group.is_in(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return answer(OffsetDeleteResponse(ErrorCode.non_empty_group))
+        results: list[ErrorCode | None] = []
+        removing: set[TopicPartition] = set()
+        for partition in partitions:
+            if not group.is_in(_EMPTY) and group.is_subscribed_to(partition.topic):
+                results.append(ErrorCode.group_subscribed_to_topic)
+                continue
+            results.append(None)
+            if partition in group.offsets or group.pending_offset_commits[partition]:
+                removing.add(partition)
+
+        def response(outcome: ErrorCode) -> OffsetDeleteResponse:
+            errors = tuple(
+                (partition, outcome if result is None else result)
+                for partition, result in zip(partitions, results, strict=True)
+            )
+            return OffsetDeleteResponse(ErrorCode.none, errors)
+
+        if not removing:
+            return answer(response(ErrorCode.none))
+        ordered = sorted(removing)
+        records = [
+            _tombstone(OffsetCommitKey(group.group_id, p.topic, p.partition)) for p in ordered
+        ]
+
+        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                for partition in ordered:
+                    group.offsets.pop(partition, None)
+                return [Reply(token, response(ErrorCode.none))]
+            return [Reply(token, response(_commit_error(error)))]
+
+        return [*effects, self._append(records, on_deleted)]
+
+    # ============================================================ expiry
+
+    def _expire_offsets(self, now_ms: int) -> list[Effect]:
+        """Tombstones for offsets past retention, and for Empty groups left with no
+        offsets (those become Dead until the tombstones are committed)."""
+        retention_ms = self._config.offsets_retention_ms
+        steps: list[tuple[Record, Group, TopicPartition | None]] = []
+        for group in list(self._groups.values()):
+            if group.is_in(_DEAD):
+                continue
+            expired = group.expired_offsets(now_ms, retention_ms)
+            for partition in expired:
+                key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
+                steps.append((_tombstone(key), group, partition))
+            if (
+                group.is_in(_EMPTY)
+                and len(expired) == len(group.offsets)
+                and not group.pending_offset_commits
+                and not group.pending_members
+            ):
+                steps.append((_tombstone(GroupMetadataKey(group.group_id)), group, None))
+        if steps:
+            log.info("offset expiry: %d tombstone(s)", len(steps))
+        appends: list[Effect] = []
+        for start in range(0, len(steps), EXPIRY_RECORDS_PER_APPEND_MAX):
+            chunk = steps[start : start + EXPIRY_RECORDS_PER_APPEND_MAX]
+            appends.append(self._append_expiry(chunk, now_ms))
+        return appends
+
+    def _append_expiry(
+        self, chunk: list[tuple[Record, Group, TopicPartition | None]], now_ms: int
+    ) -> Append:
+        removed_offsets = [
+            (group, partition, group.offsets[partition])
+            for _, group, partition in chunk
+            if partition is not None
+        ]
+        dying: list[tuple[Group, int]] = []
+        for _, group, partition in chunk:
+            if partition is None:
+                dying.append((group, group.state_timestamp_ms))
+                group.transition_to(_DEAD, now_ms)
+
+        def on_expired(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                for group, partition, value in removed_offsets:
+                    if group.offsets.get(partition) is value:
+                        del group.offsets[partition]
+            else:
+                log.warning("offset expiry: tombstones not written (%s)", error.name)
+            self._finish_removal(dying, error)
+            return []
+
+        return self._append([record for record, _, _ in chunk], on_expired)
