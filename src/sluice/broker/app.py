@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from sluice.broker.dispatcher import Dispatcher
+from sluice.broker.offsets_log import OFFSETS_TOPIC
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
@@ -94,6 +95,7 @@ class Broker:
         self.topics = TopicManager(self.store, self.replicas, self.config)
         self.topics.open_local_replicas(recover=not clean)
         remove_clean_shutdown_marker(self.data_dir)
+        self._ensure_offsets_topic()
         self.producer_ids = ProducerIdManager(self.store)
         self._dispatcher = Dispatcher(self)
         await self.server.start()
@@ -107,6 +109,28 @@ class Broker:
             self.server.port,
             self.data_dir,
             len(self.replicas),
+        )
+
+    def _ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` (compacted) on first start. Its partition count
+        must never change afterwards: groups are placed by hashing onto it."""
+        existing = self.topics.get(OFFSETS_TOPIC)
+        if existing is not None:
+            if existing.partition_count != self.config.offsets_topic_num_partitions:
+                log.warning(
+                    "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
+                    OFFSETS_TOPIC, existing.partition_count,
+                    self.config.offsets_topic_num_partitions,
+                )
+            return
+        self.topics.create(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            self.config.offsets_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+            },
         )
 
     def request_stop(self) -> None:

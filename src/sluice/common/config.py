@@ -287,8 +287,18 @@ class BrokerConfig:
     log_flush_scheduler_interval_ms: int = 200
     """How often the flusher looks for partitions whose flush.ms has passed."""
     log_retention_check_interval_ms: int = 300_000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 1
+    offsets_topic_segment_bytes: int = 104_857_600
+    log_cleaner_io_max_bytes_per_second: int = 50 * 1024 * 1024
+    """Budget of the background log cleaner (reads plus writes), so compaction never
+    starves produce and fetch of disk bandwidth."""
+    log_cleaner_backoff_ms: int = 15_000
+    """How often the cleaner looks for compacted partitions worth cleaning."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
+    group_properties: dict[str, str] = field(default_factory=dict)
+    """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
 
     def apply_properties(self, properties: Mapping[str, str]) -> None:
         """Set values from Kafka-style ``name=value`` properties. Raises BrokerConfigError."""
@@ -314,11 +324,17 @@ class BrokerConfig:
         if name == "log.retention.minutes":
             self._apply("log.retention.ms", str(_long(-1)(text) * 60_000))
             return
+        if name in GROUP_PROPERTY_NAMES:
+            _long(0)(text)
+            self.group_properties[name] = text
+            return
         setting = BROKER_PROPERTIES.get(name)
         if setting is None:
             raise BrokerConfigError(
                 f"unknown broker setting {name!r}; known settings: "
-                + ", ".join(sorted([*BROKER_PROPERTIES, *BROKER_TOPIC_DEFAULTS]))
+                + ", ".join(
+                    sorted([*BROKER_PROPERTIES, *BROKER_TOPIC_DEFAULTS, *GROUP_PROPERTY_NAMES])
+                )
             )
         attribute, parse = setting
         setattr(self, attribute, parse(text))
@@ -341,7 +357,26 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", _long(10)),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _long(10)),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _long(1, 1000)),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _long(1, 32)),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
+    "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
 }
+
+GROUP_PROPERTY_NAMES = frozenset(
+    {
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.max.size",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
+        "offset.metadata.max.bytes",
+    }
+)
+"""Names the group coordinator reads (``sluice.group.config``); kept here so the broker
+can refuse unknown names at start-up without importing a higher layer."""
 
 
 def read_properties_file(path: Path) -> dict[str, str]:

@@ -275,20 +275,26 @@ class GroupCoordinator:
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> list[Effect]:
-        """Run every timer due at ``now_ms``."""
-        return self._advance(now_ms)
+        """Run every timer due at or before ``now_ms``."""
+        return self._advance(now_ms, due_now=True)
 
-    def _advance(self, now_ms: int) -> list[Effect]:
+    def _advance(self, now_ms: int, *, due_now: bool = False) -> list[Effect]:
+        """Run the timers that are due. An operation at ``now_ms`` first runs those due
+        strictly before it; those due exactly at ``now_ms`` wait for :meth:`poll`, so
+        requests arriving in the same millisecond as a deadline come first (as requests
+        racing a purgatory expiry do in Kafka: several JoinGroups sent together make one
+        rebalance even with no initial delay)."""
         assert not self._loading, "operations start after load_completed()"
         effects: list[Effect] = []
         if self._expiry_check_ms is None:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
-        while self._timers and self._timers[0][0] <= now_ms:
+        last_due_ms = now_ms if due_now else now_ms - 1
+        while self._timers and self._timers[0][0] <= last_due_ms:
             _, _, group_id, kind, member_id = heapq.heappop(self._timers)
             group = self._groups.get(group_id)
             if group is not None:
                 effects += self._fire(group, kind, member_id, now_ms)
-        if self._expiry_check_ms <= now_ms:
+        if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
             effects += self._expire_offsets(now_ms)
         return effects
@@ -461,7 +467,9 @@ class GroupCoordinator:
         self, group: Group, now_ms: int, token: RequestToken, request: JoinGroupRequest
     ) -> list[Effect]:
         instance_id = request.group_instance_id
-        member_id = self._new_member_id(instance_id if instance_id is not None else request.client_id)
+        member_id = self._new_member_id(
+            instance_id if instance_id is not None else request.client_id
+        )
         if instance_id is not None:
             if instance_id in group.static_members:
                 return self._replace_static_member(group, now_ms, token, request, member_id)
@@ -483,9 +491,7 @@ class GroupCoordinator:
         if request.member_id in group.pending_members:
             if request.group_instance_id is not None:
                 return fail(ErrorCode.unknown_member_id)  # pending ids are only dynamic
-            return self._add_member_and_rebalance(
-                group, now_ms, token, request, request.member_id
-            )
+            return self._add_member_and_rebalance(group, now_ms, token, request, request.member_id)
         error = group.validate_member(request.member_id, request.group_instance_id)
         if error is not None:
             return fail(error)
@@ -592,7 +598,9 @@ class GroupCoordinator:
             effects.append(Reply(member.join_token, fenced))
             member.join_token = None
         if member.sync_token is not None:
-            effects.append(Reply(member.sync_token, SyncGroupResponse(ErrorCode.fenced_instance_id)))
+            effects.append(
+                Reply(member.sync_token, SyncGroupResponse(ErrorCode.fenced_instance_id))
+            )
             member.sync_token = None
         saved = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
         current_leader = group.leader_id
@@ -698,7 +706,9 @@ class GroupCoordinator:
         ):
             # Members are still arriving: wait once more, within the rebalance timeout.
             group.new_member_added = False
-            delay_ms = min(self._config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+            delay_ms = min(
+                self._config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms
+            )
             group.initial_delay_remaining_ms -= delay_ms
             group.join_deadline_ms = now_ms + delay_ms
             self._watch(group.join_deadline_ms, group, _Timer.JOIN)
@@ -712,7 +722,9 @@ class GroupCoordinator:
         group.join_deadline_ms = None
         for member in list(group.members.values()):
             if not member.awaiting_join and not member.is_static:
-                log.info("group %s: member %s did not join in time", group.group_id, member.member_id)
+                log.info(
+                    "group %s: member %s did not join in time", group.group_id, member.member_id
+                )
                 effects += self._remove_member(group, member)
         if not group.elect_joined_leader() and group.members:
             # Only static members that have not joined again: give them another
@@ -727,7 +739,10 @@ class GroupCoordinator:
             group.subscribed_topics = None
             group.transition_to(_EMPTY, now_ms)
             log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
-            return [*effects, self._append([self._group_record(group, {})], self._log_store_error(group))]
+            return [
+                *effects,
+                self._append([self._group_record(group, {})], self._log_store_error(group)),
+            ]
         group.protocol_name = group.select_protocol()
         group.subscribed_topics = group.compute_subscribed_topics()
         group.transition_to(_COMPLETING, now_ms)
@@ -765,7 +780,9 @@ class GroupCoordinator:
         if not group.is_in(_COMPLETING, _STABLE) or not group.pending_sync_members:
             return []
         effects: list[Effect] = []
-        for member in [m for m in group.members.values() if m.member_id in group.pending_sync_members]:
+        for member in [
+            m for m in group.members.values() if m.member_id in group.pending_sync_members
+        ]:
             log.info("group %s: member %s did not sync in time", group.group_id, member.member_id)
             effects += self._remove_member(group, member)
         group.pending_sync_members.clear()
@@ -774,7 +791,9 @@ class GroupCoordinator:
     def _log_store_error(self, group: Group) -> CompletionHandler:
         def on_stored(_now_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is not None:
-                log.warning("group %s: could not store group metadata: %s", group.group_id, error.name)
+                log.warning(
+                    "group %s: could not store group metadata: %s", group.group_id, error.name
+                )
             return []
 
         return on_stored
@@ -926,7 +945,9 @@ class GroupCoordinator:
             if group is None:
                 error = ErrorCode.unknown_member_id
             else:
-                error, removed = self._leave_one(group, identity.member_id, identity.group_instance_id, now_ms)
+                error, removed = self._leave_one(
+                    group, identity.member_id, identity.group_instance_id, now_ms
+                )
                 effects += removed
             results.append(LeftMember(identity.member_id, identity.group_instance_id, error))
         return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.none, tuple(results)))]
@@ -936,7 +957,9 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[Effect]]:
         if member_id == NO_MEMBER_ID:
             # Removal by instance id alone (an administrator removing a static member).
-            current = None if group_instance_id is None else group.static_members.get(group_instance_id)
+            current = (
+                None if group_instance_id is None else group.static_members.get(group_instance_id)
+            )
             if current is None:
                 return ErrorCode.unknown_member_id, []
             member_id = current
@@ -950,7 +973,9 @@ class GroupCoordinator:
             if error is not None:
                 return error, []
         log.info("group %s: member %s left", group.group_id, member_id)
-        return ErrorCode.none, self._remove_member_and_update(group, group.members[member_id], now_ms)
+        return ErrorCode.none, self._remove_member_and_update(
+            group, group.members[member_id], now_ms
+        )
 
     # ============================================================ OffsetCommit
 
@@ -960,7 +985,9 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         return effects + self._commit(now_ms, token, request)
 
-    def _commit(self, now_ms: int, token: RequestToken, request: OffsetCommitRequest) -> list[Effect]:
+    def _commit(
+        self, now_ms: int, token: RequestToken, request: OffsetCommitRequest
+    ) -> list[Effect]:
         def answer_all(error: ErrorCode) -> list[Effect]:
             errors = tuple((partition, error) for partition, _ in request.offsets)
             return [Reply(token, OffsetCommitResponse(errors))]
@@ -1024,7 +1051,9 @@ class GroupCoordinator:
 
         return [self._append(records, on_committed)]
 
-    def _validate_offset_commit(self, group: Group, request: OffsetCommitRequest) -> ErrorCode | None:
+    def _validate_offset_commit(
+        self, group: Group, request: OffsetCommitRequest
+    ) -> ErrorCode | None:
         """Kafka's rules: a commit without a generation is a simple consumer's, allowed
         only while the group is Empty; otherwise the member and its generation must be
         current, and not while the new generation is still being assigned."""

@@ -42,7 +42,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from sluice.common.errors import CorruptMessage
+from sluice.common.errors import CorruptMessage, KafkaError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 """The key version Kafka writes for offset commits (0 is read too)."""
@@ -134,7 +134,7 @@ class _Writer:
         self._parts.append(_I16.pack(len(encoded)))
         self._parts.append(encoded)
 
-    def bytes(self, value: bytes) -> None:
+    def byte_array(self, value: bytes) -> None:
         self._parts.append(_I32.pack(len(value)))
         self._parts.append(value)
 
@@ -187,8 +187,8 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
         writer.string(member.client_host)
         writer.int32(member.rebalance_timeout_ms)
         writer.int32(member.session_timeout_ms)
-        writer.bytes(member.subscription)
-        writer.bytes(member.assignment)
+        writer.byte_array(member.subscription)
+        writer.byte_array(member.assignment)
     return writer.getvalue()
 
 
@@ -201,7 +201,7 @@ class _Reader:
         self._position = 0
         self._what = what
 
-    def _corrupt(self, problem: str) -> CorruptMessage:
+    def _corrupt(self, problem: str) -> KafkaError:
         return CorruptMessage(f"{self._what}: {problem} at byte {self._position}")
 
     def _take(self, size: int) -> memoryview:
@@ -245,7 +245,7 @@ class _Reader:
             raise self._corrupt("null where a string is required")
         return value
 
-    def bytes(self) -> bytes:
+    def byte_array(self) -> bytes:
         length = self.int32()
         if length < 0:
             raise self._corrupt(f"bytes length {length}")
@@ -289,7 +289,9 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     commit_timestamp_ms = reader.int64()
     expire_timestamp_ms = reader.int64() if version == 1 else NO_TIMESTAMP
     reader.end()
-    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)
+    return OffsetCommitValue(
+        offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
+    )
 
 
 _MEMBER_BYTES_MIN = 2 + 2 + 2 + 4 + 4 + 4
@@ -323,8 +325,8 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
                 client_host=client_host,
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 session_timeout_ms=session_timeout_ms,
-                subscription=reader.bytes(),
-                assignment=reader.bytes(),
+                subscription=reader.byte_array(),
+                assignment=reader.byte_array(),
             )
         )
     reader.end()

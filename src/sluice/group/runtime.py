@@ -39,7 +39,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from random import Random
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Protocol, Self
 
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.errors import ErrorCode, KafkaError, for_code
@@ -49,6 +49,7 @@ from sluice.group.api import (
     DeleteGroupsResponse,
     Effect,
     GroupDescription,
+    GroupListing,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -82,7 +83,6 @@ REPLAY_RECORDS_PER_YIELD = 1_000
 """Records replayed between two yields to the event loop while loading a partition, so
 a long load does not stall everyone else."""
 
-R = TypeVar("R")
 Operation = Callable[[GroupCoordinator, int, RequestToken], list[Effect]]
 
 
@@ -169,7 +169,9 @@ class GroupCoordinatorRuntime:
         assert self._own_tasks is not None
         await self._own_tasks.__aexit__(exc_type, exc, traceback)
 
-    async def start(self, tasks: asyncio.TaskGroup, partitions: Iterable[int] | None = None) -> None:
+    async def start(
+        self, tasks: asyncio.TaskGroup, partitions: Iterable[int] | None = None
+    ) -> None:
         """Load ``partitions`` (default: all) and start the timer; tasks go in ``tasks``."""
         assert self._tasks is None, "started once"
         self._tasks = tasks
@@ -335,7 +337,7 @@ class GroupCoordinatorRuntime:
     async def list_groups(self, states: Iterable[str] | None = None) -> ListGroupsResponse:
         """Groups of every loaded partition, sorted by id."""
         wanted = None if states is None else list(states)
-        groups = []
+        groups: list[GroupListing] = []
         loading = False
         for shard in self._shards.values():
             if not shard.loaded:

@@ -191,8 +191,10 @@ MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: Final = 0.5
 cleanable bytes are in segments not cleaned yet."""
 
 KEY_DIGEST_BYTES: Final = 16
-"""The offset map holds a 128-bit BLAKE2b digest of each key, not the key: keys may be
-large, and a collision (odds ~2⁻¹²⁸ per pair) is out of reach."""
+"""The offset map holds a 128-bit BLAKE2b digest of each key longer than this, not the
+key (keys may be large), and shorter keys as they are (no hashing cost, no more memory).
+A collision, of two digests or of a digest and a short key, has odds ~2⁻¹²⁸ per pair:
+out of reach."""
 
 OFFSET_MAP_KEYS_MAX: Final = 500_000
 """Keys one pass's offset map may hold. A Python dict entry of a 16-byte digest and an
@@ -419,26 +421,38 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
-_RawRecord = tuple[int, int, bytes | None, bool, int, int, int, int]
-"""(offset delta, timestamp delta, key, is a tombstone (null value), start, body start,
-position after the timestamp delta, end) of one record in a records section."""
+_KeptRecord = tuple[int, int, int, int, int]
+"""(timestamp delta, start, body start, position after the timestamp delta, end) of a
+record to keep, in its records section."""
 
 
-def _parse_records(section: bytes, count: int) -> list[_RawRecord]:
-    """Walk the records of an (uncompressed) section far enough to know each one's
-    offset, timestamp, key and whether its value is null, and where its bytes are. The
-    headers are not decoded: surviving records are copied byte for byte. Raises
-    CorruptMessage."""
+def _select_records(
+    section: bytes,
+    count: int,
+    base_offset: int,
+    offset_map: dict[bytes, int],
+    *,
+    drop_tombstones: bool,
+) -> tuple[list[_KeptRecord], int, int]:
+    """Walk the records of an (uncompressed) section and pick those to keep: all but
+    the ones whose key the offset map has at a higher offset, and the tombstones still
+    the latest of their key when ``drop_tombstones``. Returns (kept records, tombstones
+    dropped, tombstones kept). Record headers are not decoded: the records kept are
+    copied byte for byte. Raises CorruptMessage.
+
+    The hot loop of the rewrite: a dropped record costs its walk and one lookup, with
+    one-byte varints read inline (as ``record.decode_records_into`` does)."""
     end = len(section)
     if count < 0 or count > end // RECORD_BYTES_MIN:
         raise errors.CorruptMessage(f"{count} records cannot fit in {end} bytes")
-    records: list[_RawRecord] = []
-    append = records.append
+    kept: list[_KeptRecord] = []
+    tombstones_dropped = tombstones_kept = 0
+    get = offset_map.get
+    digest = hashlib.blake2b
     position = 0
     try:
         for index in range(count):
             start = position
-            # One-byte varints inline, longer ones through kio (as record.py does).
             byte = section[position]
             if byte < 0x80:
                 size = (byte >> 1) ^ -(byte & 1)
@@ -473,39 +487,33 @@ def _parse_records(section: bytes, count: int) -> list[_RawRecord]:
             else:
                 size, width = read_signed_varint(section, position)
                 position += width
-            key: bytes | None = None
             if size >= 0:
+                if position + size > record_end:
+                    raise errors.CorruptMessage(f"record {index} key has length {size}")
                 key = section[position : position + size]
                 position += size
+                if size > KEY_DIGEST_BYTES:
+                    key = digest(key, digest_size=KEY_DIGEST_BYTES).digest()
+                latest = get(key)
+                if latest is not None and latest > base_offset + offset_delta:
+                    position = record_end
+                    continue
+                byte = section[position]  # the value's length: -1 is a tombstone
+                if byte == 0x01:
+                    if drop_tombstones:
+                        tombstones_dropped += 1
+                        position = record_end
+                        continue
+                    tombstones_kept += 1
             elif size != -1:
                 raise errors.CorruptMessage(f"record {index} key has length {size}")
-            byte = section[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(section, position)
-                position += width
-            if size < -1 or position + max(size, 0) > record_end:
-                raise errors.CorruptMessage(f"record {index} value has length {size}")
-            append(
-                (
-                    offset_delta,
-                    timestamp_delta,
-                    key,
-                    size == -1,
-                    start,
-                    body_start,
-                    after_timestamp,
-                    record_end,
-                )
-            )
+            kept.append((timestamp_delta, start, body_start, after_timestamp, record_end))
             position = record_end
     except _DECODE_ERRORS:
         raise errors.CorruptMessage("records section ends inside a record") from None
     if position != end:
         raise errors.CorruptMessage(f"{end - position} bytes follow the batch's records")
-    return records
+    return kept, tombstones_dropped, tombstones_kept
 
 
 def _encode_batch(
@@ -560,8 +568,63 @@ def _records_section(header: BatchHeader, data: memoryview) -> bytes:
     return decompress(header.compression, data[HEADER_BYTES:], DECOMPRESSED_BYTES_MAX)
 
 
-def _digest(key: bytes) -> bytes:
-    return hashlib.blake2b(key, digest_size=KEY_DIGEST_BYTES).digest()
+def _map_batch_keys(
+    offset_map: dict[bytes, int], section: bytes, count: int, base_offset: int
+) -> None:
+    """Set ``offset_map[key] = offset`` for every keyed record of a section: the hot
+    loop of the map phase, so it reads only lengths, the offset delta and the key, and
+    jumps to the next record (:func:`_select_records` reads more on the rewrite).
+    Raises CorruptMessage."""
+    end = len(section)
+    if count < 0 or count > end // RECORD_BYTES_MIN:
+        raise errors.CorruptMessage(f"{count} records cannot fit in {end} bytes")
+    digest = hashlib.blake2b
+    position = 0
+    try:
+        for index in range(count):
+            byte = section[position]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                size, width = read_signed_varint(section, position)
+                position += width
+            record_end = position + size
+            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
+                raise errors.CorruptMessage(f"record {index} says it is {size} bytes")
+            position += 1  # attributes
+            if section[position] < 0x80:  # timestamp delta: only its width matters
+                position += 1
+            else:
+                position += read_signed_varlong(section, position)[1]
+            byte = section[position]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                offset_delta, width = read_signed_varint(section, position)
+                position += width
+            byte = section[position]
+            if byte < 0x80:
+                size = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                size, width = read_signed_varint(section, position)
+                position += width
+            if size >= 0:
+                if position + size > record_end:
+                    raise errors.CorruptMessage(f"record {index} key has length {size}")
+                key = section[position : position + size]
+                if size > KEY_DIGEST_BYTES:
+                    key = digest(key, digest_size=KEY_DIGEST_BYTES).digest()
+                offset_map[key] = base_offset + offset_delta
+            elif size != -1:
+                raise errors.CorruptMessage(f"record {index} key has length {size}")
+            position = record_end
+    except _DECODE_ERRORS:
+        raise errors.CorruptMessage("records section ends inside a record") from None
+    if position != end:
+        raise errors.CorruptMessage(f"{end - position} bytes follow the batch's records")
 
 
 # -- plans ----------------------------------------------------------------------------
@@ -955,12 +1018,8 @@ class CleaningPlan:
                     # Full: clean up to here; the next pass goes on from this batch.
                     self.map_end_offset = header.base_offset
                     return offset_map
-                base_offset = header.base_offset
                 section = _records_section(header, data)
-                for record in _parse_records(section, header.records_count):
-                    key = record[2]
-                    if key is not None:
-                        offset_map[_digest(key)] = base_offset + record[0]
+                _map_batch_keys(offset_map, section, header.records_count, header.base_offset)
         return offset_map
 
     def _groups(self) -> list[list[_Source]]:
@@ -1072,31 +1131,26 @@ class CleaningPlan:
             # An empty batch kept by an earlier pass: still needed?
             return keep if producer_last else (_Action.DROP, b"", header.max_timestamp)
         section = _records_section(header, data)
-        records = _parse_records(section, header.records_count)
-        counters.records_examined += len(records)
-        base_offset = header.base_offset
+        count = header.records_count
         base_timestamp = header.base_timestamp
-        has_horizon = bool(header.attributes & ATTR_DELETE_HORIZON)
         now_ms = self.now_ms
-        kept: list[_RawRecord] = []
-        needs_horizon = False
-        for record in records:
-            key = record[2]
-            if key is not None:
-                latest = offset_map.get(_digest(key))
-                if latest is not None and latest > base_offset + record[0]:
-                    continue
-                if record[3]:  # a tombstone, still the latest of its key
-                    if not has_horizon:
-                        needs_horizon = True
-                    elif now_ms >= base_timestamp:
-                        counters.tombstones_removed += 1
-                        continue
-                    else:
-                        counters.note_horizon(base_timestamp)
-            kept.append(record)
-        counters.records_removed += len(records) - len(kept)
-        if len(kept) == len(records) and not needs_horizon:
+        # Tombstones kept by an earlier pass carry their delete horizon in the base
+        # timestamp; once it has passed they go.
+        has_horizon = bool(header.attributes & ATTR_DELETE_HORIZON)
+        kept, tombstones_dropped, tombstones_kept = _select_records(
+            section,
+            count,
+            header.base_offset,
+            offset_map,
+            drop_tombstones=has_horizon and now_ms >= base_timestamp,
+        )
+        counters.records_examined += count
+        counters.records_removed += count - len(kept)
+        counters.tombstones_removed += tombstones_dropped
+        needs_horizon = tombstones_kept > 0 and not has_horizon
+        if tombstones_kept and has_horizon:
+            counters.note_horizon(base_timestamp)
+        if len(kept) == count and not needs_horizon:
             return keep
         if not kept:
             if producer_last:
@@ -1110,11 +1164,10 @@ class CleaningPlan:
             counters.note_horizon(new_base_timestamp)
         parts: list[bytes] = []
         max_timestamp_ms: int | None = None
-        for record in kept:
-            timestamp_ms = base_timestamp + record[1]
+        for timestamp_delta, start, body_start, after_timestamp, end in kept:
+            timestamp_ms = base_timestamp + timestamp_delta
             if max_timestamp_ms is None or timestamp_ms > max_timestamp_ms:
                 max_timestamp_ms = timestamp_ms
-            start, body_start, after_timestamp, end = record[4], record[5], record[6], record[7]
             if new_base_timestamp == base_timestamp:
                 parts.append(section[start:end])
             else:

@@ -1,0 +1,468 @@
+"""Consumer-group APIs: FindCoordinator v0–2, JoinGroup v0–5, SyncGroup v0–3, Heartbeat
+v0–3, LeaveGroup v0–3, OffsetCommit v2–7, OffsetFetch v1–5, DescribeGroups v0–4,
+ListGroups v0–2, DeleteGroups v0–1, OffsetDelete v0.
+
+These only translate between the wire messages and the group coordinator's plain
+requests (:mod:`sluice.group.api`); the coordinator (``broker.groups``, a
+:class:`~sluice.group.runtime.GroupCoordinatorRuntime`) does the work. A group's
+coordinator is the leader of its ``__consumer_offsets`` partition; a broker that does not
+coordinate a group answers NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS while it
+loads), and clients look the coordinator up again.
+
+Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
+topic or partition that does not exist is refused per partition with
+UNKNOWN_TOPIC_OR_PARTITION, and FindCoordinator for transactions (key type 1) answers
+COORDINATOR_NOT_AVAILABLE until Sluice has a transaction coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.dispatcher import handler
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.group.api import (
+    NO_LEADER_EPOCH,
+    FetchedOffset,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetFetchResponse,
+    OffsetToCommit,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from sluice.group.config import OFFSETS_TOPIC
+from sluice.group.state import AUTHORIZED_OPERATIONS_ALL
+from sluice.protocol.codec import RequestHeader
+from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sluice.broker.app import Broker
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+CLIENT_HOST_UNKNOWN = ""
+"""Handlers do not see the connection's peer address; DescribeGroups shows this."""
+
+
+def _optional(request: Any, name: str, default: Any = None) -> Any:
+    """A field the request's version may lack."""
+    return getattr(request, name) if has_field(type(request), name) else default
+
+
+# ------------------------------------------------------------------ FindCoordinator
+
+
+@handler(ApiKey.FIND_COORDINATOR)
+async def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+
+    def answer(error: ErrorCode, message: str | None, node_id: int, host: str, port: int) -> Any:
+        return make(
+            module.FindCoordinatorResponse,
+            throttle_time=0,
+            error_code=error,
+            error_message=message,
+            node_id=node_id,
+            host=host,
+            port=port,
+        )
+
+    def unavailable(error: ErrorCode, message: str) -> Any:
+        return answer(error, message, -1, "", -1)
+
+    key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
+    if key_type == TRANSACTION_KEY_TYPE:
+        return unavailable(
+            ErrorCode.coordinator_not_available, "transactions have no coordinator yet"
+        )
+    if key_type != GROUP_KEY_TYPE:
+        return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    topic = broker.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return unavailable(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} does not exist")
+    partition = broker.groups.coordinator_partition(request.key)
+    state = topic.partitions.get(partition)
+    live = {b.node_id: b for b in broker.store.live_brokers()}
+    if state is None or state.leader not in live:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
+        )
+    node = live[state.leader]
+    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+
+
+# -------------------------------------------------------------------- JoinGroup
+
+
+@handler(ApiKey.JOIN_GROUP)
+async def handle_join_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    session_timeout_ms = millis(request.session_timeout)
+    rebalance_timeout = _optional(request, "rebalance_timeout")
+    join = JoinGroupRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=_optional(request, "group_instance_id"),
+        client_id=header.client_id or "",
+        client_host=CLIENT_HOST_UNKNOWN,
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=(
+            session_timeout_ms if rebalance_timeout is None else millis(rebalance_timeout)
+        ),
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        require_known_member_id=header.api_version >= 4,
+    )
+    try:
+        response = await broker.groups.join_group(join)
+    except KafkaError as e:
+        response = JoinGroupResponse(e.code, member_id=request.member_id)
+    return make(
+        module.JoinGroupResponse,
+        throttle_time=0,
+        error_code=response.error,
+        generation_id=response.generation_id,
+        protocol_name=response.protocol_name,
+        leader=response.leader,
+        member_id=response.member_id,
+        members=tuple(
+            make(
+                module.JoinGroupResponseMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                metadata=m.metadata,
+            )
+            for m in response.members
+        ),
+    )
+
+
+# -------------------------------------------------------------------- SyncGroup
+
+
+@handler(ApiKey.SYNC_GROUP)
+async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    sync = SyncGroupRequest(
+        group_id=request.group_id,
+        generation_id=int(request.generation_id),
+        member_id=request.member_id,
+        group_instance_id=_optional(request, "group_instance_id"),
+        assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
+    )
+    try:
+        response = await broker.groups.sync_group(sync)
+    except KafkaError as e:
+        response = SyncGroupResponse(e.code)
+    return make(
+        module.SyncGroupResponse,
+        throttle_time=0,
+        error_code=response.error,
+        assignment=response.assignment,
+    )
+
+
+# -------------------------------------------------------------------- Heartbeat
+
+
+@handler(ApiKey.HEARTBEAT)
+async def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    heartbeat = HeartbeatRequest(
+        group_id=request.group_id,
+        generation_id=int(request.generation_id),
+        member_id=request.member_id,
+        group_instance_id=_optional(request, "group_instance_id"),
+    )
+    try:
+        error = (await broker.groups.heartbeat(heartbeat)).error
+    except KafkaError as e:
+        error = e.code
+    return make(module.HeartbeatResponse, throttle_time=0, error_code=error)
+
+
+# ------------------------------------------------------------------- LeaveGroup
+
+
+@handler(ApiKey.LEAVE_GROUP)
+async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    batched = has_field(type(request), "members")
+    if batched:
+        identities = tuple(
+            MemberIdentity(m.member_id, _optional(m, "group_instance_id")) for m in request.members
+        )
+    else:
+        identities = (MemberIdentity(request.member_id),)
+    try:
+        response = await broker.groups.leave_group(LeaveGroupRequest(request.group_id, identities))
+    except KafkaError as e:
+        response = LeaveGroupResponse(e.code)
+    error = response.error
+    if not batched and error is ErrorCode.none and response.members:
+        error = response.members[0].error  # v0–2: one member, its error is the answer
+    return make(
+        module.LeaveGroupResponse,
+        throttle_time=0,
+        error_code=error,
+        members=tuple(
+            make(
+                module.MemberResponse,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error_code=m.error,
+            )
+            for m in response.members
+        ),
+    )
+
+
+# ----------------------------------------------------------------- OffsetCommit
+
+
+def _partition_exists(broker: Broker, partition: TopicPartition) -> bool:
+    topic = broker.topics.get(partition.topic)
+    return topic is not None and partition.partition in topic.partitions
+
+
+def _by_topic(
+    entries: Iterable[tuple[TopicPartition, Any]],
+) -> dict[str, list[tuple[int, Any]]]:
+    """Entries grouped by topic, topics and partitions in their first-seen order."""
+    grouped: dict[str, list[tuple[int, Any]]] = {}
+    for partition, value in entries:
+        grouped.setdefault(partition.topic, []).append((partition.partition, value))
+    return grouped
+
+
+@handler(ApiKey.OFFSET_COMMIT)
+async def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    requested: list[tuple[TopicPartition, OffsetToCommit]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            offset = OffsetToCommit(
+                offset=int(p.committed_offset),
+                leader_epoch=int(_optional(p, "committed_leader_epoch", NO_LEADER_EPOCH)),
+                metadata=p.committed_metadata,
+            )
+            requested.append((TopicPartition(topic.name, int(p.partition_index)), offset))
+    errors: dict[TopicPartition, ErrorCode] = {}
+    known = []
+    for partition, offset in requested:
+        if _partition_exists(broker, partition):
+            known.append((partition, offset))
+        else:
+            errors[partition] = ErrorCode.unknown_topic_or_partition
+    retention_time = _optional(request, "retention_time")
+    commit = OffsetCommitRequest(
+        group_id=request.group_id,
+        generation_id=int(request.generation_id_or_member_epoch),
+        member_id=request.member_id,
+        group_instance_id=_optional(request, "group_instance_id"),
+        offsets=tuple(known),
+        retention_ms=-1 if retention_time is None else millis(retention_time),
+    )
+    if known:
+        try:
+            errors.update((await broker.groups.commit_offsets(commit)).errors)
+        except KafkaError as e:
+            errors.update((partition, e.code) for partition, _ in known)
+    return make(
+        module.OffsetCommitResponse,
+        throttle_time=0,
+        topics=tuple(
+            make(
+                module.OffsetCommitResponseTopic,
+                name=name,
+                partitions=tuple(
+                    make(
+                        module.OffsetCommitResponsePartition,
+                        partition_index=index,
+                        error_code=errors[TopicPartition(name, index)],
+                    )
+                    for index, _ in partitions
+                ),
+            )
+            for name, partitions in _by_topic(requested).items()
+        ),
+    )
+
+
+# ------------------------------------------------------------------ OffsetFetch
+
+
+@handler(ApiKey.OFFSET_FETCH)
+async def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    partitions: list[TopicPartition] | None = None
+    if request.topics is not None:
+        partitions = [
+            TopicPartition(t.name, int(index))
+            for t in request.topics
+            for index in t.partition_indexes
+        ]
+    try:
+        response = await broker.groups.fetch_offsets(request.group_id, partitions)
+    except KafkaError as e:
+        # v2+ has a top-level error; v1 only per partition.
+        response = OffsetFetchResponse(
+            e.code, tuple(FetchedOffset(p, error=e.code) for p in partitions or ())
+        )
+    return make(
+        module.OffsetFetchResponse,
+        throttle_time=0,
+        error_code=response.error,
+        topics=tuple(
+            make(
+                module.OffsetFetchResponseTopic,
+                name=name,
+                partitions=tuple(
+                    make(
+                        module.OffsetFetchResponsePartition,
+                        partition_index=index,
+                        committed_offset=fetched.offset,
+                        committed_leader_epoch=fetched.leader_epoch,
+                        metadata=fetched.metadata,
+                        error_code=fetched.error,
+                    )
+                    for index, fetched in entries
+                ),
+            )
+            for name, entries in _by_topic((f.partition, f) for f in response.offsets).items()
+        ),
+    )
+
+
+# -------------------------------------------------------- DescribeGroups, ListGroups
+
+
+@handler(ApiKey.DESCRIBE_GROUPS)
+async def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    include_operations = bool(_optional(request, "include_authorized_operations", False))
+    descriptions = await broker.groups.describe_groups(list(request.groups))
+    return make(
+        module.DescribeGroupsResponse,
+        throttle_time=0,
+        groups=tuple(
+            make(
+                module.DescribedGroup,
+                error_code=d.error,
+                group_id=d.group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol,
+                members=tuple(
+                    make(
+                        module.DescribedGroupMember,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in d.members
+                ),
+                authorized_operations=(
+                    AUTHORIZED_OPERATIONS_ALL if include_operations else -(2**31)
+                ),
+            )
+            for d in descriptions
+        ),
+    )
+
+
+@handler(ApiKey.LIST_GROUPS)
+async def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    states = _optional(request, "states_filter")
+    response = await broker.groups.list_groups(list(states) if states else None)
+    return make(
+        module.ListGroupsResponse,
+        throttle_time=0,
+        error_code=response.error,
+        groups=tuple(
+            make(
+                module.ListedGroup,
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+            )
+            for g in response.groups
+        ),
+    )
+
+
+# ---------------------------------------------------------- DeleteGroups, OffsetDelete
+
+
+@handler(ApiKey.DELETE_GROUPS)
+async def handle_delete_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    response = await broker.groups.delete_groups(list(request.groups_names))
+    return make(
+        module.DeleteGroupsResponse,
+        throttle_time=0,
+        results=tuple(
+            make(module.DeletableGroupResult, group_id=group_id, error_code=error)
+            for group_id, error in response.errors
+        ),
+    )
+
+
+def _offset_delete_topics(
+    module: ModuleType, requested: Sequence[TopicPartition], errors: dict[TopicPartition, Any]
+) -> tuple[Any, ...]:
+    return tuple(
+        make(
+            module.OffsetDeleteResponseTopic,
+            name=name,
+            partitions=tuple(
+                make(
+                    module.OffsetDeleteResponsePartition,
+                    partition_index=index,
+                    error_code=errors.get(TopicPartition(name, index), ErrorCode.none),
+                )
+                for index, _ in entries
+            ),
+        )
+        for name, entries in _by_topic((p, None) for p in requested).items()
+    )
+
+
+@handler(ApiKey.OFFSET_DELETE)
+async def handle_offset_delete(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    requested = [
+        TopicPartition(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions
+    ]
+    errors: dict[TopicPartition, Any] = {}
+    try:
+        response = await broker.groups.delete_offsets(request.group_id, requested)
+    except KafkaError as e:
+        top_error = e.code
+    else:
+        top_error = response.error
+        errors.update(response.errors)
+    return make(
+        module.OffsetDeleteResponse,
+        error_code=top_error,
+        throttle_time=0,
+        topics=()
+        if top_error is not ErrorCode.none
+        else _offset_delete_topics(module, requested, errors),
+    )
