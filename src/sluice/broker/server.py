@@ -43,6 +43,7 @@ class FileSlice(Protocol):
     def position(self) -> int: ...
     @property
     def size_bytes(self) -> int: ...
+    def read(self) -> bytes: ...
 
 
 Response = bytes | list[bytes | FileSlice] | None
@@ -110,6 +111,12 @@ class Server:
             await self._server.wait_closed()
 
 
+def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
+    """uvloop has no ``loop.sendfile`` (NotImplementedError, even with fallback); on such
+    a loop record slices are read into memory and written instead."""
+    return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
+
+
 class Connection:
     def __init__(
         self,
@@ -149,6 +156,7 @@ class Connection:
     ) -> None:
         loop = asyncio.get_running_loop()
         writer = self._writer
+        zero_copy = _loop_has_sendfile(loop)
         while True:
             task = await in_flight.get()
             if task is None:
@@ -163,6 +171,8 @@ class Connection:
                 for part in response:
                     if isinstance(part, bytes):
                         writer.write(part)
+                    elif not zero_copy:
+                        writer.write(part.read())
                     else:
                         await writer.drain()
                         await loop.sendfile(

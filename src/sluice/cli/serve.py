@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -17,6 +18,19 @@ from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if name == "asyncio":
+        return None
+    try:
+        import uvloop  # noqa: PLC0415 - optional, imported only when asked for
+    except ImportError:
+        raise click.ClickException(
+            "--event-loop uvloop needs the uvloop package: .venv/bin/pip install uvloop"
+        ) from None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
@@ -65,6 +79,15 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     help="A broker setting, e.g. -o num.partitions=3 -o log.retention.hours=24.",
 )
 @click.option(
+    "--event-loop",
+    type=click.Choice(["asyncio", "uvloop"]),
+    default="asyncio",
+    envvar="SLUICE_EVENT_LOOP",
+    show_default=True,
+    help="asyncio serves fetches with zero-copy sendfile; uvloop (pip install uvloop) has "
+    "no sendfile. docs/performance.md has the measurement.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     envvar="SLUICE_LOG_LEVEL",
@@ -77,6 +100,7 @@ def serve(
     node_id: int | None,
     config_file: Path | None,
     overrides: tuple[str, ...],
+    event_loop: str,
     log_level: str,
 ) -> None:
     """Run a single-node broker in the foreground.
@@ -100,8 +124,10 @@ def serve(
         config.port = port
     if node_id is not None:
         config.node_id = node_id
+    loop_factory = _loop_factory(event_loop)
     try:
-        asyncio.run(run_broker(config))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(run_broker(config))
     except DataDirInUse as e:
         raise click.ClickException(str(e)) from None
     except MetadataFileError as e:

@@ -205,7 +205,10 @@ cleaned over several passes."""
 PLAN_SEGMENTS_MAX: Final = 512
 """Segments one plan reads; each holds a duplicated descriptor until ``build`` ends.
 With more cleanable segments, a pass reads the first ones, or, when the dirty range
-starts past them, the ones from the first dirty segment on."""
+starts past them, the ones from the first dirty segment on; then segments before that
+window keep values overwritten in it until a pass covers both (the merging of small
+cleaned segments usually brings the count down first). 512 segments are 512 GiB at the
+default segment.bytes."""
 
 CLEANER_READ_BYTES: Final = 1024 * 1024
 """Bytes read at a time from a segment (a larger batch is read whole)."""
@@ -492,6 +495,8 @@ def _select_records(
                     raise errors.CorruptMessage(f"record {index} key has length {size}")
                 key = section[position : position + size]
                 position += size
+                if position >= record_end:
+                    raise errors.CorruptMessage(f"record {index} has no value length")
                 if size > KEY_DIGEST_BYTES:
                     key = digest(key, digest_size=KEY_DIGEST_BYTES).digest()
                 latest = get(key)
@@ -713,7 +718,8 @@ class _SegmentWriter:
     ``lazy_source`` (a lone segment that may come out unchanged) nothing is written
     until the output first differs from the source; then the unchanged prefix is
     copied from it. Indexes follow the segment's own rule (an entry every
-    index.interval.bytes, a final time-index entry)."""
+    index.interval.bytes, a final time-index entry), built as the batches go, so the
+    swap has nothing to scan."""
 
     def __init__(
         self,
@@ -795,9 +801,15 @@ class _SegmentWriter:
                 self._flush()
         position = self.size_bytes
         self._max_timestamp_ms = max(self._max_timestamp_ms, max_timestamp_ms)
+        # The segment's rule, plus: the second batch is always indexed. A cleaned
+        # segment is often an empty batch and one more, and a segment larger than
+        # index.interval.bytes without entries looks wrong to LogSegment (it rebuilds).
         if (
             position > 0
-            and self._bytes_since_index_entry >= self._index_interval_bytes
+            and (
+                self._bytes_since_index_entry >= self._index_interval_bytes
+                or not self._offset_index.entries
+            )
             and not self._offset_index.is_full
         ):
             self._offset_index.append(header.base_offset, position)

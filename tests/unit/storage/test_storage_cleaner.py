@@ -105,6 +105,8 @@ def overwrite(
 ) -> None:
     """``batches`` batches of ``per_batch`` records; record n of the run has key
     ``k<n*7 % keys>`` and a value naming n."""
+    clock = log.clock
+    assert isinstance(clock, ManualClock)
     n = 0
     for _ in range(batches):
         pairs: list[Pair] = []
@@ -112,6 +114,7 @@ def overwrite(
             pairs.append((b"k%d" % (n * 7 % keys), (tag + b"v%d-" % n).ljust(value_bytes, b".")))
             n += 1
         append_pairs(log, codec, pairs)
+        clock.advance(10)
 
 
 def settle(log: PartitionLog) -> None:
@@ -200,6 +203,13 @@ def test_the_latest_value_of_each_key_wins_and_offsets_never_change(
     assert read_cleaner_checkpoint(log.directory) == CleanerCheckpoint(end, -1)
     assert not cleaner.needs_cleaning(log, log.clock.wall_ms())
     assert leftovers(log.directory) == []
+    # ListOffsets by time: an offset from which the first record read is the first
+    # survivor at or after the time.
+    for timestamp_ms in sorted({r[1] for r in before})[::7]:
+        expected = next(r for r in after if r[1] >= timestamp_ms)
+        found = log.offset_for_timestamp(timestamp_ms)
+        assert found is not None and found[0] <= expected[0]
+        assert rows_from(log, found[0])[0] == expected
 
 
 def rows_from(log: PartitionLog, offset: int) -> list[Row]:
@@ -387,9 +397,12 @@ def test_min_compaction_lag_keeps_young_segments(
     assert after == compacted(before, old_end), "only segments at least the lag old"
     assert [r for r in after if r[0] >= old_end] == [r for r in before if r[0] >= old_end]
 
-    clock.advance(lag_ms - 1)  # the youngest record is 1 ms short of the lag
-    assert clean(log) is None
-    clock.advance(10)
+    youngest = log.segments[-2]
+    youngest_bytes = youngest.log_path.read_bytes()
+    clock.advance(youngest.max_timestamp_ms + lag_ms - 1 - clock.wall_ms())
+    clean(log)  # may clean young segments that came of age, never the youngest
+    assert log.segments[-2] is youngest and youngest.log_path.read_bytes() == youngest_bytes
+    clock.advance(1)
     assert cleaner.needs_cleaning(log, clock.wall_ms())
     clean(log)
     assert rows(log) == compacted(before, log.segments[-1].base_offset)
@@ -659,6 +672,30 @@ def set_offset(batch: bytearray, offset: int) -> bytearray:
 
 
 # -- limits: the offset map, grouping, throttling ----------------------------------------------
+
+
+def test_a_window_of_segments_per_plan_still_cleans_correctly(
+    compact_log: Callable[..., PartitionLog], codec: Compression
+) -> None:
+    log = compact_log()
+    overwrite(log, codec, batches=80, keys=9)
+    settle(log)
+    before = rows(log)
+    assert len(log.segments) > 6
+    passes = 0
+    while clean(log, plan_segments_max=2) is not None:
+        passes += 1
+        after = rows(log)
+        assert set(after) <= set(before)
+        cleaned_end = read_cleaner_checkpoint(log.directory).first_dirty_offset
+        latest = {r[2]: r for r in before if r[0] < cleaned_end}
+        assert set(latest.values()) <= set(after), "no latest value is ever lost"
+    assert passes > 2
+    end = log.segments[-1].base_offset
+    assert read_cleaner_checkpoint(log.directory).first_dirty_offset == end
+    (log.directory / CLEANER_CHECKPOINT_NAME).unlink()  # one full pass finishes the job
+    clean(log)
+    assert rows(log) == compacted(before, end)
 
 
 def test_a_small_offset_map_cleans_in_several_passes(
