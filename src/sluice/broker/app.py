@@ -34,7 +34,9 @@ from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import KafkaStorageError
 from sluice.storage import (
+    PartitionLog,
     clean_shutdown_marker_exists,
+    cleaner,
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
@@ -119,7 +121,8 @@ class Broker:
             if existing.partition_count != self.config.offsets_topic_num_partitions:
                 log.warning(
                     "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
-                    OFFSETS_TOPIC, existing.partition_count,
+                    OFFSETS_TOPIC,
+                    existing.partition_count,
                     self.config.offsets_topic_num_partitions,
                 )
             return
@@ -140,11 +143,14 @@ class Broker:
         """Serve until :meth:`request_stop`, then shut down cleanly."""
         try:
             async with asyncio.TaskGroup() as tasks:
-                flusher = tasks.create_task(self._flush_periodically())
-                janitor = tasks.create_task(self._apply_retention_periodically())
+                background = [
+                    tasks.create_task(self._flush_periodically()),
+                    tasks.create_task(self._apply_retention_periodically()),
+                    tasks.create_task(self._clean_periodically()),
+                ]
                 await self._stopping.wait()
-                flusher.cancel()
-                janitor.cancel()
+                for task in background:
+                    task.cancel()
         finally:
             await self.shutdown()
 
@@ -204,6 +210,38 @@ class Broker:
                         "retention deleted %d segment(s) of %s", deleted, partition.topic_partition
                     )
                 partition.log.delete_expired_files(now_ms)
+
+    async def _clean_periodically(self) -> None:
+        interval_s = self.config.log_cleaner_backoff_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            for partition in self.replicas:
+                if partition.log.config.compact and not partition.log.closed:
+                    await self.clean(partition.log)
+
+    async def clean(self, partition_log: PartitionLog) -> bool:
+        """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
+        within the I/O budget, swap the cleaned segments in here. True if it swapped."""
+        now_ms = self.clock.wall_ms()
+        if not cleaner.needs_cleaning(partition_log, now_ms):
+            return False
+        plan = cleaner.prepare(partition_log, now_ms)
+        if plan is None:
+            return False
+        # Cancelled at shutdown, the worker thread finishes its build on its own; the
+        # .cleaned files it leaves are removed when the log is next opened.
+        try:
+            stats = await asyncio.to_thread(
+                plan.build, self.config.log_cleaner_io_max_bytes_per_second
+            )
+        except KafkaStorageError:
+            log.exception("cleaning %s failed; will try again", partition_log.directory.name)
+            plan.discard()
+            return False
+        swapped = partition_log.swap_cleaned(plan)
+        if swapped:
+            log.info("compacted %s: %s", partition_log.directory.name, stats)
+        return swapped
 
 
 async def serve(config: BrokerConfig) -> None:

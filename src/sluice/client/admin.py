@@ -1,9 +1,10 @@
-"""Administration: topics, configs and offsets, over the Kafka admin APIs.
+"""Administration: topics, configs, offsets and consumer groups, over the Kafka admin APIs.
 
 Each method sends one kind of request to the broker that must answer it (the controller
-for topic creation and deletion, partition leaders for offsets, any broker for configs)
-and turns per-resource error codes into the matching
-:class:`~sluice.common.errors.KafkaError`, with the resource named in the message.
+for topic creation and deletion, partition leaders for offsets, any broker for configs,
+the group's coordinator for groups, see :mod:`sluice.client.groups`) and turns
+per-resource error codes into the matching :class:`~sluice.common.errors.KafkaError`,
+with the resource named in the message.
 """
 
 from __future__ import annotations
@@ -13,8 +14,24 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
-from sluice.client.cluster import Cluster, TopicMetadata, run_all
+from sluice.client.cluster import BrokerMetadata, Cluster, TopicMetadata, run_all
+from sluice.client.connection import BrokerConnection
+from sluice.client.groups import (
+    CONSUMER_PROTOCOL_TYPE,
+    COORDINATOR_TIMEOUT_S_DEFAULT,
+    GroupCoordinators,
+    GroupDescription,
+    GroupListing,
+    GroupState,
+    MalformedAssignmentError,
+    MemberDescription,
+    OffsetAndMetadata,
+    decode_consumer_assignment,
+    raise_for_group,
+    retry_coordinator_errors,
+)
 from sluice.client.messages import Request
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
@@ -28,7 +45,23 @@ RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
 
 NO_OFFSET = -1
-"""ListOffsets' answer when no record matches (e.g. a timestamp after the last record)."""
+"""ListOffsets' answer when no record matches (e.g. a timestamp after the last record);
+also OffsetFetch's committed offset of a partition the group has not committed."""
+
+SIMPLE_COMMIT_GENERATION_ID = -1
+SIMPLE_COMMIT_MEMBER_ID = ""
+"""An OffsetCommit outside any generation: a "simple consumer" or an administrator.
+Coordinators accept it only while the group has no members."""
+
+ACTIVE_MEMBER_CODES = frozenset(
+    {
+        ErrorCode.unknown_member_id,
+        ErrorCode.illegal_generation,
+        ErrorCode.rebalance_in_progress,
+        ErrorCode.fenced_instance_id,
+    }
+)
+"""How a coordinator refuses a commit without a generation while the group has members."""
 
 
 class OffsetSpec(IntEnum):
@@ -123,6 +156,13 @@ class ListedOffset:
     leader_epoch: int = -1
 
 
+def _partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic_partition in partitions:
+        by_topic[topic_partition.topic].append(topic_partition.partition)
+    return dict(by_topic)
+
+
 def _raise_for(code: int, message: str | None, context: str) -> None:
     if code == ErrorCode.none:
         return
@@ -140,8 +180,13 @@ class Admin:
             await admin.create_topics([NewTopic("orders", partitions=3)])
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(
+        self, cluster: Cluster, *, coordinator_timeout_s: float = COORDINATOR_TIMEOUT_S_DEFAULT
+    ) -> None:
+        """``coordinator_timeout_s`` bounds the retries of group requests while a
+        group's coordinator is unavailable, loading or moving."""
         self.cluster = cluster
+        self.coordinators = GroupCoordinators(cluster, timeout_s=coordinator_timeout_s)
 
     # ── topics ─────────────────────────────────────────────────────────────────────
 
@@ -382,3 +427,288 @@ class Admin:
                     timestamp_ms=int(partition.timestamp),
                     leader_epoch=int(getattr(partition, "leader_epoch", -1)),
                 )
+
+    # ── consumer groups ────────────────────────────────────────────────────────────
+
+    async def find_coordinator(self, group_id: str) -> BrokerMetadata:
+        """The broker coordinating ``group_id`` (retried while none is available)."""
+        return await self.coordinators.find(group_id)
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group of every broker, sorted by id, with its state.
+
+        Each broker lists the groups it coordinates and is asked for their states
+        (DescribeGroups) on the same connection; a group it no longer coordinates by
+        then is listed with state ``Unknown``.
+        """
+        metadata = await self.cluster.metadata([])
+        listings: list[GroupListing] = []
+        await run_all(self._list_groups_on(node_id, listings) for node_id in metadata.brokers)
+        return sorted(listings, key=lambda listing: listing.group_id)
+
+    async def _list_groups_on(self, node_id: NodeId, listings: list[GroupListing]) -> None:
+        connection = await self.cluster.connection(node_id)
+
+        async def list_and_describe() -> list[GroupListing]:
+            response = await connection.request(Request(ApiKey.LIST_GROUPS, {}))
+            _raise_for(response.error_code, None, f"listing the groups of broker {node_id}")
+            listed = [(group.group_id, group.protocol_type) for group in response.groups]
+            if not listed:
+                return []
+            described = await connection.request(
+                Request(
+                    ApiKey.DESCRIBE_GROUPS,
+                    {
+                        "groups": [group_id for group_id, _ in listed],
+                        "include_authorized_operations": False,
+                    },
+                )
+            )
+            states = {
+                group.group_id: group.group_state
+                for group in described.groups
+                if group.error_code == ErrorCode.none
+            }
+            return [
+                GroupListing(group_id, protocol_type, states.get(group_id, GroupState.UNKNOWN))
+                for group_id, protocol_type in listed
+            ]
+
+        listings.extend(
+            await retry_coordinator_errors(list_and_describe, self.coordinators.timeout_s)
+        )
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        """State, protocol and members (with decoded assignments) of each group, in the
+        order asked. A group that does not exist is described with state ``Dead``."""
+        wanted = list(dict.fromkeys(group_ids))
+        descriptions: dict[str, GroupDescription] = {}
+        await run_all(self._describe_group(group_id, descriptions) for group_id in wanted)
+        return [descriptions[group_id] for group_id in wanted]
+
+    async def _describe_group(
+        self, group_id: str, descriptions: dict[str, GroupDescription]
+    ) -> None:
+        async def attempt(connection: BrokerConnection) -> GroupDescription:
+            response = await connection.request(
+                Request(
+                    ApiKey.DESCRIBE_GROUPS,
+                    {"groups": [group_id], "include_authorized_operations": False},
+                )
+            )
+            for described in response.groups:
+                if described.group_id != group_id:
+                    continue
+                if described.error_code == ErrorCode.group_id_not_found:
+                    return GroupDescription(group_id, GroupState.DEAD, "", "")
+                raise_for_group(
+                    described.error_code, group_id, getattr(described, "error_message", None)
+                )
+                return _group_description(described)
+            raise errors.UnknownServerError(
+                f"DescribeGroups answer from broker at {connection.address} "
+                f"does not mention group {group_id!r}"
+            )
+
+        descriptions[group_id] = await self.coordinators.call(group_id, attempt)
+
+    async def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets: of ``partitions``, or of every partition it has
+        committed to (``None``). Partitions without a committed offset are left out."""
+        wanted = None if partitions is None else list(partitions)
+        if wanted is not None and not wanted:
+            return {}
+        topics = (
+            None
+            if wanted is None
+            else [
+                {"name": topic, "partition_indexes": indexes}
+                for topic, indexes in _partitions_by_topic(wanted).items()
+            ]
+        )
+
+        async def attempt(connection: BrokerConnection) -> dict[TopicPartition, OffsetAndMetadata]:
+            response = await connection.request(
+                Request(
+                    ApiKey.OFFSET_FETCH,
+                    {"group_id": group_id, "topics": topics, "require_stable": False},
+                )
+            )
+            raise_for_group(getattr(response, "error_code", ErrorCode.none), group_id)
+            offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    topic_partition = TopicPartition(topic.name, int(partition.partition_index))
+                    if partition.error_code == ErrorCode.unknown_topic_or_partition:
+                        continue
+                    _raise_for(
+                        partition.error_code,
+                        None,
+                        f"committed offset of group {group_id!r} in {topic_partition}",
+                    )
+                    if partition.committed_offset < 0:
+                        continue
+                    offsets[topic_partition] = OffsetAndMetadata(
+                        offset=int(partition.committed_offset),
+                        leader_epoch=int(getattr(partition, "committed_leader_epoch", -1)),
+                        metadata=partition.metadata or "",
+                    )
+            return offsets
+
+        return await self.coordinators.call(group_id, attempt)
+
+    async def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Commit ``offsets`` for the group as an administrator (no generation, no member
+        id). The coordinator accepts this only while the group has no members; otherwise
+        the refusal (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS) is
+        raised with a message that says so."""
+        if not offsets:
+            return
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = defaultdict(list)
+        for topic_partition, offset in offsets.items():
+            by_topic[topic_partition.topic].append((topic_partition.partition, offset))
+        fields = {
+            "group_id": group_id,
+            "generation_id_or_member_epoch": SIMPLE_COMMIT_GENERATION_ID,
+            "member_id": SIMPLE_COMMIT_MEMBER_ID,
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": index,
+                            "committed_offset": offset.offset,
+                            "committed_leader_epoch": offset.leader_epoch,
+                            "committed_metadata": offset.metadata,
+                        }
+                        for index, offset in partitions
+                    ],
+                }
+                for topic, partitions in by_topic.items()
+            ],
+        }
+
+        async def attempt(connection: BrokerConnection) -> None:
+            response = await connection.request(Request(ApiKey.OFFSET_COMMIT, fields))
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    code = partition.error_code
+                    if code in ACTIVE_MEMBER_CODES:
+                        raise errors.for_code(code)(
+                            f"group {group_id!r} has active members; its offsets can only "
+                            "be changed while it is empty (stop its consumers first)"
+                        )
+                    topic_partition = TopicPartition(topic.name, int(partition.partition_index))
+                    _raise_for(code, None, f"offset of group {group_id!r} in {topic_partition}")
+
+        await self.coordinators.call(group_id, attempt)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, errors.KafkaError | None]:
+        """Delete groups and their committed offsets; only empty groups can be deleted.
+
+        Returns each group's outcome, in the order asked: ``None`` when deleted, else the
+        broker's refusal (``GroupIdNotFound``, ``NonEmptyGroup``, ...) naming the group.
+        Unlike the topic methods this does not raise on the first refusal: groups are
+        deleted independently and some may go while others stay.
+        """
+        wanted = list(dict.fromkeys(group_ids))
+        outcomes: dict[str, errors.KafkaError | None] = {}
+        await run_all(self._delete_group(group_id, outcomes) for group_id in wanted)
+        return {group_id: outcomes[group_id] for group_id in wanted}
+
+    async def _delete_group(
+        self, group_id: str, outcomes: dict[str, errors.KafkaError | None]
+    ) -> None:
+        async def attempt(connection: BrokerConnection) -> None:
+            response = await connection.request(
+                Request(ApiKey.DELETE_GROUPS, {"groups_names": [group_id]})
+            )
+            for result in response.results:
+                if result.group_id == group_id:
+                    raise_for_group(result.error_code, group_id)
+                    return
+            raise errors.UnknownServerError(
+                f"DeleteGroups answer from broker at {connection.address} "
+                f"does not mention group {group_id!r}"
+            )
+
+        try:
+            await self.coordinators.call(group_id, attempt)
+        except errors.KafkaError as e:
+            outcomes[group_id] = e
+        else:
+            outcomes[group_id] = None
+
+    async def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Delete the group's committed offsets of ``partitions`` (OffsetDelete).
+
+        Allowed for an empty group, and for a consumer group with members only for topics
+        none of them subscribes to (else ``GroupSubscribedToTopic``). Raises the first
+        refusal.
+        """
+        wanted = list(partitions)
+        if not wanted:
+            return
+        fields = {
+            "group_id": group_id,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": index} for index in indexes]}
+                for topic, indexes in _partitions_by_topic(wanted).items()
+            ],
+        }
+
+        async def attempt(connection: BrokerConnection) -> None:
+            response = await connection.request(Request(ApiKey.OFFSET_DELETE, fields))
+            raise_for_group(response.error_code, group_id)
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    code = partition.error_code
+                    if code == ErrorCode.group_subscribed_to_topic:
+                        raise errors.for_code(code)(
+                            f"active members of group {group_id!r} subscribe to topic "
+                            f"{topic.name!r}; its offsets can be deleted once they stop"
+                        )
+                    topic_partition = TopicPartition(topic.name, int(partition.partition_index))
+                    _raise_for(
+                        code, None, f"committed offset of group {group_id!r} in {topic_partition}"
+                    )
+
+        await self.coordinators.call(group_id, attempt)
+
+
+def _group_description(described: Any) -> GroupDescription:
+    """A DescribeGroups answer for one group, with consumer assignments decoded."""
+    is_consumer_group = described.protocol_type == CONSUMER_PROTOCOL_TYPE
+    members = []
+    for member in described.members:
+        assignment: dict[str, list[int]] = {}
+        if is_consumer_group:
+            try:
+                assignment = decode_consumer_assignment(member.member_assignment)
+            except MalformedAssignmentError as e:
+                raise MalformedAssignmentError(
+                    f"group {described.group_id!r}, member {member.member_id!r}: {e}"
+                ) from None
+        members.append(
+            MemberDescription(
+                member_id=member.member_id,
+                group_instance_id=getattr(member, "group_instance_id", None),
+                client_id=member.client_id,
+                client_host=member.client_host,
+                assignment=assignment,
+            )
+        )
+    return GroupDescription(
+        group_id=described.group_id,
+        state=described.group_state,
+        protocol_type=described.protocol_type,
+        protocol=described.protocol_data,
+        members=members,
+    )

@@ -25,6 +25,14 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    # Consumer groups, as an administrator sees them (sluice.client.groups).
+    ApiKey.FIND_COORDINATOR: (0, 2),  # v4+ looks up a batch of keys
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (2, 5),  # v1 cannot ask for every partition (null topics)
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 

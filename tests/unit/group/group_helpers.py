@@ -71,8 +71,38 @@ class Harness:
                 self.replies[effect.token] = effect.response
             else:
                 self.held.append(effect)
+        self.check_invariants()
         if self.auto_commit:
             self.commit_appends()
+
+    def check_invariants(self) -> None:
+        for group_id in self.coordinator.group_ids():
+            group = self.group(group_id)
+            members = group.members
+            state = group.state.value
+            assert (group.leader_id is None) == (not members), group
+            assert group.leader_id is None or group.leader_id in members, group
+            for instance, member_id in group.static_members.items():
+                assert members[member_id].group_instance_id == instance, group
+            assert all(
+                m.group_instance_id is None
+                or group.static_members[m.group_instance_id] == m.member_id
+                for m in members.values()
+            ), group
+            assert group.pending_sync_members <= set(members), group
+            if state == "Empty":
+                assert not members, group
+            if state in ("CompletingRebalance", "Stable"):
+                assert members and group.protocol_name is not None, group
+            if state == "PreparingRebalance":
+                assert group.join_deadline_ms is not None, group
+            for member in members.values():
+                if member.join_token is not None:
+                    assert state in ("PreparingRebalance", "Stable"), group
+                    assert member.join_token not in self.replies, "a parked token was answered"
+                if member.sync_token is not None:
+                    assert state == "CompletingRebalance", group
+                    assert member.sync_token not in self.replies, "a parked token was answered"
 
     def commit_appends(self, error: ErrorCode | None = None, count: int | None = None) -> int:
         """Complete held appends in order (all, or the first ``count``)."""

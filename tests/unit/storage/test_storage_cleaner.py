@@ -815,7 +815,7 @@ def test_a_crash_at_any_step_leaves_all_old_or_all_new_segments(
     the build and the swap, and after; every copy must reopen, with and without
     recovery, to exactly the old records or exactly the new ones, and once new, new."""
     log = compact_log(segment_bytes=1500)
-    overwrite(log, codec, batches=40, keys=6)
+    overwrite(log, codec, batches=20, keys=6)
     settle(log)
     append_pairs(log, codec, [(b"k1", b"in the active segment")])
     log.update_high_watermark(log.log_end_offset)
@@ -849,11 +849,23 @@ def test_a_crash_at_any_step_leaves_all_old_or_all_new_segments(
     new = rows(log)
     assert new != old and new == compacted(old, log.segments[-1].base_offset)
     assert building > 0 and len(images) > building + 10
+    assert len(plan.outputs) >= 2, "several segments swap in together"
+    states = [set(os.listdir(path)) for path in images]
+    assert any(  # mid-commit: some .swap already, a .log.cleaned still (roll back)
+        any(n.endswith(".swap") for n in names) and any(n.endswith(".log.cleaned") for n in names)
+        for names in states
+    )
+    assert any(  # mid-install: committed, .log.swap left (complete)
+        any(n.endswith(".log.swap") for n in names)
+        and not any(n.endswith(".cleaned") for n in names)
+        and any(n.endswith(".deleted") for n in names)
+        for names in states
+    )
 
     outcomes: list[bool] = []
     for path in images:
-        for recover in (True, False):
-            copy = shutil.copytree(path, path.with_name(f"{path.name}-{recover}"))
+        for recover in (False, True):  # the last opening may use the image itself
+            copy = path if recover else shutil.copytree(path, path.with_name(f"{path.name}-0"))
             reopened = PartitionLog.open(copy, log.config, log.clock, recover=recover)
             try:
                 got = rows(reopened)

@@ -1,0 +1,786 @@
+"""``sluice groups``: list, describe and delete consumer groups, and reset or delete their
+committed offsets, like Kafka's ``kafka-consumer-groups``.
+
+``reset-offsets`` only prints its plan unless given ``--execute``. Offsets can be changed
+only while the group is inactive (Empty, or Dead: never seen), because the consumers of
+an active group would overwrite them with their next commit; the command checks the
+state first, and the coordinator refuses the commit too if a consumer joins meanwhile.
+
+Where a reset goes, per partition (always inside [log start offset, log end offset]):
+
+- ``--to-earliest``: the log start offset; ``--to-latest``: the log end offset;
+- ``--to-datetime T``: the first record with a timestamp at or after T, or the log end
+  offset if there is none;
+- ``--to-offset N``: N, moved into the range if outside it (as Kafka does);
+- ``--shift-by N``: the committed offset plus N (N may be negative), moved into the range.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from sluice.cli.common import bootstrap_option, check_partition, open_cluster, run, topic_missing
+from sluice.client.admin import ACTIVE_MEMBER_CODES, NO_OFFSET, Admin, OffsetSpec
+from sluice.client.groups import GroupDescription, GroupListing, MemberDescription
+from sluice.client.groups import OffsetAndMetadata as CommittedOffset
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition, topic_name_problem
+from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX
+
+NONE_TEXT = "-"
+"""How text output shows a missing value (no committed offset, no owner)."""
+
+# ── parsing ────────────────────────────────────────────────────────────────────────────
+
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def parse_datetime_ms(text: str) -> int:
+    """Milliseconds since the epoch of ``YYYY-MM-DDTHH:mm[:SS[.fff]][Z|±hh:mm]``.
+
+    Without a zone the time is local, like Kafka's ``--to-datetime``. Raises
+    ``ValueError`` with an example of the expected form.
+    """
+    example = "expected e.g. 2024-01-31T09:30:00, 2024-01-31T09:30:00Z or 2024-01-31T09:30:00+02:00"
+    if not _DATETIME.match(text.strip()):
+        raise ValueError(f"{text!r} is not a date and time ({example})")
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not a valid date and time: {e}") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # naive: the local time zone, as Kafka reads it
+    return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def parse_topic_spec(text: str) -> tuple[str, list[int] | None]:
+    """``TOPIC`` (every partition: ``None``) or ``TOPIC:P,P,FIRST-LAST`` (those, sorted).
+
+    Raises ``ValueError`` naming what is wrong.
+    """
+    topic, separator, partitions_text = text.partition(":")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise ValueError(problem)
+    if not separator:
+        return topic, None
+    if not partitions_text.strip():
+        raise ValueError(f"{text!r} has no partitions after ':' (e.g. {topic}:0,1 or {topic}:0-3)")
+    partitions: set[int] = set()
+    for item in partitions_text.split(","):
+        first_text, dash, last_text = item.strip().partition("-")
+        try:
+            first = int(first_text)
+            last = int(last_text) if dash else first
+        except ValueError:
+            raise ValueError(
+                f"{item.strip()!r} in {text!r} is not a partition number or range FIRST-LAST"
+            ) from None
+        if first < 0 or last < first:
+            raise ValueError(f"{item.strip()!r} in {text!r} is not a valid partition range")
+        if last >= PARTITIONS_PER_TOPIC_MAX:
+            raise ValueError(
+                f"partition {last} in {text!r} is beyond the {PARTITIONS_PER_TOPIC_MAX} "
+                "partitions a topic can have"
+            )
+        partitions.update(range(first, last + 1))
+    return topic, sorted(partitions)
+
+
+def merge_topic_specs(texts: Iterable[str]) -> dict[str, list[int] | None]:
+    """Parse repeated ``--topic`` values; a topic named whole anywhere stays whole."""
+    merged: dict[str, set[int] | None] = {}
+    for text in texts:
+        topic, partitions = parse_topic_spec(text)
+        known = merged.get(topic, set())
+        merged[topic] = None if partitions is None or known is None else known | set(partitions)
+    return {
+        topic: None if partitions is None else sorted(partitions)
+        for topic, partitions in merged.items()
+    }
+
+
+def _topic_specs(
+    _context: click.Context, _parameter: click.Parameter, values: Sequence[str]
+) -> dict[str, list[int] | None]:
+    try:
+        return merge_topic_specs(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def _datetime_ms(
+    _context: click.Context, _parameter: click.Parameter, value: str | None
+) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_datetime_ms(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def _check_group_id(_context: click.Context, _parameter: click.Parameter, value: Any) -> Any:
+    for group_id in value if isinstance(value, tuple) else (value,):
+        if not group_id:
+            raise click.BadParameter("a group id cannot be empty")
+    return value
+
+
+# ── planning a reset ───────────────────────────────────────────────────────────────────
+
+
+class ResetKind(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    DATETIME = "datetime"
+    OFFSET = "offset"
+    SHIFT_BY = "shift-by"
+
+
+@dataclass(frozen=True, slots=True)
+class ResetTarget:
+    """Where ``reset-offsets`` moves each partition; ``value`` is the time in ms
+    (DATETIME), the offset (OFFSET) or the distance (SHIFT_BY)."""
+
+    kind: ResetKind
+    value: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReset:
+    topic_partition: TopicPartition
+    current_offset: int | None
+    """The committed offset now; None if the group has none for the partition."""
+    new_offset: int
+
+
+def clamp(offset: int, log_start_offset: int, log_end_offset: int) -> int:
+    """``offset`` moved into [log start, log end], as Kafka's tool does."""
+    return max(log_start_offset, min(offset, log_end_offset))
+
+
+def new_offset(
+    target: ResetTarget,
+    *,
+    current_offset: int | None,
+    log_start_offset: int,
+    log_end_offset: int,
+    offset_at_time: int = NO_OFFSET,
+) -> int:
+    """Where ``target`` puts one partition; ``offset_at_time`` is ListOffsets' answer
+    for the target's time (DATETIME only). Raises ``ValueError`` for SHIFT_BY without a
+    committed offset to shift from."""
+    assert log_start_offset <= log_end_offset
+    kind = target.kind
+    if kind is ResetKind.EARLIEST:
+        return log_start_offset
+    if kind is ResetKind.LATEST:
+        return log_end_offset
+    if kind is ResetKind.DATETIME:
+        if offset_at_time == NO_OFFSET:
+            return log_end_offset  # no record at or after that time
+        return clamp(offset_at_time, log_start_offset, log_end_offset)
+    if kind is ResetKind.OFFSET:
+        return clamp(target.value, log_start_offset, log_end_offset)
+    assert kind is ResetKind.SHIFT_BY
+    if current_offset is None:
+        raise ValueError("it has no committed offset to shift from")
+    return clamp(current_offset + target.value, log_start_offset, log_end_offset)
+
+
+def _reset_target(
+    *,
+    to_earliest: bool,
+    to_latest: bool,
+    to_datetime_ms: int | None,
+    to_offset: int | None,
+    shift_by: int | None,
+) -> ResetTarget:
+    chosen = [
+        target
+        for target in (
+            ResetTarget(ResetKind.EARLIEST) if to_earliest else None,
+            ResetTarget(ResetKind.LATEST) if to_latest else None,
+            None if to_datetime_ms is None else ResetTarget(ResetKind.DATETIME, to_datetime_ms),
+            None if to_offset is None else ResetTarget(ResetKind.OFFSET, to_offset),
+            None if shift_by is None else ResetTarget(ResetKind.SHIFT_BY, shift_by),
+        )
+        if target is not None
+    ]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
+        )
+    return chosen[0]
+
+
+# ── errors and output ──────────────────────────────────────────────────────────────────
+
+
+def group_missing(group_id: str) -> click.ClickException:
+    return click.ClickException(
+        f"group {group_id!r} does not exist (list groups with `sluice groups list`)"
+    )
+
+
+def _group_error(error: KafkaError, group_id: str) -> KafkaError | click.ClickException:
+    """The one-line message for a group refusal; other errors are returned as they are
+    for :func:`~sluice.cli.common.run` to print."""
+    code = error.code
+    if code == ErrorCode.group_id_not_found:
+        return group_missing(group_id)
+    if code == ErrorCode.non_empty_group:
+        return click.ClickException(f"{error.message} (stop its consumers first)")
+    if code in ACTIVE_MEMBER_CODES or code == ErrorCode.group_subscribed_to_topic:
+        return click.ClickException(error.message)
+    return error
+
+
+def _active_message(description: GroupDescription, action: str) -> str:
+    return (
+        f"cannot {action} group {description.group_id!r}: it has "
+        f"{len(description.members)} active member(s) (state {description.state}); "
+        "stop its consumers first"
+    )
+
+
+def _text(value: object) -> str:
+    return NONE_TEXT if value is None or value == "" else str(value)
+
+
+def _echo_table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo(
+            "  "
+            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _echo_json(document: Any) -> None:
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+_format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a table; json: one JSON document.",
+)
+_group_argument = click.argument("group_id", metavar="GROUP", callback=_check_group_id)
+
+
+async def _existing_partitions(
+    admin: Admin, partitions: Iterable[TopicPartition]
+) -> list[TopicPartition]:
+    """Those of ``partitions`` whose topic and partition still exist."""
+    wanted = sorted(set(partitions))
+    metadata = await admin.cluster.metadata({tp.topic for tp in wanted})
+    existing = []
+    for topic_partition in wanted:
+        topic = metadata.topics.get(topic_partition.topic)
+        if (
+            topic is not None
+            and topic.error_code == ErrorCode.none
+            and any(p.partition == topic_partition.partition for p in topic.partitions)
+        ):
+            existing.append(topic_partition)
+    return existing
+
+
+async def _named_partitions(
+    admin: Admin, specs: Mapping[str, list[int] | None]
+) -> list[TopicPartition]:
+    """Every partition ``--topic`` names; a missing topic or partition is an error."""
+    partitions: list[TopicPartition] = []
+    for topic, indexes in specs.items():
+        try:
+            metadata = await admin.describe_topic(topic)
+        except errors.KafkaError as e:
+            if isinstance(e, errors.UnknownTopicOrPartition):
+                raise topic_missing(topic) from None
+            raise
+        if indexes is None:
+            partitions += [p.topic_partition for p in metadata.partitions]
+            continue
+        for index in indexes:
+            check_partition(metadata, index)
+            partitions.append(TopicPartition(topic, index))
+    return sorted(set(partitions))
+
+
+# ── commands ───────────────────────────────────────────────────────────────────────────
+
+
+@click.group()
+def groups() -> None:
+    """List, describe and delete consumer groups; reset or delete their offsets."""
+
+
+@groups.command(name="list")
+@_format_option
+@bootstrap_option
+def list_groups(*, output_format: str, bootstrap_server: str) -> None:
+    """List every group with its state and protocol type."""
+
+    async def listings() -> list[GroupListing]:
+        async with open_cluster(bootstrap_server) as cluster:
+            return await Admin(cluster).list_groups()
+
+    found = run(listings)
+    if output_format == "json":
+        _echo_json(
+            [
+                {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
+                for g in found
+            ]
+        )
+        return
+    if found:
+        _echo_table(
+            [("GROUP", "STATE", "PROTOCOL TYPE")]
+            + [(g.group_id, g.state, _text(g.protocol_type)) for g in found]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionRow:
+    topic_partition: TopicPartition
+    committed: CommittedOffset | None
+    log_end_offset: int | None
+    """None when the topic or partition no longer exists."""
+    owner: MemberDescription | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end_offset is None:
+            return None
+        return self.log_end_offset - self.committed.offset
+
+
+def _member_json(member: MemberDescription) -> dict[str, Any]:
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "host": member.client_host,
+        "assignment": member.assignment,
+    }
+
+
+def _assignment_text(assignment: Mapping[str, list[int]]) -> str:
+    return " ".join(
+        f"{topic}:{','.join(map(str, partitions))}" for topic, partitions in assignment.items()
+    )
+
+
+@groups.command()
+@_group_argument
+@click.option("--members", is_flag=True, help="List the members and their assignments instead.")
+@_format_option
+@bootstrap_option
+def describe(*, group_id: str, members: bool, output_format: str, bootstrap_server: str) -> None:
+    """Show the state, committed offsets and lag of GROUP.
+
+    One row per partition the group has committed an offset for or has assigned to a
+    member: committed offset, log end offset, lag (log end minus committed) and the
+    member that owns the partition. With --members: one row per member instead.
+    """
+
+    async def gather() -> tuple[GroupDescription, list[_PartitionRow]]:
+        async with open_cluster(bootstrap_server) as cluster:
+            admin = Admin(cluster)
+            (description,) = await admin.describe_groups([group_id])
+            committed = await admin.list_group_offsets(group_id)
+            if not description.exists and not committed:
+                raise group_missing(group_id)
+            owners = {
+                TopicPartition(topic, partition): member
+                for member in description.members
+                for topic, partitions in member.assignment.items()
+                for partition in partitions
+            }
+            partitions = sorted(set(committed) | set(owners))
+            existing = await _existing_partitions(admin, partitions)
+            log_ends = await admin.list_offsets(existing, OffsetSpec.LATEST) if existing else {}
+            rows = [
+                _PartitionRow(
+                    tp,
+                    committed.get(tp),
+                    log_ends[tp].offset if tp in log_ends else None,
+                    owners.get(tp),
+                )
+                for tp in partitions
+            ]
+            return description, rows
+
+    description, rows = run(gather)
+    if members:
+        _print_members(description, output_format)
+    else:
+        _print_partitions(description, rows, output_format)
+
+
+def _summary_json(description: GroupDescription) -> dict[str, Any]:
+    return {
+        "group": description.group_id,
+        "state": description.state,
+        "protocol_type": description.protocol_type,
+        "protocol": description.protocol,
+        "member_count": len(description.members),
+    }
+
+
+def _print_summary(description: GroupDescription) -> None:
+    click.echo(f"Group: {description.group_id}")
+    click.echo(
+        f"  state: {description.state}   protocol type: {_text(description.protocol_type)}   "
+        f"protocol: {_text(description.protocol)}   members: {len(description.members)}"
+    )
+
+
+def _print_members(description: GroupDescription, output_format: str) -> None:
+    if output_format == "json":
+        document = _summary_json(description)
+        document["members"] = [_member_json(member) for member in description.members]
+        _echo_json(document)
+        return
+    _print_summary(description)
+    if not description.members:
+        click.echo("  no active members")
+        return
+    header = ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "PARTITIONS", "ASSIGNMENT")
+    _echo_table(
+        [header]
+        + [
+            (
+                member.member_id,
+                _text(member.group_instance_id),
+                _text(member.client_id),
+                _text(member.client_host),
+                str(sum(len(partitions) for partitions in member.assignment.values())),
+                _text(_assignment_text(member.assignment)),
+            )
+            for member in description.members
+        ]
+    )
+
+
+def _print_partitions(
+    description: GroupDescription, rows: Sequence[_PartitionRow], output_format: str
+) -> None:
+    total_lag = sum(row.lag or 0 for row in rows)
+    if output_format == "json":
+        document = _summary_json(description)
+        document["partitions"] = [
+            {
+                "topic": row.topic_partition.topic,
+                "partition": row.topic_partition.partition,
+                "current_offset": None if row.committed is None else row.committed.offset,
+                "log_end_offset": row.log_end_offset,
+                "lag": row.lag,
+                "member_id": None if row.owner is None else row.owner.member_id,
+                "client_id": None if row.owner is None else row.owner.client_id,
+                "host": None if row.owner is None else row.owner.client_host,
+            }
+            for row in rows
+        ]
+        document["total_lag"] = total_lag
+        _echo_json(document)
+        return
+    _print_summary(description)
+    if not rows:
+        click.echo("  no committed offsets and no assigned partitions")
+        return
+    header = (
+        "TOPIC",
+        "PARTITION",
+        "CURRENT OFFSET",
+        "LOG END",
+        "LAG",
+        "MEMBER ID",
+        "CLIENT ID",
+        "HOST",
+    )
+    table = [header]
+    for row in rows:
+        owner = row.owner
+        table.append(
+            (
+                row.topic_partition.topic,
+                str(row.topic_partition.partition),
+                _text(None if row.committed is None else row.committed.offset),
+                _text(row.log_end_offset),
+                _text(row.lag),
+                _text(None if owner is None else owner.member_id),
+                _text(None if owner is None else owner.client_id),
+                _text(None if owner is None else owner.client_host),
+            )
+        )
+    _echo_table(table)
+    click.echo(f"  total lag: {total_lag}")
+
+
+@groups.command(name="reset-offsets")
+@_group_argument
+@click.option(
+    "--topic",
+    "topic_specs",
+    multiple=True,
+    metavar="TOPIC[:P,P,FIRST-LAST]",
+    callback=_topic_specs,
+    help="A topic, or some of its partitions (repeatable).",
+)
+@click.option(
+    "--all-topics", is_flag=True, help="Every partition the group has committed offsets for."
+)
+@click.option("--to-earliest", is_flag=True, help="To the log start offset.")
+@click.option("--to-latest", is_flag=True, help="To the log end offset.")
+@click.option(
+    "--to-datetime",
+    "to_datetime_ms",
+    metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
+    callback=_datetime_ms,
+    help="To the first record at or after this time (local time without a zone).",
+)
+@click.option(
+    "--to-offset",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="To this offset, moved into [log start, log end] if outside.",
+)
+@click.option(
+    "--shift-by",
+    type=int,
+    metavar="N",
+    help="By N from the committed offset (negative: back), kept inside the log.",
+)
+@click.option("--execute", is_flag=True, help="Apply the plan (without it: only print it).")
+@bootstrap_option
+def reset_offsets(
+    *,
+    group_id: str,
+    topic_specs: dict[str, list[int] | None],
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_datetime_ms: int | None,
+    to_offset: int | None,
+    shift_by: int | None,
+    execute: bool,
+    bootstrap_server: str,
+) -> None:
+    """Move the committed offsets of GROUP (a dry run without --execute).
+
+    Choose partitions with --topic (repeatable) or --all-topics, and exactly one target:
+    --to-earliest, --to-latest, --to-datetime, --to-offset or --shift-by. The group must
+    have no active members when the plan is executed.
+    """
+    if bool(topic_specs) == all_topics:
+        raise click.UsageError("give --topic TOPIC[:PARTITIONS] (repeatable) or --all-topics")
+    target = _reset_target(
+        to_earliest=to_earliest,
+        to_latest=to_latest,
+        to_datetime_ms=to_datetime_ms,
+        to_offset=to_offset,
+        shift_by=shift_by,
+    )
+
+    async def reset() -> tuple[GroupDescription, list[PlannedReset]]:
+        async with open_cluster(bootstrap_server) as cluster:
+            admin = Admin(cluster)
+            (description,) = await admin.describe_groups([group_id])
+            if execute and description.is_active:
+                raise click.ClickException(_active_message(description, "reset the offsets of"))
+            if all_topics:
+                committed = await admin.list_group_offsets(group_id)
+                partitions = sorted(committed)
+                if not partitions:
+                    raise click.ClickException(
+                        f"group {group_id!r} has no committed offsets to reset "
+                        "(name partitions with --topic)"
+                    )
+                gone = sorted(
+                    {tp.topic for tp in partitions}
+                    - {tp.topic for tp in await _existing_partitions(admin, partitions)}
+                )
+                if gone:
+                    raise click.ClickException(
+                        f"topic {gone[0]!r}, which group {group_id!r} has offsets for, no "
+                        f"longer exists (remove them with `sluice groups delete-offsets "
+                        f"{group_id} --topic {gone[0]}`)"
+                    )
+            else:
+                partitions = await _named_partitions(admin, topic_specs)
+                committed = await admin.list_group_offsets(group_id, partitions)
+            plan = await _plan(admin, target, partitions, committed, group_id)
+            if execute:
+                try:
+                    await admin.alter_group_offsets(
+                        group_id, {p.topic_partition: CommittedOffset(p.new_offset) for p in plan}
+                    )
+                except KafkaError as e:
+                    raise _group_error(e, group_id) from None
+            return description, plan
+
+    description, plan = run(reset)
+    _echo_table(
+        [("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET")]
+        + [
+            (
+                p.topic_partition.topic,
+                str(p.topic_partition.partition),
+                _text(p.current_offset),
+                str(p.new_offset),
+            )
+            for p in plan
+        ]
+    )
+    if execute:
+        click.echo(f"Reset the offsets of group {group_id} for {len(plan)} partition(s).")
+        return
+    click.echo("Dry run: nothing changed. Add --execute to reset these offsets.")
+    if description.is_active:
+        click.echo(
+            f"Note: {_active_message(description, 'reset the offsets of')}; "
+            "--execute is refused until then.",
+            err=True,
+        )
+
+
+async def _plan(
+    admin: Admin,
+    target: ResetTarget,
+    partitions: Sequence[TopicPartition],
+    committed: Mapping[TopicPartition, CommittedOffset],
+    group_id: str,
+) -> list[PlannedReset]:
+    starts = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
+    ends = await admin.list_offsets(partitions, OffsetSpec.LATEST)
+    at_time = (
+        await admin.list_offsets(partitions, target.value)
+        if target.kind is ResetKind.DATETIME
+        else {}
+    )
+    plan = []
+    for topic_partition in partitions:
+        current = committed.get(topic_partition)
+        current_offset = None if current is None else current.offset
+        try:
+            offset = new_offset(
+                target,
+                current_offset=current_offset,
+                log_start_offset=starts[topic_partition].offset,
+                log_end_offset=ends[topic_partition].offset,
+                offset_at_time=(
+                    at_time[topic_partition].offset if topic_partition in at_time else NO_OFFSET
+                ),
+            )
+        except ValueError as e:
+            raise click.ClickException(
+                f"cannot shift partition {topic_partition} of group {group_id!r}: {e} "
+                "(use --to-offset, --to-earliest or --to-latest for it)"
+            ) from None
+        plan.append(PlannedReset(topic_partition, current_offset, offset))
+    return plan
+
+
+@groups.command()
+@click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True, callback=_check_group_id)
+@bootstrap_option
+def delete(*, group_ids: tuple[str, ...], bootstrap_server: str) -> None:
+    """Delete groups and their committed offsets.
+
+    Only a group without active members can be deleted.
+    """
+
+    async def delete_groups() -> dict[str, KafkaError | None]:
+        async with open_cluster(bootstrap_server) as cluster:
+            return await Admin(cluster).delete_groups(group_ids)
+
+    outcomes = run(delete_groups)
+    problems = []
+    for group_id, outcome in outcomes.items():
+        if outcome is None:
+            click.echo(f"Deleted group {group_id}.")
+            continue
+        refusal = _group_error(outcome, group_id)
+        problems.append(
+            refusal.message if isinstance(refusal, click.ClickException) else str(refusal)
+        )
+    if problems:
+        raise click.ClickException("; ".join(problems))
+
+
+@groups.command(name="delete-offsets")
+@_group_argument
+@click.option(
+    "--topic",
+    "topic_specs",
+    multiple=True,
+    required=True,
+    metavar="TOPIC[:P,P,FIRST-LAST]",
+    callback=_topic_specs,
+    help="A topic, or some of its partitions (repeatable).",
+)
+@bootstrap_option
+def delete_offsets(
+    *, group_id: str, topic_specs: dict[str, list[int] | None], bootstrap_server: str
+) -> None:
+    """Delete committed offsets of GROUP.
+
+    Name the topics or partitions with --topic (repeatable). Allowed while the group is
+    empty, or for topics none of its members subscribes to.
+    """
+
+    async def delete_group_offsets() -> list[TopicPartition]:
+        async with open_cluster(bootstrap_server) as cluster:
+            admin = Admin(cluster)
+            committed = await admin.list_group_offsets(group_id)
+            partitions: set[TopicPartition] = set()
+            for topic, indexes in topic_specs.items():
+                if indexes is not None:
+                    partitions.update(TopicPartition(topic, index) for index in indexes)
+                    continue
+                of_topic = {tp for tp in committed if tp.topic == topic}
+                metadata = await cluster.metadata([topic])
+                listed = metadata.topics.get(topic)
+                if listed is not None and listed.error_code == ErrorCode.none:
+                    of_topic.update(p.topic_partition for p in listed.partitions)
+                if not of_topic:
+                    raise topic_missing(topic)
+                partitions.update(of_topic)
+            try:
+                await admin.delete_group_offsets(group_id, sorted(partitions))
+            except KafkaError as e:
+                raise _group_error(e, group_id) from None
+            return sorted(partitions)
+
+    deleted = run(delete_group_offsets)
+    by_topic: dict[str, list[int]] = {}
+    for topic_partition in deleted:
+        by_topic.setdefault(topic_partition.topic, []).append(topic_partition.partition)
+    click.echo(
+        f"Deleted the committed offsets of group {group_id} for "
+        + ", ".join(
+            f"{topic} partition(s) {','.join(map(str, indexes))}"
+            for topic, indexes in by_topic.items()
+        )
+        + "."
+    )
+
+
+__all__ = ["groups"]
