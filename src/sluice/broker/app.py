@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from sluice.broker.dispatcher import Dispatcher
-from sluice.broker.offsets_log import OFFSETS_TOPIC
+from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
@@ -31,8 +31,10 @@ from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common.clock import SYSTEM_CLOCK, Clock
-from sluice.common.config import BrokerConfig
+from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.errors import KafkaStorageError
+from sluice.group.config import GroupConfig
+from sluice.group.runtime import GroupCoordinatorRuntime
 from sluice.storage import (
     PartitionLog,
     clean_shutdown_marker_exists,
@@ -99,6 +101,18 @@ class Broker:
         remove_clean_shutdown_marker(self.data_dir)
         self._ensure_offsets_topic()
         self.producer_ids = ProducerIdManager(self.store)
+        try:
+            group_config = GroupConfig.from_properties(self.config.group_properties)
+        except ValueError as e:
+            raise BrokerConfigError(str(e)) from None
+        offsets_topic = self.topics.require(OFFSETS_TOPIC)
+        self.groups = GroupCoordinatorRuntime(
+            PartitionOffsetsLog(
+                self.replicas, self.purgatory, self.clock, offsets_topic.partition_count
+            ),
+            group_config,
+            self.clock,
+        )
         self._dispatcher = Dispatcher(self)
         await self.server.start()
         if self.config.port == 0:  # tests ask for any free port
@@ -136,6 +150,15 @@ class Broker:
             },
         )
 
+    def _led_offsets_partitions(self) -> list[int]:
+        """The ``__consumer_offsets`` partitions this broker leads: it coordinates the
+        groups that hash onto them."""
+        return [
+            partition.topic_partition.partition
+            for partition in self.replicas
+            if partition.topic_partition.topic == OFFSETS_TOPIC and partition.is_leader
+        ]
+
     def request_stop(self) -> None:
         self._stopping.set()
 
@@ -148,7 +171,9 @@ class Broker:
                     tasks.create_task(self._apply_retention_periodically()),
                     tasks.create_task(self._clean_periodically()),
                 ]
+                await self.groups.start(tasks, self._led_offsets_partitions())
                 await self._stopping.wait()
+                self.groups.stop()
                 for task in background:
                     task.cancel()
         finally:

@@ -130,6 +130,8 @@ def serve(
             runner.run(run_broker(config))
     except DataDirInUse as e:
         raise click.ClickException(str(e)) from None
+    except BrokerConfigError as e:
+        raise click.ClickException(f"bad broker setting: {e}") from None
     except MetadataFileError as e:
         raise click.ClickException(f"{e}; restore it or point --data-dir elsewhere") from None
     except OSError as e:

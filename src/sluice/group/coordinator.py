@@ -122,8 +122,9 @@ _TimerEntry = tuple[int, int, str, _Timer, str]
 moves; a popped entry is checked against the group's current state."""
 
 
-def _store_error(error: ErrorCode) -> ErrorCode:
-    """The error a group-metadata write failure is answered with (Kafka's mapping)."""
+def _write_error(error: ErrorCode) -> ErrorCode | None:
+    """What clients are told when records could not be written (Kafka's mapping), for
+    the errors every kind of write maps alike; None for the others."""
     if error in (
         ErrorCode.unknown_topic_or_partition,
         ErrorCode.not_enough_replicas,
@@ -132,27 +133,34 @@ def _store_error(error: ErrorCode) -> ErrorCode:
         return ErrorCode.coordinator_not_available
     if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
         return ErrorCode.not_coordinator
+    return None
+
+
+_TOO_LARGE = (ErrorCode.message_too_large, ErrorCode.record_list_too_large)
+
+
+def _store_error(error: ErrorCode) -> ErrorCode:
+    """For a group-metadata write (JoinGroup, SyncGroup): a timeout means "rebalance
+    again"."""
     if error is ErrorCode.request_timed_out:
         return ErrorCode.rebalance_in_progress
-    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+    if error in _TOO_LARGE:
         return ErrorCode.unknown_server_error
-    return error
+    return _write_error(error) or error
 
 
 def _commit_error(error: ErrorCode) -> ErrorCode:
-    """The error an offset-commit (or offset/group deletion) write failure is answered
-    with (Kafka's mapping)."""
-    if error in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-    ):
-        return ErrorCode.coordinator_not_available
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+    """For an offset commit: too large means the commit is."""
+    if error in _TOO_LARGE:
         return ErrorCode.invalid_commit_offset_size
-    return error
+    return _write_error(error) or error
+
+
+def _delete_error(error: ErrorCode) -> ErrorCode:
+    """For tombstones (DeleteGroups, OffsetDelete)."""
+    if error in _TOO_LARGE:
+        return ErrorCode.unknown_server_error
+    return _write_error(error) or error
 
 
 def _group_id_is_valid(group_id: str, *, allow_empty: bool) -> bool:
@@ -1167,7 +1175,7 @@ class GroupCoordinator:
 
         def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             self._finish_removal(deleting, error)
-            outcome = ErrorCode.none if error is None else _store_error(error)
+            outcome = ErrorCode.none if error is None else _delete_error(error)
             response = DeleteGroupsResponse(
                 tuple(
                     (group_id, outcome if result is None else result)
@@ -1251,7 +1259,7 @@ class GroupCoordinator:
                 for partition in ordered:
                     group.offsets.pop(partition, None)
                 return [Reply(token, response(ErrorCode.none))]
-            return [Reply(token, response(_commit_error(error)))]
+            return [Reply(token, response(_delete_error(error)))]
 
         return [*effects, self._append(records, on_deleted)]
 

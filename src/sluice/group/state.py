@@ -2,22 +2,24 @@
 
 The states and what moves a group between them (Kafka's classic group protocol)::
 
-                 first JoinGroup                every member has joined again
-    ┌───────┐ ─────────────────▶ ┌────────────────────┐ ──────────────────▶ ┌─────────────────────┐
-    │ Empty │                    │ PreparingRebalance │  or the rebalance   │ CompletingRebalance │
-    └───────┘ ◀───────────────── └────────────────────┘  timeout passed     └─────────────────────┘
-       │       nobody left when       ▲         ▲                               │     │
-       │       the rebalance ends     │         │ a member joins with new       │     │ the leader's
-       │                              │         │ metadata, leaves, or expires  │     │ SyncGroup is
-       │                              │         └───────────────────────────────┘     │ committed
-       │                              │  the leader joins again, a member joins, ┌────────┐
-       │                              └─ leaves, expires, or never syncs ─────── │ Stable │
-       │                                                                         └────────┘
-       │ DeleteGroups, or its offsets expired (tombstones are being written)
-       ▼
-    ┌──────┐
-    │ Dead │  gone from the coordinator once the tombstones are committed
-    └──────┘  (back to Empty if writing them failed)
+               first JoinGroup                        all joined again,
+    ┌───────┐ ───────────────▶ ┌────────────────────┐ or the rebalance   ┌─────────────────────┐
+    │ Empty │                  │ PreparingRebalance │ timeout passed ──▶ │ CompletingRebalance │
+    └───────┘ ◀─────────────── └────────────────────┘                    └─────────────────────┘
+        │     nobody left at        ▲          ▲                                    │
+        │     the end               │          └─ a member joins with new ──────────┤
+        │                           │             metadata, leaves or expires       │ the leader's
+        │                           │                                               │ SyncGroup is
+        │                           │                                               │ committed
+        │                           │ the leader joins again, a member              ▼
+        │                           │ joins, leaves, expires or never          ┌────────┐
+        │                           └─ syncs ───────────────────────────────── │ Stable │
+        │                                                                      └────────┘
+        │ DeleteGroups, or its offsets expired
+        ▼ (while the tombstones are written)
+    ┌──────┐  removed once its tombstones are committed
+    │ Dead │  (Empty again if writing them failed)
+    └──────┘
 
 - **Empty**: no members. The group may still have committed offsets and the generation
   it reached; a group that only ever committed offsets (a "simple" consumer assigning

@@ -525,49 +525,6 @@ def test_the_coordinator_is_deterministic(seed: int) -> None:
     assert run() == run()
 
 
-def test_every_request_is_answered_once_after_a_long_random_run(seed: int) -> None:
-    """Random joins, leaves, heartbeats and clock moves; each request must get exactly one
-    answer eventually (the harness asserts no token is answered twice)."""
-    import random
-
-    rng = random.Random(seed)
-    harness = Harness(CONFIG, seed)
-    members: dict[str, int] = {}
-    waiting: list[int] = []
-    for _ in range(400):
-        action = rng.randrange(6)
-        if action == 0:
-            waiting.append(harness.join(client_id=f"c{rng.randrange(5)}"))
-        elif action == 1 and members:
-            member_id = rng.choice(list(members))
-            waiting.append(harness.join(member_id=member_id))
-        elif action == 2 and members:
-            member_id = rng.choice(list(members))
-            harness.heartbeat(member_id, members[member_id])
-        elif action == 3 and members:
-            member_id = rng.choice(list(members))
-            waiting.append(harness.sync(member_id, members[member_id], {m: b"" for m in members}))
-        elif action == 4 and members:
-            harness.leave(MemberIdentity(rng.choice(list(members))))
-        else:
-            harness.advance(rng.choice([0, 100, 3_000, SESSION_MS]))
-        for token in list(waiting):
-            answer = harness.reply(token)
-            if isinstance(answer, JoinGroupResponse):
-                waiting.remove(token)
-                if answer.error is OK:
-                    members[answer.member_id] = answer.generation_id
-            elif answer is not None:
-                waiting.remove(token)
-        group = harness.coordinator.group("g")
-        current = set(group.members) if group else set()
-        members = {m: g for m, g in members.items() if m in current}
-    harness.advance(10 * REBALANCE_MS)
-    harness.advance(10 * REBALANCE_MS)
-    assert [t for t in waiting if harness.reply(t) is None] == []
-    assert harness.coordinator.appends_in_flight == 0
-
-
 def test_describe_and_list(harness: Harness) -> None:
     a, b = harness.stable_group(2)
     (description,) = harness.coordinator.describe_groups(["g"])

@@ -100,7 +100,7 @@ def test_metadata_too_large_is_refused_per_partition(seed: int) -> None:
 
 
 def test_member_commits_need_the_current_generation(harness: Harness) -> None:
-    a, b = harness.stable_group(2)
+    a, _b = harness.stable_group(2)
     ok = harness.commit({("orders", 0): 1}, member_id=a.member_id, generation=1)
     assert errors_of(harness.reply(ok)) == [OK]
     stale = harness.commit({("orders", 0): 2}, member_id=a.member_id, generation=0)
@@ -138,7 +138,7 @@ def test_commit_counts_as_a_heartbeat(harness: Harness) -> None:
 
 def test_group_of_a_simple_consumer_can_then_be_joined(harness: Harness) -> None:
     harness.commit({("orders", 0): 5})
-    (a,) = harness.stable_group(1)
+    (_a,) = harness.stable_group(1)
     assert harness.group().protocol_type == "consumer"
     assert harness.committed() == {T0: 5}
 

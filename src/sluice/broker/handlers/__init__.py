@@ -7,6 +7,7 @@ from sluice.broker.handlers import (  # noqa: F401
     admin_topics,
     api_versions,
     fetch,
+    groups,
     init_producer_id,
     list_offsets,
     metadata,

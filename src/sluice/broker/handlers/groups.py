@@ -210,13 +210,15 @@ async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any
         response = await broker.groups.leave_group(LeaveGroupRequest(request.group_id, identities))
     except KafkaError as e:
         response = LeaveGroupResponse(e.code)
-    error = response.error
-    if not batched and error is ErrorCode.none and response.members:
-        error = response.members[0].error  # v0–2: one member, its error is the answer
+    if not batched:
+        error = response.error
+        if error is ErrorCode.none and response.members:
+            error = response.members[0].error  # v0–2: one member, its error is the answer
+        return make(module.LeaveGroupResponse, throttle_time=0, error_code=error)
     return make(
         module.LeaveGroupResponse,
         throttle_time=0,
-        error_code=error,
+        error_code=response.error,
         members=tuple(
             make(
                 module.MemberResponse,
