@@ -5,7 +5,7 @@ aiokafka) that subscribes to a topic, processes what it polls, commits after pro
 and reports every step as one JSON object per line on stdout::
 
     {"event": "started", "pid": 1234, "client": "confluent"}
-    {"event": "assigned", "partitions": [0, 1], "protocol": "EAGER"}
+    {"event": "assigned", "partitions": [0, 1]}       # eager: all; cooperative: added
     {"event": "revoked", "partitions": [0, 1]}          # also "lost" (librdkafka)
     {"event": "records", "records": [[partition, offset, value], ...]}  # processed
     {"event": "committed", "offsets": {"0": 17}}          # next offset to read
@@ -115,13 +115,9 @@ def _run_confluent(arguments: argparse.Namespace, stop: threading.Event, report:
         config[name] = value
 
     def on_assign(
-        consumer: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]
+        _consumer: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]
     ) -> None:
-        report(
-            "assigned",
-            partitions=sorted(p.partition for p in partitions),
-            protocol=consumer.rebalance_protocol(),
-        )
+        report("assigned", partitions=sorted(p.partition for p in partitions))
 
     def on_revoke(
         _consumer: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]
@@ -176,7 +172,7 @@ def _run_kafka_python(arguments: argparse.Namespace, stop: threading.Event, repo
             report("revoked", partitions=sorted(p.partition for p in revoked))
 
         def on_partitions_assigned(self, assigned):
-            report("assigned", partitions=sorted(p.partition for p in assigned), protocol="EAGER")
+            report("assigned", partitions=sorted(p.partition for p in assigned))
 
     auto_commit = arguments.auto_commit_interval_ms is not None
     consumer = kafka.KafkaConsumer(
@@ -236,7 +232,7 @@ def _run_aiokafka(arguments: argparse.Namespace, stop: threading.Event, report: 
             report("revoked", partitions=sorted(p.partition for p in revoked))
 
         def on_partitions_assigned(self, assigned):
-            report("assigned", partitions=sorted(p.partition for p in assigned), protocol="EAGER")
+            report("assigned", partitions=sorted(p.partition for p in assigned))
 
     auto_commit = arguments.auto_commit_interval_ms is not None
 

@@ -9,6 +9,7 @@ generation, which leaves the group Empty). Every wait polls with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -29,6 +30,12 @@ from client_helpers import (
 from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
+
+from sluice.client.admin import Admin
+from sluice.client.cluster import Cluster
+from sluice.client.groups import OffsetAndMetadata
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition
 
 COMMAND_TIMEOUT_S = 60.0
 SESSION_TIMEOUT_MS = 6_000
@@ -139,23 +146,51 @@ def consumer_config(broker: BrokerProcess, group: str) -> dict[str, Any]:
     }
 
 
-def joined_consumer(broker: BrokerProcess, group: str, topic: str, partitions: int) -> Consumer:
-    """A member of ``group`` subscribed to ``topic``, once it holds every partition."""
-    consumer = Consumer(consumer_config(broker, group))
-    consumer.subscribe([topic])
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
-    while len(consumer.assignment()) < partitions:
-        assert time.monotonic() < deadline, f"no assignment within {CLIENT_TIMEOUT_S}s"
-        message = consumer.poll(0.2)
-        assert message is None or message.error() is None, message.error()
-    return consumer
-
-
 def commit(consumer: Consumer, topic: str, offsets: Mapping[int, int]) -> None:
     consumer.commit(
         offsets=[ConfluentTopicPartition(topic, p, o) for p, o in offsets.items()],
         asynchronous=False,
     )
+
+
+class GroupMember:
+    """A confluent-kafka consumer that joined ``group`` (subscribed to ``topic``) and holds
+    all its partitions. Records polled while it waited for them are kept, so that
+    :meth:`first_message_of` misses none."""
+
+    def __init__(self, broker: BrokerProcess, group: str, topic: str, partitions: int) -> None:
+        self.consumer = Consumer(consumer_config(broker, group))
+        self.received: list[Message] = []
+        self.consumer.subscribe([topic])
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while len(self.consumer.assignment()) < partitions:
+            assert time.monotonic() < deadline, f"no assignment within {CLIENT_TIMEOUT_S}s"
+            self._poll()
+
+    def _poll(self) -> None:
+        message = self.consumer.poll(0.2)
+        if message is not None:
+            assert message.error() is None, message.error()
+            self.received.append(message)
+
+    def first_message_of(self, topic: str, partition: int) -> Message:
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for message in self.received:
+                if (message.topic(), message.partition()) == (topic, partition):
+                    return message
+            self._poll()
+        raise AssertionError(f"nothing from {topic}-{partition} within {CLIENT_TIMEOUT_S}s")
+
+    def commit(self, topic: str, offsets: Mapping[int, int]) -> None:
+        commit(self.consumer, topic, offsets)
+
+    @property
+    def member_id(self) -> str:
+        return str(self.consumer.memberid())
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def commit_outside_the_group(
@@ -170,16 +205,13 @@ def commit_outside_the_group(
         consumer.close()
 
 
-def first_message_of(consumer: Consumer, topic: str, partition: int) -> Message:
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        assert message.error() is None, message.error()
-        if (message.topic(), message.partition()) == (topic, partition):
-            return message
-    raise AssertionError(f"nothing from {topic}-{partition} within {CLIENT_TIMEOUT_S}s")
+async def alter_offsets(
+    broker: BrokerProcess, group: str, offsets: Mapping[TopicPartition, int]
+) -> None:
+    async with Cluster(broker.bootstrap) as cluster:
+        await Admin(cluster).alter_group_offsets(
+            group, {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
+        )
 
 
 def wait_for_state(broker: BrokerProcess, group: str, state: str) -> dict[str, Any]:
@@ -198,11 +230,11 @@ def test_an_active_group_is_listed_and_described_with_its_lag(
     broker: BrokerProcess, topic: str, group: str
 ) -> None:
     topic_with_records(broker, topic)
-    consumer = joined_consumer(broker, group, topic, partitions=2)
+    consumer = GroupMember(broker, group, topic, partitions=2)
     try:
-        first_message_of(consumer, topic, 0)
-        commit(consumer, topic, {0: 4, 1: 7})
-        member_id = consumer.memberid()
+        consumer.first_message_of(topic, 0)
+        consumer.commit(topic, {0: 4, 1: 7})
+        member_id = consumer.member_id
 
         listed = json.loads(ok(sluice(broker, "groups", "list", "--format", "json")))
         assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in listed
@@ -248,9 +280,9 @@ def test_reset_is_a_dry_run_refused_while_active_then_applied(
     broker: BrokerProcess, topic: str, group: str
 ) -> None:
     topic_with_records(broker, topic)
-    consumer = joined_consumer(broker, group, topic, partitions=2)
+    consumer = GroupMember(broker, group, topic, partitions=2)
     try:
-        commit(consumer, topic, {0: 4, 1: 7})
+        consumer.commit(topic, {0: 4, 1: 7})
         dry_run = sluice(
             broker, "groups", "reset-offsets", group, "--topic", f"{topic}:0", "--to-offset", "2"
         )
@@ -282,6 +314,12 @@ def test_reset_is_a_dry_run_refused_while_active_then_applied(
             )
         )
         assert f"cannot reset the offsets of group {group!r}: it has 1 active member(s)" in error
+
+        # The coordinator refuses too (the command checks first; a consumer may join
+        # between its check and its commit).
+        with pytest.raises(KafkaError, match=f"group {group!r} has active members") as refused:
+            asyncio.run(alter_offsets(broker, group, {TopicPartition(topic, 0): 2}))
+        assert refused.value.code == ErrorCode.unknown_member_id
         assert committed(broker, group) == {(topic, 0): 4, (topic, 1): 7}
     finally:
         consumer.close()
@@ -290,9 +328,9 @@ def test_reset_is_a_dry_run_refused_while_active_then_applied(
     assert f"Reset the offsets of group {group} for 1 partition(s)." in applied
     assert committed(broker, group) == {(topic, 0): 2, (topic, 1): 7}
 
-    resumed = joined_consumer(broker, group, topic, partitions=2)
+    resumed = GroupMember(broker, group, topic, partitions=2)
     try:
-        assert first_message_of(resumed, topic, 0).offset() == 2
+        assert resumed.first_message_of(topic, 0).offset() == 2
     finally:
         resumed.close()
 
@@ -302,9 +340,13 @@ def test_every_reset_target_and_clamping(broker: BrokerProcess, topic: str, grou
     commit_outside_the_group(broker, group, topic, {0: 5})
     assert describe(broker, group)["state"] == "Empty"
 
-    def after(*target: str) -> int | None:
+    # Read back by another client, so that what the broker stored is checked.
+    reader = Consumer(consumer_config(broker, group))
+
+    def after(*target: str) -> int:
         reset(broker, group, "--topic", topic, *target)
-        return committed(broker, group)[(topic, 0)]
+        (stored,) = reader.committed([ConfluentTopicPartition(topic, 0)], timeout=CLIENT_TIMEOUT_S)
+        return int(stored.offset)
 
     assert after("--to-earliest") == 0
     assert after("--to-latest") == 10
@@ -328,6 +370,7 @@ def test_every_reset_target_and_clamping(broker: BrokerProcess, topic: str, grou
     assert after("--to-offset", "1") == 3
     assert after("--to-datetime", "2023-12-31T00:00:00Z") == 3
     assert after("--shift-by", "-100") == 3
+    reader.close()
 
 
 def test_all_topics_and_partition_lists(broker: BrokerProcess, topic: str, group: str) -> None:
@@ -372,9 +415,9 @@ def test_shifting_a_partition_without_a_committed_offset_is_refused(
 
 def test_a_group_is_deleted_only_when_empty(broker: BrokerProcess, topic: str, group: str) -> None:
     topic_with_records(broker, topic, partitions=1)
-    consumer = joined_consumer(broker, group, topic, partitions=1)
+    consumer = GroupMember(broker, group, topic, partitions=1)
     try:
-        commit(consumer, topic, {0: 3})
+        consumer.commit(topic, {0: 3})
         error = one_line_error(sluice(broker, "groups", "delete", group))
         assert f"group {group!r} is not empty" in error
         assert describe(broker, group)["state"] == "Stable"
@@ -393,10 +436,10 @@ def test_delete_offsets(broker: BrokerProcess, topic: str, group: str) -> None:
     other = f"{topic}-other"
     topic_with_records(broker, topic, partitions=2)
     topic_with_records(broker, other, partitions=1)
-    consumer = joined_consumer(broker, group, topic, partitions=2)
+    consumer = GroupMember(broker, group, topic, partitions=2)
     try:
-        commit(consumer, topic, {0: 2, 1: 2})
-        commit(consumer, other, {0: 5})
+        consumer.commit(topic, {0: 2, 1: 2})
+        consumer.commit(other, {0: 5})
         error = one_line_error(sluice(broker, "groups", "delete-offsets", group, "--topic", topic))
         assert f"subscribe to topic {topic!r}" in error
         # Offsets of a topic no member subscribes to can go while the group is active.

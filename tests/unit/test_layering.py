@@ -74,8 +74,10 @@ def test_imports_respect_the_layers(path: Path) -> None:
             continue
         target = parts[1]
         if LAYER[target] > LAYER[package]:
-            problems.append(f"line {line}: {package}/ (layer {LAYER[package]}) imports "
-                            f"{name} (layer {LAYER[target]})")
+            problems.append(
+                f"line {line}: {package}/ (layer {LAYER[package]}) imports "
+                f"{name} (layer {LAYER[target]})"
+            )
         if LAYER[target] == LAYER[package] and target != package:
             problems.append(f"line {line}: {package}/ imports its peer layer {name}")
         if target in FORBIDDEN_PACKAGES.get(package, set()):

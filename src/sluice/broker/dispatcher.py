@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ProtocolError
 from sluice.protocol import codec
 from sluice.protocol.messages import make, response_module
@@ -19,12 +21,16 @@ from sluice.protocol.versions import SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
-    from sluice.broker.server import ConnectionInfo, Response
+    from sluice.broker.server import Response
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Broker", codec.RequestHeader, Any], Awaitable[Any]]
 HANDLERS: dict[ApiKey, Handler] = {}
+
+CURRENT_CONNECTION: ContextVar[ConnectionInfo] = ContextVar("current_connection")
+"""The connection of the request being handled (each request runs in its own task, so
+each sees its own); for the few handlers that care, such as JoinGroup's client host."""
 
 
 def handler(api_key: ApiKey) -> Callable[[Handler], Handler]:
@@ -71,6 +77,7 @@ class Dispatcher:
             if api_key == ApiKey.API_VERSIONS:
                 return api_versions_fallback(correlation_id)
             raise ProtocolError(f"API {ApiKey(api_key).name} version {version} is not supported")
+        CURRENT_CONNECTION.set(connection)
         header, body_offset = codec.parse_request_header(frame)
         request = codec.decode_request_body(header, frame, body_offset)
         response = await HANDLERS[ApiKey(api_key)](self._broker, header, request)

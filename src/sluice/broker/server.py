@@ -51,8 +51,12 @@ RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Respons
 
 
 class ConnectionInfo:
-    def __init__(self, peer: str) -> None:
+    """What handlers may know about the connection a request came on."""
+
+    def __init__(self, peer: str, host: str = "") -> None:
         self.peer = peer
+        self.host = host
+        """The client's IP address, shown as a group member's host."""
 
 
 class Server:
@@ -77,13 +81,15 @@ class Server:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peer = str(writer.get_extra_info("peername"))
+        peer_address = writer.get_extra_info("peername")
+        peer = str(peer_address)
+        host = str(peer_address[0]) if isinstance(peer_address, tuple) else ""
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         try:
-            await Connection(reader, writer, self._handle, ConnectionInfo(peer)).run()
+            await Connection(reader, writer, self._handle, ConnectionInfo(peer, host)).run()
         except* ProtocolError as group:
             log.warning("closing connection from %s: %s", peer, group.exceptions[0])
         except* (ConnectionError, asyncio.IncompleteReadError):

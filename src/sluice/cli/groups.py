@@ -482,7 +482,7 @@ def _print_members(description: GroupDescription, output_format: str) -> None:
 def _print_partitions(
     description: GroupDescription, rows: Sequence[_PartitionRow], output_format: str
 ) -> None:
-    total_lag = sum(row.lag or 0 for row in rows)
+    total_lag = sum(max(0, row.lag or 0) for row in rows)  # records behind, not ahead
     if output_format == "json":
         document = _summary_json(description)
         document["partitions"] = [
@@ -655,8 +655,8 @@ def reset_offsets(
     click.echo("Dry run: nothing changed. Add --execute to reset these offsets.")
     if description.is_active:
         click.echo(
-            f"Note: {_active_message(description, 'reset the offsets of')}; "
-            "--execute is refused until then.",
+            f"Note: group {group_id!r} has {len(description.members)} active member(s) "
+            f"(state {description.state}): --execute is refused until its consumers stop.",
             err=True,
         )
 

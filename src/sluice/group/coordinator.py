@@ -26,6 +26,10 @@ Rules that keep the log the source of truth:
   then restores groups that had members as Stable, with their sessions starting at
   load time: members that keep heartbeating carry on without a rebalance, as in Kafka.
 - Randomness (member ids) comes from the injected ``random.Random``.
+- Time never goes backwards (the runtime sees to it). An operation first runs the
+  timers due before its ``now_ms``; timers due exactly then run at ``poll(now_ms)``, so
+  JoinGroups sent together (same millisecond) make one rebalance even with no initial
+  delay.
 
 Every request gets exactly one :class:`~sluice.group.api.Reply`; a parked request that
 is superseded (the same member sends JoinGroup or SyncGroup again) is answered with
@@ -255,6 +259,16 @@ class GroupCoordinator:
         if not metadata.members or metadata.protocol is None:
             return
         for stored in metadata.members:
+            if stored.member_id in group.members or (
+                stored.group_instance_id is not None
+                and stored.group_instance_id in group.static_members
+            ):
+                log.warning(
+                    "group %s: the stored group lists member %s twice; keeping the first",
+                    group.group_id,
+                    stored.member_id,
+                )
+                continue
             member = Member(
                 member_id=stored.member_id,
                 group_instance_id=stored.group_instance_id,

@@ -79,7 +79,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.LEAVE_GROUP: VersionRange(0, 3, 4),
     ApiKey.SYNC_GROUP: VersionRange(0, 3, 4),
     ApiKey.DESCRIBE_GROUPS: VersionRange(0, 4, 5),
-    ApiKey.LIST_GROUPS: VersionRange(0, 2, 3),
+    # ListGroups v3+ is flexible; clients without flexible versions pick 0-2. v4 adds the
+    # state filter and each group's state (admin clients show it).
+    ApiKey.LIST_GROUPS: VersionRange(0, 4, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 1, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
     ApiKey.API_VERSIONS: VersionRange(0, 2, 3),

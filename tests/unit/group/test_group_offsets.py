@@ -19,9 +19,13 @@ from sluice.group.api import (
 from sluice.group.coordinator import EXPIRY_RECORDS_PER_APPEND_MAX
 from sluice.group.records import (
     GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
     OffsetCommitKey,
     decode_group_metadata_value,
     decode_key,
+    encode_group_metadata_value,
+    encode_key,
 )
 
 OK = ErrorCode.none
@@ -403,3 +407,12 @@ def test_expiry_is_split_into_bounded_appends(seed: int) -> None:
     assert [len(a.records) for a in harness.held] == [EXPIRY_RECORDS_PER_APPEND_MAX, 11]
     harness.commit_appends()
     assert harness.coordinator.group("g") is None
+
+
+def test_a_stored_group_listing_a_member_twice_loads(harness: Harness) -> None:
+    """Readable but inconsistent bytes from the disk are not a reason to crash."""
+    member = MemberMetadataValue("m", "i", "c", "h", 1_000, SESSION_MS, b"", b"")
+    value = GroupMetadataValue("consumer", 3, "range", "m", 0, (member, member))
+    harness.log = [(encode_key(GroupMetadataKey("g")), encode_group_metadata_value(value))]
+    group = harness.replayed().group("g")
+    assert group is not None and list(group.members) == ["m"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
+from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import (
@@ -53,6 +53,18 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 CLIENT_HOST_UNKNOWN = ""
+
+
+def _client_host() -> str:
+    """The requesting client's address as Kafka shows it (``/127.0.0.1``)."""
+    connection = CURRENT_CONNECTION.get(None)
+    return (
+        f"/{connection.host}"
+        if connection is not None and connection.host
+        else (CLIENT_HOST_UNKNOWN)
+    )
+
+
 """Handlers do not see the connection's peer address; DescribeGroups shows this."""
 
 
@@ -116,7 +128,7 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
         member_id=request.member_id,
         group_instance_id=_optional(request, "group_instance_id"),
         client_id=header.client_id or "",
-        client_host=CLIENT_HOST_UNKNOWN,
+        client_host=_client_host(),
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=(
             session_timeout_ms if rebalance_timeout is None else millis(rebalance_timeout)
