@@ -438,7 +438,7 @@ def test_committed_returns_offsets_and_metadata_committed_by_a_group_member(brok
         member.close()
     assert [(tp.partition, tp.offset, tp.metadata) for tp in committed] == [
         (0, 7, "seven"),
-        (1, 10, None),  # librdkafka reports empty metadata as None
+        (1, 10, ""),
         (2, OFFSET_INVALID, None),
     ]
     assert all(tp.error is None for tp in committed), committed

@@ -211,7 +211,8 @@ class GroupCoordinatorRuntime:
         shard.writer = self._tasks.create_task(
             self._write(shard), name=f"group-coordinator-writer-{partition}"
         )
-        log.info(
+        log.log(
+            logging.INFO if replayed else logging.DEBUG,
             "__consumer_offsets-%d: loaded %d record(s) (%d unreadable)",
             partition,
             replayed,

@@ -28,6 +28,7 @@ from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import make, millis, response_module
 from sluice.protocol.records.batch import validate_produced
+from sluice.protocol.records.builder import decode_batch
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ def _append_one(
         if records is None:
             raise errors.CorruptMessage("partition data has no records")
         validate_produced(records, partition.log.config.max_message_bytes)
+        if partition.log.config.compact:
+            _check_keys_present(records)
         result = partition.append(bytearray(records), acks=acks)
     except KafkaError as e:
         outcome.error_code = e.code
@@ -74,6 +77,15 @@ def _append_one(
     if acks == -1:
         outcome.wait_for_offset = result.last_offset + 1
     return outcome
+
+
+def _check_keys_present(records: bytes) -> None:
+    """A compacted topic keeps the last value per key, so a record without a key could
+    never be compacted away; Kafka refuses it, and so does Sluice. This decodes the batch:
+    the one per-record cost on the produce path, paid only on compacted topics."""
+    batch = decode_batch(records, verify_crc=False)
+    if any(record.key is None for record in batch.records):
+        raise errors.InvalidRecord("a compacted topic cannot accept a record without a key")
 
 
 async def _wait_for_replication(
