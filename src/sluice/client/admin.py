@@ -53,6 +53,9 @@ SIMPLE_COMMIT_MEMBER_ID = ""
 """An OffsetCommit outside any generation: a "simple consumer" or an administrator.
 Coordinators accept it only while the group has no members."""
 
+LIST_GROUPS_STATE_VERSION = 4
+"""First ListGroups version whose answer carries each group's state."""
+
 ACTIVE_MEMBER_CODES = frozenset(
     {
         ErrorCode.unknown_member_id,
@@ -437,9 +440,10 @@ class Admin:
     async def list_groups(self) -> list[GroupListing]:
         """Every group of every broker, sorted by id, with its state.
 
-        Each broker lists the groups it coordinates and is asked for their states
-        (DescribeGroups) on the same connection; a group it no longer coordinates by
-        then is listed with state ``Unknown``.
+        Each broker lists the groups it coordinates. ListGroups v4+ answers with their
+        states; an older broker is asked for them (DescribeGroups) on the same
+        connection, and a group it no longer coordinates by then is listed with state
+        ``Unknown``.
         """
         metadata = await self.cluster.metadata([])
         listings: list[GroupListing] = []
@@ -450,8 +454,13 @@ class Admin:
         connection = await self.cluster.connection(node_id)
 
         async def list_and_describe() -> list[GroupListing]:
-            response = await connection.request(Request(ApiKey.LIST_GROUPS, {}))
+            response = await connection.request(Request(ApiKey.LIST_GROUPS, {"states_filter": []}))
             _raise_for(response.error_code, None, f"listing the groups of broker {node_id}")
+            if connection.version_for(ApiKey.LIST_GROUPS) >= LIST_GROUPS_STATE_VERSION:
+                return [
+                    GroupListing(group.group_id, group.protocol_type, group.group_state)
+                    for group in response.groups
+                ]
             listed = [(group.group_id, group.protocol_type) for group in response.groups]
             if not listed:
                 return []

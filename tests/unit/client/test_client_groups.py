@@ -137,10 +137,13 @@ class ScriptedConnection:
         self.node_id = node_id
         self.address = f"broker{node_id}:9092"
 
+    def version_for(self, api_key: int) -> int:
+        low, high = CLIENT_VERSIONS[api_key]
+        return low if self.cluster.lowest_versions else high
+
     async def request(self, request: Request, *, timeout_s: float | None = None) -> Any:
         api_key = int(request.api_key)
-        low, high = CLIENT_VERSIONS[api_key]
-        version = low if self.cluster.lowest_versions else high
+        version = self.version_for(api_key)
         frame = encode_request(1, "test", request.build(version))[4:]
         header, body_offset = parse_request_header(frame)
         decoded = decode_request_body(header, frame, body_offset)
@@ -562,10 +565,34 @@ def test_offsets_of_a_subscribed_topic_cannot_be_deleted() -> None:
         )
 
 
-def test_groups_are_listed_from_every_broker_with_their_states(lowest_versions: bool) -> None:
+def test_groups_are_listed_from_every_broker_with_their_states() -> None:
     on_broker = {1: ["b", "a"], 2: ["c"]}
 
     def list_groups(node: int, _version: int, _request: Any) -> dict[str, Any]:
+        return {
+            "error_code": ErrorCode.none,
+            "groups": [
+                {"group_id": g, "protocol_type": "consumer", "group_state": "Stable"}
+                for g in on_broker[node]
+            ],
+        }
+
+    cluster = ScriptedCluster({ApiKey.LIST_GROUPS: list_groups})
+    listings = run(admin_for(cluster).list_groups())
+    assert [(g.group_id, g.state) for g in listings] == [
+        ("a", GroupState.STABLE),
+        ("b", GroupState.STABLE),
+        ("c", GroupState.STABLE),
+    ]
+    assert not cluster.sent_of(ApiKey.DESCRIBE_GROUPS)
+
+
+def test_groups_listed_without_states_are_described() -> None:
+    """ListGroups before v4 has no states: they come from DescribeGroups."""
+    on_broker = {1: ["b", "a"], 2: ["c"]}
+
+    def list_groups(node: int, version: int, _request: Any) -> dict[str, Any]:
+        assert version < 4
         return {
             "error_code": ErrorCode.none,
             "groups": [{"group_id": g, "protocol_type": "consumer"} for g in on_broker[node]],
@@ -578,7 +605,7 @@ def test_groups_are_listed_from_every_broker_with_their_states(lowest_versions: 
 
     cluster = ScriptedCluster(
         {ApiKey.LIST_GROUPS: list_groups, ApiKey.DESCRIBE_GROUPS: describe},
-        lowest_versions=lowest_versions,
+        lowest_versions=True,
     )
     listings = run(admin_for(cluster).list_groups())
     assert [(g.group_id, g.state) for g in listings] == [
@@ -593,7 +620,7 @@ def test_every_group_request_builds_at_every_client_version(api_key: int) -> Non
     """The requests the tests above sent, built at every version the client speaks."""
     requests = {
         ApiKey.FIND_COORDINATOR: Request(ApiKey.FIND_COORDINATOR, {"key": "g", "key_type": 0}),
-        ApiKey.LIST_GROUPS: Request(ApiKey.LIST_GROUPS, {}),
+        ApiKey.LIST_GROUPS: Request(ApiKey.LIST_GROUPS, {"states_filter": []}),
         ApiKey.DESCRIBE_GROUPS: Request(
             ApiKey.DESCRIBE_GROUPS, {"groups": ["g"], "include_authorized_operations": False}
         ),
