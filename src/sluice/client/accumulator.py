@@ -112,7 +112,11 @@ class RecordAccumulator(Generic[T]):
     # ── appending ──────────────────────────────────────────────────────────────────
 
     def append(
-        self, topic_partition: TopicPartition, record: RecordInput, size_bytes: int, token: T,
+        self,
+        topic_partition: TopicPartition,
+        record: RecordInput,
+        size_bytes: int,
+        token: T,
         now_ms: int,
     ) -> tuple[ProducerBatch[T], bool]:
         """Append ``record`` to the open batch of its partition (a new batch if there is
@@ -151,11 +155,14 @@ class RecordAccumulator(Generic[T]):
             if not queue or topic_partition in self._muted:
                 continue
             head = queue[0]
-            if head.attempts > 0:
-                due_ms = head.retry_at_ms
-            elif head.closed or len(queue) > 1 or self._flushing:
-                due_ms = now_ms
-            elif head.size_bytes >= self.batch_bytes_max:
+            if head.retry_at_ms:
+                due_ms = head.retry_at_ms  # a retry, after its backoff
+            elif (
+                head.closed
+                or len(queue) > 1
+                or self._flushing
+                or head.size_bytes >= self.batch_bytes_max
+            ):
                 due_ms = now_ms
             else:
                 due_ms = head.created_ms + self.linger_ms
@@ -177,6 +184,10 @@ class RecordAccumulator(Generic[T]):
             self._muted.add(topic_partition)
             drained.append(batch)
         return drained
+
+    def head_size_bytes(self, topic_partition: TopicPartition) -> int:
+        """Estimated size of the batch :meth:`drain` would take from the partition."""
+        return self._queues[topic_partition][0].size_bytes
 
     def requeue(self, batch: ProducerBatch[T], retry_at_ms: int) -> None:
         """Put a drained batch back at the front of its queue, to be sent again no

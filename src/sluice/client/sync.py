@@ -1,0 +1,317 @@
+"""Blocking facades over the asyncio clients, for code that runs in plain threads.
+
+Each facade owns one background thread running its own event loop; its methods submit
+coroutines to that loop and block until they finish. Futures handed back are
+``concurrent.futures.Future`` objects, completed from the loop thread (so their done
+callbacks run there and must not block)::
+
+    with sluice.sync.Producer(bootstrap_servers="127.0.0.1:9092") as producer:
+        future = producer.send("orders", b"value", key=b"k")
+        print(future.result().offset)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import re
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sluice.client import consumer_api, producer_api
+from sluice.client.producer_api import OnDelivery, RecordMetadata
+from sluice.common.ids import TopicPartition
+from sluice.protocol.records.builder import RecordInput
+from sluice.protocol.records.record import Header
+
+__all__ = ["Consumer", "Producer"]
+
+_T = TypeVar("_T")
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread, owned by one facade."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+        assert threading.current_thread() is not self._thread, "would block its own loop"
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+def _copy_into(target: concurrent.futures.Future[_T], source: asyncio.Future[_T]) -> None:
+    if source.cancelled():
+        target.cancel()
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result())
+
+
+# ── Producer ───────────────────────────────────────────────────────────────────────────
+
+
+class Producer:
+    """:class:`sluice.Producer` with blocking methods; takes the same options.
+
+    The constructor connects (raising as :meth:`sluice.Producer.start` does); use it as a
+    context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **options: Any
+    ) -> None:
+        self._producer = producer_api.Producer(bootstrap_servers, **options)
+        self._loop_thread = _LoopThread("sluice-producer-loop")
+        try:
+            self._loop_thread.run(self._producer.start())
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: OnDelivery | None = None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Buffer one record (blocking while the buffer is full); the future completes
+        when it is delivered."""
+        return self._loop_thread.run(
+            self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        )
+
+    async def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Sequence[Header] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        on_delivery: OnDelivery | None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        future = await self._producer.send(
+            topic, value, key, headers, partition, timestamp_ms, on_delivery
+        )
+        future.add_done_callback(functools.partial(_copy_into, result))
+        return result
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and block until it is delivered."""
+        return self._loop_thread.run(
+            self._producer.send_and_wait(topic, value, key, headers, partition, timestamp_ms)
+        )
+
+    def send_batch(
+        self, topic: str, records: Iterable[RecordInput], *, partition: int | None = None
+    ) -> list[concurrent.futures.Future[RecordMetadata]]:
+        """Buffer many records of one topic in one hop to the loop thread."""
+        return self._loop_thread.run(self._send_batch(topic, list(records), partition))
+
+    async def _send_batch(
+        self, topic: str, records: list[RecordInput], partition: int | None
+    ) -> list[concurrent.futures.Future[RecordMetadata]]:
+        results: list[concurrent.futures.Future[RecordMetadata]] = []
+        for future in await self._producer.send_batch(topic, records, partition=partition):
+            result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+            future.add_done_callback(functools.partial(_copy_into, result))
+            results.append(result)
+        return results
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Block until every buffered record is delivered or failed."""
+        self._loop_thread.run(self._producer.flush(), timeout_s)
+
+    def close(self) -> None:
+        """Flush, stop the producer and its loop thread. Idempotent."""
+        if self._loop_thread.loop.is_closed():
+            return
+        try:
+            self._loop_thread.run(self._producer.close())
+        finally:
+            self._loop_thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# ── Consumer ───────────────────────────────────────────────────────────────────────────
+
+
+class Consumer:
+    """:class:`sluice.Consumer` with blocking methods; takes the same options.
+
+    The constructor connects (and subscribes to ``topics`` when given); use it as a
+    context manager or call :meth:`close`::
+
+        with sluice.sync.Consumer("orders", group_id="billing") as consumer:
+            for record in consumer:
+                handle(record)
+
+    Rebalance listener callbacks run in the consumer's loop thread.
+    """
+
+    def __init__(self, *topics: str, **options: Any) -> None:
+        self._loop_thread = _LoopThread("sluice-consumer-loop")
+        try:
+            self._consumer = self._loop_thread.run(self._create(topics, options))
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    @staticmethod
+    async def _create(topics: Sequence[str], options: dict[str, Any]) -> consumer_api.Consumer:
+        consumer = consumer_api.Consumer(*topics, **options)
+        await consumer.start()
+        return consumer
+
+    def _call(self, function: Any, *arguments: Any, **keywords: Any) -> Any:
+        """Run a plain method of the async consumer in its loop thread."""
+
+        async def call() -> Any:
+            return function(*arguments, **keywords)
+
+        return self._loop_thread.run(call())
+
+    # ── subscription and assignment ────────────────────────────────────────────────
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: consumer_api.ConsumerRebalanceListener | None = None,
+    ) -> None:
+        self._call(self._consumer.subscribe, list(topics), pattern=pattern, listener=listener)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._call(self._consumer.assign, list(partitions))
+
+    def unsubscribe(self) -> None:
+        self._loop_thread.run(self._consumer.unsubscribe())
+
+    def assignment(self) -> set[TopicPartition]:
+        result: set[TopicPartition] = self._call(self._consumer.assignment)
+        return result
+
+    def wait_for_assignment(self, timeout_s: float = 30.0) -> set[TopicPartition]:
+        return self._loop_thread.run(self._consumer.wait_for_assignment(timeout_s))
+
+    # ── records ────────────────────────────────────────────────────────────────────
+
+    def poll(
+        self, timeout_s: float = 0.0, max_records: int | None = None
+    ) -> list[consumer_api.ConsumerRecord]:
+        """Records that arrive within ``timeout_s`` (an empty list when none do)."""
+        batch = self._loop_thread.run(self._consumer.getmany(int(timeout_s * 1000), max_records))
+        return [record for records in batch.values() for record in records]
+
+    def getmany(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[consumer_api.ConsumerRecord]]:
+        return self._loop_thread.run(self._consumer.getmany(timeout_ms, max_records))
+
+    def getone(self) -> consumer_api.ConsumerRecord:
+        return self._loop_thread.run(self._consumer.getone())
+
+    def __iter__(self) -> Iterator[consumer_api.ConsumerRecord]:
+        while True:
+            yield self.getone()
+
+    # ── positions ──────────────────────────────────────────────────────────────────
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.resume, *partitions)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._call(self._consumer.seek, partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.seek_to_end, *partitions)
+
+    def position(self, partition: TopicPartition) -> int:
+        return self._loop_thread.run(self._consumer.position(partition))
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        return self._loop_thread.run(self._consumer.committed(partition))
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        self._loop_thread.run(self._consumer.commit(offsets))
+
+    def lag(self, partition: TopicPartition) -> int | None:
+        result: int | None = self._call(self._consumer.lag, partition)
+        return result
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._loop_thread.run(self._consumer.end_offsets(list(partitions)))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._loop_thread.run(self._consumer.beginning_offsets(list(partitions)))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, consumer_api.OffsetAndTimestamp | None]:
+        return self._loop_thread.run(self._consumer.offsets_for_times(dict(timestamps)))
+
+    # ── closing ────────────────────────────────────────────────────────────────────
+
+    def close(self, *, finished: bool = True) -> None:
+        """Commit (per the delivery mode), leave the group, stop the loop thread."""
+        if self._loop_thread.loop.is_closed():
+            return
+        try:
+            self._loop_thread.run(self._consumer.close(finished=finished))
+        finally:
+            self._loop_thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close(finished=exc is None)
