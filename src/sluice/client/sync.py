@@ -31,6 +31,10 @@ __all__ = ["Consumer", "Producer"]
 
 _T = TypeVar("_T")
 
+SYNC_HANDOFF_RECORDS_MAX = 10_000
+"""Records a sync producer's callers may hand over before the loop thread has taken
+them; past this, ``send`` blocks (backpressure across the thread boundary)."""
+
 
 class _LoopThread:
     """An event loop running in a daemon thread, owned by one facade."""
@@ -75,6 +79,13 @@ class Producer:
         self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **options: Any
     ) -> None:
         self._producer = producer_api.Producer(bootstrap_servers, **options)
+        # Records handed from the calling threads to the loop in bulk: one wake-up of the
+        # loop thread serves many sends instead of a round trip per record.
+        self._handoff: list[tuple[tuple[Any, ...], concurrent.futures.Future[RecordMetadata]]]
+        self._handoff = []
+        self._handoff_lock = threading.Condition()
+        self._drain_scheduled = False
+        self._drain_lock = asyncio.Lock()
         self._loop_thread = _LoopThread("sluice-producer-loop")
         try:
             self._loop_thread.run(self._producer.start())
@@ -92,28 +103,44 @@ class Producer:
         timestamp_ms: int | None = None,
         on_delivery: OnDelivery | None = None,
     ) -> concurrent.futures.Future[RecordMetadata]:
-        """Buffer one record (blocking while the buffer is full); the future completes
-        when it is delivered."""
-        return self._loop_thread.run(
-            self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
-        )
-
-    async def _send(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: Sequence[Header] | None,
-        partition: int | None,
-        timestamp_ms: int | None,
-        on_delivery: OnDelivery | None,
-    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Hand one record to the producer; the future completes when it is delivered
+        (or fails, e.g. with MessageTooLarge). Blocks while SYNC_HANDOFF_RECORDS_MAX
+        records wait for the loop thread, and the loop waits while the producer's
+        buffer_memory is full, so a fast caller is held back, never buffered without
+        bound."""
         result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        future = await self._producer.send(
-            topic, value, key, headers, partition, timestamp_ms, on_delivery
-        )
-        future.add_done_callback(functools.partial(_copy_into, result))
+        arguments = (topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        with self._handoff_lock:
+            while len(self._handoff) >= SYNC_HANDOFF_RECORDS_MAX:
+                self._handoff_lock.wait()
+            self._handoff.append((arguments, result))
+            schedule = not self._drain_scheduled
+            self._drain_scheduled = True
+        if schedule:
+            asyncio.run_coroutine_threadsafe(self._drain_handoff(), self._loop_thread.loop)
         return result
+
+    async def _drain_handoff(self) -> None:
+        # One drain at a time (a scheduled one and flush's may overlap): records reach
+        # the producer in the order the callers sent them.
+        async with self._drain_lock:
+            await self._drain_handoff_locked()
+
+    async def _drain_handoff_locked(self) -> None:
+        while True:
+            with self._handoff_lock:
+                items, self._handoff = self._handoff, []
+                if not items:
+                    self._drain_scheduled = False
+                    return
+                self._handoff_lock.notify_all()
+            for arguments, result in items:
+                try:
+                    future = await self._producer.send(*arguments)
+                except Exception as e:
+                    result.set_exception(e)
+                    continue
+                future.add_done_callback(functools.partial(_copy_into, result))
 
     def send_and_wait(
         self,
@@ -147,16 +174,24 @@ class Producer:
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until every buffered record is delivered or failed."""
-        self._loop_thread.run(self._producer.flush(), timeout_s)
+        self._loop_thread.run(self._flush(), timeout_s)
+
+    async def _flush(self) -> None:
+        await self._drain_handoff()
+        await self._producer.flush()
 
     def close(self) -> None:
         """Flush, stop the producer and its loop thread. Idempotent."""
         if self._loop_thread.loop.is_closed():
             return
         try:
-            self._loop_thread.run(self._producer.close())
+            self._loop_thread.run(self._close())
         finally:
             self._loop_thread.stop()
+
+    async def _close(self) -> None:
+        await self._drain_handoff()
+        await self._producer.close()
 
     def __enter__(self) -> Producer:
         return self
