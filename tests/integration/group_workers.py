@@ -55,6 +55,7 @@ POLL_TIMEOUT_S = 0.2
 """How long one poll of a worker blocks; bounds how late it notices ``close``."""
 BATCH_RECORDS_MAX = 200
 CLOSE_TIMEOUT_S = 30.0
+PRODUCER_FLUSH_TIMEOUT_S = 60.0
 STDERR_LINES_KEPT = 200
 
 
@@ -185,6 +186,7 @@ def _run_kafka_python(arguments: argparse.Namespace, stop: threading.Event, repo
         session_timeout_ms=arguments.session_timeout_ms,
         heartbeat_interval_ms=arguments.heartbeat_interval_ms,
         partition_assignment_strategy=[assignors[arguments.assignor]],
+        group_instance_id=arguments.instance_id,
         fetch_max_wait_ms=100,
         request_timeout_ms=30_000,
     )
@@ -247,6 +249,7 @@ def _run_aiokafka(arguments: argparse.Namespace, stop: threading.Event, report: 
             session_timeout_ms=arguments.session_timeout_ms,
             heartbeat_interval_ms=arguments.heartbeat_interval_ms,
             partition_assignment_strategy=(assignors[arguments.assignor],),
+            group_instance_id=arguments.instance_id,
             fetch_max_wait_ms=100,
         )
         await consumer.start()
@@ -597,6 +600,69 @@ def worker_pool() -> Iterator[WorkerPool]:
         yield pool
     finally:
         pool.stop_all()
+
+
+class ContinuousProducer:
+    """Produces one message per partition every few milliseconds until stopped, in a
+    thread, keeping every delivery report."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self._producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        self._topic = topic
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.delivered: list[tuple[int, int, str]] = []
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _on_delivery(
+        self, error: confluent_kafka.KafkaError | None, message: confluent_kafka.Message
+    ) -> None:
+        with self._lock:
+            if error is not None:
+                self.errors.append(str(error))
+            else:
+                value = message.value().decode()
+                self.delivered.append((message.partition(), message.offset(), value))
+
+    def _run(self) -> None:
+        sequence = 0
+        while not self._stop.is_set():
+            for partition in range(self._partitions):
+                self._producer.produce(
+                    self._topic,
+                    value=f"continuous-{sequence}".encode(),
+                    partition=partition,
+                    on_delivery=self._on_delivery,
+                )
+                sequence += 1
+            self._producer.poll(0.01)  # serves delivery reports; also paces the loop
+        self._producer.flush(PRODUCER_FLUSH_TIMEOUT_S)
+
+    def stop(self) -> dict[tuple[int, int], str]:
+        """Stop, wait for every delivery report; (partition, offset) → value."""
+        self._stop.set()
+        self._thread.join(PRODUCER_FLUSH_TIMEOUT_S + 5)
+        assert not self._thread.is_alive(), "the producer thread did not finish"
+        with self._lock:
+            assert not self.errors, f"delivery failed: {self.errors[:5]}"
+            return {(p, o): value for p, o, value in self.delivered}
 
 
 # ── conditions over a pool ─────────────────────────────────────────────────────────────

@@ -17,13 +17,23 @@ from broker_process import BrokerProcess
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     Delivered,
+    admin_client,
     create_topic,
     produce_and_flush,
     producer_config,
     unique_group_id,
 )
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    ConsumerGroupState,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import ConsumerGroupDescription
 from group_workers import (
+    ContinuousProducer,
     GroupWorker,
     WorkerPool,
     all_processed,
@@ -102,6 +112,12 @@ def assert_each_member_processed_only_its_partitions(
         assert not foreign, f"{worker.name} processed partitions {foreign} it does not own"
 
 
+def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
+    admin = admin_client(bootstrap)  # must outlive the future
+    (future,) = admin.describe_consumer_groups([group], request_timeout=15).values()
+    return future.result(timeout=CLIENT_TIMEOUT_S)
+
+
 # ── steady state ───────────────────────────────────────────────────────────────────────
 
 
@@ -125,69 +141,22 @@ def test_three_member_processes_split_six_partitions_two_each_and_process_every_
         CLIENT_TIMEOUT_S,
         "every member to commit offset 100 on each of its partitions",
     )
+
+    description = describe_group(broker.bootstrap, group)
+    assert description.state == ConsumerGroupState.STABLE
+    assert description.partition_assignor == "range"
+    described = {
+        member.client_id: {tp.partition for tp in member.assignment.topic_partitions}
+        for member in description.members
+    }
+    assert described == {m.name: set(m.assignment()) for m in members}, (
+        "DescribeGroups must show each member with the assignment it received"
+    )
     for member in members:
         member.close()
 
 
 # ── failures and departures ────────────────────────────────────────────────────────────
-
-
-class ContinuousProducer:
-    """Produces one message per partition every few milliseconds until stopped, in a
-    thread, keeping every delivery report."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._producer = Producer(producer_config(bootstrap, acks="all", **{"linger.ms": 2}))
-        self._topic = topic
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self.delivered: list[Delivered] = []
-        self.errors: list[str] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> ContinuousProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        with self._lock:
-            if error is not None:
-                self.errors.append(str(error))
-            else:
-                self.delivered.append(
-                    Delivered(
-                        message.topic(),
-                        message.partition(),
-                        message.offset(),
-                        message.key(),
-                        message.value(),
-                    )
-                )
-
-    def _run(self) -> None:
-        sequence = 0
-        while not self._stop.is_set():
-            for partition in range(PARTITIONS):
-                self._producer.produce(
-                    self._topic,
-                    value=f"continuous-{sequence}".encode(),
-                    partition=partition,
-                    on_delivery=self._on_delivery,
-                )
-                sequence += 1
-            self._producer.poll(0.01)  # serves delivery reports; also paces the loop
-        self._producer.flush(CLIENT_TIMEOUT_S)
-
-    def stop(self) -> list[Delivered]:
-        self._stop.set()
-        self._thread.join(CLIENT_TIMEOUT_S + 5)
-        assert not self._thread.is_alive(), "the producer thread did not finish"
-        with self._lock:
-            assert not self.errors, f"delivery failed: {self.errors[:5]}"
-            return list(self.delivered)
 
 
 def test_partitions_of_a_killed_member_move_to_the_others_and_no_message_is_lost(
@@ -208,7 +177,7 @@ def test_partitions_of_a_killed_member_move_to_the_others_and_no_message_is_lost
     victim, survivors = members[0], members[1:]
     victim_partitions = victim.assignment()
 
-    with ContinuousProducer(broker.bootstrap, topic) as producer:
+    with ContinuousProducer(broker.bootstrap, topic, PARTITIONS) as producer:
         pool.wait_until(
             lambda: len(victim.processed()) >= 50 and victim.committed(),
             CLIENT_TIMEOUT_S,
@@ -230,7 +199,7 @@ def test_partitions_of_a_killed_member_move_to_the_others_and_no_message_is_lost
             CLIENT_TIMEOUT_S,
             "the survivors to process messages of the victim's partitions",
         )
-    delivered = positions(producer.stop())
+    delivered = producer.stop()
 
     assert takeover_s <= SESSION_TIMEOUT_MS / 1000 + REBALANCE_MARGIN_S, (
         f"the victim's partitions moved {takeover_s:.1f}s after SIGKILL; the session "

@@ -28,7 +28,14 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from group_workers import WorkerPool, all_processed, duplicates, split_evenly, worker_pool
+from group_workers import (
+    ContinuousProducer,
+    WorkerPool,
+    all_processed,
+    duplicates,
+    split_evenly,
+    worker_pool,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 SESSION_TIMEOUT_MS = 6_000
@@ -189,6 +196,60 @@ def test_a_running_group_keeps_consuming_across_a_broker_restart_without_reproce
         f"{sorted(repeated)[:10]}"
     )
     assert {(p.partition, p.offset): p.value for p in processed} == expected
+
+
+@pytest.mark.parametrize("restart", list(RESTARTS))
+def test_a_broker_restart_mid_stream_loses_no_message_and_no_acknowledged_commit(
+    broker_factory, topic, restart, pool
+):
+    """Producer and group keep running while the broker restarts. Afterwards every
+    delivered message was processed, and a message processed twice lies at or beyond
+    the last commit acknowledged for its partition before the restart."""
+    broker = broker_factory(GROUP_BROKER_SETTINGS)
+    partitions = 4
+    create_topic(broker.bootstrap, topic, num_partitions=partitions)
+    group = unique_group_id()
+    members = [
+        pool.spawn(
+            f"member-{i}",
+            bootstrap=broker.bootstrap,
+            topic=topic,
+            group=group,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+        )
+        for i in range(2)
+    ]
+    pool.wait_until(split_evenly(members, partitions), GROUP_FORM_TIMEOUT_S, "a 2/2 split")
+
+    with ContinuousProducer(broker.bootstrap, topic, partitions) as producer:
+        pool.wait_until(
+            lambda: all(len(m.of_kind("committed")) >= 10 for m in members),
+            CLIENT_TIMEOUT_S,
+            "each member to commit ten times",
+        )
+        with pool.lock:
+            acknowledged = {
+                p: max(m.committed().get(p, 0) for m in members) for p in range(partitions)
+            }
+        RESTARTS[restart](broker)
+        marks = {m.name: len(m.events) for m in members}
+        pool.wait_until(
+            lambda: all(len(m.of_kind("committed", since=marks[m.name])) >= 10 for m in members),
+            60.0,
+            "each member to commit ten times after the restart",
+        )
+    delivered = producer.stop()
+
+    pool.wait_until(all_processed(pool, delivered), 60.0, "every delivered message processed")
+    processed = [p for p in pool.processed() if (p.partition, p.offset) in delivered]
+    assert all(p.value == delivered[(p.partition, p.offset)] for p in processed)
+    for (partition, offset), items in duplicates(processed).items():
+        assert offset >= acknowledged[partition], (
+            f"({partition}, {offset}) was processed again by {[i.worker for i in items]} "
+            f"although offset {acknowledged[partition]} had been committed before the "
+            f"{restart} restart"
+        )
 
 
 # ── __consumer_offsets itself ──────────────────────────────────────────────────────────

@@ -224,3 +224,47 @@ def test_librdkafka_and_kafka_python_members_share_a_topic_with_the_range_assign
         frozenset({3, 4, 5}),
     }, "the range assignor gives each member a contiguous run of partitions"
     assert kafka_python_committed(broker.bootstrap, group, topic, 6) == [100] * 6
+
+
+# ── static membership ──────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_a_static_python_member_restarting_within_the_session_timeout_causes_no_rebalance(
+    broker, topic, pool, client
+):
+    create_topic(broker.bootstrap, topic, num_partitions=4)
+    group = unique_group_id()
+
+    def spawn_static(index: int, name: str) -> GroupWorker:
+        return pool.spawn(
+            name,
+            client=client,
+            bootstrap=broker.bootstrap,
+            topic=topic,
+            group=group,
+            instance_id=f"static-{index}",
+            session_timeout_ms=20_000,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+        )
+
+    members = [spawn_static(i, f"{client}-{i}") for i in range(2)]
+    pool.wait_until(split_evenly(members, 4), GROUP_FORM_TIMEOUT_S, "a 2/2 split")
+    restarting, other = members
+    owned_before = restarting.assignment()
+    mark = len(other.events)
+    restarting.close()  # a static member sends no LeaveGroup
+    replacement = spawn_static(0, f"{client}-0-restarted")
+    pool.wait_until(
+        lambda: bool(replacement.assignment()), 20.0, "the restarted member's assignment"
+    )
+    assert replacement.assignment() == owned_before
+
+    expected = produce_round_robin(broker.bootstrap, topic, 4, 80, "after")
+    pool.wait_until(all_processed(pool, expected), CLIENT_TIMEOUT_S, "messages after restart")
+    quiet = pool.quiet_for(
+        lambda: bool(other.of_kind("assigned", "revoked", since=mark)),
+        3 * HEARTBEAT_INTERVAL_MS / 1000,
+    )
+    assert quiet, f"the other member was rebalanced:\n{other.describe()}"
+    assert_processed_exactly_once(pool, expected, [other, replacement])
