@@ -248,7 +248,8 @@ class Broker:
         """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
         within the I/O budget, swap the cleaned segments in here. True if it swapped."""
         now_ms = self.clock.wall_ms()
-        if not cleaner.needs_cleaning(partition_log, now_ms):
+        ratio = partition_log.config.min_cleanable_dirty_ratio
+        if not cleaner.needs_cleaning(partition_log, now_ms, min_cleanable_dirty_ratio=ratio):
             return False
         plan = cleaner.prepare(partition_log, now_ms)
         if plan is None:

@@ -60,6 +60,16 @@ def _cleanup_policy(text: str) -> str:
     return ",".join(parts)
 
 
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{value} is outside [0, 1]")
+    return value
+
+
 def _bool(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(f"{text!r} is not 'true' or 'false'")
@@ -151,6 +161,12 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             "min.compaction.lag.ms", "0", _long(0), "youngest record age the cleaner may compact"
         ),
         ConfigKey(
+            "min.cleanable.dirty.ratio",
+            "0.5",
+            _ratio,
+            "share of the log not yet compacted that makes the cleaner compact it",
+        ),
+        ConfigKey(
             "file.delete.delay.ms", "60000", _long(0), "how long a deleted segment stays on disk"
         ),
         ConfigKey(
@@ -204,6 +220,7 @@ class TopicConfig:
     flush_messages: int = _LONG_MAX
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
+    min_cleanable_dirty_ratio: float = 0.5
     file_delete_delay_ms: int = 60_000
     compression_type: str = "producer"
     unclean_leader_election_enable: bool = False
@@ -256,6 +273,7 @@ BROKER_TOPIC_DEFAULTS: dict[str, str] = {
     "log.flush.interval.messages": "flush.messages",
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "compression.type": "compression.type",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
