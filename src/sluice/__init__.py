@@ -5,3 +5,30 @@ Packages, from the bottom of the dependency order up (see docs/ARCHITECTURE.md):
 """
 
 __version__ = "0.1.0"
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sluice.client import sync as sync
+    from sluice.client.consumer_api import Consumer as Consumer
+    from sluice.client.producer_api import Producer as Producer
+
+__all__ = ["Consumer", "Producer", "__version__", "sync"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use, so the broker (which never uses the client) does not
+    # load it: ``sluice.Producer`` and ``sluice.sync.Producer``.
+    if name == "Producer":
+        from sluice.client.producer_api import Producer  # noqa: PLC0415
+
+        return Producer
+    if name == "Consumer":
+        from sluice.client.consumer_api import Consumer  # noqa: PLC0415
+
+        return Consumer
+    if name == "sync":
+        from sluice.client import sync  # noqa: PLC0415
+
+        return sync
+    raise AttributeError(f"module 'sluice' has no attribute {name!r}")

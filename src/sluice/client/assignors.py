@@ -15,6 +15,11 @@ member id. Both assignors below are Kafka's own algorithms:
 - ``roundrobin``: every subscribed partition of every topic, sorted by topic then
   partition, is dealt in turn to the members, skipping members not subscribed to the
   partition's topic.
+
+``cooperative-sticky`` (:class:`CooperativeStickyAssignor`) is this module's own
+simplified sticky algorithm for the cooperative protocol; it is not Kafka's
+implementation, but obeys the same contract (balanced, sticky, and a moved partition is
+revoked one rebalance before it is assigned elsewhere).
 """
 
 from __future__ import annotations
@@ -116,9 +121,80 @@ class RoundRobinAssignor:
         return assignment
 
 
+class CooperativeStickyAssignor:
+    """``cooperative-sticky``: balanced like round-robin, but members keep what they
+    own where balance allows, and a partition that must move is first only taken away
+    (the owner revokes it and rejoins) and handed to its new member in the next
+    rebalance, so no partition is ever owned by two members at once.
+
+    Steps, all deterministic: (1) each member keeps the partitions it owns that still
+    exist and that it subscribes to (a partition claimed twice stays with the first
+    member in member order); (2) members above their quota give up their highest
+    partitions — the quota is ``partitions // members``, plus one for as many members
+    as ``partitions % members`` (those already holding the most keep the extra one);
+    (3) free partitions, sorted, go one by one to the least-loaded subscribed member;
+    (4) partitions that changed owner are withheld from the new owner this round.
+    With unequal subscriptions step (3) balances only among members that subscribe.
+    """
+
+    name = "cooperative-sticky"
+    cooperative = True
+
+    def assign(
+        self, partitions_per_topic: Mapping[str, int], members: Sequence[MemberSubscription]
+    ) -> Assignment:
+        ordered = sorted(members, key=member_order)
+        assignment: dict[str, list[TopicPartition]] = {m.member_id: [] for m in ordered}
+        if not ordered:
+            return assignment
+        subscribed = {m.member_id: set(m.topics) for m in ordered}
+        existing = {
+            TopicPartition(topic, partition)
+            for m in ordered
+            for topic in m.topics
+            if topic in partitions_per_topic
+            for partition in range(partitions_per_topic[topic])
+        }
+        previous_owner: dict[TopicPartition, str] = {}
+        for member in ordered:
+            for tp in sorted(member.owned_partitions):
+                if tp in previous_owner:
+                    continue
+                previous_owner[tp] = member.member_id
+                if tp in existing and tp.topic in subscribed[member.member_id]:
+                    assignment[member.member_id].append(tp)
+        per_member, extra = divmod(len(existing), len(ordered))
+        by_load = sorted(ordered, key=lambda m: (-len(assignment[m.member_id]), member_order(m)))
+        quota = {
+            m.member_id: per_member + (1 if index < extra else 0) for index, m in enumerate(by_load)
+        }
+        for member_id, owned in assignment.items():
+            owned.sort()
+            del owned[quota[member_id] :]
+        taken = {tp for owned in assignment.values() for tp in owned}
+        for tp in sorted(existing - taken):
+            candidates = [m for m in ordered if tp.topic in subscribed[m.member_id]]
+            below = [m for m in candidates if len(assignment[m.member_id]) < quota[m.member_id]]
+            chosen = min(
+                below or candidates,
+                key=lambda m: (len(assignment[m.member_id]), member_order(m)),
+            )
+            assignment[chosen.member_id].append(tp)
+        return {
+            member_id: sorted(tp for tp in owned if previous_owner.get(tp, member_id) == member_id)
+            for member_id, owned in assignment.items()
+        }
+
+
+def is_cooperative(assignor: Assignor) -> bool:
+    """True for assignors of the cooperative (incremental) rebalance protocol."""
+    return bool(getattr(assignor, "cooperative", False))
+
+
 ASSIGNORS: dict[str, Assignor] = {
     RangeAssignor.name: RangeAssignor(),
     RoundRobinAssignor.name: RoundRobinAssignor(),
+    CooperativeStickyAssignor.name: CooperativeStickyAssignor(),
 }
 """Assignors by protocol name, as ``partition_assignment_strategy`` names them."""
 
