@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sluice.client import sync as sync
+    from sluice import sync as sync
     from sluice.client.consumer_api import Consumer as Consumer
     from sluice.client.producer_api import Producer as Producer
 
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
 
         return Consumer
     if name == "sync":
-        from sluice.client import sync  # noqa: PLC0415
+        import sluice.sync  # noqa: PLC0415
 
-        return sync
+        return sluice.sync
     raise AttributeError(f"module 'sluice' has no attribute {name!r}")
