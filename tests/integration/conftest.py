@@ -73,14 +73,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
+def _running_broker(
+    tmp_path_factory: pytest.TempPathFactory, name: str, overrides: dict[str, str] | None = None
+) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp(name) / "data", overrides=overrides)
     process.start()
     try:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _running_broker(tmp_path_factory, "broker")
+
+
+@pytest.fixture(scope="module")
+def fast_groups_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A module's broker whose first rebalance of a group does not wait
+    group.initial.rebalance.delay.ms (3 s by default), so group tests form groups fast.
+    A module uses it by defining ``broker`` as returning this fixture."""
+    yield from _running_broker(
+        tmp_path_factory, "groups-broker", {"group.initial.rebalance.delay.ms": "0"}
+    )
 
 
 @pytest.fixture(autouse=True)

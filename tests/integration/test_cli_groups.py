@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -45,16 +45,8 @@ FIRST_TIMESTAMP_MS = 1_704_067_200_000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("cli-groups") / "data",
-        overrides={"group.initial.rebalance.delay.ms": "0"},
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
+    return fast_groups_broker
 
 
 @pytest.fixture

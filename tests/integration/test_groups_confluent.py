@@ -52,16 +52,8 @@ GROUP_FORM_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("groups-confluent") / "data",
-        overrides={"group.initial.rebalance.delay.ms": "0"},
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
+    return fast_groups_broker
 
 
 @pytest.fixture

@@ -41,16 +41,8 @@ HEARTBEAT_INTERVAL_MS = 1_000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("groups-python-clients") / "data",
-        overrides={"group.initial.rebalance.delay.ms": "0"},
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
+    return fast_groups_broker
 
 
 @pytest.fixture
