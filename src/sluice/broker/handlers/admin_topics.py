@@ -14,8 +14,8 @@ refused for that name, as Kafka does, since the two entries could disagree.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.broker.dispatcher import handler
 from sluice.common import errors
@@ -25,17 +25,42 @@ from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from sluice.broker.app import Broker
 
 
-def _duplicates(names: Iterable[str]) -> set[str]:
-    return {name for name, count in Counter(names).items() if count > 1}
+T = TypeVar("T")
 
 
-def _duplicate_error(name: str) -> KafkaError:
-    return errors.InvalidRequest(f"topic {name!r} appears more than once in the request")
+def _per_topic(
+    items: Iterable[T], name_of: Callable[[T], str], action: Callable[[T], None]
+) -> list[tuple[str, KafkaError | None]]:
+    """Run ``action`` once per distinct topic name, in request order, and return each
+    name with its failure (None for success). A name given twice is answered once, with
+    INVALID_REQUEST, and not acted on: its two entries could disagree."""
+    items = list(items)
+    duplicates = {name for name, count in Counter(map(name_of, items)).items() if count > 1}
+    outcomes: dict[str, KafkaError | None] = {}
+    for item in items:
+        name = name_of(item)
+        if name in outcomes:
+            continue
+        try:
+            if name in duplicates:
+                raise errors.InvalidRequest(f"topic {name!r} appears more than once in the request")
+            action(item)
+            outcomes[name] = None
+        except KafkaError as e:
+            outcomes[name] = e
+    return list(outcomes.items())
+
+
+def _result(cls: type[Any], name: str, failure: KafkaError | None) -> Any:
+    return make(
+        cls,
+        name=name,
+        error_code=0 if failure is None else failure.code,
+        error_message=None if failure is None else failure.message,
+    )
 
 
 def _configs_of(topic: Any) -> dict[str, str | None]:
@@ -62,86 +87,42 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> None:
     )
 
 
-def _create_result(module: ModuleType, name: str, failure: KafkaError | None) -> Any:
-    return make(
-        module.CreatableTopicResult,
-        name=name,
-        error_code=0 if failure is None else failure.code,
-        error_message=None if failure is None else failure.message,
-    )
-
-
 @handler(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    duplicates = _duplicates(t.name for t in request.topics)
-    answered: set[str] = set()
-    results = []
-    for topic in request.topics:
-        if topic.name in answered:
-            continue
-        answered.add(topic.name)
-        failure: KafkaError | None = None
-        try:
-            if topic.name in duplicates:
-                raise _duplicate_error(topic.name)
-            _create_one(broker, topic, bool(request.validate_only))
-        except KafkaError as e:
-            failure = e
-        results.append(_create_result(module, topic.name, failure))
-    return make(module.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+    validate_only = bool(request.validate_only)
+    outcomes = _per_topic(
+        request.topics, lambda t: str(t.name), lambda t: _create_one(broker, t, validate_only)
+    )
+    results = tuple(_result(module.CreatableTopicResult, n, f) for n, f in outcomes)
+    return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
 
 
 @handler(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    duplicates = _duplicates(request.topic_names)
-    answered: set[str] = set()
-    results = []
-    for name in request.topic_names:
-        if name in answered:
-            continue
-        answered.add(name)
-        error_code = 0
-        try:
-            if name in duplicates:
-                raise _duplicate_error(name)
-            broker.topics.delete(name)
-        except KafkaError as e:
-            error_code = e.code
-        results.append(make(module.DeletableTopicResult, name=name, error_code=error_code))
-    return make(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(results))
+    outcomes = _per_topic(request.topic_names, str, broker.topics.delete)
+    results = tuple(
+        make(module.DeletableTopicResult, name=name, error_code=0 if f is None else f.code)
+        for name, f in outcomes
+    )
+    return make(module.DeleteTopicsResponse, throttle_time=0, responses=results)
+
+
+def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:
+    if topic.assignments is not None:
+        raise errors.InvalidRequest(
+            "manual replica assignment is not supported; leave assignments null"
+        )
+    broker.topics.add_partitions(topic.name, int(topic.count), validate_only=validate_only)
 
 
 @handler(ApiKey.CREATE_PARTITIONS)
 async def handle_create_partitions(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    duplicates = _duplicates(t.name for t in request.topics)
-    answered: set[str] = set()
-    results = []
-    for topic in request.topics:
-        if topic.name in answered:
-            continue
-        answered.add(topic.name)
-        failure: KafkaError | None = None
-        try:
-            if topic.name in duplicates:
-                raise _duplicate_error(topic.name)
-            if topic.assignments is not None:
-                raise errors.InvalidRequest(
-                    "manual replica assignment is not supported; leave assignments null"
-                )
-            broker.topics.add_partitions(
-                topic.name, int(topic.count), validate_only=bool(request.validate_only)
-            )
-        except KafkaError as e:
-            failure = e
-        results.append(
-            make(
-                module.CreatePartitionsTopicResult,
-                name=topic.name,
-                error_code=0 if failure is None else failure.code,
-                error_message=None if failure is None else failure.message,
-            )
-        )
-    return make(module.CreatePartitionsResponse, throttle_time=0, results=tuple(results))
+    validate_only = bool(request.validate_only)
+    outcomes = _per_topic(
+        request.topics, lambda t: str(t.name), lambda t: _add_partitions(broker, t, validate_only)
+    )
+    results = tuple(_result(module.CreatePartitionsTopicResult, n, f) for n, f in outcomes)
+    return make(module.CreatePartitionsResponse, throttle_time=0, results=results)
