@@ -43,6 +43,7 @@ UNSUPPORTED_VERSION = 35
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_RECORD = 87
+INVALID_REQUEST = 42
 
 FRAME_BYTES_MAX = 100 * 1024 * 1024  # socket.request.max.bytes
 GREEDY_SEND_BYTES_MAX = 256 * 1024 * 1024
@@ -322,6 +323,17 @@ def test_create_topics_refuses_an_absurd_partition_count(connection, topic, num_
 def test_create_topics_refuses_more_replicas_than_brokers(connection, topic):
     (result,) = connection.request(create_topics_request(topic, 1, replication_factor=3)).topics
     assert result.error_code == INVALID_REPLICATION_FACTOR
+
+
+def test_a_topic_named_twice_in_one_create_request_is_refused_once_and_not_created(
+    connection, topic
+):
+    single = create_topics_request(topic)
+    twice = replace(single, topics=single.topics + single.topics)
+    (result,) = connection.request(twice).topics
+    assert (result.name, result.error_code) == (topic, INVALID_REQUEST)
+    assert "more than once" in (result.error_message or "")
+    assert topic not in {t.name for t in connection.request(metadata_request(None)).topics}
 
 
 def test_metadata_auto_creation_refuses_an_invalid_name(connection):
