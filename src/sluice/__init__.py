@@ -10,15 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sluice import sync as sync
+    from sluice.client.admin_api import Admin as Admin
     from sluice.client.consumer_api import Consumer as Consumer
     from sluice.client.producer_api import Producer as Producer
 
-__all__ = ["Consumer", "Producer", "__version__", "sync"]
+__all__ = ["Admin", "Consumer", "Producer", "__version__", "sync"]
 
 
 def __getattr__(name: str) -> Any:
     # Imported on first use, so the broker (which never uses the client) does not
     # load it: ``sluice.Producer`` and ``sluice.sync.Producer``.
+    if name == "Admin":
+        from sluice.client.admin_api import Admin  # noqa: PLC0415
+
+        return Admin
     if name == "Producer":
         from sluice.client.producer_api import Producer  # noqa: PLC0415
 

@@ -5,19 +5,32 @@ broker from the outside, built on ``sluice.protocol`` (framing, codec, record ba
 and ``sluice.common`` (ids, errors, limits) and nothing higher. The broker never imports
 this package, and this package never imports the broker or storage.
 
-Layers, bottom up::
+Modules, bottom up::
 
-    connection  one TCP connection: ApiVersions negotiation, pipelined requests matched
-                by correlation id, timeouts, clean close
-    cluster     bootstrap, metadata (brokers, topics, partition leaders), one connection
-                per broker
-    admin       topics and configs (create, delete, describe, alter), list offsets
-    producer    build record batches and send them to partition leaders
-    consumer    fetch from partition offsets and decode the records
-    partitioner murmur2 key hashing, identical to the Java client's
+    connection    one TCP connection: ApiVersions negotiation, pipelined requests
+                  matched by correlation id, timeouts, clean close
+    cluster       bootstrap, metadata (brokers, topics, partition leaders), one
+                  connection per broker
+    messages      requests described as data, built at the version agreed on
+    versions      the API versions this client speaks, and the negotiation
+    errors        errors raised by the client itself (unreachable, timed out, ...)
+    partitioner   murmur2 key hashing, identical to the Java client's
+    accumulator   per-partition record batches waiting to be sent
+    producer      low-level helpers: build record batches, send them to leaders
+    producer_api  ``sluice.Producer``: batching, retrying, idempotent producer
+    consumer      low-level fetch from partition offsets, decoding the records
+    consumer_api  ``sluice.Consumer``: subscribe or assign, fetch, commit, seek
+    membership    the consumer group protocol of one member (join, sync, heartbeat)
+    assignors     partition assignment strategies (range, round-robin, sticky)
+    groups        coordinators, group descriptions and committed offsets
+    admin         ``Admin(cluster)``: topics, partitions, records, configs, offsets,
+                  groups and the cluster's description
+    admin_api     ``sluice.Admin``: that admin client owning its own ``Cluster``
+    sync          blocking facades (``sluice.sync.Producer``, ``Consumer``, ``Admin``)
+                  each running its client on a loop thread of its own
 
-Later additions (batching producer, group consumer, transactions, a sync facade) build
-on ``Cluster`` and ``BrokerConnection`` rather than opening sockets of their own.
+Everything builds on ``Cluster`` and ``BrokerConnection`` rather than opening sockets
+of its own.
 """
 
 from sluice.client.admin import (

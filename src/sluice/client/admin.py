@@ -66,6 +66,9 @@ ACTIVE_MEMBER_CODES = frozenset(
 )
 """How a coordinator refuses a commit without a generation while the group has members."""
 
+DELETE_RECORDS_TO_HIGH_WATERMARK = -1
+"""The DeleteRecords offset that stands for "every record below the high watermark"."""
+
 
 class OffsetSpec(IntEnum):
     """Which offset ListOffsets asks for; any value >= 0 is a timestamp in ms."""
@@ -157,6 +160,24 @@ class ListedOffset:
     offset: int
     timestamp_ms: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """The cluster as a Metadata answer describes it."""
+
+    cluster_id: str | None
+    controller_id: NodeId
+    """-1 when the cluster names no controller."""
+    brokers: tuple[BrokerMetadata, ...]
+    """Sorted by node id."""
+
+    @property
+    def controller(self) -> BrokerMetadata | None:
+        for broker in self.brokers:
+            if broker.node_id == self.controller_id:
+                return broker
+        return None
 
 
 def _partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -269,6 +290,122 @@ class Admin:
             if result.error_code == ErrorCode.unknown_topic_or_partition:
                 context += " does not exist"
             _raise_for(result.error_code, getattr(result, "error_message", None), context)
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+    ) -> None:
+        """Grow topics to the given total partition counts (``{"orders": 6}``).
+
+        Partition counts only grow: asking for fewer or as many as a topic has raises
+        ``InvalidPartitions``. Raises the error of the first topic the broker refused
+        (``UnknownTopicOrPartition`` for a topic that does not exist). With
+        ``validate_only`` the broker checks the request and changes nothing.
+        """
+        if not new_totals:
+            return
+        connection = await self.cluster.controller_connection()
+        payload = Request(
+            ApiKey.CREATE_PARTITIONS,
+            {
+                "topics": [
+                    {"name": topic, "count": count, "assignments": None}
+                    for topic, count in new_totals.items()
+                ],
+                "timeout": datetime.timedelta(milliseconds=timeout_ms),
+                "validate_only": validate_only,
+            },
+        )
+        response = await connection.request(payload, timeout_s=self._request_timeout_s(timeout_ms))
+        for result in response.results:
+            _raise_for(
+                result.error_code, getattr(result, "error_message", None), f"topic {result.name!r}"
+            )
+        # The next lookups (leaders, partition counts) must see the new partitions.
+        await self.cluster.metadata(list(new_totals))
+
+    async def delete_records(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+    ) -> dict[TopicPartition, int]:
+        """Delete the records below ``offset`` in each partition, asking its leader;
+        :data:`DELETE_RECORDS_TO_HIGH_WATERMARK` (-1) deletes every record written so far.
+
+        Returns each partition's new low watermark (its log start offset: where a
+        consumer starting from the earliest offset now begins). An offset beyond the high
+        watermark raises ``OffsetOutOfRange``; the first refusal is raised.
+        """
+        if not offsets:
+            return {}
+        metadata = await self.cluster.metadata({tp.topic for tp in offsets})
+        by_leader: dict[NodeId, dict[TopicPartition, int]] = defaultdict(dict)
+        for topic_partition, offset in offsets.items():
+            by_leader[metadata.leader(topic_partition)][topic_partition] = offset
+        results: dict[TopicPartition, int] = {}
+        await run_all(
+            self._delete_records_on(leader, leader_offsets, timeout_ms, results)
+            for leader, leader_offsets in by_leader.items()
+        )
+        return {topic_partition: results[topic_partition] for topic_partition in offsets}
+
+    async def _delete_records_on(
+        self,
+        leader: NodeId,
+        offsets: Mapping[TopicPartition, int],
+        timeout_ms: int,
+        results: dict[TopicPartition, int],
+    ) -> None:
+        connection = await self.cluster.connection(leader)
+        by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for topic_partition, offset in offsets.items():
+            by_topic[topic_partition.topic].append((topic_partition.partition, offset))
+        payload = Request(
+            ApiKey.DELETE_RECORDS,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": index, "offset": offset}
+                            for index, offset in partitions
+                        ],
+                    }
+                    for topic, partitions in by_topic.items()
+                ],
+                "timeout": datetime.timedelta(milliseconds=timeout_ms),
+            },
+        )
+        response = await connection.request(payload, timeout_s=self._request_timeout_s(timeout_ms))
+        for topic in response.topics:
+            for partition in topic.partitions:
+                topic_partition = TopicPartition(topic.name, int(partition.partition_index))
+                _raise_for(
+                    partition.error_code,
+                    None,
+                    f"deleting records of {topic_partition} before offset "
+                    f"{offsets.get(topic_partition)}",
+                )
+                results[topic_partition] = int(partition.low_watermark)
+        missing = set(offsets) - set(results)
+        if missing:
+            raise errors.UnknownServerError(
+                f"DeleteRecords answer from broker at {connection.address} does not mention "
+                + ", ".join(sorted(str(tp) for tp in missing))
+            )
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controller and every broker (from a fresh Metadata)."""
+        metadata = await self.cluster.metadata([])
+        return ClusterDescription(
+            cluster_id=metadata.cluster_id,
+            controller_id=metadata.controller_id,
+            brokers=tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
+        )
 
     def _request_timeout_s(self, timeout_ms: int) -> float:
         """Wait for the answer a little longer than the broker is allowed to take."""

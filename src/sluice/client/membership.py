@@ -32,8 +32,8 @@ member rejoins at once so the assignor can hand them to their new owner.
 
 Subscriptions travel as consumer protocol bytes (``ConsumerProtocolSubscription``, an
 int16 version then the body), assignments likewise (:mod:`sluice.client.groups`).
-The group APIs are sent as ready kio payloads at the highest version both this module
-and the broker speak (``GROUP_API_VERSIONS``).
+The group APIs are sent at the version the connection agreed on from the client's one
+version table (:mod:`sluice.client.versions`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from kio.serial.errors import SerialError
 from sluice.client.assignors import Assignor, MemberSubscription, is_cooperative
 from sluice.client.cluster import Cluster
 from sluice.client.connection import BrokerConnection
-from sluice.client.errors import ClientError, UnsupportedApiError
+from sluice.client.errors import ClientError
 from sluice.client.groups import (
     CONSUMER_PROTOCOL_TYPE,
     GroupCoordinators,
@@ -75,19 +75,11 @@ from sluice.client.groups import (
     encode_consumer_assignment,
     raise_for_group,
 )
-from sluice.client.messages import Request, build_entity, build_payload
+from sluice.client.messages import Request, build_entity
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.protocol.versions import ApiKey
-
-GROUP_API_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-}
-"""Versions of the membership APIs this module is written against (all non-flexible)."""
 
 JOIN_EXTRA_TIMEOUT_S = 5.0
 """JoinGroup is held by the coordinator up to the rebalance timeout; the request may
@@ -176,18 +168,6 @@ def decode_subscription(
     return MemberSubscription(
         member_id, tuple(str(t) for t in payload.topics), group_instance_id, owned
     )
-
-
-def group_request(connection: BrokerConnection, api_key: int, fields: Mapping[str, Any]) -> Any:
-    """A kio payload of a membership API at the highest version both sides speak."""
-    low, high = GROUP_API_VERSIONS[api_key]
-    broker = connection.broker_ranges.get(int(api_key))
-    if broker is None or max(low, broker[0]) > min(high, broker[1]):
-        raise UnsupportedApiError(
-            f"broker at {connection.address} serves no version of API {int(api_key)} "
-            f"in v{low}-{high}"
-        )
-    return build_payload(api_key, min(high, broker[1]), fields)
 
 
 # ── offsets ────────────────────────────────────────────────────────────────────────────
@@ -412,8 +392,7 @@ class GroupMembership:
     async def _heartbeat(self) -> None:
         async def attempt(connection: BrokerConnection) -> int:
             response = await connection.request(
-                group_request(
-                    connection,
+                Request(
                     ApiKey.HEARTBEAT,
                     {
                         "group_id": self.group_id,
@@ -472,8 +451,7 @@ class GroupMembership:
         metadata = encode_subscription(self.topics, self.assignment, version=SUBSCRIPTION_VERSION)
         while True:
             response = await connection.request(
-                group_request(
-                    connection,
+                Request(
                     ApiKey.JOIN_GROUP,
                     {
                         "group_id": self.group_id,
@@ -506,8 +484,7 @@ class GroupMembership:
         self, connection: BrokerConnection, assignments: Mapping[str, bytes]
     ) -> bytes | None:
         response = await connection.request(
-            group_request(
-                connection,
+            Request(
                 ApiKey.SYNC_GROUP,
                 {
                     "group_id": self.group_id,
@@ -569,8 +546,7 @@ class GroupMembership:
 
         async def attempt(connection: BrokerConnection) -> None:
             response = await connection.request(
-                group_request(
-                    connection,
+                Request(
                     ApiKey.LEAVE_GROUP,
                     {
                         "group_id": self.group_id,

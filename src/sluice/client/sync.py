@@ -21,13 +21,25 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sluice.client import consumer_api, producer_api
+from sluice.client import admin_api, consumer_api, producer_api
+from sluice.client.admin import (
+    ADMIN_TIMEOUT_MS_DEFAULT,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ListedOffset,
+    NewTopic,
+    OffsetSpec,
+)
+from sluice.client.cluster import BrokerMetadata, TopicMetadata
+from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
 from sluice.client.producer_api import OnDelivery, RecordMetadata
+from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.builder import RecordInput
 from sluice.protocol.records.record import Header
 
-__all__ = ["Consumer", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer"]
 
 _T = TypeVar("_T")
 
@@ -350,3 +362,177 @@ class Consumer:
         traceback: TracebackType | None,
     ) -> None:
         self.close(finished=exc is None)
+
+
+# ── Admin ──────────────────────────────────────────────────────────────────────────────
+
+
+class Admin:
+    """:class:`sluice.Admin` with blocking methods; takes the same options.
+
+    The constructor connects (raising as :meth:`sluice.Admin.start` does); use it as a
+    context manager or call :meth:`close`::
+
+        with sluice.sync.Admin(bootstrap_servers="127.0.0.1:9092") as admin:
+            admin.create_topics([NewTopic("orders", partitions=3)])
+
+    Each method runs the async method of the same name (documented in
+    :class:`sluice.client.admin.Admin`) in the facade's loop thread and blocks until it
+    finishes.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **options: Any
+    ) -> None:
+        self._loop_thread = _LoopThread("sluice-admin-loop")
+        try:
+            self._admin = self._loop_thread.run(self._create(bootstrap_servers, options))
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    @staticmethod
+    async def _create(
+        bootstrap_servers: str | Sequence[str], options: dict[str, Any]
+    ) -> admin_api.Admin:
+        admin = admin_api.Admin(bootstrap_servers, **options)
+        await admin.start()
+        return admin
+
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return self._loop_thread.run(coroutine)
+
+    # ── cluster and topics ─────────────────────────────────────────────────────────
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run(self._admin.describe_cluster())
+
+    def list_topics(self, *, include_internal: bool = False) -> list[TopicMetadata]:
+        return self._run(self._admin.list_topics(include_internal=include_internal))
+
+    def describe_topic(self, name: str) -> TopicMetadata:
+        return self._run(self._admin.describe_topic(name))
+
+    def create_topics(
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+        validate_only: bool = False,
+    ) -> None:
+        self._run(
+            self._admin.create_topics(topics, timeout_ms=timeout_ms, validate_only=validate_only)
+        )
+
+    def delete_topics(
+        self, names: Sequence[str], *, timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT
+    ) -> None:
+        self._run(self._admin.delete_topics(names, timeout_ms=timeout_ms))
+
+    def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+    ) -> None:
+        self._run(
+            self._admin.create_partitions(
+                new_totals, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT
+    ) -> dict[TopicPartition, int]:
+        return self._run(self._admin.delete_records(offsets, timeout_ms=timeout_ms))
+
+    # ── configs ────────────────────────────────────────────────────────────────────
+
+    def describe_topic_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        return self._run(self._admin.describe_topic_configs(topic))
+
+    def describe_configs(self, resource_type: int, name: str) -> dict[str, ConfigEntry]:
+        return self._run(self._admin.describe_configs(resource_type, name))
+
+    def alter_topic_configs(
+        self, topic: str, operations: Sequence[AlterConfigOp], *, validate_only: bool = False
+    ) -> None:
+        self._run(self._admin.alter_topic_configs(topic, operations, validate_only=validate_only))
+
+    def incremental_alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        operations: Sequence[AlterConfigOp],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        self._run(
+            self._admin.incremental_alter_configs(
+                resource_type, name, operations, validate_only=validate_only
+            )
+        )
+
+    # ── offsets ────────────────────────────────────────────────────────────────────
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        spec: OffsetSpec | int,
+        *,
+        read_committed: bool = False,
+    ) -> dict[TopicPartition, ListedOffset]:
+        return self._run(
+            self._admin.list_offsets(list(partitions), spec, read_committed=read_committed)
+        )
+
+    # ── consumer groups ────────────────────────────────────────────────────────────
+
+    def find_coordinator(self, group_id: str) -> BrokerMetadata:
+        return self._run(self._admin.find_coordinator(group_id))
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._run(self._admin.list_groups())
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        return self._run(self._admin.describe_groups(group_ids))
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        wanted = None if partitions is None else list(partitions)
+        return self._run(self._admin.list_group_offsets(group_id, wanted))
+
+    def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        self._run(self._admin.alter_group_offsets(group_id, offsets))
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, errors.KafkaError | None]:
+        return self._run(self._admin.delete_groups(group_ids))
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        self._run(self._admin.delete_group_offsets(group_id, list(partitions)))
+
+    # ── closing ────────────────────────────────────────────────────────────────────
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread. Idempotent."""
+        if self._loop_thread.loop.is_closed():
+            return
+        try:
+            self._loop_thread.run(self._admin.close())
+        finally:
+            self._loop_thread.stop()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -23,6 +23,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     # Consumer groups, as an administrator sees them (sluice.client.groups).
@@ -33,6 +35,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 4),  # v4+ answers with each group's state
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # Group membership, as a consumer takes part (sluice.client.membership).
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 
