@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 	@command -v kcat >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
 		else echo "kcat is missing: run 'sudo apt-get install $(APT_PACKAGES)' (needed by the tests only)"; fi; }
+	@command -v java >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (Spark needs Java 17)"; fi; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

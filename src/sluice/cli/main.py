@@ -11,6 +11,7 @@ import click
 from sluice import __version__
 from sluice.cli.consume import consume
 from sluice.cli.groups import groups
+from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
 from sluice.cli.serve import serve
 from sluice.cli.topics import topics
@@ -27,3 +28,4 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
+register_pipelines(main)

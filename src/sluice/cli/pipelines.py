@@ -1,0 +1,167 @@
+"""``sluice archive`` and ``sluice replay``: the Spark pipelines of :mod:`sluice.spark.pipelines`.
+
+Both start a local Spark (``--master local[*]``) unless told another master, and need
+the ``spark`` extra (``pip install 'sluice[spark]'``) and Java 17.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from sluice.cli.common import bootstrap_option
+
+MASTER_DEFAULT = "local[*]"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _master_option(function: F) -> F:
+    return click.option(
+        "--master",
+        default=MASTER_DEFAULT,
+        show_default=True,
+        help="Spark master URL (local[N], spark://host:7077, yarn, k8s://...).",
+    )(function)
+
+
+def _spark(master: str, app_name: str) -> object:
+    try:
+        from sluice.spark.pipelines import spark_session  # noqa: PLC0415
+    except ImportError as e:
+        raise click.ClickException(
+            f"{e}: install the Spark extra with pip install 'sluice[spark]'"
+        ) from None
+    return spark_session(master, app_name)
+
+
+def _utc(value: datetime.datetime | None) -> datetime.datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=datetime.UTC)
+
+
+@click.command()
+@bootstrap_option
+@click.option("--topic", "topics", multiple=True, help="Topic to archive (repeatable).")
+@click.option("--pattern", default=None, help="Archive every topic matching this regex.")
+@click.option("--output", required=True, help="Archive directory (Parquet, topic=/date=).")
+@click.option(
+    "--checkpoint",
+    default=None,
+    help="Spark checkpoint directory (default: <output>/_checkpoint).",
+)
+@click.option(
+    "--starting-offsets",
+    default="earliest",
+    show_default=True,
+    help="Where a new archive starts: earliest, latest or offset JSON.",
+)
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--until-end",
+    is_flag=True,
+    help="Stop once the topics' current ends are archived (Trigger.AvailableNow).",
+)
+@click.option(
+    "--trigger-interval",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between micro-batches when running continuously.",
+)
+@_master_option
+def archive(
+    bootstrap_server: str,
+    topics: tuple[str, ...],
+    pattern: str | None,
+    output: str,
+    checkpoint: str | None,
+    starting_offsets: str,
+    max_offsets_per_trigger: int | None,
+    until_end: bool,
+    trigger_interval: float,
+    master: str,
+) -> None:
+    """Copy topics into Parquet, exactly once, partitioned by topic and date."""
+    if bool(topics) == (pattern is not None):
+        raise click.UsageError("give either --topic (one or more) or --pattern")
+    from sluice.spark.pipelines import ArchiveJob, run_archive  # noqa: PLC0415
+
+    job = ArchiveJob(
+        bootstrap_servers=bootstrap_server,
+        output=output,
+        checkpoint=checkpoint or f"{output.rstrip('/')}/_checkpoint",
+        topics=topics,
+        pattern=pattern,
+        starting_offsets=starting_offsets,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        until_end=until_end,
+        trigger_interval_s=trigger_interval,
+    )
+    spark = _spark(master, "sluice-archive")
+    try:
+        run_archive(spark, job)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    finally:
+        spark.stop()  # type: ignore[attr-defined]
+
+
+@click.command()
+@bootstrap_option
+@click.option("--archive", "archive_path", required=True, help="Archive directory to read.")
+@click.option("--topic", required=True, help="Topic to publish into.")
+@click.option("--source-topic", "source_topics", multiple=True, help="Only these archived topics.")
+@click.option("--from-time", type=click.DateTime(), default=None, help="Records at or after (UTC).")
+@click.option("--to-time", type=click.DateTime(), default=None, help="Records before (UTC).")
+@click.option("--from-offset", type=click.IntRange(min=0), default=None)
+@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="Exclusive.")
+@click.option(
+    "--keep-partitions/--hash-keys",
+    default=True,
+    show_default=True,
+    help="Write each record to its source partition number, or hash its key.",
+)
+@_master_option
+def replay(
+    bootstrap_server: str,
+    archive_path: str,
+    topic: str,
+    source_topics: tuple[str, ...],
+    from_time: datetime.datetime | None,
+    to_time: datetime.datetime | None,
+    from_offset: int | None,
+    to_offset: int | None,
+    keep_partitions: bool,
+    master: str,
+) -> None:
+    """Re-publish archived records into a topic, keys, headers and order kept."""
+    from sluice.spark.pipelines import ReplayJob, run_replay  # noqa: PLC0415
+
+    job = ReplayJob(
+        bootstrap_servers=bootstrap_server,
+        archive=archive_path,
+        topic=topic,
+        source_topics=source_topics,
+        from_time=_utc(from_time),
+        to_time=_utc(to_time),
+        from_offset=from_offset,
+        to_offset=to_offset,
+        keep_partitions=keep_partitions,
+    )
+    spark = _spark(master, "sluice-replay")
+    try:
+        run_replay(spark, job)
+    finally:
+        spark.stop()  # type: ignore[attr-defined]
+
+
+def register_pipelines(group: click.Group) -> None:
+    """Add ``archive`` and ``replay`` to the ``sluice`` command group."""
+    group.add_command(archive)
+    group.add_command(replay)
