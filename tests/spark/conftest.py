@@ -82,10 +82,14 @@ def topic(request: pytest.FixtureRequest) -> str:
     return unique_topic_name(request.node.name.removeprefix("test_"))
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None
+) -> None:
     async def main() -> None:
         async with Cluster(bootstrap) as cluster:
-            await Admin(cluster).create_topics([NewTopic(name, partitions=partitions)])
+            await Admin(cluster).create_topics(
+                [NewTopic(name, partitions=partitions, configs=configs or {})]
+            )
 
     asyncio.run(main())
 

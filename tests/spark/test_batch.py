@@ -66,6 +66,20 @@ def test_batch_read_returns_exactly_what_was_produced(spark: Any, broker: Any, t
         assert row.timestampType == 0
 
 
+def test_log_append_time_topics_read_with_timestamp_type_1(
+    spark: Any, broker: Any, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
+    before_ms = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+    produce(broker.bootstrap, topic, _rows(20, 1))
+    rows = _reader(spark, broker.bootstrap, subscribe=topic).load().collect()
+    assert len(rows) == 20
+    assert {row.timestampType for row in rows} == {1}
+    for row in rows:
+        stamped_ms = row.timestamp.replace(tzinfo=datetime.UTC).timestamp() * 1000
+        assert stamped_ms >= before_ms - 1, "the broker's append time, not the producer's"
+
+
 def test_offset_ranges_and_min_partitions(spark: Any, broker: Any, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, _rows(200, 2))

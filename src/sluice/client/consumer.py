@@ -51,6 +51,9 @@ class ConsumedRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...] = ()
+    timestamp_type: int = 0
+    """0: the producer's CreateTime; 1: the broker's LogAppendTime
+    (message.timestamp.type of the topic when the batch was written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +194,18 @@ def _decode_partition(
         next_offset = max(next_offset, batch.header.next_offset)
         if batch.header.is_control:
             continue
+        timestamp_type = int(batch.header.timestamp_type)
         records.extend(
-            ConsumedRecord(topic, partition, r.offset, r.timestamp_ms, r.key, r.value, r.headers)
+            ConsumedRecord(
+                topic,
+                partition,
+                r.offset,
+                r.timestamp_ms,
+                r.key,
+                r.value,
+                r.headers,
+                timestamp_type,
+            )
             for r in batch.records
             if r.offset >= fetch_offset
         )

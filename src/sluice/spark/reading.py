@@ -29,9 +29,6 @@ from sluice.common.ids import TopicPartition
 from sluice.spark.options import SourceOptions
 from sluice.spark.planning import OffsetRange, data_loss
 
-TIMESTAMP_TYPE_CREATE_TIME = 0
-"""Kafka's timestampType for producer-set times (the only kind Sluice's log keeps)."""
-
 CLIENT_ID = "sluice-spark"
 
 _ALL_COLUMNS = (
@@ -66,7 +63,7 @@ def records_to_batch(records: Sequence[ConsumedRecord], schema: pa.Schema) -> pa
             columns[name] = pa.array(values, type=pa.int64()).cast(field_type)
             continue
         elif name == "timestampType":
-            values = [TIMESTAMP_TYPE_CREATE_TIME] * len(records)
+            values = [r.timestamp_type for r in records]
         elif name == "headers":
             values = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
         else:
