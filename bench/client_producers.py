@@ -3,10 +3,10 @@
 Compares, on the same broker and topic layout (4 partitions, acks=1, no compression,
 ``linger_ms=5``, keyless records, idempotence off):
 
-- ``sluice.Producer`` (asyncio; ``await send()`` per record, futures gathered at the end)
+- ``sluice.Producer`` (asyncio; ``await send()`` per record, then ``flush()``)
 - ``sluice.sync.Producer`` (blocking ``send()`` per record from a plain thread)
 - kafka-python ``KafkaProducer`` (``send()`` per record, ``flush()``)
-- aiokafka ``AIOKafkaProducer`` (``await send()`` per record, futures gathered)
+- aiokafka ``AIOKafkaProducer`` (``await send()`` per record, then ``flush()``)
 - confluent-kafka ``Producer`` (librdkafka, ``produce()`` + ``poll(0)``, ``flush()``)
 
 The pure-Python clients use 64 KiB batches (sluice's default); librdkafka keeps its
@@ -69,10 +69,16 @@ def run_sluice(bootstrap: str, topic: str, payload: bytes, count: int) -> tuple[
             await producer.send_and_wait(topic, payload)  # metadata and connections ready
             started = time.perf_counter()
             futures = [await producer.send(topic, payload) for _ in range(count)]
-            results = await asyncio.gather(*futures)
-            return len(results), time.perf_counter() - started
+            await producer.flush()
+            seconds = time.perf_counter() - started
+            return _succeeded(futures), seconds
 
     return asyncio.run(produce())
+
+
+def _succeeded(futures: list[asyncio.Future[Any]]) -> int:
+    """Delivered records, counted after the clock stopped (as for kafka-python)."""
+    return sum(1 for future in futures if future.done() and future.exception() is None)
 
 
 def run_sluice_sync(bootstrap: str, topic: str, payload: bytes, count: int) -> tuple[int, float]:
@@ -82,8 +88,9 @@ def run_sluice_sync(bootstrap: str, topic: str, payload: bytes, count: int) -> t
         producer.send_and_wait(topic, payload)
         started = time.perf_counter()
         futures = [producer.send(topic, payload) for _ in range(count)]
-        delivered = sum(1 for future in futures if future.result(120) is not None)
-        return delivered, time.perf_counter() - started
+        producer.flush(120)
+        seconds = time.perf_counter() - started
+        return sum(1 for future in futures if future.exception(0) is None), seconds
 
 
 def run_kafka_python(bootstrap: str, topic: str, payload: bytes, count: int) -> tuple[int, float]:
@@ -115,8 +122,9 @@ def run_aiokafka(bootstrap: str, topic: str, payload: bytes, count: int) -> tupl
             await producer.send_and_wait(topic, payload)
             started = time.perf_counter()
             futures = [await producer.send(topic, payload) for _ in range(count)]
-            results = await asyncio.gather(*futures)
-            return len(results), time.perf_counter() - started
+            await producer.flush()
+            seconds = time.perf_counter() - started
+            return _succeeded(futures), seconds
         finally:
             await producer.stop()
 
