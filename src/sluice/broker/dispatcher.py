@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.server import ConnectionInfo
-from sluice.common.errors import ProtocolError
+from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import SUPPORTED, ApiKey
@@ -42,13 +42,12 @@ def handler(api_key: ApiKey) -> Callable[[Handler], Handler]:
     return register
 
 
-def api_versions_fallback(correlation_id: int) -> bytes:
-    """ApiVersions in v0 format with UNSUPPORTED_VERSION and our ranges: the answer to an
-    ApiVersions request newer than we speak (clients then retry with one we do)."""
-    module = response_module(ApiKey.API_VERSIONS, 0)
-    payload = make(
+def api_versions_response(version: int, error_code: int = 0) -> Any:
+    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED``."""
+    module = response_module(ApiKey.API_VERSIONS, version)
+    return make(
         module.ApiVersionsResponse,
-        error_code=35,
+        error_code=error_code,
         api_keys=tuple(
             make(
                 module.ApiVersion,
@@ -58,8 +57,15 @@ def api_versions_fallback(correlation_id: int) -> bytes:
             )
             for key, r in sorted(SUPPORTED.items())
         ),
+        throttle_time=0,
     )
-    return codec.encode_response(correlation_id, payload)
+
+
+def api_versions_fallback(correlation_id: int) -> bytes:
+    """ApiVersions in v0 format with UNSUPPORTED_VERSION and our ranges: the answer to an
+    ApiVersions request newer than we speak (clients then retry with one we do)."""
+    response = api_versions_response(0, error_code=ErrorCode.unsupported_version)
+    return codec.encode_response(correlation_id, response)
 
 
 class Dispatcher:
