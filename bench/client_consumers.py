@@ -25,24 +25,21 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiokafka
-import confluent_kafka
 import kafka
 
 import sluice
+from client_producers import Result, print_machine_and_clients, print_table
 from produce_consume import (
     ProducedTopic,
     consume_flat_out,
     create_topic,
-    describe_machine,
     produce_flat_out,
     sluice_broker,
-    source_revision,
 )
 from sluice.common.ids import TopicPartition
 
@@ -50,22 +47,6 @@ PARTITIONS = 4
 TIME_LIMIT_S = 60.0
 BATCH_RECORDS = 10_000
 POLL_TIMEOUT_MS = 500
-
-
-@dataclass
-class Result:
-    client: str
-    message_bytes: int
-    messages: int
-    seconds: float
-
-    @property
-    def messages_per_second(self) -> float:
-        return self.messages / self.seconds
-
-    @property
-    def megabytes_per_second(self) -> float:
-        return self.messages * self.message_bytes / self.seconds / 1e6
 
 
 Runner = Callable[[str, ProducedTopic, float], tuple[int, float]]
@@ -194,17 +175,7 @@ def main() -> None:
     counts = {100: 300_000, 1024: 150_000}
     if arguments.quick:
         counts = {size: count // 10 for size, count in counts.items()}
-    machine = describe_machine()
-    print("## Machine\n")
-    for key, value in machine.items():
-        if key != "client":
-            print(f"- {key}: {value}")
-    print(
-        f"- clients: sluice {sluice.__version__} ({source_revision()}), "
-        f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}, "
-        f"confluent-kafka {confluent_kafka.version()[0]} "
-        f"(librdkafka {confluent_kafka.libversion()[0]})"
-    )
+    print_machine_and_clients()
     results: list[Result] = []
     with sluice_broker(None, []) as target:
         for message_bytes, count in counts.items():
@@ -221,17 +192,11 @@ def main() -> None:
                     file=sys.stderr,
                 )
                 results.append(result)
-    print(
-        f"\n## Consumer throughput (one `sluice serve`, {PARTITIONS} partitions, assign from "
-        f"offset 0, up to {BATCH_RECORDS:,} records per call)\n"
+    print_table(
+        f"Consumer throughput (one `sluice serve`, {PARTITIONS} partitions, assign from "
+        f"offset 0, up to {BATCH_RECORDS:,} records per call)",
+        results,
     )
-    print("| client | record | messages | seconds | msgs/s | MB/s |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for r in results:
-        print(
-            f"| {r.client} | {r.message_bytes} B | {r.messages:,} | {r.seconds:.2f} | "
-            f"{r.messages_per_second:,.0f} | {r.megabytes_per_second:.1f} |"
-        )
 
 
 if __name__ == "__main__":

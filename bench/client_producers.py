@@ -61,6 +61,32 @@ class Result:
         return self.messages * self.message_bytes / self.seconds / 1e6
 
 
+def print_machine_and_clients() -> None:
+    """The machine block, then the versions of every client compared (both client
+    benchmarks print this)."""
+    print("## Machine\n")
+    for key, value in describe_machine().items():
+        if key != "client":
+            print(f"- {key}: {value}")
+    print(
+        f"- clients: sluice {sluice.__version__} ({source_revision()}), "
+        f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}, "
+        f"confluent-kafka {confluent_kafka.version()[0]} "
+        f"(librdkafka {confluent_kafka.libversion()[0]})"
+    )
+
+
+def print_table(title: str, results: list[Result]) -> None:
+    print(f"\n## {title}\n")
+    print("| client | record | messages | seconds | msgs/s | MB/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r.client} | {r.message_bytes} B | {r.messages:,} | {r.seconds:.2f} | "
+            f"{r.messages_per_second:,.0f} | {r.megabytes_per_second:.1f} |"
+        )
+
+
 def run_sluice(bootstrap: str, topic: str, payload: bytes, count: int) -> tuple[int, float]:
     async def produce() -> tuple[int, float]:
         async with sluice.Producer(
@@ -192,17 +218,7 @@ def main() -> None:
     counts = {100: 200_000, 1024: 100_000}
     if arguments.quick:
         counts = {size: count // 10 for size, count in counts.items()}
-    machine = describe_machine()
-    print("## Machine\n")
-    for key, value in machine.items():
-        if key != "client":
-            print(f"- {key}: {value}")
-    print(
-        f"- clients: sluice {sluice.__version__} ({source_revision()}), "
-        f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}, "
-        f"confluent-kafka {confluent_kafka.version()[0]} "
-        f"(librdkafka {confluent_kafka.libversion()[0]})"
-    )
+    print_machine_and_clients()
     results: list[Result] = []
     with sluice_broker(None, []) as target:
         for message_bytes, count in counts.items():
@@ -213,17 +229,11 @@ def main() -> None:
                     file=sys.stderr,
                 )
                 results.append(result)
-    print(
-        f"\n## Producer throughput (one `sluice serve`, {PARTITIONS} partitions, acks=1, "
-        f"linger {LINGER_MS} ms, no compression)\n"
+    print_table(
+        f"Producer throughput (one `sluice serve`, {PARTITIONS} partitions, acks=1, "
+        f"linger {LINGER_MS} ms, no compression)",
+        results,
     )
-    print("| client | record | messages | seconds | msgs/s | MB/s |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for r in results:
-        print(
-            f"| {r.client} | {r.message_bytes} B | {r.messages:,} | {r.seconds:.2f} | "
-            f"{r.messages_per_second:,.0f} | {r.megabytes_per_second:.1f} |"
-        )
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class Server:
 
 
 def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
-    """uvloop has no ``loop.sendfile`` (NotImplementedError, even with fallback); on such
+    """uvloop has no ``loop.sendfile`` (it raises, even with fallback=True); on such
     a loop record slices are read into memory and written instead."""
     return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
 
