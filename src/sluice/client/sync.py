@@ -17,7 +17,7 @@ import concurrent.futures
 import functools
 import re
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -60,6 +60,25 @@ class _LoopThread:
         assert threading.current_thread() is not self._thread, "would block its own loop"
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
 
+    def start(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Run a facade's start-up; if it fails, stop this thread too (the facade
+        never comes to exist, so nothing else would)."""
+        try:
+            return self.run(coroutine)
+        except BaseException:
+            self.stop()
+            raise
+
+    def close(self, closing: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run the coroutine ``closing()`` makes, then stop this thread. Idempotent:
+        once the loop is closed, ``closing`` is not called."""
+        if self.loop.is_closed():
+            return
+        try:
+            self.run(closing())
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         if self.loop.is_closed():
             return
@@ -99,11 +118,7 @@ class Producer:
         self._drain_scheduled = False
         self._drain_lock = asyncio.Lock()
         self._loop_thread = _LoopThread("sluice-producer-loop")
-        try:
-            self._loop_thread.run(self._producer.start())
-        except BaseException:
-            self._loop_thread.stop()
-            raise
+        self._loop_thread.start(self._producer.start())
 
     def send(
         self,
@@ -194,12 +209,7 @@ class Producer:
 
     def close(self) -> None:
         """Flush, stop the producer and its loop thread. Idempotent."""
-        if self._loop_thread.loop.is_closed():
-            return
-        try:
-            self._loop_thread.run(self._close())
-        finally:
-            self._loop_thread.stop()
+        self._loop_thread.close(self._close)
 
     async def _close(self) -> None:
         await self._drain_handoff()
@@ -235,11 +245,7 @@ class Consumer:
 
     def __init__(self, *topics: str, **options: Any) -> None:
         self._loop_thread = _LoopThread("sluice-consumer-loop")
-        try:
-            self._consumer = self._loop_thread.run(self._create(topics, options))
-        except BaseException:
-            self._loop_thread.stop()
-            raise
+        self._consumer = self._loop_thread.start(self._create(topics, options))
 
     @staticmethod
     async def _create(topics: Sequence[str], options: dict[str, Any]) -> consumer_api.Consumer:
@@ -345,12 +351,7 @@ class Consumer:
 
     def close(self, *, finished: bool = True) -> None:
         """Commit (per the delivery mode), leave the group, stop the loop thread."""
-        if self._loop_thread.loop.is_closed():
-            return
-        try:
-            self._loop_thread.run(self._consumer.close(finished=finished))
-        finally:
-            self._loop_thread.stop()
+        self._loop_thread.close(lambda: self._consumer.close(finished=finished))
 
     def __enter__(self) -> Consumer:
         return self
@@ -385,11 +386,7 @@ class Admin:
         self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **options: Any
     ) -> None:
         self._loop_thread = _LoopThread("sluice-admin-loop")
-        try:
-            self._admin = self._loop_thread.run(self._create(bootstrap_servers, options))
-        except BaseException:
-            self._loop_thread.stop()
-            raise
+        self._admin = self._loop_thread.start(self._create(bootstrap_servers, options))
 
     @staticmethod
     async def _create(
@@ -519,12 +516,7 @@ class Admin:
 
     def close(self) -> None:
         """Close the connections and stop the loop thread. Idempotent."""
-        if self._loop_thread.loop.is_closed():
-            return
-        try:
-            self._loop_thread.run(self._admin.close())
-        finally:
-            self._loop_thread.stop()
+        self._loop_thread.close(self._admin.close)
 
     def __enter__(self) -> Admin:
         return self
