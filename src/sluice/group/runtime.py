@@ -39,7 +39,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from random import Random
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol, Self, TypeVar
 
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.errors import ErrorCode, KafkaError, for_code
@@ -84,6 +84,9 @@ REPLAY_RECORDS_PER_YIELD = 1_000
 a long load does not stall everyone else."""
 
 Operation = Callable[[GroupCoordinator, int, RequestToken], list[Effect]]
+
+
+_ResponseT = TypeVar("_ResponseT")
 
 
 class OffsetsLog(Protocol):
@@ -275,48 +278,48 @@ class GroupCoordinatorRuntime:
     # ============================================================== operations
 
     async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
-        response = await self._call(
-            request.group_id, lambda c, now, token: c.join_group(now, token, request)
+        return await self._call_for(
+            JoinGroupResponse,
+            request.group_id,
+            lambda c, now, token: c.join_group(now, token, request),
         )
-        assert isinstance(response, JoinGroupResponse)
-        return response
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
-        response = await self._call(
-            request.group_id, lambda c, now, token: c.sync_group(now, token, request)
+        return await self._call_for(
+            SyncGroupResponse,
+            request.group_id,
+            lambda c, now, token: c.sync_group(now, token, request),
         )
-        assert isinstance(response, SyncGroupResponse)
-        return response
 
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        response = await self._call(
-            request.group_id, lambda c, now, token: c.heartbeat(now, token, request)
+        return await self._call_for(
+            HeartbeatResponse,
+            request.group_id,
+            lambda c, now, token: c.heartbeat(now, token, request),
         )
-        assert isinstance(response, HeartbeatResponse)
-        return response
 
     async def leave_group(self, request: LeaveGroupRequest) -> LeaveGroupResponse:
-        response = await self._call(
-            request.group_id, lambda c, now, token: c.leave_group(now, token, request)
+        return await self._call_for(
+            LeaveGroupResponse,
+            request.group_id,
+            lambda c, now, token: c.leave_group(now, token, request),
         )
-        assert isinstance(response, LeaveGroupResponse)
-        return response
 
     async def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        response = await self._call(
-            request.group_id, lambda c, now, token: c.commit_offsets(now, token, request)
+        return await self._call_for(
+            OffsetCommitResponse,
+            request.group_id,
+            lambda c, now, token: c.commit_offsets(now, token, request),
         )
-        assert isinstance(response, OffsetCommitResponse)
-        return response
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> OffsetDeleteResponse:
-        response = await self._call(
-            group_id, lambda c, now, token: c.delete_offsets(now, token, group_id, partitions)
+        return await self._call_for(
+            OffsetDeleteResponse,
+            group_id,
+            lambda c, now, token: c.delete_offsets(now, token, group_id, partitions),
         )
-        assert isinstance(response, OffsetDeleteResponse)
-        return response
 
     async def fetch_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None
@@ -382,8 +385,13 @@ class GroupCoordinatorRuntime:
         self._last_now_ms = max(self._last_now_ms, self._clock.wall_ms())
         return self._last_now_ms
 
-    async def _call(self, group_id: str, operation: Operation) -> Response:
-        return await self._call_shard(self._shard_for(group_id), operation)
+    async def _call_for(
+        self, kind: type[_ResponseT], group_id: str, operation: Operation
+    ) -> _ResponseT:
+        """Run ``operation`` on the group's coordinator; its reply is a ``kind``."""
+        response = await self._call_shard(self._shard_for(group_id), operation)
+        assert isinstance(response, kind), f"expected {kind.__name__}, got {response!r}"
+        return response
 
     async def _call_shard(self, shard: _Shard, operation: Operation) -> Response:
         token = next(self._tokens)
