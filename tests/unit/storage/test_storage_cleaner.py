@@ -24,6 +24,7 @@ from sluice.protocol.records.batch import (
     Compression,
     TimestampType,
     parse_header,
+    set_base_offset,
 )
 from sluice.protocol.records.builder import (
     ConsumerRecord,
@@ -645,7 +646,8 @@ def test_transactional_and_control_batches_are_kept_as_they_are(
             timestamp_ms=T0,
         )
     )
-    log.append_as_follower(set_offset(marker, log.log_end_offset))
+    set_base_offset(marker, log.log_end_offset)
+    log.append_as_follower(marker)
     append_pairs(log, codec, [(b"k", b"plain-2")])
     settle(log)
     transactional = [
@@ -664,11 +666,6 @@ def test_transactional_and_control_batches_are_kept_as_they_are(
     assert after == transactional and len(after) == 2
     values = [r[3] for r in rows(log)]
     assert values[-1] == b"plain-2" and b"plain-1" not in values
-
-
-def set_offset(batch: bytearray, offset: int) -> bytearray:
-    batch[0:8] = offset.to_bytes(8, "big")
-    return batch
 
 
 # -- limits: the offset map, grouping, throttling ----------------------------------------------
