@@ -121,6 +121,16 @@ class AppendResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A record found by a ListOffsets lookup: its timestamp, offset and the leader
+    epoch of its batch (-1 when the batch has none)."""
+
+    timestamp_ms: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     """Whole batches as file ranges, in offset order (possibly over several segments)."""
 
@@ -720,6 +730,40 @@ class PartitionLog:
                         return record.offset, record.timestamp_ms
             return max(header.base_offset, self._log_start_offset), header.max_timestamp
         return None
+
+    @_storage_errors
+    def max_timestamp_offset(self) -> TimestampAndOffset | None:
+        """The record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP,
+        KIP-734): its timestamp, its offset and its batch's leader epoch (-1 if none);
+        None when no record has a timestamp. As in Kafka: the first segment holding the
+        largest timestamp, the first batch there carrying it, the first record of that
+        batch with that timestamp (in a LogAppendTime batch, its first record). Each
+        segment keeps its max timestamp and that batch in memory, so this reads one
+        batch, not the log. The caller hides the answer when it is at or above the high
+        watermark."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if best is None or segment.max_timestamp_ms > best.max_timestamp_ms:
+                best = segment
+        if best is None:
+            return None
+        found = best.max_timestamp_batch()
+        if found is None:
+            return None
+        position, header = found
+        epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+        if header.timestamp_type == TimestampType.CREATE_TIME:
+            data = os.pread(best.file.fileno(), header.size_bytes, position)
+            try:
+                records = decode_batch(data, verify_crc=False).records
+            except errors.KafkaError as e:
+                logger.warning("%s: cannot decode batch at %d: %s", best, position, e)
+                return None
+            for record in records:
+                if record.timestamp_ms == header.max_timestamp:
+                    return TimestampAndOffset(record.timestamp_ms, record.offset, epoch)
+            return None
+        return TimestampAndOffset(header.max_timestamp, header.base_offset, epoch)
 
     # -- truncation and deletion ----------------------------------------------------
 

@@ -189,6 +189,9 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._max_timestamp_ms = -1
+        self._max_timestamp_batch_offset: int | None = None
+        """Base offset of the first batch carrying ``_max_timestamp_ms``; None when not
+        known (a trusted segment reopened: found through the time index on demand)."""
         self._bytes_since_index_entry = 0
         self._last_batch_offset: int | None = None
         self._next_offset: int | None = None
@@ -308,6 +311,7 @@ class LogSegment:
         assert offset_index is not None and time_index is not None
         last_time = time_index.last_entry()
         self._max_timestamp_ms = last_time[0] if last_time else -1
+        self._max_timestamp_batch_offset = None
         self._scan_tail()
 
     def _scan_tail(self) -> None:
@@ -321,7 +325,7 @@ class LogSegment:
         for _, header in self.iter_batches(position):
             next_offset = header.next_offset
             self._last_batch_offset = header.base_offset
-            self._max_timestamp_ms = max(self._max_timestamp_ms, header.max_timestamp)
+            self._note_max_timestamp(header.max_timestamp, header.base_offset)
         self._next_offset = next_offset
 
     def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
@@ -338,6 +342,7 @@ class LogSegment:
             self.time_index_path, self.base_offset, self.index_capacity_bytes, writable=True
         )
         self._max_timestamp_ms = -1
+        self._max_timestamp_batch_offset = None
         self._bytes_since_index_entry = 0
         self._last_batch_offset = None
         return self._offset_index, self._time_index
@@ -358,7 +363,7 @@ class LogSegment:
         ``index.interval.bytes``. O(1)."""
         offset_index, time_index = self._offset_index, self._time_index
         assert offset_index is not None and time_index is not None
-        self._max_timestamp_ms = max(self._max_timestamp_ms, max_timestamp_ms)
+        self._note_max_timestamp(max_timestamp_ms, offset)
         if (
             position > 0
             and self._bytes_since_index_entry >= self.index_interval_bytes
@@ -370,6 +375,13 @@ class LogSegment:
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size
         self._last_batch_offset = offset
+
+    def _note_max_timestamp(self, max_timestamp_ms: int, batch_offset: int) -> None:
+        """Keep the segment's max timestamp and the first batch that carries it (a later
+        batch with the same timestamp does not replace it, as in Kafka)."""
+        if max_timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms = max_timestamp_ms
+            self._max_timestamp_batch_offset = batch_offset
 
     def _finish_indexes(self) -> None:
         """Write the final time-index entry (the segment's max timestamp) and trim both
@@ -479,6 +491,27 @@ class LogSegment:
                 break
             boundary = end
         return boundary
+
+    def max_timestamp_batch(self) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose max timestamp is the segment's;
+        None when the segment holds no timestamped batch. Cheap: the batch is known from
+        appends and recovery, or found from the time index (one short scan) after a
+        trusted reopen."""
+        max_timestamp_ms = self.max_timestamp_ms
+        if max_timestamp_ms < 0 or self.size_bytes == 0:
+            return None
+        batch_offset = self._max_timestamp_batch_offset
+        if batch_offset is not None:
+            position = self._verified_lookup(batch_offset) if batch_offset > self.base_offset else 0
+            for found, header in self.iter_batches(position):
+                if header.base_offset >= batch_offset:
+                    if header.max_timestamp == max_timestamp_ms:
+                        return found, header
+                    break
+        found_batch = self.find_batch_for_timestamp(max_timestamp_ms)
+        if found_batch is not None:
+            self._max_timestamp_batch_offset = found_batch[1].base_offset
+        return found_batch
 
     def find_batch_for_timestamp(
         self, timestamp_ms: int, min_offset: int = 0
@@ -606,13 +639,14 @@ class LogSegment:
         # Recompute what the removed batches may have contributed.
         last_time = time_index.last_entry()
         self._max_timestamp_ms = -1
+        self._max_timestamp_batch_offset = None
         self._last_batch_offset = None
         scan_from = 0
         if last_time is not None:
             self._max_timestamp_ms = last_time[0]
             scan_from = self._verified_lookup(last_time[1])
         for _, batch_header in self.iter_batches(scan_from):
-            self._max_timestamp_ms = max(self._max_timestamp_ms, batch_header.max_timestamp)
+            self._note_max_timestamp(batch_header.max_timestamp, batch_header.base_offset)
             self._last_batch_offset = batch_header.base_offset
         self._bytes_since_index_entry = self.size_bytes - offset_index.last_entry()[1]
         return removed
