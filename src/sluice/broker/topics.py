@@ -8,6 +8,7 @@ change listener, the same path a ZooKeeper watch will take in a cluster.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster import controller
@@ -64,20 +65,40 @@ class TopicManager:
         configs: dict[str, str | None],
         *,
         validate_only: bool = False,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> TopicMetadata:
+        """Create a topic; with ``assignments`` ((partition index, replicas), as a
+        client gave them) its replicas are those, and the counts must be -1."""
         problem = topic_name_problem(name)
         if problem is not None:
             raise errors.InvalidTopicException(problem)
         if name in self._topics:
             raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
-        if partition_count == -1:
-            partition_count = self._config.num_partitions
-        if replication_factor == -1:
-            replication_factor = self._config.default_replication_factor
         checked = parse_topic_configs(configs)
-        topic = controller.new_topic(
-            name, partition_count, replication_factor, checked, self._store.live_brokers()
-        )
+        if assignments:
+            # Kafka's order: the replication factor is checked first.
+            if replication_factor != -1:
+                raise errors.InvalidRequest(
+                    "A manual partition assignment was specified, but replication factor "
+                    "was not set to -1."
+                )
+            if partition_count != -1:
+                raise errors.InvalidRequest(
+                    "A manual partition assignment was specified, but numPartitions was "
+                    "not set to -1."
+                )
+            topic = controller.assigned_topic(
+                name, assignments, checked, self._store.live_brokers()
+            )
+            partition_count = topic.partition_count
+        else:
+            if partition_count == -1:
+                partition_count = self._config.num_partitions
+            if replication_factor == -1:
+                replication_factor = self._config.default_replication_factor
+            topic = controller.new_topic(
+                name, partition_count, replication_factor, checked, self._store.live_brokers()
+            )
         if validate_only:
             return topic
         try:
@@ -103,9 +124,21 @@ class TopicManager:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, new_count: int, *, validate_only: bool = False) -> None:
+    def add_partitions(
+        self,
+        name: str,
+        new_count: int,
+        *,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        """Grow a topic; ``assignments`` names the replicas of each added partition."""
         topic = self.require(name)
-        grown = controller.with_partitions(topic, new_count, self._store.live_brokers())
+        brokers = self._store.live_brokers()
+        if assignments is None:
+            grown = controller.with_partitions(topic, new_count, brokers)
+        else:
+            grown = controller.with_assigned_partitions(topic, new_count, assignments, brokers)
         if not validate_only:
             self._store.update_topic(grown)
 

@@ -6,9 +6,12 @@ through the metadata store, synchronously, so the request's ``timeout`` never ru
 when the response is sent the change is already in the store and applied to the local
 replicas.
 
-Not supported, refused with INVALID_REQUEST: manual replica assignments (CreateTopics
-``assignments``, CreatePartitions ``assignments``). A name given twice in one request is
-refused for that name, as Kafka does, since the two entries could disagree.
+Manual replica assignments (CreateTopics and CreatePartitions ``assignments``) are
+checked and stored as given (see :mod:`sluice.cluster.controller`): a bad one is refused
+with INVALID_REPLICA_ASSIGNMENT, and CreateTopics with both an assignment and a partition
+count or replication factor other than -1 with INVALID_REQUEST, as in Kafka. A name given
+twice in one request is refused for that name, as Kafka does, since the two entries could
+disagree.
 """
 
 from __future__ import annotations
@@ -73,17 +76,15 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
 
 
 def _create_one(broker: Broker, topic: Any, validate_only: bool) -> None:
-    if topic.assignments:
-        raise errors.InvalidRequest(
-            "manual replica assignment is not supported; give num_partitions and "
-            "replication_factor instead"
-        )
     broker.topics.create(
         topic.name,
         int(topic.num_partitions),
         int(topic.replication_factor),
         _configs_of(topic),
         validate_only=validate_only,
+        assignments=[
+            (int(a.partition_index), [int(b) for b in a.broker_ids]) for a in topic.assignments
+        ],
     )
 
 
@@ -110,11 +111,14 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
 
 
 def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:
-    if topic.assignments is not None:
-        raise errors.InvalidRequest(
-            "manual replica assignment is not supported; leave assignments null"
-        )
-    broker.topics.add_partitions(topic.name, int(topic.count), validate_only=validate_only)
+    assignments = (
+        None
+        if topic.assignments is None
+        else [[int(b) for b in a.broker_ids] for a in topic.assignments]
+    )
+    broker.topics.add_partitions(
+        topic.name, int(topic.count), validate_only=validate_only, assignments=assignments
+    )
 
 
 @handler(ApiKey.CREATE_PARTITIONS)
