@@ -18,10 +18,12 @@ from sluice.broker.handlers.admin_configs import (
     ConfigSource,
     ConfigType,
     describe_broker_configs,
+    describe_group_configs,
     describe_topic_configs,
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
+    incrementally_altered_group_configs,
     incrementally_altered_overrides,
     replaced_overrides,
 )
@@ -29,7 +31,7 @@ from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common import errors
-from sluice.common.config import TOPIC_CONFIG_KEYS, BrokerConfig
+from sluice.common.config import GROUP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, BrokerConfig, TopicConfig
 from sluice.common.errors import ErrorCode
 from sluice.protocol import codec
 from sluice.protocol.messages import make, request_module
@@ -113,7 +115,7 @@ def test_broker_configs_are_read_only_and_marked_when_set() -> None:
 def test_replaced_overrides_are_exactly_the_entries_checked() -> None:
     assert replaced_overrides([("retention.ms", "10"), ("cleanup.policy", "delete,compact")]) == {
         "retention.ms": "10",
-        "cleanup.policy": "compact,delete",
+        "cleanup.policy": "delete,compact",
     }
     assert replaced_overrides([]) == {}
     with pytest.raises(errors.InvalidConfig):
@@ -140,13 +142,16 @@ def test_incremental_set_and_delete_touch_only_their_keys() -> None:
 
 def test_incremental_append_and_subtract_work_on_list_keys_from_the_effective_value() -> None:
     appended = alter({}, ("cleanup.policy", AlterConfigOp.APPEND, "compact"))
-    assert appended == {"cleanup.policy": "compact,delete"}
+    assert appended == {"cleanup.policy": "delete,compact"}  # appended at the end
     assert alter(appended, ("cleanup.policy", AlterConfigOp.APPEND, "delete")) == appended
     assert alter(appended, ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete")) == {
         "cleanup.policy": "compact"
     }
-    with pytest.raises(errors.InvalidConfig):  # nothing left
-        alter({}, ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete"))
+    # Kafka 4.2+ allows an empty cleanup.policy: keep everything, compact nothing.
+    assert alter({}, ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete")) == {"cleanup.policy": ""}
+    assert alter({"cleanup.policy": ""}, ("cleanup.policy", AlterConfigOp.APPEND, "compact")) == {
+        "cleanup.policy": "compact"
+    }
 
 
 @pytest.mark.parametrize(
@@ -339,7 +344,7 @@ def test_incremental_alter_configs_changes_single_keys(broker: Any) -> None:
     assert response.responses[0].error_code == ErrorCode.none
     assert broker.topics.require("orders").configs == {
         "retention.ms": "777",
-        "cleanup.policy": "compact,delete",
+        "cleanup.policy": "delete,compact",
     }
 
     refused = incremental_request(False, "orders", ("retention.ms", AlterConfigOp.APPEND, "1"))
@@ -348,3 +353,83 @@ def test_incremental_alter_configs_changes_single_keys(broker: Any) -> None:
     )
     assert response.responses[0].error_code == ErrorCode.invalid_config
     assert broker.topics.require("orders").configs["retention.ms"] == "777"
+
+
+# ── cleanup.policy as a list, group configs ─────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("delete,compact", "delete,compact"),
+        ("compact,delete", "compact,delete"),
+        (" compact , delete ", "compact,delete"),
+        ("", ""),
+    ],
+)
+def test_cleanup_policy_keeps_the_order_given(given: str, stored: str) -> None:
+    assert replaced_overrides([("cleanup.policy", given)]) == {"cleanup.policy": stored}
+
+
+@pytest.mark.parametrize("bad", ["delete,delete", "delete,,compact", "Compact", "none"])
+def test_cleanup_policy_refuses_what_kafka_refuses(bad: str) -> None:
+    with pytest.raises(errors.InvalidConfig):
+        replaced_overrides([("cleanup.policy", bad)])
+
+
+@pytest.mark.parametrize(
+    ("policy", "compact", "delete"),
+    [("delete", False, True), ("compact,delete", True, True), ("", False, False)],
+)
+def test_topic_config_reads_the_policy_list(policy: str, compact: bool, delete: bool) -> None:
+    config = TopicConfig.from_entries({"cleanup.policy": policy})
+    assert (config.compact, config.delete) == (compact, delete)
+
+
+def test_group_configs_describe_defaults_then_overrides() -> None:
+    described = by_name(describe_group_configs({"consumer.session.timeout.ms": "50000"}))
+    assert set(described) == set(GROUP_CONFIG_KEYS)
+    session = described["consumer.session.timeout.ms"]
+    assert (session.value, session.source, session.read_only) == (
+        "50000",
+        ConfigSource.GROUP_CONFIG,
+        False,
+    )
+    assert [(s.name, s.source) for s in session.synonyms] == [
+        ("consumer.session.timeout.ms", ConfigSource.GROUP_CONFIG),
+        ("group.consumer.session.timeout.ms", ConfigSource.DEFAULT_CONFIG),
+    ]
+    reset = described["share.auto.offset.reset"]
+    assert (reset.value, reset.source, reset.config_type) == (
+        "latest",
+        ConfigSource.DEFAULT_CONFIG,
+        ConfigType.STRING,
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("consumer.session.timeout.ms", AlterConfigOp.SET, "1000"),  # below 45000
+        ("share.record.lock.duration.ms", AlterConfigOp.SET, "soon"),
+        ("share.auto.offset.reset", AlterConfigOp.SET, "middle"),
+        ("no.such.group.config", AlterConfigOp.SET, "1"),
+        ("consumer.session.timeout.ms", AlterConfigOp.APPEND, "50000"),
+    ],
+)
+def test_bad_group_config_changes_are_invalid_config(change: tuple[str, int, str]) -> None:
+    with pytest.raises(errors.InvalidConfig):
+        incrementally_altered_group_configs({}, [change])
+
+
+def test_group_config_changes_keep_the_other_overrides() -> None:
+    current = {"share.session.timeout.ms": "50000"}
+    assert incrementally_altered_group_configs(
+        current, [("share.heartbeat.interval.ms", AlterConfigOp.SET, "15000")]
+    ) == {"share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "15000"}
+    assert (
+        incrementally_altered_group_configs(
+            current, [("share.session.timeout.ms", AlterConfigOp.DELETE, None)]
+        )
+        == {}
+    )

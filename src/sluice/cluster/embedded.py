@@ -4,7 +4,11 @@ File ``<data dir>/cluster-metadata.json``::
 
     {"format": 1, "cluster_id": "…", "next_producer_id": 3000,
      "topics": {"orders": {"name": …, "topic_id": …, "partitions": {…},
-                           "configs": {…}, "version": 4}}}
+                           "configs": {…}, "version": 4}},
+     "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}}}
+
+``group_configs`` (per-group overrides, config resource GROUP) may be absent: files
+written before it existed have none.
 
 Each change rewrites the whole document atomically (temp file, fsync, rename, fsync of
 the directory), so a crash leaves either the old or the new state, never half of one.
@@ -126,6 +130,33 @@ class EmbeddedMetadataStore:
         return self.update_topic(
             TopicMetadata(name, current.topic_id, partitions, current.configs, expected_version)
         )
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The config overrides stored for one group (empty when none)."""
+        stored = self._document.get("group_configs", {}).get(group_id, {})
+        return dict(stored)
+
+    def groups_with_configs(self) -> list[str]:
+        return sorted(self._document.get("group_configs", {}))
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace one group's overrides (already checked); empty removes the group's
+        entry. In memory only once the file is written."""
+        previous = self._document.get("group_configs")
+        updated = dict(previous or {})
+        if configs:
+            updated[group_id] = dict(sorted(configs.items()))
+        else:
+            updated.pop(group_id, None)
+        self._document["group_configs"] = updated
+        try:
+            self._write()
+        except BaseException:
+            if previous is None:
+                del self._document["group_configs"]
+            else:
+                self._document["group_configs"] = previous
+            raise
 
     def allocate_producer_id_block(self, block_size: int) -> int:
         first = int(self._document["next_producer_id"])

@@ -68,6 +68,18 @@ class MetadataStore(Protocol):
         """Reserve ``block_size`` producer ids durably; return the first. Never reused."""
         ...
 
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """A group's config overrides (config resource GROUP); empty when none."""
+        ...
+
+    def groups_with_configs(self) -> list[str]:
+        """Every group that has config overrides."""
+        ...
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's config overrides durably; empty removes them."""
+        ...
+
     def add_listener(self, listener: TopicsListener) -> None:
         """Call ``listener`` after any topic change (from any broker)."""
         ...

@@ -53,11 +53,27 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def list_items(text: str) -> list[str]:
+    """A LIST config's items as Kafka splits them: trimmed, split on commas with the
+    spaces around them; an empty or blank value is the empty list. Empty items ("a,,b")
+    are kept so the caller can refuse them."""
+    stripped = text.strip()
+    return [] if not stripped else [item.strip() for item in stripped.split(",")]
+
+
+CLEANUP_POLICIES = ("compact", "delete")
+
+
 def _cleanup_policy(text: str) -> str:
-    parts = sorted(p.strip() for p in text.split(",") if p.strip())
-    if not parts or any(p not in ("compact", "delete") for p in parts):
-        raise ValueError(f"{text!r} is not 'delete', 'compact' or 'compact,delete'")
-    return ",".join(parts)
+    """``delete``, ``compact``, both in the order given, or empty (Kafka 4.2+: neither
+    compaction nor time/size deletion, i.e. keep everything). Duplicates and empty items
+    are refused, as Kafka's ValidList does."""
+    items = list_items(text)
+    if any(item not in CLEANUP_POLICIES for item in items):
+        raise ValueError(f"{text!r}: each item must be one of {', '.join(CLEANUP_POLICIES)}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{text!r}: values must not be duplicated")
+    return ",".join(items)
 
 
 def _ratio(text: str) -> float:
@@ -245,11 +261,14 @@ class TopicConfig:
 
     @property
     def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
+        """The cleaner compacts this log (``compact`` among the cleanup policies)."""
+        return "compact" in list_items(self.cleanup_policy)
 
     @property
     def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
+        """Retention deletes old segments by time and size (``delete`` among the cleanup
+        policies; an empty policy keeps everything)."""
+        return "delete" in list_items(self.cleanup_policy)
 
 
 assert {f.name for f in dataclasses.fields(TopicConfig)} == {
@@ -409,3 +428,84 @@ def read_properties_file(path: Path) -> dict[str, str]:
             raise BrokerConfigError(f"{path}:{number}: expected name=value, got {stripped!r}")
         properties[name.strip()] = value.strip()
     return properties
+
+
+# ── group configs (config resource type GROUP, KIP-848/KIP-932) ───────────────────────
+
+GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
+    key.name: key
+    for key in [
+        ConfigKey(
+            "consumer.session.timeout.ms",
+            "45000",
+            _long(45_000, 60_000),
+            "session timeout of a consumer group member (new consumer protocol)",
+        ),
+        ConfigKey(
+            "consumer.heartbeat.interval.ms",
+            "5000",
+            _long(5_000, 15_000),
+            "heartbeat interval of a consumer group member (new consumer protocol)",
+        ),
+        ConfigKey(
+            "share.session.timeout.ms",
+            "45000",
+            _long(45_000, 60_000),
+            "session timeout of a share group member",
+        ),
+        ConfigKey(
+            "share.heartbeat.interval.ms",
+            "5000",
+            _long(5_000, 15_000),
+            "heartbeat interval of a share group member",
+        ),
+        ConfigKey(
+            "share.record.lock.duration.ms",
+            "30000",
+            _long(15_000, 60_000),
+            "how long a share group member holds the records it fetched",
+        ),
+        ConfigKey(
+            "share.auto.offset.reset",
+            "latest",
+            _choice("latest", "earliest"),
+            "where a share group starts reading a partition it has no position in",
+        ),
+    ]
+}
+"""Per-group settings under Kafka's names (GroupConfig), with Kafka's defaults. The
+ranges are Kafka's default broker bounds (group.consumer.min/max.session.timeout.ms and
+the like), which Sluice does not make configurable."""
+
+BROKER_NAME_OF_GROUP_KEY: dict[str, str] = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+    "share.session.timeout.ms": "group.share.session.timeout.ms",
+    "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
+    "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.auto.offset.reset": "group.share.auto.offset.reset",
+}
+"""The broker setting each group config defaults to (its synonym in DescribeConfigs)."""
+
+
+def parse_group_configs(entries: Mapping[str, str | None]) -> dict[str, str]:
+    """Check a group's whole override set; return it normalised. Raises InvalidConfig
+    for an unknown name, a value out of range, or a session timeout not above the
+    heartbeat interval (Kafka's GroupConfig.validate)."""
+    checked: dict[str, str] = {}
+    for name, text in entries.items():
+        key = GROUP_CONFIG_KEYS.get(name)
+        if key is None:
+            raise errors.InvalidConfig(f"Unknown group config name: {name}")
+        if text is None:
+            raise errors.InvalidConfig(f"group config {name!r} has no value")
+        try:
+            checked[name] = str(key.parse(text.strip()))
+        except ValueError as e:
+            raise errors.InvalidConfig(f"{name}: {e}") from None
+    effective = {name: key.default for name, key in GROUP_CONFIG_KEYS.items()} | checked
+    for kind in ("consumer", "share"):
+        session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        if int(effective[session]) <= int(effective[heartbeat]):
+            raise errors.InvalidConfig(f"{session} must be greater than {heartbeat}")
+    return checked

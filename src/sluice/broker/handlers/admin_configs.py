@@ -1,4 +1,4 @@
-"""DescribeConfigs v1-3, AlterConfigs v0-1, IncrementalAlterConfigs v0: topic and broker
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs: topic, broker and group
 configuration.
 
 A topic config's effective value comes from the first of these that has it; that one is
@@ -22,6 +22,18 @@ keys. Every value is checked with :func:`~sluice.common.config.parse_topic_confi
 before anything is written, so a bad entry changes nothing (INVALID_CONFIG).
 ``validate_only`` checks everything and writes nothing.
 
+List configs (``cleanup.policy``) keep the order given: APPEND adds the missing items
+at the end, SUBTRACT removes items, and the empty list is a value (Kafka 4.2+: for
+``cleanup.policy``, keep everything).
+
+Group configs (resource type 32, Kafka's GroupConfig names: ``consumer.*`` and
+``share.*``) are per group id, whether or not the group exists. IncrementalAlterConfigs
+SETs and DELETEs them, checked by name and range as a whole
+(:func:`~sluice.common.config.parse_group_configs`), stored in the metadata store;
+DescribeConfigs shows the group's value (GROUP_CONFIG, 8) or Kafka's default
+(DEFAULT_CONFIG), with the broker setting it defaults to as a synonym. The legacy
+AlterConfigs refuses groups (INVALID_REQUEST), as it predates them.
+
 The logic is in plain functions over mappings (``describe_topic_configs``,
 ``describe_broker_configs``, ``replaced_overrides``, ``incrementally_altered_overrides``);
 the handlers only translate between them and kio messages.
@@ -40,11 +52,15 @@ from typing import TYPE_CHECKING, Any
 from sluice.broker.dispatcher import handler
 from sluice.common import errors
 from sluice.common.config import (
+    BROKER_NAME_OF_GROUP_KEY,
     BROKER_PROPERTIES,
     BROKER_TOPIC_DEFAULTS,
+    GROUP_CONFIG_KEYS,
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
     ConfigKey,
+    list_items,
+    parse_group_configs,
     parse_topic_configs,
 )
 from sluice.common.errors import KafkaError
@@ -61,12 +77,14 @@ if TYPE_CHECKING:
 class ResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
+    GROUP = 32
 
 
 class ConfigSource(IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 class ConfigType(IntEnum):
@@ -215,6 +233,33 @@ def describe_topic_configs(
     return described
 
 
+def describe_group_configs(
+    overrides: Mapping[str, str], names: Collection[str] | None = None
+) -> list[DescribedConfig]:
+    """Every group config (or those in ``names``): the group's override if it has one
+    (GROUP_CONFIG), else Kafka's default, listed under the broker setting it comes from."""
+    described = []
+    for name, key in GROUP_CONFIG_KEYS.items():
+        if names is not None and name not in names:
+            continue
+        synonyms = [
+            Synonym(BROKER_NAME_OF_GROUP_KEY[name], key.default, ConfigSource.DEFAULT_CONFIG)
+        ]
+        if name in overrides:
+            synonyms.insert(0, Synonym(name, overrides[name], ConfigSource.GROUP_CONFIG))
+        described.append(
+            _described(
+                name,
+                key,
+                synonyms,
+                read_only=False,
+                documentation=key.doc,
+                config_type=_topic_config_type(key),
+            )
+        )
+    return described
+
+
 def _text(value: object) -> str | None:
     if value is None:
         return None
@@ -292,10 +337,6 @@ def replaced_overrides(entries: Sequence[tuple[str, str | None]]) -> dict[str, s
     return parse_topic_configs(dict(entries))
 
 
-def _list_items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 def incrementally_altered_overrides(
     overrides: Mapping[str, str],
     config: BrokerConfig,
@@ -324,7 +365,8 @@ def incrementally_altered_overrides(
             if value is None:
                 raise errors.InvalidConfig(f"topic config {name!r} has no value")
             effective = altered.get(name, config.topic_defaults.get(name, key.default))
-            items, given = _list_items(effective), _list_items(value)
+            items = [item for item in list_items(effective) if item]
+            given = [item for item in list_items(value) if item]
             if operation == AlterConfigOp.APPEND:
                 items += [item for item in given if item not in items]
             else:
@@ -335,14 +377,45 @@ def incrementally_altered_overrides(
     return parse_topic_configs(altered)
 
 
+def incrementally_altered_group_configs(
+    overrides: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
+) -> dict[str, str]:
+    """IncrementalAlterConfigs on a group: SET and DELETE (no group config is a list),
+    the result checked as a whole (Kafka's GroupConfig.validate)."""
+    _refuse_duplicate_names([name for name, _, _ in changes])
+    altered = dict(overrides)
+    for name, operation, value in changes:
+        if name not in GROUP_CONFIG_KEYS:
+            raise errors.InvalidConfig(f"Unknown group config name: {name}")
+        if operation == AlterConfigOp.SET:
+            if value is None:
+                raise errors.InvalidConfig(f"group config {name!r} has no value")
+            altered[name] = value
+        elif operation == AlterConfigOp.DELETE:
+            altered.pop(name, None)
+        elif operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise errors.InvalidConfig(
+                f"Can't {AlterConfigOp(operation).name} to key {name} because its type is not LIST."
+            )
+        else:
+            raise errors.InvalidRequest(f"unknown config operation {operation} for {name!r}")
+    return parse_group_configs(altered)
+
+
 # ── handlers ───────────────────────────────────────────────────────────────────────────
 
 
 def _unsupported_resource_type(resource_type: int) -> KafkaError:
     return errors.InvalidRequest(
-        f"resource type {resource_type} is not supported; Sluice has topic (2) and "
-        "broker (4) configs"
+        f"resource type {resource_type} is not supported; Sluice has topic (2), broker (4) "
+        "and group (32) configs"
     )
+
+
+def _check_group_name(group_id: str | None) -> str:
+    if not group_id:
+        raise errors.InvalidRequest("Group name must not be empty")
+    return group_id
 
 
 def _check_broker_name(broker: Broker, resource_name: str) -> None:
@@ -383,6 +456,9 @@ def _describe_resource(broker: Broker, resource: Any) -> list[DescribedConfig]:
     if resource_type == ResourceType.BROKER:
         _check_broker_name(broker, resource.resource_name)
         return describe_broker_configs(broker.config, names)
+    if resource_type == ResourceType.GROUP:
+        group_id = _check_group_name(resource.resource_name)
+        return describe_group_configs(broker.store.group_configs(group_id), names)
     raise _unsupported_resource_type(resource_type)
 
 
@@ -414,6 +490,19 @@ def _alter_resource(broker: Broker, resource: Any, validate_only: bool, incremen
     resource_type = int(resource.resource_type)
     if resource_type == ResourceType.BROKER:
         raise errors.InvalidRequest(STATIC_BROKER_CONFIGS_MESSAGE)
+    if resource_type == ResourceType.GROUP and incremental:
+        group_id = _check_group_name(resource.resource_name)
+        altered = incrementally_altered_group_configs(
+            broker.store.group_configs(group_id),
+            [(c.name, int(c.config_operation), c.value) for c in resource.configs],
+        )
+        if not validate_only:
+            broker.store.set_group_configs(group_id, altered)
+        return
+    if resource_type == ResourceType.GROUP:
+        raise errors.InvalidRequest(
+            "group configs change through IncrementalAlterConfigs, not AlterConfigs"
+        )
     if resource_type != ResourceType.TOPIC:
         raise _unsupported_resource_type(resource_type)
     topic = broker.topics.require(resource.resource_name)
