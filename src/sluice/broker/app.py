@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import logging
 import signal
+import socket
 from pathlib import Path
 from typing import IO
 
@@ -93,8 +94,9 @@ class Broker:
         if not clean:
             log.info("no clean-shutdown marker: recovering partition logs")
         self.store = EmbeddedMetadataStore(self.data_dir)
-        advertised = self.config.advertised_host or self.config.host
-        self.node = BrokerInfo(self.config.node_id, advertised, self.config.port)
+        advertised = self._advertised_host()
+        advertised_port = self.config.advertised_port or self.config.port
+        self.node = BrokerInfo(self.config.node_id, advertised, advertised_port)
         self.store.register_broker(self.node)
         self.topics = TopicManager(self.store, self.replicas, self.config)
         self.topics.open_local_replicas(recover=not clean)
@@ -115,7 +117,7 @@ class Broker:
         )
         self._dispatcher = Dispatcher(self)
         await self.server.start()
-        if self.config.port == 0:  # tests ask for any free port
+        if self.config.port == 0 and not self.config.advertised_port:  # any free port
             self.node = BrokerInfo(self.config.node_id, advertised, self.server.port)
             self.store.register_broker(self.node)
         log.info(
@@ -126,6 +128,16 @@ class Broker:
             self.data_dir,
             len(self.replicas),
         )
+
+    def _advertised_host(self) -> str:
+        """advertised.listeners (or advertised.host), else the listening host; a
+        listener with no host is advertised under this machine's name, as in Kafka."""
+        if self.config.advertised_host:
+            return self.config.advertised_host
+        listener = self.config.listeners
+        if listener is not None and not listener.host:
+            return socket.getfqdn()
+        return self.config.host
 
     def _ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted) on first start. Its partition count

@@ -58,6 +58,18 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     help="Port to listen on (0 picks a free one).  [default: 9092]",
 )
 @click.option(
+    "--listeners",
+    envvar="SLUICE_LISTENERS",
+    metavar="PLAINTEXT://HOST:PORT",
+    help="Kafka's listeners setting: where to listen (instead of --host/--port).",
+)
+@click.option(
+    "--advertised-listeners",
+    envvar="SLUICE_ADVERTISED_LISTENERS",
+    metavar="PLAINTEXT://HOST:PORT",
+    help="Kafka's advertised.listeners: the address clients are told to connect to.",
+)
+@click.option(
     "--node-id",
     type=click.IntRange(0),
     envvar="SLUICE_NODE_ID",
@@ -97,6 +109,8 @@ def serve(
     data_dir: Path | None,
     host: str | None,
     port: int | None,
+    listeners: str | None,
+    advertised_listeners: str | None,
     node_id: int | None,
     config_file: Path | None,
     overrides: tuple[str, ...],
@@ -107,6 +121,8 @@ def serve(
 
     Settings are applied in this order, later winning: defaults, --config file,
     -o overrides, then the explicit options (--data-dir, --host, --port, --node-id).
+    The address may be given as Kafka's listeners / advertised.listeners
+    (PLAINTEXT://host:port, one listener) or as --host/--port, not as both.
     """
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     config = BrokerConfig()
@@ -114,16 +130,18 @@ def serve(
         if config_file is not None:
             config.apply_properties(read_properties_file(config_file))
         config.apply_properties(_parse_overrides(overrides))
+        options = {"listeners": listeners, "advertised.listeners": advertised_listeners}
+        config.apply_properties({k: v for k, v in options.items() if v is not None})
+        config.set_address(host, port, origin="--host/--port")
+        config.check_advertised_address()
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None
     if data_dir is not None:
         config.data_dir = data_dir
-    if host is not None:
-        config.host = host
-    if port is not None:
-        config.port = port
+        config.static_names.add("log.dirs")
     if node_id is not None:
         config.node_id = node_id
+        config.static_names.add("node.id")
     loop_factory = _loop_factory(event_loop)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:

@@ -10,6 +10,7 @@ INVALID_CONFIG and a message that says which key and why.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,6 +309,61 @@ class BrokerConfigError(ValueError):
     """A broker setting that is unknown or has a bad value; the message says which."""
 
 
+LISTENER_PROTOCOLS_SERVED = ("PLAINTEXT",)
+"""Security protocols a listener may use today (TLS and SASL listeners come later)."""
+
+NON_ROUTABLE_HOSTS = frozenset({"0.0.0.0", "::"})
+
+_LISTENER = re.compile(
+    r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]\s]*):(?P<port>\d+)"
+)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of Kafka's ``listeners`` / ``advertised.listeners``:
+    ``PLAINTEXT://host:port``. An empty host means every interface (and, advertised,
+    this machine's name), as in Kafka."""
+
+    protocol: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.protocol}://{host}:{self.port}"
+
+
+def parse_listener(setting: str, text: str) -> Listener:
+    """The one listener in ``text``. Raises BrokerConfigError for anything else: bad
+    syntax, several listeners, or a protocol other than PLAINTEXT."""
+    items = list_items(text)
+    example = "PLAINTEXT://127.0.0.1:9092"
+    if not items:
+        raise BrokerConfigError(f"{setting} is empty; give one listener such as {example}")
+    if len(items) > 1:
+        raise BrokerConfigError(
+            f"{setting}={text}: Sluice serves one PLAINTEXT listener for now (TLS and SASL "
+            "listeners come in a later release); give exactly one"
+        )
+    match = _LISTENER.fullmatch(items[0])
+    if match is None:
+        raise BrokerConfigError(
+            f"{setting}={items[0]} is not PROTOCOL://host:port; for example {example}"
+        )
+    protocol = match["name"].upper()
+    if protocol not in LISTENER_PROTOCOLS_SERVED:
+        raise BrokerConfigError(
+            f"{setting}={items[0]}: {protocol} listeners are not supported yet (TLS and SASL "
+            f"come in a later release); use PLAINTEXT://host:port"
+        )
+    try:
+        port = _port(match["port"])
+    except ValueError as e:
+        raise BrokerConfigError(f"{setting}={items[0]}: port {e}") from None
+    return Listener(protocol, match["host"].strip("[]"), port)
+
+
 @dataclass
 class BrokerConfig:
     """Settings of one broker process (``sluice serve``), under Kafka's property names
@@ -336,6 +392,66 @@ class BrokerConfig:
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
+    listeners: Listener | None = None
+    """``listeners`` when given: it set ``host`` and ``port`` (an empty host is 0.0.0.0)."""
+    advertised_listeners: Listener | None = None
+    """``advertised.listeners`` when given: the address Metadata hands to clients."""
+    advertised_port: int | None = None
+    """The port clients are told, when it differs from ``port``."""
+    static_names: set[str] = field(default_factory=set)
+    """Settings given in the config file, with -o or as options (STATIC_BROKER_CONFIG in
+    DescribeConfigs), by Kafka's name where there is one."""
+    _given_address: tuple[str | None, int | None] = field(default=(None, None), repr=False)
+    """host and port given by --host/--port or the host/port settings (not by listeners)."""
+
+    def set_address(self, host: str | None, port: int | None, *, origin: str) -> None:
+        """Listen on ``host`` / ``port`` (``--host``/``--port`` or the ``host``/``port``
+        settings). Raises BrokerConfigError when ``listeners`` says otherwise."""
+        given_host, given_port = self._given_address
+        if host is not None:
+            self.host = given_host = host
+            self.static_names.add("host")
+        if port is not None:
+            self.port = given_port = port
+            self.static_names.add("port")
+        self._given_address = (given_host, given_port)
+        self._check_address(origin)
+
+    def _check_address(self, origin: str) -> None:
+        listener = self.listeners
+        given_host, given_port = self._given_address
+        if listener is None or (given_host is None and given_port is None):
+            return
+        if (given_host is not None and given_host != (listener.host or "0.0.0.0")) or (
+            given_port is not None and given_port != listener.port
+        ):
+            given = f"{given_host or listener.host}:{given_port or listener.port}"
+            raise BrokerConfigError(
+                f"{origin} ({given}) disagree with listeners={listener}; give the address "
+                "once, either as listeners or as --host/--port"
+            )
+
+    def check_advertised_address(self) -> None:
+        """Refuse to hand clients a non-routable address taken from a listener setting,
+        as Kafka does. (``--host 0.0.0.0`` without listeners keeps advertising it.)"""
+        if self.advertised_listeners is not None:
+            if self.advertised_listeners.host in NON_ROUTABLE_HOSTS:
+                raise BrokerConfigError(
+                    "advertised.listeners cannot use the nonroutable meta-address "
+                    f"{self.advertised_listeners.host}. Use a routable IP address."
+                )
+            return
+        listener = self.listeners
+        if (
+            listener is not None
+            and listener.host in NON_ROUTABLE_HOSTS
+            and not self.advertised_host
+        ):
+            raise BrokerConfigError(
+                f"listeners={self.listeners} binds every interface; set "
+                "advertised.listeners to the address clients should use, e.g. "
+                f"advertised.listeners=PLAINTEXT://broker1.example:{listener.port}"
+            )
 
     def apply_properties(self, properties: Mapping[str, str]) -> None:
         """Set values from Kafka-style ``name=value`` properties. Raises BrokerConfigError."""
@@ -346,8 +462,27 @@ class BrokerConfig:
                 raise
             except ValueError as e:
                 raise BrokerConfigError(f"{name}: {e}") from None
+            self.static_names.add(name.strip())
 
     def _apply(self, name: str, text: str) -> None:
+        if name == "listeners":
+            listener = parse_listener(name, text)
+            self.listeners = listener
+            self.host = listener.host or "0.0.0.0"
+            self.port = listener.port
+            self._check_address("the host/port settings")
+            return
+        if name == "advertised.listeners":
+            listener = parse_listener(name, text)
+            self.advertised_listeners = listener
+            self.advertised_host = listener.host or None
+            self.advertised_port = listener.port
+            return
+        if name in ("host", "port"):
+            host = text if name == "host" else None
+            port = _port(text) if name == "port" else None
+            self.set_address(host, port, origin="the host/port settings")
+            return
         if name in BROKER_TOPIC_DEFAULTS:
             topic_name = BROKER_TOPIC_DEFAULTS[name]
             parsed = TOPIC_CONFIG_KEYS[topic_name].parse(text)
@@ -370,7 +505,14 @@ class BrokerConfig:
             raise BrokerConfigError(
                 f"unknown broker setting {name!r}; known settings: "
                 + ", ".join(
-                    sorted([*BROKER_PROPERTIES, *BROKER_TOPIC_DEFAULTS, *GROUP_PROPERTY_NAMES])
+                    sorted(
+                        [
+                            *BROKER_PROPERTIES,
+                            *BROKER_TOPIC_DEFAULTS,
+                            *GROUP_PROPERTY_NAMES,
+                            *LISTENER_SETTINGS,
+                        ]
+                    )
                 )
             )
         attribute, parse = setting
@@ -400,6 +542,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
 }
+
+LISTENER_SETTINGS = ("listeners", "advertised.listeners")
+"""Kafka's listener settings, applied by :meth:`BrokerConfig._apply` itself (one setting
+sets both host and port)."""
 
 GROUP_PROPERTY_NAMES = frozenset(
     {

@@ -59,11 +59,13 @@ from sluice.common.config import (
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
     ConfigKey,
+    Listener,
     list_items,
     parse_group_configs,
     parse_topic_configs,
 )
 from sluice.common.errors import KafkaError
+from sluice.group.config import GROUP_PROPERTIES, GroupConfig
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import ApiKey
@@ -118,11 +120,11 @@ _INT32_MAX = 2**31 - 1
 _BROKER_PROPERTY_DOCS: dict[str, str] = {
     "node.id": "this broker's id in the cluster",
     "broker.id": "this broker's id in the cluster (the older name of node.id)",
-    "host": "the address the broker listens on",
-    "port": "the port the broker listens on",
-    "advertised.host": "the address given to clients, when it differs from host",
-    "log.dirs": "the directory holding partition logs and metadata",
-    "data.dir": "the directory holding partition logs and metadata",
+    "host": "the address the broker listens on (Sluice's name; Kafka's is listeners)",
+    "port": "the port the broker listens on (Sluice's name; Kafka's is listeners)",
+    "advertised.host": "the address given to clients (Sluice's; see advertised.listeners)",
+    "log.dirs": "the directory holding partition logs and metadata (one directory)",
+    "data.dir": "the directory holding partition logs and metadata (Sluice's name)",
     "num.partitions": "partitions of a topic created without a partition count",
     "default.replication.factor": "replicas of a topic created without a replication factor",
     "auto.create.topics.enable": "create a missing topic when a client asks for it",
@@ -203,7 +205,7 @@ def _broker_level_synonyms(key: ConfigKey, config: BrokerConfig) -> list[Synonym
     broker_value = config.topic_defaults.get(key.name, built_in)
     broker_name = BROKER_NAME_OF_TOPIC_KEY.get(key.name, key.name)
     synonyms = []
-    if broker_value != built_in:
+    if broker_value != built_in or _given(config, broker_name):
         synonyms.append(Synonym(broker_name, broker_value, ConfigSource.STATIC_BROKER_CONFIG))
     synonyms.append(Synonym(broker_name, built_in, ConfigSource.DEFAULT_CONFIG))
     return synonyms
@@ -278,20 +280,95 @@ def _broker_property_type(name: str, value: object) -> ConfigType:
     return ConfigType.STRING
 
 
+_SETTING_ALIASES: dict[str, frozenset[str]] = {
+    "node.id": frozenset({"broker.id"}),
+    "broker.id": frozenset({"node.id"}),
+    "log.dirs": frozenset({"data.dir"}),
+    "data.dir": frozenset({"log.dirs"}),
+    "listeners": frozenset({"host", "port"}),
+    "host": frozenset({"listeners"}),
+    "port": frozenset({"listeners"}),
+    "advertised.listeners": frozenset({"advertised.host"}),
+    "advertised.host": frozenset({"advertised.listeners"}),
+    "log.retention.ms": frozenset({"log.retention.hours", "log.retention.minutes"}),
+}
+"""Settings that set the same value under another name (given either way, both are
+static)."""
+
+
+def _given(config: BrokerConfig, name: str) -> bool:
+    """Whether ``name`` (or an alias of it) was set in the file, with -o or an option."""
+    return bool({name, *_SETTING_ALIASES.get(name, ())} & config.static_names)
+
+
+def _static_synonyms(
+    name: str, value: str | None, default: str | None, given: bool
+) -> list[Synonym]:
+    synonyms = [Synonym(name, default, ConfigSource.DEFAULT_CONFIG)]
+    if given or value != default:
+        synonyms.insert(0, Synonym(name, value, ConfigSource.STATIC_BROKER_CONFIG))
+    return synonyms
+
+
+def _listener_settings(config: BrokerConfig) -> list[tuple[str, str | None, str | None, str]]:
+    """(name, value, default, documentation) of Kafka's listener settings."""
+    built_in = BrokerConfig()
+    listeners = str(config.listeners or Listener("PLAINTEXT", config.host, config.port))
+    default_listeners = str(Listener("PLAINTEXT", built_in.host, built_in.port))
+    advertised: str | None = None
+    if config.advertised_listeners is not None:
+        advertised = str(config.advertised_listeners)
+    elif config.advertised_host or config.advertised_port:
+        advertised = str(
+            Listener(
+                "PLAINTEXT",
+                config.advertised_host or config.host,
+                config.advertised_port or config.port,
+            )
+        )
+    return [
+        ("listeners", listeners, default_listeners, "where the broker listens (one listener)"),
+        (
+            "advertised.listeners",
+            advertised,
+            None,
+            "the address clients are told to use; when null, the listener's",
+        ),
+    ]
+
+
+def _group_coordinator_settings(config: BrokerConfig) -> list[tuple[str, str, str]]:
+    """(name, value, default) of the group coordinator's broker settings."""
+    built_in = GroupConfig()
+    rows = []
+    for name, (attribute, scale) in GROUP_PROPERTIES.items():
+        default = str(getattr(built_in, attribute) // scale)
+        rows.append((name, config.group_properties.get(name, default), default))
+    return rows
+
+
 def describe_broker_configs(
     config: BrokerConfig, names: Collection[str] | None = None
 ) -> list[DescribedConfig]:
-    """The broker's settings (or those in ``names``), read-only: its own properties, then
-    the defaults it gives topic configs, under Kafka's broker names."""
+    """The broker's settings (or those in ``names``), all read-only (nothing changes at
+    runtime, so no DYNAMIC_* source): Kafka's names, including ``listeners`` and
+    ``advertised.listeners``, with Sluice-only names (``host``, ``port``, ``data.dir``,
+    ``advertised.host``) beside them; then the defaults it gives topic configs, under
+    Kafka's broker names. A setting given in the config file, with -o or as an option is
+    STATIC_BROKER_CONFIG, even when it equals the default."""
     built_in = BrokerConfig()
     described = []
-    for name, (attribute, _) in BROKER_PROPERTIES.items():
+
+    def add(
+        name: str,
+        value: str | None,
+        default: str | None,
+        config_type: ConfigType,
+        documentation: str | None,
+    ) -> None:
         if names is not None and name not in names:
-            continue
-        value, default = getattr(config, attribute), getattr(built_in, attribute)
-        synonyms = [Synonym(name, _text(default), ConfigSource.DEFAULT_CONFIG)]
-        if value != default:
-            synonyms.insert(0, Synonym(name, _text(value), ConfigSource.STATIC_BROKER_CONFIG))
+            return
+        synonyms = _static_synonyms(name, value, default, _given(config, name))
         effective = synonyms[0]
         described.append(
             DescribedConfig(
@@ -300,11 +377,26 @@ def describe_broker_configs(
                 source=effective.source,
                 read_only=True,
                 sensitive=False,
-                config_type=_broker_property_type(name, default),
-                documentation=_BROKER_PROPERTY_DOCS.get(name),
+                config_type=config_type,
+                documentation=documentation,
                 synonyms=tuple(synonyms),
             )
         )
+
+    for name, value, default, documentation in _listener_settings(config):
+        add(name, value, default, ConfigType.STRING, documentation)
+    for name, (attribute, _) in BROKER_PROPERTIES.items():
+        value, default = getattr(config, attribute), getattr(built_in, attribute)
+        add(
+            name,
+            _text(value),
+            _text(default),
+            _broker_property_type(name, default),
+            _BROKER_PROPERTY_DOCS.get(name),
+        )
+    for name, value, default in _group_coordinator_settings(config):
+        config_type = ConfigType.LONG if name.endswith(".ms") else ConfigType.INT
+        add(name, value, default, config_type, "a setting of the group coordinator")
     for broker_name, topic_key in BROKER_TOPIC_DEFAULTS.items():
         if names is not None and broker_name not in names:
             continue
