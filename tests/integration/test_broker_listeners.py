@@ -6,6 +6,7 @@ and synonyms."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,17 @@ def test_listeners_alone_set_where_the_broker_listens_and_what_it_advertises(tmp
     try:
         assert _advertised_brokers(broker.host, broker.port) == [(0, HOST, broker.port)]
         round_trip_one_message(broker.bootstrap)
+    finally:
+        broker.stop()
+
+
+def test_a_listener_without_host_binds_every_interface_and_advertises_the_host_name(
+    tmp_path,
+):
+    broker = ListenersOnlyBroker(tmp_path / "data", "PLAINTEXT://:{port}")
+    broker.start()  # reached on 127.0.0.1: every interface includes loopback
+    try:
+        assert _advertised_brokers(broker.host, broker.port) == [(0, socket.getfqdn(), broker.port)]
     finally:
         broker.stop()
 
