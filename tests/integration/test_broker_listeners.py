@@ -20,6 +20,7 @@ from kafka.admin import ConfigResource as KafkaPythonConfigResource
 from kafka.admin import ConfigResourceType
 from kafka_wire import KafkaConnection, metadata_request
 from kio.schema.describe_configs.v3 import request as describe_configs_v3
+from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest
 
 STATIC = ConfigSource.STATIC_BROKER_CONFIG.value
 DEFAULT = ConfigSource.DEFAULT_CONFIG.value
@@ -95,6 +96,9 @@ def test_metadata_advertises_the_advertised_listener(broker_factory):
     other_port = free_port()
     broker = broker_factory({"advertised.listeners": f"PLAINTEXT://localhost:{other_port}"})
     assert _advertised_brokers(broker.host, broker.port) == [(0, "localhost", other_port)]
+    with KafkaConnection(broker.host, broker.port) as connection:
+        coordinator = connection.request(FindCoordinatorRequest(key="g", key_type=0))
+    assert (coordinator.host, int(coordinator.port)) == ("localhost", other_port)
 
 
 def test_advertised_listener_on_the_same_port_serves_clients(tmp_path):
