@@ -1,11 +1,12 @@
 # Two entry points: `make serve` starts a single-node broker, `make test` runs everything.
-# Both set up what they need on a fresh Debian machine (virtualenv, PyPI and apt packages).
+# Both set up what they need on a fresh Debian machine (virtualenv, PyPI, apt and npm packages).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := kcat
+JS_TESTS := tests/js
 HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
@@ -14,13 +15,17 @@ DATA_DIR ?= ./data
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 	@command -v kcat >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
 		else echo "kcat is missing: run 'sudo apt-get install $(APT_PACKAGES)' (needed by the tests only)"; fi; }
 	@command -v java >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
 		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (Spark needs Java 17)"; fi; }
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+		else echo "node or npm is missing: run 'sudo apt-get install nodejs npm' (the kafkajs tests need it)"; fi; }
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix $(JS_TESTS) --no-audit --no-fund --loglevel=error; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -49,4 +54,4 @@ bench: install
 	$(BIN)/python bench/produce_consume.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info data
+	rm -rf $(VENV) build dist *.egg-info data $(JS_TESTS)/node_modules

@@ -5,7 +5,8 @@ Start-up::
 
     lock data dir ─▶ read & remove .clean-shutdown ─▶ open metadata store
       ─▶ open local partition logs (recover them if the marker was missing)
-      ─▶ listen ─▶ background tasks
+      ─▶ bind the port ─▶ background tasks ─▶ load the group coordinators
+      ─▶ accept clients
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
 and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
@@ -116,10 +117,15 @@ class Broker:
             self.clock,
         )
         self._dispatcher = Dispatcher(self)
-        await self.server.start()
+        # Bind now (a port in use fails here); accept clients once the group
+        # coordinators are loaded (run).
+        await self.server.start(start_serving=False)
         if self.config.port == 0 and not self.config.advertised_port:  # any free port
             self.node = BrokerInfo(self.config.node_id, advertised, self.server.port)
             self.store.register_broker(self.node)
+
+    async def _start_serving(self) -> None:
+        await self.server.start_serving()
         log.info(
             "sluice broker %d ready on %s:%d (data in %s, %d partition(s))",
             self.config.node_id,
@@ -183,7 +189,17 @@ class Broker:
                     tasks.create_task(self._apply_retention_periodically()),
                     tasks.create_task(self._clean_periodically()),
                 ]
+                # Load before serving: loading runs on the event loop in slices, so a
+                # client served meanwhile waits a slice between two responses, and
+                # groups of partitions not loaded yet got NOT_COORDINATOR although
+                # FindCoordinator named this broker. librdkafka (2.10+) re-bootstraps
+                # after a restart: Metadata and FindCoordinator pipelined on a
+                # bootstrap connection that it drops as soon as the Metadata answer
+                # arrives; a FindCoordinator answer a slice later is lost, and an
+                # admin call waiting on it hangs until its timeout. Clients that
+                # connect while we load are refused and retry.
                 await self.groups.start(tasks, self._led_offsets_partitions())
+                await self._start_serving()
                 await self._stopping.wait()
                 self.groups.stop()
                 for task in background:

@@ -67,13 +67,24 @@ class Server:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
-    async def start(self) -> None:
+    async def start(self, *, start_serving: bool = True) -> None:
+        """Bind the port; accept clients now, or from :meth:`start_serving` on (until
+        then, connecting is refused)."""
         self._server = await asyncio.start_server(
-            self._on_connection, self.host, self.port, reuse_address=True, limit=READ_CHUNK_BYTES
+            self._on_connection,
+            self.host,
+            self.port,
+            reuse_address=True,
+            limit=READ_CHUNK_BYTES,
+            start_serving=start_serving,
         )
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
+
+    async def start_serving(self) -> None:
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
