@@ -29,6 +29,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import handler
+from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
 from sluice.common.errors import ErrorCode
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, response_module
@@ -45,26 +46,6 @@ class EndpointType(IntEnum):
 
     BROKER = 1
     CONTROLLER = 2
-
-
-class AclOperation(IntEnum):
-    """Kafka's ``AclOperation`` codes that apply to the cluster resource."""
-
-    CREATE = 5
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << operation for operation in AclOperation)
-"""Every operation Kafka supports on the cluster resource, as a bit field: what a broker
-without an authorizer grants everyone (Kafka's ``AclEntry.supportedOperations(CLUSTER)``)."""
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-"""The schema default: authorized operations were not asked for."""
 
 
 class ConfigResourceType(IntEnum):
