@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -57,6 +59,26 @@ def test_confluent_init_transactions_fails_fatally_at_once(broker) -> None:
     assert error.fatal() and not error.retriable(), error
     assert "transactions are not supported" in error.str()
     assert elapsed_s < AT_ONCE_S, f"init_transactions took {elapsed_s:.1f} s"
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_transactional_producer_fails_at_once(broker, topic: str) -> None:
+    """kcat 1.7 (librdkafka 2.0) with ``-X transactional.id``: it calls
+    ``init_transactions()`` before producing."""
+    started = time.monotonic()
+    completed = subprocess.run(
+        ["kcat", "-b", broker.bootstrap, "-t", topic, "-P", "-X", "transactional.id=tx-kcat"],
+        input="never written\n",
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S * 2,
+        check=False,
+    )
+    elapsed_s = time.monotonic() - started
+    assert completed.returncode != 0
+    assert "Transactional Id authorization failed" in completed.stderr
+    assert "transactions are not supported" in completed.stderr
+    assert elapsed_s < AT_ONCE_S, f"kcat took {elapsed_s:.1f} s"
 
 
 def test_kafka_python_init_transactions_fails_at_once(broker) -> None:
