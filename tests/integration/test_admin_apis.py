@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from client_helpers import admin_client
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
@@ -72,6 +72,18 @@ CLUSTER_OPERATIONS = {
 }
 """What Kafka without an authorizer grants on the cluster."""
 
+TOPIC_OPERATIONS = {
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+}
+"""What Kafka without an authorizer grants on a topic."""
+
 
 def request_class(api_key: int, version: int, name: str) -> Any:
     """kio's request class (or nested request entity) ``name`` of one version."""
@@ -110,6 +122,16 @@ def test_confluent_describe_cluster(broker: Any) -> None:
     assert described.controller.id == 0
     assert described.cluster_id
     assert set(described.authorized_operations) == CLUSTER_OPERATIONS
+
+
+def test_confluent_describe_topics_authorized_operations(broker: Any, topic: str) -> None:
+    """librdkafka asks Metadata v8+ for them; without an authorizer every topic operation
+    is granted."""
+    create_topic(broker, topic)
+    admin = admin_client(broker.bootstrap)
+    futures = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    described = futures[topic].result(timeout=30)
+    assert set(described.authorized_operations) == TOPIC_OPERATIONS
 
 
 def test_kafka_python_describe_cluster_uses_describe_cluster(kafka_python_admin: Any) -> None:
