@@ -265,6 +265,38 @@ def test_kafka_python_list_config_resources(
         kafka_python_admin.list_config_resources(["BROKER_LOGGER"])
 
 
+def test_kafka_python_list_config_resources_lists_groups_with_configs(
+    broker: Any, kafka_python_admin: Any
+) -> None:
+    group = "sluice-tests-configured-group"
+    request = request_class(44, 0, "IncrementalAlterConfigsRequest")
+    resource = request_class(44, 0, "AlterConfigsResource")
+    config = request_class(44, 0, "AlterableConfig")
+    with KafkaConnection(broker.host, broker.port) as connection:
+        altered = connection.request(
+            request(
+                resources=(
+                    resource(
+                        resource_type=32,
+                        resource_name=group,
+                        configs=(
+                            config(
+                                name="consumer.session.timeout.ms",
+                                config_operation=0,
+                                value="50000",
+                            ),
+                        ),
+                    ),
+                ),
+                validate_only=False,
+            )
+        )
+    if int(altered.responses[0].error_code) == INVALID_REQUEST:
+        pytest.skip("this broker stores no group configs")
+    assert int(altered.responses[0].error_code) == 0
+    assert kafka_python_admin.list_config_resources(["GROUP"]) == {"group": [group]}
+
+
 def test_list_config_resources_v0_lists_client_metrics_only(broker: Any) -> None:
     with KafkaConnection(broker.host, broker.port) as connection:
         response = connection.request(
