@@ -41,7 +41,7 @@ DESCRIBE_PRODUCERS = 61
 LIST_CONFIG_RESOURCES = 74
 
 EXPECTED_RANGES = {
-    DESCRIBE_LOG_DIRS: (1, 5),
+    DESCRIBE_LOG_DIRS: (1, 4),
     ELECT_LEADERS: (0, 2),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
@@ -224,7 +224,7 @@ def test_kafka_python_describe_log_dirs_reports_real_sizes(
     assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_log_dirs_every_version(broker: Any, topic: str, version: int) -> None:
     create_topic(broker, topic)
     with KafkaConnection(broker.host, broker.port) as connection:

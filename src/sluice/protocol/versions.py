@@ -101,9 +101,12 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 1, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 0, 1),
     # Admin APIs every tool calls (handlers/admin_cluster.py, admin_partitions.py,
-    # admin_producers.py): the whole range kio, kafka-python 3 and the Java 4.x admin
-    # client know. DescribeLogDirs v0 was removed in Kafka 4.0.
-    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 5, 2),
+    # admin_producers.py), at the ranges the Java 4.0-4.2 admin client, librdkafka and
+    # kafka-python 3 send. DescribeLogDirs v0 was removed in Kafka 4.0; v5 (is_cordoned)
+    # is Kafka 4.3's, and kafka-python 3 takes DescribeLogDirs v5 as the sign of a 4.3
+    # broker, switching on behaviour keyed to the broker version (epoch bumps through
+    # InitProducerId v3+, which Sluice does not serve), so it stays out.
+    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4, 2),
     ApiKey.ELECT_LEADERS: VersionRange(0, 2, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0, 0),

@@ -1,4 +1,4 @@
-"""DescribeCluster v0-2, DescribeLogDirs v1-5, ListConfigResources v0-1: the cluster as
+"""DescribeCluster v0-2, DescribeLogDirs v1-4, ListConfigResources v0-1: the cluster as
 admin tools see it.
 
 - **DescribeCluster** answers like a Kafka broker's listener: the live brokers, this

@@ -30,9 +30,7 @@ if TYPE_CHECKING:
     from sluice.broker.app import Broker
 
 
-def _topic_entry(
-    module: ModuleType, broker: Broker, topic: TopicMetadata, request: Any
-) -> Any:
+def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata, request: Any) -> Any:
     live = {b.node_id for b in broker.store.live_brokers()}
     partitions = []
     for index, state in sorted(topic.partitions.items()):
