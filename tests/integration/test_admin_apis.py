@@ -134,6 +134,25 @@ def test_confluent_describe_topics_authorized_operations(broker: Any, topic: str
     assert set(described.authorized_operations) == TOPIC_OPERATIONS
 
 
+def test_group_authorized_operations(broker: Any) -> None:
+    """DescribeGroups v3+ as Kafka without an authorizer answers: every group operation,
+    the group-config ones included."""
+    request = request_class(15, 3, "DescribeGroupsRequest")(
+        groups=("sluice-tests-no-such-group",), include_authorized_operations=True
+    )
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(request)
+    (group,) = response.groups
+    granted = {bit for bit in range(32) if int(group.authorized_operations) >> bit & 1}
+    assert granted == {
+        int(AclOperation.READ.value),
+        int(AclOperation.DESCRIBE.value),
+        int(AclOperation.DELETE.value),
+        int(AclOperation.DESCRIBE_CONFIGS.value),
+        int(AclOperation.ALTER_CONFIGS.value),
+    }
+
+
 def test_kafka_python_describe_cluster_uses_describe_cluster(kafka_python_admin: Any) -> None:
     described = kafka_python_admin.describe_cluster()
     # is_fenced exists only in a DescribeCluster v2 answer (not in the Metadata fallback).

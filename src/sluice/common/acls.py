@@ -59,5 +59,17 @@ TOPIC_AUTHORIZED_OPERATIONS = bit_field(
 )
 """Every operation Kafka supports on a topic."""
 
+GROUP_AUTHORIZED_OPERATIONS = bit_field(
+    (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    )
+)
+"""Every operation Kafka supports on a group (group configs, KIP-848, added the last
+two)."""
+
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """The schema default of every ``*_authorized_operations`` field: not asked for."""
