@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -79,6 +82,53 @@ def test_kcat_transactional_producer_fails_at_once(broker, topic: str) -> None:
     assert "Transactional Id authorization failed" in completed.stderr
     assert "transactions are not supported" in completed.stderr
     assert elapsed_s < AT_ONCE_S, f"kcat took {elapsed_s:.1f} s"
+
+
+KAFKAJS_MODULES = Path(__file__).parents[1] / "js" / "node_modules"
+
+KAFKAJS_TRANSACTION = """
+const { Kafka, logLevel } = require("kafkajs");
+(async () => {
+  const kafka = new Kafka({
+    clientId: "sluice-tests", brokers: [process.env.BOOTSTRAP], logLevel: logLevel.NOTHING,
+  });
+  const producer = kafka.producer({
+    transactionalId: "sluice-tests-tx-js", idempotent: true, maxInFlightRequests: 1,
+  });
+  const started = Date.now();
+  let outcome = { began: true };
+  try {
+    await producer.connect();
+    await producer.transaction();
+  } catch (e) {
+    outcome = { name: e.name, retriable: e.retriable };
+  }
+  outcome.elapsed_s = (Date.now() - started) / 1000;
+  await producer.disconnect();
+  console.log(JSON.stringify(outcome));
+})();
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (KAFKAJS_MODULES / "kafkajs").is_dir(),
+    reason="Node.js or kafkajs (tests/js) is missing",
+)
+def test_kafkajs_transaction_fails_at_once(broker) -> None:
+    """kafkajs gives up on any coordinator error but its few retriable ones."""
+    completed = subprocess.run(
+        ["node", "-e", KAFKAJS_TRANSACTION],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, NODE_PATH=str(KAFKAJS_MODULES), BOOTSTRAP=broker.bootstrap),
+        timeout=CLIENT_TIMEOUT_S * 3,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    outcome = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "began" not in outcome, "a transaction began on a broker without transactions"
+    assert outcome["retriable"] is False, outcome
+    assert outcome["elapsed_s"] < AT_ONCE_S, outcome
 
 
 def test_kafka_python_init_transactions_fails_at_once(broker) -> None:
