@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
-``serve`` runs a broker; ``topics``, ``produce`` and ``consume`` talk to one through
-``sluice.client``.
+``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups`` and ``cluster``
+talk to one through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from sluice import __version__
+from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
 from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
@@ -28,4 +29,5 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
+main.add_command(cluster)
 register_pipelines(main)

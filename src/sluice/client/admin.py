@@ -66,6 +66,9 @@ ACTIVE_MEMBER_CODES = frozenset(
 )
 """How a coordinator refuses a commit without a generation while the group has members."""
 
+DESCRIBE_CLUSTER_BROKERS = 1
+"""DescribeCluster's endpoint type for brokers (2 asks a KRaft controller for its peers)."""
+
 DELETE_RECORDS_TO_HIGH_WATERMARK = -1
 """The DeleteRecords offset that stands for "every record below the high watermark"."""
 
@@ -77,6 +80,15 @@ class OffsetSpec(IntEnum):
     """The log end offset (the high watermark for consumers): where the next record goes."""
     EARLIEST = -2
     """The log start offset: the oldest record still stored."""
+
+
+class ElectionType(IntEnum):
+    """Which leader an election picks (ElectLeaders, KIP-460)."""
+
+    PREFERRED = 0
+    """The first replica, if it is alive and in sync."""
+    UNCLEAN = 1
+    """Any live replica, in sync or not, for partitions that have no leader."""
 
 
 class ConfigOperation(IntEnum):
@@ -164,7 +176,8 @@ class ListedOffset:
 
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
-    """The cluster as a Metadata answer describes it."""
+    """The cluster as a DescribeCluster (or, from older brokers, Metadata) answer
+    describes it."""
 
     cluster_id: str | None
     controller_id: NodeId
@@ -180,11 +193,69 @@ class ClusterDescription:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One partition replica in a log directory."""
+
+    size_bytes: int
+    """Bytes of its segment files."""
+    offset_lag: int
+    """How far its log end is behind the high watermark (0 on a leader)."""
+    is_future: bool = False
+    """A copy being moved to this directory (AlterReplicaLogDirs), not the live one."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker (DescribeLogDirs)."""
+
+    path: str
+    replicas: dict[TopicPartition, ReplicaLogInfo]
+    total_bytes: int | None = None
+    """Size of the volume holding the directory; None from brokers older than Kafka 3.3."""
+    usable_bytes: int | None = None
+    """Bytes still free for the broker on that volume; None as for ``total_bytes``."""
+    error: errors.KafkaError | None = None
+    """Why the directory could not be described (it is offline, say)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (ListPartitionReassignments)."""
+
+    replicas: tuple[NodeId, ...]
+    adding_replicas: tuple[NodeId, ...]
+    removing_replicas: tuple[NodeId, ...]
+
+
 def _partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     by_topic: dict[str, list[int]] = defaultdict(list)
     for topic_partition in partitions:
         by_topic[topic_partition.topic].append(topic_partition.partition)
     return dict(by_topic)
+
+
+def _log_dir(result: Any) -> LogDirDescription:
+    total_bytes = int(getattr(result, "total_bytes", -1))
+    usable_bytes = int(getattr(result, "usable_bytes", -1))
+    code = int(result.error_code)
+    return LogDirDescription(
+        path=result.log_dir,
+        replicas={
+            TopicPartition(topic.name, int(partition.partition_index)): ReplicaLogInfo(
+                size_bytes=int(partition.partition_size),
+                offset_lag=int(partition.offset_lag),
+                is_future=bool(partition.is_future_key),
+            )
+            for topic in result.topics
+            for partition in topic.partitions
+        },
+        total_bytes=None if total_bytes < 0 else total_bytes,
+        usable_bytes=None if usable_bytes < 0 else usable_bytes,
+        error=None
+        if code == ErrorCode.none
+        else errors.for_code(code)(f"log directory {result.log_dir}"),
+    )
 
 
 def _raise_for(code: int, message: str | None, context: str) -> None:
@@ -399,13 +470,168 @@ class Admin:
             )
 
     async def describe_cluster(self) -> ClusterDescription:
-        """The cluster id, the controller and every broker (from a fresh Metadata)."""
-        metadata = await self.cluster.metadata([])
-        return ClusterDescription(
-            cluster_id=metadata.cluster_id,
-            controller_id=metadata.controller_id,
-            brokers=tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
+        """The cluster id, the controller and every broker.
+
+        Asks with DescribeCluster where the broker serves it, with a Metadata request for
+        no topics otherwise (Kafka before 2.8)."""
+        connection = await self.cluster.any_connection()
+        if not connection.supports(ApiKey.DESCRIBE_CLUSTER):
+            metadata = await self.cluster.metadata([])
+            return ClusterDescription(
+                cluster_id=metadata.cluster_id,
+                controller_id=metadata.controller_id,
+                brokers=tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
+            )
+        response = await connection.request(
+            Request(
+                ApiKey.DESCRIBE_CLUSTER,
+                {
+                    "include_cluster_authorized_operations": False,
+                    "endpoint_type": DESCRIBE_CLUSTER_BROKERS,
+                    "include_fenced_brokers": False,
+                },
+            )
         )
+        _raise_for(response.error_code, response.error_message, "describing the cluster")
+        brokers = sorted(
+            (
+                BrokerMetadata(int(b.broker_id), b.host, int(b.port), b.rack)
+                for b in response.brokers
+            ),
+            key=lambda b: b.node_id,
+        )
+        return ClusterDescription(
+            cluster_id=response.cluster_id,
+            controller_id=int(response.controller_id),
+            brokers=tuple(brokers),
+        )
+
+    async def describe_log_dirs(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        brokers: Iterable[NodeId] | None = None,
+    ) -> dict[NodeId, list[LogDirDescription]]:
+        """Each broker's log directories: their volume's size and free bytes, and the
+        size on disk of every partition replica in them.
+
+        ``partitions`` None describes every replica; otherwise only those named (a
+        broker leaves out the ones it does not host). ``brokers`` None asks every broker.
+        """
+        if brokers is None:
+            metadata = await self.cluster.metadata([])
+            node_ids = sorted(metadata.brokers)
+        else:
+            node_ids = list(brokers)
+        topics = (
+            None
+            if partitions is None
+            else [
+                {"topic": topic, "partitions": indexes}
+                for topic, indexes in _partitions_by_topic(partitions).items()
+            ]
+        )
+        described: dict[NodeId, list[LogDirDescription]] = {}
+
+        async def describe_on(node_id: NodeId) -> None:
+            connection = await self.cluster.connection(node_id)
+            response = await connection.request(
+                Request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": topics})
+            )
+            _raise_for(
+                getattr(response, "error_code", ErrorCode.none),
+                None,
+                f"describing the log directories of broker {node_id}",
+            )
+            described[node_id] = [_log_dir(result) for result in response.results]
+
+        await run_all(describe_on(node_id) for node_id in node_ids)
+        return {node_id: described[node_id] for node_id in node_ids}
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType = ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Elect leaders (the preferred replica, or any live one for leaderless
+        partitions with UNCLEAN) and return each partition's outcome: None when a new
+        leader was elected, else the error, ``ElectionNotNeeded`` when the right leader
+        already leads. ``partitions`` None means every partition; the answer then lists
+        only the partitions where something was done or failed.
+
+        An unknown ``election_type`` or a refused request raises the broker's error.
+        """
+        topic_partitions = (
+            None
+            if partitions is None
+            else [
+                {"topic": topic, "partitions": indexes}
+                for topic, indexes in _partitions_by_topic(partitions).items()
+            ]
+        )
+        connection = await self.cluster.controller_connection()
+        response = await connection.request(
+            Request(
+                ApiKey.ELECT_LEADERS,
+                {
+                    "election_type": int(election_type),
+                    "topic_partitions": topic_partitions,
+                    "timeout": datetime.timedelta(milliseconds=timeout_ms),
+                },
+            ),
+            timeout_s=self._request_timeout_s(timeout_ms),
+        )
+        _raise_for(getattr(response, "error_code", ErrorCode.none), None, "electing leaders")
+        outcomes: dict[TopicPartition, errors.KafkaError | None] = {}
+        for result in response.replica_election_results:
+            for partition in result.partition_result:
+                topic_partition = TopicPartition(result.topic, int(partition.partition_id))
+                code = int(partition.error_code)
+                outcomes[topic_partition] = (
+                    None
+                    if code == ErrorCode.none
+                    else errors.for_code(code)(
+                        f"partition {topic_partition}: {partition.error_message}"
+                        if partition.error_message
+                        else f"partition {topic_partition}"
+                    )
+                )
+        return outcomes
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress, of ``partitions`` or (None) of every partition."""
+        topics = (
+            None
+            if partitions is None
+            else [
+                {"name": topic, "partition_indexes": indexes}
+                for topic, indexes in _partitions_by_topic(partitions).items()
+            ]
+        )
+        connection = await self.cluster.controller_connection()
+        response = await connection.request(
+            Request(
+                ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                {
+                    "topics": topics,
+                    "timeout": datetime.timedelta(milliseconds=ADMIN_TIMEOUT_MS_DEFAULT),
+                },
+            )
+        )
+        _raise_for(response.error_code, response.error_message, "listing reassignments")
+        return {
+            TopicPartition(topic.name, int(partition.partition_index)): PartitionReassignment(
+                replicas=tuple(int(n) for n in partition.replicas),
+                adding_replicas=tuple(int(n) for n in partition.adding_replicas),
+                removing_replicas=tuple(int(n) for n in partition.removing_replicas),
+            )
+            for topic in response.topics
+            for partition in topic.partitions
+        }
 
     def _request_timeout_s(self, timeout_ms: int) -> float:
         """Wait for the answer a little longer than the broker is allowed to take."""

@@ -27,9 +27,12 @@ from sluice.client.admin import (
     AlterConfigOp,
     ClusterDescription,
     ConfigEntry,
+    ElectionType,
     ListedOffset,
+    LogDirDescription,
     NewTopic,
     OffsetSpec,
+    PartitionReassignment,
 )
 from sluice.client.cluster import BrokerMetadata, TopicMetadata
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
@@ -403,6 +406,30 @@ class Admin:
 
     def describe_cluster(self) -> ClusterDescription:
         return self._run(self._admin.describe_cluster())
+
+    def describe_log_dirs(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        brokers: Iterable[int] | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(partitions, brokers=brokers))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType = ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int = ADMIN_TIMEOUT_MS_DEFAULT,
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        return self._run(
+            self._admin.elect_leaders(election_type, partitions, timeout_ms=timeout_ms)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        return self._run(self._admin.list_partition_reassignments(partitions))
 
     def list_topics(self, *, include_internal: bool = False) -> list[TopicMetadata]:
         return self._run(self._admin.list_topics(include_internal=include_internal))

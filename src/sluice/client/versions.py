@@ -27,6 +27,12 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    # The cluster, as an administrator sees it (describe_cluster falls back to Metadata
+    # on brokers without DescribeCluster).
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # Consumer groups, as an administrator sees them (sluice.client.groups).
     ApiKey.FIND_COORDINATOR: (0, 2),  # v4+ looks up a batch of keys
     ApiKey.OFFSET_COMMIT: (2, 7),

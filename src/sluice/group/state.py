@@ -47,6 +47,7 @@ import enum
 import struct
 from collections import Counter
 
+from sluice.common.acls import GROUP_AUTHORIZED_OPERATIONS
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.group.api import DescribedMember, GroupDescription, JoinedMember
@@ -57,8 +58,9 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 """Kafka consumers' protocol type; their subscriptions can be read (for OffsetDelete and
 offset expiry of topics no member subscribes to)."""
 
-AUTHORIZED_OPERATIONS_ALL = (1 << 3) | (1 << 6) | (1 << 8)
-"""READ, DELETE and DESCRIBE, the operations on a group (without ACLs all are allowed)."""
+AUTHORIZED_OPERATIONS_ALL = GROUP_AUTHORIZED_OPERATIONS
+"""READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS and ALTER_CONFIGS, the operations on a group
+(without ACLs all are allowed)."""
 
 
 class GroupState(enum.Enum):

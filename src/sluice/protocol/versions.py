@@ -37,11 +37,18 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    LIST_CONFIG_RESOURCES = 74
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,19 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.ALTER_CONFIGS: VersionRange(0, 1, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 1, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 0, 1),
+    # Admin APIs every tool calls (handlers/admin_cluster.py, admin_partitions.py,
+    # admin_producers.py), at the ranges the Java 4.0-4.2 admin client, librdkafka and
+    # kafka-python 3 send. DescribeLogDirs v0 was removed in Kafka 4.0; v5 (is_cordoned)
+    # is Kafka 4.3's, and kafka-python 3 takes DescribeLogDirs v5 as the sign of a 4.3
+    # broker, switching on behaviour keyed to the broker version (epoch bumps through
+    # InitProducerId v3+, which Sluice does not serve), so it stays out.
+    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4, 2),
+    ApiKey.ELECT_LEADERS: VersionRange(0, 2, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0, 0),
+    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
+    ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
 }
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
@@ -128,6 +148,13 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.ELECT_LEADERS: 2,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.LIST_CONFIG_RESOURCES: 0,
 }
 
 

@@ -2,7 +2,10 @@
 with the dispatcher's table."""
 
 from sluice.broker.handlers import (  # noqa: F401
+    admin_cluster,
     admin_configs,
+    admin_partitions,
+    admin_producers,
     admin_records,
     admin_topics,
     api_versions,

@@ -12,7 +12,8 @@ loads), and clients look the coordinator up again.
 Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
 topic or partition that does not exist is refused per partition with
 UNKNOWN_TOPIC_OR_PARTITION, and FindCoordinator for transactions (key type 1) answers
-COORDINATOR_NOT_AVAILABLE until Sluice has a transaction coordinator.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal, until Sluice
+has a transaction coordinator (see :mod:`sluice.broker.handlers.init_producer_id`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
+from sluice.broker.handlers.init_producer_id import (
+    TRANSACTIONS_UNSUPPORTED_ERROR,
+    TRANSACTIONS_UNSUPPORTED_MESSAGE,
+)
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import (
@@ -96,9 +101,7 @@ async def handle_find_coordinator(broker: Broker, header: RequestHeader, request
 
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
     if key_type == TRANSACTION_KEY_TYPE:
-        return unavailable(
-            ErrorCode.coordinator_not_available, "transactions have no coordinator yet"
-        )
+        return unavailable(TRANSACTIONS_UNSUPPORTED_ERROR, TRANSACTIONS_UNSUPPORTED_MESSAGE)
     if key_type != GROUP_KEY_TYPE:
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     topic = broker.topics.get(OFFSETS_TOPIC)

@@ -1,7 +1,19 @@
 """InitProducerId without a transactional id: a fresh producer id, epoch 0.
 
 Transactional ids (and epoch bumps for them) belong to the transaction coordinator,
-which does not exist yet; such requests are answered with an error saying so.
+which does not exist yet. Until it does, everything transactional a client sends first
+(FindCoordinator for a transactional id, InitProducerId with one, a Produce of
+transactional batches) is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+:data:`TRANSACTIONS_UNSUPPORTED_MESSAGE` where the response has room for a message.
+
+Why that code: it is the one error every client treats as fatal at that step.
+librdkafka's transaction manager retries any other FindCoordinator error forever (every
+500 ms, so ``init_transactions()`` would hang until its timeout); the Java client,
+kafka-python and aiokafka fail at once on it (kafka-python's and Java's FindCoordinator
+handlers on any non-retriable error, aiokafka's sender explicitly), and kafkajs gives up
+on any error that is not one of its few retriable coordinator errors. The clients then
+raise it to the application as fatal instead of retrying COORDINATOR_NOT_AVAILABLE until
+their timeouts.
 """
 
 from __future__ import annotations
@@ -17,6 +29,14 @@ from sluice.protocol.versions import ApiKey
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
 
+TRANSACTIONS_UNSUPPORTED_ERROR = ErrorCode.transactional_id_authorization_failed
+"""The answer to transactional requests until transactions exist (module docstring)."""
+
+TRANSACTIONS_UNSUPPORTED_MESSAGE = (
+    "transactions are not supported yet: this broker has no transaction coordinator; "
+    "unset transactional.id (an idempotent producer still writes each record once)"
+)
+
 
 @handler(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
@@ -25,7 +45,7 @@ async def handle_init_producer_id(broker: Broker, header: RequestHeader, request
         return make(
             module.InitProducerIdResponse,
             throttle_time=0,
-            error_code=ErrorCode.invalid_request,  # no transaction coordinator yet
+            error_code=TRANSACTIONS_UNSUPPORTED_ERROR,
             producer_id=-1,
             producer_epoch=-1,
         )

@@ -2,7 +2,8 @@
 
 Auto-creation happens synchronously inside the request (PROTOCOL.md: a topic that
 appears at once is what users expect). ``topics`` null means all topics; an empty list
-means none.
+means none. Authorized operations (v8-10), when asked for, are every operation Kafka
+supports on the cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ from typing import TYPE_CHECKING, Any
 from sluice.broker.dispatcher import handler
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import TopicMetadata
+from sluice.common.acls import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+)
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import topic_name_problem
 from sluice.protocol.codec import RequestHeader
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from sluice.broker.app import Broker
 
 
-def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata) -> Any:
+def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata, request: Any) -> Any:
     live = {b.node_id for b in broker.store.live_brokers()}
     partitions = []
     for index, state in sorted(topic.partitions.items()):
@@ -47,6 +53,11 @@ def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata) -> An
         name=topic.name,
         is_internal=topic.name.startswith(INTERNAL_TOPIC_PREFIX),
         partitions=tuple(partitions),
+        topic_authorized_operations=(
+            TOPIC_AUTHORIZED_OPERATIONS
+            if getattr(request, "include_topic_authorized_operations", False)
+            else AUTHORIZED_OPERATIONS_OMITTED
+        ),
     )
 
 
@@ -59,7 +70,9 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
     module = response_module(header.api_key, header.api_version)
     # v0 has no null: an empty list there means all topics.
     if request.topics is None or (header.api_version == 0 and not request.topics):
-        entries = [_topic_entry(module, broker, t) for _, t in sorted(broker.topics.all().items())]
+        entries = [
+            _topic_entry(module, broker, t, request) for _, t in sorted(broker.topics.all().items())
+        ]
     else:
         allow_auto_create = (
             request.allow_auto_topic_creation
@@ -80,7 +93,7 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
             if topic is None:
                 entries.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(module, broker, topic))
+                entries.append(_topic_entry(module, broker, topic, request))
     return make(
         module.MetadataResponse,
         throttle_time=0,
@@ -97,4 +110,9 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
         cluster_id=broker.store.cluster_id(),
         controller_id=broker.config.node_id,
         topics=tuple(entries),
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else AUTHORIZED_OPERATIONS_OMITTED
+        ),
     )

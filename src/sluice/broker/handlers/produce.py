@@ -4,7 +4,9 @@ Every partition's append happens synchronously, before the first ``await``, so p
 produce requests on a connection are appended in arrival order (their handler tasks
 start in that order). Then, for acks=all, the request waits in the purgatory until the
 high watermark covers each partition's last offset, or the request timeout passes.
-acks=0 gets no response at all (PROTOCOL.md). Topics with flush.ms=0 or
+acks=0 gets no response at all (PROTOCOL.md). Transactional batches are refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist: nothing could ever
+commit or abort them. Topics with flush.ms=0 or
 flush.messages=1 are fsynced by the log inside the append, before any answer.
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
@@ -20,6 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import handler
+from sluice.broker.handlers.init_producer_id import (
+    TRANSACTIONS_UNSUPPORTED_ERROR,
+    TRANSACTIONS_UNSUPPORTED_MESSAGE,
+)
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -61,7 +67,9 @@ def _append_one(
         partition = broker.replicas.get(topic_partition)
         if records is None:
             raise errors.CorruptMessage("partition data has no records")
-        validate_produced(records, partition.log.config.max_message_bytes)
+        header = validate_produced(records, partition.log.config.max_message_bytes)
+        if header.is_transactional:
+            raise errors.for_code(TRANSACTIONS_UNSUPPORTED_ERROR)(TRANSACTIONS_UNSUPPORTED_MESSAGE)
         if partition.log.config.compact:
             _check_keys_present(records)
         result = partition.append(bytearray(records), acks=acks)

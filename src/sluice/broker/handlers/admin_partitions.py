@@ -1,0 +1,227 @@
+"""ElectLeaders v0-2, AlterPartitionReassignments v0-1, ListPartitionReassignments v0:
+partition leadership and placement, decided as Kafka's controller decides them
+(:mod:`sluice.cluster.leadership`) and written through the metadata store.
+
+On a single node every partition is led by its preferred (and only) replica, so a
+preferred or unclean election answers ELECTION_NOT_NEEDED per partition, and the only
+valid reassignment target is the current replica list, a no-op that succeeds. With a
+null topic list an election covers every partition and, as in Kafka, leaves out of the
+answer the partitions whose leader is already the right one (each topic is still
+listed). No reassignment is ever in progress, so ListPartitionReassignments answers an
+empty list and a cancel answers NO_REASSIGNMENT_IN_PROGRESS.
+
+The requests' ``timeout`` is not waited on: every decision here is made and stored
+before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.dispatcher import handler
+from sluice.cluster import leadership
+from sluice.cluster.leadership import ElectionOutcome, ElectionType
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.protocol.codec import RequestHeader
+from sluice.protocol.messages import has_field, make, response_module
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sluice.broker.app import Broker
+    from sluice.cluster.model import PartitionState
+
+
+def _store_partition(broker: Broker, topic: str, index: int, state: PartitionState) -> None:
+    current = broker.topics.require(topic)
+    broker.store.update_partition(topic, index, state, current.version)
+
+
+def _unknown_partition(broker: Broker, topic: str, index: int) -> KafkaError | None:
+    metadata = broker.topics.get(topic)
+    if metadata is None:
+        return errors.UnknownTopicOrPartition(f"No such topic as {topic}")
+    if index not in metadata.partitions:
+        return errors.UnknownTopicOrPartition(f"No such partition as {topic}-{index}")
+    return None
+
+
+# ── ElectLeaders ───────────────────────────────────────────────────────────────────────
+
+
+def _elect(broker: Broker, topic: str, index: int, kind: ElectionType) -> tuple[int, str | None]:
+    unknown = _unknown_partition(broker, topic, index)
+    if unknown is not None:
+        return unknown.code, unknown.message
+    state = broker.topics.require(topic).partitions[index]
+    live = {b.node_id for b in broker.store.live_brokers()}
+    outcome: ElectionOutcome = leadership.elect(state, kind, live)
+    if outcome.state is not None:
+        _store_partition(broker, topic, index, outcome.state)
+    return outcome.error_code, outcome.error_message
+
+
+def _election_results(
+    module: ModuleType, broker: Broker, request: Any, kind: ElectionType
+) -> list[Any]:
+    results = []
+    if request.topic_partitions is None:
+        for name, topic in sorted(broker.topics.all().items()):
+            partitions = []
+            for index in sorted(topic.partitions):
+                code, message = _elect(broker, name, index, kind)
+                if code != ErrorCode.election_not_needed:
+                    partitions.append((index, code, message))
+            results.append((name, partitions))
+    else:
+        for requested in request.topic_partitions:
+            results.append(
+                (
+                    requested.topic,
+                    [
+                        (int(index), *_elect(broker, requested.topic, int(index), kind))
+                        for index in requested.partitions
+                    ],
+                )
+            )
+    return [
+        make(
+            module.ReplicaElectionResult,
+            topic=name,
+            partition_result=tuple(
+                make(
+                    module.PartitionResult,
+                    partition_id=index,
+                    error_code=code,
+                    error_message=message,
+                )
+                for index, code, message in partitions
+            ),
+        )
+        for name, partitions in results
+    ]
+
+
+@handler(ApiKey.ELECT_LEADERS)
+async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    try:
+        kind = (
+            leadership.election_type(int(request.election_type))
+            if has_field(type(request), "election_type")
+            else ElectionType.PREFERRED
+        )
+    except KafkaError as refused:
+        # Kafka's ElectLeadersRequest.getErrorResponse: the error at the top and on every
+        # partition asked for.
+        return make(
+            module.ElectLeadersResponse,
+            throttle_time=0,
+            error_code=refused.code,
+            replica_election_results=tuple(
+                make(
+                    module.ReplicaElectionResult,
+                    topic=requested.topic,
+                    partition_result=tuple(
+                        make(
+                            module.PartitionResult,
+                            partition_id=index,
+                            error_code=refused.code,
+                            error_message=refused.message,
+                        )
+                        for index in requested.partitions
+                    ),
+                )
+                for requested in request.topic_partitions or ()
+            ),
+        )
+    return make(
+        module.ElectLeadersResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        replica_election_results=tuple(_election_results(module, broker, request, kind)),
+    )
+
+
+# ── AlterPartitionReassignments ────────────────────────────────────────────────────────
+
+
+def _reassign(
+    broker: Broker, topic: str, index: int, target: Any, allow_replication_factor_change: bool
+) -> None:
+    metadata = broker.topics.get(topic)
+    if metadata is None:
+        raise errors.UnknownTopicOrPartition(f"Unable to find a topic named {topic}.")
+    state = metadata.partitions.get(index)
+    if state is None:
+        raise errors.UnknownTopicOrPartition(f"Unable to find partition {topic}:{index}.")
+    registered = {b.node_id for b in broker.store.live_brokers()}
+    new_state = leadership.reassigned(
+        None if target is None else tuple(int(r) for r in target),
+        state,
+        registered,
+        allow_replication_factor_change=allow_replication_factor_change,
+    )
+    if new_state is not None:
+        _store_partition(broker, topic, index, new_state)
+
+
+@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+async def handle_alter_partition_reassignments(
+    broker: Broker, header: RequestHeader, request: Any
+) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    allow_replication_factor_change = bool(
+        getattr(request, "allow_replication_factor_change", True)
+    )
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            index = int(partition.partition_index)
+            code, message = ErrorCode.none, None
+            try:
+                _reassign(
+                    broker, topic.name, index, partition.replicas, allow_replication_factor_change
+                )
+            except KafkaError as e:
+                code, message = e.code, e.message
+            partitions.append(
+                make(
+                    module.ReassignablePartitionResponse,
+                    partition_index=index,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
+        responses.append(
+            make(module.ReassignableTopicResponse, name=topic.name, partitions=tuple(partitions))
+        )
+    return make(
+        module.AlterPartitionReassignmentsResponse,
+        throttle_time=0,
+        allow_replication_factor_change=allow_replication_factor_change,
+        error_code=ErrorCode.none,
+        error_message=None,
+        responses=tuple(responses),
+    )
+
+
+# ── ListPartitionReassignments ─────────────────────────────────────────────────────────
+
+
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+async def handle_list_partition_reassignments(
+    broker: Broker, header: RequestHeader, request: Any
+) -> Any:
+    del broker, request  # no reassignment is ever in progress (see the module docstring)
+    module = response_module(header.api_key, header.api_version)
+    return make(
+        module.ListPartitionReassignmentsResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=(),
+    )

@@ -1,0 +1,101 @@
+"""DescribeProducers v0: the active idempotent producers of each partition, from its
+producer state (what duplicate detection remembers).
+
+Per producer: id, epoch, the last sequence appended (-1 when none carried one), the
+largest timestamp of its appended batches, coordinator epoch -1 and current transaction
+start offset -1 (Sluice has no transactions yet, so no producer is ever inside one).
+Every replica answers, leader or not, as in Kafka. A topic name that is not valid
+answers INVALID_TOPIC_EXCEPTION; a topic or partition that does not exist,
+UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host,
+NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.dispatcher import handler
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition, topic_name_problem
+from sluice.protocol.codec import RequestHeader
+from sluice.protocol.messages import make, response_module
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sluice.broker.app import Broker
+
+NO_COORDINATOR_EPOCH = -1
+"""No transaction marker was ever written for the producer."""
+
+NO_TRANSACTION_START_OFFSET = -1
+"""The producer has no transaction open."""
+
+
+def _topic_error(broker: Broker, name: str) -> KafkaError | None:
+    problem = topic_name_problem(name)
+    if problem is not None:
+        return errors.InvalidTopicException(problem)
+    if broker.topics.get(name) is None:
+        return errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+    return None
+
+
+def _partition_response(module: ModuleType, broker: Broker, tp: TopicPartition) -> Any:
+    partition = broker.replicas.find(tp)
+    if partition is None:
+        topic = broker.topics.get(tp.topic)
+        exists = topic is not None and tp.partition in topic.partitions
+        error: KafkaError = (
+            errors.NotLeaderOrFollower(f"this broker does not host {tp}")
+            if exists
+            else errors.UnknownTopicOrPartition(f"{tp} does not exist")
+        )
+        return _partition_error(module, tp.partition, error)
+    producers = sorted(partition.log.producer_state.producers.values(), key=lambda e: e.producer_id)
+    return make(
+        module.PartitionResponse,
+        partition_index=tp.partition,
+        error_code=ErrorCode.none,
+        error_message=None,
+        active_producers=tuple(
+            make(
+                module.ProducerState,
+                producer_id=entry.producer_id,
+                producer_epoch=entry.epoch,
+                last_sequence=entry.last_sequence,
+                last_timestamp=entry.last_timestamp_ms,
+                coordinator_epoch=NO_COORDINATOR_EPOCH,
+                current_txn_start_offset=NO_TRANSACTION_START_OFFSET,
+            )
+            for entry in producers
+        ),
+    )
+
+
+def _partition_error(module: ModuleType, index: int, error: KafkaError) -> Any:
+    return make(
+        module.PartitionResponse,
+        partition_index=index,
+        error_code=error.code,
+        error_message=error.message,
+        active_producers=(),
+    )
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS)
+async def handle_describe_producers(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    module = response_module(header.api_key, header.api_version)
+    topics = []
+    for requested in request.topics:
+        topic_error = _topic_error(broker, requested.name)
+        partitions = tuple(
+            _partition_error(module, int(index), topic_error)
+            if topic_error is not None
+            else _partition_response(module, broker, TopicPartition(requested.name, int(index)))
+            for index in requested.partition_indexes
+        )
+        topics.append(make(module.TopicResponse, name=requested.name, partitions=partitions))
+    return make(module.DescribeProducersResponse, throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,111 @@
+"""``sluice cluster``: describe the cluster and elect partition leaders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from sluice.cli.common import bootstrap_option, open_cluster, raise_if_unknown_topic, run
+from sluice.client.admin import Admin, ClusterDescription, ElectionType
+from sluice.common import errors
+from sluice.common.ids import TopicPartition, topic_name_problem
+
+
+@click.group()
+def cluster() -> None:
+    """Describe the cluster and elect partition leaders."""
+
+
+@cluster.command()
+@bootstrap_option
+def describe(*, bootstrap_server: str) -> None:
+    """Show the cluster id, the controller and every broker."""
+
+    async def gather() -> ClusterDescription:
+        async with open_cluster(bootstrap_server) as connected:
+            return await Admin(connected).describe_cluster()
+
+    described = run(gather)
+    click.echo(f"Cluster id: {described.cluster_id or '(none)'}")
+    controller = described.controller
+    click.echo(
+        f"Controller: {controller.node_id} ({controller.address})"
+        if controller is not None
+        else "Controller: (none)"
+    )
+    click.echo(f"Brokers: {len(described.brokers)}")
+    for broker in described.brokers:
+        rack = f"  rack {broker.rack}" if broker.rack else ""
+        role = "  (controller)" if broker.node_id == described.controller_id else ""
+        click.echo(f"  {broker.node_id}  {broker.address}{rack}{role}")
+
+
+def _parse_partition(text: str) -> tuple[str, int | None]:
+    """``TOPIC`` or ``TOPIC:PARTITION`` (topic names cannot contain ':')."""
+    topic, separator, index = text.partition(":")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="PARTITIONS")
+    if not separator:
+        return topic, None
+    if not index.isdigit():
+        raise click.BadParameter(
+            f"{text!r}: the partition after ':' must be a number (e.g. orders:0)",
+            param_hint="PARTITIONS",
+        )
+    return topic, int(index)
+
+
+@cluster.command(name="elect-leaders")
+@click.argument("partitions", nargs=-1, metavar="[TOPIC[:PARTITION]]...")
+@click.option(
+    "--unclean",
+    is_flag=True,
+    help="Elect any live replica for partitions without a leader, even one that is not "
+    "in sync (may lose records). Default: elect the preferred replica.",
+)
+@bootstrap_option
+def elect_leaders(*, partitions: Sequence[str], unclean: bool, bootstrap_server: str) -> None:
+    """Move leadership to each partition's preferred replica (its first one).
+
+    Names partitions as TOPIC (all of its partitions) or TOPIC:PARTITION; with none, every
+    partition of the cluster. Prints what happened to each partition that needed an
+    election, and exits with status 1 if any election failed.
+    """
+    wanted = [_parse_partition(text) for text in partitions]
+    kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+
+    async def elect() -> dict[TopicPartition, errors.KafkaError | None]:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            if not wanted:
+                return await admin.elect_leaders(kind, None)
+            named: list[TopicPartition] = []
+            for topic, index in wanted:
+                if index is not None:
+                    named.append(TopicPartition(topic, index))
+                    continue
+                try:
+                    described = await admin.describe_topic(topic)
+                except errors.UnknownTopicOrPartition as e:
+                    raise_if_unknown_topic(e, topic)
+                    raise
+                named.extend(p.topic_partition for p in described.partitions)
+            return await admin.elect_leaders(kind, named)
+
+    outcomes = run(elect)
+    if not outcomes:
+        click.echo("No partition needed an election.")
+        return
+    failed = False
+    for topic_partition, outcome in sorted(outcomes.items()):
+        if outcome is None:
+            click.echo(f"{topic_partition}: elected a new leader")
+        elif isinstance(outcome, errors.for_code(errors.ErrorCode.election_not_needed)):
+            click.echo(f"{topic_partition}: not needed (the right replica already leads)")
+        else:
+            failed = True
+            click.echo(f"{topic_partition}: failed: {outcome}")
+    if failed:
+        raise click.exceptions.Exit(1)

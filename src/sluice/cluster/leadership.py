@@ -1,0 +1,165 @@
+"""Controller decisions for ElectLeaders and partition reassignments, as Kafka's
+controller makes them (``ReplicationControlManager``).
+
+Pure functions over the metadata model; the broker writes what they decide through the
+metadata store. A partition's preferred leader is its first replica; a leader counts only
+while its broker is live::
+
+    election    leader is the preferred one (PREFERRED) or any leader is live (UNCLEAN)
+                  → ELECTION_NOT_NEEDED
+                PREFERRED: preferred replica live and in the ISR → it leads (epoch + 1)
+                           otherwise → PREFERRED_LEADER_NOT_AVAILABLE
+                UNCLEAN:   first live replica in the ISR, else first live replica
+                           → it leads (epoch + 1); none live → ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+    reassignment target: non-empty, every broker registered, no broker twice
+                  (INVALID_REPLICA_ASSIGNMENT); with allow_replication_factor_change
+                  false, as many replicas as now (INVALID_REPLICATION_FACTOR)
+                target == current replicas → nothing to do
+                same brokers, another order → the new order, at once (no data moves)
+                cancel (target None) with nothing in progress → NO_REASSIGNMENT_IN_PROGRESS
+
+No reassignment is ever left in progress here: a target that adds or drops a broker
+would have to copy the partition first, which needs replication (the cluster work to
+come), and is refused with a message saying so. On a single node it cannot arise: the
+only registered broker is this one, so every valid target is the current replica list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from sluice.cluster.model import PartitionState
+from sluice.common import errors
+from sluice.common.errors import ErrorCode
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders v1+ ``election_type`` (KIP-460); v0 always means PREFERRED."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionOutcome:
+    """What an election decided: a new state to store, or why there is none."""
+
+    state: PartitionState | None
+    error_code: ErrorCode = ErrorCode.none
+
+    @property
+    def error_message(self) -> str | None:
+        """Kafka's message for the code (its ``ApiError`` carries one for every error)."""
+        return ERROR_MESSAGES.get(self.error_code)
+
+
+ERROR_MESSAGES = {
+    ErrorCode.election_not_needed: "Leader election not needed for topic partition.",
+    ErrorCode.preferred_leader_not_available: "The preferred leader was not available.",
+    ErrorCode.eligible_leaders_not_available: (
+        "Eligible topic partition leaders are not available."
+    ),
+}
+
+
+def election_type(value: int) -> ElectionType:
+    """The election type a request names; INVALID_REQUEST for any other value."""
+    try:
+        return ElectionType(value)
+    except ValueError:
+        raise errors.InvalidRequest(f"Unknown election type {value}") from None
+
+
+def elect(
+    state: PartitionState, kind: ElectionType, live_brokers: Collection[int]
+) -> ElectionOutcome:
+    """Kafka's ``electLeader`` for one existing partition."""
+    has_leader = state.leader in live_brokers
+    preferred = state.replicas[0] if state.replicas else -1
+    if (kind is ElectionType.PREFERRED and has_leader and state.leader == preferred) or (
+        kind is ElectionType.UNCLEAN and has_leader
+    ):
+        return ElectionOutcome(None, ErrorCode.election_not_needed)
+    if kind is ElectionType.PREFERRED:
+        if preferred in live_brokers and preferred in state.isr:
+            return ElectionOutcome(_led_by(state, preferred, state.isr))
+        return ElectionOutcome(None, ErrorCode.preferred_leader_not_available)
+    live_replicas = [r for r in state.replicas if r in live_brokers]
+    in_sync = [r for r in live_replicas if r in state.isr]
+    if in_sync:
+        return ElectionOutcome(_led_by(state, in_sync[0], state.isr))
+    if live_replicas:
+        # Unclean: the new leader may lack committed records; it is the whole ISR now.
+        return ElectionOutcome(_led_by(state, live_replicas[0], (live_replicas[0],)))
+    return ElectionOutcome(None, ErrorCode.eligible_leaders_not_available)
+
+
+def _led_by(state: PartitionState, leader: int, isr: Sequence[int]) -> PartitionState:
+    return PartitionState(state.replicas, leader, state.leader_epoch + 1, tuple(isr))
+
+
+def check_reassignment_target(
+    target: Sequence[int],
+    current: PartitionState,
+    registered_brokers: Collection[int],
+    *,
+    allow_replication_factor_change: bool = True,
+) -> None:
+    """Kafka's ``validateManualPartitionAssignment`` (brokers checked in id order, so
+    the lowest bad id is the one named) and, for AlterPartitionReassignments v1 with
+    ``allow_replication_factor_change`` false, ``validatePartitionReplicationFactorUnchanged``."""
+    if not target:
+        raise errors.for_code(ErrorCode.invalid_replica_assignment)(
+            "The manual partition assignment includes an empty replica list."
+        )
+    previous: int | None = None
+    for broker_id in sorted(target):
+        if broker_id not in registered_brokers:
+            raise errors.for_code(ErrorCode.invalid_replica_assignment)(
+                f"The manual partition assignment includes broker {broker_id}, but no "
+                "such broker is registered."
+            )
+        if broker_id == previous:
+            raise errors.for_code(ErrorCode.invalid_replica_assignment)(
+                f"The manual partition assignment includes the broker {broker_id} more than once."
+            )
+        previous = broker_id
+    if not allow_replication_factor_change and len(target) != len(current.replicas):
+        raise errors.InvalidReplicationFactor(
+            f"The replication factor is changed from {len(current.replicas)} to {len(target)}"
+        )
+
+
+def reassigned(
+    target: Sequence[int] | None,
+    current: PartitionState,
+    registered_brokers: Collection[int],
+    *,
+    allow_replication_factor_change: bool = True,
+) -> PartitionState | None:
+    """The partition's new state for one AlterPartitionReassignments entry, or None when
+    nothing changes; raises the Kafka error that refuses it."""
+    if target is None:
+        raise errors.for_code(ErrorCode.no_reassignment_in_progress)(
+            "No partition reassignment is in progress."
+        )
+    check_reassignment_target(
+        target,
+        current,
+        registered_brokers,
+        allow_replication_factor_change=allow_replication_factor_change,
+    )
+    replicas = tuple(target)
+    if replicas == current.replicas:
+        return None
+    if set(replicas) != set(current.replicas):
+        raise errors.for_code(ErrorCode.invalid_replica_assignment)(
+            f"moving the partition from brokers {sorted(current.replicas)} to "
+            f"{sorted(replicas)} needs replication, which this cluster does not have yet; "
+            "only reordering the current replicas is possible"
+        )
+    # A new order changes only the preferred leader; the leader and its epoch stay.
+    return PartitionState(replicas, current.leader, current.leader_epoch, current.isr)
