@@ -201,9 +201,8 @@ async def handle_describe_log_dirs(broker: Broker, header: RequestHeader, reques
 
 def _group_config_names(broker: Broker) -> list[str]:
     """Groups that have stored config overrides (Kafka lists those, whether or not the
-    group exists), from the metadata store once it keeps group configs."""
-    groups_with_configs = getattr(broker.store, "groups_with_configs", None)
-    return [] if groups_with_configs is None else sorted(groups_with_configs())
+    group exists), from the metadata store."""
+    return sorted(broker.store.groups_with_configs())
 
 
 @handler(ApiKey.LIST_CONFIG_RESOURCES)
