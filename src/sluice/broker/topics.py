@@ -8,6 +8,7 @@ change listener, the same path a ZooKeeper watch will take in a cluster.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster import controller
@@ -30,6 +31,7 @@ class TopicManager:
         self._replicas = replicas
         self._config = config
         self._topics: dict[str, TopicMetadata] = store.topics()
+        self._by_id: tuple[dict[str, TopicMetadata], dict[uuid.UUID, TopicMetadata]] = ({}, {})
         store.add_listener(self._on_metadata_change)
 
     def _on_metadata_change(self) -> None:
@@ -49,6 +51,15 @@ class TopicManager:
 
     def get(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        """The topic with this id (requests of Fetch v13+, Produce v13, Metadata v12+ and
+        DeleteTopics v6 may name topics by id)."""
+        topics, index = self._by_id
+        if topics is not self._topics:
+            topics, index = self._topics, {t.topic_id: t for t in self._topics.values()}
+            self._by_id = topics, index
+        return index.get(topic_id)
 
     def require(self, name: str) -> TopicMetadata:
         topic = self._topics.get(name)

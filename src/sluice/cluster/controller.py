@@ -7,10 +7,9 @@ per-topic offset, and the first replica is the preferred leader, as in Kafka.
 
 from __future__ import annotations
 
-import uuid
 import zlib
 
-from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata, new_topic_id
 from sluice.common import errors
 from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX, REPLICATION_FACTOR_MAX
 
@@ -54,7 +53,7 @@ def new_topic(
 ) -> TopicMetadata:
     check_partition_count(partition_count)
     partitions = _assign(name, 0, partition_count, replication_factor, brokers)
-    return TopicMetadata(name, uuid.uuid4(), partitions, dict(configs))
+    return TopicMetadata(name, new_topic_id(), partitions, dict(configs))
 
 
 def with_partitions(

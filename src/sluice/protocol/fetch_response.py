@@ -1,11 +1,11 @@
-"""Fetch responses v4–11, framed by hand so record bytes never pass through Python.
+"""Fetch responses v4–12, framed by hand so record bytes never pass through Python.
 
 Every other response is encoded by kio. A fetch response is the one that carries bulk
 log data, so it is emitted as a list of *parts*: ``bytes`` for the framing, and opaque
 record slices (anything with ``size_bytes``, e.g. storage file slices) that the network
-layer sends with ``sendfile``. The layout (non-flexible versions)::
+layer sends with ``sendfile``. The layout::
 
-    int32 size │ int32 correlation_id
+    int32 size │ int32 correlation_id │ tagged fields (v12+, response header v1)
     int32 throttle_time_ms │ int16 error_code (v7+) │ int32 session_id (v7+)
     [topics]   string name
       [partitions] int32 index │ int16 error_code │ int64 high_watermark
@@ -13,6 +13,14 @@ layer sends with ``sendfile``. The layout (non-flexible versions)::
                    [aborted] (int64 producer_id │ int64 first_offset), null = -1
                    int32 preferred_read_replica (v11+)
                    int32 records size │ records …  ← slices, sent zero-copy
+                   tagged fields (v12+): 0 diverging_epoch (int32 epoch, int64 end offset)
+      tagged fields (v12+)
+    tagged fields (v12+)
+
+From v12 (flexible, KIP-482) arrays and strings are "compact": their length is an
+unsigned varint of length + 1 (0 is null), and every struct ends with its tagged fields
+(an unsigned varint count, then tag, size and bytes for each). The records size is
+compact too, so the framing still knows every slice's size before sending it.
 """
 
 from __future__ import annotations
@@ -23,13 +31,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 FETCH_VERSION_MIN = 4
-FETCH_VERSION_MAX = 11
+FETCH_VERSION_MAX = 12
+FETCH_FIRST_FLEXIBLE_VERSION = 12
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
+_EPOCH_END_OFFSET = struct.Struct(">iq")
+
+NO_TAGGED_FIELDS = b"\x00"
+DIVERGING_EPOCH_TAG = 0
 
 
 class RecordsSlice(Protocol):
@@ -50,15 +63,41 @@ class FetchPartitionResult:
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: Sequence[RecordsSlice] = field(default_factory=list)
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) where the fetcher's log diverged from this one (v12+: the
+    fetcher's last fetched epoch ends before its fetch offset here); no records then."""
 
     @property
     def records_size_bytes(self) -> int:
         return sum(part.size_bytes for part in self.records)
 
 
-def _string(text: str) -> bytes:
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint: 7 bits a byte, least significant group first."""
+    assert value >= 0, value
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(text: str, flexible: bool) -> bytes:
     encoded = text.encode()
-    return _I16.pack(len(encoded)) + encoded
+    length = uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
+    return length + encoded
+
+
+def _array_length(count: int, flexible: bool) -> bytes:
+    return uvarint(count + 1) if flexible else _I32.pack(count)
+
+
+def _partition_tagged_fields(result: FetchPartitionResult) -> bytes:
+    if result.diverging_epoch is None:
+        return NO_TAGGED_FIELDS
+    value = _EPOCH_END_OFFSET.pack(*result.diverging_epoch) + NO_TAGGED_FIELDS
+    return uvarint(1) + uvarint(DIVERGING_EPOCH_TAG) + uvarint(len(value)) + value
 
 
 def encode_fetch_response(
@@ -73,16 +112,19 @@ def encode_fetch_response(
     """The whole response as parts, size prefix first. Consecutive bytes are joined so
     the network layer makes one write per run of framing."""
     assert FETCH_VERSION_MIN <= version <= FETCH_VERSION_MAX, version
+    flexible = version >= FETCH_FIRST_FLEXIBLE_VERSION
     parts: list[ResponsePart] = []
     pending = bytearray(_I32.pack(correlation_id))
+    if flexible:
+        pending += NO_TAGGED_FIELDS  # response header v1
     pending += _I32.pack(throttle_time_ms)
     if version >= 7:
         pending += _I16.pack(error_code) + _I32.pack(session_id)
-    pending += _I32.pack(len(topics))
+    pending += _array_length(len(topics), flexible)
     total = 0
     for name, partitions in topics:
-        pending += _string(name)
-        pending += _I32.pack(len(partitions))
+        pending += _string(name, flexible)
+        pending += _array_length(len(partitions), flexible)
         for result in partitions:
             pending += _PARTITION_HEAD.pack(
                 result.partition_index,
@@ -94,15 +136,17 @@ def encode_fetch_response(
                 pending += _I64.pack(result.log_start_offset)
             aborted = result.aborted_transactions
             if aborted is None:
-                pending += _I32.pack(-1)
+                pending += uvarint(0) if flexible else _I32.pack(-1)
             else:
-                pending += _I32.pack(len(aborted))
+                pending += _array_length(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     pending += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        pending += NO_TAGGED_FIELDS
             if version >= 11:
                 pending += _I32.pack(result.preferred_read_replica)
             records_size = result.records_size_bytes
-            pending += _I32.pack(records_size)
+            pending += uvarint(records_size + 1) if flexible else _I32.pack(records_size)
             if records_size:
                 total += len(pending)
                 parts.append(bytes(pending))
@@ -111,6 +155,12 @@ def encode_fetch_response(
                     if part.size_bytes:
                         parts.append(part)
                         total += part.size_bytes
+            if flexible:
+                pending += _partition_tagged_fields(result)
+        if flexible:
+            pending += NO_TAGGED_FIELDS  # topic
+    if flexible:
+        pending += NO_TAGGED_FIELDS  # response
     if pending:
         total += len(pending)
         parts.append(bytes(pending))

@@ -1,4 +1,4 @@
-"""Fetch v4–11: long poll, byte limits, zero-copy record slices.
+"""Fetch v4–12: long poll, byte limits, zero-copy record slices.
 
 The response lists every requested partition (the Java client drops a response that
 does not). Data is read only below the high watermark, whole batches at a time; the
@@ -6,6 +6,13 @@ first batch of the response may exceed the limits so a consumer can always progr
 (KIP-74). When less than ``min_bytes`` is available and nothing failed, the request waits
 in the purgatory until an append wakes it or ``max_wait_ms`` passes. Fetch sessions
 (KIP-227) are declined by answering session id 0: clients then send full fetches.
+
+From v12 a fetcher may send the epoch of the last batch it fetched
+(``last_fetched_epoch``). If that epoch ends here before the fetch offset (or is unknown
+here), its log has diverged from this one: the partition is answered with the
+``diverging_epoch`` (the largest epoch here not above it, and where that epoch ends) and
+no records, so the fetcher truncates, as Kafka's leader does. A fetch offset below the
+log start is OFFSET_OUT_OF_RANGE first.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
+    from sluice.storage.log import PartitionLog
 
 READ_COMMITTED = 1
 
@@ -52,6 +60,14 @@ def _read_partitions(
                 result.log_start_offset = partition_log.log_start_offset
                 result.aborted_transactions = [] if read_committed else None
                 offset = int(wanted.fetch_offset)
+                last_fetched_epoch = int(getattr(wanted, "last_fetched_epoch", -1))
+                if last_fetched_epoch >= 0:
+                    result.diverging_epoch = _diverging_epoch(
+                        partition_log, offset, last_fetched_epoch
+                    )
+                    if result.diverging_epoch is not None:
+                        failed = True  # answer at once: the fetcher must truncate first
+                        continue
                 if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
                     raise errors.OffsetOutOfRange(
                         f"offset {offset} is outside [{partition_log.log_start_offset}, "
@@ -72,6 +88,24 @@ def _read_partitions(
             budget -= read.size_bytes
         topics.append((fetch_topic.topic, results))
     return topics, total, failed
+
+
+def _diverging_epoch(
+    partition_log: PartitionLog, fetch_offset: int, last_fetched_epoch: int
+) -> tuple[int, int] | None:
+    """(epoch, end offset) if the fetcher's log diverged from this one, else None."""
+    if fetch_offset < partition_log.log_start_offset:
+        raise errors.OffsetOutOfRange(
+            f"offset {fetch_offset} is below the log start offset {partition_log.log_start_offset}"
+        )
+    epoch, end_offset = partition_log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        raise errors.OffsetOutOfRange(
+            f"cannot tell where the last fetched epoch {last_fetched_epoch} ends"
+        )
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 @handler(ApiKey.FETCH)
