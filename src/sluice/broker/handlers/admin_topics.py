@@ -110,11 +110,16 @@ def _created_topic_result(
 ) -> Any:
     """One CreateTopics answer; v5+ describe the topic, v7+ name its id (the zero id
     with ``validate_only``: no topic was made)."""
-    result = _result(module.CreatableTopicResult, name, failure)
-    if not has_field(module.CreatableTopicResult, "configs"):
-        return result
+    result_class = module.CreatableTopicResult
+    outcome = {
+        "name": name,
+        "error_code": 0 if failure is None else failure.code,
+        "error_message": None if failure is None else failure.message,
+    }
+    if not has_field(result_class, "configs"):
+        return make(result_class, **outcome)
     if topic is None:
-        return make(module.CreatableTopicResult, **_fields(result), configs=(), topic_id=None)
+        return make(result_class, **outcome, configs=(), topic_id=ZERO_TOPIC_ID)
     configs = tuple(
         make(
             module.CreatableTopicConfigs,
@@ -127,21 +132,13 @@ def _created_topic_result(
         for entry in describe_topic_configs(topic.configs, broker.config)
     )
     return make(
-        module.CreatableTopicResult,
-        **_fields(result),
+        result_class,
+        **outcome,
         topic_id=ZERO_TOPIC_ID if validate_only else topic.topic_id,
         num_partitions=topic.partition_count,
         replication_factor=len(topic.partitions[0].replicas),
         configs=configs,
     )
-
-
-def _fields(result: Any) -> dict[str, Any]:
-    return {
-        "name": result.name,
-        "error_code": result.error_code,
-        "error_message": result.error_message,
-    }
 
 
 @handler(ApiKey.CREATE_TOPICS)
