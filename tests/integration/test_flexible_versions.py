@@ -1,6 +1,7 @@
 """Flexible versions with meaning: topic ids (stable across restarts, the same in every
 API that shows them, usable to name a topic), ApiVersions v3/v4 answered in full, the
-new fields of the group and admin APIs, and flexible Fetch's diverging-epoch check.
+new fields of the group and admin APIs, flexible Fetch's diverging-epoch check, and
+Produce v13 / Fetch v13+ naming topics by id.
 
 Raw requests, because a client library hides exactly these fields."""
 
@@ -17,6 +18,7 @@ from kafka_wire import (
     KafkaConnection,
     Record,
     advertised_versions,
+    decode_batches,
     encode_batch,
     produce_request,
 )
@@ -28,10 +30,12 @@ from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.describe_topic_partitions.v0 import request as describe_partitions_v0
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.fetch.v16 import request as fetch_v16
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_fetch.v8 import request as offset_fetch_v8
+from kio.schema.produce.v13 import request as produce_v13
 
 from sluice.protocol.versions import SUPPORTED, ApiKey
 
@@ -318,3 +322,78 @@ def test_old_clients_still_see_the_old_lower_bounds(broker: BrokerProcess) -> No
     assert versions[ApiKey.FIND_COORDINATOR][0] == 0
     assert versions[ApiKey.INIT_PRODUCER_ID][0] == 0
     assert 68 not in versions and 69 not in versions
+
+
+def fetch_v16_request(topic_id: uuid.UUID, offset: int = 0) -> Any:
+    return fetch_v16.FetchRequest(
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            fetch_v16.FetchTopic(
+                topic_id=topic_id,
+                partitions=(
+                    fetch_v16.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def produce_v13_request(topic_id: uuid.UUID, records: bytes) -> Any:
+    return produce_v13.ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=SECONDS_10,
+        topic_data=(
+            produce_v13.TopicProduceData(
+                topic_id=topic_id,
+                partition_data=(produce_v13.PartitionProduceData(index=0, records=records),),
+            ),
+        ),
+    )
+
+
+def test_produce_and_fetch_name_topics_by_id(broker: BrokerProcess, topic: str) -> None:
+    unknown = uuid.uuid4()
+    batch = encode_batch([Record(b"k", b"by-id")])
+    with KafkaConnection(broker.host, broker.port) as connection:
+        topic_id = create_topic_v7(connection, topic, 1).topic_id
+        [produced] = connection.request(produce_v13_request(topic_id, batch)).responses
+        assert produced.topic_id == topic_id
+        assert produced.partition_responses[0].error_code == ErrorCode.none
+        [refused] = connection.request(produce_v13_request(unknown, batch)).responses
+        assert refused.topic_id == unknown
+        assert refused.partition_responses[0].error_code == ErrorCode.unknown_topic_id
+        [fetched] = connection.request(fetch_v16_request(topic_id)).responses
+        assert fetched.topic_id == topic_id
+        [partition] = fetched.partitions
+        assert partition.error_code == ErrorCode.none and partition.high_watermark == 1
+        assert [r.value for b in decode_batches(partition.records) for r in b.records] == [b"by-id"]
+        [missing] = connection.request(fetch_v16_request(unknown)).responses
+        assert missing.topic_id == unknown
+        assert missing.partitions[0].error_code == ErrorCode.unknown_topic_id
+        # A topic deleted and created again under its name has a new id: the old id is
+        # unknown, so a fetcher holding it looks the topic up again.
+        connection.request(
+            delete_topics_v6.DeleteTopicsRequest(
+                topics=(delete_topics_v6.DeleteTopicState(name=topic, topic_id=None),),
+                timeout=SECONDS_10,
+            )
+        )
+        new_id = create_topic_v7(connection, topic, 1).topic_id
+        assert new_id != topic_id
+        [stale] = connection.request(fetch_v16_request(topic_id)).responses
+        assert stale.partitions[0].error_code == ErrorCode.unknown_topic_id

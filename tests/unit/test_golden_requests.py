@@ -52,7 +52,7 @@ def _is_librdkafka_all_topics_metadata(header: codec.RequestHeader, request: Any
 
 @pytest.mark.parametrize("frame_bytes", CAPTURED)
 def test_captured_request_decodes_and_re_encodes_byte_for_byte(frame_bytes: bytes) -> None:
-    header, body_offset, request = _decode(frame_bytes)
+    header, _, request = _decode(frame_bytes)
     assert SUPPORTED[ApiKey(header.api_key)].advertises(header.api_version)
     again = codec.encode_request(header.correlation_id, header.client_id, request)
     if _is_librdkafka_all_topics_metadata(header, request):

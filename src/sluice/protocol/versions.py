@@ -77,15 +77,19 @@ class VersionRange:
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
     # Produce: 0-2 are advertised for old librdkafka's compression check but refused.
-    # v9 is flexible, v10-11 add tagged leader hints (left unset: they are only for
-    # NOT_LEADER_OR_FOLLOWER answers, which one node never gives), v12 changes only how a
-    # transactional producer adds partitions (KIP-890 part 2, which needs the
-    # transaction.version feature Sluice does not finalize). v13 names topics by id:
-    # not served yet (the decision and what it needs are in docs/protocol.md).
-    ApiKey.PRODUCE: VersionRange(0, 12, 9, min_served=3),
+    # v9 is flexible; v10-11 name the current leader on NOT_LEADER_OR_FOLLOWER (KIP-951);
+    # v12 changes only how a transactional producer adds partitions (KIP-890 part 2,
+    # which needs the transaction.version feature Sluice does not finalize); v13 names
+    # topics by id (UNKNOWN_TOPIC_ID for an id no topic has).
+    ApiKey.PRODUCE: VersionRange(0, 13, 9, min_served=3),
     # Fetch: v12 is flexible and checks last_fetched_epoch (an answer with a diverging
-    # epoch when the log has diverged). v13+ names topics by id: not served yet.
-    ApiKey.FETCH: VersionRange(4, 12, 12),
+    # epoch when the fetcher's log has diverged); v13 names topics by id; v14 may answer
+    # a tiered-storage error (none here); v15 moves the replica id into a tagged
+    # replica_state (consumers send none); v16 names the current leader on
+    # NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (KIP-951). v17 carries a follower's
+    # log directory id (KIP-858), which Sluice, without directory assignment, cannot
+    # check: the range stops below it.
+    ApiKey.FETCH: VersionRange(4, 16, 12),
     # ListOffsets: v7-9 allow the special timestamps -3 (max timestamp), -4 (earliest
     # local) and -5 (latest tiered); v10 adds a timeout for remote lookups, which never
     # wait here. v11 (-6, earliest pending upload) is not served.
