@@ -1,6 +1,7 @@
-"""Consumer-group APIs: FindCoordinator v0–2, JoinGroup v0–5, SyncGroup v0–3, Heartbeat
-v0–3, LeaveGroup v0–3, OffsetCommit v2–7, OffsetFetch v1–5, DescribeGroups v0–4,
-ListGroups v0–2, DeleteGroups v0–1, OffsetDelete v0.
+"""Consumer-group APIs: FindCoordinator v0–6, JoinGroup v0–9, SyncGroup v0–5, Heartbeat
+v0–4, LeaveGroup v0–5, OffsetCommit v2–9, OffsetFetch v1–9, DescribeGroups v0–6,
+ListGroups v0–5, DeleteGroups v0–2, OffsetDelete v0 (the ranges are in
+``protocol.versions``; each handler fills the fields its version has).
 
 These only translate between the wire messages and the group coordinator's plain
 requests (:mod:`sluice.group.api`); the coordinator (``broker.groups``, a

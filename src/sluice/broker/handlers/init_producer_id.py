@@ -2,6 +2,9 @@
 
 Transactional ids (and epoch bumps for them) belong to the transaction coordinator,
 which does not exist yet; such requests are answered with an error saying so.
+
+v3+ requests may carry the producer's current id and epoch (KIP-360). Without a
+transactional id Kafka ignores them and hands out a new id, and so does Sluice.
 """
 
 from __future__ import annotations
