@@ -150,7 +150,7 @@ def test_a_client_that_disconnects_mid_frame_does_not_disturb_others(broker, bys
 def api_versions_v3_body() -> bytes:
     """ApiVersions v3+ body: client software name and version as compact strings, then an
     empty tagged-field section. The request header (v2) also ends with tagged fields."""
-    return b"\x06sluice" + b"\x040.1" + b"\x00"
+    return b"\x07sluice" + b"\x040.1" + b"\x00"  # compact: length + 1
 
 
 def read_api_versions_answer(connection: KafkaConnection) -> tuple[int, dict[int, tuple[int, int]]]:
