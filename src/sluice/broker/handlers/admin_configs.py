@@ -1,4 +1,4 @@
-"""DescribeConfigs v1-4, AlterConfigs v0-2, IncrementalAlterConfigs v0-1: topic and broker
+"""DescribeConfigs v1-3, AlterConfigs v0-1, IncrementalAlterConfigs v0: topic and broker
 configuration.
 
 A topic config's effective value comes from the first of these that has it; that one is

@@ -1,22 +1,21 @@
 """CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3: topic administration.
 
-Each topic in a request succeeds or fails on its own, with an error code and (where the
-version has one) a message. The work is done by :class:`~sluice.broker.topics.TopicManager`
-through the metadata store, synchronously, so the request's ``timeout`` never runs out:
-when the response is sent the change is already in the store and applied to the local
-replicas.
-
 From CreateTopics v5 a created (or, with ``validate_only``, checked) topic is answered
 with its partition count, replication factor and every topic config with its effective
 value and source, as DescribeConfigs would list them (KIP-525); from v7 with its id.
 DeleteTopics v6 names each topic by name or by id (not both); an unknown id is answered
 with UNKNOWN_TOPIC_ID, and each answer carries both the name and the id.
 
+Each topic in a request succeeds or fails on its own, with an error code and (where the
+version has one) a message. The work is done by :class:`~sluice.broker.topics.TopicManager`
+through the metadata store, synchronously, so the request's ``timeout`` never runs out:
+when the response is sent the change is already in the store and applied to the local
+replicas.
+
 Not supported, refused with INVALID_REQUEST: manual replica assignments (CreateTopics
 ``assignments``, CreatePartitions ``assignments``). A name given twice in one request is
 refused for that name, as Kafka does, since the two entries could disagree.
 """
-
 from __future__ import annotations
 
 import uuid

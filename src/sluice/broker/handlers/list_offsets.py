@@ -1,4 +1,4 @@
-"""ListOffsets v1–10: earliest (-2), latest (-1), or the first offset at or after a
+"""ListOffsets v1–5: earliest (-2), latest (-1), or the first offset at or after a
 timestamp. "Latest" is the high watermark, which is also the last stable offset until
 transactions exist."""
 
