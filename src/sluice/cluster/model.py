@@ -13,7 +13,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-ZERO_TOPIC_ID = uuid.UUID(int=0)
+TopicId = uuid.UUID
+"""A topic's id (KIP-516)."""
+
+ZERO_TOPIC_ID = TopicId(int=0)
 """Kafka's "no topic id" (what a request carries when it names a topic by name)."""
 
 _RESERVED_TOPIC_IDS = frozenset({ZERO_TOPIC_ID, uuid.UUID(int=1)})
