@@ -16,6 +16,7 @@ Not supported, refused with INVALID_REQUEST: manual replica assignments (CreateT
 ``assignments``, CreatePartitions ``assignments``). A name given twice in one request is
 refused for that name, as Kafka does, since the two entries could disagree.
 """
+
 from __future__ import annotations
 
 import uuid
