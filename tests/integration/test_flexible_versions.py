@@ -185,6 +185,10 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess, to
                 partition_index=page.next_cursor.partition_index,
             )
         [leader_view] = describe_partitions(connection, (topic,)).topics
+        outside = describe_partitions_v0.Cursor(topic_name="not-named", partition_index=0)
+        refused = describe_partitions(connection, (topic, second), cursor=outside)
+        negative = describe_partitions_v0.Cursor(topic_name=topic, partition_index=-1)
+        refused_too = describe_partitions(connection, (topic,), cursor=negative)
     assert pages == [
         [(topic, ErrorCode.none, [0, 1])],
         [(topic, ErrorCode.none, [2]), (second, ErrorCode.none, [0])],
@@ -193,6 +197,11 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess, to
             (f"{topic}-missing", ErrorCode.unknown_topic_or_partition, []),
         ],
     ]
+    assert [(t.name, t.error_code) for t in refused.topics] == [
+        (topic, ErrorCode.invalid_request),
+        (second, ErrorCode.invalid_request),
+    ]
+    assert [t.error_code for t in refused_too.topics] == [ErrorCode.invalid_request]
     partition = leader_view.partitions[0]
     assert (partition.leader_id, partition.replica_nodes, partition.isr_nodes) == (0, (0,), (0,))
     assert partition.eligible_leader_replicas == () and partition.last_known_elr == ()
