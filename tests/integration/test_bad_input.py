@@ -150,7 +150,7 @@ def test_a_client_that_disconnects_mid_frame_does_not_disturb_others(broker, bys
 def api_versions_v3_body() -> bytes:
     """ApiVersions v3+ body: client software name and version as compact strings, then an
     empty tagged-field section. The request header (v2) also ends with tagged fields."""
-    return b"\x06sluice" + b"\x040.1" + b"\x00"
+    return b"\x07sluice" + b"\x040.1" + b"\x00"  # compact: length + 1
 
 
 def read_api_versions_answer(connection: KafkaConnection) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -190,20 +190,21 @@ def test_api_versions_advertises_the_served_ranges(connection):
     response = connection.request(api_versions_request())
     assert response.error_code == NONE
     ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
-    expected = {  # PROTOCOL.md, "advertise"
-        0: (0, 8),
-        1: (4, 11),
-        2: (1, 5),
-        3: (0, 8),
-        18: (0, 2),
-        19: (2, 4),
-        20: (1, 3),
-        21: (0, 1),
-        22: (0, 1),
-        32: (1, 3),
-        33: (0, 1),
-        37: (0, 1),
-        44: (0, 0),
+    expected = {  # the README's protocol coverage table
+        0: (0, 13),
+        1: (4, 16),
+        2: (1, 10),
+        3: (0, 13),
+        18: (0, 4),
+        19: (2, 7),
+        20: (1, 6),
+        21: (0, 2),
+        22: (0, 5),
+        32: (1, 4),
+        33: (0, 2),
+        37: (0, 3),
+        44: (0, 1),
+        75: (0, 0),
     }
     assert {key: ranges.get(key) for key in expected} == expected
 

@@ -42,8 +42,9 @@ def handler(api_key: ApiKey) -> Callable[[Handler], Handler]:
     return register
 
 
-def api_versions_response(version: int, error_code: int = 0) -> Any:
-    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED``."""
+def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
+    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED`` (v3+:
+    no supported or finalized features, kio's defaults)."""
     module = response_module(ApiKey.API_VERSIONS, version)
     return make(
         module.ApiVersionsResponse,
@@ -56,7 +57,9 @@ def api_versions_response(version: int, error_code: int = 0) -> Any:
                 max_version=r.max_version,
             )
             for key, r in sorted(SUPPORTED.items())
-        ),
+        )
+        if with_ranges
+        else (),
         throttle_time=0,
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster import controller
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.model import TopicId, TopicMetadata
 from sluice.cluster.store import MetadataStore, NoSuchTopic, TopicExists
 from sluice.common import errors
 from sluice.common.config import BrokerConfig, parse_topic_configs
@@ -31,6 +31,7 @@ class TopicManager:
         self._replicas = replicas
         self._config = config
         self._topics: dict[str, TopicMetadata] = store.topics()
+        self._by_id: tuple[dict[str, TopicMetadata], dict[TopicId, TopicMetadata]] = ({}, {})
         store.add_listener(self._on_metadata_change)
 
     def _on_metadata_change(self) -> None:
@@ -50,6 +51,18 @@ class TopicManager:
 
     def get(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
+
+    def by_id(self, topic_id: TopicId) -> TopicMetadata | None:
+        """The topic with this id (requests of Fetch v13+, Produce v13, Metadata v12+ and
+        DeleteTopics v6 may name topics by id). The id index is rebuilt when the topics
+        changed since it was made: on a miss, or a hit that is no longer current."""
+        topics, index = self._by_id
+        topic = index.get(topic_id) if topics is self._topics else None
+        if topic is not None and self._topics.get(topic.name) is topic:
+            return topic
+        index = {t.topic_id: t for t in self._topics.values()}
+        self._by_id = self._topics, index
+        return index.get(topic_id)
 
     def require(self, name: str) -> TopicMetadata:
         topic = self._topics.get(name)

@@ -15,11 +15,10 @@ are stored in the order given; the first live one leads.
 
 from __future__ import annotations
 
-import uuid
 import zlib
 from collections.abc import Sequence
 
-from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata, new_topic_id
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
 from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX, REPLICATION_FACTOR_MAX
@@ -111,7 +110,7 @@ def assigned_topic(
             raise errors.InvalidReplicationFactor(
                 f"replication factor {len(state.replicas)} is outside [1, {REPLICATION_FACTOR_MAX}]"
             )
-    return TopicMetadata(name, uuid.uuid4(), partitions, dict(configs))
+    return TopicMetadata(name, new_topic_id(), partitions, dict(configs))
 
 
 def with_assigned_partitions(
@@ -153,7 +152,7 @@ def new_topic(
 ) -> TopicMetadata:
     check_partition_count(partition_count)
     partitions = _assign(name, 0, partition_count, replication_factor, brokers)
-    return TopicMetadata(name, uuid.uuid4(), partitions, dict(configs))
+    return TopicMetadata(name, new_topic_id(), partitions, dict(configs))
 
 
 def _check_growth(topic: TopicMetadata, new_count: int) -> None:

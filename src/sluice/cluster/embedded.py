@@ -56,6 +56,15 @@ class EmbeddedMetadataStore:
         self._topics = {
             name: TopicMetadata.from_json(data) for name, data in self._document["topics"].items()
         }
+        if any(
+            self._document["topics"][name].get("topic_id") != str(topic.topic_id)
+            for name, topic in self._topics.items()
+        ):
+            # Topics stored before they had ids were given one while loading: keep it.
+            self._document["topics"] = {
+                name: t.to_json() for name, t in sorted(self._topics.items())
+            }
+            self._write()
 
     def _read(self) -> dict[str, Any]:
         try:

@@ -34,3 +34,8 @@ max.in.flight.requests.per.connection bound for idempotence)."""
 DELETED_SEGMENT_CLOSE_DELAY_MS = 60_000
 """How long a deleted segment's file stays open so a sendfile in flight can finish
 (Kafka's file.delete.delay.ms)."""
+
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX = 2000
+"""Partitions in one DescribeTopicPartitions answer, whatever the client's
+``response_partition_limit`` (Kafka's max.request.partition.size.limit); a cursor
+points to the rest."""

@@ -73,6 +73,10 @@ class SyncGroupRequest:
     group_instance_id: str | None
     assignments: tuple[tuple[str, bytes], ...]
     """(member id, assignment); only the leader sends any."""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    """What the member believes the group's protocol type and name are (SyncGroup v5+,
+    KIP-559); when given, they must match the group's (INCONSISTENT_GROUP_PROTOCOL)."""
 
 
 @dataclass(frozen=True)

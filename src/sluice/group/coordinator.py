@@ -174,6 +174,12 @@ def _group_id_is_valid(group_id: str, *, allow_empty: bool) -> bool:
     return len(group_id.encode()) <= GROUP_ID_BYTES_MAX
 
 
+def _is_inconsistent(given: str | None, known: str | None) -> bool:
+    """A protocol type or name a member sent that disagrees with the group's (either
+    side unknown agrees with anything, as in Kafka)."""
+    return given is not None and known is not None and given != known
+
+
 def _tombstone(key: OffsetCommitKey | GroupMetadataKey) -> Record:
     return (encode_key(key), None)
 
@@ -883,6 +889,10 @@ class GroupCoordinator:
             return answer(error)
         if request.generation_id != group.generation_id:
             return answer(ErrorCode.illegal_generation)
+        if _is_inconsistent(request.protocol_type, group.protocol_type) or _is_inconsistent(
+            request.protocol_name, group.protocol_name
+        ):
+            return answer(ErrorCode.inconsistent_group_protocol)
         if group.is_in(_PREPARING):
             return answer(ErrorCode.rebalance_in_progress)
         member = group.members[request.member_id]

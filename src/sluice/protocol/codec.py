@@ -143,12 +143,29 @@ def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: 
         UnicodeDecodeError,
     ) as e:
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {e}") from None
-    if body_offset + size != len(frame_bytes):
+    trailing = len(frame_bytes) - body_offset - size
+    if trailing and not _trailing_bytes_tolerated(payload, trailing):
         raise ProtocolError(
             f"{schema.__name__} v{version} has {len(frame_bytes) - body_offset - size} "
             "trailing bytes"
         )
     return payload
+
+
+LIBRDKAFKA_ALL_TOPICS_METADATA_JUNK_BYTES = 3
+"""librdkafka (2.x) asks for all topics in Metadata v9+ by leaving its 4-byte array-count
+placeholder in place: a null compact array (one byte) and three zero bytes, after which
+the real fields follow. Kafka reads the zeros as the remaining fields and ignores what is
+left; so does Sluice, for exactly this request and no other."""
+
+
+def _trailing_bytes_tolerated(payload: Any, trailing: int) -> bool:
+    return (
+        trailing == LIBRDKAFKA_ALL_TOPICS_METADATA_JUNK_BYTES
+        and int(payload.__api_key__) == ApiKey.METADATA
+        and bool(payload.__flexible__)
+        and payload.topics is None
+    )
 
 
 def _response_header_is_flexible(payload: Any) -> bool:

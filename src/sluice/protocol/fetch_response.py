@@ -1,35 +1,55 @@
-"""Fetch responses v4–11, framed by hand so record bytes never pass through Python.
+"""Fetch responses v4–16, framed by hand so record bytes never pass through Python.
 
 Every other response is encoded by kio. A fetch response is the one that carries bulk
 log data, so it is emitted as a list of *parts*: ``bytes`` for the framing, and opaque
 record slices (anything with ``size_bytes``, e.g. storage file slices) that the network
-layer sends with ``sendfile``. The layout (non-flexible versions)::
+layer sends with ``sendfile``. The layout::
 
-    int32 size │ int32 correlation_id
+    int32 size │ int32 correlation_id │ tagged fields (v12+, response header v1)
     int32 throttle_time_ms │ int16 error_code (v7+) │ int32 session_id (v7+)
-    [topics]   string name
+    [topics]   string name (v4–12) │ uuid topic_id (v13+)
       [partitions] int32 index │ int16 error_code │ int64 high_watermark
                    int64 last_stable_offset │ int64 log_start_offset (v5+)
                    [aborted] (int64 producer_id │ int64 first_offset), null = -1
                    int32 preferred_read_replica (v11+)
                    int32 records size │ records …  ← slices, sent zero-copy
+                   tagged fields (v12+): 0 diverging_epoch (int32 epoch, int64 end offset)
+                                         1 current_leader (int32 leader id, int32 epoch)
+      tagged fields (v12+)
+    tagged fields (v12+): 0 node_endpoints [int32 node id │ string host │ int32 port
+                                            │ nullable string rack]   (v16+)
+
+From v12 (flexible, KIP-482) arrays and strings are "compact": their length is an
+unsigned varint of length + 1 (0 is null), and every struct ends with its tagged fields
+(an unsigned varint count, then tag, size and bytes for each). The records size is
+compact too, so the framing still knows every slice's size before sending it.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 FETCH_VERSION_MIN = 4
-FETCH_VERSION_MAX = 11
+FETCH_VERSION_MAX = 16
+FETCH_FIRST_FLEXIBLE_VERSION = 12
+FETCH_FIRST_TOPIC_ID_VERSION = 13
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
+_EPOCH_END_OFFSET = struct.Struct(">iq")
+_LEADER_AND_EPOCH = struct.Struct(">ii")
+
+NO_TAGGED_FIELDS = b"\x00"
+DIVERGING_EPOCH_TAG = 0
+CURRENT_LEADER_TAG = 1
+NODE_ENDPOINTS_TAG = 0
 
 
 class RecordsSlice(Protocol):
@@ -38,6 +58,9 @@ class RecordsSlice(Protocol):
 
 
 ResponsePart = bytes | RecordsSlice
+
+NodeEndpoint = tuple[int, str, int, str | None]
+"""(node id, host, port, rack) of a broker named in a ``current_leader``."""
 
 
 @dataclass
@@ -50,39 +73,101 @@ class FetchPartitionResult:
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: Sequence[RecordsSlice] = field(default_factory=list)
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) where the fetcher's log diverged from this one (v12+: the
+    fetcher's last fetched epoch ends before its fetch offset here); no records then."""
+    current_leader: tuple[int, int] | None = None
+    """(leader id, leader epoch) for a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    answer (v16+, KIP-951), so the client need not ask Metadata first."""
 
     @property
     def records_size_bytes(self) -> int:
         return sum(part.size_bytes for part in self.records)
 
 
-def _string(text: str) -> bytes:
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint: 7 bits a byte, least significant group first."""
+    assert value >= 0, value
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(text: str, flexible: bool) -> bytes:
     encoded = text.encode()
-    return _I16.pack(len(encoded)) + encoded
+    length = uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
+    return length + encoded
+
+
+def _array_length(count: int, flexible: bool) -> bytes:
+    return uvarint(count + 1) if flexible else _I32.pack(count)
+
+
+def _tagged_fields(fields: Sequence[tuple[int, bytes]]) -> bytes:
+    """Tagged fields in tag order: count, then tag, size and value of each."""
+    out = bytearray(uvarint(len(fields)))
+    for tag, value in fields:
+        out += uvarint(tag) + uvarint(len(value)) + value
+    return bytes(out)
+
+
+def _partition_tagged_fields(result: FetchPartitionResult) -> bytes:
+    fields = []
+    if result.diverging_epoch is not None:
+        value = _EPOCH_END_OFFSET.pack(*result.diverging_epoch) + NO_TAGGED_FIELDS
+        fields.append((DIVERGING_EPOCH_TAG, value))
+    if result.current_leader is not None:
+        value = _LEADER_AND_EPOCH.pack(*result.current_leader) + NO_TAGGED_FIELDS
+        fields.append((CURRENT_LEADER_TAG, value))
+    return _tagged_fields(fields)
+
+
+def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    if not endpoints:
+        return NO_TAGGED_FIELDS
+    value = bytearray(_array_length(len(endpoints), True))
+    for node_id, host, port, rack in endpoints:
+        value += _I32.pack(node_id) + _string(host, True) + _I32.pack(port)
+        value += uvarint(0) if rack is None else _string(rack, True)
+        value += NO_TAGGED_FIELDS
+    return _tagged_fields([(NODE_ENDPOINTS_TAG, bytes(value))])
 
 
 def encode_fetch_response(
     version: int,
     correlation_id: int,
-    topics: Sequence[tuple[str, Sequence[FetchPartitionResult]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionResult]]],
     *,
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> list[ResponsePart]:
     """The whole response as parts, size prefix first. Consecutive bytes are joined so
-    the network layer makes one write per run of framing."""
+    the network layer makes one write per run of framing. Topics are named by name up to
+    v12 and by id from v13; ``node_endpoints`` are written from v16."""
     assert FETCH_VERSION_MIN <= version <= FETCH_VERSION_MAX, version
+    flexible = version >= FETCH_FIRST_FLEXIBLE_VERSION
     parts: list[ResponsePart] = []
     pending = bytearray(_I32.pack(correlation_id))
+    if flexible:
+        pending += NO_TAGGED_FIELDS  # response header v1
     pending += _I32.pack(throttle_time_ms)
     if version >= 7:
         pending += _I16.pack(error_code) + _I32.pack(session_id)
-    pending += _I32.pack(len(topics))
+    pending += _array_length(len(topics), flexible)
     total = 0
-    for name, partitions in topics:
-        pending += _string(name)
-        pending += _I32.pack(len(partitions))
+    for topic, partitions in topics:
+        if version >= FETCH_FIRST_TOPIC_ID_VERSION:
+            assert isinstance(topic, uuid.UUID), topic
+            pending += topic.bytes
+        else:
+            assert isinstance(topic, str), topic
+            pending += _string(topic, flexible)
+        pending += _array_length(len(partitions), flexible)
         for result in partitions:
             pending += _PARTITION_HEAD.pack(
                 result.partition_index,
@@ -94,15 +179,17 @@ def encode_fetch_response(
                 pending += _I64.pack(result.log_start_offset)
             aborted = result.aborted_transactions
             if aborted is None:
-                pending += _I32.pack(-1)
+                pending += uvarint(0) if flexible else _I32.pack(-1)
             else:
-                pending += _I32.pack(len(aborted))
+                pending += _array_length(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     pending += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        pending += NO_TAGGED_FIELDS
             if version >= 11:
                 pending += _I32.pack(result.preferred_read_replica)
             records_size = result.records_size_bytes
-            pending += _I32.pack(records_size)
+            pending += uvarint(records_size + 1) if flexible else _I32.pack(records_size)
             if records_size:
                 total += len(pending)
                 parts.append(bytes(pending))
@@ -111,6 +198,12 @@ def encode_fetch_response(
                     if part.size_bytes:
                         parts.append(part)
                         total += part.size_bytes
+            if flexible:
+                pending += _partition_tagged_fields(result)
+        if flexible:
+            pending += NO_TAGGED_FIELDS  # topic
+    if flexible:
+        pending += _node_endpoints(node_endpoints if version >= 16 else ())  # response
     if pending:
         total += len(pending)
         parts.append(bytes(pending))

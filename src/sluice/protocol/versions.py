@@ -1,7 +1,15 @@
 """The one table of API versions Sluice serves; ApiVersions answers from it.
 
-Ranges come from PROTOCOL.md ("advertise"), verified against librdkafka, kafka-python,
-aiokafka, kafkajs and kcat. An API appears here only once a handler serves it.
+Each range reaches as far as the versions the Kafka 4.x clients (Java, librdkafka 2.16)
+send, and no further than what is fully served: a version is listed only when every
+field it adds means here what it means in Kafka (the comments below say why a range
+stops where it does). The lower bounds stay where old clients need them: librdkafka
+before 2.11 and kcat turn compression off unless Produce's range starts at 0 and Fetch's
+contains 4 and 10, and want FindCoordinator and InitProducerId v0. Versions from
+``first_flexible`` on use compact types, tagged fields and request header v2 (KIP-482).
+
+The README's protocol coverage table lists the same ranges; a unit test keeps the two in
+step. An API appears here only once a handler serves it.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True)
@@ -74,32 +83,61 @@ class VersionRange:
 
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
-    ApiKey.PRODUCE: VersionRange(0, 8, 9, min_served=3),
-    ApiKey.FETCH: VersionRange(4, 11, 12),
-    ApiKey.LIST_OFFSETS: VersionRange(1, 5, 6),
-    ApiKey.METADATA: VersionRange(0, 8, 9),
-    ApiKey.OFFSET_COMMIT: VersionRange(2, 7, 8),
-    ApiKey.OFFSET_FETCH: VersionRange(1, 5, 6),
-    ApiKey.FIND_COORDINATOR: VersionRange(0, 2, 3),
-    ApiKey.JOIN_GROUP: VersionRange(0, 5, 6),
-    ApiKey.HEARTBEAT: VersionRange(0, 3, 4),
-    ApiKey.LEAVE_GROUP: VersionRange(0, 3, 4),
-    ApiKey.SYNC_GROUP: VersionRange(0, 3, 4),
-    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 4, 5),
-    # ListGroups v3+ is flexible; clients without flexible versions pick 0-2. v4 adds the
-    # state filter and each group's state (admin clients show it).
-    ApiKey.LIST_GROUPS: VersionRange(0, 4, 3),
-    ApiKey.DELETE_GROUPS: VersionRange(0, 1, 2),
+    # Produce: 0-2 are advertised for old librdkafka's compression check but refused.
+    # v9 is flexible; v10-11 name the current leader on NOT_LEADER_OR_FOLLOWER (KIP-951);
+    # v12 changes only how a transactional producer adds partitions (KIP-890 part 2,
+    # which needs the transaction.version feature Sluice does not finalize); v13 names
+    # topics by id (UNKNOWN_TOPIC_ID for an id no topic has).
+    ApiKey.PRODUCE: VersionRange(0, 13, 9, min_served=3),
+    # Fetch: v12 is flexible and checks last_fetched_epoch (an answer with a diverging
+    # epoch when the fetcher's log has diverged); v13 names topics by id; v14 may answer
+    # a tiered-storage error (none here); v15 moves the replica id into a tagged
+    # replica_state (consumers send none); v16 names the current leader on
+    # NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (KIP-951). v17 carries a follower's
+    # log directory id (KIP-858), which Sluice, without directory assignment, cannot
+    # check: the range stops below it.
+    ApiKey.FETCH: VersionRange(4, 16, 12),
+    # ListOffsets: v7-9 allow the special timestamps -3 (max timestamp), -4 (earliest
+    # local) and -5 (latest tiered); v10 adds a timeout for remote lookups, which never
+    # wait here. v11 (-6, earliest pending upload) is not served.
+    ApiKey.LIST_OFFSETS: VersionRange(1, 10, 6),
+    # Metadata: v10 returns topic ids, v12 accepts topics named only by id, v13 adds a
+    # top-level error code (REBOOTSTRAP_REQUIRED, never needed here).
+    ApiKey.METADATA: VersionRange(0, 13, 9),
+    # OffsetCommit v9 / OffsetFetch v9 are the first versions usable by KIP-848 groups;
+    # for classic groups they mean what v8 means (member epoch and id are not checked, as
+    # in Kafka). v10 names topics by id: not served.
+    ApiKey.OFFSET_COMMIT: VersionRange(2, 9, 8),
+    ApiKey.OFFSET_FETCH: VersionRange(1, 9, 6),
+    # FindCoordinator v4+ looks up a batch of keys; v6 allows share-group keys (type 2),
+    # answered per key with an error until share groups exist.
+    ApiKey.FIND_COORDINATOR: VersionRange(0, 6, 3),
+    ApiKey.JOIN_GROUP: VersionRange(0, 9, 6),
+    ApiKey.HEARTBEAT: VersionRange(0, 4, 4),
+    ApiKey.LEAVE_GROUP: VersionRange(0, 5, 4),
+    ApiKey.SYNC_GROUP: VersionRange(0, 5, 4),
+    # DescribeGroups v6 answers an unknown group with GROUP_ID_NOT_FOUND (KIP-1043).
+    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6, 5),
+    # ListGroups v3+ is flexible; v4 adds the state filter, v5 the type filter (every
+    # Sluice group is "classic").
+    ApiKey.LIST_GROUPS: VersionRange(0, 5, 3),
+    ApiKey.DELETE_GROUPS: VersionRange(0, 2, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
-    ApiKey.API_VERSIONS: VersionRange(0, 2, 3),
-    ApiKey.CREATE_TOPICS: VersionRange(2, 4, 5),
-    ApiKey.DELETE_TOPICS: VersionRange(1, 3, 4),
-    ApiKey.DELETE_RECORDS: VersionRange(0, 1, 2),
-    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 1, 2),
-    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 3, 4),
-    ApiKey.ALTER_CONFIGS: VersionRange(0, 1, 2),
-    ApiKey.CREATE_PARTITIONS: VersionRange(0, 1, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 0, 1),
+    ApiKey.API_VERSIONS: VersionRange(0, 4, 3),
+    # CreateTopics v5+ returns the topic's partitions, replication factor and configs,
+    # v7 its id. DeleteTopics v6 accepts topics by id.
+    ApiKey.CREATE_TOPICS: VersionRange(2, 7, 5),
+    ApiKey.DELETE_TOPICS: VersionRange(1, 6, 4),
+    ApiKey.DELETE_RECORDS: VersionRange(0, 2, 2),
+    # InitProducerId v3+ carries the producer's current id and epoch; without a
+    # transactional id they are ignored and a new id is given, as in Kafka. v6 is
+    # two-phase commit (KIP-939): not served.
+    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5, 2),
+    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4, 4),
+    ApiKey.ALTER_CONFIGS: VersionRange(0, 2, 2),
+    ApiKey.CREATE_PARTITIONS: VersionRange(0, 3, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0, 0),
     # Admin APIs every tool calls (handlers/admin_cluster.py, admin_partitions.py,
     # admin_producers.py), at the ranges the Java 4.0-4.2 admin client, librdkafka and
     # kafka-python 3 send. DescribeLogDirs v0 was removed in Kafka 4.0; v5 (is_cordoned)
@@ -114,6 +152,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
 }
+"""Not advertised: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69). Some
+clients (franz-go) switch to the KIP-848 protocol as soon as 68 is listed."""
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
 # shape depends on it, and a request we refuse must still be parsed far enough to answer.
@@ -155,6 +195,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DESCRIBE_CLUSTER: 0,
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
 }
 
 

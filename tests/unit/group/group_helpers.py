@@ -173,6 +173,8 @@ class Harness:
         *,
         group_id: str = "g",
         instance: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> int:
         token = self.token()
         request = SyncGroupRequest(
@@ -181,6 +183,8 @@ class Harness:
             member_id=member_id,
             group_instance_id=instance,
             assignments=tuple((assignments or {}).items()),
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
         )
         self.apply(self.coordinator.sync_group(self.now_ms, token, request))
         return token

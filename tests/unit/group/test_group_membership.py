@@ -556,3 +556,21 @@ def test_describe_and_list(harness: Harness) -> None:
 def test_coordinator_without_a_seed_still_works() -> None:
     coordinator = GroupCoordinator()
     assert coordinator.next_deadline_ms() is None
+
+
+def test_sync_group_v5_checks_the_protocol_type_and_name(harness: Harness) -> None:
+    """SyncGroup v5+ names the protocol type and name the member believes in (KIP-559);
+    a mismatch with the group's is INCONSISTENT_GROUP_PROTOCOL, a match (or a name left
+    out, as older versions do) syncs."""
+    token = harness.join()
+    harness.advance(0)
+    joined: JoinGroupResponse = harness.reply(token)
+    member = joined.member_id
+    wrong_type = harness.sync(member, 1, {member: b"a"}, protocol_type="connect")
+    assert harness.reply(wrong_type) == SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
+    wrong_name = harness.sync(member, 1, {member: b"a"}, protocol_name="roundrobin")
+    assert harness.reply(wrong_name) == SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
+    assert harness.state() == "CompletingRebalance", "a refused sync changes nothing"
+    right = harness.sync(member, 1, {member: b"a"}, protocol_type="consumer", protocol_name="range")
+    assert harness.reply(right) == SyncGroupResponse(OK, b"a")
+    assert harness.state() == "Stable"

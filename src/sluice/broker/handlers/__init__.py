@@ -9,6 +9,7 @@ from sluice.broker.handlers import (  # noqa: F401
     admin_records,
     admin_topics,
     api_versions,
+    describe_topic_partitions,
     fetch,
     groups,
     init_producer_id,

@@ -1,4 +1,4 @@
-"""DeleteRecords v0-1: move a partition's log start offset forward.
+"""DeleteRecords v0-2: move a partition's log start offset forward.
 
 Per partition, the requested offset becomes the new log start offset; -1 means the high
 watermark (delete everything committed). An offset beyond the high watermark is refused

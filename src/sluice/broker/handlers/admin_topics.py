@@ -1,4 +1,10 @@
-"""CreateTopics v2-4, DeleteTopics v1-3, CreatePartitions v0-1: topic administration.
+"""CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3: topic administration.
+
+From CreateTopics v5 a created (or, with ``validate_only``, checked) topic is answered
+with its partition count, replication factor and every topic config with its effective
+value and source, as DescribeConfigs would list them (KIP-525); from v7 with its id.
+DeleteTopics v6 names each topic by name or by id (not both); an unknown id is answered
+with UNKNOWN_TOPIC_ID, and each answer carries both the name and the id.
 
 Each topic in a request succeeds or fails on its own, with an error code and (where the
 version has one) a message. The work is done by :class:`~sluice.broker.topics.TopicManager`
@@ -16,19 +22,26 @@ disagree.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.broker.dispatcher import handler
+from sluice.broker.handlers.admin_configs import describe_topic_configs
+from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common import errors
-from sluice.common.errors import KafkaError
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.codec import RequestHeader
-from sluice.protocol.messages import make, response_module
+from sluice.protocol.messages import has_field, make, response_module
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from sluice.broker.app import Broker
+
+UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 
 
 T = TypeVar("T")
@@ -75,8 +88,8 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return configs
 
 
-def _create_one(broker: Broker, topic: Any, validate_only: bool) -> None:
-    broker.topics.create(
+def _create_one(broker: Broker, topic: Any, validate_only: bool) -> TopicMetadata:
+    return broker.topics.create(
         topic.name,
         int(topic.num_partitions),
         int(topic.replication_factor),
@@ -88,26 +101,112 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> None:
     )
 
 
+def _created_topic_result(
+    module: ModuleType,
+    broker: Broker,
+    name: str,
+    topic: TopicMetadata | None,
+    failure: Any,
+    validate_only: bool,
+) -> Any:
+    """One CreateTopics answer; v5+ describe the topic, v7+ name its id (the zero id
+    with ``validate_only``: no topic was made)."""
+    result_class = module.CreatableTopicResult
+    outcome = {
+        "name": name,
+        "error_code": 0 if failure is None else failure.code,
+        "error_message": None if failure is None else failure.message,
+    }
+    if not has_field(result_class, "configs"):
+        return make(result_class, **outcome)
+    if topic is None:
+        return make(result_class, **outcome, configs=(), topic_id=ZERO_TOPIC_ID)
+    configs = tuple(
+        make(
+            module.CreatableTopicConfigs,
+            name=entry.name,
+            value=entry.value,
+            read_only=entry.read_only,
+            config_source=int(entry.source),
+            is_sensitive=entry.sensitive,
+        )
+        for entry in describe_topic_configs(topic.configs, broker.config)
+    )
+    return make(
+        result_class,
+        **outcome,
+        topic_id=ZERO_TOPIC_ID if validate_only else topic.topic_id,
+        num_partitions=topic.partition_count,
+        replication_factor=len(topic.partitions[0].replicas),
+        configs=configs,
+    )
+
+
 @handler(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
     validate_only = bool(request.validate_only)
-    outcomes = _per_topic(
-        request.topics, lambda t: str(t.name), lambda t: _create_one(broker, t, validate_only)
+    created: dict[str, TopicMetadata] = {}
+
+    def create(topic: Any) -> None:
+        created[str(topic.name)] = _create_one(broker, topic, validate_only)
+
+    outcomes = _per_topic(request.topics, lambda t: str(t.name), create)
+    results = tuple(
+        _created_topic_result(module, broker, name, created.get(name), failure, validate_only)
+        for name, failure in outcomes
     )
-    results = tuple(_result(module.CreatableTopicResult, n, f) for n, f in outcomes)
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
+
+
+def _topic_key(name: str | None, topic_id: uuid.UUID | None) -> str:
+    return str(topic_id) if topic_id is not None else (name or "")
 
 
 @handler(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    outcomes = _per_topic(request.topic_names, str, broker.topics.delete)
-    results = tuple(
-        make(module.DeletableTopicResult, name=name, error_code=0 if f is None else f.code)
-        for name, f in outcomes
-    )
-    return make(module.DeleteTopicsResponse, throttle_time=0, responses=results)
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if has_field(type(request), "topics"):  # v6+: by name or by id
+        wanted = [
+            (t.name, None if t.topic_id in (None, ZERO_TOPIC_ID) else t.topic_id)
+            for t in request.topics
+        ]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    deleted: dict[str, TopicMetadata] = {}
+
+    def delete(entry: tuple[str | None, uuid.UUID | None]) -> None:
+        name, topic_id = entry
+        if topic_id is not None:
+            if name is not None:
+                raise errors.InvalidRequest("give a topic's name or its id, not both")
+            topic = broker.topics.by_id(topic_id)
+            if topic is None:
+                raise UnknownTopicId(f"no topic has id {topic_id}")
+        elif name is None:
+            raise errors.InvalidRequest("a topic to delete needs a name or an id")
+        else:
+            topic = broker.topics.require(name)
+        broker.topics.delete(topic.name)
+        deleted[_topic_key(name, topic_id)] = topic
+
+    outcomes = _per_topic(wanted, lambda entry: _topic_key(*entry), delete)
+    requested = {_topic_key(*entry): entry for entry in wanted}
+    results = []
+    for key, failure in outcomes:
+        name, topic_id = requested[key]
+        topic = deleted.get(key)
+        results.append(
+            make(
+                module.DeletableTopicResult,
+                name=topic.name if topic is not None else name,
+                topic_id=topic.topic_id if topic is not None else topic_id,
+                error_code=0 if failure is None else failure.code,
+                error_message=None if failure is None else failure.message,
+            )
+        )
+    return make(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(results))
 
 
 def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:

@@ -1,17 +1,58 @@
-"""ApiVersions: the ranges in ``protocol.versions.SUPPORTED``."""
+"""ApiVersions: the ranges in ``protocol.versions.SUPPORTED``.
+
+v3+ requests name the client software (KIP-511); it is kept on the connection for the
+life of the connection and logged at debug level. A v3+ answer has no supported or
+finalized features: Sluice has no feature flags (no ``transaction.version``, no
+``group.version``), so clients use the protocols those features would switch off.
+
+As in Kafka, a name or version that is not letters, digits, ``-`` and ``.`` (starting and
+ending with a letter or digit) is answered with INVALID_REQUEST and no ranges.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import api_versions_response, handler
+from sluice.broker.dispatcher import CURRENT_CONNECTION, api_versions_response, handler
+from sluice.common.errors import ErrorCode
 from sluice.protocol.codec import RequestHeader
+from sluice.protocol.messages import has_field
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
 
+log = logging.getLogger(__name__)
+
+_CLIENT_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+"""Kafka's rule for ``client_software_name`` and ``client_software_version``."""
+
+
+def _is_valid_software_label(text: str | None) -> bool:
+    return text is not None and _CLIENT_SOFTWARE_PATTERN.fullmatch(text) is not None
+
 
 @handler(ApiKey.API_VERSIONS)
 async def handle_api_versions(broker: Broker, header: RequestHeader, request: Any) -> Any:
+    if not has_field(type(request), "client_software_name"):
+        return api_versions_response(header.api_version)
+    name, version = request.client_software_name, request.client_software_version
+    if not (_is_valid_software_label(name) and _is_valid_software_label(version)):
+        log.debug("ApiVersions with an invalid client software %r %r", name, version)
+        return api_versions_response(
+            header.api_version, error_code=ErrorCode.invalid_request, with_ranges=False
+        )
+    connection = CURRENT_CONNECTION.get(None)
+    if connection is not None:
+        connection.client_software_name = name
+        connection.client_software_version = version
+        log.debug(
+            "connection from %s: client %s %s (client id %r)",
+            connection.peer,
+            name,
+            version,
+            header.client_id,
+        )
     return api_versions_response(header.api_version)

@@ -1,4 +1,4 @@
-"""Fetch v4–11: long poll, byte limits, zero-copy record slices.
+"""Fetch v4–16: long poll, byte limits, zero-copy record slices.
 
 The response lists every requested partition (the Java client drops a response that
 does not). Data is read only below the high watermark, whole batches at a time; the
@@ -6,44 +6,85 @@ first batch of the response may exceed the limits so a consumer can always progr
 (KIP-74). When less than ``min_bytes`` is available and nothing failed, the request waits
 in the purgatory until an append wakes it or ``max_wait_ms`` passes. Fetch sessions
 (KIP-227) are declined by answering session id 0: clients then send full fetches.
+
+From v12 a fetcher may send the epoch of the last batch it fetched
+(``last_fetched_epoch``). If that epoch ends here before the fetch offset (or is unknown
+here), its log has diverged from this one: the partition is answered with the
+``diverging_epoch`` (the largest epoch here not above it, and where that epoch ends) and
+no records, so the fetcher truncates, as Kafka's leader does. A fetch offset below the
+log start is OFFSET_OUT_OF_RANGE first.
+
+From v13 topics are named by id, in the request and in the answer; an id no topic has
+(a deleted topic, or one re-created under the same name) is answered with
+UNKNOWN_TOPIC_ID for each of its partitions. From v16 a NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH answer names the partition's current leader and epoch, and the
+response lists those leaders' endpoints (KIP-951), so the client need not ask Metadata.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import handler
+from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.common.limits import FETCH_WAIT_MS_MAX
 from sluice.protocol.codec import RequestHeader
-from sluice.protocol.fetch_response import FetchPartitionResult, encode_fetch_response
-from sluice.protocol.messages import millis
+from sluice.protocol.fetch_response import (
+    FetchPartitionResult,
+    NodeEndpoint,
+    encode_fetch_response,
+)
+from sluice.protocol.messages import has_field, millis
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
+    from sluice.storage.log import PartitionLog
 
 READ_COMMITTED = 1
+FIRST_CURRENT_LEADER_VERSION = 16
+_LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
+
+
+def _topic_name(broker: Broker, fetch_topic: Any) -> str | None:
+    """The name of a requested topic: given (v4–12) or found by its id (v13+)."""
+    if not has_field(type(fetch_topic), "topic_id"):
+        return str(fetch_topic.topic)
+    topic = broker.topics.by_id(fetch_topic.topic_id)
+    return None if topic is None else topic.name
+
+
+def _current_leader(broker: Broker, topic_partition: TopicPartition) -> tuple[int, int] | None:
+    topic = broker.topics.get(topic_partition.topic)
+    state = None if topic is None else topic.partitions.get(topic_partition.partition)
+    return None if state is None else (state.leader, state.leader_epoch)
 
 
 def _read_partitions(
     broker: Broker, request: Any
-) -> tuple[list[tuple[str, list[FetchPartitionResult]]], int, bool]:
+) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed)."""
     budget = max(int(request.max_bytes), 0)
     total = 0
     failed = False
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    topics: list[tuple[str, list[FetchPartitionResult]]] = []
+    topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]] = []
+    leader_hints = int(request.__version__) >= FIRST_CURRENT_LEADER_VERSION
     for fetch_topic in request.topics:
+        name = _topic_name(broker, fetch_topic)
         results: list[FetchPartitionResult] = []
         for wanted in fetch_topic.partitions:
             result = FetchPartitionResult(wanted.partition)
             results.append(result)
             try:
-                partition = broker.replicas.get(TopicPartition(fetch_topic.topic, wanted.partition))
+                if name is None:
+                    raise UnknownTopicId(f"no topic has id {fetch_topic.topic_id}")
+                partition = broker.replicas.get(TopicPartition(name, wanted.partition))
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
                 partition_log = partition.log
                 high_watermark = partition.high_watermark
@@ -52,6 +93,14 @@ def _read_partitions(
                 result.log_start_offset = partition_log.log_start_offset
                 result.aborted_transactions = [] if read_committed else None
                 offset = int(wanted.fetch_offset)
+                last_fetched_epoch = int(getattr(wanted, "last_fetched_epoch", -1))
+                if last_fetched_epoch >= 0:
+                    result.diverging_epoch = _diverging_epoch(
+                        partition_log, offset, last_fetched_epoch
+                    )
+                    if result.diverging_epoch is not None:
+                        failed = True  # answer at once: the fetcher must truncate first
+                        continue
                 if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
                     raise errors.OffsetOutOfRange(
                         f"offset {offset} is outside [{partition_log.log_start_offset}, "
@@ -65,13 +114,54 @@ def _read_partitions(
                 )
             except KafkaError as e:
                 result.error_code = e.code
+                if leader_hints and name is not None and e.code in _LEADER_CHANGE_ERRORS:
+                    result.current_leader = _current_leader(
+                        broker, TopicPartition(name, wanted.partition)
+                    )
                 failed = True
                 continue
             result.records = read.slices
             total += read.size_bytes
             budget -= read.size_bytes
-        topics.append((fetch_topic.topic, results))
+        by_id = has_field(type(fetch_topic), "topic_id")
+        key = (fetch_topic.topic_id or ZERO_TOPIC_ID) if by_id else fetch_topic.topic
+        topics.append((key, results))
     return topics, total, failed
+
+
+def _leader_endpoints(
+    broker: Broker, topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]]
+) -> list[NodeEndpoint]:
+    """Endpoints of the brokers named as current leaders (v16+)."""
+    leaders = {
+        result.current_leader[0]
+        for _, results in topics
+        for result in results
+        if result.current_leader is not None
+    }
+    return [
+        (b.node_id, b.host, b.port, b.rack)
+        for b in broker.store.live_brokers()
+        if b.node_id in leaders
+    ]
+
+
+def _diverging_epoch(
+    partition_log: PartitionLog, fetch_offset: int, last_fetched_epoch: int
+) -> tuple[int, int] | None:
+    """(epoch, end offset) if the fetcher's log diverged from this one, else None."""
+    if fetch_offset < partition_log.log_start_offset:
+        raise errors.OffsetOutOfRange(
+            f"offset {fetch_offset} is below the log start offset {partition_log.log_start_offset}"
+        )
+    epoch, end_offset = partition_log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        raise errors.OffsetOutOfRange(
+            f"cannot tell where the last fetched epoch {last_fetched_epoch} ends"
+        )
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 @handler(ApiKey.FETCH)
@@ -80,7 +170,12 @@ async def handle_fetch(broker: Broker, header: RequestHeader, request: Any) -> A
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
-        keys = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+        keys = [
+            TopicPartition(name, p.partition)
+            for t in request.topics
+            if (name := _topic_name(broker, t)) is not None
+            for p in t.partitions
+        ]
 
         def enough() -> bool:
             nonlocal topics, total, failed
@@ -89,5 +184,9 @@ async def handle_fetch(broker: Broker, header: RequestHeader, request: Any) -> A
 
         await broker.purgatory.wait_until(keys, enough, wait_ms / 1000)
     return encode_fetch_response(
-        header.api_version, header.correlation_id, topics, error_code=ErrorCode.none
+        header.api_version,
+        header.correlation_id,
+        topics,
+        error_code=ErrorCode.none,
+        node_endpoints=_leader_endpoints(broker, topics),
     )

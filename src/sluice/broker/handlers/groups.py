@@ -1,6 +1,7 @@
-"""Consumer-group APIs: FindCoordinator v0–2, JoinGroup v0–5, SyncGroup v0–3, Heartbeat
-v0–3, LeaveGroup v0–3, OffsetCommit v2–7, OffsetFetch v1–5, DescribeGroups v0–4,
-ListGroups v0–2, DeleteGroups v0–1, OffsetDelete v0.
+"""Consumer-group APIs: FindCoordinator v0–6, JoinGroup v0–9, SyncGroup v0–5, Heartbeat
+v0–4, LeaveGroup v0–5, OffsetCommit v2–9, OffsetFetch v1–9, DescribeGroups v0–6,
+ListGroups v0–5, DeleteGroups v0–2, OffsetDelete v0 (the ranges are in
+``protocol.versions``; each handler fills the fields its version has).
 
 These only translate between the wire messages and the group coordinator's plain
 requests (:mod:`sluice.group.api`); the coordinator (``broker.groups``, a
@@ -18,6 +19,7 @@ has a transaction coordinator (see :mod:`sluice.broker.handlers.init_producer_id
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +46,7 @@ from sluice.group.api import (
     SyncGroupResponse,
 )
 from sluice.group.config import OFFSETS_TOPIC
-from sluice.group.state import AUTHORIZED_OPERATIONS_ALL
+from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.protocol.versions import ApiKey
@@ -54,8 +56,14 @@ if TYPE_CHECKING:
 
     from sluice.broker.app import Broker
 
+log = logging.getLogger(__name__)
+
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
+
+CLASSIC_GROUP_TYPE = "classic"
+"""The group type (ListGroups v5+) of every group: the classic group protocol."""
 
 CLIENT_HOST_UNKNOWN = ""
 
@@ -84,30 +92,50 @@ def _optional(request: Any, name: str, default: Any = None) -> Any:
 @handler(ApiKey.FIND_COORDINATOR)
 async def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-
-    def answer(error: ErrorCode, message: str | None, node_id: int, host: str, port: int) -> Any:
+    key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
+    if has_field(type(request), "coordinator_keys"):  # v4+: a batch of keys, one answer each
         return make(
             module.FindCoordinatorResponse,
             throttle_time=0,
-            error_code=error,
-            error_message=message,
-            node_id=node_id,
-            host=host,
-            port=port,
+            coordinators=tuple(
+                make(module.Coordinator, key=key, **_find_coordinator(broker, key_type, key))
+                for key in request.coordinator_keys
+            ),
         )
+    return make(
+        module.FindCoordinatorResponse,
+        throttle_time=0,
+        **_find_coordinator(broker, key_type, request.key),
+    )
 
-    def unavailable(error: ErrorCode, message: str) -> Any:
+
+def _find_coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    """The coordinator of one key, as FindCoordinator's fields."""
+
+    def answer(
+        error: ErrorCode, message: str | None, node_id: int, host: str, port: int
+    ) -> dict[str, Any]:
+        return {
+            "error_code": error,
+            "error_message": message,
+            "node_id": node_id,
+            "host": host,
+            "port": port,
+        }
+
+    def unavailable(error: ErrorCode, message: str) -> dict[str, Any]:
         return answer(error, message, -1, "", -1)
 
-    key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
     if key_type == TRANSACTION_KEY_TYPE:
         return unavailable(TRANSACTIONS_UNSUPPORTED_ERROR, TRANSACTIONS_UNSUPPORTED_MESSAGE)
+    if key_type == SHARE_KEY_TYPE:
+        return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
     if key_type != GROUP_KEY_TYPE:
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     topic = broker.topics.get(OFFSETS_TOPIC)
     if topic is None:
         return unavailable(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} does not exist")
-    partition = broker.groups.coordinator_partition(request.key)
+    partition = broker.groups.coordinator_partition(key)
     state = topic.partitions.get(partition)
     live = {b.node_id: b for b in broker.store.live_brokers()}
     if state is None or state.leader not in live:
@@ -144,12 +172,19 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
         response = await broker.groups.join_group(join)
     except KafkaError as e:
         response = JoinGroupResponse(e.code, member_id=request.member_id)
+    if _optional(request, "reason"):
+        log.debug("group %s: %s joins: %s", request.group_id, request.member_id, request.reason)
     return make(
         module.JoinGroupResponse,
         throttle_time=0,
         error_code=response.error,
         generation_id=response.generation_id,
+        # v7+: the group's protocol type, which a successful join has just matched.
+        protocol_type=request.protocol_type if response.error is ErrorCode.none else None,
         protocol_name=response.protocol_name,
+        # v9+ (KIP-814): never set. A static leader that rejoins a stable group is
+        # answered with the old leader id instead, so it computes no assignment.
+        skip_assignment=False,
         leader=response.leader,
         member_id=response.member_id,
         members=tuple(
@@ -176,15 +211,22 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
         member_id=request.member_id,
         group_instance_id=_optional(request, "group_instance_id"),
         assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
+        protocol_type=_optional(request, "protocol_type"),
+        protocol_name=_optional(request, "protocol_name"),
     )
     try:
         response = await broker.groups.sync_group(sync)
     except KafkaError as e:
         response = SyncGroupResponse(e.code)
+    succeeded = response.error is ErrorCode.none
     return make(
         module.SyncGroupResponse,
         throttle_time=0,
         error_code=response.error,
+        # v5+: the group's protocol type and name; the coordinator has checked that the
+        # member's agree with them.
+        protocol_type=sync.protocol_type if succeeded else None,
+        protocol_name=sync.protocol_name if succeeded else None,
         assignment=response.assignment,
     )
 
@@ -216,6 +258,9 @@ async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any
     module = response_module(header.api_key, header.api_version)
     batched = has_field(type(request), "members")
     if batched:
+        for m in request.members:
+            if _optional(m, "reason"):
+                log.debug("group %s: %s leaves: %s", request.group_id, m.member_id, m.reason)
         identities = tuple(
             MemberIdentity(m.member_id, _optional(m, "group_instance_id")) for m in request.members
         )
@@ -324,42 +369,74 @@ async def handle_offset_commit(broker: Broker, header: RequestHeader, request: A
 @handler(ApiKey.OFFSET_FETCH)
 async def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    partitions: list[TopicPartition] | None = None
-    if request.topics is not None:
-        partitions = [
-            TopicPartition(t.name, int(index))
-            for t in request.topics
-            for index in t.partition_indexes
-        ]
-    try:
-        response = await broker.groups.fetch_offsets(request.group_id, partitions)
-    except KafkaError as e:
-        # v2+ has a top-level error; v1 only per partition.
-        response = OffsetFetchResponse(
-            e.code, tuple(FetchedOffset(p, error=e.code) for p in partitions or ())
-        )
+    if has_field(type(request), "groups"):
+        # v8+: several groups in one request, each answered on its own. v9's member id
+        # and epoch belong to KIP-848 groups; a classic group does not check them.
+        answers = []
+        for group in request.groups:
+            response = await _fetch_offsets(broker, group.group_id, group.topics)
+            answers.append(
+                make(
+                    module.OffsetFetchResponseGroup,
+                    group_id=group.group_id,
+                    topics=_offset_fetch_topics(
+                        module.OffsetFetchResponseTopics,
+                        module.OffsetFetchResponsePartitions,
+                        response,
+                    ),
+                    error_code=response.error,
+                )
+            )
+        return make(module.OffsetFetchResponse, throttle_time=0, groups=tuple(answers))
+    response = await _fetch_offsets(broker, request.group_id, request.topics)
     return make(
         module.OffsetFetchResponse,
         throttle_time=0,
         error_code=response.error,
-        topics=tuple(
-            make(
-                module.OffsetFetchResponseTopic,
-                name=name,
-                partitions=tuple(
-                    make(
-                        module.OffsetFetchResponsePartition,
-                        partition_index=index,
-                        committed_offset=fetched.offset,
-                        committed_leader_epoch=fetched.leader_epoch,
-                        metadata=fetched.metadata,
-                        error_code=fetched.error,
-                    )
-                    for index, fetched in entries
-                ),
-            )
-            for name, entries in _by_topic((f.partition, f) for f in response.offsets).items()
+        topics=_offset_fetch_topics(
+            module.OffsetFetchResponseTopic, module.OffsetFetchResponsePartition, response
         ),
+    )
+
+
+async def _fetch_offsets(
+    broker: Broker, group_id: str, topics: Sequence[Any] | None
+) -> OffsetFetchResponse:
+    """One group's committed offsets for ``topics`` (None: every partition it has)."""
+    partitions: list[TopicPartition] | None = None
+    if topics is not None:
+        partitions = [
+            TopicPartition(t.name, int(index)) for t in topics for index in t.partition_indexes
+        ]
+    try:
+        return await broker.groups.fetch_offsets(group_id, partitions)
+    except KafkaError as e:
+        # v2+ has a top-level error; v1 only per partition.
+        return OffsetFetchResponse(
+            e.code, tuple(FetchedOffset(p, error=e.code) for p in partitions or ())
+        )
+
+
+def _offset_fetch_topics(
+    topic_class: type[Any], partition_class: type[Any], response: OffsetFetchResponse
+) -> tuple[Any, ...]:
+    return tuple(
+        make(
+            topic_class,
+            name=name,
+            partitions=tuple(
+                make(
+                    partition_class,
+                    partition_index=index,
+                    committed_offset=fetched.offset,
+                    committed_leader_epoch=fetched.leader_epoch,
+                    metadata=fetched.metadata,
+                    error_code=fetched.error,
+                )
+                for index, fetched in entries
+            ),
+        )
+        for name, entries in _by_topic((f.partition, f) for f in response.offsets).items()
     )
 
 
@@ -371,13 +448,16 @@ async def handle_describe_groups(broker: Broker, header: RequestHeader, request:
     module = response_module(header.api_key, header.api_version)
     include_operations = bool(_optional(request, "include_authorized_operations", False))
     descriptions = await broker.groups.describe_groups(list(request.groups))
+    # v6+ (KIP-1043) answers a group that does not exist with GROUP_ID_NOT_FOUND; older
+    # versions describe it as Dead with no error.
+    not_found_error = header.api_version >= 6
     return make(
         module.DescribeGroupsResponse,
         throttle_time=0,
         groups=tuple(
             make(
                 module.DescribedGroup,
-                error_code=d.error,
+                **_described_group_error(d, not_found_error),
                 group_id=d.group_id,
                 group_state=d.state,
                 protocol_type=d.protocol_type,
@@ -403,11 +483,30 @@ async def handle_describe_groups(broker: Broker, header: RequestHeader, request:
     )
 
 
+def _described_group_error(description: Any, not_found_error: bool) -> dict[str, Any]:
+    """error_code and (v6+) error_message of one described group."""
+    if (
+        not_found_error
+        and description.error is ErrorCode.none
+        and description.state == GroupState.DEAD.value
+    ):
+        return {
+            "error_code": ErrorCode.group_id_not_found,
+            "error_message": f"group {description.group_id!r} not found",
+        }
+    return {"error_code": description.error, "error_message": None}
+
+
 @handler(ApiKey.LIST_GROUPS)
 async def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
     states = _optional(request, "states_filter")
     response = await broker.groups.list_groups(list(states) if states else None)
+    # v5+ filters by group type (case-insensitive); every Sluice group is classic.
+    types = _optional(request, "types_filter")
+    listed = response.groups
+    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
+        listed = ()
     return make(
         module.ListGroupsResponse,
         throttle_time=0,
@@ -418,8 +517,9 @@ async def handle_list_groups(broker: Broker, header: RequestHeader, request: Any
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
+                group_type=CLASSIC_GROUP_TYPE,
             )
-            for g in response.groups
+            for g in listed
         ),
     )
 

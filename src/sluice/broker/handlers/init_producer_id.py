@@ -14,6 +14,9 @@ handlers on any non-retriable error, aiokafka's sender explicitly), and kafkajs 
 on any error that is not one of its few retriable coordinator errors. The clients then
 raise it to the application as fatal instead of retrying COORDINATOR_NOT_AVAILABLE until
 their timeouts.
+
+v3+ requests may carry the producer's current id and epoch (KIP-360). Without a
+transactional id Kafka ignores them and hands out a new id, and so does Sluice.
 """
 
 from __future__ import annotations

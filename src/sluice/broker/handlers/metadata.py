@@ -4,15 +4,20 @@ Auto-creation happens synchronously inside the request (PROTOCOL.md: a topic tha
 appears at once is what users expect). ``topics`` null means all topics; an empty list
 means none. Authorized operations (v8-10), when asked for, are every operation Kafka
 supports on the cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
+
+v10+ answers carry each topic's id; from v12 a requested topic may be named by its id
+alone (name null): such a topic is never auto-created, and an unknown id is answered with
+UNKNOWN_TOPIC_ID, as Kafka does.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import handler
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common.acls import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
@@ -51,6 +56,7 @@ def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata, reque
         module.MetadataResponseTopic,
         error_code=0,
         name=topic.name,
+        topic_id=topic.topic_id,
         is_internal=topic.name.startswith(INTERNAL_TOPIC_PREFIX),
         partitions=tuple(partitions),
         topic_authorized_operations=(
@@ -61,8 +67,16 @@ def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata, reque
     )
 
 
-def _error_entry(module: ModuleType, name: str, error_code: int) -> Any:
-    return make(module.MetadataResponseTopic, error_code=error_code, name=name, partitions=())
+def _error_entry(
+    module: ModuleType, name: str | None, error_code: int, topic_id: uuid.UUID = ZERO_TOPIC_ID
+) -> Any:
+    return make(
+        module.MetadataResponseTopic,
+        error_code=error_code,
+        name=name,
+        topic_id=topic_id,
+        partitions=(),
+    )
 
 
 @handler(ApiKey.METADATA)
@@ -82,6 +96,14 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
         entries = []
         for requested in request.topics:
             name = requested.name
+            topic_id = getattr(requested, "topic_id", None)
+            if header.api_version >= 12 and topic_id not in (None, ZERO_TOPIC_ID):
+                by_id = broker.topics.by_id(topic_id)
+                if by_id is None:
+                    entries.append(_error_entry(module, None, ErrorCode.unknown_topic_id, topic_id))
+                else:
+                    entries.append(_topic_entry(module, broker, by_id, request))
+                continue
             if name is None or topic_name_problem(name) is not None:
                 entries.append(_error_entry(module, name or "", ErrorCode.invalid_topic_exception))
                 continue
@@ -115,4 +137,5 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
             if getattr(request, "include_cluster_authorized_operations", False)
             else AUTHORIZED_OPERATIONS_OMITTED
         ),
+        error_code=ErrorCode.none,  # v13+: REBOOTSTRAP_REQUIRED is never needed here
     )

@@ -1,4 +1,4 @@
-"""Produce v3–8: validate each partition's batch, append it as leader, answer per acks.
+"""Produce v3–13: validate each partition's batch, append it as leader, answer per acks.
 
 Every partition's append happens synchronously, before the first ``await``, so pipelined
 produce requests on a connection are appended in arrival order (their handler tasks
@@ -12,12 +12,18 @@ flush.messages=1 are fsynced by the log inside the append, before any answer.
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
 that Sluice does not store.
+
+v13 names topics by id (no auto-creation then): an id no topic has is answered with
+UNKNOWN_TOPIC_ID for each of its partitions. From v10 a NOT_LEADER_OR_FOLLOWER answer
+names the partition's current leader and epoch, and the response lists those leaders'
+endpoints (KIP-951).
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,18 +32,21 @@ from sluice.broker.handlers.init_producer_id import (
     TRANSACTIONS_UNSUPPORTED_ERROR,
     TRANSACTIONS_UNSUPPORTED_MESSAGE,
 )
+from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.common.limits import PRODUCE_TIMEOUT_MS_MAX
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
-from sluice.protocol.messages import make, millis, response_module
+from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.protocol.records.batch import validate_produced
 from sluice.protocol.records.builder import decode_batch
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from sluice.broker.app import Broker
 
 log = logging.getLogger(__name__)
@@ -55,6 +64,8 @@ class _PartitionOutcome:
     error_message: str | None = None
     wait_for_offset: int | None = None
     """For acks=all: the high watermark this partition must reach before answering."""
+    current_leader: tuple[int, int] | None = None
+    """(leader id, epoch) for a NOT_LEADER_OR_FOLLOWER answer (v10+, KIP-951)."""
 
 
 def _append_one(
@@ -130,42 +141,99 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
         return _legacy_unsupported(header, request)
     acks = int(request.acks)
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    # What to answer, by the topic key of the request (name, or id from v13): the
+    # partition whose outcome it is, or the outcome itself for a topic id nobody has.
+    answers: dict[str | uuid.UUID, list[TopicPartition | _PartitionOutcome]] = {}
     for topic_data in request.topic_data:
+        by_id = has_field(type(topic_data), "topic_id")
+        name: str | None = _topic_name(broker, topic_data) if by_id else str(topic_data.name)
+        key: str | uuid.UUID = (
+            (topic_data.topic_id or ZERO_TOPIC_ID) if by_id else str(topic_data.name)
+        )
+        topic_answers = answers.setdefault(key, [])
         for partition_data in topic_data.partition_data:
-            tp = TopicPartition(topic_data.name, partition_data.index)
+            if name is None:
+                unknown = _PartitionOutcome(
+                    partition_data.index,
+                    error_code=ErrorCode.unknown_topic_id,
+                    error_message=f"no topic has id {topic_data.topic_id}",
+                )
+                topic_answers.append(unknown)
+                continue
+            tp = TopicPartition(name, partition_data.index)
+            if tp not in outcomes:
+                topic_answers.append(tp)  # a partition named twice is answered once
             if acks not in (0, 1, -1):
                 outcomes[tp] = _PartitionOutcome(
                     tp.partition, error_code=ErrorCode.invalid_required_acks
                 )
                 continue
             outcomes[tp] = _append_one(broker, tp, partition_data.records, acks)
+            if outcomes[tp].error_code == ErrorCode.not_leader_or_follower:
+                outcomes[tp].current_leader = _current_leader(broker, tp)
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
 
     module = response_module(header.api_key, header.api_version)
-    by_topic: dict[str, list[Any]] = {}
-    for tp, outcome in outcomes.items():
-        by_topic.setdefault(tp.topic, []).append(
-            make(
-                module.PartitionProduceResponse,
-                index=outcome.index,
-                error_code=outcome.error_code,
-                base_offset=outcome.base_offset,
-                log_append_time=outcome.log_append_time_ms,
-                log_start_offset=outcome.log_start_offset,
-                record_errors=(),
-                error_message=outcome.error_message,
-            )
-        )
+    leaders = {o.current_leader[0] for o in outcomes.values() if o.current_leader is not None}
     return make(
         module.ProduceResponse,
         responses=tuple(
-            make(module.TopicProduceResponse, name=name, partition_responses=tuple(parts))
-            for name, parts in by_topic.items()
+            make(
+                module.TopicProduceResponse,
+                name=key,
+                topic_id=key,
+                partition_responses=tuple(
+                    _partition_response(
+                        module, outcomes[item] if isinstance(item, TopicPartition) else item
+                    )
+                    for item in topic_answers
+                ),
+            )
+            for key, topic_answers in answers.items()
         ),
         throttle_time=0,
+        node_endpoints=tuple(
+            make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.store.live_brokers()
+            if b.node_id in leaders
+        ),
     )
+
+
+def _partition_response(module: ModuleType, outcome: _PartitionOutcome) -> Any:
+    fields: dict[str, Any] = {}
+    if outcome.current_leader is not None and has_field(
+        module.PartitionProduceResponse, "current_leader"
+    ):
+        leader_id, leader_epoch = outcome.current_leader
+        fields["current_leader"] = make(
+            module.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=leader_epoch
+        )
+    return make(
+        module.PartitionProduceResponse,
+        index=outcome.index,
+        error_code=outcome.error_code,
+        base_offset=outcome.base_offset,
+        log_append_time=outcome.log_append_time_ms,
+        log_start_offset=outcome.log_start_offset,
+        record_errors=(),
+        error_message=outcome.error_message,
+        **fields,
+    )
+
+
+def _topic_name(broker: Broker, topic_data: Any) -> str | None:
+    """The name of a topic named by id (v13+), or None if no topic has that id."""
+    topic = broker.topics.by_id(topic_data.topic_id)
+    return None if topic is None else topic.name
+
+
+def _current_leader(broker: Broker, topic_partition: TopicPartition) -> tuple[int, int] | None:
+    topic = broker.topics.get(topic_partition.topic)
+    state = None if topic is None else topic.partitions.get(topic_partition.partition)
+    return None if state is None else (state.leader, state.leader_epoch)
 
 
 _I16 = struct.Struct(">h")
