@@ -118,6 +118,11 @@ def serve(
         config.apply_properties(_parse_overrides(overrides))
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise click.ClickException(
+            f"cannot read the --config file {config_file}: {e}; it must be UTF-8 text of "
+            "name=value lines"
+        ) from None
     if data_dir is not None:
         config.data_dir = data_dir
     if host is not None:
