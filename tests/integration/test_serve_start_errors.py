@@ -202,3 +202,23 @@ def test_archive_without_pyarrow_is_one_line(tmp_path: Path) -> None:
     line = one_line_error(exit_code, stderr)
     assert "pyarrow" in line
     assert "pip install 'sluice[spark]'" in line
+
+
+def test_start_up_log_is_short_new_data_dir_then_clean_restart(tmp_path: Path) -> None:
+    """A new data directory is said to be new (not "recovering"), and the group
+    coordinator reports its load once with totals, not once per __consumer_offsets
+    partition."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    assert broker.stop() == 0
+    broker.start()
+    assert broker.stop() == 0
+    first_start, second_start = broker.log_text().split("===== start #")[1:]
+    assert "new data directory" in first_start
+    assert "recovering" not in first_start
+    assert "new data directory" not in second_start
+    assert "recovering" not in second_start
+    for start_log in (first_start, second_start):
+        load_lines = [line for line in start_log.splitlines() if "group coordinator loaded" in line]
+        assert len(load_lines) == 1, start_log
+        assert "0 group(s) from 50 __consumer_offsets partition(s)" in load_lines[0]
