@@ -301,7 +301,9 @@ class Broker:
                             "retention", self._apply_retention_periodically()
                         )
                     ),
-                    tasks.create_task(self._clean_periodically()),
+                    tasks.create_task(
+                        self._stop_on_storage_error("the log cleaner", self._clean_periodically())
+                    ),
                 ]
                 await self.groups.start(tasks, self._led_offsets_partitions())
                 await self._stopping.wait()
@@ -440,8 +442,12 @@ class Broker:
             stats = await asyncio.to_thread(
                 plan.build, self.config.log_cleaner_io_max_bytes_per_second
             )
-        except KafkaStorageError:
-            log.exception("cleaning %s failed; will try again", partition_log.directory.name)
+        except KafkaStorageError as e:
+            log.warning(
+                "cleaning %s failed; will try again: %s",
+                partition_log.directory.name,
+                _describe_os_error(e),
+            )
             plan.discard()
             return False
         swapped = partition_log.swap_cleaned(plan)
