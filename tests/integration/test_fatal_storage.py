@@ -124,6 +124,43 @@ def test_failed_fsync_stops_the_broker_without_the_marker_and_the_next_start_rec
     assert (data_dir / CLEAN_SHUTDOWN_MARKER).exists()
 
 
+def test_failed_fsync_before_an_acknowledgement_stops_the_broker(
+    tmp_path: Path, disk_faults_shim: Path, topic: str
+) -> None:
+    """flush.ms=0: the broker fsyncs before it acknowledges. A failed fsync there must
+    not be answered and then forgotten (the next fsync would succeed over the lost
+    pages, and later acknowledged batches would sit behind a hole): it stops the broker
+    like a failed periodic flush."""
+    data_dir = tmp_path / "data"
+    trigger = tmp_path / "fault-now"
+    broker = faulty_broker(data_dir, disk_faults_shim, "fsync-eio", trigger)
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic, config={"flush.ms": "0"})
+        producer = Producer(producer_config(broker.bootstrap, acks="all"))
+        before = produce_and_flush(producer, topic, [{"value": b"before-%d" % i} for i in range(5)])
+        trigger.touch()
+        with pytest.raises(AssertionError):  # not acknowledged
+            produce_and_flush(producer, topic, [{"value": b"lost"}], timeout_s=10)
+        exit_code = wait_for_exit(broker)
+    finally:
+        broker.stop()
+    log_text = broker.log_text()
+    assert exit_code != 0, log_text
+    assert not (data_dir / CLEAN_SHUTDOWN_MARKER).exists(), log_text
+    assert_one_line_fatal_error(log_text, f"{topic}-0", "Input/output error")
+
+    broker.environment.clear()
+    broker.start()
+    try:
+        messages = consume_exactly(broker.bootstrap, [(topic, 0)], len(before))
+        assert [(m.offset(), m.value()) for m in messages][: len(before)] == [
+            (d.offset, d.value) for d in before
+        ]
+    finally:
+        assert broker.stop() == 0
+
+
 @contextlib.contextmanager
 def mounted(arguments: list[str], target: Path) -> Iterator[None]:
     """``mount arguments target`` for the duration; skips the test when not allowed."""

@@ -287,6 +287,18 @@ class Broker:
             self.fatal_error = BrokerFatalError(message)
         self.request_stop()
 
+    def check_storage_error(self, error: BaseException, topic_partition: object) -> None:
+        """A request met a storage error: an I/O error (EIO, from a write or an fsync
+        before an acknowledgement) means the disk may have lost written data, so the
+        broker stops (:meth:`fail`); other errors (full, read-only) are the request's."""
+        cause = _os_error_of(error)
+        if cause is not None and cause.errno == errno.EIO:
+            self.fail(
+                f"writing partition {topic_partition} in {self.data_dir} failed: "
+                f"{_describe_os_error(error)}; the broker stops without the clean-shutdown "
+                f"marker and the next start recovers the logs; {_what_to_do(error)}"
+            )
+
     async def run(self) -> None:
         """Serve until :meth:`request_stop`, then shut down cleanly; after :meth:`fail`,
         stop without the marker and raise :class:`BrokerFatalError`."""
