@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
 		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (Spark needs Java 17)"; fi; }
+	@command -v gcc >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; \
+		else echo "gcc is missing: run 'sudo apt-get install gcc libc6-dev' (the disk-fault tests build a small shim)"; fi; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
