@@ -128,9 +128,10 @@ def test_failed_fsync_before_an_acknowledgement_stops_the_broker(
     tmp_path: Path, disk_faults_shim: Path, topic: str
 ) -> None:
     """flush.ms=0: the broker fsyncs before it acknowledges. A failed fsync there must
-    not be answered and then forgotten (the next fsync would succeed over the lost
-    pages, and later acknowledged batches would sit behind a hole): it stops the broker
-    like a failed periodic flush."""
+    not be answered and then forgotten: KAFKA_STORAGE_ERROR is retriable, the client's
+    retry is appended and its fsync succeeds over the lost pages, so the record is
+    acknowledged behind a possible hole. It stops the broker like a failed periodic
+    flush, and the record is never acknowledged."""
     data_dir = tmp_path / "data"
     trigger = tmp_path / "fault-now"
     broker = faulty_broker(data_dir, disk_faults_shim, "fsync-eio", trigger)
