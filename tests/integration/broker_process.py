@@ -52,6 +52,7 @@ class BrokerProcess:
         node_id: int = 0,
         overrides: dict[str, str] | None = None,
         extra_arguments: list[str] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -61,6 +62,9 @@ class BrokerProcess:
         self.node_id = node_id
         self.overrides = dict(overrides or {})
         self.extra_arguments = list(extra_arguments or [])
+        self.environment = dict(environment or {})
+        """Variables added to the broker's environment (tests may change it between
+        starts)."""
         self.starts = 0
         self.last_exit_code: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -108,7 +112,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.environment},
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -4,6 +4,7 @@ confluent-kafka (librdkafka)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections import defaultdict
@@ -316,3 +317,56 @@ def test_no_broker_at_start_is_a_clear_error() -> None:
 def test_bad_options_name_the_option(options: dict[str, object], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         sluice.Producer(**options)  # type: ignore[arg-type]
+
+
+def test_headers_given_as_a_dict_or_pairs_arrive_as_confluent_kafka_sends_them(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """confluent-kafka takes headers as a dict or a list of pairs, with bytes or str
+    values; both Sluice producers take the same and deliver the same headers."""
+    create_topic(broker.bootstrap, topic)
+
+    async def send_async() -> None:
+        async with sluice.Producer(bootstrap_servers=broker.bootstrap) as producer:
+            await producer.send_and_wait(topic, b"a", headers={"trace": b"t1", "kind": "x"})
+            await producer.send_and_wait(topic, b"b", headers=[("n", b"1"), ("n", None)])
+
+    asyncio.run(send_async())
+    with sluice.sync.Producer(bootstrap_servers=broker.bootstrap) as producer:
+        producer.send(topic, b"c", headers={"trace": "t3"}).result(timeout=30)
+        producer.send_and_wait(topic, b"d", headers=(("k", bytearray(b"v")),))
+
+    messages = consume_exactly(broker.bootstrap, [(topic, 0)], 4)
+    assert [(m.value(), m.headers()) for m in messages] == [
+        (b"a", [("trace", b"t1"), ("kind", b"x")]),
+        (b"b", [("n", b"1"), ("n", None)]),
+        (b"c", [("trace", b"t3")]),
+        (b"d", [("k", b"v")]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("headers", "named"),
+    [
+        ("trace=1", "not str"),
+        (b"trace", "not bytes"),
+        (42, "not int"),
+        ({"n": 1}, "header 'n': value must be bytes, str or None, not int"),
+        ([("n", b"1", b"2")], "(name, value) pair"),
+        ([(1, b"v")], "header name 1 must be a str"),
+    ],
+)
+def test_headers_of_another_shape_raise_a_clear_type_error_at_send(
+    broker: BrokerProcess, topic: str, headers: object, named: str
+) -> None:
+    async def send_async() -> None:
+        async with sluice.Producer(bootstrap_servers=broker.bootstrap) as producer:
+            await producer.send(topic, b"v", headers=headers)  # type: ignore[arg-type]
+
+    with pytest.raises(TypeError, match=re.escape(named)):
+        asyncio.run(send_async())
+    with sluice.sync.Producer(bootstrap_servers=broker.bootstrap) as producer:
+        with pytest.raises(TypeError, match=re.escape(named)):
+            producer.send(topic, b"v", headers=headers)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=re.escape(named)):
+            producer.send_and_wait(topic, b"v", headers=headers)  # type: ignore[arg-type]

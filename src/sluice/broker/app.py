@@ -3,25 +3,36 @@ producer ids, network server, and the background tasks (flusher, retention).
 
 Start-up::
 
-    lock data dir ─▶ read & remove .clean-shutdown ─▶ open metadata store
+    lock data dir ─▶ check meta.properties (node id) ─▶ read .clean-shutdown
+      ─▶ open metadata store ─▶ check/write meta.properties (cluster id)
       ─▶ open local partition logs (recover them if the marker was missing)
-      ─▶ bind the port ─▶ background tasks ─▶ load the group coordinators
-      ─▶ accept clients
+      ─▶ remove .clean-shutdown ─▶ bind the port ─▶ background tasks
+      ─▶ load the group coordinators ─▶ accept clients
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
 and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
+
+A fatal storage error (a failed fsync, a disk that turned full or read-only under the
+flusher, a log that cannot be closed) takes the other way out: the broker stops
+listening and ends with :class:`BrokerFatalError`, without closing (fsyncing,
+checkpointing) the logs and without the marker, so the next start recovers every log.
+A second fsync must not be trusted after a failed one: the kernel reports a writeback
+error once and may already have dropped the dirty pages, so it would succeed over lost
+data (as Kafka, which halts the broker at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import signal
 import socket
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
@@ -30,6 +41,7 @@ from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.topics import TopicManager
+from sluice.cluster.embedded import FILE_NAME as METADATA_FILE_NAME
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common.clock import SYSTEM_CLOCK, Clock
@@ -47,6 +59,7 @@ from sluice.storage import (
 
 # Handlers register themselves with the dispatcher when imported.
 from sluice.broker import handlers  # noqa: F401  isort: skip
+from sluice.broker import meta_properties  # isort: skip
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +71,45 @@ flush (Kafka's log.flush.offset.checkpoint.interval.ms is 60 s)."""
 
 class DataDirInUse(Exception):
     pass
+
+
+class BrokerFatalError(Exception):
+    """The broker cannot go on, or cannot start, because of its storage. The message is
+    one line: what failed, on which file or directory, and what to do. The broker
+    leaves no clean-shutdown marker behind it."""
+
+
+def _os_error_of(error: BaseException) -> OSError | None:
+    """The OSError behind ``error`` (itself, or down its chain of causes)."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    return cause
+
+
+def _describe_os_error(error: BaseException) -> str:
+    """``error`` as one line: the OS's words, and the file when the error names one."""
+    cause = _os_error_of(error)
+    if cause is not None and cause.strerror:
+        where = f" ({cause.filename})" if cause.filename else ""
+        return f"{cause.strerror}{where}"
+    return str(error).removeprefix("KAFKA_STORAGE_ERROR: ")
+
+
+def _what_to_do(error: BaseException) -> str:
+    """The advice that ends a fatal storage message, chosen by the OS error number."""
+    cause = _os_error_of(error)
+    number = cause.errno if cause is not None else None
+    if number in (errno.ENOSPC, errno.EDQUOT):
+        return "free space on that filesystem, then start the broker again"
+    if number == errno.EROFS:
+        return (
+            "make the filesystem writable (it may have been remounted read-only after "
+            "a disk error: check the kernel log), then start the broker again"
+        )
+    if number in (errno.EACCES, errno.EPERM):
+        return "give the broker's user write access to the data directory"
+    return "check the disk and the kernel log (dmesg) before starting the broker again"
 
 
 class Broker:
@@ -73,14 +125,33 @@ class Broker:
         )
         self.server = Server(config.host, config.port, self._handle)
         self._dispatcher: Dispatcher | None = None
+        self.fatal_error: BrokerFatalError | None = None
+        """Set by :meth:`fail`: the broker is stopping without the clean-shutdown marker."""
 
     async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         assert self._dispatcher is not None, "requests arrive only after start()"
         return await self._dispatcher.handle(frame, connection)
 
     def _lock_data_dir(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.data_dir / LOCK_FILE, "wb")  # noqa: SIM115
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise BrokerFatalError(
+                f"the data directory {self.data_dir} is a file, not a directory: "
+                "pass --data-dir a directory (it is created if missing)"
+            )
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise BrokerFatalError(
+                f"cannot create the data directory {self.data_dir}: a file is in its path; "
+                "pass --data-dir a directory (it is created if missing)"
+            ) from None
+        try:
+            self._lock_file = open(self.data_dir / LOCK_FILE, "wb")  # noqa: SIM115
+        except OSError as e:
+            raise BrokerFatalError(
+                f"cannot open the data directory {self.data_dir}: {_describe_os_error(e)}; "
+                f"{_what_to_do(e)}"
+            ) from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -91,19 +162,62 @@ class Broker:
 
     async def start(self) -> None:
         self._lock_data_dir()
+        stored_identity = meta_properties.read(self.data_dir)
+        if stored_identity is not None:
+            meta_properties.check_node_id(self.data_dir, stored_identity, self.config.node_id)
+        try:
+            self._open_storage(stored_identity)
+        except (KafkaStorageError, OSError) as e:
+            raise BrokerFatalError(
+                f"cannot open the data directory {self.data_dir}: {_describe_os_error(e)}; "
+                f"{_what_to_do(e)}"
+            ) from None
+        try:
+            await self._start_services()
+        except BaseException:
+            self._close_storage_after_failed_start()
+            raise
+
+    def _close_storage_after_failed_start(self) -> None:
+        """Nothing was served: close the logs and leave the marker, so that the next
+        start (say, on a free port) need not recover. A storage error here leaves no
+        marker, which only costs that recovery."""
+        try:
+            self.replicas.close_all()
+            self.store.close()
+            write_clean_shutdown_marker(self.data_dir)
+        except (KafkaStorageError, OSError) as e:
+            log.warning("closing the logs after a failed start: %s", _describe_os_error(e))
+        self._release_lock()
+
+    def _open_storage(self, stored_identity: meta_properties.MetaProperties | None) -> None:
+        """Open the metadata store and every local log; remove the marker once done."""
+        new_data_dir = not (self.data_dir / METADATA_FILE_NAME).exists()
         clean = clean_shutdown_marker_exists(self.data_dir)
-        if not clean:
+        if new_data_dir:
+            log.info("new data directory %s", self.data_dir)
+        elif not clean:
             log.info("no clean-shutdown marker: recovering partition logs")
         self.store = EmbeddedMetadataStore(self.data_dir)
-        advertised = self._advertised_host()
+        if stored_identity is None:
+            meta_properties.write(
+                self.data_dir,
+                meta_properties.MetaProperties(self.config.node_id, self.store.cluster_id()),
+            )
+        else:
+            meta_properties.check_cluster_id(
+                self.data_dir, stored_identity, self.store.cluster_id()
+            )
         advertised_port = self.config.advertised_port or self.config.port
-        self.node = BrokerInfo(self.config.node_id, advertised, advertised_port)
+        self.node = BrokerInfo(self.config.node_id, self._advertised_host, advertised_port)
         self.store.register_broker(self.node)
         self.topics = TopicManager(self.store, self.replicas, self.config)
         self.topics.open_local_replicas(recover=not clean)
         remove_clean_shutdown_marker(self.data_dir)
         self._ensure_offsets_topic()
         self.producer_ids = ProducerIdManager(self.store)
+
+    async def _start_services(self) -> None:
         try:
             group_config = GroupConfig.from_properties(self.config.group_properties)
         except ValueError as e:
@@ -121,7 +235,7 @@ class Broker:
         # coordinators are loaded (run).
         await self.server.start(start_serving=False)
         if self.config.port == 0 and not self.config.advertised_port:  # any free port
-            self.node = BrokerInfo(self.config.node_id, advertised, self.server.port)
+            self.node = BrokerInfo(self.config.node_id, self._advertised_host, self.server.port)
             self.store.register_broker(self.node)
 
     async def _start_serving(self) -> None:
@@ -135,6 +249,7 @@ class Broker:
             len(self.replicas),
         )
 
+    @property
     def _advertised_host(self) -> str:
         """advertised.listeners (or advertised.host), else the listening host; a
         listener with no host is advertised under this machine's name, as in Kafka."""
@@ -180,14 +295,42 @@ class Broker:
     def request_stop(self) -> None:
         self._stopping.set()
 
+    def fail(self, message: str) -> None:
+        """Stop because of a fatal storage error: no more fsyncs, no checkpoints, no
+        clean-shutdown marker. The first failure is the one reported."""
+        if self.fatal_error is None:
+            self.fatal_error = BrokerFatalError(message)
+        self.request_stop()
+
+    def check_storage_error(self, error: BaseException, topic_partition: object) -> None:
+        """A request met a storage error: an I/O error (EIO, from a write or an fsync
+        before an acknowledgement) means the disk may have lost written data, so the
+        broker stops (:meth:`fail`); other errors (full, read-only) are the request's."""
+        cause = _os_error_of(error)
+        if cause is not None and cause.errno == errno.EIO:
+            self.fail(
+                f"writing partition {topic_partition} in {self.data_dir} failed: "
+                f"{_describe_os_error(error)}; the broker stops without the clean-shutdown "
+                f"marker and the next start recovers the logs; {_what_to_do(error)}"
+            )
+
     async def run(self) -> None:
-        """Serve until :meth:`request_stop`, then shut down cleanly."""
+        """Serve until :meth:`request_stop`, then shut down cleanly; after :meth:`fail`,
+        stop without the marker and raise :class:`BrokerFatalError`."""
         try:
             async with asyncio.TaskGroup() as tasks:
                 background = [
-                    tasks.create_task(self._flush_periodically()),
-                    tasks.create_task(self._apply_retention_periodically()),
-                    tasks.create_task(self._clean_periodically()),
+                    tasks.create_task(
+                        self._stop_on_storage_error("the log flusher", self._flush_periodically())
+                    ),
+                    tasks.create_task(
+                        self._stop_on_storage_error(
+                            "retention", self._apply_retention_periodically()
+                        )
+                    ),
+                    tasks.create_task(
+                        self._stop_on_storage_error("the log cleaner", self._clean_periodically())
+                    ),
                 ]
                 # Load before serving: loading runs on the event loop in slices, so a
                 # client served meanwhile waits a slice between two responses, and
@@ -207,14 +350,57 @@ class Broker:
         finally:
             await self.shutdown()
 
+    async def _stop_on_storage_error(self, name: str, loop: Coroutine[Any, Any, None]) -> None:
+        """Run a background loop; a storage error in it is fatal (see :meth:`fail`)."""
+        try:
+            await loop
+        except (KafkaStorageError, OSError) as e:
+            self.fail(
+                f"{name} could not write to {self.data_dir}: {_describe_os_error(e)}; "
+                f"{_what_to_do(e)}"
+            )
+
     async def shutdown(self) -> None:
         await self.server.stop()
-        self.replicas.close_all()
+        if self.fatal_error is None:
+            self._close_logs()
         self.store.close()
-        write_clean_shutdown_marker(self.data_dir)
+        if self.fatal_error is not None:
+            # The logs stay as they are: no fsync that could now succeed over lost pages,
+            # no checkpoint, no marker. Process exit closes their files.
+            self._release_lock()
+            log.debug("sluice broker %d stopped on a fatal error", self.config.node_id)
+            raise self.fatal_error
+        try:
+            write_clean_shutdown_marker(self.data_dir)
+        except OSError as e:
+            self._release_lock()
+            raise BrokerFatalError(
+                f"cannot write the clean-shutdown marker in {self.data_dir}: "
+                f"{_describe_os_error(e)}; the next start recovers the logs; {_what_to_do(e)}"
+            ) from None
+        self._release_lock()
+        log.info("sluice broker %d stopped cleanly", self.config.node_id)
+
+    def _close_logs(self) -> None:
+        """Close (fsync, checkpoint) every log; the first failure is fatal and the logs
+        after it are left for recovery."""
+        for partition in list(self.replicas):
+            try:
+                partition.log.close()
+            except (KafkaStorageError, OSError) as e:
+                self.fail(
+                    f"closing partition {partition.topic_partition} in "
+                    f"{partition.log.directory} failed: {_describe_os_error(e)}; the next "
+                    f"start recovers the logs; {_what_to_do(e)}"
+                )
+                return
+        self.replicas.close_all()
+
+    def _release_lock(self) -> None:
         if self._lock_file is not None:
             self._lock_file.close()
-        log.info("sluice broker %d stopped cleanly", self.config.node_id)
+            self._lock_file = None
 
     async def _flush_periodically(self) -> None:
         interval_s = self.config.log_flush_scheduler_interval_ms / 1000
@@ -229,10 +415,12 @@ class Broker:
         on; the recovery point then moves to what was synced. Checkpoint files (a few
         small fsyncs) are written at most every CHECKPOINT_INTERVAL_MS per partition: a
         stale recovery point only makes recovery rescan a little more. A failed fsync
-        stops the broker, as in Kafka: the kernel may have dropped the dirty pages, so
-        carrying on could acknowledge data that is gone."""
+        stops the broker (:meth:`fail`), as in Kafka: the kernel may have dropped the
+        dirty pages, so carrying on could acknowledge data that is gone."""
         now_ms = self.clock.monotonic_ms()
         for partition in self.replicas.dirty_partitions():
+            if self.fatal_error is not None:
+                return
             if now_ms - partition.last_flush_ms < partition.log.config.flush_ms:
                 continue
             partition.dirty = False
@@ -240,11 +428,14 @@ class Broker:
             pending = partition.log.begin_flush()
             try:
                 await asyncio.to_thread(pending.sync)
-            except KafkaStorageError:
-                log.critical(
-                    "fsync of %s failed; stopping", partition.topic_partition, exc_info=True
+            except KafkaStorageError as e:
+                self.fail(
+                    f"fsync of partition {partition.topic_partition} in "
+                    f"{partition.log.directory} failed: {_describe_os_error(e)}; data "
+                    "acknowledged since the last fsync may be lost, so the broker stops "
+                    "without the clean-shutdown marker and the next start recovers the logs; "
+                    f"{_what_to_do(e)}"
                 )
-                self.request_stop()
                 return
             write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
             if write_checkpoints:
@@ -288,8 +479,12 @@ class Broker:
             stats = await asyncio.to_thread(
                 plan.build, self.config.log_cleaner_io_max_bytes_per_second
             )
-        except KafkaStorageError:
-            log.exception("cleaning %s failed; will try again", partition_log.directory.name)
+        except KafkaStorageError as e:
+            log.warning(
+                "cleaning %s failed; will try again: %s",
+                partition_log.directory.name,
+                _describe_os_error(e),
+            )
             plan.discard()
             return False
         swapped = partition_log.swap_cleaned(plan)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar
 
 import click
@@ -29,14 +30,21 @@ def _master_option(function: F) -> F:
     )(function)
 
 
-def _spark(master: str, app_name: str) -> object:
+def _pipelines(command: str) -> ModuleType:
+    """``sluice.spark.pipelines``, imported only when a pipeline command runs; without
+    pyspark or pyarrow, a one-line error saying how to install them."""
     try:
-        from sluice.spark.pipelines import spark_session  # noqa: PLC0415
+        from sluice.spark import pipelines  # noqa: PLC0415
     except ImportError as e:
         raise click.ClickException(
-            f"{e}: install the Spark extra with pip install 'sluice[spark]'"
+            f"sluice {command} needs pyspark and pyarrow ({e}); "
+            "install the Spark extra with pip install 'sluice[spark]'"
         ) from None
-    return spark_session(master, app_name)
+    return pipelines
+
+
+def _spark(master: str, app_name: str) -> object:
+    return _pipelines(app_name.removeprefix("sluice-")).spark_session(master, app_name)
 
 
 def _utc(value: datetime.datetime | None) -> datetime.datetime | None:
@@ -90,9 +98,8 @@ def archive(
     """Copy topics into Parquet, exactly once, partitioned by topic and date."""
     if bool(topics) == (pattern is not None):
         raise click.UsageError("give either --topic (one or more) or --pattern")
-    from sluice.spark.pipelines import ArchiveJob, run_archive  # noqa: PLC0415
-
-    job = ArchiveJob(
+    pipelines = _pipelines("archive")
+    job = pipelines.ArchiveJob(
         bootstrap_servers=bootstrap_server,
         output=output,
         checkpoint=checkpoint or f"{output.rstrip('/')}/_checkpoint",
@@ -105,7 +112,7 @@ def archive(
     )
     spark = _spark(master, "sluice-archive")
     try:
-        run_archive(spark, job)
+        pipelines.run_archive(spark, job)
     except KeyboardInterrupt:
         sys.exit(130)
     finally:
@@ -141,9 +148,8 @@ def replay(
     master: str,
 ) -> None:
     """Re-publish archived records into a topic, keys, headers and order kept."""
-    from sluice.spark.pipelines import ReplayJob, run_replay  # noqa: PLC0415
-
-    job = ReplayJob(
+    pipelines = _pipelines("replay")
+    job = pipelines.ReplayJob(
         bootstrap_servers=bootstrap_server,
         archive=archive_path,
         topic=topic,
@@ -156,7 +162,7 @@ def replay(
     )
     spark = _spark(master, "sluice-replay")
     try:
-        run_replay(spark, job)
+        pipelines.run_replay(spark, job)
     finally:
         spark.stop()  # type: ignore[attr-defined]
 

@@ -6,14 +6,16 @@ import asyncio
 import errno
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from sluice.broker.app import DataDirInUse
+from sluice.broker.app import BrokerFatalError, DataDirInUse
 from sluice.broker.app import serve as run_broker
+from sluice.broker.meta_properties import MetaPropertiesError
 from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
 
@@ -136,6 +138,11 @@ def serve(
         config.check_advertised_address()
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise click.ClickException(
+            f"cannot read the --config file {config_file}: {e}; it must be UTF-8 text of "
+            "name=value lines"
+        ) from None
     if data_dir is not None:
         config.data_dir = data_dir
         config.static_names.add("log.dirs")
@@ -146,13 +153,23 @@ def serve(
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(run_broker(config))
-    except DataDirInUse as e:
+    except (DataDirInUse, BrokerFatalError, MetaPropertiesError) as e:
         raise click.ClickException(str(e)) from None
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None
     except MetadataFileError as e:
         raise click.ClickException(f"{e}; restore it or point --data-dir elsewhere") from None
+    except socket.gaierror as e:
+        raise click.ClickException(
+            f"cannot listen on --host {config.host}: {e.strerror}; pass an IP address "
+            "(127.0.0.1, 0.0.0.0) or a name this machine resolves"
+        ) from None
     except OSError as e:
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise click.ClickException(
+                f"cannot listen on --host {config.host}: no network interface of this "
+                "machine has that address; pass one it has (127.0.0.1, 0.0.0.0)"
+            ) from None
         if e.errno == errno.EADDRINUSE:
             raise click.ClickException(
                 f"port {config.port} on {config.host} is already in use: stop what uses it "

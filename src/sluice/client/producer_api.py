@@ -39,7 +39,7 @@ import contextlib
 import datetime
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
@@ -63,6 +63,7 @@ from sluice.protocol.versions import ApiKey
 
 __all__ = [
     "DeliveryTimeoutError",
+    "Headers",
     "Producer",
     "ProducerClosedError",
     "RecordMetadata",
@@ -121,6 +122,48 @@ Partitioner = Callable[[bytes, int], int]
 
 OnDelivery = Callable[["RecordMetadata | None", "BaseException | None"], None]
 """Called once per record: ``(metadata, None)`` when delivered, ``(None, error)`` not."""
+
+
+HeaderValue = bytes | bytearray | memoryview | str | None
+Headers = Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]]
+"""Record headers as ``send`` takes them: a dict ``{name: value}`` or a list of
+``(name, value)`` pairs (a name may repeat), as confluent-kafka takes them. A ``str``
+value is sent as its UTF-8 bytes."""
+
+
+def normalize_headers(headers: Headers | None) -> tuple[Header, ...]:
+    """``headers`` as ``(name, bytes or None)`` pairs; TypeError (naming the header)
+    for anything that is not a dict or a list of pairs of a str and bytes/str/None."""
+    if headers is None:
+        return ()
+    if isinstance(headers, Mapping):
+        items: Iterable[object] = headers.items()
+    elif isinstance(headers, str | bytes | bytearray | memoryview) or not isinstance(
+        headers, Iterable
+    ):
+        raise TypeError(
+            "headers must be a dict {name: bytes} or a list of (name, bytes) pairs, "
+            f"not {type(headers).__name__}"
+        )
+    else:
+        items = headers
+    normalized: list[Header] = []
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise TypeError(f"each header must be a (name, value) pair, not {item!r}")
+        name, value = item
+        if not isinstance(name, str):
+            raise TypeError(f"header name {name!r} must be a str, not {type(name).__name__}")
+        if isinstance(value, str):
+            value = value.encode()
+        elif isinstance(value, bytearray | memoryview):
+            value = bytes(value)
+        elif value is not None and not isinstance(value, bytes):
+            raise TypeError(
+                f"header {name!r}: value must be bytes, str or None, not {type(value).__name__}"
+            )
+        normalized.append((name, value))
+    return tuple(normalized)
 
 
 class DeliveryTimeoutError(RequestTimedOutError):
@@ -386,7 +429,7 @@ class Producer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         on_delivery: OnDelivery | None = None,
@@ -397,14 +440,15 @@ class Producer:
         Waits (backpressure) while more than ``buffer_memory`` bytes are buffered, and
         raises :class:`DeliveryTimeoutError` after ``max_block_ms`` of waiting for room or
         for the topic's metadata. A record larger than ``max_request_size`` gets a future
-        failed with MessageTooLarge.
+        failed with MessageTooLarge. ``headers`` is a dict or a list of ``(name, value)``
+        pairs (:data:`Headers`); anything else raises TypeError here.
         """
         if self._closing or self._sender_task is None:
             raise ProducerClosedError(
                 "the producer is closed" if self._closing else "the producer is not started"
             )
+        record_headers = normalize_headers(headers)
         self._raise_if_sender_failed()
-        record_headers = headers or ()
         size_bytes = record_size_bytes(key, value, record_headers)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if on_delivery is not None:
@@ -446,7 +490,7 @@ class Producer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:

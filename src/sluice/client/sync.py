@@ -36,11 +36,10 @@ from sluice.client.admin import (
 )
 from sluice.client.cluster import BrokerMetadata, TopicMetadata
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
-from sluice.client.producer_api import OnDelivery, RecordMetadata
+from sluice.client.producer_api import Headers, OnDelivery, RecordMetadata, normalize_headers
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.builder import RecordInput
-from sluice.protocol.records.record import Header
 
 __all__ = ["Admin", "Consumer", "Producer"]
 
@@ -128,7 +127,7 @@ class Producer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         on_delivery: OnDelivery | None = None,
@@ -138,8 +137,9 @@ class Producer:
         records wait for the loop thread, and the loop waits while the producer's
         buffer_memory is full, so a fast caller is held back, never buffered without
         bound."""
+        record_headers = normalize_headers(headers)  # a TypeError here, in the caller
         result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        arguments = (topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        arguments = (topic, value, key, record_headers, partition, timestamp_ms, on_delivery)
         with self._handoff_lock:
             while len(self._handoff) >= SYNC_HANDOFF_RECORDS_MAX:
                 self._handoff_lock.wait()
@@ -177,13 +177,14 @@ class Producer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
         """Send one record and block until it is delivered."""
+        record_headers = normalize_headers(headers)
         return self._loop_thread.run(
-            self._producer.send_and_wait(topic, value, key, headers, partition, timestamp_ms)
+            self._producer.send_and_wait(topic, value, key, record_headers, partition, timestamp_ms)
         )
 
     def send_batch(

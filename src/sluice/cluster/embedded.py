@@ -30,6 +30,8 @@ from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
 FILE_NAME = "cluster-metadata.json"
+REQUIRED_FIELDS: dict[str, type] = {"cluster_id": str, "next_producer_id": int, "topics": dict}
+"""The document's fields besides ``format``, with their JSON types."""
 
 
 class MetadataFileError(Exception):
@@ -54,7 +56,8 @@ class EmbeddedMetadataStore:
             }
             self._write()
         self._topics = {
-            name: TopicMetadata.from_json(data) for name, data in self._document["topics"].items()
+            name: self._topic_from_json(name, data)
+            for name, data in self._document["topics"].items()
         }
         if any(
             self._document["topics"][name].get("topic_id") != str(topic.topic_id)
@@ -66,6 +69,18 @@ class EmbeddedMetadataStore:
             }
             self._write()
 
+    def _topic_from_json(self, name: str, data: Any) -> TopicMetadata:
+        """One topic of the file; a missing or malformed field is a MetadataFileError
+        naming the file, the topic and the field."""
+        try:
+            return TopicMetadata.from_json(data)
+        except KeyError as e:
+            raise MetadataFileError(
+                f"{self._path}: topic {name!r} has no field {e.args[0]!r}"
+            ) from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise MetadataFileError(f"{self._path}: topic {name!r} is malformed: {e}") from None
+
     def _read(self) -> dict[str, Any]:
         try:
             document = json.loads(self._path.read_bytes())
@@ -75,6 +90,11 @@ class EmbeddedMetadataStore:
             raise MetadataFileError(
                 f"{self._path} is not a Sluice metadata file of format {FORMAT_VERSION}"
             )
+        for field, kind in REQUIRED_FIELDS.items():
+            if field not in document:
+                raise MetadataFileError(f"{self._path} has no field {field!r}")
+            if not isinstance(document[field], kind):
+                raise MetadataFileError(f"{self._path}: field {field!r} is not a {kind.__name__}")
         return document
 
     def _write(self) -> None:

@@ -254,7 +254,7 @@ class GroupCoordinator:
         self._loading_metadata.clear()
         self._loading = False
         self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
-        log.info("group coordinator loaded %d group(s)", len(self._groups))
+        log.debug("group coordinator loaded %d group(s)", len(self._groups))
 
     def _restore_group(self, group: Group, metadata: GroupMetadataValue, now_ms: int) -> None:
         group.has_metadata_record = True

@@ -179,8 +179,15 @@ class GroupCoordinatorRuntime:
         assert self._tasks is None, "started once"
         self._tasks = tasks
         self._timer = tasks.create_task(self._run_timers(), name="group-coordinator-timers")
-        for partition in range(self._log.partition_count) if partitions is None else partitions:
+        loaded = list(range(self._log.partition_count) if partitions is None else partitions)
+        for partition in loaded:
             await self.load_partition(partition)
+        shards = [self._shards[p] for p in loaded if p in self._shards]
+        log.info(
+            "group coordinator loaded %d group(s) from %d __consumer_offsets partition(s)",
+            sum(len(shard.coordinator.list_groups()) for shard in shards),
+            len(shards),
+        )
 
     def stop(self) -> None:
         """Stop the tasks; waiting requests fail with COORDINATOR_NOT_AVAILABLE."""
@@ -215,7 +222,7 @@ class GroupCoordinatorRuntime:
             self._write(shard), name=f"group-coordinator-writer-{partition}"
         )
         log.log(
-            logging.INFO if replayed else logging.DEBUG,
+            logging.WARNING if corrupt else logging.DEBUG,
             "__consumer_offsets-%d: loaded %d record(s) (%d unreadable)",
             partition,
             replayed,

@@ -87,6 +87,8 @@ def _append_one(
     except KafkaError as e:
         outcome.error_code = e.code
         outcome.error_message = e.message
+        if e.code == ErrorCode.kafka_storage_error:
+            broker.check_storage_error(e, topic_partition)
         if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
             log.warning("refused produce to %s: %s", topic_partition, e)
         return outcome

@@ -1,0 +1,224 @@
+"""``sluice serve`` and the pipeline commands refuse what they cannot do in one line on
+stderr, with a non-zero status and no traceback; and a data directory remembers which
+node and cluster it belongs to (``meta.properties``), as Kafka's log directories do."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from broker_process import BrokerProcess, free_port
+from client_helpers import consume_exactly, create_topic, produce_and_flush, producer_config
+from confluent_kafka import Producer
+
+COMMAND_TIMEOUT_S = 60.0
+
+
+def run_sluice(*args: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
+    """``python -m sluice ARGS`` to completion: exit status and stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sluice", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, **(environment or {})},
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    return result.returncode, result.stderr.decode(errors="replace")
+
+
+def one_line_error(exit_code: int, stderr: str) -> str:
+    """The single ``Error:`` line of a failed command (and no traceback)."""
+    assert exit_code != 0, stderr
+    assert "Traceback" not in stderr, stderr
+    error_lines = [line for line in stderr.splitlines() if line.startswith("Error: ")]
+    assert len(error_lines) == 1, stderr
+    return error_lines[0]
+
+
+def serve(data_dir: Path, *extra: str) -> tuple[int, str]:
+    """A ``sluice serve`` that must fail before serving (a timeout means it served)."""
+    return run_sluice("serve", "--data-dir", str(data_dir), "--port", str(free_port()), *extra)
+
+
+def test_a_different_node_id_on_an_existing_data_dir_is_refused(tmp_path: Path, topic: str) -> None:
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir, node_id=0)
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic)
+        produce_and_flush(Producer(producer_config(broker.bootstrap)), topic, [{"value": b"v"}])
+    finally:
+        assert broker.stop() == 0
+    meta = (data_dir / "meta.properties").read_text()
+    assert "node.id=0" in meta
+    assert "cluster.id=" in meta
+
+    line = one_line_error(*serve(data_dir, "--node-id", "3"))
+    assert "node.id=0" in line
+    assert "node id 3" in line
+    assert "--node-id 0" in line
+
+    # the directory is untouched: node 0 still starts and serves the record
+    broker.start()
+    try:
+        messages = consume_exactly(broker.bootstrap, [(topic, 0)], 1)
+        assert messages[0].value() == b"v"
+    finally:
+        assert broker.stop() == 0
+
+
+def test_a_data_dir_from_before_meta_properties_still_starts_and_gets_one(
+    tmp_path: Path, topic: str
+) -> None:
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir, node_id=2)
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic)
+    finally:
+        broker.stop()
+    (data_dir / "meta.properties").unlink()  # as a data directory written before it existed
+
+    broker.start()
+    try:
+        produce_and_flush(Producer(producer_config(broker.bootstrap)), topic, [{"value": b"v"}])
+    finally:
+        assert broker.stop() == 0
+    assert "node.id=2" in (data_dir / "meta.properties").read_text()
+
+
+def test_a_data_dir_of_another_cluster_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir)
+    broker.start()
+    broker.stop()
+    metadata_file = data_dir / "cluster-metadata.json"
+    document = json.loads(metadata_file.read_text())
+    document["cluster_id"] = "another-cluster-id"
+    metadata_file.write_text(json.dumps(document))
+
+    line = one_line_error(*serve(data_dir))
+    assert "another-cluster-id" in line
+    assert "meta.properties" in line
+
+
+def test_an_unresolvable_host_is_one_line(tmp_path: Path) -> None:
+    line = one_line_error(*serve(tmp_path / "data", "--host", "no-such-host.invalid"))
+    assert "--host no-such-host.invalid" in line
+
+
+def test_a_host_address_this_machine_lacks_is_one_line(tmp_path: Path) -> None:
+    line = one_line_error(*serve(tmp_path / "data", "--host", "192.0.2.1"))  # TEST-NET-1
+    assert "192.0.2.1" in line
+
+
+def test_a_failed_listen_leaves_the_data_dir_clean(tmp_path: Path) -> None:
+    """Nothing was served, so the logs were closed and the next start need not recover."""
+    data_dir = tmp_path / "data"
+    one_line_error(*serve(data_dir, "--host", "no-such-host.invalid"))
+    broker = BrokerProcess(data_dir)
+    broker.start()
+    broker.stop()
+    assert "recovering" not in broker.log_text()
+
+
+def test_a_data_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "data"
+    a_file.write_text("not a directory")
+    line = one_line_error(*serve(a_file))
+    assert str(a_file) in line
+    assert "not a directory" in line
+    line = one_line_error(*serve(a_file / "below"))
+    assert str(a_file / "below") in line
+
+
+@pytest.mark.parametrize("field", ["cluster_id", "next_producer_id", "topics"])
+def test_a_metadata_file_missing_a_field_names_the_file_and_field(
+    tmp_path: Path, field: str
+) -> None:
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir)
+    broker.start()
+    broker.stop()
+    metadata_file = data_dir / "cluster-metadata.json"
+    document = json.loads(metadata_file.read_text())
+    del document[field]
+    metadata_file.write_text(json.dumps(document))
+
+    line = one_line_error(*serve(data_dir))
+    assert str(metadata_file) in line
+    assert repr(field) in line
+    assert "restore it" in line
+
+
+def test_a_topic_missing_a_field_in_the_metadata_file_names_it(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir)
+    broker.start()
+    broker.stop()
+    metadata_file = data_dir / "cluster-metadata.json"
+    document = json.loads(metadata_file.read_text())
+    del document["topics"]["__consumer_offsets"]["partitions"]
+    metadata_file.write_text(json.dumps(document))
+
+    line = one_line_error(*serve(data_dir))
+    assert "'__consumer_offsets'" in line
+    assert "'partitions'" in line
+
+
+def test_a_config_file_that_is_not_text_is_one_line(tmp_path: Path) -> None:
+    config_file = tmp_path / "broker.properties"
+    config_file.write_bytes(b"num.partitions=\xff\n")
+    line = one_line_error(*serve(tmp_path / "data", "--config", str(config_file)))
+    assert str(config_file) in line
+
+
+def test_archive_without_pyarrow_is_one_line(tmp_path: Path) -> None:
+    """pyarrow is made unimportable for this one subprocess: a directory first on its
+    PYTHONPATH holds a ``pyarrow`` package whose import raises ImportError, as a missing
+    package does."""
+    blocker = tmp_path / "no-pyarrow" / "pyarrow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError(\"No module named 'pyarrow'\")\n")
+    python_path = os.pathsep.join(
+        [str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    exit_code, stderr = run_sluice(
+        "archive",
+        "--bootstrap-server",
+        f"127.0.0.1:{free_port()}",
+        "--topic",
+        "orders",
+        "--output",
+        str(tmp_path / "archive"),
+        "--until-end",
+        environment={"PYTHONPATH": python_path},
+    )
+    line = one_line_error(exit_code, stderr)
+    assert "pyarrow" in line
+    assert "pip install 'sluice[spark]'" in line
+
+
+def test_start_up_log_is_short_new_data_dir_then_clean_restart(tmp_path: Path) -> None:
+    """A new data directory is said to be new (not "recovering"), and the group
+    coordinator reports its load once with totals, not once per __consumer_offsets
+    partition."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    assert broker.stop() == 0
+    broker.start()
+    assert broker.stop() == 0
+    first_start, second_start = broker.log_text().split("===== start #")[1:]
+    assert "new data directory" in first_start
+    assert "recovering" not in first_start
+    assert "new data directory" not in second_start
+    assert "recovering" not in second_start
+    for start_log in (first_start, second_start):
+        load_lines = [line for line in start_log.splitlines() if "group coordinator loaded" in line]
+        assert len(load_lines) == 1, start_log
+        assert "0 group(s) from 50 __consumer_offsets partition(s)" in load_lines[0]
