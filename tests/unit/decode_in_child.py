@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from sluice.common.errors import ProtocolError
 from sluice.protocol.codec import RequestHeader, decode_request_body
@@ -35,11 +34,9 @@ class ChildResult:
 
 def decode_in_child(cases: list[tuple[int, int, bytes]]) -> ChildResult:
     """Decode each (api_key, version, body) with the broker's codec in a child process."""
-    source = Path(__file__).resolve().parents[2] / "src"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]),
-    }
+    # The child imports sluice exactly as this process did: same interpreter, same
+    # environment (so the same PYTHONPATH).
+    env = dict(os.environ)
     stdin = "".join(json.dumps([a, v, b.hex()]) + "\n" for a, v, b in cases)
     completed = subprocess.run(
         [sys.executable, __file__],

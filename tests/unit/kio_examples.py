@@ -167,8 +167,9 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     length that claims far more than the message holds (-1, 2^31-1, 2^32 as a varint)."""
     out = bytearray(data)
     for _ in range(rng.randrange(1, 5)):
-        position = rng.randrange(len(out) + 1)
-        kind = rng.randrange(6)
+        # Many bodies start with an array: edit the first bytes more often.
+        position = 0 if rng.random() < 0.25 else rng.randrange(len(out) + 1)
+        kind = rng.choice([0, 1, 2, 3, 4, 4, 4, 5])
         if kind == 0 and out:
             out[min(position, len(out) - 1)] = rng.randrange(256)
         elif kind == 1:
@@ -186,6 +187,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
                     struct.pack(">h", -1),
                     struct.pack(">h", 2**15 - 1),
                     b"\xff\xff\xff\xff\x0f",  # uvarint 2^32 - 1
+                    b"\x80\x80\x80\x80\x08",  # uvarint 2^31
                     b"\x00",  # compact null
                 ]
             )
@@ -193,6 +195,14 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         else:
             out[position:position] = b"\xff\xff\xff\x7f"
     return bytes(out)
+
+
+def with_huge_first_count(body: bytes, flexible: bool) -> bytes:
+    """``body`` with its first bytes replaced by a count far beyond its size (compact
+    2^32 - 1, or int32 2^31 - 1): the shape of CVE-2022-34917 for bodies that start with
+    an array."""
+    planted = b"\xff\xff\xff\xff\x0f" if flexible else struct.pack(">i", 2**31 - 1)
+    return planted + body[len(planted) :]
 
 
 def request_frame(api_key: int, version: int, body: bytes, correlation_id: int = 1) -> bytes:
