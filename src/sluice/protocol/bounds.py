@@ -81,6 +81,8 @@ def _fail(message: str) -> ProtocolError:
 
 
 def _read_uvarint(data: bytes, position: int, end: int) -> tuple[int, int]:
+    if position < end and data[position] < 0x80:  # one byte: nearly every count
+        return data[position], position + 1
     result = 0
     shift = 0
     for _ in range(_UVARINT_BYTES_MAX):
@@ -245,6 +247,8 @@ def _tagged_fields_step(owner: type[Any], tagged: dict[int, Walker]) -> Step:
     owner_name = owner.__name__
 
     def step(data: bytes, position: int, end: int) -> int:
+        if position < end and data[position] == 0:  # no tagged fields: nearly always
+            return position + 1
         count, position = _read_uvarint(data, position, end)
         if count * 2 > end - position:
             raise _fail(f"{owner_name} claims {count} tagged fields, more than the message holds")
@@ -266,19 +270,48 @@ def _tagged_fields_step(owner: type[Any], tagged: dict[int, Walker]) -> Step:
 
 
 def _chain(steps: list[Step | int], what: str) -> Step:
-    """One step running ``steps`` in order; an int is a fixed-size run to skip."""
-    if len(steps) == 1 and not isinstance(steps[0], int):
-        return steps[0]
-    plan = tuple(steps)
+    """One step running ``steps`` in order; an int is a fixed-size run to skip.
+
+    The plan is pairs of (bytes to skip, then a step or None), and the common short
+    shapes get their own closure: this runs once per array element, so it is the hot
+    path of the walk.
+    """
+    pairs: list[tuple[int, Step | None]] = []
+    skip = 0
+    for part in steps:
+        if isinstance(part, int):
+            skip += part
+        else:
+            pairs.append((skip, part))
+            skip = 0
+    if skip or not pairs:
+        pairs.append((skip, None))
+    message = f"{what} runs past the end of the message"
+
+    if len(pairs) == 1:
+        ((only_skip, only_step),) = pairs
+        if only_step is None:
+            return _skip(only_skip, what)
+        if only_skip == 0:
+            return only_step
+
+        def skip_then_step(data: bytes, position: int, end: int) -> int:
+            position += only_skip
+            if position > end:
+                raise _fail(message)
+            return only_step(data, position, end)
+
+        return skip_then_step
+
+    plan = tuple(pairs)
 
     def step(data: bytes, position: int, end: int) -> int:
-        for part in plan:
-            if isinstance(part, int):
-                position += part
-                if position > end:
-                    raise _fail(f"{what} runs past the end of the message")
-            else:
-                position = part(data, position, end)
+        for skip_bytes, then in plan:
+            position += skip_bytes
+            if position > end:
+                raise _fail(message)
+            if then is not None:
+                position = then(data, position, end)
         return position
 
     return step
