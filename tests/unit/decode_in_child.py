@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from sluice.common.errors import ProtocolError
 from sluice.protocol.codec import RequestHeader, decode_request_body
 
-CHILD_TIMEOUT_S = 600.0
+CHILD_TIMEOUT_S = 240.0
+"""Below pytest-timeout's 300 s per test, so a hung child fails the test with a message."""
 
 
 @dataclass(frozen=True)
