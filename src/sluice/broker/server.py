@@ -181,10 +181,6 @@ class Server:
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     def _refusal(self, host: str) -> str | None:
         """Why a new connection from ``host`` must be refused, or None."""
         if len(self._connections) >= self._max_connections:
