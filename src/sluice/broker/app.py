@@ -123,7 +123,14 @@ class Broker:
         self.replicas = ReplicaManager(
             config.node_id, self.data_dir, clock, self.purgatory, config.topic_defaults
         )
-        self.server = Server(config.host, config.port, self._handle)
+        self.server = Server(
+            config.host,
+            config.port,
+            self._handle,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+        )
         self._dispatcher: Dispatcher | None = None
         self.fatal_error: BrokerFatalError | None = None
         """Set by :meth:`fail`: the broker is stopping without the clean-shutdown marker."""

@@ -3,18 +3,32 @@
 Per connection::
 
     socket ──read──▶ FrameDecoder ──frame──▶ handler task ─┐   (one per request,
-                                                           │    started in arrival order)
-           ◀──write/sendfile── response writer ◀──awaits───┘   (in request order)
+      ▲                                                    │    started in arrival order)
+      │    ◀──write/sendfile── response writer ◀──awaits───┘   (in request order)
+      └── idle watchdog: closes the connection after connections.max.idle.ms
 
 Handlers run concurrently, so a long-polling fetch does not hold up a produce behind it,
-but responses leave in request order, as the protocol requires. The queue between the
-reader and the writer is bounded (IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX): past it the
-reader stops reading and TCP pushes back on the client. Record bytes in fetch responses
-go from the page cache to the socket with ``loop.sendfile`` (zero copy on Linux).
+but responses leave in request order, as the protocol requires. Record bytes in fetch
+responses go from the page cache to the socket with ``loop.sendfile`` (zero copy on
+Linux).
+
+What one connection may hold is bounded: before it reads more, the reader waits until
+fewer than IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX requests are unanswered, their frames
+hold less than IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX, and responses waiting for
+the socket hold less than QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX (common.limits). A
+paused reader leaves the bytes in the kernel, and TCP pushes back on the client. After
+each request it starts while others are pending, the reader yields once, so a handler
+that answers at once has its response counted before the next request is admitted.
+
+Connections beyond ``max.connections``, or beyond ``max.connections.per.ip`` from one
+address, are closed as soon as they are accepted, as Kafka does. A connection with no
+bytes moving for ``connections.max.idle.ms`` (while no handler is working for it), or
+one that has held an incomplete frame that long, is closed.
 
 A peer that sends bytes we cannot parse has its connection closed; everyone else keeps
 being served. A handler that raises something other than a Kafka error is a bug: it is
-logged with its traceback and its connection closed.
+logged with its traceback and its connection closed. These warnings are rate limited
+(MALFORMED_REQUEST_WARNINGS_PER_INTERVAL), with a count of those suppressed.
 """
 
 from __future__ import annotations
@@ -27,13 +41,23 @@ from collections.abc import Callable, Coroutine
 from typing import Any, BinaryIO, Protocol
 
 from sluice.common.errors import ProtocolError
-from sluice.common.limits import FRAME_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
+from sluice.common.limits import (
+    FRAME_BYTES_MAX,
+    IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
+    IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
+    MALFORMED_REQUEST_WARNING_INTERVAL_MS,
+    MALFORMED_REQUEST_WARNINGS_PER_INTERVAL,
+    QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX,
+)
 from sluice.protocol.framing import FrameDecoder
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 256 * 1024
-WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
+WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
+CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
+MAX_CONNECTIONS_DEFAULT = 10_000
+MAX_CONNECTIONS_PER_IP_DEFAULT = 1_000
 
 
 class FileSlice(Protocol):
@@ -63,13 +87,90 @@ class ConnectionInfo:
         ``4.0.0``; None until it says so."""
 
 
+class ConnectionIdle(Exception):
+    """No bytes moved (or a frame stayed incomplete) for connections.max.idle.ms."""
+
+
+class RateLimitedLog:
+    """Logs at most ``messages_per_interval`` messages per interval; counts the rest and
+    reports the count in one line when the interval ends."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        level: int,
+        what: str,
+        messages_per_interval: int = MALFORMED_REQUEST_WARNINGS_PER_INTERVAL,
+        interval_ms: int = MALFORMED_REQUEST_WARNING_INTERVAL_MS,
+    ) -> None:
+        self._logger = logger
+        self._level = level
+        self._what = what
+        self._messages_per_interval = messages_per_interval
+        self._interval_s = interval_ms / 1000
+        self._interval_end = 0.0
+        self._logged = 0
+        self._suppressed = 0
+        self._report: asyncio.TimerHandle | None = None
+
+    def log(self, message: str, *args: object, exc_info: BaseException | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now >= self._interval_end:
+            self._report_suppressed()
+            self._interval_end = now + self._interval_s
+            self._logged = 0
+        if self._logged < self._messages_per_interval:
+            self._logged += 1
+            self._logger.log(self._level, message, *args, exc_info=exc_info)
+            return
+        self._suppressed += 1
+        if self._report is None:
+            self._report = loop.call_at(self._interval_end, self._report_suppressed)
+
+    def _report_suppressed(self) -> None:
+        if self._report is not None:
+            self._report.cancel()
+            self._report = None
+        if self._suppressed:
+            self._logger.log(
+                self._level,
+                "%d more %s suppressed in the last %.0f s",
+                self._suppressed,
+                self._what,
+                self._interval_s,
+            )
+            self._suppressed = 0
+
+    def close(self) -> None:
+        self._report_suppressed()
+
+
 class Server:
-    def __init__(self, host: str, port: int, handle: RequestHandler) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handle: RequestHandler,
+        *,
+        connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
+        max_connections: int = MAX_CONNECTIONS_DEFAULT,
+        max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP_DEFAULT,
+    ) -> None:
         self.host = host
         self.port = port
         self._handle = handle
+        self._connections_max_idle_ms = connections_max_idle_ms
+        self._max_connections = max_connections
+        self._max_connections_per_ip = max_connections_per_ip
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._connections_per_ip: dict[str, int] = {}
+        self._malformed_warnings = RateLimitedLog(
+            log, logging.WARNING, "warnings about malformed requests"
+        )
+        self._refused_warnings = RateLimitedLog(log, logging.WARNING, "refused connections")
+        self._internal_errors = RateLimitedLog(log, logging.ERROR, "internal errors")
 
     async def start(self, *, start_serving: bool = True) -> None:
         """Bind the port; accept clients now, or from :meth:`start_serving` on (until
@@ -79,7 +180,8 @@ class Server:
             self.host,
             self.port,
             reuse_address=True,
-            limit=READ_CHUNK_BYTES,
+            # The stream buffers up to twice its limit before it stops reading the socket.
+            limit=READ_CHUNK_BYTES // 2,
             start_serving=start_serving,
         )
         sockets = self._server.sockets
@@ -90,31 +192,63 @@ class Server:
         assert self._server is not None, "start() first"
         await self._server.start_serving()
 
+    def _refusal(self, host: str) -> str | None:
+        """Why a new connection from ``host`` must be refused, or None."""
+        if len(self._connections) >= self._max_connections:
+            return f"max.connections={self._max_connections} connections are open"
+        if self._connections_per_ip.get(host, 0) >= self._max_connections_per_ip:
+            return (
+                f"{host} already has max.connections.per.ip="
+                f"{self._max_connections_per_ip} connections"
+            )
+        return None
+
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer_address = writer.get_extra_info("peername")
         peer = str(peer_address)
         host = str(peer_address[0]) if isinstance(peer_address, tuple) else ""
+        refusal = self._refusal(host)
+        if refusal is not None:
+            self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
+            writer.transport.abort()
+            return
+        self._connections.add(task)
+        self._connections_per_ip[host] = self._connections_per_ip.get(host, 0) + 1
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         try:
-            await Connection(reader, writer, self._handle, ConnectionInfo(peer, host)).run()
+            await Connection(
+                reader,
+                writer,
+                self._handle,
+                ConnectionInfo(peer, host),
+                idle_ms=self._connections_max_idle_ms,
+            ).run()
         except* ProtocolError as group:
-            log.warning("closing connection from %s: %s", peer, group.exceptions[0])
+            self._malformed_warnings.log(
+                "closing connection from %s: %s", peer, group.exceptions[0]
+            )
+        except* ConnectionIdle as group:
+            log.debug("closing connection from %s: %s", peer, group.exceptions[0])
         except* (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
         except* asyncio.CancelledError:
             pass  # stop() cancels connections; re-raised, 3.11's start_server logs it
         except* Exception as group:
-            log.error("closing connection from %s after an internal error", peer, exc_info=group)
+            self._internal_errors.log(
+                "closing connection from %s after an internal error", peer, exc_info=group
+            )
         finally:
             self._connections.discard(task)
+            remaining = self._connections_per_ip.pop(host, 1) - 1
+            if remaining:
+                self._connections_per_ip[host] = remaining
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -130,12 +264,27 @@ class Server:
                 await task
         if self._server is not None:
             await self._server.wait_closed()
+        for rate_limited in (
+            self._malformed_warnings,
+            self._refused_warnings,
+            self._internal_errors,
+        ):
+            rate_limited.close()
 
 
 def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
     """uvloop has no ``loop.sendfile`` (it raises, even with fallback=True); on such
     a loop record slices are read into memory and written instead."""
     return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
+
+
+def _in_memory_bytes(response: Response) -> int:
+    """Bytes a response holds in memory (file slices are sent from the page cache)."""
+    if response is None:
+        return 0
+    if isinstance(response, bytes):
+        return len(response)
+    return sum(len(part) for part in response if isinstance(part, bytes))
 
 
 class Connection:
@@ -145,58 +294,157 @@ class Connection:
         writer: asyncio.StreamWriter,
         handle: RequestHandler,
         info: ConnectionInfo,
+        *,
+        idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._handle = handle
         self._info = info
         self._decoder = FrameDecoder(FRAME_BYTES_MAX)
+        self._idle_s = idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._last_activity = loop.time()
+        self._partial_frame_since: float | None = None
+        """When the incomplete frame in the decoder started arriving (reader running)."""
+        self._unanswered_requests = 0
+        """Requests read whose responses the writer has not finished with."""
+        self._running_handlers = 0
+        self._running_request_bytes = 0
+        self._queued_response_bytes = 0
+        """Responses computed but not yet handed to the transport."""
+        self._writer_blocked = False
+        """The writer waits for the transport to drain: the peer is not reading."""
+        self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        in_flight: asyncio.Queue[asyncio.Task[Response] | None] = asyncio.Queue(
-            maxsize=IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
-        )
+        in_flight: asyncio.Queue[asyncio.Task[Response] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
             writer_task = tasks.create_task(self._write_responses(in_flight))
+            watchdog = tasks.create_task(self._close_when_idle())
             try:
                 while not writer_task.done():
+                    await self._wait_for_room()
                     data = await self._reader.read(READ_CHUNK_BYTES)
                     if not data:
                         # The peer closed: stop waiting requests (a long-polling fetch)
                         # instead of answering a socket nobody reads.
                         raise ConnectionResetError("peer closed the connection")
-                    for frame in self._decoder.feed(data):
-                        request = tasks.create_task(self._handle(frame, self._info))
-                        await in_flight.put(request)
+                    self._last_activity = self._loop.time()
+                    self._decoder.receive(data)
+                    completed_a_frame = False
+                    while (frame := self._decoder.next_frame()) is not None:
+                        completed_a_frame = True
+                        self._unanswered_requests += 1
+                        request = tasks.create_task(self._run_handler(frame))
+                        in_flight.put_nowait(request)
+                        del frame
+                        if self._unanswered_requests > 1:
+                            # Let the handler run first: if it answers at once, its
+                            # response is counted before the next request is admitted.
+                            await asyncio.sleep(0)
+                        await self._wait_for_room()
+                    if not self._decoder.buffered_bytes:
+                        self._partial_frame_since = None
+                    elif completed_a_frame or self._partial_frame_since is None:
+                        self._partial_frame_since = self._loop.time()
             finally:
+                watchdog.cancel()
                 if not writer_task.done():
-                    await in_flight.put(None)
+                    in_flight.put_nowait(None)
+
+    def _has_room(self) -> bool:
+        return (
+            self._unanswered_requests < IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
+            and self._running_request_bytes < IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX
+            and self._queued_response_bytes < QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
+            and not self._writer_blocked
+        )
+
+    async def _wait_for_room(self) -> None:
+        if self._has_room():
+            return
+        paused_with_partial_frame = self._partial_frame_since is not None
+        self._partial_frame_since = None  # a paused reader is not the peer stalling
+        while not self._has_room():
+            self._state_changed.clear()
+            await self._state_changed.wait()
+        if paused_with_partial_frame:
+            self._partial_frame_since = self._loop.time()
+
+    def _changed(self) -> None:
+        self._state_changed.set()
+
+    async def _run_handler(self, frame: bytes) -> Response:
+        self._running_handlers += 1
+        self._running_request_bytes += len(frame)
+        try:
+            response = await self._handle(frame, self._info)
+        finally:
+            self._running_handlers -= 1
+            self._running_request_bytes -= len(frame)
+            self._changed()
+        self._queued_response_bytes += _in_memory_bytes(response)
+        return response
+
+    async def _close_when_idle(self) -> None:
+        """Raise ConnectionIdle once no bytes have moved for the idle time while no
+        handler was working for this connection, or once a frame has stayed incomplete
+        that long while the reader was waiting for it."""
+        while True:
+            now = self._loop.time()
+            deadline = now + self._idle_s
+            reason = ""
+            if self._running_handlers == 0 and self._last_activity + self._idle_s < deadline:
+                deadline = self._last_activity + self._idle_s
+                reason = "no bytes moved"
+            partial_since = self._partial_frame_since
+            if partial_since is not None and partial_since + self._idle_s < deadline:
+                deadline = partial_since + self._idle_s
+                reason = f"a request frame stayed incomplete ({self._decoder.buffered_bytes} bytes)"
+            if reason and deadline <= now:
+                raise ConnectionIdle(
+                    f"{reason} for connections.max.idle.ms={self._idle_s * 1000:.0f}"
+                )
+            await asyncio.sleep(deadline - now)
 
     async def _write_responses(
         self, in_flight: asyncio.Queue[asyncio.Task[Response] | None]
     ) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         writer = self._writer
         zero_copy = _loop_has_sendfile(loop)
         while True:
             task = await in_flight.get()
             if task is None:
-                await writer.drain()
+                await self._drain()
                 return
             response = await task
-            if response is None:
-                continue
+            self._queued_response_bytes -= _in_memory_bytes(response)
             if isinstance(response, bytes):
                 writer.write(response)
-            else:
+            elif response is not None:
                 for part in response:
                     if isinstance(part, bytes):
                         writer.write(part)
                     elif not zero_copy:
                         writer.write(part.read())
                     else:
-                        await writer.drain()
+                        await self._drain()
                         await loop.sendfile(
                             writer.transport, part.file, part.position, part.size_bytes
                         )
-            await writer.drain()
+                        self._last_activity = loop.time()
+            self._unanswered_requests -= 1
+            self._changed()
+            await self._drain()
+
+    async def _drain(self) -> None:
+        self._writer_blocked = True
+        try:
+            await self._writer.drain()
+        finally:
+            self._writer_blocked = False
+            self._last_activity = self._loop.time()
+            self._changed()

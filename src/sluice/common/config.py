@@ -388,6 +388,22 @@ class BrokerConfig:
     starves produce and fetch of disk bandwidth."""
     log_cleaner_backoff_ms: int = 15_000
     """How often the cleaner looks for compacted partitions worth cleaning."""
+    fetch_max_bytes: int = 57_671_680
+    """Most record bytes in one fetch response, whatever the request's max_bytes (Kafka's
+    fetch.max.bytes, 55 MiB); the first batch is returned even when larger (KIP-74)."""
+    connections_max_idle_ms: int = 600_000
+    """A connection with no bytes moving for this long, or holding an incomplete request
+    frame for this long, is closed (Kafka's connections.max.idle.ms)."""
+    max_connections: int = 10_000
+    """Open client connections at most; further ones are closed at once. 10,000 is far
+    above what one broker process serves well, and keeps the worst case of what
+    connections may hold (each is bounded, see ``common.limits``) and of file descriptors
+    finite."""
+    max_connections_per_ip: int = 1_000
+    """Open connections from one IP address at most; further ones are closed at once. A
+    client opens one connection per broker plus a bootstrap one, so 1,000 leaves room for
+    hundreds of clients behind one NAT address while a runaway program on one host
+    cannot take every slot of ``max.connections``."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -541,6 +557,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
+    "fetch.max.bytes": ("fetch_max_bytes", _long(1024, 2**31 - 1)),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _long(1)),
+    "max.connections": ("max_connections", _long(1, 2**31 - 1)),
+    "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
 }
 
 LISTENER_SETTINGS = ("listeners", "advertised.listeners")

@@ -39,3 +39,24 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX = 2000
 """Partitions in one DescribeTopicPartitions answer, whatever the client's
 ``response_partition_limit`` (Kafka's max.request.partition.size.limit); a cursor
 points to the rest."""
+
+IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX = 16 * 1024 * 1024
+"""Bytes of request frames read from one connection whose handlers have not finished;
+reading pauses past this (one frame up to FRAME_BYTES_MAX is always admitted). A
+producer keeps about max.in.flight.requests × max.request.size (5 × 1 MiB) in flight, so
+this never slows a well-behaved client, while 100 pipelined 100 MiB frames cannot."""
+
+QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX = 256 * 1024
+"""Bytes of responses answered on one connection but not yet taken by its socket (the
+transport's buffer included); reading from the connection pauses past this. A client
+that sends requests without reading the replies thus holds about this much of the
+broker's memory, plus the responses of requests already started, instead of growing it
+until the process is killed. Record bytes served with sendfile are not counted: they
+are never in memory."""
+
+MALFORMED_REQUEST_WARNINGS_PER_INTERVAL = 10
+"""Warnings logged about malformed requests, refused connections and internal errors per
+MALFORMED_REQUEST_WARNING_INTERVAL_MS; the rest are counted and reported in one line,
+so a peer sending garbage in a loop cannot fill the disk with the broker's log."""
+
+MALFORMED_REQUEST_WARNING_INTERVAL_MS = 60_000

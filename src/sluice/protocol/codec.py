@@ -28,6 +28,7 @@ from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from sluice.common.errors import ProtocolError
+from sluice.protocol.bounds import check_body
 from sluice.protocol.framing import frame
 from sluice.protocol.versions import ApiKey, request_is_flexible
 
@@ -124,13 +125,19 @@ def response_schema(api_key: int, api_version: int) -> type[Any] | None:
 
 
 def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: int) -> Any:
-    """Decode a request body with kio. Raises ProtocolError for bytes that do not parse."""
+    """Decode a request body with kio. Raises ProtocolError for bytes that do not parse.
+
+    Counts and lengths are checked against the bytes that remain before kio allocates
+    anything (:mod:`sluice.protocol.bounds`), and nulls where the schema forbids them
+    are refused, so a hostile body is an error here, never an abort in kio.
+    """
     api_key, version = header.api_key, header.api_version
     if api_key == ApiKey.PRODUCE and version < 3:
         frame_bytes, body_offset, version = _NULL_STRING + frame_bytes[body_offset:], 0, 3
     schema = request_schema(api_key, version)
     if schema is None:
         raise ProtocolError(f"no schema for API {api_key} version {version}")
+    check_body(schema, frame_bytes, body_offset)
     try:
         payload, size = entity_reader(schema)(frame_bytes, body_offset)
     except (
@@ -220,6 +227,7 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     position = 4
     if schema.__header_schema__.__flexible__:
         position = _skip_tagged_fields(frame_bytes, position)
+    check_body(schema, frame_bytes, position)
     try:
         payload, _size = entity_reader(schema)(frame_bytes, position)
     except (

@@ -22,10 +22,50 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._frame_bytes_max = frame_bytes_max
         self._needed: int | None = None
+        self._start = 0
+        """Where the unread part of ``_buffer`` begins (``receive``/``next_frame``)."""
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._start
+
+    def receive(self, data: bytes) -> None:
+        """Add received bytes; take frames out one at a time with :meth:`next_frame`.
+
+        Unlike :meth:`feed`, nothing is copied out until asked for, so a chunk of many
+        small frames stays one buffer while the caller admits them one by one.
+        """
+        self._compact()
+        self._buffer += data
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame (without its prefix), or None until more bytes arrive.
+
+        Raises ProtocolError for a negative or over-limit size.
+        """
+        buffer = self._buffer
+        position = self._start
+        available = len(buffer) - position
+        if available < SIZE_PREFIX_BYTES:
+            return None
+        (size,) = _SIZE.unpack_from(buffer, position)
+        if size < 0 or size > self._frame_bytes_max:
+            raise ProtocolError(f"frame size {size} is outside [0, {self._frame_bytes_max}] bytes")
+        if available < SIZE_PREFIX_BYTES + size:
+            return None
+        start = position + SIZE_PREFIX_BYTES
+        self._start = start + size
+        if self._start == len(buffer):
+            self._start = 0
+            frame = bytes(buffer[start:])
+            buffer.clear()
+            return frame
+        return bytes(buffer[start : start + size])
+
+    def _compact(self) -> None:
+        if self._start:
+            del self._buffer[: self._start]
+            self._start = 0
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every frame now complete (without its prefix).
@@ -33,6 +73,7 @@ class FrameDecoder:
         Raises ProtocolError for a negative or over-limit size; the caller closes the
         connection.
         """
+        self._compact()
         self._buffer += data
         frames: list[bytes] = []
         buffer = self._buffer

@@ -69,7 +69,8 @@ def _read_partitions(
     broker: Broker, request: Any
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed)."""
-    budget = max(int(request.max_bytes), 0)
+    # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
+    budget = max(min(int(request.max_bytes), broker.config.fetch_max_bytes), 0)
     total = 0
     failed = False
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED

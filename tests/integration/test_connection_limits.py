@@ -1,0 +1,292 @@
+"""What one connection, one address and one fetch may take from the broker.
+
+Real sockets against a real broker: clients that never read their replies, that open
+more connections than allowed, that stall halfway through a frame or send garbage in a
+loop; and a fetch asking for 2 GiB. Each test checks the bound and that a well-behaved
+client is served meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import struct
+import time
+
+import psutil
+from client_helpers import round_trip_one_message
+from kafka_wire import (
+    ConnectionClosedError,
+    KafkaConnection,
+    Record,
+    api_versions_request,
+    create_topics_request,
+    encode_batch,
+    fetch_request,
+    metadata_request,
+    only_partition,
+    produce_request,
+)
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from sluice.protocol.codec import encode_request
+
+NONE = 0
+INT32_MAX = 2**31 - 1
+MiB = 2**20
+
+GREEDY_CONNECTIONS = 50
+GREEDY_RECEIVE_BUFFER_BYTES = 4096
+"""The greedy clients' SO_RCVBUF: the kernel holds almost nothing for them, so what they
+do not read piles up in the broker, if anywhere."""
+FLOOD_SECONDS = 12.0
+WELL_BEHAVED_TIMEOUT_S = 10.0
+TOPICS_FOR_METADATA = 20
+RSS_GROWTH_BYTES_MAX = 80 * MiB
+"""Each connection that does not read holds at most about 256 KiB of queued responses
+plus up to 512 KiB of request bytes read but not yet admitted: 50 × 0.75 MiB ≈ 38 MiB,
+doubled for the allocator's slack. Before these bounds, the same flood starved the
+well-behaved client (its requests timed out) and over minutes grew the broker past
+500 MB."""
+
+
+def _rss(pid: int) -> int:
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+def _greedy_connections(host: str, port: int) -> list[socket.socket]:
+    connections = []
+    for _ in range(GREEDY_CONNECTIONS):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, GREEDY_RECEIVE_BUFFER_BYTES)
+        sock.connect((host, port))
+        sock.setblocking(False)
+        connections.append(sock)
+    return connections
+
+
+def _flood_while_serving(broker, request: bytes, topic: str) -> tuple[int, int]:
+    """Send ``request`` pipelined on every greedy connection, never reading a reply, for
+    FLOOD_SECONDS; meanwhile a well-behaved client produces and fetches one record at a
+    time. Return (largest RSS growth seen, records the well-behaved client round-tripped)."""
+    rss_before = _rss(broker.pid)
+    peak_growth = 0
+    served = 0
+    burst = request * 64
+    greedy = _greedy_connections(broker.host, broker.port)
+    try:
+        with KafkaConnection(broker.host, broker.port, timeout_s=WELL_BEHAVED_TIMEOUT_S) as good:
+            assert good.request(create_topics_request(topic)).topics[0].error_code == NONE
+            deadline = time.monotonic() + FLOOD_SECONDS
+            next_round_trip = time.monotonic()
+            while time.monotonic() < deadline:
+                for sock in greedy:
+                    with contextlib.suppress(BlockingIOError):
+                        sock.send(burst)
+                if time.monotonic() >= next_round_trip:
+                    batch = encode_batch([Record(key=None, value=b"%d" % served)])
+                    produced = only_partition(good.request(produce_request(topic, 0, batch)))
+                    assert produced.error_code == NONE
+                    fetched = only_partition(good.request(fetch_request(topic, 0, served)))
+                    assert fetched.error_code == NONE and fetched.records
+                    served += 1
+                    next_round_trip = time.monotonic() + 1.0
+                peak_growth = max(peak_growth, _rss(broker.pid) - rss_before)
+    finally:
+        for sock in greedy:
+            sock.close()
+    return peak_growth, served
+
+
+def test_fifty_connections_pipelining_metadata_without_reading_do_not_starve_others(
+    broker_factory, topic
+):
+    """The well-behaved client's every produce and fetch is answered within 10 s while
+    50 connections flood Metadata requests (an unbounded broker let them all time out)."""
+    broker = broker_factory()
+    with KafkaConnection(broker.host, broker.port) as admin:
+        for index in range(TOPICS_FOR_METADATA):
+            admin.request(create_topics_request(f"metadata-weight-{index}"))
+    request = encode_request(1, "greedy", metadata_request(None))
+    peak_growth, served = _flood_while_serving(broker, request, topic)
+    assert served >= 3
+    assert peak_growth < RSS_GROWTH_BYTES_MAX, f"grew by {peak_growth // MiB} MiB"
+    round_trip_one_message(broker.bootstrap)
+
+
+def test_fifty_connections_that_never_read_replies_hold_bounded_memory(broker_factory, topic):
+    broker = broker_factory()
+    request = encode_request(
+        1, "greedy", ApiVersionsRequest(client_software_name="g", client_software_version="1")
+    )
+    peak_growth, served = _flood_while_serving(broker, request, topic)
+    assert served >= 3
+    assert peak_growth < RSS_GROWTH_BYTES_MAX, (
+        f"the broker grew by {peak_growth // MiB} MiB holding replies for "
+        f"{GREEDY_CONNECTIONS} connections that never read them"
+    )
+    round_trip_one_message(broker.bootstrap)
+
+
+def _accepted_and_kept(host: str, port: int, count: int) -> tuple[list[KafkaConnection], int]:
+    """Open ``count`` connections; return those the broker answers and how many it closed."""
+    kept: list[KafkaConnection] = []
+    refused = 0
+    for _ in range(count):
+        connection = KafkaConnection(host, port, timeout_s=5)
+        try:
+            connection.request(api_versions_request())
+        except (ConnectionClosedError, ConnectionResetError, BrokenPipeError):
+            connection.close()
+            refused += 1
+        else:
+            kept.append(connection)
+    return kept, refused
+
+
+def test_connections_beyond_max_connections_per_ip_are_closed_and_slots_come_back(broker_factory):
+    broker = broker_factory({"max.connections.per.ip": "5"})
+    kept, refused = _accepted_and_kept(broker.host, broker.port, 8)
+    try:
+        assert (len(kept), refused) == (5, 3)
+        for connection in kept:  # those admitted keep working
+            assert connection.request(api_versions_request()).error_code == NONE
+    finally:
+        for connection in kept:
+            connection.close()
+    deadline = time.monotonic() + 10
+    while True:  # the slots are given back once the connections are gone
+        again, refused = _accepted_and_kept(broker.host, broker.port, 5)
+        for connection in again:
+            connection.close()
+        if refused == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert refused == 0
+    assert "max.connections.per.ip=5" in broker.log_tail()
+
+
+def test_connections_beyond_max_connections_are_closed(broker_factory):
+    broker = broker_factory({"max.connections": "3"})
+    kept, refused = _accepted_and_kept(broker.host, broker.port, 5)
+    try:
+        assert (len(kept), refused) == (3, 2)
+    finally:
+        for connection in kept:
+            connection.close()
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(broker_factory):
+    broker = broker_factory({"connections.max.idle.ms": "1000"})
+    with KafkaConnection(broker.host, broker.port) as idle:
+        assert idle.request(api_versions_request()).error_code == NONE
+        started = time.monotonic()
+        assert idle.wait_closed_by_peer(timeout_s=15), "an idle connection was kept open"
+        assert time.monotonic() - started >= 0.9
+
+
+def test_a_connection_that_stalls_inside_a_frame_is_closed(broker_factory):
+    broker = broker_factory({"connections.max.idle.ms": "1500"})
+    with KafkaConnection(broker.host, broker.port) as stalled:
+        stalled.send_bytes(struct.pack(">i", 10_000) + b"\x00\x03\x00\x08")
+        assert stalled.wait_closed_by_peer(timeout_s=15), "a half-sent frame was held forever"
+
+
+def test_a_connection_trickling_a_frame_is_closed_even_though_bytes_keep_arriving(broker_factory):
+    """Slowloris: one byte every 300 ms keeps the connection active, but the frame
+    never completes within connections.max.idle.ms."""
+    broker = broker_factory({"connections.max.idle.ms": "1500"})
+    with KafkaConnection(broker.host, broker.port) as trickle:
+        trickle.send_bytes(struct.pack(">i", 1000))
+        deadline = time.monotonic() + 10
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                trickle.send_bytes(b"\x00")
+            except OSError:
+                closed = True
+                break
+            closed = trickle.wait_closed_by_peer(timeout_s=0.3)
+        assert closed, "a frame trickled in byte by byte was held open"
+
+
+def test_a_busy_connection_is_not_closed_as_idle(broker_factory, topic):
+    """A long-polling fetch holds the connection quiet longer than the idle time; the
+    connection is working, not idle, and gets its answer."""
+    broker = broker_factory({"connections.max.idle.ms": "1000"})
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert connection.request(create_topics_request(topic)).topics[0].error_code == NONE
+        for _ in range(3):
+            connection.request(api_versions_request())
+            time.sleep(0.5)  # activity every 0.5 s: never idle for 1 s
+        response = connection.request(fetch_request(topic, 0, 0, max_wait_ms=2500, min_bytes=1))
+        assert only_partition(response).error_code == NONE
+
+
+def test_malformed_request_warnings_are_rate_limited_with_a_count_of_those_suppressed(
+    broker_factory,
+):
+    broker = broker_factory()
+    # Metadata v8 whose topic array claims one element and ends: malformed.
+    payload = struct.pack(">hhih", 3, 8, 1, -1) + struct.pack(">i", 1)
+    garbage = struct.pack(">i", len(payload)) + payload
+    for _ in range(200):
+        with socket.create_connection((broker.host, broker.port), timeout=5) as sock:
+            sock.sendall(garbage)
+            sock.settimeout(5)
+            try:
+                while sock.recv(4096):
+                    pass
+            except ConnectionResetError:
+                pass
+    round_trip_one_message(broker.bootstrap)
+    log_text = broker.log_tail()
+    warnings = log_text.count("closing connection from")
+    assert 1 <= warnings <= 20, f"{warnings} warnings for 200 malformed requests"
+    match = re.search(r"(\d+) more warnings about malformed requests suppressed", log_text)
+    if match is None:
+        broker.stop()  # the count is reported when the interval ends or at shutdown
+        log_text = broker.log_tail()
+        match = re.search(r"(\d+) more warnings about malformed requests suppressed", log_text)
+    assert match is not None, log_text[-3000:]
+    assert int(match.group(1)) + warnings == 200
+
+
+def test_a_fetch_asking_for_2_gib_gets_at_most_fetch_max_bytes(broker_factory, topic):
+    broker = broker_factory({"fetch.max.bytes": str(MiB)})
+    value = b"v" * (100 * 1024)
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert connection.request(create_topics_request(topic)).topics[0].error_code == NONE
+        for _ in range(30):  # 30 batches of ~100 KiB: 3 MiB in the partition
+            batch = encode_batch([Record(key=None, value=value)])
+            response = connection.request(produce_request(topic, 0, batch))
+            assert only_partition(response).error_code == NONE
+        response = connection.request(
+            fetch_request(topic, 0, 0, partition_max_bytes=INT32_MAX, max_bytes=INT32_MAX)
+        )
+        records = only_partition(response).records
+        assert records, "the first batches are returned"
+        assert len(records) <= MiB, f"{len(records)} bytes in one response"
+        assert len(records) > MiB // 2, "the response is filled up to the limit"
+        # A consumer makes progress through the whole partition in bounded steps.
+
+
+def test_a_batch_larger_than_fetch_max_bytes_is_still_returned_alone(broker_factory, topic):
+    """KIP-74: the first batch is returned even when it alone exceeds the limits, so a
+    consumer never gets stuck."""
+    broker = broker_factory({"fetch.max.bytes": str(MiB), "message.max.bytes": str(4 * MiB)})
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert connection.request(create_topics_request(topic)).topics[0].error_code == NONE
+        big = encode_batch([Record(key=None, value=b"b" * (2 * MiB))])
+        small = encode_batch([Record(key=None, value=b"s")])
+        for batch in (big, small):
+            assert (
+                only_partition(connection.request(produce_request(topic, 0, batch))).error_code
+                == NONE
+            )
+        response = connection.request(
+            fetch_request(topic, 0, 0, partition_max_bytes=INT32_MAX, max_bytes=INT32_MAX)
+        )
+        records = only_partition(response).records
+        assert len(records) == len(big), "exactly the first (oversized) batch"
