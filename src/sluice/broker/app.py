@@ -25,7 +25,7 @@ from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
@@ -88,6 +88,7 @@ class Broker:
             ) from None
 
     async def start(self) -> None:
+        self.replicas.open_files_limit = raise_open_files_limit()
         self._lock_data_dir()
         clean = clean_shutdown_marker_exists(self.data_dir)
         if not clean:
@@ -97,6 +98,7 @@ class Broker:
         self.node = BrokerInfo(self.config.node_id, advertised, self.config.port)
         self.store.register_broker(self.node)
         self.topics = TopicManager(self.store, self.replicas, self.config)
+        self.topics.open_files_limit = self.replicas.open_files_limit
         self.topics.open_local_replicas(recover=not clean)
         remove_clean_shutdown_marker(self.data_dir)
         self._ensure_offsets_topic()
@@ -181,6 +183,7 @@ class Broker:
 
     async def shutdown(self) -> None:
         await self.server.stop()
+        await self.topics.close()
         self.replicas.close_all()
         self.store.close()
         write_clean_shutdown_marker(self.data_dir)

@@ -313,6 +313,11 @@ class BrokerConfig:
     starves produce and fetch of disk bandwidth."""
     log_cleaner_backoff_ms: int = 15_000
     """How often the cleaner looks for compacted partitions worth cleaning."""
+    max_broker_partitions: int = 20_000
+    """Partitions this broker may host, all topics together (``__consumer_offsets``
+    included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
+    file open and some memory, and is opened at every start; the limit (the name KIP-578
+    proposed) keeps one request from taking the broker past what it can serve."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -380,6 +385,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
+    "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
 }
 
 GROUP_PROPERTY_NAMES = frozenset(

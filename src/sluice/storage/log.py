@@ -298,6 +298,24 @@ class PartitionLog:
         log._write_checkpoint()
         return log
 
+    @classmethod
+    @_storage_errors
+    def create(
+        cls, directory: Path, config: TopicConfig, clock: Clock = SYSTEM_CLOCK
+    ) -> PartitionLog:
+        """A new, empty log in ``directory``, which must not exist yet. Writes the
+        directory and one empty ``.log``, and nothing else: an empty log needs no
+        checkpoint (an absent one means offsets 0), and the first flush fsyncs the
+        directory. No fsync here, so creating thousands of partitions is cheap; whoever
+        makes the partition known durably fsyncs the parent directory once for all of
+        them. Touches nothing but ``directory``: safe on a worker thread."""
+        directory.mkdir(parents=False, exist_ok=False)
+        log = cls(directory, config, clock)
+        log._create_segment(0, clock.wall_ms())
+        log._directory_dirty = True
+        log._checkpointed = (0, 0, 0)
+        return log
+
     def _remove_leftovers(self) -> None:
         """Delete what a crash may leave: checkpoint temp files, deleted segments whose
         delay had not passed, and indexes without a log. First roll back or complete a
@@ -667,18 +685,21 @@ class PartitionLog:
             if first.base_offset >= upper:
                 break
             is_last = i + 1 == len(self._segments)
+            # Never past the first damage in the segment: a torn or unparseable tail
+            # is skipped, and the read goes on at the next segment's base offset.
+            readable = segment.readable_bytes
             if upper >= (self._log_end_offset if is_last else self._base_offsets[i + 1]):
-                end = segment.size_bytes
+                end = readable
             else:
                 limit = segment.translate_offset(upper)
-                end = segment.size_bytes if limit is None else limit[0]
+                end = readable if limit is None else limit[0]
             if end <= position:
                 break
             room = max_bytes - total
             if end - position <= room:
                 slices.append(FileSlice(segment.file, position, end - position))
                 total += end - position
-                if end < segment.size_bytes:
+                if end < readable:
                     break
                 i += 1
                 if i < len(self._segments):

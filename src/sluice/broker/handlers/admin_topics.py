@@ -2,9 +2,10 @@
 
 Each topic in a request succeeds or fails on its own, with an error code and (where the
 version has one) a message. The work is done by :class:`~sluice.broker.topics.TopicManager`
-through the metadata store, synchronously, so the request's ``timeout`` never runs out:
-when the response is sent the change is already in the store and applied to the local
-replicas.
+through the metadata store (topic creation in batches, off the event loop); the
+response waits for it, so when it is sent the change is already in the store and
+applied to the local replicas. A disk that cannot take the change answers
+KAFKA_STORAGE_ERROR for the topics concerned.
 
 Not supported, refused with INVALID_REQUEST: manual replica assignments (CreateTopics
 ``assignments``, CreatePartitions ``assignments``). A name given twice in one request is
@@ -13,6 +14,7 @@ refused for that name, as Kafka does, since the two entries could disagree.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -72,28 +74,43 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return configs
 
 
-def _create_one(broker: Broker, topic: Any, validate_only: bool) -> None:
+def _create_one(
+    broker: Broker, topic: Any, validate_only: bool, pending: dict[str, asyncio.Future[Any]]
+) -> None:
     if topic.assignments:
         raise errors.InvalidRequest(
             "manual replica assignment is not supported; give num_partitions and "
             "replication_factor instead"
         )
-    broker.topics.create(
+    creation = broker.topics.begin_create(
         topic.name,
         int(topic.num_partitions),
         int(topic.replication_factor),
         _configs_of(topic),
         validate_only=validate_only,
     )
+    if creation is not None:
+        pending[topic.name] = creation
 
 
 @handler(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
     validate_only = bool(request.validate_only)
+    pending: dict[str, asyncio.Future[Any]] = {}
     outcomes = _per_topic(
-        request.topics, lambda t: str(t.name), lambda t: _create_one(broker, t, validate_only)
+        request.topics,
+        lambda t: str(t.name),
+        lambda t: _create_one(broker, t, validate_only, pending),
     )
+    # The topics are created together off the event loop; each answers once durable.
+    failures: dict[str, KafkaError] = {}
+    for name, creation in pending.items():
+        try:
+            await asyncio.shield(creation)
+        except KafkaError as e:
+            failures[name] = e
+    outcomes = [(n, failures.get(n, f)) for n, f in outcomes]
     results = tuple(_result(module.CreatableTopicResult, n, f) for n, f in outcomes)
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
 
