@@ -58,8 +58,12 @@ class TopicManager:
         self._replicas = replicas
         self._config = config
         self._topics: dict[str, TopicMetadata] = store.topics()
+        self._hosted_partitions = sum(self._hosted_here(t) for t in self._topics.values())
+        """Partitions of published topics hosted here (recounted on metadata changes)."""
         self._creating: dict[str, _Creation] = {}
         """Topics decided and not yet published, by name (reserved)."""
+        self._creating_partitions = 0
+        """Partitions hosted here of the topics in ``_creating``."""
         self._queue: list[_Creation] = []
         self._runner: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,6 +93,7 @@ class TopicManager:
             self._replicas.apply_topic(topic, recover=False)
             published[name] = topic
         self._topics = published
+        self._hosted_partitions = sum(self._hosted_here(t) for t in published.values())
 
     def open_local_replicas(self, *, recover: bool) -> None:
         for topic in self._topics.values():
@@ -138,10 +143,7 @@ class TopicManager:
     def _check_partition_limit(self, name: str, adding: int) -> None:
         """Refuse (POLICY_VIOLATION) partitions past max.broker.partitions or past what
         the open-file limit allows, with a message naming the limit and how to raise it."""
-        hosted = sum(self._hosted_here(t) for t in self._topics.values()) + sum(
-            self._hosted_here(c.topic) for c in self._creating.values()
-        )
-        total = hosted + adding
+        total = self._hosted_partitions + self._creating_partitions + adding
         limit = self._config.max_broker_partitions
         if total > limit:
             raise errors.PolicyViolation(
@@ -202,6 +204,7 @@ class TopicManager:
         self._loop = loop
         creation = _Creation(topic, loop.create_future())
         self._creating[name] = creation
+        self._creating_partitions += self._hosted_here(topic)
         self._queue.append(creation)
         if self._runner is None or self._runner.done():
             self._runner = loop.create_task(self._run_creations(), name="topic creation")
@@ -248,7 +251,8 @@ class TopicManager:
             except Exception as e:  # a bug: every waiter sees it, the broker goes on
                 log.exception("creating %d topic(s) failed", len(batch))
                 for creation in batch:
-                    self._creating.pop(creation.topic.name, None)
+                    if self._creating.pop(creation.topic.name, None) is not None:
+                        self._creating_partitions -= self._hosted_here(creation.topic)
                     if not creation.done.done():
                         creation.done.set_exception(e)
 
@@ -277,6 +281,7 @@ class TopicManager:
             self._replicas.install(topic, outcome)
         for creation in ready:
             del self._creating[creation.topic.name]
+            self._creating_partitions -= self._hosted_here(creation.topic)
         self._apply_metadata()
         for creation, topic in zip(ready, stored, strict=True):
             creation.done.set_result(topic)
@@ -290,6 +295,7 @@ class TopicManager:
     def _fail(self, creation: _Creation, error: KafkaError) -> None:
         log.warning("cannot create topic %s: %s", creation.topic.name, error.message)
         del self._creating[creation.topic.name]
+        self._creating_partitions -= self._hosted_here(creation.topic)
         creation.done.set_exception(error)
 
     def _make_logs(

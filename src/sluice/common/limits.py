@@ -51,3 +51,9 @@ PARTITIONS_OPEN_FILES_PERCENT = 60
 segment's ``.log`` open (one descriptor). With the inactive segments' share this leaves
 15 % for connections and short-lived files. The broker refuses to create partitions past
 this, as it does past ``max.broker.partitions``."""
+
+SEGMENTS_PER_READ_MAX = 16
+"""Segments one partition read (a fetch) may span. Each slice keeps its segment's file
+open until it is sent, so a read over thousands of small segments would hold thousands
+of descriptors at once (Kafka reads one segment per fetch); the consumer's next fetch
+goes on where this one stopped."""

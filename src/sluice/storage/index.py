@@ -63,7 +63,17 @@ class _SparseIndex:
 
     ENTRY: ClassVar[struct.Struct]
 
-    def __init__(self, path: Path, base_offset: int, capacity_bytes: int, writable: bool):
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        capacity_bytes: int,
+        writable: bool,
+        *,
+        empty: bool = False,
+    ):
+        """``empty``: start a writable index with no entries without looking for the
+        file (it is known not to exist or to be replaced)."""
         self.path = path
         self.base_offset = base_offset
         self._entry_bytes = self.ENTRY.size
@@ -77,7 +87,13 @@ class _SparseIndex:
         """The last entry, kept so appends never read the mapping back."""
         self._file_bytes = 0
         self._capacity_entries = 0
-        self._open(capacity_bytes, writable)
+        if empty:
+            assert writable
+            self._writable = True
+            self._memory = bytearray()
+            self._capacity_entries = capacity_bytes // self._entry_bytes
+        else:
+            self._open(capacity_bytes, writable)
 
     # -- life cycle -----------------------------------------------------------------
 

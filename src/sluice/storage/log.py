@@ -47,6 +47,7 @@ from typing import ParamSpec, TypeVar
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import TopicConfig
+from sluice.common.limits import SEGMENTS_PER_READ_MAX
 from sluice.protocol.records.batch import (
     BatchHeader,
     TimestampType,
@@ -195,6 +196,9 @@ class PartitionLog:
         self._checkpointed: tuple[int, int, int] | None = None
         self._unflushed_messages = 0
         self._directory_dirty = False
+        self._directory_unsynced = False
+        """Made by :meth:`create` and never fsynced: the first write dirties it (an
+        empty log loses nothing if its directory entries are lost)."""
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self._truncations = 0
@@ -311,8 +315,16 @@ class PartitionLog:
         them. Touches nothing but ``directory``: safe on a worker thread."""
         directory.mkdir(parents=False, exist_ok=False)
         log = cls(directory, config, clock)
-        log._create_segment(0, clock.wall_ms())
-        log._directory_dirty = True
+        segment = LogSegment.create(
+            directory,
+            0,
+            index_interval_bytes=config.index_interval_bytes,
+            index_capacity_bytes=config.segment_index_bytes,
+            now_ms=clock.wall_ms(),
+            new_directory=True,
+        )
+        log._append_segment(segment)
+        log._directory_unsynced = True
         log._checkpointed = (0, 0, 0)
         return log
 
@@ -600,6 +612,12 @@ class PartitionLog:
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
 
     def _after_write(self, segment: LogSegment, records: int) -> None:
+        if self._directory_unsynced:
+            self._directory_unsynced = False
+            self._directory_dirty = True
+            if self.config.fsync_every_append:
+                fsync_directory(self.directory)
+                self._directory_dirty = False
         self._unflushed_messages += records
         if self.config.fsync_every_append:
             segment.sync_data()
@@ -657,7 +675,8 @@ class PartitionLog:
     ) -> ReadResult:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but the
         first batch whole when ``min_one_batch``), never a batch reaching ``max_offset``
-        (exclusive; the high watermark for consumers). May span segments. Raises
+        (exclusive; the high watermark for consumers). May span segments, at most
+        SEGMENTS_PER_READ_MAX (each slice holds its file open until sent). Raises
         OffsetOutOfRange outside [log start offset, log end offset]."""
         if not self._log_start_offset <= offset <= self._log_end_offset:
             raise errors.OffsetOutOfRange(
@@ -699,7 +718,7 @@ class PartitionLog:
             if end - position <= room:
                 slices.append(FileSlice(segment.file, position, end - position))
                 total += end - position
-                if end < readable:
+                if end < readable or len(slices) >= SEGMENTS_PER_READ_MAX:
                     break
                 i += 1
                 if i < len(self._segments):
@@ -1010,7 +1029,8 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
-        self.producer_state.take_snapshot(self._log_end_offset)
+        if self._log_end_offset > self._base_offsets[0] or self.producer_state.producers:
+            self.producer_state.take_snapshot(self._log_end_offset)
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         for segment in self._segments:
             segment.close()

@@ -287,13 +287,17 @@ class LogSegment:
         index_interval_bytes: int,
         index_capacity_bytes: int,
         now_ms: int,
+        new_directory: bool = False,
     ) -> LogSegment:
-        """A new, empty, active segment. Refuses to overwrite an existing one."""
+        """A new, empty, active segment. Refuses to overwrite an existing one.
+        ``new_directory``: the directory was just made, so there is nothing to check or
+        remove (fewer system calls when thousands of partitions are created)."""
         log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        if log_path.exists() and log_path.stat().st_size:
-            raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        if not new_directory:
+            if log_path.exists() and log_path.stat().st_size:
+                raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(
             directory,
             base_offset,
@@ -305,8 +309,8 @@ class LogSegment:
         segment._open_file(create=True)
         segment._next_offset = base_offset
         segment._tail_checked = True
-        segment._unflushed = True
-        segment._fresh_indexes()
+        segment._unflushed = False  # nothing written; the directory entry is the log's
+        segment._fresh_indexes(files_exist=not new_directory)
         return segment
 
     @classmethod
@@ -452,6 +456,14 @@ class LogSegment:
         """Map both indexes, check them, rebuild them from the log when they are wrong."""
         problem: str | None = None
         missing = [p.name for p in (self.index_path, self.time_index_path) if not p.exists()]
+        if missing and self.size_bytes == 0:
+            # An empty segment closed without index files (nothing to write): not damage.
+            self._fresh_indexes(files_exist=False)
+            self._next_offset = self.base_offset
+            self._tail_checked = True
+            if not self._active:
+                self._finish_indexes()
+            return
         if missing:
             problem = f"missing {', '.join(missing)}"
         else:
@@ -493,18 +505,23 @@ class LogSegment:
         self._next_offset = next_offset
         self._tail_checked = True
 
-    def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+    def _fresh_indexes(self, *, files_exist: bool = True) -> tuple[OffsetIndex, TimeIndex]:
         """Delete both index files and start empty, writable ones."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_without_trim()
-        self.index_path.unlink(missing_ok=True)
-        self.time_index_path.unlink(missing_ok=True)
+        if files_exist:
+            self.index_path.unlink(missing_ok=True)
+            self.time_index_path.unlink(missing_ok=True)
         self._offset_index = OffsetIndex(
-            self.index_path, self.base_offset, self.index_capacity_bytes, writable=True
+            self.index_path, self.base_offset, self.index_capacity_bytes, writable=True, empty=True
         )
         self._time_index = TimeIndex(
-            self.time_index_path, self.base_offset, self.index_capacity_bytes, writable=True
+            self.time_index_path,
+            self.base_offset,
+            self.index_capacity_bytes,
+            writable=True,
+            empty=True,
         )
         self._max_timestamp_ms = -1
         self._bytes_since_index_entry = 0
@@ -852,8 +869,14 @@ class LogSegment:
         os.fdatasync(self.file.fileno())
 
     def close(self) -> None:
-        """Trim the indexes and close every file."""
-        if self._active:
+        """Trim the indexes and close every file. An empty active segment writes no
+        index files (opening it again starts empty indexes)."""
+        if self._active and self.size_bytes == 0:
+            for index in (self._offset_index, self._time_index):
+                if index is not None:
+                    index.close_without_trim()
+            self._offset_index = self._time_index = None
+        elif self._active:
             self._finish_indexes()
         for index in (self._offset_index, self._time_index):
             if index is not None:
