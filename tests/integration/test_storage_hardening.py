@@ -219,23 +219,25 @@ def small_filesystem(path: Path, size_bytes: int) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(filesystem: Path) -> Path:
-    """Write a file until the filesystem is full (ENOSPC); return it."""
+def fill(filesystem: Path, size_bytes: int) -> Path:
+    """Write a file until the filesystem of ``size_bytes`` is full (ENOSPC); return it."""
     filler = filesystem / "filler"
-    with filler.open("wb") as out:
-        with contextlib.suppress(OSError):
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
+    chunk = b"\0" * 65536
+    with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+        for _ in range(size_bytes // len(chunk) + 16):
+            out.write(chunk)
+    with pytest.raises(OSError), (filesystem / "probe").open("wb", buffering=0) as probe:
+        probe.write(chunk)
     return filler
 
 
 def test_full_disk_answers_kafka_storage_error_and_leaves_no_ghost_topic(tmp_path, topic):
-    with small_filesystem(tmp_path / "disk", 8 * 1024 * 1024) as disk:
+    disk_bytes = 8 * 1024 * 1024
+    with small_filesystem(tmp_path / "disk", disk_bytes) as disk:
         broker = BrokerProcess(disk / "data")
         broker.start()
         try:
-            filler = fill(disk)
+            filler = fill(disk, disk_bytes)
             created_name, auto_name = f"{topic}-created", f"{topic}-auto"
             with KafkaConnection(broker.host, broker.port) as connection:
                 refused = only_topic(connection.request(create_topics_request(created_name, 3)))
