@@ -133,7 +133,9 @@ class TopicManager:
         topic = controller.new_topic(
             name, partition_count, replication_factor, checked, self._store.live_brokers()
         )
-        self._check_partition_limit(name, self._hosted_here(topic))
+        if not name.startswith(INTERNAL_TOPIC_PREFIX):
+            # Internal topics (made by the broker itself) are counted, never refused.
+            self._check_partition_limit(name, self._hosted_here(topic))
         return topic
 
     def _hosted_here(self, topic: TopicMetadata) -> int:
