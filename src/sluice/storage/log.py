@@ -231,8 +231,16 @@ class PartitionLog:
         log._remove_leftovers()
 
         offsets: dict[str, int] = {}
+        on_disk: tuple[int, int, int] | None = None
+        """The checkpoint's values as read (zeros when absent): rewritten only if they
+        change, so opening thousands of unchanged partitions costs no fsync."""
         try:
             offsets = read_offsets_checkpoint(directory / PARTITION_CHECKPOINT_NAME) or {}
+            on_disk = (
+                offsets.get("log_start_offset", 0),
+                offsets.get("high_watermark", 0),
+                offsets.get("recovery_point", 0),
+            )
         except errors.KafkaStorageError as e:
             logger.warning(
                 "%s: ignoring the partition checkpoint, recovering all: %s", directory, e
@@ -299,6 +307,7 @@ class PartitionLog:
         else:
             log._recovery_point = min(recovery_point, log._log_end_offset)
         log.leader_epoch_cache.flush()
+        log._checkpointed = on_disk
         log._write_checkpoint()
         return log
 
