@@ -261,12 +261,16 @@ class TopicManager:
     async def _create_batch(self, batch: list[_Creation]) -> None:
         made = await asyncio.to_thread(self._make_logs, [c.topic for c in batch])
         ready: list[_Creation] = []
+        failed: list[_Creation] = []
         for creation in batch:
             outcome = made[creation.topic.name]
             if isinstance(outcome, KafkaError):
                 self._fail(creation, outcome)
+                failed.append(creation)
             else:
                 ready.append(creation)
+        if failed:
+            self._log_failures(failed, made[failed[0].topic.name])
         if not ready:
             return
         try:
@@ -276,6 +280,7 @@ class TopicManager:
             await asyncio.to_thread(self._replicas.discard_logs, logs)
             for creation in ready:
                 self._fail(creation, e)
+            self._log_failures(ready, e)
             return
         for topic in stored:
             outcome = made[topic.name]
@@ -294,8 +299,14 @@ class TopicManager:
             ", ".join(t.name for t in stored[:5]) + (", …" if len(stored) > 5 else ""),
         )
 
+    @staticmethod
+    def _log_failures(failed: list[_Creation], first_error: object) -> None:
+        """One warning per batch, not per topic (a full disk fails thousands at once)."""
+        assert isinstance(first_error, KafkaError)
+        names = ", ".join(c.topic.name for c in failed[:5]) + (", …" if len(failed) > 5 else "")
+        log.warning("cannot create %d topic(s) (%s): %s", len(failed), names, first_error.message)
+
     def _fail(self, creation: _Creation, error: KafkaError) -> None:
-        log.warning("cannot create topic %s: %s", creation.topic.name, error.message)
         del self._creating[creation.topic.name]
         self._creating_partitions -= self._hosted_here(creation.topic)
         creation.done.set_exception(error)
