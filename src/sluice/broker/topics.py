@@ -370,6 +370,9 @@ class TopicManager:
         topic = self.require(name)
         if validate_only:
             return
-        self._store.update_topic(
-            TopicMetadata(topic.name, topic.topic_id, topic.partitions, configs, topic.version)
-        )
+        try:
+            self._store.update_topic(
+                TopicMetadata(topic.name, topic.topic_id, topic.partitions, configs, topic.version)
+            )
+        except OSError as e:
+            raise errors.KafkaStorageError(f"cannot store topic {name!r}: {e}") from e
