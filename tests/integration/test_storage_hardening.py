@@ -204,6 +204,7 @@ def test_restart_with_more_segments_than_the_open_file_limit(tmp_path, topic):
     assert len(segments) > open_files
     limited = LimitedFilesBroker(data_dir, port=broker.port, open_files=open_files)
     limited.start()
+    exit_codes: list[int | None] = []
     try:
         messages = consume_exactly(limited.bootstrap, [(topic, 0)], batches, timeout_s=120)
         assert [m.offset() for m in messages] == list(range(batches))
@@ -212,18 +213,21 @@ def test_restart_with_more_segments_than_the_open_file_limit(tmp_path, topic):
         print(f"{len(segments)} segments served with {descriptors} descriptors open")
         assert descriptors < open_files * 3 // 4
     finally:
-        assert limited.stop() == 0
+        exit_codes.append(limited.stop())
+    assert exit_codes == [0]
 
 
 # -- item: a full disk ----------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def small_filesystem(path: Path, size_bytes: int) -> Iterator[Path]:
-    """A real tmpfs of ``size_bytes`` mounted at ``path`` (needs root)."""
+def small_filesystem(path: Path, size_bytes: int, inodes: int | None = None) -> Iterator[Path]:
+    """A real tmpfs of ``size_bytes`` (and at most ``inodes`` files) mounted at ``path``
+    (needs root)."""
     path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size_bytes}" + (f",nr_inodes={inodes}" if inodes else "")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(path)],
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
         capture_output=True,
         text=True,
         check=False,
@@ -253,6 +257,7 @@ def test_full_disk_answers_kafka_storage_error_and_leaves_no_ghost_topic(tmp_pat
     with small_filesystem(tmp_path / "disk", disk_bytes) as disk:
         broker = BrokerProcess(disk / "data")
         broker.start()
+        exit_codes: list[int | None] = []
         try:
             filler = fill(disk, disk_bytes)
             created_name, auto_name = f"{topic}-created", f"{topic}-auto"
@@ -275,7 +280,8 @@ def test_full_disk_answers_kafka_storage_error_and_leaves_no_ghost_topic(tmp_pat
                 assert metadata_errors(connection, [auto_name], create=True) == {auto_name: 0}
             assert broker.is_running
         finally:
-            assert broker.stop() == 0
+            exit_codes.append(broker.stop())
+        assert exit_codes == [0]
         broker.start()
         try:
             with KafkaConnection(broker.host, broker.port) as connection:
@@ -285,6 +291,29 @@ def test_full_disk_answers_kafka_storage_error_and_leaves_no_ghost_topic(tmp_pat
                 }
         finally:
             broker.stop()
+
+
+def test_partition_directories_of_a_failed_creation_are_removed(tmp_path, topic):
+    """A filesystem out of inodes fails a creation half way through its partition
+    directories: the request gets KAFKA_STORAGE_ERROR, and what was made is removed (the
+    inodes come back, so a smaller topic fits afterwards)."""
+    with small_filesystem(tmp_path / "disk", 8 * 1024 * 1024, inodes=300) as disk:
+        broker = BrokerProcess(disk / "data")
+        broker.start()
+        exit_codes: list[int | None] = []
+        try:
+            with KafkaConnection(broker.host, broker.port) as connection:
+                refused = only_topic(connection.request(create_topics_request(topic, 400)))
+                assert int(refused.error_code) == KAFKA_STORAGE_ERROR
+                leftovers = [p.name for p in (disk / "data").iterdir() if p.name.startswith(topic)]
+                assert leftovers == []
+                assert metadata_errors(connection, [topic], create=False) == {topic: 3}
+                fitting = only_topic(connection.request(create_topics_request(topic, 20)))
+                assert int(fitting.error_code) == 0
+            assert broker.is_running
+        finally:
+            exit_codes.append(broker.stop())
+        assert exit_codes == [0]
 
 
 # -- item: damaged segments -----------------------------------------------------------
