@@ -38,7 +38,7 @@ from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import FILE_NAME as METADATA_FILE_NAME
@@ -168,6 +168,7 @@ class Broker:
             ) from None
 
     async def start(self) -> None:
+        self.replicas.open_files_limit = raise_open_files_limit()
         self._lock_data_dir()
         stored_identity = meta_properties.read(self.data_dir)
         if stored_identity is not None:
@@ -219,6 +220,7 @@ class Broker:
         self.node = BrokerInfo(self.config.node_id, self._advertised_host, advertised_port)
         self.store.register_broker(self.node)
         self.topics = TopicManager(self.store, self.replicas, self.config)
+        self.topics.open_files_limit = self.replicas.open_files_limit
         self.topics.open_local_replicas(recover=not clean)
         remove_clean_shutdown_marker(self.data_dir)
         self._ensure_offsets_topic()
@@ -369,6 +371,7 @@ class Broker:
 
     async def shutdown(self) -> None:
         await self.server.stop()
+        await self.topics.close()
         if self.fatal_error is None:
             self._close_logs()
         self.store.close()

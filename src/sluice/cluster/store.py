@@ -2,14 +2,16 @@
 in the data dir) and ZooKeeper (clusters; later).
 
 The interface is synchronous: the embedded store is a local file, and kazoo's calls block.
-Callers on the event loop run ZooKeeper calls in a thread. Writes that replace a record
+Callers on the event loop run large writes (and ZooKeeper calls) in a thread, so
+backends are thread-safe, and listeners may be called on any thread. A write that fails
+raises (OSError for a local file) and changes nothing. Writes that replace a record
 take the version the caller read; a mismatch raises :class:`StaleVersion` and the caller
 re-reads and retries (or gives up): a stale controller cannot overwrite a newer state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
@@ -47,6 +49,11 @@ class MetadataStore(Protocol):
 
     def create_topic(self, topic: TopicMetadata) -> TopicMetadata:
         """Store a new topic (version 0). Raises TopicExists."""
+        ...
+
+    def create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
+        """Store several new topics at once (one write where the backend allows).
+        Raises TopicExists, storing none, if any name is taken."""
         ...
 
     def delete_topic(self, name: str) -> None:

@@ -404,6 +404,11 @@ class BrokerConfig:
     client opens one connection per broker plus a bootstrap one, so 1,000 leaves room for
     hundreds of clients behind one NAT address while a runaway program on one host
     cannot take every slot of ``max.connections``."""
+    max_broker_partitions: int = 20_000
+    """Partitions this broker may host, all topics together (``__consumer_offsets``
+    included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
+    file open and some memory, and is opened at every start; the limit (the name KIP-578
+    proposed) keeps one request from taking the broker past what it can serve."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -561,6 +566,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", _long(1)),
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),
     "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
+    "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
 }
 
 LISTENER_SETTINGS = ("listeners", "advertised.listeners")

@@ -60,3 +60,26 @@ MALFORMED_REQUEST_WARNING_INTERVAL_MS; the rest are counted and reported in one 
 so a peer sending garbage in a loop cannot fill the disk with the broker's log."""
 
 MALFORMED_REQUEST_WARNING_INTERVAL_MS = 60_000
+
+INACTIVE_SEGMENTS_OPEN_MAX = 1000
+"""Rolled (inactive) segments that keep their ``.log`` open and indexes mapped at once,
+three descriptors each; past it the least recently used one is closed and reopened on
+its next read. Without a bound a broker holds every segment of every partition open and
+runs out of descriptors (it could then not even restart). The broker lowers it to fit
+INACTIVE_SEGMENTS_OPEN_FILES_PERCENT of its open-file limit."""
+
+INACTIVE_SEGMENTS_OPEN_FILES_PERCENT = 25
+"""Share of the process's open-file limit (RLIMIT_NOFILE) that open inactive segments
+may take."""
+
+PARTITIONS_OPEN_FILES_PERCENT = 60
+"""Share of the open-file limit that partitions may take: each keeps its active
+segment's ``.log`` open (one descriptor). With the inactive segments' share this leaves
+15 % for connections and short-lived files. The broker refuses to create partitions past
+this, as it does past ``max.broker.partitions``."""
+
+SEGMENTS_PER_READ_MAX = 16
+"""Segments one partition read (a fetch) may span. Each slice keeps its segment's file
+open until it is sent, so a read over thousands of small segments would hold thousands
+of descriptors at once (Kafka reads one segment per fetch); the consumer's next fetch
+goes on where this one stopped."""

@@ -26,13 +26,16 @@ the segment stops being active. Timestamps strictly increase; offsets never decr
 
 Life cycle of both files::
 
-    active segment:   file preallocated to segment.index.bytes, mapped read-write,
-                      entries written into the mapping (no syscall per entry)
+    active segment:   entries kept in memory (a buffer that grows as entries come, up
+                      to segment.index.bytes); no file descriptor, no mapping
           │ roll / close
           ▼
-    inactive segment: file trimmed to entries x entry size, fsynced, mapped read-only
+    inactive segment: entries written to the file, fsynced, mapped read-only
 
-A crash leaves the active segment's files preallocated; recovery rebuilds them. A file
+An active index holds no descriptor, so a broker with many partitions spends one
+descriptor per partition (its active ``.log``), not three. A crash loses the active
+segment's entries, or leaves an older file behind; the active segment is always
+recovered after a crash, which rebuilds them. A file
 whose size is not a multiple of the entry size, or whose first and last entries are out
 of order or out of bounds, fails :meth:`check` and is rebuilt from the log. Lookups are
 binary searches over the mapping; the segment verifies each hit against the log.
@@ -46,6 +49,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from sluice.storage.checkpoint import write_all
+
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
@@ -58,70 +63,98 @@ class _SparseIndex:
 
     ENTRY: ClassVar[struct.Struct]
 
-    def __init__(self, path: Path, base_offset: int, capacity_bytes: int, writable: bool):
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        capacity_bytes: int,
+        writable: bool,
+        *,
+        empty: bool = False,
+    ):
+        """``empty``: start a writable index with no entries without looking for the
+        file (it is known not to exist or to be replaced)."""
         self.path = path
         self.base_offset = base_offset
         self._entry_bytes = self.ENTRY.size
         self._mmap: mmap.mmap | None = None
+        """The entries of a read-only index (file mapped read-only)."""
+        self._memory: bytearray | None = None
+        """The entries of a writable index (grown as entries are appended)."""
         self._writable = False
         self._entries = 0
         self._last: tuple[int, int] | None = None
         """The last entry, kept so appends never read the mapping back."""
         self._file_bytes = 0
         self._capacity_entries = 0
-        self._open(capacity_bytes, writable)
+        if empty:
+            assert writable
+            self._writable = True
+            self._memory = bytearray()
+            self._capacity_entries = capacity_bytes // self._entry_bytes
+        else:
+            self._open(capacity_bytes, writable)
 
     # -- life cycle -----------------------------------------------------------------
 
     def _open(self, capacity_bytes: int, writable: bool) -> None:
-        assert self._mmap is None
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        fd = os.open(self.path, flags, 0o644)
+        assert self._mmap is None and self._memory is None
         try:
-            self._file_bytes = os.fstat(fd).st_size
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if not writable:
+                raise
+            fd = -1
+        try:
+            self._file_bytes = os.fstat(fd).st_size if fd >= 0 else 0
             self._entries = self._file_bytes // self._entry_bytes
             self._capacity_entries = max(capacity_bytes // self._entry_bytes, self._entries)
             self._writable = writable
             if writable:
-                length = self._capacity_entries * self._entry_bytes
-                if length != self._file_bytes:
-                    os.ftruncate(fd, length)
-                if length > 0:
-                    self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+                used = self._entries * self._entry_bytes
+                self._memory = bytearray(os.pread(fd, used, 0) if used else b"")
+                if len(self._memory) != used:
+                    raise OSError(f"{self.path}: short read of {used} bytes")
             elif self._entries > 0:
                 self._mmap = mmap.mmap(
                     fd, self._entries * self._entry_bytes, access=mmap.ACCESS_READ
                 )
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         self._last = self._entry(self._entries - 1) if self._entries else None
         if self._mmap is not None and hasattr(mmap, "MADV_RANDOM"):
-            # Binary search is random access; and without this the first fault on a
-            # large, sparse, preallocated file reads ahead megabytes of holes (~2 ms).
+            # Binary search is random access: no read-ahead.
             self._mmap.madvise(mmap.MADV_RANDOM)
 
+    @property
+    def _buffer(self) -> mmap.mmap | bytearray | None:
+        return self._memory if self._memory is not None else self._mmap
+
     def _unmap(self) -> None:
-        # No msync: dirty pages stay in the page cache after munmap, and whoever needs
-        # them durable fsyncs the file (make_read_only).
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
+        self._memory = None
 
     def make_read_only(self) -> None:
-        """Trim the file to its entries, fsync it and map it read-only (segment rolled)."""
+        """Write the entries to the file, fsync it and map it read-only (segment
+        rolled)."""
         if not self._writable:
             return
+        used = self._entries * self._entry_bytes
+        data = bytes(self._memory[:used]) if self._memory is not None else b""
         self._unmap()
-        fd = os.open(self.path, os.O_RDWR)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, self._entries * self._entry_bytes)
+            write_all(fd, data, 0)
             os.fsync(fd)
         finally:
             os.close(fd)
         self._open(0, writable=False)
 
     def make_writable(self, capacity_bytes: int) -> None:
-        """Preallocate and map read-write (the segment became active again)."""
+        """Load the entries into memory for appends (the segment became active again)."""
         if self._writable:
             return
         entries = self._entries
@@ -130,15 +163,14 @@ class _SparseIndex:
         assert self._entries == entries, "a read-only index file holds exactly its entries"
 
     def close(self) -> None:
-        """Trim (if writable) and unmap. The index is unusable afterwards."""
+        """Write (if writable) and unmap. The index is unusable afterwards."""
         self.make_read_only()
         self._unmap()
 
     def close_without_trim(self) -> None:
-        """Unmap and forget; used when the file is about to be deleted or rebuilt."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        """Unmap and forget (unwritten entries are lost); used when the file is about to
+        be deleted or rebuilt, or to release an inactive segment's mapping."""
+        self._unmap()
         self._writable = False
 
     def rename(self, path: Path) -> None:
@@ -164,22 +196,28 @@ class _SparseIndex:
         return self._writable
 
     def _entry(self, i: int) -> tuple[int, int]:
-        assert 0 <= i < self._entries and self._mmap is not None
-        first, second = self.ENTRY.unpack_from(self._mmap, i * self._entry_bytes)
+        buffer = self._buffer
+        assert 0 <= i < self._entries and buffer is not None
+        first, second = self.ENTRY.unpack_from(buffer, i * self._entry_bytes)
         return int(first), int(second)
 
     def _append(self, first: int, second: int) -> None:
         assert self._writable, f"{self.path} is not writable"
         assert not self.is_full, f"{self.path} is full; the segment should have rolled"
-        assert self._mmap is not None
-        self.ENTRY.pack_into(self._mmap, self._entries * self._entry_bytes, first, second)
+        memory = self._memory
+        assert memory is not None
+        end = (self._entries + 1) * self._entry_bytes
+        if end > len(memory):
+            # Grow by doubling: appends stay O(1) amortised, memory follows the entries.
+            memory.extend(bytes(max(end, 2 * len(memory)) - len(memory)))
+        self.ENTRY.pack_into(memory, self._entries * self._entry_bytes, first, second)
         self._entries += 1
         self._last = (first, second)
 
     def _floor(self, target: int, column: int, *, strict: bool) -> int:
         """Index of the last entry whose ``column`` is <= target (< when strict); -1 if
         none."""
-        mapping = self._mmap
+        mapping = self._buffer
         if mapping is None:
             return -1
         low, high = 0, self._entries
@@ -197,10 +235,8 @@ class _SparseIndex:
     def truncate_to_entries(self, entries: int) -> None:
         """Forget entries from ``entries`` on (the slots are zeroed when writable)."""
         assert 0 <= entries <= self._entries
-        if self._writable and self._mmap is not None:
-            start = entries * self._entry_bytes
-            end = self._entries * self._entry_bytes
-            self._mmap[start:end] = bytes(end - start)
+        if self._writable and self._memory is not None:
+            del self._memory[entries * self._entry_bytes :]
         elif not self._writable and entries != self._entries:
             self._entries = entries
             self._unmap()

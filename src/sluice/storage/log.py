@@ -47,6 +47,7 @@ from typing import ParamSpec, TypeVar
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import TopicConfig
+from sluice.common.limits import SEGMENTS_PER_READ_MAX
 from sluice.protocol.records.batch import (
     BatchHeader,
     TimestampType,
@@ -205,6 +206,9 @@ class PartitionLog:
         self._checkpointed: tuple[int, int, int] | None = None
         self._unflushed_messages = 0
         self._directory_dirty = False
+        self._directory_unsynced = False
+        """Made by :meth:`create` and never fsynced: the first write dirties it (an
+        empty log loses nothing if its directory entries are lost)."""
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self._truncations = 0
@@ -237,8 +241,16 @@ class PartitionLog:
         log._remove_leftovers()
 
         offsets: dict[str, int] = {}
+        on_disk: tuple[int, int, int] | None = None
+        """The checkpoint's values as read (zeros when absent): rewritten only if they
+        change, so opening thousands of unchanged partitions costs no fsync."""
         try:
             offsets = read_offsets_checkpoint(directory / PARTITION_CHECKPOINT_NAME) or {}
+            on_disk = (
+                offsets.get("log_start_offset", 0),
+                offsets.get("high_watermark", 0),
+                offsets.get("recovery_point", 0),
+            )
         except errors.KafkaStorageError as e:
             logger.warning(
                 "%s: ignoring the partition checkpoint, recovering all: %s", directory, e
@@ -305,7 +317,34 @@ class PartitionLog:
         else:
             log._recovery_point = min(recovery_point, log._log_end_offset)
         log.leader_epoch_cache.flush()
+        log._checkpointed = on_disk
         log._write_checkpoint()
+        return log
+
+    @classmethod
+    @_storage_errors
+    def create(
+        cls, directory: Path, config: TopicConfig, clock: Clock = SYSTEM_CLOCK
+    ) -> PartitionLog:
+        """A new, empty log in ``directory``, which must not exist yet. Writes the
+        directory and one empty ``.log``, and nothing else: an empty log needs no
+        checkpoint (an absent one means offsets 0), and the first flush fsyncs the
+        directory. No fsync here, so creating thousands of partitions is cheap; whoever
+        makes the partition known durably fsyncs the parent directory once for all of
+        them. Touches nothing but ``directory``: safe on a worker thread."""
+        directory.mkdir(parents=False, exist_ok=False)
+        log = cls(directory, config, clock)
+        segment = LogSegment.create(
+            directory,
+            0,
+            index_interval_bytes=config.index_interval_bytes,
+            index_capacity_bytes=config.segment_index_bytes,
+            now_ms=clock.wall_ms(),
+            new_directory=True,
+        )
+        log._append_segment(segment)
+        log._directory_unsynced = True
+        log._checkpointed = (0, 0, 0)
         return log
 
     def _remove_leftovers(self) -> None:
@@ -576,8 +615,12 @@ class PartitionLog:
             max_timestamp_ms=max_timestamp_ms,
         )
         self._log_end_offset = last_offset + 1
-        if self.leader_epoch_cache.assign(leader_epoch, base_offset):
-            self.leader_epoch_cache.flush()
+        # Not written here (an fsync per new epoch, on the appending thread: the first
+        # produce to 1,000 new partitions paid 1,000 of them). Every flush writes the
+        # leader-epoch checkpoint before the partition checkpoint, so the recovery point
+        # on disk never passes an epoch start that is not on disk; recovery re-assigns
+        # epochs from the batch headers after it.
+        self.leader_epoch_cache.assign(leader_epoch, base_offset)
         if header.producer_id >= 0:
             self.producer_state.record(
                 header.producer_id,
@@ -592,6 +635,12 @@ class PartitionLog:
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
 
     def _after_write(self, segment: LogSegment, records: int) -> None:
+        if self._directory_unsynced:
+            self._directory_unsynced = False
+            self._directory_dirty = True
+            if self.config.fsync_every_append:
+                fsync_directory(self.directory)
+                self._directory_dirty = False
         self._unflushed_messages += records
         if self.config.fsync_every_append:
             segment.sync_data()
@@ -649,7 +698,8 @@ class PartitionLog:
     ) -> ReadResult:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but the
         first batch whole when ``min_one_batch``), never a batch reaching ``max_offset``
-        (exclusive; the high watermark for consumers). May span segments. Raises
+        (exclusive; the high watermark for consumers). May span segments, at most
+        SEGMENTS_PER_READ_MAX (each slice holds its file open until sent). Raises
         OffsetOutOfRange outside [log start offset, log end offset]."""
         if not self._log_start_offset <= offset <= self._log_end_offset:
             raise errors.OffsetOutOfRange(
@@ -677,18 +727,21 @@ class PartitionLog:
             if first.base_offset >= upper:
                 break
             is_last = i + 1 == len(self._segments)
+            # Never past the first damage in the segment: a torn or unparseable tail
+            # is skipped, and the read goes on at the next segment's base offset.
+            readable = segment.readable_bytes
             if upper >= (self._log_end_offset if is_last else self._base_offsets[i + 1]):
-                end = segment.size_bytes
+                end = readable
             else:
                 limit = segment.translate_offset(upper)
-                end = segment.size_bytes if limit is None else limit[0]
+                end = readable if limit is None else limit[0]
             if end <= position:
                 break
             room = max_bytes - total
             if end - position <= room:
                 slices.append(FileSlice(segment.file, position, end - position))
                 total += end - position
-                if end < segment.size_bytes:
+                if end < readable or len(slices) >= SEGMENTS_PER_READ_MAX:
                     break
                 i += 1
                 if i < len(self._segments):
@@ -1033,7 +1086,8 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
-        self.producer_state.take_snapshot(self._log_end_offset)
+        if self._log_end_offset > self._base_offsets[0] or self.producer_state.producers:
+            self.producer_state.take_snapshot(self._log_end_offset)
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         for segment in self._segments:
             segment.close()

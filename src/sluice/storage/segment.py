@@ -27,9 +27,21 @@ increase and fit the int32 relative offsets of the index. The file is truncated 
 first batch that fails (a torn write at the tail after a crash, or corruption), the
 indexes are rebuilt as the scan goes, and a report says what was dropped and why.
 
-A segment is *active* (the last one of a partition: appended to, indexes preallocated and
-mapped read-write) or *inactive* (read only; indexes trimmed and mapped lazily on first
-use, then checked and rebuilt from the log if they look wrong).
+A segment is *active* (the last one of a partition: appended to, its ``.log`` always
+open, index entries in memory) or *inactive* (read only). An inactive segment opens its
+``.log`` and maps its indexes lazily, on first use, checks them (rebuilding them from the
+log if they look wrong), and is closed again when it falls out of
+:data:`OPEN_SEGMENT_FILES`, a least-recently-used set bounded by
+``limits.INACTIVE_SEGMENTS_OPEN_MAX``: a partition with thousands of segments costs one
+descriptor, not thousands. A file a read still holds (a :class:`FileSlice` waiting for
+``sendfile``) stays open until that read lets go of it.
+
+Damage found in an inactive segment by a scan (a torn tail, a batch header that does
+not parse, a length that runs past the file) is logged once per segment with the file
+and position; reads then serve the whole batches before it and continue at the next
+segment's base offset, as Kafka does. Damage in the active segment fails the read with
+KAFKA_STORAGE_ERROR (logged once): there is no next segment to continue at, and recovery
+cuts it at the next start without the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -37,12 +49,14 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from sluice.common import errors
+from sluice.common.limits import INACTIVE_SEGMENTS_OPEN_MAX
 from sluice.protocol.records.batch import (
     HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
@@ -129,10 +143,31 @@ class RecoveryReport:
     """Why the scan stopped before the end of the file; None when it reached the end."""
 
 
-def _scan_batches(fd: int, start: int, end: int, name: str) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each batch in [start, end) of a file already known to hold
-    whole batches there. A header that does not parse means the disk changed under us:
-    KafkaStorageError."""
+class _SegmentFile(io.FileIO):
+    """A segment's ``.log`` file object. Closed explicitly when the log closes, or by
+    the garbage collector once neither its segment (after an eviction from
+    :data:`OPEN_SEGMENT_FILES`) nor any read in flight refers to it; that last close is
+    expected, so it is done quietly (no ResourceWarning)."""
+
+    def __del__(self) -> None:
+        if not self.closed:
+            self.close()
+
+
+class _Damage(Exception):
+    """A scan met bytes that are not a whole batch (see :meth:`LogSegment.iter_batches`)."""
+
+    def __init__(self, position: int, problem: str) -> None:
+        super().__init__(problem)
+        self.position = position
+        self.problem = problem
+
+
+def _scan_batches(file: io.FileIO, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch in [start, end) of a file that should hold whole
+    batches there; raises :class:`_Damage` where it does not. Holds ``file`` (not its
+    descriptor number) so an eviction in between cannot close it under the scan."""
+    fd = file.fileno()
     position = start
     chunk = b""
     chunk_start = start
@@ -143,19 +178,60 @@ def _scan_batches(fd: int, start: int, end: int, name: str) -> Iterator[tuple[in
             chunk_start = position
             in_chunk = 0
             if len(chunk) < HEADER_BYTES:
-                raise errors.KafkaStorageError(
-                    f"{name}: {end - position} bytes at {position} cannot hold a batch header"
+                raise _Damage(
+                    position, f"{end - position} bytes at the end cannot hold a batch header"
                 )
         try:
             header = parse_header(chunk, in_chunk)
         except errors.KafkaError as e:
-            raise errors.KafkaStorageError(f"{name}: bad batch at {position}: {e}") from None
+            raise _Damage(position, f"bad batch header: {e}") from None
         if position + header.size_bytes > end:
-            raise errors.KafkaStorageError(
-                f"{name}: batch at {position} of {header.size_bytes} bytes runs past {end}"
+            raise _Damage(
+                position,
+                f"torn batch: {header.size_bytes} bytes, {end - position} left in the file",
             )
         yield position, header
         position += header.size_bytes
+
+
+class OpenSegmentFiles:
+    """The inactive segments whose ``.log`` is open (and indexes mapped), least recently
+    used first. Past ``capacity`` the least recently used one lets its files go; one with
+    unflushed data is skipped until it is flushed (an fsync must use a descriptor that
+    was open when the data was written, to see a write-back error). Active segments are
+    never here: they stay open. Used from the thread that owns the logs."""
+
+    def __init__(self, capacity: int) -> None:
+        assert capacity >= 1
+        self.capacity = capacity
+        self._segments: OrderedDict[int, LogSegment] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def touch(self, segment: LogSegment) -> None:
+        key = id(segment)
+        if key in self._segments:
+            self._segments.move_to_end(key)
+            return
+        self._segments[key] = segment
+        if len(self._segments) <= self.capacity:
+            return
+        evictable = [
+            k
+            for k, candidate in self._segments.items()
+            if candidate is not segment and candidate.evictable
+        ][: len(self._segments) - self.capacity]
+        for k in evictable:
+            self._segments.pop(k)._release_files()
+
+    def forget(self, segment: LogSegment) -> None:
+        self._segments.pop(id(segment), None)
+
+
+OPEN_SEGMENT_FILES = OpenSegmentFiles(INACTIVE_SEGMENTS_OPEN_MAX)
+"""The process's bound on open inactive segments (the broker may lower its capacity to
+fit its open-file limit)."""
 
 
 class LogSegment:
@@ -180,12 +256,15 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        # Not O_APPEND: Linux pwrite ignores the position on O_APPEND files, and writing
-        # at an explicit position makes a failed, partial write harmless (overwritten).
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.file = io.FileIO(self._fd, "r+", closefd=True)
-        self.size_bytes = os.fstat(self._fd).st_size
+        self._file: _SegmentFile | None = None
+        """Open lazily (see :attr:`file`); dropped again by :data:`OPEN_SEGMENT_FILES`."""
+        self.size_bytes = os.stat(self.log_path).st_size if self.log_path.exists() else 0
         self._active = active
+        self._damage: tuple[int, str] | None = None
+        """(position, problem) of the first damage a scan found in the file."""
+        self._tail_checked = False
+        """True once the batches after the last index entry were walked (then
+        :attr:`readable_bytes` is known)."""
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._max_timestamp_ms = -1
@@ -211,13 +290,17 @@ class LogSegment:
         index_interval_bytes: int,
         index_capacity_bytes: int,
         now_ms: int,
+        new_directory: bool = False,
     ) -> LogSegment:
-        """A new, empty, active segment. Refuses to overwrite an existing one."""
+        """A new, empty, active segment. Refuses to overwrite an existing one.
+        ``new_directory``: the directory was just made, so there is nothing to check or
+        remove (fewer system calls when thousands of partitions are created)."""
         log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        if log_path.exists() and log_path.stat().st_size:
-            raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        if not new_directory:
+            if log_path.exists() and log_path.stat().st_size:
+                raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(
             directory,
             base_offset,
@@ -226,9 +309,11 @@ class LogSegment:
             active=True,
             created_ms=now_ms,
         )
+        segment._open_file(create=True)
         segment._next_offset = base_offset
-        segment._unflushed = True
-        segment._fresh_indexes()
+        segment._tail_checked = True
+        segment._unflushed = False  # nothing written; the directory entry is the log's
+        segment._fresh_indexes(files_exist=not new_directory)
         return segment
 
     @classmethod
@@ -275,9 +360,96 @@ class LogSegment:
                     self.created_ms = header.max_timestamp
                 break
 
+    # -- files ----------------------------------------------------------------------
+
+    def _open_file(self, *, create: bool = False) -> _SegmentFile:
+        assert not self.deleted, f"{self.log_path} was deleted"
+        # Not O_APPEND: Linux pwrite ignores the position on O_APPEND files, and writing
+        # at an explicit position makes a failed, partial write harmless (overwritten).
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(self.log_path, flags, 0o644)
+        self._file = _SegmentFile(fd, "r+", closefd=True)
+        return self._file
+
+    @property
+    def file(self) -> io.FileIO:
+        """The open ``.log`` file (opened now if it was not). Hold the object, not its
+        descriptor number, for as long as it is used."""
+        file = self._file
+        if file is None:
+            file = self._open_file()
+        if not self._active and not self.deleted:
+            OPEN_SEGMENT_FILES.touch(self)
+        return file
+
+    def _release_files(self) -> None:
+        """Let go of the ``.log`` and the index mappings (called by
+        :data:`OPEN_SEGMENT_FILES` for an inactive segment). A read that still holds the
+        file keeps it open until it is done."""
+        assert not self._active
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_without_trim()
+        self._offset_index = self._time_index = None
+        self._file = None
+
+    @property
+    def evictable(self) -> bool:
+        """True when :data:`OPEN_SEGMENT_FILES` may release the files now: inactive,
+        nothing unflushed, no index being written."""
+        index = self._offset_index
+        return not (self._active or self._unflushed or (index is not None and index.writable))
+
+    @property
+    def is_open(self) -> bool:
+        """True while the segment holds its ``.log`` open."""
+        return self._file is not None
+
+    # -- damage ---------------------------------------------------------------------
+
+    @property
+    def readable_bytes(self) -> int:
+        """Bytes from position 0 that hold whole batches: the file size, or the position
+        of the first damage found. For an inactive segment the batches after the last
+        index entry are walked once to know it."""
+        if not self._tail_checked:
+            self._indexes()
+        if self._damage is None:
+            return self.size_bytes
+        return min(self._damage[0], self.size_bytes)
+
+    def _note_damage(self, position: int, problem: str) -> None:
+        """Remember damage at ``position``; log it the first time (not once per read)."""
+        if self._damage is not None and self._damage[0] <= position:
+            return
+        first = self._damage is None
+        self._damage = (position, problem)
+        if not first:
+            return
+        if self._active:
+            log.error(
+                "%s: damaged at position %d: %s; reads reaching it fail with "
+                "KAFKA_STORAGE_ERROR until recovery cuts the log there (restart the broker "
+                "without its .clean-shutdown marker)",
+                self.log_path,
+                position,
+                problem,
+            )
+        else:
+            log.error(
+                "%s: damaged at position %d of %d: %s; the whole batches before it are "
+                "served, reads continue at the next segment",
+                self.log_path,
+                position,
+                self.size_bytes,
+                problem,
+            )
+
     # -- indexes --------------------------------------------------------------------
 
     def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        if not self._active and not self.deleted:
+            OPEN_SEGMENT_FILES.touch(self)
         if self._offset_index is None or self._time_index is None:
             self._load_indexes()
         assert self._offset_index is not None and self._time_index is not None
@@ -287,6 +459,14 @@ class LogSegment:
         """Map both indexes, check them, rebuild them from the log when they are wrong."""
         problem: str | None = None
         missing = [p.name for p in (self.index_path, self.time_index_path) if not p.exists()]
+        if missing and self.size_bytes == 0:
+            # An empty segment closed without index files (nothing to write): not damage.
+            self._fresh_indexes(files_exist=False)
+            self._next_offset = self.base_offset
+            self._tail_checked = True
+            if not self._active:
+                self._finish_indexes()
+            return
         if missing:
             problem = f"missing {', '.join(missing)}"
         else:
@@ -321,25 +501,31 @@ class LogSegment:
         offset_index, _ = self._indexes()
         _, position = offset_index.last_entry()
         self._bytes_since_index_entry = self.size_bytes - position
-        next_offset = self.base_offset
+        next_offset = self.base_offset if position == 0 else offset_index.last_entry()[0]
         for _, header in self.iter_batches(position):
             next_offset = header.next_offset
             self._last_batch_offset = header.base_offset
             self._note_max_timestamp(header.max_timestamp, header.base_offset)
         self._next_offset = next_offset
+        self._tail_checked = True
 
-    def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+    def _fresh_indexes(self, *, files_exist: bool = True) -> tuple[OffsetIndex, TimeIndex]:
         """Delete both index files and start empty, writable ones."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_without_trim()
-        self.index_path.unlink(missing_ok=True)
-        self.time_index_path.unlink(missing_ok=True)
+        if files_exist:
+            self.index_path.unlink(missing_ok=True)
+            self.time_index_path.unlink(missing_ok=True)
         self._offset_index = OffsetIndex(
-            self.index_path, self.base_offset, self.index_capacity_bytes, writable=True
+            self.index_path, self.base_offset, self.index_capacity_bytes, writable=True, empty=True
         )
         self._time_index = TimeIndex(
-            self.time_index_path, self.base_offset, self.index_capacity_bytes, writable=True
+            self.time_index_path,
+            self.base_offset,
+            self.index_capacity_bytes,
+            writable=True,
+            empty=True,
         )
         self._max_timestamp_ms = -1
         self._max_timestamp_batch_offset = None
@@ -355,6 +541,7 @@ class LogSegment:
             self._index_batch(position, header.base_offset, header.size_bytes, header.max_timestamp)
             next_offset = header.next_offset
         self._next_offset = next_offset
+        self._tail_checked = True
         if not self._active:
             self._finish_indexes()
 
@@ -398,7 +585,7 @@ class LogSegment:
         return offset_index.is_full or time_index.free_entries <= 1
 
     def _head_matches(self, position: int, offset: int) -> bool:
-        head = os.pread(self._fd, LOG_OVERHEAD_BYTES, position)
+        head = os.pread(self.file.fileno(), LOG_OVERHEAD_BYTES, position)
         return len(head) == LOG_OVERHEAD_BYTES and read_offset_and_length(head)[0] == offset
 
     def _verified_lookup(self, offset: int) -> int:
@@ -438,8 +625,18 @@ class LogSegment:
         return self._next_offset
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each batch from ``start_position`` (a batch start)."""
-        return _scan_batches(self._fd, start_position, self.size_bytes, str(self.log_path))
+        """(position, header) of each batch from ``start_position`` (a batch start) up to
+        the first damage. Damage is logged once; in the active segment it raises
+        KafkaStorageError, in an inactive one the iteration just ends there."""
+        end = self.size_bytes if self._damage is None else min(self._damage[0], self.size_bytes)
+        try:
+            yield from _scan_batches(self.file, start_position, end)
+        except _Damage as damage:
+            self._note_damage(damage.position, damage.problem)
+            if self._active:
+                raise errors.KafkaStorageError(
+                    f"{self.log_path}: damaged at position {damage.position}: {damage.problem}"
+                ) from None
 
     # -- append ---------------------------------------------------------------------
 
@@ -457,7 +654,7 @@ class LogSegment:
         assert base_offset >= self.next_offset and next_offset > base_offset
         assert next_offset - 1 - self.base_offset <= RELATIVE_OFFSET_MAX
         position = self.size_bytes
-        write_all(self._fd, batch, position)
+        write_all(self.file.fileno(), batch, position)
         self._index_batch(position, base_offset, len(batch), max_timestamp_ms)
         self.size_bytes = position + len(batch)
         self._next_offset = next_offset
@@ -537,7 +734,9 @@ class LogSegment:
         ``on_batch`` with each good batch's header, in order."""
         self._fresh_indexes()
         self.needs_recovery = False
-        file_size = os.fstat(self._fd).st_size
+        file = self.file
+        fd = file.fileno()
+        file_size = os.fstat(fd).st_size
         name = str(self.log_path)
         position = 0
         batches = 0
@@ -549,7 +748,7 @@ class LogSegment:
         def bytes_at(start: int, size: int) -> memoryview | None:
             nonlocal chunk, chunk_start
             if not (chunk_start <= start and start + size <= chunk_start + len(chunk)):
-                chunk = os.pread(self._fd, max(size, RECOVERY_READ_BYTES), start)
+                chunk = os.pread(fd, max(size, RECOVERY_READ_BYTES), start)
                 chunk_start = start
                 if len(chunk) < size:
                     return None
@@ -601,12 +800,14 @@ class LogSegment:
             next_offset = header.next_offset
             position += size
         if position < file_size:
-            os.ftruncate(self._fd, position)
+            os.ftruncate(fd, position)
         # Checked is not durable: after a process crash the pages may be only in the
         # page cache. The next flush syncs them before the recovery point passes them.
         self._unflushed = True
         self.size_bytes = position
         self._next_offset = next_offset
+        self._damage = None
+        self._tail_checked = True
         if not self._active:
             self._finish_indexes()
         if problem is not None:
@@ -632,7 +833,7 @@ class LogSegment:
         offset_index.truncate_from(header.base_offset)
         time_index.truncate_from(header.base_offset)
         removed = self.size_bytes - position
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self.file.fileno(), position)
         self.size_bytes = position
         self._next_offset = min(offset, header.base_offset)
         self._unflushed = True
@@ -659,15 +860,19 @@ class LogSegment:
             return
         self._finish_indexes()
         self._active = False
+        OPEN_SEGMENT_FILES.touch(self)
 
     def make_active(self) -> None:
         """The segment is the last again (the log was truncated back into it)."""
         if self._active:
             return
         offset_index, time_index = self._indexes()
+        if self._file is None:
+            self._open_file()
+        OPEN_SEGMENT_FILES.forget(self)
+        self._active = True
         offset_index.make_writable(self.index_capacity_bytes)
         time_index.make_writable(self.index_capacity_bytes)
-        self._active = True
         self._scan_tail()
 
     @property
@@ -680,7 +885,7 @@ class LogSegment:
         inactive segment's indexes were fsynced when they were trimmed."""
         if not self._unflushed:
             return
-        os.fdatasync(self._fd)
+        os.fdatasync(self.file.fileno())
         self._unflushed = False
 
     def take_unflushed_descriptor(self) -> int | None:
@@ -690,22 +895,31 @@ class LogSegment:
         if not self._unflushed:
             return None
         self._unflushed = False
-        return os.dup(self._fd)
+        return os.dup(self.file.fileno())
 
     def sync_data(self) -> None:
         """fdatasync the log file only (acks that must be durable; indexes are rebuilt
         by recovery if lost)."""
-        os.fdatasync(self._fd)
+        os.fdatasync(self.file.fileno())
 
     def close(self) -> None:
-        """Trim the indexes and close every file."""
-        if self._active:
+        """Trim the indexes and close every file. An empty active segment writes no
+        index files (opening it again starts empty indexes)."""
+        if self._active and self.size_bytes == 0:
+            for index in (self._offset_index, self._time_index):
+                if index is not None:
+                    index.close_without_trim()
+            self._offset_index = self._time_index = None
+        elif self._active:
             self._finish_indexes()
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
         self._offset_index = self._time_index = None
-        self.file.close()
+        OPEN_SEGMENT_FILES.forget(self)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def rename_to_deleted(self) -> None:
         """Mark for deletion: unmap the indexes, add ``.deleted`` to the three names. The
@@ -714,6 +928,7 @@ class LogSegment:
             if index is not None:
                 index.close_without_trim()
         self._offset_index = self._time_index = None
+        OPEN_SEGMENT_FILES.forget(self)
         self.deleted = True
         for path in (self.log_path, self.index_path, self.time_index_path):
             if path.exists():
@@ -722,7 +937,9 @@ class LogSegment:
     def delete_files(self) -> None:
         """Close the log file and unlink the segment's ``.deleted`` files."""
         assert self.deleted
-        self.file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         for path in (self.log_path, self.index_path, self.time_index_path):
             path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
 

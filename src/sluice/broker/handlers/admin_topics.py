@@ -8,9 +8,10 @@ with UNKNOWN_TOPIC_ID, and each answer carries both the name and the id.
 
 Each topic in a request succeeds or fails on its own, with an error code and (where the
 version has one) a message. The work is done by :class:`~sluice.broker.topics.TopicManager`
-through the metadata store, synchronously, so the request's ``timeout`` never runs out:
-when the response is sent the change is already in the store and applied to the local
-replicas.
+through the metadata store (topic creation in batches, off the event loop); the
+response waits for it, so when it is sent the change is already in the store and
+applied to the local replicas. A disk that cannot take the change answers
+KAFKA_STORAGE_ERROR for the topics concerned.
 
 Manual replica assignments (CreateTopics and CreatePartitions ``assignments``) are
 checked and stored as given (see :mod:`sluice.cluster.controller`): a bad one is refused
@@ -22,6 +23,7 @@ disagree.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -88,17 +90,33 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return configs
 
 
-def _create_one(broker: Broker, topic: Any, validate_only: bool) -> TopicMetadata:
-    return broker.topics.create(
-        topic.name,
+def _assignments_of(topic: Any) -> list[tuple[int, list[int]]]:
+    return [(int(a.partition_index), [int(b) for b in a.broker_ids]) for a in topic.assignments]
+
+
+def _create_one(
+    broker: Broker,
+    topic: Any,
+    validate_only: bool,
+    checked: dict[str, TopicMetadata],
+    pending: dict[str, asyncio.Future[TopicMetadata]],
+) -> None:
+    """Check one topic now; create it in the background (``pending``) unless
+    ``validate_only``, when the topic as it would be is kept in ``checked``."""
+    arguments = (
+        str(topic.name),
         int(topic.num_partitions),
         int(topic.replication_factor),
         _configs_of(topic),
-        validate_only=validate_only,
-        assignments=[
-            (int(a.partition_index), [int(b) for b in a.broker_ids]) for a in topic.assignments
-        ],
     )
+    if validate_only:
+        checked[topic.name] = broker.topics.create(
+            *arguments, validate_only=True, assignments=_assignments_of(topic)
+        )
+        return
+    creation = broker.topics.begin_create(*arguments, assignments=_assignments_of(topic))
+    assert creation is not None
+    pending[topic.name] = creation
 
 
 def _created_topic_result(
@@ -147,11 +165,20 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, request: A
     module = response_module(header.api_key, header.api_version)
     validate_only = bool(request.validate_only)
     created: dict[str, TopicMetadata] = {}
-
-    def create(topic: Any) -> None:
-        created[str(topic.name)] = _create_one(broker, topic, validate_only)
-
-    outcomes = _per_topic(request.topics, lambda t: str(t.name), create)
+    pending: dict[str, asyncio.Future[TopicMetadata]] = {}
+    outcomes = _per_topic(
+        request.topics,
+        lambda t: str(t.name),
+        lambda t: _create_one(broker, t, validate_only, created, pending),
+    )
+    # The topics are created together off the event loop; each answers once durable.
+    failures: dict[str, KafkaError] = {}
+    for name, creation in pending.items():
+        try:
+            created[name] = await asyncio.shield(creation)
+        except KafkaError as e:
+            failures[name] = e
+    outcomes = [(n, failures.get(n, f)) for n, f in outcomes]
     results = tuple(
         _created_topic_result(module, broker, name, created.get(name), failure, validate_only)
         for name, failure in outcomes

@@ -1,7 +1,8 @@
 """Metadata: brokers, controller, topics with partition leaders, epochs and ISRs.
 
-Auto-creation happens synchronously inside the request (PROTOCOL.md: a topic that
-appears at once is what users expect). ``topics`` null means all topics; an empty list
+Auto-creation happens inside the request (PROTOCOL.md: a topic that appears at once is
+what users expect): the response waits until the topics are created, while the event
+loop serves others (``broker.topics``). ``topics`` null means all topics; an empty list
 means none. Authorized operations (v8-10), when asked for, are every operation Kafka
 supports on the cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
 
@@ -94,6 +95,11 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
             else True
         )
         entries = []
+        valid = [
+            r.name for r in request.topics if r.name is not None and not topic_name_problem(r.name)
+        ]
+        # Every new name in one creation batch, off the event loop (``broker.topics``).
+        found = await broker.topics.ensure_all(valid) if allow_auto_create else {}
         for requested in request.topics:
             name = requested.name
             topic_id = getattr(requested, "topic_id", None)
@@ -107,10 +113,9 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
             if name is None or topic_name_problem(name) is not None:
                 entries.append(_error_entry(module, name or "", ErrorCode.invalid_topic_exception))
                 continue
-            try:
-                topic = broker.topics.ensure(name) if allow_auto_create else broker.topics.get(name)
-            except KafkaError as e:
-                entries.append(_error_entry(module, name, e.code))
+            topic = found.get(name) if allow_auto_create else broker.topics.get(name)
+            if isinstance(topic, KafkaError):
+                entries.append(_error_entry(module, name, topic.code))
                 continue
             if topic is None:
                 entries.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))

@@ -2,12 +2,14 @@
 
 Every partition's append happens synchronously, before the first ``await``, so pipelined
 produce requests on a connection are appended in arrival order (their handler tasks
-start in that order). Then, for acks=all, the request waits in the purgatory until the
-high watermark covers each partition's last offset, or the request timeout passes.
-acks=0 gets no response at all (PROTOCOL.md). Transactional batches are refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist: nothing could ever
-commit or abort them. Topics with flush.ms=0 or
-flush.messages=1 are fsynced by the log inside the append, before any answer.
+start in that order). A request naming topics that must be auto-created first waits for
+their creation (off the event loop), and later produce requests on its connection wait
+for it before appending, so the order holds then too. Then, for acks=all, the request
+waits in the purgatory until the high watermark covers each partition's last offset, or
+the request timeout passes. acks=0 gets no response at all (PROTOCOL.md). Transactional
+batches are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist:
+nothing could ever commit or abort them. Topics with flush.ms=0 or flush.messages=1 are
+fsynced by the log inside the append, before any answer.
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
@@ -21,17 +23,20 @@ endpoints (KIP-951).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
+from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
 from sluice.broker.handlers.init_producer_id import (
     TRANSACTIONS_UNSUPPORTED_ERROR,
     TRANSACTIONS_UNSUPPORTED_MESSAGE,
 )
+from sluice.broker.server import ConnectionInfo
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -53,6 +58,12 @@ log = logging.getLogger(__name__)
 
 PRODUCE_VERSION_MIN_SERVED = 3
 
+_APPENDS_PENDING: weakref.WeakKeyDictionary[ConnectionInfo, asyncio.Future[None]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per connection, the produce request that last had to wait (for topic creation) before
+appending; produce requests after it on that connection append after it."""
+
 
 @dataclass
 class _PartitionOutcome:
@@ -69,11 +80,17 @@ class _PartitionOutcome:
 
 
 def _append_one(
-    broker: Broker, topic_partition: TopicPartition, records: bytes | None, acks: int
+    broker: Broker,
+    topic_partition: TopicPartition,
+    records: bytes | None,
+    acks: int,
+    creation_failures: dict[str, KafkaError],
 ) -> _PartitionOutcome:
     outcome = _PartitionOutcome(topic_partition.partition)
     try:
-        if broker.topics.ensure(topic_partition.topic) is None:
+        if topic_partition.topic in creation_failures:
+            raise creation_failures[topic_partition.topic]
+        if broker.topics.get(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
         partition = broker.replicas.get(topic_partition)
         if records is None:
@@ -146,33 +163,58 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
     # What to answer, by the topic key of the request (name, or id from v13): the
     # partition whose outcome it is, or the outcome itself for a topic id nobody has.
     answers: dict[str | uuid.UUID, list[TopicPartition | _PartitionOutcome]] = {}
-    for topic_data in request.topic_data:
-        by_id = has_field(type(topic_data), "topic_id")
-        name: str | None = _topic_name(broker, topic_data) if by_id else str(topic_data.name)
-        key: str | uuid.UUID = (
-            (topic_data.topic_id or ZERO_TOPIC_ID) if by_id else str(topic_data.name)
-        )
-        topic_answers = answers.setdefault(key, [])
-        for partition_data in topic_data.partition_data:
-            if name is None:
-                unknown = _PartitionOutcome(
-                    partition_data.index,
-                    error_code=ErrorCode.unknown_topic_id,
-                    error_message=f"no topic has id {topic_data.topic_id}",
+    connection = CURRENT_CONNECTION.get(None)
+    previous = _APPENDS_PENDING.get(connection) if connection is not None else None
+    missing = [
+        str(t.name)
+        for t in request.topic_data
+        if not has_field(type(t), "topic_id") and broker.topics.get(str(t.name)) is None
+    ]
+    turn: asyncio.Future[None] | None = None
+    if (missing and acks in (0, 1, -1)) or (previous is not None and not previous.done()):
+        turn = asyncio.get_running_loop().create_future()
+        if connection is not None:
+            _APPENDS_PENDING[connection] = turn
+    try:
+        creation_failures: dict[str, KafkaError] = {}
+        if turn is not None:
+            if previous is not None:
+                await asyncio.shield(previous)
+            if missing and acks in (0, 1, -1):
+                found = await broker.topics.ensure_all(missing)
+                creation_failures = {n: t for n, t in found.items() if isinstance(t, KafkaError)}
+        for topic_data in request.topic_data:
+            by_id = has_field(type(topic_data), "topic_id")
+            name: str | None = _topic_name(broker, topic_data) if by_id else str(topic_data.name)
+            key: str | uuid.UUID = (
+                (topic_data.topic_id or ZERO_TOPIC_ID) if by_id else str(topic_data.name)
+            )
+            topic_answers = answers.setdefault(key, [])
+            for partition_data in topic_data.partition_data:
+                if name is None:
+                    unknown = _PartitionOutcome(
+                        partition_data.index,
+                        error_code=ErrorCode.unknown_topic_id,
+                        error_message=f"no topic has id {topic_data.topic_id}",
+                    )
+                    topic_answers.append(unknown)
+                    continue
+                tp = TopicPartition(name, partition_data.index)
+                if tp not in outcomes:
+                    topic_answers.append(tp)  # a partition named twice is answered once
+                if acks not in (0, 1, -1):
+                    outcomes[tp] = _PartitionOutcome(
+                        tp.partition, error_code=ErrorCode.invalid_required_acks
+                    )
+                    continue
+                outcomes[tp] = _append_one(
+                    broker, tp, partition_data.records, acks, creation_failures
                 )
-                topic_answers.append(unknown)
-                continue
-            tp = TopicPartition(name, partition_data.index)
-            if tp not in outcomes:
-                topic_answers.append(tp)  # a partition named twice is answered once
-            if acks not in (0, 1, -1):
-                outcomes[tp] = _PartitionOutcome(
-                    tp.partition, error_code=ErrorCode.invalid_required_acks
-                )
-                continue
-            outcomes[tp] = _append_one(broker, tp, partition_data.records, acks)
-            if outcomes[tp].error_code == ErrorCode.not_leader_or_follower:
-                outcomes[tp].current_leader = _current_leader(broker, tp)
+                if outcomes[tp].error_code == ErrorCode.not_leader_or_follower:
+                    outcomes[tp].current_leader = _current_leader(broker, tp)
+    finally:
+        if turn is not None:
+            turn.set_result(None)
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
