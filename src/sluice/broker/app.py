@@ -23,6 +23,7 @@ from typing import IO
 
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
+from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
@@ -71,6 +72,8 @@ class Broker:
         )
         self.server = Server(config.host, config.port, self._handle)
         self._dispatcher: Dispatcher | None = None
+        self.produce_checks = ProduceChecks()
+        """Threads for the records checks of large produced batches."""
 
     async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         assert self._dispatcher is not None, "requests arrive only after start()"
@@ -181,6 +184,7 @@ class Broker:
 
     async def shutdown(self) -> None:
         await self.server.stop()
+        self.produce_checks.close()
         self.replicas.close_all()
         self.store.close()
         write_clean_shutdown_marker(self.data_dir)

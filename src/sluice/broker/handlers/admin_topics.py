@@ -9,6 +9,14 @@ replicas.
 Not supported, refused with INVALID_REQUEST: manual replica assignments (CreateTopics
 ``assignments``, CreatePartitions ``assignments``). A name given twice in one request is
 refused for that name, as Kafka does, since the two entries could disagree.
+
+Internal topics (``__consumer_offsets``…) cannot be deleted or given more partitions:
+groups are placed by hashing onto ``__consumer_offsets``' partitions, so either would
+lose committed offsets. Kafka's own tools refuse both (``kafka-topics``: "is a kafka
+internal topic and is not allowed to be marked for deletion", "the number of partitions
+for the internal topic … cannot be changed") but its broker relies on ACLs; Sluice has no
+ACLs, so its broker refuses them, with INVALID_TOPIC_EXCEPTION, the code Kafka's broker
+gives the internal-topic operations it does refuse (produce, DeleteRecords).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.broker.dispatcher import handler
+from sluice.broker.topics import is_internal_topic
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.protocol.codec import RequestHeader
@@ -98,10 +107,18 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, request: A
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
 
 
+def _delete_one(broker: Broker, name: str) -> None:
+    if is_internal_topic(name):
+        raise errors.InvalidTopicException(
+            f"topic {name} is an internal topic and cannot be deleted"
+        )
+    broker.topics.delete(name)
+
+
 @handler(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
     module = response_module(header.api_key, header.api_version)
-    outcomes = _per_topic(request.topic_names, str, broker.topics.delete)
+    outcomes = _per_topic(request.topic_names, str, lambda name: _delete_one(broker, name))
     results = tuple(
         make(module.DeletableTopicResult, name=name, error_code=0 if f is None else f.code)
         for name, f in outcomes
@@ -110,6 +127,10 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
 
 
 def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:
+    if is_internal_topic(topic.name):
+        raise errors.InvalidTopicException(
+            f"the number of partitions of internal topic {topic.name} cannot be changed"
+        )
     if topic.assignments is not None:
         raise errors.InvalidRequest(
             "manual replica assignment is not supported; leave assignments null"

@@ -1,11 +1,24 @@
 """Produce v3–8: validate each partition's batch, append it as leader, answer per acks.
 
-Every partition's append happens synchronously, before the first ``await``, so pipelined
-produce requests on a connection are appended in arrival order (their handler tasks
-start in that order). Then, for acks=all, the request waits in the purgatory until the
-high watermark covers each partition's last offset, or the request timeout passes.
-acks=0 gets no response at all (PROTOCOL.md). Topics with flush.ms=0 or
-flush.messages=1 are fsynced by the log inside the append, before any answer.
+Every partition's batch is checked before it is stored: its header
+(:func:`~sluice.protocol.records.batch.validate_produced`), then its records
+(:class:`~sluice.protocol.records.produced.ProducedRecordsCheck`: framing and count,
+compressed batches decompressed in bounded chunks, keys on compacted topics). Refusals
+get Kafka's error codes; records without a key on a compacted topic are also listed in
+``record_errors`` (v8), as Kafka lists them.
+
+Appends happen in request arrival order per partition. A batch whose check is cheap is
+checked and appended synchronously, before the handler's first ``await``; a large one is
+checked in a worker thread and appended after it, keeping its place in the partition's
+queue (:mod:`sluice.broker.produce_checks`). Then, for acks=all, the request waits in
+the purgatory until the high watermark covers each partition's last offset, or the
+request timeout passes. acks=0 gets no response at all (PROTOCOL.md). Topics with
+flush.ms=0 or flush.messages=1 are fsynced by the log inside the append, before any
+answer.
+
+Internal topics (``__consumer_offsets``…) are written by the broker itself; a client's
+produce to one is refused with INVALID_TOPIC_EXCEPTION, as Kafka refuses it, unless its
+client id is Kafka's ``__admin_client`` (Kafka's own exemption, kept).
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
@@ -14,29 +27,39 @@ that Sluice does not store.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
-from dataclasses import dataclass
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import handler
+from sluice.broker.topics import is_internal_topic
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
-from sluice.common.limits import PRODUCE_TIMEOUT_MS_MAX
+from sluice.common.limits import (
+    DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX,
+    PRODUCE_TIMEOUT_MS_MAX,
+)
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import make, millis, response_module
 from sluice.protocol.records.batch import validate_produced
-from sluice.protocol.records.builder import decode_batch
+from sluice.protocol.records.produced import ProducedRecordsCheck
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.app import Broker
+    from sluice.broker.produce_checks import AppendTurn
 
 log = logging.getLogger(__name__)
 
 PRODUCE_VERSION_MIN_SERVED = 3
+
+ADMIN_CLIENT_ID = "__admin_client"
+"""Kafka lets a client with this id produce to internal topics (``AdminUtils``)."""
 
 
 @dataclass
@@ -47,45 +70,115 @@ class _PartitionOutcome:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    """(batch index, reason) of records refused one by one (Produce v8+)."""
     wait_for_offset: int | None = None
     """For acks=all: the high watermark this partition must reach before answering."""
 
 
-def _append_one(
-    broker: Broker, topic_partition: TopicPartition, records: bytes | None, acks: int
-) -> _PartitionOutcome:
-    outcome = _PartitionOutcome(topic_partition.partition)
+def _refuse(outcome: _PartitionOutcome, topic_partition: TopicPartition, e: KafkaError) -> None:
+    outcome.error_code = e.code
+    outcome.error_message = e.message
+    if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
+        log.warning("refused produce to %s: %s", topic_partition, e)
+
+
+def _start_one(
+    broker: Broker,
+    header: RequestHeader,
+    topic_partition: TopicPartition,
+    records: bytes | None,
+    acks: int,
+    outcome: _PartitionOutcome,
+) -> Coroutine[Any, Any, None] | None:
+    """Check and append one partition's batch now, or return what finishes it later
+    (having taken its turn in the partition's append queue)."""
     try:
+        if is_internal_topic(topic_partition.topic) and header.client_id != ADMIN_CLIENT_ID:
+            raise errors.InvalidTopicException(
+                f"cannot produce to internal topic {topic_partition.topic}"
+            )
         if broker.topics.ensure(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
-        partition = broker.replicas.get(topic_partition)
+        config = broker.replicas.get(topic_partition).log.config
         if records is None:
-            raise errors.CorruptMessage("partition data has no records")
-        validate_produced(records, partition.log.config.max_message_bytes)
-        if partition.log.config.compact:
-            _check_keys_present(records)
-        result = partition.append(bytearray(records), acks=acks)
+            raise errors.InvalidRecord("partition data has no record batch")
+        check = ProducedRecordsCheck(
+            records,
+            validate_produced(records, config.max_message_bytes),
+            max_message_bytes=config.max_message_bytes,
+            keys_required=config.compact,
+        )
+        checks = broker.produce_checks
+        if check.fits_event_loop:
+            check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
+            if check.done and not checks.has_waiting_turns(topic_partition):
+                _append_checked(broker, topic_partition, records, check, acks, outcome)
+                return None
+        turn = checks.take_turn(topic_partition)
     except KafkaError as e:
-        outcome.error_code = e.code
-        outcome.error_message = e.message
-        if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
-            log.warning("refused produce to %s: %s", topic_partition, e)
-        return outcome
+        _refuse(outcome, topic_partition, e)
+        return None
+    return _finish_later(broker, topic_partition, records, check, acks, outcome, turn)
+
+
+async def _finish_later(
+    broker: Broker,
+    topic_partition: TopicPartition,
+    records: bytes,
+    check: ProducedRecordsCheck,
+    acks: int,
+    outcome: _PartitionOutcome,
+    turn: AppendTurn,
+) -> None:
+    try:
+        if not check.done:
+            await broker.produce_checks.run(check.advance)
+        await turn.wait()
+        _append_checked(broker, topic_partition, records, check, acks, outcome)
+    except KafkaError as e:
+        _refuse(outcome, topic_partition, e)
+    finally:
+        turn.release()
+
+
+def _append_checked(
+    broker: Broker,
+    topic_partition: TopicPartition,
+    records: bytes,
+    check: ProducedRecordsCheck,
+    acks: int,
+    outcome: _PartitionOutcome,
+) -> None:
+    """Append a batch whose check is done, or refuse it for its keyless records. Raises
+    KafkaError for what the append itself refuses."""
+    if check.keyless_records:
+        _refuse_keyless_records(outcome, topic_partition, check)
+        return
+    result = broker.replicas.get(topic_partition).append(bytearray(records), acks=acks)
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset
     if acks == -1:
         outcome.wait_for_offset = result.last_offset + 1
-    return outcome
 
 
-def _check_keys_present(records: bytes) -> None:
+def _refuse_keyless_records(
+    outcome: _PartitionOutcome, topic_partition: TopicPartition, check: ProducedRecordsCheck
+) -> None:
     """A compacted topic keeps the last value per key, so a record without a key could
-    never be compacted away; Kafka refuses it, and so does Sluice. This decodes the batch:
-    the one per-record cost on the produce path, paid only on compacted topics."""
-    batch = decode_batch(records, verify_crc=False)
-    if any(record.key is None for record in batch.records):
-        raise errors.InvalidRecord("a compacted topic cannot accept a record without a key")
+    never be compacted away; Kafka refuses the batch with INVALID_RECORD and names each
+    such record in ``record_errors``, and so does Sluice (the first
+    ``RECORD_ERRORS_PER_PARTITION_MAX`` of them)."""
+    reason = f"compacted topic {topic_partition.topic} cannot accept a record without a key"
+    indexes = check.keyless_record_indexes
+    outcome.error_code = ErrorCode.invalid_record
+    outcome.record_errors = [(index, reason) for index in indexes]
+    outcome.error_message = (
+        f"{check.keyless_records} record(s) rejected: {reason} (record "
+        + ", ".join(map(str, indexes[:3]))
+        + (", …)" if check.keyless_records > 3 else ")")
+    )
 
 
 async def _wait_for_replication(
@@ -122,20 +215,25 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
         return _legacy_unsupported(header, request)
     acks = int(request.acks)
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    unfinished: list[Coroutine[Any, Any, None]] = []
     for topic_data in request.topic_data:
         for partition_data in topic_data.partition_data:
             tp = TopicPartition(topic_data.name, partition_data.index)
+            outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
             if acks not in (0, 1, -1):
-                outcomes[tp] = _PartitionOutcome(
-                    tp.partition, error_code=ErrorCode.invalid_required_acks
-                )
+                outcome.error_code = ErrorCode.invalid_required_acks
                 continue
-            outcomes[tp] = _append_one(broker, tp, partition_data.records, acks)
+            later = _start_one(broker, header, tp, partition_data.records, acks, outcome)
+            if later is not None:
+                unfinished.append(later)
+    if unfinished:
+        await asyncio.gather(*unfinished)
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
 
     module = response_module(header.api_key, header.api_version)
+    record_error_class = getattr(module, "BatchIndexAndErrorMessage", None)  # v8+
     by_topic: dict[str, list[Any]] = {}
     for tp, outcome in outcomes.items():
         by_topic.setdefault(tp.topic, []).append(
@@ -146,7 +244,12 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
                 base_offset=outcome.base_offset,
                 log_append_time=outcome.log_append_time_ms,
                 log_start_offset=outcome.log_start_offset,
-                record_errors=(),
+                record_errors=()
+                if record_error_class is None
+                else tuple(
+                    make(record_error_class, batch_index=index, batch_index_error_message=why)
+                    for index, why in outcome.record_errors
+                ),
                 error_message=outcome.error_message,
             )
         )
