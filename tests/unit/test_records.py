@@ -690,12 +690,27 @@ def test_validate_produced_producer_id_without_sequence() -> None:
         validate_produced(fix_crc(patched), 1 << 20)
 
 
+def _with_count(buffer: bytes, count: int) -> bytes:
+    """``buffer`` declaring ``count`` records (last offset delta to match), CRC fixed."""
+    patched = bytearray(buffer)
+    struct.pack_into(">i", patched, 23, count - 1)
+    struct.pack_into(">i", patched, 57, count)
+    return fix_crc(patched)
+
+
+def test_validate_produced_more_records_than_an_uncompressed_batch_holds() -> None:
+    # The golden batch's 29 bytes of records hold at most 4 records of 7 bytes.
+    validate_produced(_with_count(GOLDEN_BATCH, 4), 1 << 20)
+    for count in (5, 2**31 - 1):
+        with pytest.raises(errors.InvalidRecord, match="cannot hold"):
+            validate_produced(_with_count(GOLDEN_BATCH, count), 1 << 20)
+
+
 def test_validate_produced_too_many_records() -> None:
-    patched = bytearray(GOLDEN_BATCH)
-    struct.pack_into(">ii", patched, 23, RECORDS_PER_BATCH_MAX, 0)
-    struct.pack_into(">i", patched, 57, RECORDS_PER_BATCH_MAX + 1)
+    compressed = build_batch(sample_inputs(3), compression=Compression.ZSTD)
+    validate_produced(_with_count(compressed, RECORDS_PER_BATCH_MAX), 1 << 20)
     with pytest.raises(errors.MessageTooLarge, match="records"):
-        validate_produced(fix_crc(patched), 1 << 20)
+        validate_produced(_with_count(compressed, RECORDS_PER_BATCH_MAX + 1), 1 << 20)
 
 
 def test_validate_produced_unknown_codec() -> None:

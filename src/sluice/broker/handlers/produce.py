@@ -17,8 +17,9 @@ flush.ms=0 or flush.messages=1 are fsynced by the log inside the append, before 
 answer.
 
 Internal topics (``__consumer_offsets``…) are written by the broker itself; a client's
-produce to one is refused with INVALID_TOPIC_EXCEPTION, as Kafka refuses it, unless its
-client id is Kafka's ``__admin_client`` (Kafka's own exemption, kept).
+produce to one is refused with INVALID_TOPIC_EXCEPTION, as Kafka refuses it. (Kafka
+exempts the client id ``__admin_client``, for its old Scala tools; Sluice has no such
+tools and no exemption.)
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
@@ -58,9 +59,6 @@ log = logging.getLogger(__name__)
 
 PRODUCE_VERSION_MIN_SERVED = 3
 
-ADMIN_CLIENT_ID = "__admin_client"
-"""Kafka lets a client with this id produce to internal topics (``AdminUtils``)."""
-
 
 @dataclass
 class _PartitionOutcome:
@@ -85,7 +83,6 @@ def _refuse(outcome: _PartitionOutcome, topic_partition: TopicPartition, e: Kafk
 
 def _start_one(
     broker: Broker,
-    header: RequestHeader,
     topic_partition: TopicPartition,
     records: bytes | None,
     acks: int,
@@ -94,7 +91,7 @@ def _start_one(
     """Check and append one partition's batch now, or return what finishes it later
     (having taken its turn in the partition's append queue)."""
     try:
-        if is_internal_topic(topic_partition.topic) and header.client_id != ADMIN_CLIENT_ID:
+        if is_internal_topic(topic_partition.topic):
             raise errors.InvalidTopicException(
                 f"cannot produce to internal topic {topic_partition.topic}"
             )
@@ -223,7 +220,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
             if acks not in (0, 1, -1):
                 outcome.error_code = ErrorCode.invalid_required_acks
                 continue
-            later = _start_one(broker, header, tp, partition_data.records, acks, outcome)
+            later = _start_one(broker, tp, partition_data.records, acks, outcome)
             if later is not None:
                 unfinished.append(later)
     if unfinished:

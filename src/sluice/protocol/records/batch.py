@@ -35,6 +35,7 @@ import crc32c
 
 from sluice.common import errors
 from sluice.common.limits import RECORDS_PER_BATCH_MAX
+from sluice.protocol.records.record import RECORD_BYTES_MIN
 
 HEADER_BYTES = 61
 LOG_OVERHEAD_BYTES = 12
@@ -232,10 +233,12 @@ def validate_produced(
     a control batch; a producer id with sequence < 0        INVALID_RECORD
     ======================================================  =============================
 
-    Sluice adds two: more than ``RECORDS_PER_BATCH_MAX`` records (MESSAGE_TOO_LARGE),
-    and a compression codec id with no codec (UNSUPPORTED_COMPRESSION_TYPE). Kafka drops
-    trailing bytes that do not make a whole second batch; Sluice refuses them with the
-    error Kafka gives a whole second batch.
+    Sluice adds three: an uncompressed batch declaring more records than its bytes can
+    hold (INVALID_RECORD, as Kafka answers once its walk runs out of bytes), more than
+    ``RECORDS_PER_BATCH_MAX`` records (MESSAGE_TOO_LARGE), and a compression codec id
+    with no codec (UNSUPPORTED_COMPRESSION_TYPE). Kafka drops trailing bytes that do not
+    make a whole second batch; Sluice refuses them with the error Kafka gives a whole
+    second batch.
 
     ``max_message_bytes`` bounds the whole batch, log overhead included, as Kafka's
     ``max.message.bytes`` does (hence its default of 1 MiB + 12)."""
@@ -278,6 +281,13 @@ def validate_produced(
             f"batch has {header.records_count} records but last offset delta "
             f"{header.last_offset_delta}"
         )
+    codec_id = header.attributes & ATTR_COMPRESSION_MASK
+    section_bytes = size - HEADER_BYTES
+    if codec_id == Compression.NONE and header.records_count > section_bytes // RECORD_BYTES_MIN:
+        raise errors.InvalidRecord(
+            f"batch declares {header.records_count} records but its {section_bytes} bytes "
+            f"of records cannot hold more than {section_bytes // RECORD_BYTES_MIN}"
+        )
     if header.records_count > RECORDS_PER_BATCH_MAX:
         raise errors.MessageTooLarge(
             f"batch has {header.records_count} records; a batch may hold at most "
@@ -289,7 +299,6 @@ def validate_produced(
         raise errors.InvalidRecord(
             f"batch of producer id {header.producer_id} has base sequence {header.base_sequence}"
         )
-    codec_id = header.attributes & ATTR_COMPRESSION_MASK
     if codec_id > Compression.ZSTD:
         raise errors.UnsupportedCompressionType(f"unknown compression codec id {codec_id}")
     return header

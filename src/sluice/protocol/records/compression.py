@@ -69,6 +69,8 @@ DECOMPRESSED_CHUNK_BYTES: Final = 256 * 1024
 """Output of one step of :func:`iter_decompressed` for gzip and zstd: what a produce-time
 check holds of a batch's decompressed records at a time."""
 
+_GZIP_INPUT_STEP_BYTES: Final = 64 * 1024
+
 Buffer = bytes | bytearray | memoryview
 
 # -- snappy (xerial framing) ----------------------------------------------------------
@@ -421,23 +423,35 @@ def iter_decompressed(codec: Compression | int, data: Buffer, max_bytes: int) ->
 
 
 def _iter_gzip(data: Buffer) -> Iterator[bytes]:
-    pending: Buffer = data
-    while True:  # one gzip member per round; decoders accept several concatenated
-        decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        tail: Buffer = pending
-        while not decompressor.eof:
-            try:
-                part = decompressor.decompress(tail, DECOMPRESSED_CHUNK_BYTES)
-            except zlib.error as error:
-                raise errors.CorruptMessage(f"gzip data is corrupt: {error}") from None
-            if part:
-                yield part
-            elif not tail:
-                raise errors.CorruptMessage("gzip data is truncated")
-            tail = decompressor.unconsumed_tail
-        pending = decompressor.unused_data
-        if not pending:
-            return
+    """gzip members, decoded one after the other (decoders accept several). The input
+    goes in by ``_GZIP_INPUT_STEP_BYTES`` at a time: zlib keeps what ``max_length`` did
+    not let it use as a copy (``unconsumed_tail``), and copying the whole rest of a
+    large input at every step would cost more than inflating it."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending: Buffer = b""
+    while True:
+        if not pending and position < end:
+            pending = view[position : position + _GZIP_INPUT_STEP_BYTES]
+            position += len(pending)
+        try:
+            part = decompressor.decompress(pending, DECOMPRESSED_CHUNK_BYTES)
+        except zlib.error as error:
+            raise errors.CorruptMessage(f"gzip data is corrupt: {error}") from None
+        if part:
+            yield part
+        if decompressor.eof:
+            pending = decompressor.unused_data
+            if not pending and position >= end:
+                return
+            decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            continue
+        unused_before = len(pending)
+        pending = decompressor.unconsumed_tail
+        if not part and len(pending) == unused_before and position >= end:
+            raise errors.CorruptMessage("gzip data is truncated")
 
 
 def _iter_snappy(data: Buffer, max_bytes: int) -> Iterator[bytes]:

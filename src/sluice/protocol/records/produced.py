@@ -29,7 +29,6 @@ caller answers INVALID_RECORD with one ``record_errors`` entry per record.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
 
 from sluice.common import errors
 from sluice.common.limits import (
@@ -39,11 +38,9 @@ from sluice.common.limits import (
 )
 from sluice.protocol.records.batch import HEADER_BYTES, BatchHeader, Compression
 from sluice.protocol.records.compression import DECOMPRESSED_BYTES_MAX, iter_decompressed
-from sluice.protocol.records.walk import RECORD_BODY_BYTES_MIN, RecordsWalker, tile_records
+from sluice.protocol.records.walk import RecordsWalker, tile_records
 
 __all__ = ["ProducedRecordsCheck", "decompressed_bytes_max"]
-
-_RECORD_BYTES_MIN: Final = 1 + RECORD_BODY_BYTES_MIN
 
 
 def decompressed_bytes_max(max_message_bytes: int) -> int:
@@ -132,12 +129,6 @@ class ProducedRecordsCheck:
 
     def _check_uncompressed(self) -> None:
         batch = self._batch
-        section_bytes = len(batch) - HEADER_BYTES
-        if self._count > section_bytes // _RECORD_BYTES_MIN:
-            raise errors.InvalidRecord(
-                f"the batch declares {self._count} records but its {section_bytes} bytes "
-                f"of records cannot hold more than {section_bytes // _RECORD_BYTES_MIN}"
-            )
         if self._walker is not None:
             self._walker.feed(batch[HEADER_BYTES:])
             self._walker.finish()

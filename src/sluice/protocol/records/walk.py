@@ -41,6 +41,7 @@ from kio.serial.errors import DecodeError
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
 from sluice.common import errors
+from sluice.protocol.records.record import RECORD_BYTES_MIN
 
 __all__ = [
     "RECORD_BODY_BYTES_MIN",
@@ -49,7 +50,7 @@ __all__ = [
     "tile_records",
 ]
 
-RECORD_BODY_BYTES_MIN: Final = 6
+RECORD_BODY_BYTES_MIN: Final = RECORD_BYTES_MIN - 1
 """Smallest record body: attributes, timestamp delta, offset delta, key length, value
 length and header count, one byte each."""
 
