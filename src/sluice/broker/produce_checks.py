@@ -54,8 +54,9 @@ class AppendTurn:
             await asyncio.wait([self._previous])
 
     def release(self) -> None:
-        """Give the turn up. It ends only once the turns before it have ended, so a batch
-        refused early never lets a later one append before an earlier one."""
+        """Give the turn up (again is harmless). It ends only once the turns before it
+        have ended, so a batch refused early never lets a later one append before an
+        earlier one."""
         previous = self._previous
         if previous is None or previous.done():
             self._end()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +86,7 @@ def _start_one(
     records: bytes | None,
     acks: int,
     outcome: _PartitionOutcome,
-) -> Coroutine[Any, Any, None] | None:
+) -> _UnfinishedAppend | None:
     """Check and append one partition's batch now, or return what finishes it later
     (having taken its turn in the partition's append queue)."""
     try:
@@ -116,27 +115,35 @@ def _start_one(
     except KafkaError as e:
         _refuse(outcome, topic_partition, e)
         return None
-    return _finish_later(broker, topic_partition, records, check, acks, outcome, turn)
+    return _UnfinishedAppend(broker, topic_partition, records, check, acks, outcome, turn)
 
 
-async def _finish_later(
-    broker: Broker,
-    topic_partition: TopicPartition,
-    records: bytes,
-    check: ProducedRecordsCheck,
-    acks: int,
-    outcome: _PartitionOutcome,
-    turn: AppendTurn,
-) -> None:
-    try:
-        if not check.done:
-            await broker.produce_checks.run(check.advance)
-        await turn.wait()
-        _append_checked(broker, topic_partition, records, check, acks, outcome)
-    except KafkaError as e:
-        _refuse(outcome, topic_partition, e)
-    finally:
-        turn.release()
+@dataclass
+class _UnfinishedAppend:
+    """A batch whose check continues in a thread, or whose append waits for its turn.
+    Its turn must be released whatever happens: the handler does it in a ``finally``,
+    since a task cancelled before it starts never runs its own."""
+
+    broker: Broker
+    topic_partition: TopicPartition
+    records: bytes
+    check: ProducedRecordsCheck
+    acks: int
+    outcome: _PartitionOutcome
+    turn: AppendTurn
+
+    async def finish(self) -> None:
+        try:
+            if not self.check.done:
+                await self.broker.produce_checks.run(self.check.advance)
+            await self.turn.wait()
+            _append_checked(
+                self.broker, self.topic_partition, self.records, self.check, self.acks, self.outcome
+            )
+        except KafkaError as e:
+            _refuse(self.outcome, self.topic_partition, e)
+        finally:
+            self.turn.release()
 
 
 def _append_checked(
@@ -212,19 +219,23 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
         return _legacy_unsupported(header, request)
     acks = int(request.acks)
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
-    unfinished: list[Coroutine[Any, Any, None]] = []
-    for topic_data in request.topic_data:
-        for partition_data in topic_data.partition_data:
-            tp = TopicPartition(topic_data.name, partition_data.index)
-            outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
-            if acks not in (0, 1, -1):
-                outcome.error_code = ErrorCode.invalid_required_acks
-                continue
-            later = _start_one(broker, tp, partition_data.records, acks, outcome)
-            if later is not None:
-                unfinished.append(later)
-    if unfinished:
-        await asyncio.gather(*unfinished)
+    unfinished: list[_UnfinishedAppend] = []
+    try:
+        for topic_data in request.topic_data:
+            for partition_data in topic_data.partition_data:
+                tp = TopicPartition(topic_data.name, partition_data.index)
+                outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
+                if acks not in (0, 1, -1):
+                    outcome.error_code = ErrorCode.invalid_required_acks
+                    continue
+                later = _start_one(broker, tp, partition_data.records, acks, outcome)
+                if later is not None:
+                    unfinished.append(later)
+        if unfinished:
+            await asyncio.gather(*(append.finish() for append in unfinished))
+    finally:
+        for append in unfinished:
+            append.turn.release()
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
