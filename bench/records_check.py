@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import timeit
 from collections.abc import Callable
 
@@ -35,22 +36,25 @@ from sluice.protocol.records import (
 from sluice.protocol.records.produced import ProducedRecordsCheck
 
 MAX_MESSAGE_BYTES = 1 << 30
-SHAPES = [(450, 100), (1000, 1024), (10_000, 100), (100_000, 10)]
-"""(records, value bytes) per batch."""
+SHAPES = [(450, 100, False), (450, 100, True), (1000, 1024, False), (10_000, 100, False)]
+SHAPES += [(10_000, 100, True), (100_000, 10, False)]
+"""(records, value bytes, varied) per batch: with ``varied``, each value's size is drawn
+between half and one and a half times the given one, so no two neighbours need be the
+same size (the walk's slowest case)."""
 
 
-def sample_batch(records: int, value_bytes: int, codec: Compression) -> bytes:
+def sample_batch(records: int, value_bytes: int, varied: bool, codec: Compression) -> bytes:
     """Keyed records of random bytes (a quarter of each value, the rest a repeated
     pattern, so that codecs have something to compress), timestamps 1 ms apart."""
-    random_part = value_bytes // 4
-    inputs = [
-        RecordInput(
-            b"key-%d" % index,
-            os.urandom(random_part) + b"abcdefgh" * ((value_bytes - random_part) // 8),
-            timestamp_ms=1_700_000_000_000 + index,
+    generator = random.Random(records)
+    inputs = []
+    for index in range(records):
+        size = generator.randint(value_bytes // 2, value_bytes * 3 // 2) if varied else value_bytes
+        random_part = size // 4
+        value = os.urandom(random_part) + b"abcdefgh"[: size - random_part] * (size // 8 + 1)
+        inputs.append(
+            RecordInput(b"key-%d" % index, value[:size], timestamp_ms=1_700_000_000_000 + index)
         )
-        for index in range(records)
-    ]
     return build_batch(inputs, compression=codec)
 
 
@@ -72,10 +76,10 @@ def main() -> None:
         "| records ns/record | decode ns/record |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for records, value_bytes in SHAPES:
+    for records, value_bytes, varied in SHAPES:
         for name in arguments.codecs.split(","):
             codec = Compression[name]
-            batch = sample_batch(records, value_bytes, codec)
+            batch = sample_batch(records, value_bytes, varied, codec)
 
             def header(batch: bytes = batch) -> object:
                 return validate_produced(batch, MAX_MESSAGE_BYTES)
@@ -97,7 +101,8 @@ def main() -> None:
             check_s = fastest(records_check, number, arguments.repeat) - header_s
             decode_s = fastest(decode, max(1, number // 4), arguments.repeat)
             print(
-                f"| {records:,} × {value_bytes} B | {codec.name.lower()} | {len(batch):,} "
+                f"| {records:,} × {'~' if varied else ''}{value_bytes} B | {codec.name.lower()} "
+                f"| {len(batch):,} "
                 f"| {header_s * 1e6:,.0f} | {check_s * 1e6:,.0f} | {decode_s * 1e6:,.0f} "
                 f"| {check_s * 1e9 / records:,.0f} | {decode_s * 1e9 / records:,.0f} |"
             )

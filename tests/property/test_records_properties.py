@@ -27,6 +27,7 @@ from sluice.protocol.records import (
     validate_produced,
 )
 from sluice.protocol.records.produced import ProducedRecordsCheck
+from sluice.protocol.records.walk import tile_records
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -276,3 +277,50 @@ def test_the_length_walk_accepts_whatever_the_decoder_reads(
         return
     batch = _header_prefix(bytes(section), 0, count)
     produced_check(batch)
+
+
+def reference_tiling(data: bytes, position: int, count: int) -> int | None:
+    """The plainest walk by lengths: None where the records do not fit."""
+    for _ in range(count):
+        unsigned = shift = 0
+        while True:
+            if position >= len(data) or shift > 28:
+                return None
+            byte = data[position]
+            position += 1
+            unsigned |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        size = (unsigned >> 1) ^ -(unsigned & 1)
+        if size < 6:
+            return None
+        position += size
+    return position if position <= len(data) else None
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from([0, 1, 56, 57, 58, 100, 8200]), min_size=1, max_size=200),
+    st.data(),
+)
+def test_tiling_with_runs_matches_the_plain_walk(
+    value_sizes: list[int], data: st.DataObject
+) -> None:
+    """Records of few distinct sizes make long runs, which the walk checks in slices:
+    its verdict must be the plain walk's, damaged or not."""
+    section = bytearray(encode_records(Record(0, 0, None, bytes(size), ()) for size in value_sizes))
+    for _ in range(data.draw(st.integers(0, 2))):
+        index = data.draw(st.integers(0, len(section) - 1))
+        section[index] = data.draw(st.integers(0, 255))
+    count = data.draw(
+        st.sampled_from([len(value_sizes), len(value_sizes) - 1, len(value_sizes) + 1])
+    )
+    expected = reference_tiling(bytes(section), 0, count)
+    try:
+        walked: int | None = tile_records(bytes(section), 0, count)
+    except errors.InvalidRecord:
+        walked = None
+    if walked is not None and walked > len(section):
+        walked = None  # the caller's end check refuses it
+    assert walked == expected

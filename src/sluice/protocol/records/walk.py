@@ -83,6 +83,12 @@ def _two_byte_step(first: int) -> int:
 
 _ONE_BYTE_STEPS: Final = tuple(_one_byte_step(first) for first in range(256))
 _TWO_BYTE_STEPS: Final = tuple(_two_byte_step(first) for first in range(256))
+_SINGLE_BYTES: Final = tuple(bytes((value,)) for value in range(256))
+_RUN_RECORDS_MAX: Final = 256
+"""Records one slice of a run covers; a longer run takes several. Bounds the work a run
+check wastes when records of different sizes only happen to have one neighbour alike."""
+_SCALAR_STEPS_RECORDS: Final = 32
+"""Records stepped over one by one between two looks for a run."""
 
 
 def _bad_length(size: int) -> errors.KafkaError:
@@ -98,36 +104,96 @@ def tile_records(data: bytes, position: int, count: int) -> int:
     section's end. ``data`` must end where the section ends: a record that runs past it
     raises ``InvalidRecord``, as does a negative or too small length.
 
-    Speed: this runs for every uncompressed batch produced. Records of 6-63 bytes have
-    a one-byte length and records of 64-8191 bytes a two-byte one; each is stepped over
-    with one table lookup (and one shift for two bytes), longer lengths by kio's native
-    varint reader. A position past the end is caught by the next index (IndexError), so
-    the loop does no bounds check of its own; the caller's final position check catches
-    a last record that overruns.
+    Speed: this runs for every uncompressed batch produced.
+
+    - Runs of records of one size (fixed-size messages; a producer's batch changes size
+      only where the offset delta grows a byte, at record 64) are checked in C: when the
+      next record starts with the same length bytes, the first (and second) length byte
+      of every record of the run is sliced out at once (``data[start:stop:size]``) and
+      the run ends at the first byte that differs (``lstrip``). This is exact: a record
+      that starts with the same length bytes has the same size, so the next one starts
+      where the slice looks.
+    - Otherwise records are stepped over one by one, ``_SCALAR_STEPS_RECORDS`` at a time
+      before the next look for a run: records of 6-63 bytes have a one-byte length and
+      records of 64-8191 bytes a two-byte one, each stepped over with one table lookup
+      (and a shift for two bytes); longer lengths by kio's native varint reader. A
+      position past the end is caught by the next index (IndexError), so the steps do no
+      bounds check of their own; the caller's final position check catches a last record
+      that overruns.
     """
-    one_byte_steps = _ONE_BYTE_STEPS
-    two_byte_steps = _TWO_BYTE_STEPS
+    end = len(data)
+    remaining = count
     try:
-        for _ in repeat(None, count):
-            first = data[position]
-            step = one_byte_steps[first]
-            if step:
-                position += step
+        while remaining > _SCALAR_STEPS_RECORDS:
+            records, size = _run_at(data, position, remaining, end)
+            if records:
+                position += size
+                remaining -= records
                 continue
-            second = data[position + 1]
-            step = two_byte_steps[first]
-            if step and second < 0x80:
-                position += step + (second << 6)
-                continue
-            size, width = read_signed_varint(data, position)
-            if size < RECORD_BODY_BYTES_MIN:
-                raise _bad_length(size)
-            position += width + size
+            position = _step(data, position, _SCALAR_STEPS_RECORDS)
+            remaining -= _SCALAR_STEPS_RECORDS
+        position = _step(data, position, remaining)
     except _READ_ERRORS:
         raise errors.InvalidRecord(
             "the batch's records end before its records_count is reached (a record's "
             "length runs past the end of the batch)"
         ) from None
+    return position
+
+
+_NO_RUN: Final = (0, 0)
+
+
+def _run_at(data: bytes, position: int, remaining: int, end: int) -> tuple[int, int]:
+    """(records, bytes) of the run of records of one size starting at ``position``, at
+    most ``remaining`` and ``_RUN_RECORDS_MAX`` records, all within ``end``; ``_NO_RUN``
+    unless the next record starts with the same length bytes as this one."""
+    first = data[position]
+    step = _ONE_BYTE_STEPS[first]
+    if step:
+        following = position + step
+        if following >= end or data[following] != first:
+            return _NO_RUN
+        limit = min(remaining, (end - position) // step, _RUN_RECORDS_MAX)
+        starts = data[position : position + limit * step : step]
+        records = limit - len(starts.lstrip(_SINGLE_BYTES[first]))
+        return records, records * step
+    step = _TWO_BYTE_STEPS[first]
+    second = data[position + 1]
+    if not step or second >= 0x80:
+        return _NO_RUN
+    step += second << 6
+    following = position + step
+    if following + 1 >= end or data[following] != first or data[following + 1] != second:
+        return _NO_RUN
+    limit = min(remaining, (end - position) // step, _RUN_RECORDS_MAX)
+    stop = position + limit * step
+    unlike = max(
+        len(data[position:stop:step].lstrip(_SINGLE_BYTES[first])),
+        len(data[position + 1 : stop + 1 : step].lstrip(_SINGLE_BYTES[second])),
+    )
+    return limit - unlike, (limit - unlike) * step
+
+
+def _step(data: bytes, position: int, count: int) -> int:
+    """Step over ``count`` records one by one; see :func:`tile_records`."""
+    one_byte_steps = _ONE_BYTE_STEPS
+    two_byte_steps = _TWO_BYTE_STEPS
+    for _ in repeat(None, count):
+        first = data[position]
+        step = one_byte_steps[first]
+        if step:
+            position += step
+            continue
+        second = data[position + 1]
+        step = two_byte_steps[first]
+        if step and second < 0x80:
+            position += step + (second << 6)
+            continue
+        size, width = read_signed_varint(data, position)
+        if size < RECORD_BODY_BYTES_MIN:
+            raise _bad_length(size)
+        position += width + size
     return position
 
 
