@@ -209,6 +209,17 @@ class RssSampler:
         return max(self.samples) if self.samples else None
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time a process has used so far (None without a pid)."""
+    if pid is None:
+        return None
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return float(times.user + times.system)
+
+
 # ── phases ─────────────────────────────────────────────────────────────────────────────
 
 
@@ -243,6 +254,16 @@ class ThroughputResult:
     messages: int
     seconds: float
     errors: int = 0
+    broker_cpu_seconds: float | None = None
+    """CPU time (user + system, all threads) the broker process used during the phase:
+    what the broker's work costs, much less sensitive to other load on the machine than
+    msgs/s."""
+
+    @property
+    def broker_cpu_us_per_message(self) -> float | None:
+        if self.broker_cpu_seconds is None or not self.messages:
+            return None
+        return self.broker_cpu_seconds * 1e6 / self.messages
 
     @property
     def messages_per_second(self) -> float:
@@ -463,6 +484,7 @@ class Report:
                     **asdict(r),
                     "messages_per_second": r.messages_per_second,
                     "megabytes_per_second": r.megabytes_per_second,
+                    "broker_cpu_us_per_message": r.broker_cpu_us_per_message,
                 }
                 for r in self.throughput
             ],
@@ -484,12 +506,17 @@ def print_report(report: Report) -> None:
     for key, value in report.settings.items():
         print(f"- {key}: {value}")
     print()
-    print("| phase | message | acks | messages | seconds | msgs/s | MB/s | errors |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        "| phase | message | acks | messages | seconds | msgs/s | MB/s | errors "
+        "| broker CPU µs/msg |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in report.throughput:
+        cpu = r.broker_cpu_us_per_message
         print(
             f"| {r.phase} | {r.message_bytes} B | {r.acks} | {r.messages:,} | {r.seconds:.2f} "
-            f"| {r.messages_per_second:,.0f} | {r.megabytes_per_second:.1f} | {r.errors} |"
+            f"| {r.messages_per_second:,.0f} | {r.megabytes_per_second:.1f} | {r.errors} "
+            f"| {'n/a' if cpu is None else f'{cpu:.2f}'} |"
         )
     if report.latency:
         print()
@@ -544,6 +571,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-partitions", type=int, default=100)
     parser.add_argument("--memory-messages", type=int, default=1_000_000)
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    parser.add_argument(
+        "--produce-only", action="store_true", help="only the producer throughput phases"
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     arguments = parser.parse_args(argv)
     if arguments.quick:
@@ -573,6 +603,7 @@ def run(target: Target, arguments: argparse.Namespace) -> Report:
     for size in sizes:
         for acks in acks_levels:
             topic = create_topic(target.bootstrap, arguments.partitions)
+            cpu_before = cpu_seconds(target.pid)
             result = produce_flat_out(
                 target.bootstrap,
                 topic,
@@ -582,6 +613,9 @@ def run(target: Target, arguments: argparse.Namespace) -> Report:
                 arguments.messages,
                 arguments.phase_seconds,
             )
+            cpu_after = cpu_seconds(target.pid)
+            if cpu_before is not None and cpu_after is not None:
+                result.broker_cpu_seconds = cpu_after - cpu_before
             report.throughput.append(result)
             print(
                 f"produce {size} B acks={acks}: {result.messages_per_second:,.0f} msgs/s",
@@ -591,8 +625,14 @@ def run(target: Target, arguments: argparse.Namespace) -> Report:
                 produced_topics.append(
                     ProducedTopic(topic, arguments.partitions, size, result.messages)
                 )
+    if arguments.produce_only:
+        return report
     for produced in produced_topics:
+        cpu_before = cpu_seconds(target.pid)
         result = consume_flat_out(target.bootstrap, produced, arguments.phase_seconds)
+        cpu_after = cpu_seconds(target.pid)
+        if cpu_before is not None and cpu_after is not None:
+            result.broker_cpu_seconds = cpu_after - cpu_before
         report.throughput.append(result)
         print(
             f"consume {produced.message_bytes} B: {result.messages_per_second:,.0f} msgs/s",

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from sluice.common import errors
 from sluice.protocol.records import (
+    HEADER_BYTES,
     Compression,
     Record,
     RecordInput,
@@ -25,6 +26,8 @@ from sluice.protocol.records import (
     parse_header,
     validate_produced,
 )
+from sluice.protocol.records.produced import ProducedRecordsCheck
+from sluice.protocol.records.walk import tile_records
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -50,6 +53,16 @@ records = st.builds(
 )
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def produced_check(batch: bytes, *, keys_required: bool = False) -> ProducedRecordsCheck:
+    """The produce-time records check of ``batch``, run to its end (it raises on a
+    defect)."""
+    check = ProducedRecordsCheck(
+        batch, parse_header(batch), max_message_bytes=1 << 20, keys_required=keys_required
+    )
+    check.advance()
+    return check
 
 
 @SETTINGS
@@ -78,7 +91,12 @@ def test_build_decode_round_trip(
         base_sequence=base_sequence,
         base_timestamp_ms=base_timestamp_ms,
     )
-    header = validate_produced(built, len(built))
+    header = parse_header(built)
+    if base_offset == 0 and (producer_id < 0 or base_sequence >= 0):
+        # What a client may produce (Kafka's rules): base offset 0, and a sequence
+        # whenever there is a producer id.
+        assert validate_produced(built, len(built)) == header
+        assert produced_check(built).done
     assert header.compression is codec
     assert header.records_count == len(inputs)
     decoded = decode_batch(built)
@@ -203,3 +221,106 @@ def test_damaged_batches_raise_only_our_errors(
                 decode_batch(candidate, verify_crc=verify_crc)
             except errors.KafkaError:
                 pass
+
+
+@SETTINGS
+@given(st.lists(record_inputs, min_size=1, max_size=30), CODECS, st.booleans())
+def test_every_well_formed_batch_passes_the_produce_check(
+    inputs: list[RecordInput], codec: Compression, keys_required: bool
+) -> None:
+    built = build_batch(inputs, compression=codec)
+    check = produced_check(built, keys_required=keys_required)
+    keyless = [index for index, record in enumerate(inputs) if record.key is None]
+    assert check.keyless_record_indexes == (keyless if keys_required else [])
+
+
+@SETTINGS
+@given(st.lists(record_inputs, min_size=1, max_size=10), CODECS, st.booleans(), st.data())
+def test_damaged_batches_fail_the_produce_check_only_with_our_errors(
+    inputs: list[RecordInput], codec: Compression, keys_required: bool, data: st.DataObject
+) -> None:
+    """Damage inside the records section (past the header, whose checks come first):
+    the check passes or raises INVALID_RECORD / MESSAGE_TOO_LARGE, nothing else. An
+    uncompressed section it passes has records whose lengths tile it exactly, so the
+    decoder meets exactly records_count records (it may still find a record's inside
+    broken, which the walk does not read)."""
+    built = bytearray(build_batch(inputs, compression=codec))
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(HEADER_BYTES, len(built) - 1))
+        built[index] = data.draw(st.integers(0, 255))
+    try:
+        produced_check(bytes(built), keys_required=keys_required)
+    except (errors.InvalidRecord, errors.MessageTooLarge):
+        return
+    try:
+        records = decode_batch(bytes(built), verify_crc=False).records
+    except errors.CorruptMessage:
+        return
+    assert len(records) == len(inputs)
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=30), st.data())
+def test_the_length_walk_accepts_whatever_the_decoder_reads(
+    items: list[Record], data: st.DataObject
+) -> None:
+    """The walk is never stricter than the decoder on an uncompressed section: any
+    section (damaged or not) that decodes into exactly ``count`` records passes it."""
+    section = bytearray(encode_records(items))
+    for _ in range(data.draw(st.integers(0, 3))):
+        index = data.draw(st.integers(0, len(section) - 1))
+        section[index] = data.draw(st.integers(0, 255))
+    count = data.draw(st.sampled_from([len(items), len(items) - 1, len(items) + 1]))
+    try:
+        decode_records(bytes(section), count)
+    except errors.CorruptMessage:
+        return
+    batch = _header_prefix(bytes(section), 0, count)
+    produced_check(batch)
+
+
+def reference_tiling(data: bytes, position: int, count: int) -> int | None:
+    """The plainest walk by lengths: None where the records do not fit."""
+    for _ in range(count):
+        unsigned = shift = 0
+        while True:
+            if position >= len(data) or shift > 28:
+                return None
+            byte = data[position]
+            position += 1
+            unsigned |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        size = (unsigned >> 1) ^ -(unsigned & 1)
+        if size < 6:
+            return None
+        position += size
+    return position if position <= len(data) else None
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from([0, 1, 56, 57, 58, 100, 8200]), min_size=1, max_size=200),
+    st.data(),
+)
+def test_tiling_with_runs_matches_the_plain_walk(
+    value_sizes: list[int], data: st.DataObject
+) -> None:
+    """Records of few distinct sizes make long runs, which the walk checks in slices:
+    its verdict must be the plain walk's, damaged or not."""
+    section = bytearray(encode_records(Record(0, 0, None, bytes(size), ()) for size in value_sizes))
+    for _ in range(data.draw(st.integers(0, 2))):
+        index = data.draw(st.integers(0, len(section) - 1))
+        section[index] = data.draw(st.integers(0, 255))
+    count = data.draw(
+        st.sampled_from([len(value_sizes), len(value_sizes) - 1, len(value_sizes) + 1])
+    )
+    expected = reference_tiling(bytes(section), 0, count)
+    try:
+        walked: int | None = tile_records(bytes(section), 0, count)
+    except errors.InvalidRecord:
+        walked = None
+    if walked is not None and walked > len(section):
+        walked = None  # the caller's end check refuses it
+    assert walked == expected

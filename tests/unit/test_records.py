@@ -20,6 +20,7 @@ from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from sluice.common import errors
+from sluice.common.limits import RECORDS_PER_BATCH_MAX
 from sluice.protocol.records import (
     HEADER_BYTES,
     BatchHeader,
@@ -213,7 +214,8 @@ def test_base_offset_and_leader_epoch_are_outside_the_crc() -> None:
     patched = bytearray(GOLDEN_BATCH)
     batch_format.set_base_offset(patched, 1234)
     batch_format.set_partition_leader_epoch(patched, 9)
-    header = validate_produced(bytes(patched), 1_048_588)
+    header = parse_header(bytes(patched))
+    assert batch_format.crc_is_valid(patched, header)
     assert (header.base_offset, header.partition_leader_epoch) == (1234, 9)
     assert [r.offset for r in decode_batch(patched).records] == [1234, 1235]
 
@@ -650,20 +652,65 @@ def test_validate_produced_too_large() -> None:
 
 
 def test_validate_produced_truncated_or_trailing() -> None:
+    # Kafka: no whole batch in the partition data, or a second one, is INVALID_RECORD.
     for cut in range(len(GOLDEN_BATCH)):
-        with pytest.raises(errors.CorruptMessage):
+        with pytest.raises(errors.InvalidRecord):
             validate_produced(GOLDEN_BATCH[:cut], 1 << 20)
-    with pytest.raises(errors.CorruptMessage, match="exactly one"):
+    with pytest.raises(errors.InvalidRecord, match="exactly one"):
         validate_produced(GOLDEN_BATCH + b"\x00", 1 << 20)
-    with pytest.raises(errors.CorruptMessage, match="exactly one"):
+    with pytest.raises(errors.InvalidRecord, match="exactly one"):
         validate_produced(GOLDEN_BATCH * 2, 1 << 20)
+
+
+def test_validate_produced_batch_length_below_a_header_is_corrupt() -> None:
+    patched = bytearray(GOLDEN_BATCH)
+    struct.pack_into(">i", patched, 8, HEADER_BYTES - 13)
+    with pytest.raises(errors.CorruptMessage, match="smaller than a batch header"):
+        validate_produced(bytes(patched), 1 << 20)
 
 
 def test_validate_produced_magic_1() -> None:
     patched = bytearray(GOLDEN_BATCH)
     patched[16] = 1
-    with pytest.raises(errors.UnsupportedForMessageFormat):
+    with pytest.raises(errors.InvalidRecord, match="magic"):
         validate_produced(bytes(patched), 1 << 20)
+
+
+def test_validate_produced_base_offset_must_be_zero() -> None:
+    patched = bytearray(GOLDEN_BATCH)
+    batch_format.set_base_offset(patched, 5)  # outside the CRC: the CRC stays valid
+    with pytest.raises(errors.InvalidRecord, match="base offset"):
+        validate_produced(bytes(patched), 1 << 20)
+
+
+def test_validate_produced_producer_id_without_sequence() -> None:
+    patched = bytearray(GOLDEN_BATCH)
+    struct.pack_into(">i", patched, 53, -1)  # base sequence; producer id is 1000
+    with pytest.raises(errors.InvalidRecord, match="sequence"):
+        validate_produced(fix_crc(patched), 1 << 20)
+
+
+def _with_count(buffer: bytes, count: int) -> bytes:
+    """``buffer`` declaring ``count`` records (last offset delta to match), CRC fixed."""
+    patched = bytearray(buffer)
+    struct.pack_into(">i", patched, 23, count - 1)
+    struct.pack_into(">i", patched, 57, count)
+    return fix_crc(patched)
+
+
+def test_validate_produced_more_records_than_an_uncompressed_batch_holds() -> None:
+    # The golden batch's 29 bytes of records hold at most 4 records of 7 bytes.
+    validate_produced(_with_count(GOLDEN_BATCH, 4), 1 << 20)
+    for count in (5, 2**31 - 1):
+        with pytest.raises(errors.InvalidRecord, match="cannot hold"):
+            validate_produced(_with_count(GOLDEN_BATCH, count), 1 << 20)
+
+
+def test_validate_produced_too_many_records() -> None:
+    compressed = build_batch(sample_inputs(3), compression=Compression.ZSTD)
+    validate_produced(_with_count(compressed, RECORDS_PER_BATCH_MAX), 1 << 20)
+    with pytest.raises(errors.MessageTooLarge, match="records"):
+        validate_produced(_with_count(compressed, RECORDS_PER_BATCH_MAX + 1), 1 << 20)
 
 
 def test_validate_produced_unknown_codec() -> None:

@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
+from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
@@ -134,6 +135,8 @@ class Broker:
         self._dispatcher: Dispatcher | None = None
         self.fatal_error: BrokerFatalError | None = None
         """Set by :meth:`fail`: the broker is stopping without the clean-shutdown marker."""
+        self.produce_checks = ProduceChecks()
+        """Threads for the records checks of large produced batches."""
 
     async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         assert self._dispatcher is not None, "requests arrive only after start()"
@@ -372,6 +375,7 @@ class Broker:
     async def shutdown(self) -> None:
         await self.server.stop()
         await self.topics.close()
+        self.produce_checks.close()
         if self.fatal_error is None:
             self._close_logs()
         self.store.close()

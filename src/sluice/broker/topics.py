@@ -43,6 +43,14 @@ log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_PREFIX = "__"
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+"""Kafka's internal topics (``Topic.isInternal``): the broker writes them itself, so
+clients may not produce to them, add partitions to them or delete them."""
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
 
 @dataclass
 class _Creation:

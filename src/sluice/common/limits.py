@@ -83,3 +83,39 @@ SEGMENTS_PER_READ_MAX = 16
 open until it is sent, so a read over thousands of small segments would hold thousands
 of descriptors at once (Kafka reads one segment per fetch); the consumer's next fetch
 goes on where this one stopped."""
+
+RECORDS_PER_BATCH_MAX = 1_000_000
+"""Most records one produced batch may hold; more is refused with MESSAGE_TOO_LARGE (a
+Java producer then splits the batch, librdkafka fails it). Each record costs the broker
+a step of the produce-time check and every Sluice consumer one decoded object, and a
+compressed batch of a few hundred KB can declare millions of tiny records. No real
+client comes near: librdkafka's batch.num.messages stops at 1,000,000, and Java batches
+are bounded by bytes (a full 1 MiB batch of the smallest records holds ~150,000)."""
+
+PRODUCED_RECORDS_EXPANSION_MAX = 64
+"""A compressed produced batch's records may take at most this many times the topic's
+``max.message.bytes`` once decompressed (64 MiB with the default 1 MiB), and never more
+than a Sluice consumer decompresses (``DECOMPRESSED_BYTES_MAX``, 128 MiB). Ordinary data
+compresses 2-20 times; a batch that expands further is refused with MESSAGE_TOO_LARGE as
+soon as the decompressed size passes the limit, instead of being stored for every
+consumer to inflate (a 520 KB gzip batch can hold 512 MiB of zeros)."""
+
+RECORDS_CHECKED_ON_EVENT_LOOP_MAX = 10_000
+"""Produced batches declaring more records than this have their records checked in a
+worker thread rather than on the event loop: walking 10,000 records takes a few
+milliseconds, which every other client would otherwise wait for."""
+
+DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX = 1024 * 1024
+"""A compressed produced batch is decompressed and walked on the event loop up to this
+many decompressed bytes (a few milliseconds of work); the rest of its check continues in
+a worker thread."""
+
+RECORD_CHECK_THREADS = 2
+"""Worker threads for the produce-time checks of large batches. Separate from the
+default executor so that many large batches cannot delay the flusher's fsyncs."""
+
+RECORD_ERRORS_PER_PARTITION_MAX = 100
+"""Records named one by one in a produce response's ``record_errors`` (each with its
+index and reason); past this the total is only counted in ``error_message``. Kafka
+lists every record, which for a batch of a million keyless records is a response of
+tens of MB."""

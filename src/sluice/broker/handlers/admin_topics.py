@@ -19,6 +19,14 @@ with INVALID_REPLICA_ASSIGNMENT, and CreateTopics with both an assignment and a 
 count or replication factor other than -1 with INVALID_REQUEST, as in Kafka. A name given
 twice in one request is refused for that name, as Kafka does, since the two entries could
 disagree.
+
+Internal topics (``__consumer_offsets``…) cannot be deleted or given more partitions:
+groups are placed by hashing onto ``__consumer_offsets``' partitions, so either would
+lose committed offsets. Kafka's own tools refuse both (``kafka-topics``: "is a kafka
+internal topic and is not allowed to be marked for deletion", "the number of partitions
+for the internal topic … cannot be changed") but its broker relies on ACLs; Sluice has no
+ACLs, so its broker refuses them, with INVALID_TOPIC_EXCEPTION, the code Kafka's broker
+gives the internal-topic operations it does refuse (produce, DeleteRecords).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.broker.dispatcher import handler
 from sluice.broker.handlers.admin_configs import describe_topic_configs
+from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -186,6 +195,11 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, request: A
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
 
 
+def _refuse_internal(name: str, what: str) -> None:
+    if is_internal_topic(name):
+        raise errors.InvalidTopicException(f"topic {name} is an internal topic and {what}")
+
+
 def _topic_key(name: str | None, topic_id: uuid.UUID | None) -> str:
     return str(topic_id) if topic_id is not None else (name or "")
 
@@ -215,6 +229,7 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
             raise errors.InvalidRequest("a topic to delete needs a name or an id")
         else:
             topic = broker.topics.require(name)
+        _refuse_internal(topic.name, "cannot be deleted")
         broker.topics.delete(topic.name)
         deleted[_topic_key(name, topic_id)] = topic
 
@@ -237,6 +252,7 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
 
 
 def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:
+    _refuse_internal(topic.name, "the number of its partitions cannot be changed")
     assignments = (
         None
         if topic.assignments is None

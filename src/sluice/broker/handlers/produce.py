@@ -1,14 +1,28 @@
 """Produce v3–13: validate each partition's batch, append it as leader, answer per acks.
 
-Every partition's append happens synchronously, before the first ``await``, so pipelined
-produce requests on a connection are appended in arrival order (their handler tasks
-start in that order). A request naming topics that must be auto-created first waits for
-their creation (off the event loop), and later produce requests on its connection wait
-for it before appending, so the order holds then too. Then, for acks=all, the request
-waits in the purgatory until the high watermark covers each partition's last offset, or
-the request timeout passes. acks=0 gets no response at all (PROTOCOL.md). Transactional
-batches are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist:
-nothing could ever commit or abort them. Topics with flush.ms=0 or flush.messages=1 are
+Every partition's batch is checked before it is stored: its header
+(:func:`~sluice.protocol.records.batch.validate_produced`), then its records
+(:class:`~sluice.protocol.records.produced.ProducedRecordsCheck`: framing and count,
+compressed batches decompressed in bounded chunks, keys on compacted topics). Refusals
+get Kafka's error codes; records without a key on a compacted topic are also listed in
+``record_errors`` (v8), as Kafka lists them. Internal topics (``__consumer_offsets``…)
+are written by the broker itself; a client's produce to one is refused with
+INVALID_TOPIC_EXCEPTION, as Kafka refuses it (Kafka exempts the client id
+``__admin_client``, for its old Scala tools; Sluice has no such tools and no exemption).
+
+Appends happen in request arrival order per partition. A batch whose check is cheap is
+checked and appended synchronously, before the handler's first ``await``; a large one is
+checked in a worker thread and appended after it, keeping its place in the partition's
+queue (:mod:`sluice.broker.produce_checks`).
+
+Pipelined produce requests on a connection start in arrival order. A request naming
+topics that must be auto-created first waits for their creation (off the event loop),
+and later produce requests on its connection wait for it before appending, so the order
+holds then too. Then, for acks=all, the request waits in the purgatory until the high
+watermark covers each partition's last offset, or the request timeout passes. acks=0 gets
+no response at all (PROTOCOL.md). Transactional batches are refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist: nothing could ever commit
+or abort them. Topics with flush.ms=0 or flush.messages=1 are
 fsynced by the log inside the append, before any answer.
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
@@ -28,7 +42,7 @@ import logging
 import struct
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
@@ -37,22 +51,27 @@ from sluice.broker.handlers.init_producer_id import (
     TRANSACTIONS_UNSUPPORTED_MESSAGE,
 )
 from sluice.broker.server import ConnectionInfo
+from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
-from sluice.common.limits import PRODUCE_TIMEOUT_MS_MAX
+from sluice.common.limits import (
+    DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX,
+    PRODUCE_TIMEOUT_MS_MAX,
+)
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.protocol.records.batch import validate_produced
-from sluice.protocol.records.builder import decode_batch
+from sluice.protocol.records.produced import ProducedRecordsCheck
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.app import Broker
+    from sluice.broker.produce_checks import AppendTurn
 
 log = logging.getLogger(__name__)
 
@@ -73,57 +92,134 @@ class _PartitionOutcome:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    """(batch index, reason) of records refused one by one (Produce v8+)."""
     wait_for_offset: int | None = None
     """For acks=all: the high watermark this partition must reach before answering."""
     current_leader: tuple[int, int] | None = None
     """(leader id, epoch) for a NOT_LEADER_OR_FOLLOWER answer (v10+, KIP-951)."""
 
 
-def _append_one(
+def _refuse(
+    broker: Broker, outcome: _PartitionOutcome, topic_partition: TopicPartition, e: KafkaError
+) -> None:
+    outcome.error_code = e.code
+    outcome.error_message = e.message
+    if e.code == ErrorCode.kafka_storage_error:
+        broker.check_storage_error(e, topic_partition)
+    if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
+        log.warning("refused produce to %s: %s", topic_partition, e)
+
+
+def _start_one(
     broker: Broker,
     topic_partition: TopicPartition,
     records: bytes | None,
     acks: int,
+    outcome: _PartitionOutcome,
     creation_failures: dict[str, KafkaError],
-) -> _PartitionOutcome:
-    outcome = _PartitionOutcome(topic_partition.partition)
+) -> _UnfinishedAppend | None:
+    """Check and append one partition's batch now, or return what finishes it later
+    (having taken its turn in the partition's append queue)."""
     try:
         if topic_partition.topic in creation_failures:
             raise creation_failures[topic_partition.topic]
+        if is_internal_topic(topic_partition.topic):
+            raise errors.InvalidTopicException(
+                f"cannot produce to internal topic {topic_partition.topic}"
+            )
         if broker.topics.get(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
-        partition = broker.replicas.get(topic_partition)
+        config = broker.replicas.get(topic_partition).log.config
         if records is None:
-            raise errors.CorruptMessage("partition data has no records")
-        header = validate_produced(records, partition.log.config.max_message_bytes)
+            raise errors.InvalidRecord("partition data has no record batch")
+        header = validate_produced(records, config.max_message_bytes)
         if header.is_transactional:
             raise errors.for_code(TRANSACTIONS_UNSUPPORTED_ERROR)(TRANSACTIONS_UNSUPPORTED_MESSAGE)
-        if partition.log.config.compact:
-            _check_keys_present(records)
-        result = partition.append(bytearray(records), acks=acks)
+        check = ProducedRecordsCheck(
+            records,
+            header,
+            max_message_bytes=config.max_message_bytes,
+            keys_required=config.compact,
+        )
+        checks = broker.produce_checks
+        if check.fits_event_loop:
+            check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
+            if check.done and not checks.has_waiting_turns(topic_partition):
+                _append_checked(broker, topic_partition, records, check, acks, outcome)
+                return None
+        turn = checks.take_turn(topic_partition)
     except KafkaError as e:
-        outcome.error_code = e.code
-        outcome.error_message = e.message
-        if e.code == ErrorCode.kafka_storage_error:
-            broker.check_storage_error(e, topic_partition)
-        if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
-            log.warning("refused produce to %s: %s", topic_partition, e)
-        return outcome
+        _refuse(broker, outcome, topic_partition, e)
+        return None
+    return _UnfinishedAppend(broker, topic_partition, records, check, acks, outcome, turn)
+
+
+@dataclass
+class _UnfinishedAppend:
+    """A batch whose check continues in a thread, or whose append waits for its turn.
+    Its turn must be released whatever happens: the handler does it in a ``finally``,
+    since a task cancelled before it starts never runs its own."""
+
+    broker: Broker
+    topic_partition: TopicPartition
+    records: bytes
+    check: ProducedRecordsCheck
+    acks: int
+    outcome: _PartitionOutcome
+    turn: AppendTurn
+
+    async def finish(self) -> None:
+        try:
+            if not self.check.done:
+                await self.broker.produce_checks.run(self.check.advance)
+            await self.turn.wait()
+            _append_checked(
+                self.broker, self.topic_partition, self.records, self.check, self.acks, self.outcome
+            )
+        except KafkaError as e:
+            _refuse(self.broker, self.outcome, self.topic_partition, e)
+        finally:
+            self.turn.release()
+
+
+def _append_checked(
+    broker: Broker,
+    topic_partition: TopicPartition,
+    records: bytes,
+    check: ProducedRecordsCheck,
+    acks: int,
+    outcome: _PartitionOutcome,
+) -> None:
+    """Append a batch whose check is done, or refuse it for its keyless records. Raises
+    KafkaError for what the append itself refuses."""
+    if check.keyless_records:
+        _refuse_keyless_records(outcome, topic_partition, check)
+        return
+    result = broker.replicas.get(topic_partition).append(bytearray(records), acks=acks)
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset
     if acks == -1:
         outcome.wait_for_offset = result.last_offset + 1
-    return outcome
 
 
-def _check_keys_present(records: bytes) -> None:
+def _refuse_keyless_records(
+    outcome: _PartitionOutcome, topic_partition: TopicPartition, check: ProducedRecordsCheck
+) -> None:
     """A compacted topic keeps the last value per key, so a record without a key could
-    never be compacted away; Kafka refuses it, and so does Sluice. This decodes the batch:
-    the one per-record cost on the produce path, paid only on compacted topics."""
-    batch = decode_batch(records, verify_crc=False)
-    if any(record.key is None for record in batch.records):
-        raise errors.InvalidRecord("a compacted topic cannot accept a record without a key")
+    never be compacted away; Kafka refuses the batch with INVALID_RECORD and names each
+    such record in ``record_errors``, and so does Sluice (the first
+    ``RECORD_ERRORS_PER_PARTITION_MAX`` of them)."""
+    reason = f"compacted topic {topic_partition.topic} cannot accept a record without a key"
+    indexes = check.keyless_record_indexes
+    outcome.error_code = ErrorCode.invalid_record
+    outcome.record_errors = [(index, reason) for index in indexes]
+    outcome.error_message = (
+        f"{check.keyless_records} record(s) rejected: {reason} (record "
+        + ", ".join(map(str, indexes[:3]))
+        + (", …)" if check.keyless_records > 3 else ")")
+    )
 
 
 async def _wait_for_replication(
@@ -175,6 +271,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
         turn = asyncio.get_running_loop().create_future()
         if connection is not None:
             _APPENDS_PENDING[connection] = turn
+    unfinished: list[_UnfinishedAppend] = []
     try:
         creation_failures: dict[str, KafkaError] = {}
         if turn is not None:
@@ -200,21 +297,28 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
                     topic_answers.append(unknown)
                     continue
                 tp = TopicPartition(name, partition_data.index)
-                if tp not in outcomes:
-                    topic_answers.append(tp)  # a partition named twice is answered once
+                if tp in outcomes:
+                    continue  # a partition named twice is answered (and appended) once
+                topic_answers.append(tp)
+                outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
                 if acks not in (0, 1, -1):
-                    outcomes[tp] = _PartitionOutcome(
-                        tp.partition, error_code=ErrorCode.invalid_required_acks
-                    )
+                    outcome.error_code = ErrorCode.invalid_required_acks
                     continue
-                outcomes[tp] = _append_one(
-                    broker, tp, partition_data.records, acks, creation_failures
+                later = _start_one(
+                    broker, tp, partition_data.records, acks, outcome, creation_failures
                 )
-                if outcomes[tp].error_code == ErrorCode.not_leader_or_follower:
-                    outcomes[tp].current_leader = _current_leader(broker, tp)
+                if later is not None:
+                    unfinished.append(later)
+        if unfinished:
+            await asyncio.gather(*(append.finish() for append in unfinished))
     finally:
+        for append in unfinished:
+            append.turn.release()
         if turn is not None:
             turn.set_result(None)
+    for tp, outcome in outcomes.items():
+        if outcome.error_code == ErrorCode.not_leader_or_follower:
+            outcome.current_leader = _current_leader(broker, tp)
     if acks == 0:
         return None
     await _wait_for_replication(broker, outcomes, millis(request.timeout))
@@ -262,7 +366,16 @@ def _partition_response(module: ModuleType, outcome: _PartitionOutcome) -> Any:
         base_offset=outcome.base_offset,
         log_append_time=outcome.log_append_time_ms,
         log_start_offset=outcome.log_start_offset,
-        record_errors=(),
+        record_errors=tuple(
+            make(
+                module.BatchIndexAndErrorMessage,
+                batch_index=index,
+                batch_index_error_message=why,
+            )
+            for index, why in outcome.record_errors
+        )
+        if has_field(module.PartitionProduceResponse, "record_errors")
+        else (),
         error_message=outcome.error_message,
         **fields,
     )

@@ -3,7 +3,9 @@
 ``batch`` reads and checks batch headers and patches the fields outside the CRC (base
 offset, leader epoch); ``record`` encodes and decodes the records inside a batch;
 ``compression`` holds the codecs; ``builder`` makes whole batches (for tools and tests).
-The broker's hot path only ever touches ``batch``.
+The broker's produce path touches ``batch`` and ``produced``, which checks a batch's
+records against its header with ``walk`` (record lengths, never a full decode) and, for
+compressed batches, ``compression``'s bounded streamed decompression.
 """
 
 from sluice.protocol.records.batch import (

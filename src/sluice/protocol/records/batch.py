@@ -34,6 +34,8 @@ from enum import IntEnum
 import crc32c
 
 from sluice.common import errors
+from sluice.common.limits import RECORDS_PER_BATCH_MAX
+from sluice.protocol.records.record import RECORD_BYTES_MIN
 
 HEADER_BYTES = 61
 LOG_OVERHEAD_BYTES = 12
@@ -213,33 +215,90 @@ def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[tuple[int, 
 def validate_produced(
     buffer: bytes | bytearray | memoryview, max_message_bytes: int
 ) -> BatchHeader:
-    """Check a produce request's partition data: exactly one whole batch, magic 2, sane
-    counts, valid CRC, not a control batch. Returns its header or raises the Kafka error
-    the partition is answered with.
+    """Check a produce request's partition data as far as the batch header goes and
+    return the header, or raise the Kafka error the partition is answered with. The
+    records themselves are checked by :mod:`sluice.protocol.records.produced`.
+
+    The checks, their order and their errors are Kafka's (``ProduceRequest``'s record
+    checks, ``UnifiedLog.analyzeAndValidateRecords``, ``LogValidator.validateBatch``):
+
+    ======================================================  =============================
+    no whole batch (fewer than 12 bytes, or a cut batch)    INVALID_RECORD
+    batch length smaller than a v2 header                   CORRUPT_MESSAGE
+    magic other than 2, bytes after the batch               INVALID_RECORD
+    base offset other than 0                                INVALID_RECORD
+    larger than ``max_message_bytes``                       MESSAGE_TOO_LARGE
+    CRC-32C mismatch                                        CORRUPT_MESSAGE
+    records_count < 1 or != last_offset_delta + 1           INVALID_RECORD
+    a control batch; a producer id with sequence < 0        INVALID_RECORD
+    ======================================================  =============================
+
+    Sluice adds three: an uncompressed batch declaring more records than its bytes can
+    hold (INVALID_RECORD, as Kafka answers once its walk runs out of bytes), more than
+    ``RECORDS_PER_BATCH_MAX`` records (MESSAGE_TOO_LARGE), and a compression codec id
+    with no codec (UNSUPPORTED_COMPRESSION_TYPE). Kafka drops trailing bytes that do not
+    make a whole second batch; Sluice refuses them with the error Kafka gives a whole
+    second batch.
 
     ``max_message_bytes`` bounds the whole batch, log overhead included, as Kafka's
     ``max.message.bytes`` does (hence its default of 1 MiB + 12)."""
-    if len(buffer) > max_message_bytes:
-        raise errors.MessageTooLarge(
-            f"record batch of {len(buffer)} bytes is larger than max.message.bytes="
-            f"{max_message_bytes}"
-        )
-    header = parse_header(buffer)
-    if header.size_bytes != len(buffer):
+    size = len(buffer)
+    if size < LOG_OVERHEAD_BYTES:
+        raise errors.InvalidRecord(f"partition data of {size} bytes holds no record batch")
+    _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buffer, 0)
+    if batch_length < HEADER_BYTES - LOG_OVERHEAD_BYTES:
         raise errors.CorruptMessage(
-            f"partition data is {len(buffer)} bytes but its batch says {header.size_bytes}; "
+            f"record batch length {batch_length} is smaller than a batch header"
+        )
+    if LOG_OVERHEAD_BYTES + batch_length > size:
+        raise errors.InvalidRecord(
+            f"partition data holds no whole record batch: the batch says it is "
+            f"{LOG_OVERHEAD_BYTES + batch_length} bytes, {size} arrived"
+        )
+    header = BatchHeader(*_HEADER.unpack_from(buffer, 0))
+    if header.magic != MAGIC:
+        raise errors.InvalidRecord(
+            f"record batch magic is {header.magic}; produce requests v3 and later carry "
+            "magic 2 batches only"
+        )
+    if header.size_bytes != size:
+        raise errors.InvalidRecord(
+            f"partition data is {size} bytes but its batch is {header.size_bytes}; "
             "exactly one whole batch per partition is required"
         )
+    if header.base_offset != 0:
+        raise errors.InvalidRecord(
+            f"a produced batch's base offset must be 0, not {header.base_offset}"
+        )
+    if size > max_message_bytes:
+        raise errors.MessageTooLarge(
+            f"record batch of {size} bytes is larger than max.message.bytes={max_message_bytes}"
+        )
+    if not crc_is_valid(buffer, header):
+        raise errors.CorruptMessage("record batch CRC-32C does not match its contents")
     if header.last_offset_delta < 0 or header.records_count != header.last_offset_delta + 1:
         raise errors.InvalidRecord(
             f"batch has {header.records_count} records but last offset delta "
             f"{header.last_offset_delta}"
         )
+    codec_id = header.attributes & ATTR_COMPRESSION_MASK
+    section_bytes = size - HEADER_BYTES
+    if codec_id == Compression.NONE and header.records_count > section_bytes // RECORD_BYTES_MIN:
+        raise errors.InvalidRecord(
+            f"batch declares {header.records_count} records but its {section_bytes} bytes "
+            f"of records cannot hold more than {section_bytes // RECORD_BYTES_MIN}"
+        )
+    if header.records_count > RECORDS_PER_BATCH_MAX:
+        raise errors.MessageTooLarge(
+            f"batch has {header.records_count} records; a batch may hold at most "
+            f"{RECORDS_PER_BATCH_MAX}"
+        )
     if header.is_control:
         raise errors.InvalidRecord("clients may not produce control batches")
-    codec_id = header.attributes & ATTR_COMPRESSION_MASK
+    if header.has_producer_id and header.base_sequence < 0:
+        raise errors.InvalidRecord(
+            f"batch of producer id {header.producer_id} has base sequence {header.base_sequence}"
+        )
     if codec_id > Compression.ZSTD:
         raise errors.UnsupportedCompressionType(f"unknown compression codec id {codec_id}")
-    if not crc_is_valid(buffer, header):
-        raise errors.CorruptMessage("record batch CRC-32C does not match its contents")
     return header

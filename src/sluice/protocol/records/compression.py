@@ -24,6 +24,15 @@ front; for lz4 and zstd the frame and block headers are walked first to find an 
 bound on the output (cheap: one step per 64-128 KiB block), and only when that bound is
 above the limit is the stream decoded into a buffer that cannot grow past it.
 
+Streamed, for the broker's produce-time check: :func:`iter_decompressed` yields the
+decompressed records section in chunks of at most ``DECOMPRESSED_CHUNK_BYTES`` (or one
+codec block, at most 4 MiB), so a batch is checked without ever holding all of its
+records, and it raises ``MessageTooLarge`` as soon as the output passes the caller's
+limit, without inflating the rest. gzip: ``zlib`` with ``max_length``; snappy: block by
+block, each block's declared length checked before it is inflated; lz4: frame by frame
+and block by block with cramjam (blocks must be independent, as Kafka requires); zstd:
+the frame and block headers are checked first, then ``zstandard``'s stream reader.
+
 Bad compressed data of any kind raises ``CorruptMessage``; an unknown codec id raises
 ``UnsupportedCompressionType``. No I/O happens here.
 """
@@ -33,18 +42,21 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import cramjam
+import zstandard
 
 from sluice.common import errors
 from sluice.protocol.records.batch import Compression
 
 __all__ = [
     "DECOMPRESSED_BYTES_MAX",
+    "DECOMPRESSED_CHUNK_BYTES",
     "compress",
     "decompress",
+    "iter_decompressed",
 ]
 
 DECOMPRESSED_BYTES_MAX: Final = 128 * 1024 * 1024
@@ -52,6 +64,12 @@ DECOMPRESSED_BYTES_MAX: Final = 128 * 1024 * 1024
 about ``max.message.bytes`` (1 MiB by default) compressed; 128 MiB leaves room for very
 compressible data while a hostile batch cannot make the broker or client allocate
 gigabytes."""
+
+DECOMPRESSED_CHUNK_BYTES: Final = 256 * 1024
+"""Output of one step of :func:`iter_decompressed` for gzip and zstd: what a produce-time
+check holds of a batch's decompressed records at a time."""
+
+_GZIP_INPUT_STEP_BYTES: Final = 64 * 1024
 
 Buffer = bytes | bytearray | memoryview
 
@@ -78,6 +96,7 @@ _LZ4_BLOCK_BYTES_MAX_BY_ID: Final = {
     7: 4 * 1024 * 1024,
 }
 _LZ4_UNCOMPRESSED_BLOCK_FLAG: Final = 0x80000000
+_LZ4_INDEPENDENT_BLOCKS_FLAG: Final = 0x20
 
 # -- zstd frame -------------------------------------------------------------------------
 
@@ -371,3 +390,194 @@ def _zstd_output_bound(data: Buffer) -> int:
         if position > end:
             raise errors.CorruptMessage("zstd frame is truncated")
     return bound
+
+
+# -- streamed and bounded, for the produce-time check ----------------------------------
+
+
+def iter_decompressed(codec: Compression | int, data: Buffer, max_bytes: int) -> Iterator[bytes]:
+    """Yield the decompressed ``data`` in chunks, in order. Raises ``MessageTooLarge`` as
+    soon as the output passes ``max_bytes`` (nothing past the limit is inflated),
+    ``CorruptMessage`` for bad data, ``UnsupportedCompressionType`` for an unknown codec.
+    An uncompressed ``data`` is yielded as it is."""
+    if codec == Compression.NONE:
+        chunks: Iterator[bytes] = iter((bytes(data),))
+    elif codec == Compression.GZIP:
+        chunks = _iter_gzip(data)
+    elif codec == Compression.SNAPPY:
+        chunks = _iter_snappy(data, max_bytes)
+    elif codec == Compression.LZ4:
+        chunks = _iter_lz4(data)
+    elif codec == Compression.ZSTD:
+        chunks = _iter_zstd(data)
+    else:
+        raise errors.UnsupportedCompressionType(f"unknown compression codec id {int(codec)}")
+    produced = 0
+    for chunk in chunks:
+        produced += len(chunk)
+        if produced > max_bytes:
+            raise errors.MessageTooLarge(
+                f"the batch's records decompress to more than {max_bytes} bytes"
+            )
+        yield chunk
+
+
+def _iter_gzip(data: Buffer) -> Iterator[bytes]:
+    """gzip members, decoded one after the other (decoders accept several). The input
+    goes in by ``_GZIP_INPUT_STEP_BYTES`` at a time: zlib keeps what ``max_length`` did
+    not let it use as a copy (``unconsumed_tail``), and copying the whole rest of a
+    large input at every step would cost more than inflating it."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending: Buffer = b""
+    while True:
+        if not pending and position < end:
+            pending = view[position : position + _GZIP_INPUT_STEP_BYTES]
+            position += len(pending)
+        try:
+            part = decompressor.decompress(pending, DECOMPRESSED_CHUNK_BYTES)
+        except zlib.error as error:
+            raise errors.CorruptMessage(f"gzip data is corrupt: {error}") from None
+        if part:
+            yield part
+        if decompressor.eof:
+            pending = decompressor.unused_data
+            if not pending and position >= end:
+                return
+            decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            continue
+        unused_before = len(pending)
+        pending = decompressor.unconsumed_tail
+        if not part and len(pending) == unused_before and position >= end:
+            raise errors.CorruptMessage("gzip data is truncated")
+
+
+def _iter_snappy(data: Buffer, max_bytes: int) -> Iterator[bytes]:
+    """Raw snappy (librdkafka) is one block for the whole section; xerial framing
+    (Java) is a series of blocks. Each block's length is declared in front of it and
+    checked against what is left of ``max_bytes`` before the block is inflated."""
+    view = memoryview(data)
+    if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        yield _snappy_block_within(view, max_bytes, max_bytes)
+        return
+    if len(view) < XERIAL_HEADER_BYTES:
+        raise errors.CorruptMessage("xerial snappy header is truncated")
+    room = max_bytes
+    position = XERIAL_HEADER_BYTES
+    end = len(view)
+    while position < end:
+        if end - position < 4:
+            raise errors.CorruptMessage("xerial snappy block length is truncated")
+        (block_bytes,) = _INT32.unpack_from(view, position)
+        position += 4
+        if block_bytes < 0 or block_bytes > end - position:
+            raise errors.CorruptMessage(
+                f"xerial snappy block of {block_bytes} bytes does not fit in the "
+                f"{end - position} bytes left"
+            )
+        part = _snappy_block_within(view[position : position + block_bytes], room, max_bytes)
+        room -= len(part)
+        position += block_bytes
+        yield part
+
+
+def _snappy_block_within(block: Buffer, room: int, max_bytes: int) -> bytes:
+    """One raw snappy block, refused with ``MessageTooLarge`` before it is inflated when
+    its declared length is more than the ``room`` left under ``max_bytes``."""
+    try:
+        declared_bytes = cramjam.snappy.decompress_raw_len(block)
+    except _CRAMJAM_ERRORS as error:
+        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
+    if declared_bytes > room:
+        raise errors.MessageTooLarge(
+            f"the batch's records decompress to more than {max_bytes} bytes"
+        )
+    return _snappy_block(block, room, max_bytes)
+
+
+def _iter_lz4(data: Buffer) -> Iterator[bytes]:
+    """LZ4 frames decoded block by block, as Kafka's reader does; a frame whose blocks
+    depend on earlier ones is refused, as Kafka refuses it ("Dependent block stream is
+    unsupported"). Checksums are not verified: the batch CRC covers these bytes."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    if end == 0:
+        raise errors.CorruptMessage("lz4 data is empty")
+    output = bytearray()
+    while position < end:
+        if end - position < 4:
+            raise errors.CorruptMessage("lz4 frame magic is truncated")
+        (magic,) = _UINT32_LE.unpack_from(view, position)
+        position += 4
+        if magic & _LZ4_SKIPPABLE_MAGIC_MASK == _LZ4_SKIPPABLE_MAGIC:
+            if end - position < 4:
+                raise errors.CorruptMessage("lz4 skippable frame is truncated")
+            (skip_bytes,) = _UINT32_LE.unpack_from(view, position)
+            position += 4 + skip_bytes
+            continue
+        if magic != LZ4_FRAME_MAGIC:
+            raise errors.CorruptMessage(f"not an lz4 frame (magic {magic:#010x})")
+        if end - position < 3:
+            raise errors.CorruptMessage("lz4 frame descriptor is truncated")
+        flags = view[position]
+        block_descriptor = view[position + 1]
+        block_bytes_max = _LZ4_BLOCK_BYTES_MAX_BY_ID.get((block_descriptor >> 4) & 0x7)
+        if flags >> 6 != 1 or block_bytes_max is None:
+            raise errors.CorruptMessage(
+                f"lz4 frame descriptor {flags:#04x} {block_descriptor:#04x} is not valid"
+            )
+        if not flags & _LZ4_INDEPENDENT_BLOCKS_FLAG:
+            raise errors.CorruptMessage(
+                "lz4 frame has linked blocks; Kafka requires independent blocks"
+            )
+        if len(output) < block_bytes_max:
+            output = bytearray(block_bytes_max)
+        has_block_checksum = bool(flags & 0x10)
+        has_content_size = bool(flags & 0x08)
+        has_content_checksum = bool(flags & 0x04)
+        has_dictionary_id = bool(flags & 0x01)
+        position += 2 + 8 * has_content_size + 4 * has_dictionary_id + 1
+        while True:
+            if end - position < 4:
+                raise errors.CorruptMessage("lz4 block header is truncated")
+            (block_header,) = _UINT32_LE.unpack_from(view, position)
+            position += 4
+            if block_header == 0:
+                position += 4 * has_content_checksum
+                break
+            block_bytes = block_header & ~_LZ4_UNCOMPRESSED_BLOCK_FLAG
+            if block_bytes > block_bytes_max or block_bytes > end - position:
+                raise errors.CorruptMessage(
+                    f"lz4 block of {block_bytes} bytes is larger than the frame's "
+                    f"{block_bytes_max} byte blocks or the data left"
+                )
+            block = view[position : position + block_bytes]
+            if block_header & _LZ4_UNCOMPRESSED_BLOCK_FLAG:
+                yield bytes(block)
+            else:
+                try:
+                    written = cramjam.lz4.decompress_block_into(
+                        block, output, output_len=block_bytes_max
+                    )
+                except _CRAMJAM_ERRORS as error:
+                    raise errors.CorruptMessage(f"lz4 block is corrupt: {error}") from None
+                yield bytes(memoryview(output)[:written])
+            position += block_bytes + 4 * has_block_checksum
+        if position > end:
+            raise errors.CorruptMessage("lz4 frame is truncated")
+
+
+def _iter_zstd(data: Buffer) -> Iterator[bytes]:
+    """The frame and block headers are walked first (which also catches a truncated
+    frame, which the stream reader would end quietly), then the frames are decoded as
+    one stream."""
+    _zstd_output_bound(data)
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    try:
+        while part := reader.read(DECOMPRESSED_CHUNK_BYTES):
+            yield part
+    except zstandard.ZstdError as error:
+        raise errors.CorruptMessage(f"zstd data is corrupt: {error}") from None
