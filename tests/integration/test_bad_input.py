@@ -174,7 +174,7 @@ def test_an_unsupported_api_versions_version_gets_a_v0_answer_with_unsupported_v
 
 def test_api_versions_v3_from_librdkafka_is_answered(connection):
     """librdkafka opens with ApiVersions v3; the broker either serves v3 or answers in the
-    v0 format with UNSUPPORTED_VERSION so the client falls back (PROTOCOL.md)."""
+    v0 format with UNSUPPORTED_VERSION so the client falls back."""
     connection.send_bytes(framed(request_header(18, 3) + b"\x00" + api_versions_v3_body()))
     frame = connection.read_frame()
     (error_code,) = struct.unpack_from(">h", frame, 4)

@@ -1,5 +1,5 @@
 """Framing and the request/response codec: every split of the input, bad sizes, golden
-bytes, and fuzzed headers that must fail with our ProtocolError only (STYLE.md #11, #12)."""
+bytes, and fuzzed headers that must fail with our ProtocolError only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Golden bytes: request frames captured from real clients (confluent-kafka 2.16 /
 librdkafka 2.16 and kafka-python 3.0.12, recorded by a proxy in front of a broker while
 they produced, consumed in a group, committed and ran their admin calls) decode with the
-codec and re-encode byte for byte, flexible versions included (STYLE.md #12).
+codec and re-encode byte for byte, flexible versions included.
 
 To refresh them, put a recording TCP proxy between a client and a broker, keep the first
 frame of each (API, version) the client sent, and store it here as hex.

@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN.md §3, checked on every import in src/sluice.
+"""The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
     cli → broker | spark → client | group | txn | cluster | features → storage
         → protocol → common
@@ -64,7 +64,7 @@ def test_imports_respect_the_layers(path: Path) -> None:
     package = _package_of(path)
     if package is None:
         return
-    assert package in LAYER, f"package {package!r} is not placed in a layer (DESIGN.md §3)"
+    assert package in LAYER, f"package {package!r} is not placed in a layer (docs/ARCHITECTURE.md)"
     problems = []
     for line, name in _imports(path):
         parts = name.split(".")

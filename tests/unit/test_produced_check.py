@@ -1,7 +1,7 @@
 """The produce-time check of a batch's records: the length walk, the chunked walker,
 bounded streamed decompression, and the whole check as the broker runs it.
 
-Decoders are fed every split of their input (STYLE.md #11): the walker must give the
+Decoders are fed every split of their input: the walker must give the
 same verdict whether a section arrives whole, in two pieces cut anywhere, or byte by
 byte.
 """

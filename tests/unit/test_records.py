@@ -1,5 +1,5 @@
 """Record batches v2: golden bytes, every codec, validation errors, and decoders fed
-every truncation and split of their input (STYLE.md #11, #12).
+every truncation and split of their input.
 
 kafka-python's pure-Python ``DefaultRecordBatchBuilder`` / ``DefaultRecordBatch`` is the
 independent oracle: batches it builds must decode with ours, and ours with it. Its

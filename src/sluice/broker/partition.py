@@ -1,7 +1,7 @@
 """One partition replica hosted by this broker: its log and its leadership state.
 
 The leader appends, tracks every in-sync replica's log end offset, and moves the high
-watermark to the smallest of them (DESIGN.md §2.5). A single node is a cluster of one:
+watermark to the smallest of them (Kafka's ISR model). A single node is a cluster of one:
 its ISR is itself, so the high watermark follows the log end offset at once, but acks=all
 still waits through the same high-watermark path a cluster uses.
 """

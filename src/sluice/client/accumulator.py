@@ -3,7 +3,7 @@
 ``send`` appends a record to the open batch of its partition; the sender asks which
 partitions are ready and drains one batch from each. The accumulator never reads a
 clock or touches a socket: every call that depends on time takes ``now_ms`` (a
-monotonic time), so tests drive it with plain integers (STYLE.md #1, #10).
+monotonic time), so tests drive it with plain integers.
 
 One partition's queue, oldest first::
 

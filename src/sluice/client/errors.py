@@ -1,7 +1,7 @@
 """Errors raised by the client itself, as opposed to errors a broker answers with.
 
 A broker's answer that carries a Kafka error code is raised as the matching
-:class:`sluice.common.errors.KafkaError` subclass (one table, STYLE.md #5). The classes
+:class:`sluice.common.errors.KafkaError` subclass (one table for both). The classes
 here cover what happens before or around an answer: the broker cannot be reached, the
 connection drops, an answer does not come in time, or the broker and this client share
 no version of an API. Every message is one line that says what went wrong and, where

@@ -1,6 +1,6 @@
 """Which API versions this client speaks, and how it agrees on one with a broker.
 
-The client's code is written once against the fields of each API (STYLE.md #2); the
+The client's code is written once against the fields of each API, not per version; the
 ranges below are the versions whose fields that code understands. On connect, the
 broker's ApiVersions answer is intersected with this table and, for each API, the
 highest version both sides support *and* kio has request and response schemas for is

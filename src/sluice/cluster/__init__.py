@@ -3,5 +3,5 @@ metadata-store interface with its backends (embedded file today, ZooKeeper later
 the controller logic that decides assignments.
 
 Every change is a conditional write against a version, so a stale writer cannot
-overwrite a newer state (DESIGN.md §2.4).
+overwrite a newer state.
 """

@@ -3,7 +3,7 @@
 Operating errors (bad bytes from a peer or a disk, a missing topic, a full queue) are
 raised as a :class:`KafkaError` subclass, carry the error code the protocol answers with,
 and say whether retrying can help. Broken invariants are bugs: they are ``assert``-ed and
-never caught here (STYLE.md #4).
+never caught here.
 
 Classes are generated from kio's ``ErrorCode`` enum, which is itself generated from
 Kafka's error list, so the codes and retriable flags are Kafka's own::

@@ -1,6 +1,6 @@
 """Every limit in one place: a name with its unit, a value, and why.
 
-Limits are checked where data enters (a socket, a file, a request); see STYLE.md #3.
+Limits are checked where data enters (a socket, a file, a request).
 """
 
 FRAME_BYTES_MAX = 100 * 1024 * 1024

@@ -1,5 +1,5 @@
 """Settings of the group coordinator, under Kafka's broker property names, and its fixed
-limits (each with a unit and a reason, STYLE.md #3)."""
+limits (each with a unit and a reason)."""
 
 from __future__ import annotations
 

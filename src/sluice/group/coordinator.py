@@ -1,4 +1,4 @@
-"""The group coordinator: a deterministic, synchronous state machine (STYLE.md #9).
+"""The group coordinator: a deterministic, synchronous state machine.
 
 One :class:`GroupCoordinator` holds every group of one ``__consumer_offsets``
 partition (Kafka calls this a coordinator shard). It does no I/O and reads no clock:

@@ -21,7 +21,7 @@ partition (Kafka's coordinator shards). The runtime::
   as far as the coordinators can tell); after moving a manual clock, call :meth:`wake`.
 - Tasks (the timer and the writers) live in a TaskGroup: the caller's
   (:meth:`start`) or the runtime's own (``async with``). A failing task is a bug and
-  takes the TaskGroup down (STYLE.md #13); a failed append is not: the coordinator is
+  takes the TaskGroup down (nothing is fire-and-forget); a failed append is not: the coordinator is
   told and answers with the right error.
 
 Requests for a partition this broker has not loaded raise NOT_COORDINATOR; while one

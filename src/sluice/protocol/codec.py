@@ -11,7 +11,7 @@ response is ``correlation_id int32`` [+ tagged fields when flexible, except ApiV
 whose response header is always v0] followed by the body.
 
 Handlers are written once against kio's dataclasses; the version only selects the schema
-(STYLE.md #2). Everything here is pure: bytes in, objects out, and back.
+(no class per version). Everything here is pure: bytes in, objects out, and back.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :class:`FrameDecoder` is fed whatever the socket produced and hands back whole frames.
 It never buffers more than one frame's worth plus the bytes already received, and refuses
 a length prefix above its limit before reading the body, so a hostile peer cannot make
-it allocate (STYLE.md #1, #3).
+it allocate.
 """
 
 from __future__ import annotations

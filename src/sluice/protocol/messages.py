@@ -1,6 +1,6 @@
 """Build kio messages of any version from one set of field values.
 
-Handlers are written once against field names (STYLE.md #2). ``schemas(api_key,
+Handlers are written once against field names, not once per version. ``schemas(api_key,
 version)`` gives the module holding that version's request/response classes, and
 :func:`make` fills a class from keyword values: fields the version lacks are dropped,
 and plain Python values are converted to the wire types kio wants (error codes, ms

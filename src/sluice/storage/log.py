@@ -97,7 +97,7 @@ _R = TypeVar("_R")
 
 def _storage_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """Turn an OSError from the disk into KafkaStorageError (an operating error the
-    broker answers with, STYLE #4)."""
+    broker answers with, not a bug)."""
 
     @functools.wraps(method)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:

@@ -1,6 +1,6 @@
 """The ``__consumer_offsets`` record codecs: golden bytes in Kafka's layouts, round trips,
 every older version Kafka wrote, and every truncation / trailing byte / bad length
-refused with CORRUPT_MESSAGE (STYLE.md #11, #12)."""
+refused with CORRUPT_MESSAGE."""
 
 from __future__ import annotations
 

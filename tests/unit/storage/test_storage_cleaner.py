@@ -1,7 +1,7 @@
 """The log cleaner (compaction): what survives a pass, what never moves (offsets, the
 active segment, young records, producer state, leader epochs), tombstones and their
 delete horizon, the offset-map limit, throttling, and the crash-safe swap. Real files,
-a manual clock, and every codec wherever batches are rewritten (STYLE #8)."""
+a manual clock, and every codec wherever batches are rewritten."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The partition-log contract: append, read, roll, retention, DeleteRecords, truncation,
-timestamps, epochs, reopening. Every test that stores batches runs once per codec
-(STYLE #8): the log must treat a compressed batch exactly like an uncompressed one."""
+timestamps, epochs, reopening. Every test that stores batches runs once per codec:
+the log must treat a compressed batch exactly like an uncompressed one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recovery is a main code path (STYLE #7): torn tails, corrupted bytes, broken or
+"""Recovery is a main code path, tested as such: torn tails, corrupted bytes, broken or
 missing indexes and checkpoints, leftovers of a crash. Crashes are simulated by copying
 the directory of a log that is still open (what the disk holds if the process dies
 now), then damaging the copy. Every test runs once per codec."""

@@ -1,10 +1,11 @@
 """Metadata: brokers, controller, topics with partition leaders, epochs and ISRs.
 
-Auto-creation happens inside the request (PROTOCOL.md: a topic that appears at once is
-what users expect): the response waits until the topics are created, while the event
-loop serves others (``broker.topics``). ``topics`` null means all topics; an empty list
-means none. Authorized operations (v8-10), when asked for, are every operation Kafka
-supports on the cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
+Auto-creation happens inside the request (clients treat UNKNOWN_TOPIC_OR_PARTITION as
+retriable for a while, but a topic that appears at once is what users expect): the
+response waits until the topics are created, while the event loop serves others
+(``broker.topics``). ``topics`` null means all topics; an empty list means none.
+Authorized operations (v8-10), when asked for, are every operation Kafka supports on the
+cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
 
 v10+ answers carry each topic's id; from v12 a requested topic may be named by its id
 alone (name null): such a topic is never auto-created, and an unknown id is answered with

@@ -20,7 +20,7 @@ topics that must be auto-created first waits for their creation (off the event l
 and later produce requests on its connection wait for it before appending, so the order
 holds then too. Then, for acks=all, the request waits in the purgatory until the high
 watermark covers each partition's last offset, or the request timeout passes. acks=0 gets
-no response at all (PROTOCOL.md). Transactional batches are refused with
+no response at all, as in Kafka. Transactional batches are refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist: nothing could ever commit
 or abort them. Topics with flush.ms=0 or flush.messages=1 are
 fsynced by the log inside the append, before any answer.
