@@ -1,11 +1,10 @@
 """ListOffsets special timestamps (KIP-734 MAX_TIMESTAMP, KIP-1005 EARLIEST_LOCAL and
-LATEST_TIERED) at every version kio knows, as raw requests, plus confluent-kafka's
-``list_offsets``.
+LATEST_TIERED) as raw requests, plus confluent-kafka's
+``list_offsets``, at every version the broker serves.
 
 Kafka answers a special timestamp only from the version that defines it (-3 from v7,
 -4 from v8, -5 from v9, -6 from v11) and UNSUPPORTED_VERSION for that partition below it;
-any other negative timestamp is UNSUPPORTED_VERSION at every version. Versions the broker
-does not advertise are skipped (they close the connection by design)."""
+any other negative timestamp is UNSUPPORTED_VERSION at every version."""
 
 from __future__ import annotations
 
@@ -28,12 +27,16 @@ from kafka_wire import (
 )
 
 from sluice.protocol.messages import make
+from sluice.protocol.versions import SUPPORTED, ApiKey
 
 LIST_OFFSETS = 2
 NONE = 0
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
-KIO_VERSIONS = range(1, 12)
+_SERVED = SUPPORTED[ApiKey.LIST_OFFSETS]
+SERVED_VERSIONS = range(_SERVED.min_version, _SERVED.max_version + 1)
+"""Every version the broker serves (-6, earliest pending upload, needs v11: served only
+once the range reaches it, and then this test covers it)."""
 
 BASE_MS = 1_700_000_000_000
 # Two batches: offsets 0-2 and 3-4; the largest timestamp is on offset 1, in the middle.
@@ -79,12 +82,6 @@ def filled_topic(broker) -> str:
     return name
 
 
-def _skip_unless_advertised(broker, version: int) -> None:
-    low, high = advertised_versions(broker.host, broker.port)[LIST_OFFSETS]
-    if not low <= version <= high:
-        pytest.skip(f"the broker advertises ListOffsets v{low}-v{high}, not v{version}")
-
-
 def _expected(version: int, timestamp: int) -> tuple[int, int, int]:
     """(error code, offset, timestamp) Kafka answers on a broker without tiered storage."""
     first = FIRST_VERSION.get(timestamp)
@@ -100,9 +97,8 @@ def _expected(version: int, timestamp: int) -> tuple[int, int, int]:
     }[timestamp]
 
 
-@pytest.mark.parametrize("version", KIO_VERSIONS)
+@pytest.mark.parametrize("version", SERVED_VERSIONS)
 def test_special_timestamps_answered_per_version_as_kafka_does(broker, filled_topic, version):
-    _skip_unless_advertised(broker, version)
     specials = [-1, -2, -3, -4, -5, -6, -7, -100]
     with KafkaConnection(broker.host, broker.port) as connection:
         for timestamp in specials:
@@ -117,9 +113,8 @@ def test_special_timestamps_answered_per_version_as_kafka_does(broker, filled_to
                 assert int(answer.leader_epoch) == -1, answer
 
 
-@pytest.mark.parametrize("version", KIO_VERSIONS)
+@pytest.mark.parametrize("version", SERVED_VERSIONS)
 def test_a_refused_timestamp_leaves_the_other_partitions_answered(broker, topic, version):
-    _skip_unless_advertised(broker, version)
     with KafkaConnection(broker.host, broker.port) as connection:
         (created,) = connection.request(create_topics_request(topic, num_partitions=2)).topics
         assert created.error_code == NONE, created
