@@ -34,6 +34,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import IO, Any
 
+from sluice.broker.allocator import tune_allocator
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from sluice.broker.produce_checks import ProduceChecks
@@ -509,6 +510,7 @@ class Broker:
 
 async def serve(config: BrokerConfig) -> None:
     """Run a broker until SIGTERM or SIGINT."""
+    tune_allocator()
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()
