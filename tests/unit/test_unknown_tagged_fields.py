@@ -13,6 +13,7 @@ import datetime
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12_request
 from kio.schema.fetch.v12 import response as fetch_v12
 from kio.schema.fetch.v12.response import FetchResponse
 from kio_examples import encode
@@ -128,3 +129,32 @@ def test_a_body_without_unknown_tags_is_handed_on_as_it_is() -> None:
     stripped, end = checked_body(load_request_schema(3, 12), body, 0)
     assert stripped is body
     assert end == len(body)
+
+
+def test_an_unknown_tag_in_a_fetch_v12_partition_is_skipped() -> None:
+    schema = load_request_schema(1, 12)
+    partition = fetch_v12_request.FetchPartition(
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=0x0102030405060708,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=0x01020304,
+    )
+    payload = schema(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=1024,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(fetch_v12_request.FetchTopic(topic="t", partitions=(partition,)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    plain = encode(payload)
+    partition_end = bytes([1, 2, 3, 4]) + NO_TAGS  # partition_max_bytes, no tags
+    assert plain.count(partition_end) == 1
+    body = plain.replace(partition_end, partition_end[:4] + bytes([2]) + UNKNOWN_300 + UNKNOWN_9)
+    assert _decode(1, 12, body) == _decode(1, 12, plain)
