@@ -12,10 +12,18 @@ way kio's reader will, and refuses (:class:`~sluice.common.errors.ProtocolError`
 - a string or bytes field whose length exceeds the bytes left,
 - a null (-1) where the schema's field is not nullable (kio would hand the handler a
   ``None`` where it expects a tuple),
-- a tagged field whose value does not fill exactly the size it declares, or whose tag
-  the schema does not know (kio refuses those too, later),
+- a tagged field whose value does not fill exactly the size it declares or runs past
+  the end of the message (known tag or not),
+- a tagged field whose tag the schema does not know inside the value of a known tagged
+  field (removing it would change the sizes around it),
 
-so that kio only ever sees a body whose allocations are bounded by its own size. The
+so that kio only ever sees a body whose allocations are bounded by its own size.
+
+Tagged fields whose tag the schema does not know are skipped, as Kafka's decoders skip
+them (KIP-482: a newer client may send a tag the broker's version does not define). kio
+refuses them, so the walk records each one (:class:`UnknownTaggedFields`) and
+:func:`checked_body` hands back a copy of the body without them, each section's count
+rewritten; a body without unknown tags (nearly every one) is returned as it is. The
 walk reads lengths and skips payloads; it builds no objects. A walker is compiled once
 per kio class (:func:`body_walker`, cached) into a chain of small closures, with runs
 of fixed-size fields merged into one skip, so the cost on a Produce request is a few
@@ -62,8 +70,24 @@ _FIXED_SIZE_BYTES: dict[str, int] = {
 _LENGTH_PREFIXED = frozenset({"string", "bytes", "records"})
 _UVARINT_BYTES_MAX = 5
 
-Step = Callable[[bytes, int, int], int]
-"""``step(data, position, end) -> position after the field``; raises ProtocolError."""
+Sections = list["UnknownTaggedFields"]
+"""Where a walk records the tagged-field sections holding tags the schema does not know."""
+
+Step = Callable[[bytes, int, int, Sections], int]
+"""``step(data, position, end, unknown) -> position after the field``; raises
+ProtocolError, and appends to ``unknown`` each tagged-field section with unknown tags."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownTaggedFields:
+    """A tagged-field section holding tags its schema does not know: where its count
+    sits (``count_start`` to ``count_end``), the count of the tags that stay, and the
+    byte spans ``(start, end)`` of the unknown fields (tag, size and value)."""
+
+    count_start: int
+    count_end: int
+    known_count: int
+    spans: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +122,7 @@ def _read_uvarint(data: bytes, position: int, end: int) -> tuple[int, int]:
 
 
 def _skip(size_bytes: int, what: str) -> Step:
-    def step(data: bytes, position: int, end: int) -> int:
+    def step(data: bytes, position: int, end: int, unknown: Sections) -> int:
         position += size_bytes
         if position > end:
             raise _fail(f"{what} runs past the end of the message")
@@ -110,7 +134,7 @@ def _skip(size_bytes: int, what: str) -> Step:
 def _length_prefixed(name: str, flexible: bool, nullable: bool, kafka_type: str) -> Walker:
     if flexible:
 
-        def compact(data: bytes, position: int, end: int) -> int:
+        def compact(data: bytes, position: int, end: int, unknown: Sections) -> int:
             length_plus_one, position = _read_uvarint(data, position, end)
             if length_plus_one == 0:
                 if nullable:
@@ -127,7 +151,7 @@ def _length_prefixed(name: str, flexible: bool, nullable: bool, kafka_type: str)
     prefix = 2 if kafka_type == "string" else 4
     unpack = (_INT16 if prefix == 2 else _INT32).unpack_from
 
-    def legacy(data: bytes, position: int, end: int) -> int:
+    def legacy(data: bytes, position: int, end: int, unknown: Sections) -> int:
         if position + prefix > end:
             raise _fail(f"{name}'s length runs past the end of the message")
         (length,) = unpack(data, position)
@@ -153,7 +177,7 @@ def _array(name: str, flexible: bool, nullable: bool, element: Walker) -> Walker
     element_fixed = element.fixed_size_bytes
     element_step = element.step
 
-    def walk_elements(data: bytes, position: int, end: int, count: int) -> int:
+    def walk_elements(data: bytes, position: int, end: int, unknown: Sections, count: int) -> int:
         if count * element_min > end - position:
             raise _fail(
                 f"{name} claims {count} elements of at least {element_min} bytes, "
@@ -162,22 +186,22 @@ def _array(name: str, flexible: bool, nullable: bool, element: Walker) -> Walker
         if element_fixed is not None:
             return position + count * element_fixed
         for _ in range(count):
-            position = element_step(data, position, end)
+            position = element_step(data, position, end, unknown)
         return position
 
     if flexible:
 
-        def compact(data: bytes, position: int, end: int) -> int:
+        def compact(data: bytes, position: int, end: int, unknown: Sections) -> int:
             count_plus_one, position = _read_uvarint(data, position, end)
             if count_plus_one == 0:
                 if nullable:
                     return position
                 raise _fail(f"{name} is null but not nullable")
-            return walk_elements(data, position, end, count_plus_one - 1)
+            return walk_elements(data, position, end, unknown, count_plus_one - 1)
 
         return Walker(compact, 1, None)
 
-    def legacy(data: bytes, position: int, end: int) -> int:
+    def legacy(data: bytes, position: int, end: int, unknown: Sections) -> int:
         if position + 4 > end:
             raise _fail(f"{name}'s count runs past the end of the message")
         (count,) = _INT32.unpack_from(data, position)
@@ -190,7 +214,7 @@ def _array(name: str, flexible: bool, nullable: bool, element: Walker) -> Walker
                 if count == -1
                 else f"{name} has a negative count {count}"
             )
-        return walk_elements(data, position, end, count)
+        return walk_elements(data, position, end, unknown, count)
 
     return Walker(legacy, 4, None)
 
@@ -246,13 +270,17 @@ def _primitive_walker(
 def _tagged_fields_step(owner: type[Any], tagged: dict[int, Walker]) -> Step:
     owner_name = owner.__name__
 
-    def step(data: bytes, position: int, end: int) -> int:
+    def step(data: bytes, position: int, end: int, unknown: Sections) -> int:
         if position < end and data[position] == 0:  # no tagged fields: nearly always
             return position + 1
+        count_start = position
         count, position = _read_uvarint(data, position, end)
         if count * 2 > end - position:
             raise _fail(f"{owner_name} claims {count} tagged fields, more than the message holds")
+        count_end = position
+        spans: list[tuple[int, int]] = []
         for _ in range(count):
+            field_start = position
             tag, position = _read_uvarint(data, position, end)
             size, position = _read_uvarint(data, position, end)
             field_end = position + size
@@ -260,10 +288,27 @@ def _tagged_fields_step(owner: type[Any], tagged: dict[int, Walker]) -> Step:
                 raise _fail(f"{owner_name} tagged field {tag} runs past the end of the message")
             walker = tagged.get(tag)
             if walker is None:
-                raise _fail(f"{owner_name} has an unknown tagged field {tag}")
-            if walker.step(data, position, field_end) != field_end:
+                # A tag this version does not know (KIP-482): skipped, as Kafka does.
+                spans.append((field_start, field_end))
+                position = field_end
+                continue
+            sections_before = len(unknown)
+            if walker.step(data, position, field_end, unknown) != field_end:
                 raise _fail(f"{owner_name} tagged field {tag} does not fill its {size} bytes")
+            if len(unknown) != sections_before:
+                # Removing the inner unknown fields would shrink this field's value, so
+                # its declared size (and the sizes of any enclosing tagged fields) would
+                # need rewriting too; that is refused rather than rewritten, as no client
+                # is known to send it.
+                raise _fail(
+                    f"{owner_name} tagged field {tag} holds tagged fields this version "
+                    "does not know"
+                )
             position = field_end
+        if spans:
+            unknown.append(
+                UnknownTaggedFields(count_start, count_end, count - len(spans), tuple(spans))
+            )
         return position
 
     return step
@@ -295,23 +340,23 @@ def _chain(steps: list[Step | int], what: str) -> Step:
         if only_skip == 0:
             return only_step
 
-        def skip_then_step(data: bytes, position: int, end: int) -> int:
+        def skip_then_step(data: bytes, position: int, end: int, unknown: Sections) -> int:
             position += only_skip
             if position > end:
                 raise _fail(message)
-            return only_step(data, position, end)
+            return only_step(data, position, end, unknown)
 
         return skip_then_step
 
     plan = tuple(pairs)
 
-    def step(data: bytes, position: int, end: int) -> int:
+    def step(data: bytes, position: int, end: int, unknown: Sections) -> int:
         for skip_bytes, then in plan:
             position += skip_bytes
             if position > end:
                 raise _fail(message)
             if then is not None:
-                position = then(data, position, end)
+                position = then(data, position, end, unknown)
         return position
 
     return step
@@ -354,17 +399,19 @@ def _compile_entity(entity: type[Any], nullable: bool) -> Walker:
         steps.append(_tagged_fields_step(entity, tagged))
         min_size += 1
         fixed = False
-    body = _chain(steps, entity.__name__) if steps else (lambda data, position, end: position)
+    body = (
+        _chain(steps, entity.__name__) if steps else (lambda data, position, end, unknown: position)
+    )
     if not nullable:
         return Walker(body, min_size, min_size if fixed else None)
 
-    def nullable_step(data: bytes, position: int, end: int) -> int:
+    def nullable_step(data: bytes, position: int, end: int, unknown: Sections) -> int:
         if position >= end:
             raise _fail(f"{entity.__name__}'s null marker runs past the end of the message")
         position += 1
         if data[position - 1] == 0xFF:  # int8 -1: null
             return position
-        return body(data, position, end)
+        return body(data, position, end, unknown)
 
     return Walker(nullable_step, 1, None)
 
@@ -374,10 +421,51 @@ def body_walker(schema: type[Any]) -> Step:
     return _entity_walker(schema, nullable=False).step
 
 
-def check_body(schema: type[Any], data: bytes, offset: int) -> int:
+def check_body(schema: type[Any], data: bytes, offset: int, unknown: Sections | None = None) -> int:
     """Walk the body of ``schema`` at ``data[offset:]``; return where it ends.
 
     Raises ProtocolError for a count or length the remaining bytes cannot hold, a null
-    where the schema forbids one, or a malformed tagged field.
+    where the schema forbids one, or a malformed tagged field. Tagged fields with tags
+    the schema does not know are appended (per section) to ``unknown`` when given.
     """
-    return body_walker(schema)(data, offset, len(data))
+    return body_walker(schema)(data, offset, len(data), [] if unknown is None else unknown)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def without_unknown_tagged_fields(data: bytes, unknown: Sections) -> bytes:
+    """A copy of ``data`` without the unknown tagged fields ``unknown`` records, each
+    section's count rewritten to the fields that stay (so kio, which refuses unknown
+    tags, reads the rest)."""
+    edits: list[tuple[int, int, bytes]] = []
+    for section in unknown:
+        edits.append((section.count_start, section.count_end, _uvarint(section.known_count)))
+        edits.extend((start, end, b"") for start, end in section.spans)
+    edits.sort()
+    parts: list[bytes] = []
+    position = 0
+    for start, end, replacement in edits:
+        parts.append(data[position:start])
+        parts.append(replacement)
+        position = end
+    parts.append(data[position:])
+    return b"".join(parts)
+
+
+def checked_body(schema: type[Any], data: bytes, offset: int) -> tuple[bytes, int]:
+    """:func:`check_body`, then the bytes for kio: ``data`` itself (nearly always), or a
+    copy without the tagged fields the schema does not know; and where the body ends in
+    the bytes returned."""
+    unknown: Sections = []
+    end = body_walker(schema)(data, offset, len(data), unknown)
+    if not unknown:
+        return data, end
+    stripped = without_unknown_tagged_fields(data, unknown)
+    return stripped, end - (len(data) - len(stripped))

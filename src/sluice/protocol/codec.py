@@ -28,7 +28,7 @@ from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from sluice.common.errors import ProtocolError
-from sluice.protocol.bounds import check_body
+from sluice.protocol.bounds import checked_body
 from sluice.protocol.framing import frame
 from sluice.protocol.versions import ApiKey, request_is_flexible
 
@@ -137,7 +137,7 @@ def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: 
     schema = request_schema(api_key, version)
     if schema is None:
         raise ProtocolError(f"no schema for API {api_key} version {version}")
-    check_body(schema, frame_bytes, body_offset)
+    frame_bytes, _end = checked_body(schema, frame_bytes, body_offset)
     try:
         payload, size = entity_reader(schema)(frame_bytes, body_offset)
     except (
@@ -227,7 +227,7 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     position = 4
     if schema.__header_schema__.__flexible__:
         position = _skip_tagged_fields(frame_bytes, position)
-    check_body(schema, frame_bytes, position)
+    frame_bytes, _end = checked_body(schema, frame_bytes, position)
     try:
         payload, _size = entity_reader(schema)(frame_bytes, position)
     except (
