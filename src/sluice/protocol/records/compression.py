@@ -276,13 +276,18 @@ def _bounded(codec: Compression, data: Buffer, output_bound: int, max_bytes: int
         raise errors.CorruptMessage(f"{codec_name} data is corrupt: {error}") from None
 
 
-def _lz4_output_bound(data: Buffer) -> int:
-    """Upper bound on what a sequence of LZ4 frames decodes to, from the block headers.
-    Raises CorruptMessage when the framing itself is broken."""
+def _lz4_blocks(
+    data: Buffer, *, require_independent_blocks: bool
+) -> Iterator[tuple[memoryview, bool, int]]:
+    """Walk a sequence of LZ4 frames: each data block as (its bytes, whether it is stored
+    uncompressed, the frame's block size limit). Skippable frames are stepped over;
+    checksums are not verified (the batch CRC covers these bytes). Raises CorruptMessage
+    when the framing is broken, and for frames whose blocks depend on earlier ones when
+    ``require_independent_blocks`` (Kafka's reader refuses those: "Dependent block stream
+    is unsupported")."""
     view = memoryview(data)
     end = len(view)
     position = 0
-    bound = 0
     if end == 0:
         raise errors.CorruptMessage("lz4 data is empty")
     while position < end:
@@ -307,6 +312,10 @@ def _lz4_output_bound(data: Buffer) -> int:
             raise errors.CorruptMessage(
                 f"lz4 frame descriptor {flags:#04x} {block_descriptor:#04x} is not valid"
             )
+        if require_independent_blocks and not flags & _LZ4_INDEPENDENT_BLOCKS_FLAG:
+            raise errors.CorruptMessage(
+                "lz4 frame has linked blocks; Kafka requires independent blocks"
+            )
         has_block_checksum = bool(flags & 0x10)
         has_content_size = bool(flags & 0x08)
         has_content_checksum = bool(flags & 0x04)
@@ -321,16 +330,27 @@ def _lz4_output_bound(data: Buffer) -> int:
                 position += 4 * has_content_checksum
                 break
             block_bytes = block_header & ~_LZ4_UNCOMPRESSED_BLOCK_FLAG
-            if block_bytes > block_bytes_max:
+            if block_bytes > block_bytes_max or block_bytes > end - position:
                 raise errors.CorruptMessage(
                     f"lz4 block of {block_bytes} bytes is larger than the frame's "
-                    f"{block_bytes_max} byte blocks"
+                    f"{block_bytes_max} byte blocks or the data left"
                 )
-            bound += block_bytes_max
+            uncompressed = bool(block_header & _LZ4_UNCOMPRESSED_BLOCK_FLAG)
+            yield view[position : position + block_bytes], uncompressed, block_bytes_max
             position += block_bytes + 4 * has_block_checksum
         if position > end:
             raise errors.CorruptMessage("lz4 frame is truncated")
-    return bound
+
+
+def _lz4_output_bound(data: Buffer) -> int:
+    """Upper bound on what a sequence of LZ4 frames decodes to, from the block headers.
+    Raises CorruptMessage when the framing itself is broken."""
+    return sum(
+        block_bytes_max
+        for _block, _uncompressed, block_bytes_max in _lz4_blocks(
+            data, require_independent_blocks=False
+        )
+    )
 
 
 def _zstd_output_bound(data: Buffer) -> int:
@@ -499,75 +519,19 @@ def _snappy_block_within(block: Buffer, room: int, max_bytes: int) -> bytes:
 
 def _iter_lz4(data: Buffer) -> Iterator[bytes]:
     """LZ4 frames decoded block by block, as Kafka's reader does; a frame whose blocks
-    depend on earlier ones is refused, as Kafka refuses it ("Dependent block stream is
-    unsupported"). Checksums are not verified: the batch CRC covers these bytes."""
-    view = memoryview(data)
-    end = len(view)
-    position = 0
-    if end == 0:
-        raise errors.CorruptMessage("lz4 data is empty")
+    depend on earlier ones is refused, as Kafka refuses it."""
     output = bytearray()
-    while position < end:
-        if end - position < 4:
-            raise errors.CorruptMessage("lz4 frame magic is truncated")
-        (magic,) = _UINT32_LE.unpack_from(view, position)
-        position += 4
-        if magic & _LZ4_SKIPPABLE_MAGIC_MASK == _LZ4_SKIPPABLE_MAGIC:
-            if end - position < 4:
-                raise errors.CorruptMessage("lz4 skippable frame is truncated")
-            (skip_bytes,) = _UINT32_LE.unpack_from(view, position)
-            position += 4 + skip_bytes
+    for block, uncompressed, block_bytes_max in _lz4_blocks(data, require_independent_blocks=True):
+        if uncompressed:
+            yield bytes(block)
             continue
-        if magic != LZ4_FRAME_MAGIC:
-            raise errors.CorruptMessage(f"not an lz4 frame (magic {magic:#010x})")
-        if end - position < 3:
-            raise errors.CorruptMessage("lz4 frame descriptor is truncated")
-        flags = view[position]
-        block_descriptor = view[position + 1]
-        block_bytes_max = _LZ4_BLOCK_BYTES_MAX_BY_ID.get((block_descriptor >> 4) & 0x7)
-        if flags >> 6 != 1 or block_bytes_max is None:
-            raise errors.CorruptMessage(
-                f"lz4 frame descriptor {flags:#04x} {block_descriptor:#04x} is not valid"
-            )
-        if not flags & _LZ4_INDEPENDENT_BLOCKS_FLAG:
-            raise errors.CorruptMessage(
-                "lz4 frame has linked blocks; Kafka requires independent blocks"
-            )
         if len(output) < block_bytes_max:
             output = bytearray(block_bytes_max)
-        has_block_checksum = bool(flags & 0x10)
-        has_content_size = bool(flags & 0x08)
-        has_content_checksum = bool(flags & 0x04)
-        has_dictionary_id = bool(flags & 0x01)
-        position += 2 + 8 * has_content_size + 4 * has_dictionary_id + 1
-        while True:
-            if end - position < 4:
-                raise errors.CorruptMessage("lz4 block header is truncated")
-            (block_header,) = _UINT32_LE.unpack_from(view, position)
-            position += 4
-            if block_header == 0:
-                position += 4 * has_content_checksum
-                break
-            block_bytes = block_header & ~_LZ4_UNCOMPRESSED_BLOCK_FLAG
-            if block_bytes > block_bytes_max or block_bytes > end - position:
-                raise errors.CorruptMessage(
-                    f"lz4 block of {block_bytes} bytes is larger than the frame's "
-                    f"{block_bytes_max} byte blocks or the data left"
-                )
-            block = view[position : position + block_bytes]
-            if block_header & _LZ4_UNCOMPRESSED_BLOCK_FLAG:
-                yield bytes(block)
-            else:
-                try:
-                    written = cramjam.lz4.decompress_block_into(
-                        block, output, output_len=block_bytes_max
-                    )
-                except _CRAMJAM_ERRORS as error:
-                    raise errors.CorruptMessage(f"lz4 block is corrupt: {error}") from None
-                yield bytes(memoryview(output)[:written])
-            position += block_bytes + 4 * has_block_checksum
-        if position > end:
-            raise errors.CorruptMessage("lz4 frame is truncated")
+        try:
+            written = cramjam.lz4.decompress_block_into(block, output, output_len=block_bytes_max)
+        except _CRAMJAM_ERRORS as error:
+            raise errors.CorruptMessage(f"lz4 block is corrupt: {error}") from None
+        yield bytes(memoryview(output)[:written])
 
 
 def _iter_zstd(data: Buffer) -> Iterator[bytes]:
