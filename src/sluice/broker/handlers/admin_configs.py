@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -215,24 +215,13 @@ def describe_topic_configs(
     overrides: Mapping[str, str], config: BrokerConfig, names: Collection[str] | None = None
 ) -> list[DescribedConfig]:
     """Every topic config (or those in ``names``) with its effective value and source."""
-    described = []
-    for name, key in TOPIC_CONFIG_KEYS.items():
-        if names is not None and name not in names:
-            continue
-        synonyms = _broker_level_synonyms(key, config)
-        if name in overrides:
-            synonyms.insert(0, Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        described.append(
-            _described(
-                name,
-                key,
-                synonyms,
-                read_only=False,
-                documentation=key.doc,
-                config_type=_topic_config_type(key),
-            )
-        )
-    return described
+    return _describe_keys(
+        TOPIC_CONFIG_KEYS,
+        overrides,
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        lambda name, key: _broker_level_synonyms(key, config),
+        names,
+    )
 
 
 def describe_group_configs(
@@ -240,15 +229,33 @@ def describe_group_configs(
 ) -> list[DescribedConfig]:
     """Every group config (or those in ``names``): the group's override if it has one
     (GROUP_CONFIG), else Kafka's default, listed under the broker setting it comes from."""
+    return _describe_keys(
+        GROUP_CONFIG_KEYS,
+        overrides,
+        ConfigSource.GROUP_CONFIG,
+        lambda name, key: [
+            Synonym(BROKER_NAME_OF_GROUP_KEY[name], key.default, ConfigSource.DEFAULT_CONFIG)
+        ],
+        names,
+    )
+
+
+def _describe_keys(
+    keys: Mapping[str, ConfigKey],
+    overrides: Mapping[str, str],
+    override_source: ConfigSource,
+    defaults: Callable[[str, ConfigKey], list[Synonym]],
+    names: Collection[str] | None,
+) -> list[DescribedConfig]:
+    """``keys`` (or those in ``names``), each with its synonyms: its override first
+    (with ``override_source``), then where its default comes from (``defaults``)."""
     described = []
-    for name, key in GROUP_CONFIG_KEYS.items():
+    for name, key in keys.items():
         if names is not None and name not in names:
             continue
-        synonyms = [
-            Synonym(BROKER_NAME_OF_GROUP_KEY[name], key.default, ConfigSource.DEFAULT_CONFIG)
-        ]
+        synonyms = defaults(name, key)
         if name in overrides:
-            synonyms.insert(0, Synonym(name, overrides[name], ConfigSource.GROUP_CONFIG))
+            synonyms.insert(0, Synonym(name, overrides[name], override_source))
         described.append(
             _described(
                 name,
