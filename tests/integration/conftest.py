@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import unique_topic_name
+from client_helpers import round_trip_one_message, unique_topic_name
+from kafka_wire import KafkaConnection
 
 _THIS_DIRECTORY = Path(__file__).parent
 
@@ -87,6 +88,25 @@ def _running_broker(
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from _running_broker(tmp_path_factory, "broker")
+
+
+@pytest.fixture
+def connection(broker: BrokerProcess) -> Iterator[KafkaConnection]:
+    """A raw Kafka-protocol connection to the module's broker."""
+    with KafkaConnection(broker.host, broker.port) as opened:
+        yield opened
+
+
+@pytest.fixture
+def broker_still_serves_afterwards(broker: BrokerProcess) -> Iterator[None]:
+    """After the test, the module's broker is the same process and still serves a
+    client: for modules that throw bad input at it
+    (``pytestmark = pytest.mark.usefixtures("broker_still_serves_afterwards")``)."""
+    pid = broker.pid
+    yield
+    assert broker.is_running, "the broker process died"
+    assert broker.pid == pid, "the broker was restarted"
+    round_trip_one_message(broker.bootstrap)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from dataclasses import replace
 import crc32c
 import psutil
 import pytest
-from client_helpers import round_trip_one_message
 from kafka_wire import (
     LATEST_TIMESTAMP,
     KafkaConnection,
@@ -51,19 +50,7 @@ GREEDY_SEND_BYTES_MAX = 256 * 1024 * 1024
 queues requests or responses without bound."""
 
 
-@pytest.fixture(autouse=True)
-def broker_still_serves_afterwards(broker):
-    pid = broker.pid
-    yield
-    assert broker.is_running, "the broker process died"
-    assert broker.pid == pid, "the broker was restarted"
-    round_trip_one_message(broker.bootstrap)
-
-
-@pytest.fixture
-def connection(broker):
-    with KafkaConnection(broker.host, broker.port) as opened:
-        yield opened
+pytestmark = pytest.mark.usefixtures("broker_still_serves_afterwards")
 
 
 @pytest.fixture

@@ -45,12 +45,6 @@ NONE = 0
 INVALID_TOPIC_EXCEPTION = 17
 
 
-@pytest.fixture
-def connection(broker):
-    with KafkaConnection(broker.host, broker.port) as opened:
-        yield opened
-
-
 def offsets_topic_partitions(connection: KafkaConnection) -> int:
     response = connection.request(metadata_request([OFFSETS_TOPIC]))
     (topic,) = response.topics

@@ -16,7 +16,7 @@ import zlib
 import crc32c
 import psutil
 import pytest
-from client_helpers import consume_exactly, round_trip_one_message
+from client_helpers import consume_exactly
 from kafka_wire import (
     LATEST_TIMESTAMP,
     KafkaConnection,
@@ -37,19 +37,7 @@ INVALID_RECORD = 87
 RECORDS_PER_BATCH_MAX = 1_000_000  # sluice.common.limits, restated: the test pins it
 
 
-@pytest.fixture(autouse=True)
-def broker_still_serves_afterwards(broker):
-    pid = broker.pid
-    yield
-    assert broker.is_running, "the broker process died"
-    assert broker.pid == pid, "the broker was restarted"
-    round_trip_one_message(broker.bootstrap)
-
-
-@pytest.fixture
-def connection(broker):
-    with KafkaConnection(broker.host, broker.port) as opened:
-        yield opened
+pytestmark = pytest.mark.usefixtures("broker_still_serves_afterwards")
 
 
 def create(connection: KafkaConnection, name: str, **configs: str) -> None:
