@@ -2,13 +2,17 @@
 
 File ``<data dir>/cluster-metadata.json``::
 
-    {"format": 1, "cluster_id": "…", "next_producer_id": 3000,
-     "topics": {"orders": {"name": …, "topic_id": …, "partitions": {…},
-                           "configs": {…}, "version": 4}},
+    {"format": 1, "cluster_id": "…", "next_producer_id": 3000, "controller_epoch": 7,
+     "topics": {"orders": {"name": …, "topic_id": …, "configs": {…}, "version": 4,
+                           "partitions": {"0": {"replicas": [0], "leader": 0,
+                                                "leader_epoch": 2, "isr": [0],
+                                                "version": 5}, …}}},
      "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}}}
 
-``group_configs`` (per-group overrides, config resource GROUP) may be absent: files
-written before it existed have none.
+A topic's ``version`` counts writes of its record (configs, partition count); each
+partition's ``version`` counts writes of its state. ``controller_epoch`` and
+``group_configs`` (per-group overrides, config resource GROUP) may be absent, and a
+partition's ``version`` too: files written before they existed have none (0).
 
 Each change rewrites the whole document atomically (temp file, fsync, rename, fsync of
 the directory), so a crash leaves either the old or the new state, never half of one.
@@ -18,30 +22,45 @@ told about a topic the file does not hold. Many topics created together are one 
 (:meth:`EmbeddedMetadataStore.create_topics`), not one fsync each. Live brokers are kept
 in memory: on one node the only live broker is this one.
 
-Thread-safe: a lock orders writes, so the broker can run a large write in a worker
-thread while its event loop keeps reading. Listeners are called on the writing thread,
-after the lock is released.
+The interface is asynchronous (:class:`~sluice.cluster.store.MetadataStore`): each
+write runs in a worker thread, a lock orders them, and the new image is published on the
+writing thread after the lock is released. On one node every registered broker is this
+broker, and it is always the controller: each start elects it anew with the next
+controller epoch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
+import itertools
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
+from sluice.cluster.image import ControllerInfo, MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
-from sluice.cluster.store import NoSuchTopic, StaleVersion, TopicExists, TopicsListener
+from sluice.cluster.store import (
+    ControllerFenced,
+    ImageListener,
+    NoSuchTopic,
+    PartitionChange,
+    StaleVersion,
+    TopicExists,
+)
 from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
 FILE_NAME = "cluster-metadata.json"
 REQUIRED_FIELDS: dict[str, type] = {"cluster_id": str, "next_producer_id": int, "topics": dict}
 """The document's fields besides ``format``, with their JSON types."""
+
+_T = TypeVar("_T")
 
 
 class MetadataFileError(Exception):
@@ -52,7 +71,9 @@ class EmbeddedMetadataStore:
     def __init__(self, data_dir: Path) -> None:
         self._path = data_dir / FILE_NAME
         self._brokers: dict[int, BrokerInfo] = {}
-        self._listeners: list[TopicsListener] = []
+        self._broker_epochs = itertools.count()
+        self._controller: ControllerInfo | None = None
+        self._listeners: list[ImageListener] = []
         self._lock = threading.Lock()
         if self._path.exists():
             self._document = self._read()
@@ -77,6 +98,7 @@ class EmbeddedMetadataStore:
         ):
             # Topics stored before they had ids were given one while loading: keep it.
             self._commit(topics={name: t.to_json() for name, t in sorted(self._topics.items())})
+        self._image = self._make_image()
 
     def _topic_from_json(self, name: str, data: Any) -> TopicMetadata:
         """One topic of the file; a missing or malformed field is a MetadataFileError
@@ -118,7 +140,7 @@ class EmbeddedMetadataStore:
 
     def _commit_topics(self, stored: Sequence[TopicMetadata], removed: Sequence[str] = ()) -> None:
         """Durably store ``stored`` (new or replaced records) and drop ``removed``, then
-        change memory. Hold the lock; notify the listeners after releasing it."""
+        change memory and make the next image. Hold the lock; publish after releasing it."""
         topics = dict(self._document["topics"])
         for name in removed:
             del topics[name]
@@ -129,107 +151,203 @@ class EmbeddedMetadataStore:
             del self._topics[name]
         for topic in stored:
             self._topics[topic.name] = topic
+        self._image = self._make_image()
 
-    def _notify(self) -> None:
+    def _make_image(self) -> MetadataImage:
+        return MetadataImage(
+            cluster_id=str(self._document["cluster_id"]),
+            brokers=MappingProxyType(dict(self._brokers)),
+            controller=self._controller,
+            topics=MappingProxyType(dict(self._topics)),
+        )
+
+    def _publish(self) -> None:
+        image = self._image
         for listener in list(self._listeners):
-            listener()
+            listener(image)
+
+    def _current(self, name: str) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise NoSuchTopic(name)
+        return topic
+
+    # -- MetadataStore --------------------------------------------------------------
+
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def subscribe(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        """The file was read when the store was made: nothing to wait for."""
 
     def cluster_id(self) -> str:
         return str(self._document["cluster_id"])
 
-    def register_broker(self, broker: BrokerInfo) -> None:
-        self._brokers[broker.node_id] = broker
-
-    def live_brokers(self) -> list[BrokerInfo]:
-        return sorted(self._brokers.values(), key=lambda b: b.node_id)
-
-    def topics(self) -> dict[str, TopicMetadata]:
+    async def register_broker(self, broker: BrokerInfo) -> BrokerInfo:
+        registered = dataclasses.replace(broker, epoch=next(self._broker_epochs))
         with self._lock:
-            return dict(self._topics)
+            self._brokers[broker.node_id] = registered
+            self._image = self._make_image()
+        self._publish()
+        return registered
 
-    def create_topic(self, topic: TopicMetadata) -> TopicMetadata:
-        return self.create_topics([topic])[0]
+    async def elect_controller(self, node_id: int) -> int | None:
+        def elect() -> int:
+            with self._lock:
+                epoch = int(self._document.get("controller_epoch", 0)) + 1
+                self._commit(controller_epoch=epoch)
+                self._controller = ControllerInfo(node_id, epoch)
+                self._image = self._make_image()
+            return epoch
 
-    def create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
-        """Store new topics (version 0) in one write. Raises TopicExists (and stores
+        epoch = await asyncio.to_thread(elect)
+        self._publish()
+        return epoch
+
+    async def create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
+        """Store new topics (versions 0) in one write. Raises TopicExists (and stores
         none) if any name is taken."""
-        with self._lock:
-            for topic in topics:
-                if topic.name in self._topics:
-                    raise TopicExists(topic.name)
-            stored = [
-                dataclasses.replace(topic, partitions=dict(topic.partitions), version=0)
-                for topic in topics
-            ]
-            self._commit_topics(stored)
-        self._notify()
+        return await self._run(lambda: self._create_topics(topics))
+
+    def _create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
+        for topic in topics:
+            if topic.name in self._topics:
+                raise TopicExists(topic.name)
+        stored = [
+            dataclasses.replace(
+                topic,
+                partitions={
+                    index: dataclasses.replace(state, version=0)
+                    for index, state in topic.partitions.items()
+                },
+                configs=dict(topic.configs),
+                version=0,
+            )
+            for topic in topics
+        ]
+        self._commit_topics(stored)
         return stored
 
-    def delete_topic(self, name: str) -> None:
-        with self._lock:
-            if name not in self._topics:
-                raise NoSuchTopic(name)
+    async def delete_topic(self, name: str) -> None:
+        def delete() -> None:
+            self._current(name)
             self._commit_topics([], removed=[name])
-        self._notify()
 
-    def update_topic(self, topic: TopicMetadata) -> TopicMetadata:
-        with self._lock:
-            current = self._topics.get(topic.name)
-            if current is None:
-                raise NoSuchTopic(topic.name)
-            if current.version != topic.version:
-                raise StaleVersion(
-                    f"{topic.name}: version {topic.version}, stored {current.version}"
-                )
+        await self._run(delete)
+
+    async def set_topic_configs(
+        self, name: str, configs: Mapping[str, str], expected_version: int
+    ) -> TopicMetadata:
+        def update() -> TopicMetadata:
+            current = self._checked(name, expected_version)
             stored = dataclasses.replace(
-                topic,
-                partitions=dict(topic.partitions),
-                configs=dict(topic.configs),
-                version=topic.version + 1,
+                current, configs=dict(configs), version=current.version + 1
             )
             self._commit_topics([stored])
-        self._notify()
-        return stored
+            return stored
 
-    def update_partition(
-        self, name: str, partition: int, state: PartitionState, expected_version: int
+        return await self._run(update)
+
+    async def add_partitions(
+        self, name: str, partitions: Mapping[int, PartitionState], expected_version: int
     ) -> TopicMetadata:
-        current = self.topics().get(name)
-        if current is None:
-            raise NoSuchTopic(name)
-        partitions = dict(current.partitions)
-        partitions[partition] = state
-        return self.update_topic(
-            dataclasses.replace(current, partitions=partitions, version=expected_version)
-        )
+        def add() -> TopicMetadata:
+            current = self._checked(name, expected_version)
+            first = current.partition_count
+            assert sorted(partitions) == list(range(first, first + len(partitions))), (
+                f"{name}: partitions must be added after index {first - 1}"
+            )
+            added = {i: dataclasses.replace(s, version=0) for i, s in partitions.items()}
+            stored = dataclasses.replace(
+                current, partitions={**current.partitions, **added}, version=current.version + 1
+            )
+            self._commit_topics([stored])
+            return stored
 
-    def group_configs(self, group_id: str) -> dict[str, str]:
+        return await self._run(add)
+
+    def _checked(self, name: str, expected_version: int) -> TopicMetadata:
+        current = self._current(name)
+        if current.version != expected_version:
+            raise StaleVersion(f"{name}: version {expected_version}, stored {current.version}")
+        return current
+
+    async def update_partitions(
+        self, changes: Sequence[PartitionChange], controller_epoch: int
+    ) -> list[PartitionState]:
+        def update() -> list[PartitionState]:
+            stored_epoch = int(self._document.get("controller_epoch", 0))
+            if controller_epoch != stored_epoch:
+                raise ControllerFenced(
+                    f"controller epoch {controller_epoch} is not the current {stored_epoch}"
+                )
+            topics: dict[str, TopicMetadata] = {}
+            written: list[PartitionState] = []
+            for change in changes:
+                topic = topics.get(change.topic) or self._current(change.topic)
+                current = topic.partitions.get(change.partition)
+                if current is None:
+                    raise NoSuchTopic(f"{change.topic}-{change.partition}")
+                if current.version != change.state.version:
+                    raise StaleVersion(
+                        f"{change.topic}-{change.partition}: version {change.state.version}, "
+                        f"stored {current.version}"
+                    )
+                state = dataclasses.replace(change.state, version=current.version + 1)
+                topics[change.topic] = dataclasses.replace(
+                    topic, partitions={**topic.partitions, change.partition: state}
+                )
+                written.append(state)
+            self._commit_topics(list(topics.values()))
+            return written
+
+        return await self._run(update)
+
+    async def _run(self, write: Callable[[], _T]) -> _T:
+        """Run ``write`` under the lock in a worker thread, then publish the new image."""
+
+        def locked() -> _T:
+            with self._lock:
+                return write()
+
+        result = await asyncio.to_thread(locked)
+        self._publish()
+        return result
+
+    async def group_configs(self, group_id: str) -> dict[str, str]:
         """The config overrides stored for one group (empty when none)."""
         stored = self._document.get("group_configs", {}).get(group_id, {})
         return dict(stored)
 
-    def groups_with_configs(self) -> list[str]:
+    async def groups_with_configs(self) -> list[str]:
         return sorted(self._document.get("group_configs", {}))
 
-    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace one group's overrides (already checked); empty removes the group's
         entry. In memory only once the file is written."""
-        with self._lock:
-            updated = dict(self._document.get("group_configs") or {})
-            if configs:
-                updated[group_id] = dict(sorted(configs.items()))
-            else:
-                updated.pop(group_id, None)
-            self._commit(group_configs=updated)
 
-    def allocate_producer_id_block(self, block_size: int) -> int:
-        with self._lock:
-            first = int(self._document["next_producer_id"])
-            self._commit(next_producer_id=first + block_size)
-        return first
+        def write() -> None:
+            with self._lock:
+                updated = dict(self._document.get("group_configs") or {})
+                if configs:
+                    updated[group_id] = dict(sorted(configs.items()))
+                else:
+                    updated.pop(group_id, None)
+                self._commit(group_configs=updated)
 
-    def add_listener(self, listener: TopicsListener) -> None:
-        self._listeners.append(listener)
+        await asyncio.to_thread(write)
 
-    def close(self) -> None:
+    async def allocate_producer_id_block(self, block_size: int) -> int:
+        def allocate() -> int:
+            with self._lock:
+                first = int(self._document["next_producer_id"])
+                self._commit(next_producer_id=first + block_size)
+            return first
+
+        return await asyncio.to_thread(allocate)
+
+    async def close(self) -> None:
         self._listeners.clear()

@@ -33,25 +33,54 @@ def new_topic_id() -> uuid.UUID:
             return topic_id
 
 
+NO_LEADER = -1
+"""A partition's leader while none of its in-sync replicas is live (offline)."""
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker as registered in the metadata store. ``epoch`` tells one
+    registration from the next of the same node id (Kafka's broker epoch): the store
+    gives it, and it grows each time the broker registers, so the controller sees a
+    restart even when no moment passed without the broker registered."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    epoch: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": self.rack}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], epoch: int = -1) -> BrokerInfo:
+        rack = data.get("rack")
+        return cls(int(data["node_id"]), str(data["host"]), int(data["port"]), rack, epoch)
 
 
 @dataclass(frozen=True)
 class PartitionState:
-    """Leadership of one partition. ``leader_epoch`` only ever grows; it is bumped on every
-    leader change and stamped into every batch the leader appends."""
+    """One partition's replicas and leadership, a record of its own in the store (apart
+    from the topic's config, so that a leader change and a config change never contend
+    for one version). ``leader_epoch`` only ever grows; it is bumped on every leader
+    change and stamped into every batch the leader appends. ``version`` is the record's
+    version in the store (Kafka's partition epoch): every write bumps it, and a write
+    made from a stale read loses. ``leader`` is :data:`NO_LEADER` while the partition is
+    offline."""
 
     replicas: tuple[int, ...]
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+    version: int = 0
+
+    @property
+    def is_online(self) -> bool:
+        return self.leader != NO_LEADER
 
     def to_json(self) -> dict[str, Any]:
+        """The record's content; the version is the store's to keep."""
         return {
             "replicas": list(self.replicas),
             "leader": self.leader,
@@ -60,19 +89,22 @@ class PartitionState:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PartitionState:
+    def from_json(cls, data: dict[str, Any], version: int = 0) -> PartitionState:
         return cls(
             replicas=tuple(data["replicas"]),
             leader=data["leader"],
             leader_epoch=data["leader_epoch"],
             isr=tuple(data["isr"]),
+            version=version,
         )
 
 
 @dataclass(frozen=True)
 class TopicMetadata:
     """A topic: its id, partitions (index → state), config overrides, and the version of
-    this record in the store (bumped by every write)."""
+    the topic record in the store (its id, config overrides and partition count; bumped
+    by every write of them, never by a partition's leadership, which has a version of
+    its own)."""
 
     name: str
     topic_id: uuid.UUID
@@ -88,7 +120,10 @@ class TopicMetadata:
         return {
             "name": self.name,
             "topic_id": str(self.topic_id),
-            "partitions": {str(i): p.to_json() for i, p in sorted(self.partitions.items())},
+            "partitions": {
+                str(i): {**p.to_json(), "version": p.version}
+                for i, p in sorted(self.partitions.items())
+            },
             "configs": dict(sorted(self.configs.items())),
             "version": self.version,
         }
@@ -102,7 +137,10 @@ class TopicMetadata:
         return cls(
             name=data["name"],
             topic_id=new_topic_id() if topic_id in _RESERVED_TOPIC_IDS else topic_id,
-            partitions={int(i): PartitionState.from_json(p) for i, p in data["partitions"].items()},
+            partitions={
+                int(i): PartitionState.from_json(p, int(p.get("version", 0)))
+                for i, p in data["partitions"].items()
+            },
             configs=dict(data["configs"]),
             version=int(data["version"]),
         )

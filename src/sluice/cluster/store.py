@@ -1,94 +1,149 @@
-"""The metadata-store interface. Backends: :mod:`sluice.cluster.embedded` (one node, a file
-in the data dir) and ZooKeeper (clusters; later).
+"""The metadata-store interface, one contract for both backends:
+:mod:`sluice.cluster.embedded` (one node, a file in the data directory) and
+:mod:`sluice.cluster.zookeeper` (a cluster of brokers sharing a ZooKeeper ensemble).
 
-The interface is synchronous: the embedded store is a local file, and kazoo's calls block.
-Callers on the event loop run large writes (and ZooKeeper calls) in a thread, so
-backends are thread-safe, and listeners may be called on any thread. A write that fails
-raises (OSError for a local file) and changes nothing. Writes that replace a record
-take the version the caller read; a mismatch raises :class:`StaleVersion` and the caller
-re-reads and retries (or gives up): a stale controller cannot overwrite a newer state.
+Asynchronous: every call that reads or writes the backing store is a coroutine that runs
+its blocking part (a file write and fsync, a ZooKeeper round trip) in a worker thread,
+so the event loop never waits on the store. What the store last saw is an immutable
+:class:`~sluice.cluster.image.MetadataImage`, read without waiting (:meth:`image`),
+and every new image is handed to the subscribers (:meth:`subscribe`), on whatever thread
+noticed the change (a ZooKeeper watch fires on kazoo's thread): a subscriber must only
+pass the image on to its event loop, never touch logs there.
+
+Writes are conditional::
+
+    record            written by            condition
+    topic             any broker            its version (StaleVersion on a mismatch)
+    partition state   the controller        each state's version AND the controller
+                                            epoch (ControllerFenced if a newer
+                                            controller was elected)
+    new topic         any broker            the name is free (TopicExists)
+
+so a writer that read a stale state, or a controller that was paused past its session
+and replaced, cannot overwrite what is newer. A write that fails changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 
 
-class StaleVersion(Exception):
+class MetadataStoreError(Exception):
+    """The store cannot be reached or refused an operation; the message says why."""
+
+
+class StaleVersion(MetadataStoreError):
     """A conditional write lost: someone changed the record since it was read."""
 
 
-class TopicExists(Exception):
+class ControllerFenced(MetadataStoreError):
+    """A controller write was refused: another broker was elected controller since
+    (a newer controller epoch), so this one must stop acting as controller."""
+
+
+class TopicExists(MetadataStoreError):
     pass
 
 
-class NoSuchTopic(Exception):
+class NoSuchTopic(MetadataStoreError):
     pass
 
 
-TopicsListener = Callable[[], None]
+class BrokerIdInUse(MetadataStoreError):
+    """Another live broker is registered with this node id."""
+
+
+ImageListener = Callable[[MetadataImage], None]
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """A new state for one partition, written only if the stored state's version is
+    still ``state.version`` (the version of the state the decision was made from)."""
+
+    topic: str
+    partition: int
+    state: PartitionState
 
 
 class MetadataStore(Protocol):
-    def cluster_id(self) -> str:
-        """A stable id for the cluster, created once."""
+    def image(self) -> MetadataImage:
+        """The latest metadata this store has seen (no I/O)."""
         ...
 
-    def register_broker(self, broker: BrokerInfo) -> None:
-        """Announce a live broker (ephemeral in ZooKeeper; gone when its session ends)."""
+    def subscribe(self, listener: ImageListener) -> None:
+        """Call ``listener`` with every new image, on any thread, in order."""
         ...
 
-    def live_brokers(self) -> list[BrokerInfo]: ...
-
-    def topics(self) -> dict[str, TopicMetadata]:
-        """Every topic, by name."""
+    async def start(self) -> None:
+        """Open the store: create or read the cluster id and load the first image.
+        Raises MetadataStoreError (with a message saying what to do) when it cannot."""
         ...
 
-    def create_topic(self, topic: TopicMetadata) -> TopicMetadata:
-        """Store a new topic (version 0). Raises TopicExists."""
+    async def register_broker(self, broker: BrokerInfo) -> BrokerInfo:
+        """Announce this live broker (ephemeral: gone when its session ends); returns it
+        with the epoch of this registration. Raises BrokerIdInUse when another live
+        broker holds the node id."""
         ...
 
-    def create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
-        """Store several new topics at once (one write where the backend allows).
-        Raises TopicExists, storing none, if any name is taken."""
+    async def elect_controller(self, node_id: int) -> int | None:
+        """Try to become the controller: the new controller epoch if this broker won,
+        None if another broker is controller."""
         ...
 
-    def delete_topic(self, name: str) -> None:
+    async def create_topics(self, topics: Sequence[TopicMetadata]) -> list[TopicMetadata]:
+        """Store new topics with their partitions (versions 0), all or none, in one
+        write where the backend allows. Raises TopicExists if any name is taken."""
+        ...
+
+    async def delete_topic(self, name: str) -> None:
         """Raises NoSuchTopic."""
         ...
 
-    def update_topic(self, topic: TopicMetadata) -> TopicMetadata:
-        """Replace a topic record if its stored version is still ``topic.version``; return
-        the stored record with the new version. Raises StaleVersion or NoSuchTopic."""
-        ...
-
-    def update_partition(
-        self, name: str, partition: int, state: PartitionState, expected_version: int
+    async def set_topic_configs(
+        self, name: str, configs: Mapping[str, str], expected_version: int
     ) -> TopicMetadata:
-        """Replace one partition's leadership state (conditional on the topic version)."""
+        """Replace the topic's config overrides if the topic record's version is still
+        ``expected_version``. Raises StaleVersion or NoSuchTopic."""
         ...
 
-    def allocate_producer_id_block(self, block_size: int) -> int:
-        """Reserve ``block_size`` producer ids durably; return the first. Never reused."""
+    async def add_partitions(
+        self, name: str, partitions: Mapping[int, PartitionState], expected_version: int
+    ) -> TopicMetadata:
+        """Add partitions (the next indexes) to a topic whose record's version is still
+        ``expected_version``. Raises StaleVersion or NoSuchTopic."""
         ...
 
-    def group_configs(self, group_id: str) -> dict[str, str]:
+    async def update_partitions(
+        self, changes: Sequence[PartitionChange], controller_epoch: int
+    ) -> list[PartitionState]:
+        """Write new partition states, all or none, each conditional on its version and
+        all on ``controller_epoch`` still being the current one; return them with their
+        new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic."""
+        ...
+
+    async def allocate_producer_id_block(self, block_size: int) -> int:
+        """Reserve ``block_size`` producer ids durably; return the first. Never reused,
+        whichever broker asks."""
+        ...
+
+    async def group_configs(self, group_id: str) -> dict[str, str]:
         """A group's config overrides (config resource GROUP); empty when none."""
         ...
 
-    def groups_with_configs(self) -> list[str]:
+    async def groups_with_configs(self) -> list[str]:
         """Every group that has config overrides."""
         ...
 
-    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace a group's config overrides durably; empty removes them."""
         ...
 
-    def add_listener(self, listener: TopicsListener) -> None:
-        """Call ``listener`` after any topic change (from any broker)."""
+    async def close(self) -> None:
+        """Leave the cluster (this broker's registration ends) and release the store."""
         ...
-
-    def close(self) -> None: ...
