@@ -1,8 +1,18 @@
-"""Controller decisions: where a new topic's or partition's replicas go, and who leads.
+"""Placement decisions: where a new topic's or partition's replicas go, and who leads.
 
-Pure functions over the metadata model; the broker applies their results through the
-metadata store. Replicas are spread round-robin over the live brokers starting at a
-per-topic offset, and the first replica is the preferred leader, as in Kafka.
+Pure functions over the metadata model (randomness is passed in); the broker writes their
+results through the metadata store. Replicas are spread over the live brokers as Kafka
+spreads them: leaders round-robin from a random broker, racks alternating, followers at
+a shifting distance and on other racks where there are any; the first replica is the
+preferred leader. Three brokers on racks a, a, b and six partitions of replication
+factor 2 give::
+
+    arranged brokers (racks alternate):  1(a) 3(b) 2(a)
+    partition   0     1     2     3     4     5
+    replicas   1,3   3,2   2,3   1,3   3,1   2,3      (start 0, shift 0)
+
+Every partition has a replica on rack b, the rack with one broker: a follower goes to a
+rack without a replica of its partition while there is one.
 
 A client may instead name each partition's replicas (CreateTopics and CreatePartitions
 ``assignments``). Such an assignment is checked as Kafka's controller checks it
@@ -15,8 +25,8 @@ are stored in the order given; the first live one leads.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
+from random import Random
 
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata, new_topic_id
 from sluice.common import errors
@@ -24,26 +34,76 @@ from sluice.common.errors import ErrorCode
 from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX, REPLICATION_FACTOR_MAX
 
 
+def _rack_alternated(brokers: Sequence[BrokerInfo]) -> list[int]:
+    """Node ids ordered so that racks take turns (the first broker of each rack, then
+    the second of each, ...), racks and brokers in id order: consecutive entries sit on
+    different racks wherever the racks allow it."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(brokers, key=lambda b: b.node_id):
+        by_rack.setdefault(broker.rack or "", []).append(broker.node_id)
+    racks = [by_rack[rack] for rack in sorted(by_rack)]
+    return [
+        rack_brokers[i]
+        for i in range(max(len(r) for r in racks))
+        for rack_brokers in racks
+        if i < len(rack_brokers)
+    ]
+
+
+def _follower_index(first: int, shift: int, replica: int, broker_count: int) -> int:
+    """Where the ``replica``-th follower of a partition whose leader sits at ``first``
+    goes: a shift that changes each time the partitions wrap round the brokers, so
+    followers do not always trail the same leader."""
+    return (first + 1 + (shift + replica) % (broker_count - 1)) % broker_count
+
+
 def _assign(
-    name: str, first: int, count: int, replication_factor: int, brokers: list[BrokerInfo]
+    first_partition: int,
+    count: int,
+    replication_factor: int,
+    brokers: Sequence[BrokerInfo],
+    random: Random,
+    start: int | None = None,
 ) -> dict[int, PartitionState]:
+    """Kafka's placement: leaders round-robin over the brokers (racks alternating) from
+    ``start`` (random for a new topic; the position of partition 0's first replica when
+    a topic grows); each follower at a shifting distance from its leader, skipping a
+    broker whose rack already holds a replica of the partition until every rack holds
+    one, and a broker already holding one until every broker does."""
     if not 1 <= replication_factor <= REPLICATION_FACTOR_MAX:
         raise errors.InvalidReplicationFactor(
             f"replication factor {replication_factor} is outside [1, {REPLICATION_FACTOR_MAX}]"
         )
     if replication_factor > len(brokers):
         raise errors.InvalidReplicationFactor(
-            f"replication factor {replication_factor} is larger than the "
-            f"{len(brokers)} live broker(s)"
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{len(brokers)}."
         )
-    node_ids = sorted(b.node_id for b in brokers)
-    start = zlib.crc32(name.encode()) % len(node_ids)
+    arranged = _rack_alternated(brokers)
+    rack_of = {b.node_id: b.rack or "" for b in brokers}
+    rack_count = len(set(rack_of.values()))
+    broker_count = len(arranged)
+    start_index = random.randrange(broker_count) if start is None else start % broker_count
+    shift = random.randrange(broker_count) if start is None else start_index
     partitions: dict[int, PartitionState] = {}
-    for index in range(first, first + count):
-        replicas = tuple(
-            node_ids[(start + index + r) % len(node_ids)] for r in range(replication_factor)
-        )
-        partitions[index] = PartitionState(replicas, replicas[0], 0, replicas)
+    for index in range(first_partition, first_partition + count):
+        if index > 0 and index % broker_count == 0:
+            shift += 1
+        first = (index + start_index) % broker_count
+        replicas = [arranged[first]]
+        racks = {rack_of[arranged[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            candidate = arranged[_follower_index(first, shift, k, broker_count)]
+            k += 1
+            rack = rack_of[candidate]
+            rack_taken = rack in racks and len(racks) < rack_count
+            if candidate in replicas or (rack_taken and k < broker_count):
+                continue
+            replicas.append(candidate)
+            racks.add(rack)
+        chosen = tuple(replicas)
+        partitions[index] = PartitionState(chosen, chosen[0], 0, chosen)
     return partitions
 
 
@@ -148,10 +208,11 @@ def new_topic(
     partition_count: int,
     replication_factor: int,
     configs: dict[str, str],
-    brokers: list[BrokerInfo],
+    brokers: Sequence[BrokerInfo],
+    random: Random,
 ) -> TopicMetadata:
     check_partition_count(partition_count)
-    partitions = _assign(name, 0, partition_count, replication_factor, brokers)
+    partitions = _assign(0, partition_count, replication_factor, brokers, random)
     return TopicMetadata(name, new_topic_id(), partitions, dict(configs))
 
 
@@ -165,17 +226,21 @@ def _check_growth(topic: TopicMetadata, new_count: int) -> None:
 
 
 def with_partitions(
-    topic: TopicMetadata, new_count: int, brokers: list[BrokerInfo]
+    topic: TopicMetadata, new_count: int, brokers: Sequence[BrokerInfo], random: Random
 ) -> TopicMetadata:
-    """``topic`` grown to ``new_count`` partitions (never shrunk)."""
+    """``topic`` grown to ``new_count`` partitions (never shrunk), placed from where
+    partition 0's first replica sits, as Kafka does."""
     _check_growth(topic, new_count)
-    replication_factor = len(topic.partitions[0].replicas)
+    first_replicas = topic.partitions[0].replicas
+    arranged = _rack_alternated(brokers)
+    start = arranged.index(first_replicas[0]) if first_replicas[0] in arranged else 0
     added = _assign(
-        topic.name,
         topic.partition_count,
         new_count - topic.partition_count,
-        replication_factor,
+        len(first_replicas),
         brokers,
+        random,
+        start,
     )
     return TopicMetadata(
         topic.name, topic.topic_id, {**topic.partitions, **added}, topic.configs, topic.version
