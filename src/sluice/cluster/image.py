@@ -37,20 +37,16 @@ class ControllerInfo:
     epoch: int
 
 
-_NO_BROKERS: Mapping[int, BrokerInfo] = MappingProxyType({})
-_NO_TOPICS: Mapping[str, TopicMetadata] = MappingProxyType({})
-
-
 @dataclass(frozen=True)
 class MetadataImage:
     """The cluster as one broker last saw it: the live brokers, the controller and every
     topic with its partitions."""
 
     cluster_id: str
-    brokers: Mapping[int, BrokerInfo] = _NO_BROKERS
+    brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: MappingProxyType({}))
     """Live (registered) brokers by node id."""
     controller: ControllerInfo | None = None
-    topics: Mapping[str, TopicMetadata] = _NO_TOPICS
+    topics: Mapping[str, TopicMetadata] = field(default_factory=lambda: MappingProxyType({}))
     _by_id: dict[TopicId, TopicMetadata] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -1,5 +1,6 @@
-"""Controller decisions for ElectLeaders and partition reassignments, as Kafka's
-controller makes them (``ReplicationControlManager``).
+"""Controller decisions for leader elections (brokers leaving and joining, ElectLeaders)
+and partition reassignments, as Kafka's controller makes them
+(``ReplicationControlManager``).
 
 Pure functions over the metadata model; the broker writes what they decide through the
 metadata store. A partition's preferred leader is its first replica; a leader counts only
@@ -27,11 +28,14 @@ only registered broker is this one, so every valid target is the current replica
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from sluice.cluster.model import PartitionState
+from sluice.cluster.image import MetadataImage
+from sluice.cluster.model import NO_LEADER, PartitionState
+from sluice.cluster.store import PartitionChange
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
 
@@ -98,7 +102,37 @@ def elect(
 
 
 def _led_by(state: PartitionState, leader: int, isr: Sequence[int]) -> PartitionState:
-    return PartitionState(state.replicas, leader, state.leader_epoch + 1, tuple(isr))
+    """``state`` with a new leader (or NO_LEADER) at the next leader epoch; the version
+    stays the one read, for the conditional write."""
+    return dataclasses.replace(
+        state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=tuple(isr)
+    )
+
+
+def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[PartitionChange]:
+    """What the controller writes after a change of the live brokers or the topics:
+    every partition whose leader is not live gets the first live replica of its ISR
+    (preferred order), or goes offline (NO_LEADER) when none is live, Kafka's rule with
+    unclean election off; an offline partition whose ISR member came back leads again;
+    a partition led by a broker in ``restarted`` (registered anew since the controller
+    last looked) gets the next leader epoch. The ISR drops brokers that are not live,
+    except the last one, which stays (the only replica known to have every record)."""
+    live = image.brokers
+    changes: list[PartitionChange] = []
+    for topic in image.topics.values():
+        for index, state in topic.partitions.items():
+            leader_ok = state.leader in live and state.leader not in restarted
+            if leader_ok:
+                continue
+            in_sync = [r for r in state.replicas if r in state.isr and r in live]
+            if in_sync:
+                new_state = _led_by(state, in_sync[0], [r for r in state.isr if r in live])
+            elif state.is_online:
+                new_state = _led_by(state, NO_LEADER, state.isr)
+            else:
+                continue  # offline, and still no in-sync replica to lead
+            changes.append(PartitionChange(topic.name, index, new_state))
+    return changes
 
 
 def check_reassignment_target(
@@ -162,4 +196,4 @@ def reassigned(
             "only reordering the current replicas is possible"
         )
     # A new order changes only the preferred leader; the leader and its epoch stay.
-    return PartitionState(replicas, current.leader, current.leader_epoch, current.isr)
+    return dataclasses.replace(current, replicas=replicas)

@@ -1,0 +1,136 @@
+"""The controller: one broker of the cluster, elected through the metadata store, that
+moves partition leadership when brokers leave and join.
+
+Every broker runs a :class:`Controller`; it acts only while elected::
+
+                 image without a controller
+      follower ─────────────────────────────▶ elect_controller(node id)
+         ▲                                        │ won: epoch E     │ lost
+         │ ControllerFenced, or the image          ▼                  ▼
+         │ names another controller          controller(E) ◀── follower
+         └────────────────────────────────── on every image: reconcile → writes
+
+While controller, each new image (a broker gone or registered anew, a topic created) is
+reconciled (:func:`sluice.cluster.leadership.reconcile`) and the new partition states
+are written conditionally on their versions and on epoch E. A write that loses to a newer
+state (StaleVersion) is retried on the next image, or after
+:data:`RETRY_BACKOFF_MS` if none comes; a write refused for the epoch
+(ControllerFenced) means another broker was elected while this one was away (a lost
+ZooKeeper session, a paused process): this one stops acting at once and writes nothing
+more. On one node the embedded store elects the only broker at every start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sluice.cluster import leadership
+from sluice.cluster.image import MetadataImage
+from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_MS = 200
+"""How long the controller waits before trying again after a write lost to a newer state
+or the store could not be reached, when no new image arrives sooner."""
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, node_id: int) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._epoch: int | None = None
+        self._broker_epochs: dict[int, int] = {}
+        """Each live broker's registration epoch when the controller last wrote: a
+        different one later means the broker registered anew (it restarted)."""
+        self._changed = asyncio.Event()
+        self._changed.set()
+
+    @property
+    def epoch(self) -> int | None:
+        """The controller epoch while this broker is controller, else None."""
+        return self._epoch
+
+    def notify(self) -> None:
+        """A new image was published: look at it (on the event loop)."""
+        self._changed.set()
+
+    async def run(self) -> None:
+        """Act on images until cancelled."""
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            try:
+                settled = await self.step()
+            except MetadataStoreError as e:
+                log.warning("controller: the metadata store failed (%s); will retry", e)
+                settled = False
+            if not settled:
+                try:
+                    await asyncio.wait_for(self._changed.wait(), RETRY_BACKOFF_MS / 1000)
+                except TimeoutError:
+                    self._changed.set()
+
+    async def step(self) -> bool:
+        """Elect or reconcile once for the current image; False when a write lost and
+        must be tried again."""
+        image = self._store.image()
+        self._follow(image)
+        if self._epoch is None and image.controller is None:
+            epoch = await self._store.elect_controller(self._node_id)
+            if epoch is not None:
+                self._epoch = epoch
+                self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
+                log.info("broker %d is now the controller (epoch %d)", self._node_id, epoch)
+            image = self._store.image()
+        if self._epoch is None:
+            return True
+        return await self._reconcile(image, self._epoch)
+
+    def _follow(self, image: MetadataImage) -> None:
+        """Stop acting as controller when the image names another one (or a newer epoch
+        of this broker's: a re-election after a lost session)."""
+        current = image.controller
+        if self._epoch is None or current is None:
+            return
+        if current.node_id != self._node_id or current.epoch != self._epoch:
+            log.warning(
+                "broker %d is no longer the controller (epoch %d); broker %d is (epoch %d)",
+                self._node_id,
+                self._epoch,
+                current.node_id,
+                current.epoch,
+            )
+            self._epoch = None
+
+    async def _reconcile(self, image: MetadataImage, epoch: int) -> bool:
+        restarted = {
+            node_id
+            for node_id, broker in image.brokers.items()
+            if self._broker_epochs.get(node_id, broker.epoch) != broker.epoch
+        }
+        changes = leadership.reconcile(image, restarted)
+        if changes:
+            try:
+                await self._store.update_partitions(changes, epoch)
+            except StaleVersion as e:
+                log.info("controller: a partition changed meanwhile (%s); trying again", e)
+                return False
+            except ControllerFenced as e:
+                log.warning(
+                    "broker %d stops acting as controller: another broker was elected "
+                    "while it was away (%s)",
+                    self._node_id,
+                    e,
+                )
+                self._epoch = None
+                return True
+            offline = sum(1 for c in changes if not c.state.is_online)
+            log.info(
+                "controller: moved leadership of %d partition(s) (%d now offline)",
+                len(changes),
+                offline,
+            )
+        self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
+        return True
