@@ -1,20 +1,32 @@
-"""``sluice cluster``: describe the cluster and elect partition leaders."""
+"""``sluice cluster``: the brokers, the controller, where partitions lead, and leader
+elections."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
-from sluice.cli.common import bootstrap_option, open_cluster, raise_if_unknown_topic, run
+from sluice.cli.common import (
+    bootstrap_option,
+    echo_json,
+    echo_table,
+    format_option,
+    open_cluster,
+    raise_if_unknown_topic,
+    run,
+)
 from sluice.client.admin import Admin, ClusterDescription, ElectionType
+from sluice.client.cluster import PartitionMetadata, TopicMetadata
 from sluice.common import errors
 from sluice.common.ids import TopicPartition, topic_name_problem
 
 
 @click.group()
 def cluster() -> None:
-    """Describe the cluster and elect partition leaders."""
+    """See the brokers and where partitions lead; elect partition leaders."""
 
 
 @cluster.command()
@@ -39,6 +51,107 @@ def describe(*, bootstrap_server: str) -> None:
         rack = f"  rack {broker.rack}" if broker.rack else ""
         role = "  (controller)" if broker.node_id == described.controller_id else ""
         click.echo(f"  {broker.node_id}  {broker.address}{rack}{role}")
+
+
+@dataclass(frozen=True)
+class _Status:
+    described: ClusterDescription
+    topics: list[TopicMetadata]
+
+    @property
+    def partitions(self) -> list[PartitionMetadata]:
+        return [p for topic in self.topics for p in topic.partitions]
+
+    def offline(self) -> list[PartitionMetadata]:
+        """Partitions without a live leader."""
+        live = {b.node_id for b in self.described.brokers}
+        return [p for p in self.partitions if p.leader_id not in live]
+
+    def to_json(self) -> dict[str, Any]:
+        partitions = self.partitions
+        return {
+            "cluster_id": self.described.cluster_id,
+            "controller_id": self.described.controller_id,
+            "brokers": [
+                {
+                    "node_id": b.node_id,
+                    "host": b.host,
+                    "port": b.port,
+                    "rack": b.rack,
+                    "leader_partitions": sum(p.leader_id == b.node_id for p in partitions),
+                    "replica_partitions": sum(b.node_id in p.replica_ids for p in partitions),
+                }
+                for b in self.described.brokers
+            ],
+            "partition_count": len(partitions),
+            "offline_partitions": [
+                {"topic": p.topic, "partition": p.partition, "replicas": list(p.replica_ids)}
+                for p in self.offline()
+            ],
+            "topics": {
+                topic.name: [
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader_id,
+                        "leader_epoch": p.leader_epoch,
+                        "replicas": list(p.replica_ids),
+                        "isr": list(p.isr_ids),
+                    }
+                    for p in topic.partitions
+                ]
+                for topic in self.topics
+            },
+        }
+
+
+@cluster.command()
+@format_option
+@bootstrap_option
+def status(*, output_format: str, bootstrap_server: str) -> None:
+    """Show the brokers, the controller, how many partitions each broker leads and holds,
+    and the partitions that have no live leader (offline).
+
+    Exits with status 2 when a partition is offline.
+    """
+
+    async def gather() -> _Status:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            described = await admin.describe_cluster()
+            return _Status(described, await admin.list_topics(include_internal=True))
+
+    found = run(gather)
+    document = found.to_json()
+    if output_format == "json":
+        echo_json(document)
+    else:
+        controller = found.described.controller_id
+        click.echo(f"Cluster {found.described.cluster_id or '(no id)'}")
+        click.echo(f"Controller: broker {controller}" if controller >= 0 else "Controller: none")
+        click.echo(f"Brokers: {len(document['brokers'])}")
+        rows = [["ID", "ADDRESS", "RACK", "LEADS", "REPLICAS"]]
+        for broker in document["brokers"]:
+            marker = "*" if broker["node_id"] == controller else ""
+            rows.append(
+                [
+                    f"{broker['node_id']}{marker}",
+                    f"{broker['host']}:{broker['port']}",
+                    broker["rack"] or "-",
+                    str(broker["leader_partitions"]),
+                    str(broker["replica_partitions"]),
+                ]
+            )
+        echo_table(rows)
+        offline = document["offline_partitions"]
+        click.echo(
+            f"Partitions: {document['partition_count']} in {len(found.topics)} topic(s), "
+            f"{len(offline)} offline"
+        )
+        for entry in offline:
+            replicas = ",".join(str(r) for r in entry["replicas"])
+            click.echo(f"  offline: {entry['topic']}:{entry['partition']} (replicas {replicas})")
+    if document["offline_partitions"]:
+        raise click.exceptions.Exit(2)
 
 
 def _parse_partition(text: str) -> tuple[str, int | None]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import json
 import os
 import sys
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -174,3 +175,27 @@ def check_partition(metadata: TopicMetadata, partition: int | None) -> None:
         f"topic {metadata.name!r} has no partition {partition} "
         f"(it has {count} partition(s), numbered 0-{count - 1})"
     )
+
+
+def echo_table(rows: Sequence[Sequence[str]]) -> None:
+    """Rows of cells as aligned columns, indented by two spaces."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo(
+            "  "
+            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def echo_json(document: Any) -> None:
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a table; json: one JSON document.",
+)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,16 @@ from typing import Any
 
 import click
 
-from sluice.cli.common import bootstrap_option, check_partition, open_cluster, run, topic_missing
+from sluice.cli.common import (
+    bootstrap_option,
+    check_partition,
+    echo_json,
+    echo_table,
+    format_option,
+    open_cluster,
+    run,
+    topic_missing,
+)
 from sluice.client.admin import ACTIVE_MEMBER_CODES, NO_OFFSET, Admin, OffsetSpec
 from sluice.client.groups import GroupDescription, GroupListing, MemberDescription
 from sluice.client.groups import OffsetAndMetadata as CommittedOffset
@@ -259,27 +267,6 @@ def _text(value: object) -> str:
     return NONE_TEXT if value is None or value == "" else str(value)
 
 
-def _echo_table(rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    for row in rows:
-        click.echo(
-            "  "
-            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
-
-
-def _echo_json(document: Any) -> None:
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
-
-
-_format_option = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a table; json: one JSON document.",
-)
 _group_argument = click.argument("group_id", metavar="GROUP", callback=_check_group_id)
 
 
@@ -331,7 +318,7 @@ def groups() -> None:
 
 
 @groups.command(name="list")
-@_format_option
+@format_option
 @bootstrap_option
 def list_groups(*, output_format: str, bootstrap_server: str) -> None:
     """List every group with its state and protocol type."""
@@ -342,7 +329,7 @@ def list_groups(*, output_format: str, bootstrap_server: str) -> None:
 
     found = run(listings)
     if output_format == "json":
-        _echo_json(
+        echo_json(
             [
                 {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
                 for g in found
@@ -350,7 +337,7 @@ def list_groups(*, output_format: str, bootstrap_server: str) -> None:
         )
         return
     if found:
-        _echo_table(
+        echo_table(
             [("GROUP", "STATE", "PROTOCOL TYPE")]
             + [(g.group_id, g.state, _text(g.protocol_type)) for g in found]
         )
@@ -390,7 +377,7 @@ def _assignment_text(assignment: Mapping[str, list[int]]) -> str:
 @groups.command()
 @_group_argument
 @click.option("--members", is_flag=True, help="List the members and their assignments instead.")
-@_format_option
+@format_option
 @bootstrap_option
 def describe(*, group_id: str, members: bool, output_format: str, bootstrap_server: str) -> None:
     """Show the state, committed offsets and lag of GROUP.
@@ -456,14 +443,14 @@ def _print_members(description: GroupDescription, output_format: str) -> None:
     if output_format == "json":
         document = _summary_json(description)
         document["members"] = [_member_json(member) for member in description.members]
-        _echo_json(document)
+        echo_json(document)
         return
     _print_summary(description)
     if not description.members:
         click.echo("  no active members")
         return
     header = ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "PARTITIONS", "ASSIGNMENT")
-    _echo_table(
+    echo_table(
         [header]
         + [
             (
@@ -499,7 +486,7 @@ def _print_partitions(
             for row in rows
         ]
         document["total_lag"] = total_lag
-        _echo_json(document)
+        echo_json(document)
         return
     _print_summary(description)
     if not rows:
@@ -530,7 +517,7 @@ def _print_partitions(
                 _text(None if owner is None else owner.client_host),
             )
         )
-    _echo_table(table)
+    echo_table(table)
     click.echo(f"  total lag: {total_lag}")
 
 
@@ -637,7 +624,7 @@ def reset_offsets(
             return description, plan
 
     description, plan = run(reset)
-    _echo_table(
+    echo_table(
         [("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET")]
         + [
             (
