@@ -1,13 +1,18 @@
 """The partitions this broker hosts, kept in step with the cluster metadata.
 
-Partition directories are ``<data dir>/<topic>-<partition>/``. When a topic appears in
-the metadata and this broker is one of its replicas, its logs are opened (or created);
-when it disappears, they are closed and removed.
+Partition directories are ``<data dir>/<topic>-<partition>/``, each with a
+``partition.metadata`` file naming the topic's id, so a directory left by a deleted topic
+is never taken for a new topic of the same name. The broker's metadata task
+(:mod:`sluice.broker.metadata_applier`) drives what is hosted: logs are opened or created
+in a worker thread (:meth:`ReplicaManager.open_logs`) and installed on the event loop;
+partitions that go away are detached on the loop and their logs closed and removed in a
+worker thread.
 
-New topics take a faster path (:meth:`ReplicaManager.create_logs`, on a worker thread):
-their empty logs are made before the metadata names them, with one fsync of the data
-directory for the whole batch, and handed over with :meth:`ReplicaManager.install` once
-the metadata write succeeded. A batch that fails removes what it made.
+Topics created by this broker take a faster path (:meth:`ReplicaManager.create_logs`,
+on a worker thread): their empty logs are made before the metadata names them, with one
+fsync of the data directory for the whole batch, kept aside (:meth:`prepare`) and
+installed when the metadata naming them is applied. A batch that fails removes what it
+made.
 
 The open-file budget lives here too: :func:`raise_open_files_limit` lifts the soft
 RLIMIT_NOFILE to the hard limit at start, and :func:`partitions_allowed_by_open_files`
@@ -24,7 +29,7 @@ from pathlib import Path
 
 from sluice.broker.partition import Partition
 from sluice.broker.purgatory import Purgatory
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.model import TopicId, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig
@@ -35,7 +40,11 @@ from sluice.common.limits import (
     PARTITIONS_OPEN_FILES_PERCENT,
 )
 from sluice.storage import PartitionLog
-from sluice.storage.checkpoint import fsync_directory
+from sluice.storage.checkpoint import (
+    fsync_directory,
+    read_partition_topic_id,
+    write_partition_topic_id,
+)
 from sluice.storage.segment import OPEN_SEGMENT_FILES
 
 log = logging.getLogger(__name__)
@@ -95,7 +104,8 @@ class ReplicaManager:
         self.purgatory = purgatory
         self.topic_defaults = topic_defaults
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._topic_versions: dict[str, int] = {}
+        self._prepared: dict[TopicPartition, tuple[TopicId, PartitionLog]] = {}
+        """Logs made for topics being created here, not yet in the applied metadata."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
 
@@ -120,38 +130,124 @@ class ReplicaManager:
     def partition_dir(self, topic_partition: TopicPartition) -> Path:
         return self.data_dir / f"{topic_partition.topic}-{topic_partition.partition}"
 
-    def apply_topic(self, topic: TopicMetadata, *, recover: bool) -> None:
-        """Open, update or stop hosting the partitions of ``topic`` as its record says."""
-        if self._topic_versions.get(topic.name) == topic.version:
-            return
+    def open_logs(
+        self, topic: TopicMetadata, indexes: Sequence[int], *, recover: bool
+    ) -> list[tuple[TopicPartition, PartitionLog]]:
+        """Worker thread: the logs of these partitions of ``topic``, opened (and
+        recovered when ``recover``) where their directory holds this topic, created
+        otherwise. A directory left by a deleted topic of the same name (its
+        ``partition.metadata`` names another topic id: the topic was deleted and made
+        again while this broker was away) is removed first. Raises KafkaStorageError,
+        closing what it opened."""
         config = self.topic_config(topic)
+        opened: list[tuple[TopicPartition, PartitionLog]] = []
         created = False
-        for index, state in topic.partitions.items():
-            topic_partition = TopicPartition(topic.name, index)
-            partition = self._partitions.get(topic_partition)
-            hosted = self.node_id in state.replicas
-            if partition is None and hosted:
+        try:
+            for index in indexes:
+                topic_partition = TopicPartition(topic.name, index)
                 directory = self.partition_dir(topic_partition)
+                stored_id = read_partition_topic_id(directory)
+                if directory.exists() and stored_id not in (None, topic.topic_id):
+                    log.warning(
+                        "removing %s: it holds topic id %s, a deleted topic of that name",
+                        directory,
+                        stored_id,
+                    )
+                    shutil.rmtree(directory)
                 if directory.exists():
                     partition_log = PartitionLog.open(
                         directory, config, self.clock, recover=recover
                     )
-                else:  # a new partition (CreatePartitions): nothing to fsync one by one
+                    if stored_id is None:
+                        write_partition_topic_id(directory, topic.topic_id)
+                else:
                     partition_log = PartitionLog.create(directory, config, self.clock)
+                    write_partition_topic_id(directory, topic.topic_id)
                     created = True
-                self._partitions[topic_partition] = Partition(
-                    topic_partition, partition_log, state, self.node_id, self.purgatory
+                opened.append((topic_partition, partition_log))
+            if created:
+                self.sync_data_dir()
+        except (OSError, errors.KafkaError) as e:
+            for _, partition_log in opened:
+                partition_log.close()
+            if isinstance(e, errors.KafkaError):
+                raise
+            raise errors.KafkaStorageError(f"cannot open topic {topic.name!r}: {e}") from e
+        return opened
+
+    def update(self, topic: TopicMetadata, index: int) -> None:
+        """Take the partition's state and its topic's config as ``topic`` now has them
+        (on the event loop; the partition is hosted here)."""
+        partition = self._partitions[TopicPartition(topic.name, index)]
+        config = self.topic_config(topic)
+        if partition.log.config != config:
+            partition.log.update_config(config)
+        state = topic.partitions[index]
+        if partition.state != state:
+            if state.leader_epoch < partition.state.leader_epoch:
+                log.warning(
+                    "%s: ignoring a state at leader epoch %d older than the current %d",
+                    partition.topic_partition,
+                    state.leader_epoch,
+                    partition.state.leader_epoch,
                 )
-            elif partition is not None and hosted:
-                if partition.log.config != config:
-                    partition.log.update_config(config)
-                if partition.state != state:
-                    partition.update_state(state)
-            elif partition is not None:
-                self._close_and_delete(topic_partition)
-        if created:
-            self.sync_data_dir()
-        self._topic_versions[topic.name] = topic.version
+                return
+            partition.update_state(state)
+
+    def prepare(
+        self, topic_id: TopicId, logs: Sequence[tuple[TopicPartition, PartitionLog]]
+    ) -> None:
+        """Keep the logs :meth:`create_logs` made for a topic being created, until the
+        metadata naming it is applied (:meth:`take_prepared`) or the creation fails
+        (:meth:`discard_prepared`)."""
+        for topic_partition, partition_log in logs:
+            self._prepared[topic_partition] = (topic_id, partition_log)
+
+    def take_prepared(
+        self, topic: TopicMetadata, index: int
+    ) -> tuple[TopicPartition, PartitionLog] | None:
+        """The log made in advance for this partition of this very topic, if any."""
+        topic_partition = TopicPartition(topic.name, index)
+        prepared = self._prepared.get(topic_partition)
+        if prepared is None or prepared[0] != topic.topic_id:
+            return None
+        del self._prepared[topic_partition]
+        return topic_partition, prepared[1]
+
+    def discard_prepared(self, topic_id: TopicId) -> list[tuple[TopicPartition, PartitionLog]]:
+        """Forget the logs prepared for ``topic_id`` and return them, for
+        :meth:`discard_logs` in a worker thread."""
+        taken = [(tp, pl) for tp, (tid, pl) in self._prepared.items() if tid == topic_id]
+        for topic_partition, _ in taken:
+            del self._prepared[topic_partition]
+        return taken
+
+    def detach(self, topic_partition: TopicPartition) -> Partition | None:
+        """Stop hosting a partition (on the event loop): requests no longer find it and
+        waiting ones are woken. The caller closes and removes its log
+        (:meth:`remove_logs`, in a worker thread)."""
+        partition = self._partitions.pop(topic_partition, None)
+        if partition is not None:
+            self.purgatory.notify(topic_partition)
+        return partition
+
+    def detach_topic(self, name: str) -> list[Partition]:
+        return [
+            partition
+            for topic_partition in [tp for tp in self._partitions if tp.topic == name]
+            if (partition := self.detach(topic_partition)) is not None
+        ]
+
+    @staticmethod
+    def remove_logs(partitions: Sequence[Partition]) -> None:
+        """Worker thread: close the detached partitions' logs and remove their files."""
+        for partition in partitions:
+            try:
+                partition.log.close()
+            except errors.KafkaError as e:
+                log.warning("closing %s: %s", partition.log.directory, e)
+            shutil.rmtree(partition.log.directory, ignore_errors=True)
+            log.info("deleted partition %s", partition.topic_partition)
 
     def create_logs(self, topic: TopicMetadata) -> list[tuple[TopicPartition, PartitionLog]]:
         """Make the empty logs of a new topic's partitions that this broker hosts. Safe
@@ -172,6 +268,7 @@ class ReplicaManager:
                     log.warning("removing %s, left by a creation that did not finish", directory)
                     shutil.rmtree(directory)
                 made.append((topic_partition, PartitionLog.create(directory, config, self.clock)))
+                write_partition_topic_id(directory, topic.topic_id)
         except (OSError, errors.KafkaError) as e:
             self.discard_logs(made)
             for index in topic.partitions:
@@ -205,8 +302,8 @@ class ReplicaManager:
     def install(
         self, topic: TopicMetadata, logs: Sequence[tuple[TopicPartition, PartitionLog]]
     ) -> None:
-        """Host the logs :meth:`create_logs` made, now that ``topic`` (as stored) names
-        them. On the event loop."""
+        """Host these logs of ``topic`` with the partition states it has now (on the
+        event loop)."""
         by_partition = dict(logs)
         for index, state in topic.partitions.items():
             topic_partition = TopicPartition(topic.name, index)
@@ -215,19 +312,6 @@ class ReplicaManager:
                 self._partitions[topic_partition] = Partition(
                     topic_partition, partition_log, state, self.node_id, self.purgatory
                 )
-        self._topic_versions[topic.name] = topic.version
-
-    def remove_topic(self, name: str) -> None:
-        for topic_partition in [tp for tp in self._partitions if tp.topic == name]:
-            self._close_and_delete(topic_partition)
-        self._topic_versions.pop(name, None)
-
-    def _close_and_delete(self, topic_partition: TopicPartition) -> None:
-        partition = self._partitions.pop(topic_partition)
-        partition.log.close()
-        shutil.rmtree(partition.log.directory, ignore_errors=True)
-        self.purgatory.notify(topic_partition)
-        log.info("deleted partition %s", topic_partition)
 
     def dirty_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.dirty]
@@ -236,4 +320,6 @@ class ReplicaManager:
         for partition in self._partitions.values():
             partition.log.close()
         self._partitions.clear()
-        self._topic_versions.clear()
+        for _, partition_log in self._prepared.values():
+            partition_log.close()
+        self._prepared.clear()

@@ -1,8 +1,12 @@
 """Topic administration on the broker: create, delete, grow, reconfigure, auto-create.
 
-Each operation is decided by the controller functions, written through the metadata
-store (conditional on the version read), and applied to local replicas by the store's
-change listener, the same path a ZooKeeper watch will take in a cluster.
+Each operation is decided here (placement by :mod:`sluice.cluster.placement`), written
+through the metadata store (conditional on the version read), and answered once the
+broker has applied the metadata that holds it (:mod:`sluice.broker.metadata_applier`):
+the same path whichever broker of a cluster made the change. A write that loses to a
+concurrent change of the same topic (StaleVersion) is decided again from the newer
+metadata, a bounded number of times. Reads (:meth:`TopicManager.get` and the like)
+answer from the image the broker applied last.
 
 Creation from requests (CreateTopics, auto-creation by Metadata and Produce) never
 blocks the event loop, however many topics and partitions it makes::
@@ -10,29 +14,35 @@ blocks the event loop, however many topics and partitions it makes::
     handler ─ begin_create ─▶ queue ─▶ creation task, one batch at a time:
       (checks, placement,          │  worker thread: empty partition logs for every topic
        partition limit)            │    of the batch, then one fsync of the data directory
-                                   │  worker thread: ONE metadata write for the batch
-                                   │  event loop: host the logs, publish the topics
+                                   │    (kept aside until the metadata names them)
+                                   │  ONE metadata write for the batch (off the loop)
+                                   │  wait until the broker applied the new metadata,
+                                   │    which installs the logs made in advance
       ◀── await the topic's future ┘  (a failed step removes what the batch made and
                                        answers KAFKA_STORAGE_ERROR for its topics)
 
 Requests that arrive while a batch runs join the next one. A topic is answered only once
 it is durable and hosted, so it exists when the response that created it is read. A
 name being created is reserved: CreateTopics for it gets TOPIC_ALREADY_EXISTS,
-auto-creation waits for the same creation.
+auto-creation waits for the same creation. In a cluster another broker may create the
+same name at the same moment: the store refuses the second write (TopicExists), and an
+auto-creation then waits for the other broker's topic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from random import Random
 
+from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.replica_manager import ReplicaManager, partitions_allowed_by_open_files
-from sluice.cluster import controller
+from sluice.cluster import placement
+from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import TopicId, TopicMetadata
-from sluice.cluster.store import MetadataStore, NoSuchTopic, TopicExists
+from sluice.cluster.store import MetadataStore, NoSuchTopic, StaleVersion, TopicExists
 from sluice.common import errors
 from sluice.common.config import BrokerConfig, parse_topic_configs
 from sluice.common.errors import KafkaError
@@ -48,6 +58,15 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 clients may not produce to them, add partitions to them or delete them."""
 
 
+STALE_WRITE_ATTEMPTS_MAX = 5
+"""How many times a topic change is decided again after losing to a concurrent change
+of the same topic, before the request gets a retriable error."""
+
+METADATA_APPLIED_TIMEOUT_MS = 30_000
+"""How long a change waits for the broker to apply the metadata that holds it (in a
+cluster, until ZooKeeper's watch brings it back) before a retriable error."""
+
+
 def is_internal_topic(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
@@ -60,74 +79,46 @@ class _Creation:
 
 class TopicManager:
     def __init__(
-        self, store: MetadataStore, replicas: ReplicaManager, config: BrokerConfig
+        self,
+        store: MetadataStore,
+        replicas: ReplicaManager,
+        applier: MetadataApplier,
+        config: BrokerConfig,
+        random: Random | None = None,
     ) -> None:
         self._store = store
         self._replicas = replicas
+        self._applier = applier
         self._config = config
-        self._topics: dict[str, TopicMetadata] = store.topics()
-        self._by_id: tuple[dict[str, TopicMetadata], dict[TopicId, TopicMetadata]] = ({}, {})
-        self._hosted_partitions = sum(self._hosted_here(t) for t in self._topics.values())
-        """Partitions of published topics hosted here (recounted on metadata changes)."""
+        self._random = random or Random()
         self._creating: dict[str, _Creation] = {}
         """Topics decided and not yet published, by name (reserved)."""
         self._creating_partitions = 0
         """Partitions hosted here of the topics in ``_creating``."""
         self._queue: list[_Creation] = []
         self._runner: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = threading.get_ident()
         self.open_files_limit: int | None = None
         """The process's open-file limit, when the broker knows it: partitions past what
         it allows are refused like those past max.broker.partitions."""
-        store.add_listener(self._on_metadata_change)
 
-    def _on_metadata_change(self) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self._apply_metadata()
-        else:
-            # A write done on a worker thread (or a ZooKeeper watch): logs are touched
-            # on the event loop only.
-            assert self._loop is not None, "metadata written off the loop before any creation"
-            self._loop.call_soon_threadsafe(self._apply_metadata)
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata this broker applied last."""
+        return self._applier.image
 
-    def _apply_metadata(self) -> None:
-        topics = self._store.topics()
-        for name in set(self._topics) - set(topics):
-            self._replicas.remove_topic(name)
-        published: dict[str, TopicMetadata] = {}
-        for name, topic in topics.items():
-            if name in self._creating:
-                continue  # its creation hosts and publishes it
-            self._replicas.apply_topic(topic, recover=False)
-            published[name] = topic
-        self._topics = published
-        self._hosted_partitions = sum(self._hosted_here(t) for t in published.values())
-
-    def open_local_replicas(self, *, recover: bool) -> None:
-        for topic in self._topics.values():
-            self._replicas.apply_topic(topic, recover=recover)
-
-    def all(self) -> dict[str, TopicMetadata]:
-        return self._topics
+    def all(self) -> Mapping[str, TopicMetadata]:
+        return self._applier.image.topics
 
     def get(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
+        return self._applier.image.topics.get(name)
 
     def by_id(self, topic_id: TopicId) -> TopicMetadata | None:
         """The topic with this id (requests of Fetch v13+, Produce v13, Metadata v12+ and
-        DeleteTopics v6 may name topics by id). The id index is rebuilt when the topics
-        changed since it was made: on a miss, or a hit that is no longer current."""
-        topics, index = self._by_id
-        topic = index.get(topic_id) if topics is self._topics else None
-        if topic is not None and self._topics.get(topic.name) is topic:
-            return topic
-        index = {t.topic_id: t for t in self._topics.values()}
-        self._by_id = self._topics, index
-        return index.get(topic_id)
+        DeleteTopics v6 may name topics by id)."""
+        return self._applier.image.topic_by_id(topic_id)
 
     def require(self, name: str) -> TopicMetadata:
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
         return topic
@@ -147,7 +138,7 @@ class TopicManager:
         problem = topic_name_problem(name)
         if problem is not None:
             raise errors.InvalidTopicException(problem)
-        if name in self._topics or name in self._creating:
+        if name in self.image.topics or name in self._creating:
             raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
         checked = parse_topic_configs(configs)
         if assignments:
@@ -162,16 +153,19 @@ class TopicManager:
                     "A manual partition assignment was specified, but numPartitions was "
                     "not set to -1."
                 )
-            topic = controller.assigned_topic(
-                name, assignments, checked, self._store.live_brokers()
-            )
+            topic = placement.assigned_topic(name, assignments, checked, self.image.live_brokers())
         else:
             if partition_count == -1:
                 partition_count = self._config.num_partitions
             if replication_factor == -1:
                 replication_factor = self._config.default_replication_factor
-            topic = controller.new_topic(
-                name, partition_count, replication_factor, checked, self._store.live_brokers()
+            topic = placement.new_topic(
+                name,
+                partition_count,
+                replication_factor,
+                checked,
+                self.image.live_brokers(),
+                self._random,
             )
         if not name.startswith(INTERNAL_TOPIC_PREFIX):
             # Internal topics (made by the broker itself) are counted, never refused.
@@ -185,7 +179,7 @@ class TopicManager:
     def _check_partition_limit(self, name: str, adding: int) -> None:
         """Refuse (POLICY_VIOLATION) partitions past max.broker.partitions or past what
         the open-file limit allows, with a message naming the limit and how to raise it."""
-        total = self._hosted_partitions + self._creating_partitions + adding
+        total = len(self._replicas) + self._creating_partitions + adding
         limit = self._config.max_broker_partitions
         if total > limit:
             raise errors.PolicyViolation(
@@ -203,29 +197,17 @@ class TopicManager:
                     f"LimitNOFILE= for a service) and restart the broker"
                 )
 
-    def create(
+    def validate_create(
         self,
         name: str,
         partition_count: int,
         replication_factor: int,
         configs: dict[str, str | None],
         *,
-        validate_only: bool = False,
         assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> TopicMetadata:
-        """Create a topic now, blocking (start-up and tools; requests use
-        :meth:`begin_create`)."""
-        topic = self._decide(name, partition_count, replication_factor, configs, assignments)
-        if validate_only:
-            return topic
-        try:
-            stored = self._store.create_topic(topic)
-        except TopicExists:
-            raise errors.TopicAlreadyExists(f"topic {name!r} already exists") from None
-        except OSError as e:
-            raise errors.KafkaStorageError(f"cannot store topic {name!r}: {e}") from e
-        log.info("created topic %s with %d partition(s)", name, stored.partition_count)
-        return stored
+        """The topic as CreateTopics would make it, without making it (validate_only)."""
+        return self._decide(name, partition_count, replication_factor, configs, assignments)
 
     def begin_create(
         self,
@@ -245,7 +227,6 @@ class TopicManager:
         if validate_only:
             return None
         loop = asyncio.get_running_loop()
-        self._loop = loop
         creation = _Creation(topic, loop.create_future())
         self._creating[name] = creation
         self._creating_partitions += self._hosted_here(topic)
@@ -263,7 +244,7 @@ class TopicManager:
         results: dict[str, TopicMetadata | KafkaError | None] = {}
         waiting: dict[str, asyncio.Future[TopicMetadata]] = {}
         for name in dict.fromkeys(names):
-            topic = self._topics.get(name)
+            topic = self.get(name)
             creation = self._creating.get(name)
             if topic is not None:
                 results[name] = topic
@@ -283,9 +264,21 @@ class TopicManager:
         for name, future in waiting.items():
             try:
                 results[name] = await asyncio.shield(future)
+            except errors.TopicAlreadyExists:
+                # Another broker of the cluster created it at the same moment.
+                results[name] = await self._wait_for_topic(name)
             except KafkaError as e:
                 results[name] = e
         return results
+
+    async def _wait_for_topic(self, name: str) -> TopicMetadata | KafkaError:
+        try:
+            image = await self._applier.wait_for(
+                lambda image: name in image.topics, METADATA_APPLIED_TIMEOUT_MS / 1000
+            )
+        except TimeoutError:
+            return errors.RequestTimedOut(f"topic {name!r} was created elsewhere; not seen yet")
+        return image.topics[name]
 
     async def _run_creations(self) -> None:
         while self._queue:
@@ -315,31 +308,70 @@ class TopicManager:
             self._log_failures(failed, made[failed[0].topic.name])
         if not ready:
             return
-        try:
-            stored = await asyncio.to_thread(self._store_topics, [c.topic for c in ready])
-        except KafkaError as e:
-            logs = [pair for c in ready for pair in made[c.topic.name]]  # type: ignore[union-attr]
-            await asyncio.to_thread(self._replicas.discard_logs, logs)
-            for creation in ready:
-                self._fail(creation, e)
-            self._log_failures(ready, e)
-            return
-        for topic in stored:
-            outcome = made[topic.name]
-            assert not isinstance(outcome, KafkaError)
-            self._replicas.install(topic, outcome)
         for creation in ready:
-            del self._creating[creation.topic.name]
-            self._creating_partitions -= self._hosted_here(creation.topic)
-        self._apply_metadata()
-        for creation, topic in zip(ready, stored, strict=True):
-            creation.done.set_result(topic)
+            outcome = made[creation.topic.name]
+            assert not isinstance(outcome, KafkaError)
+            self._replicas.prepare(creation.topic.topic_id, outcome)
+        stored: list[TopicMetadata] = []
+        for group in [ready] if len(ready) == 1 else [ready, *[[c] for c in ready]]:
+            try:
+                stored = await self._store.create_topics([c.topic for c in group])
+            except TopicExists:
+                if len(group) == 1:
+                    await self._fail_created(
+                        group,
+                        errors.TopicAlreadyExists(f"topic {group[0].topic.name!r} already exists"),
+                    )
+                    continue
+                # Another broker took a name of the batch: one by one, to find which.
+                continue
+            except OSError as e:
+                error = errors.KafkaStorageError(f"cannot write the topic metadata: {e}")
+                await self._fail_created(group, error)
+                self._log_failures(group, error)
+                return
+            await self._publish_created(group, stored)
+            if group is ready:
+                break
+
+    async def _publish_created(self, group: list[_Creation], stored: list[TopicMetadata]) -> None:
+        """Wait until the broker applied the metadata holding the new topics (which
+        installs their logs), then answer their creators."""
+        ids = {t.name: t.topic_id for t in stored}
+
+        def applied(image: MetadataImage) -> bool:
+            return all(
+                (topic := image.topics.get(name)) is not None and topic.topic_id == topic_id
+                for name, topic_id in ids.items()
+            )
+
+        try:
+            image = await self._applier.wait_for(applied, METADATA_APPLIED_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            image = None
+        for creation in group:
+            self._release(creation)
+            if image is None:
+                creation.done.set_exception(
+                    errors.RequestTimedOut(
+                        f"topic {creation.topic.name!r} is stored but not yet applied here"
+                    )
+                )
+            else:
+                creation.done.set_result(image.topics[creation.topic.name])
         log.info(
             "created %d topic(s) with %d partition(s): %s",
             len(stored),
             sum(t.partition_count for t in stored),
             ", ".join(t.name for t in stored[:5]) + (", …" if len(stored) > 5 else ""),
         )
+
+    async def _fail_created(self, group: list[_Creation], error: KafkaError) -> None:
+        """The metadata write failed: remove the logs made for the group."""
+        logs = [pair for c in group for pair in self._replicas.discard_prepared(c.topic.topic_id)]
+        await asyncio.to_thread(self._replicas.discard_logs, logs)
+        for creation in group:
+            self._fail(creation, error)
 
     @staticmethod
     def _log_failures(failed: list[_Creation], first_error: object) -> None:
@@ -348,9 +380,12 @@ class TopicManager:
         names = ", ".join(c.topic.name for c in failed[:5]) + (", …" if len(failed) > 5 else "")
         log.warning("cannot create %d topic(s) (%s): %s", len(failed), names, first_error.message)
 
-    def _fail(self, creation: _Creation, error: KafkaError) -> None:
+    def _release(self, creation: _Creation) -> None:
         del self._creating[creation.topic.name]
         self._creating_partitions -= self._hosted_here(creation.topic)
+
+    def _fail(self, creation: _Creation, error: KafkaError) -> None:
+        self._release(creation)
         creation.done.set_exception(error)
 
     def _make_logs(
@@ -372,30 +407,28 @@ class TopicManager:
                     made[name] = e
         return made
 
-    def _store_topics(self, topics: list[TopicMetadata]) -> list[TopicMetadata]:
-        """Worker thread: one metadata write for the batch."""
-        try:
-            return self._store.create_topics(topics)
-        except OSError as e:
-            raise errors.KafkaStorageError(f"cannot write the topic metadata: {e}") from e
-
     async def close(self) -> None:
         """Wait for creations in flight to finish (shutdown)."""
         if self._runner is not None:
             await asyncio.shield(self._runner)
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
+        """Delete a topic; returns once this broker applied the deletion."""
         if name in self._creating:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} is still being created")
+        topic = self.require(name)
         try:
-            self._store.delete_topic(name)
+            await self._store.delete_topic(name)
         except NoSuchTopic:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
         except OSError as e:
             raise errors.KafkaStorageError(f"cannot delete topic {name!r}: {e}") from e
         log.info("deleted topic %s", name)
+        await self._wait_applied(
+            lambda image: getattr(image.topics.get(name), "topic_id", None) != topic.topic_id
+        )
 
-    def add_partitions(
+    async def add_partitions(
         self,
         name: str,
         new_count: int,
@@ -404,29 +437,77 @@ class TopicManager:
         assignments: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """Grow a topic; ``assignments`` names the replicas of each added partition."""
-        topic = self.require(name)
-        brokers = self._store.live_brokers()
-        if assignments is None:
-            grown = controller.with_partitions(topic, new_count, brokers)
-        else:
-            grown = controller.with_assigned_partitions(topic, new_count, assignments, brokers)
-        self._check_partition_limit(name, self._hosted_here(grown) - self._hosted_here(topic))
-        if not validate_only:
+
+        async def attempt(topic: TopicMetadata) -> TopicMetadata | None:
+            brokers = self.image.live_brokers()
+            if assignments is None:
+                grown = placement.with_partitions(topic, new_count, brokers, self._random)
+            else:
+                grown = placement.with_assigned_partitions(topic, new_count, assignments, brokers)
+            self._check_partition_limit(name, self._hosted_here(grown) - self._hosted_here(topic))
+            if validate_only:
+                return None
+            added = {i: s for i, s in grown.partitions.items() if i not in topic.partitions}
+            return await self._store.add_partitions(name, added, topic.version)
+
+        await self._change(name, attempt)
+
+    async def set_configs(
+        self,
+        name: str,
+        overrides: Callable[[TopicMetadata], dict[str, str]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Replace the topic's config overrides with ``overrides(topic)`` (already
+        checked), decided from the topic as it is stored."""
+
+        async def attempt(topic: TopicMetadata) -> TopicMetadata | None:
+            configs = overrides(topic)
+            if validate_only:
+                return None
+            return await self._store.set_topic_configs(name, configs, topic.version)
+
+        await self._change(name, attempt)
+
+    async def _change(
+        self, name: str, attempt: Callable[[TopicMetadata], Awaitable[TopicMetadata | None]]
+    ) -> None:
+        """Run ``attempt`` on the topic as applied here; when its conditional write loses
+        to a concurrent change, wait for the newer topic and decide again. Returns once
+        the written topic is applied here."""
+        for _ in range(STALE_WRITE_ATTEMPTS_MAX):
+            topic = self.require(name)
             try:
-                self._store.update_topic(grown)
+                stored = await attempt(topic)
+            except StaleVersion:
+                await self._wait_for_version(name, topic.version + 1)
+                continue
+            except NoSuchTopic:
+                raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
             except OSError as e:
                 raise errors.KafkaStorageError(f"cannot store topic {name!r}: {e}") from e
-
-    def set_configs(
-        self, name: str, configs: dict[str, str], *, validate_only: bool = False
-    ) -> None:
-        """Replace the topic's config overrides with ``configs`` (already checked)."""
-        topic = self.require(name)
-        if validate_only:
+            if stored is not None:
+                await self._wait_for_version(name, stored.version)
             return
+        raise errors.RequestTimedOut(
+            f"topic {name!r} kept changing under {STALE_WRITE_ATTEMPTS_MAX} attempts to "
+            "change it; try again"
+        )
+
+    async def _wait_for_version(self, name: str, version: int) -> None:
+        """Wait until the applied topic record reaches ``version`` (or is gone)."""
+
+        def reached(image: MetadataImage) -> bool:
+            topic = image.topics.get(name)
+            return topic is None or topic.version >= version
+
+        await self._wait_applied(reached)
+
+    async def _wait_applied(self, condition: Callable[[MetadataImage], bool]) -> None:
         try:
-            self._store.update_topic(
-                TopicMetadata(topic.name, topic.topic_id, topic.partitions, configs, topic.version)
-            )
-        except OSError as e:
-            raise errors.KafkaStorageError(f"cannot store topic {name!r}: {e}") from e
+            await self._applier.wait_for(condition, METADATA_APPLIED_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            raise errors.RequestTimedOut(
+                "the change is stored but this broker has not seen it yet"
+            ) from None

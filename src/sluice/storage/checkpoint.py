@@ -30,7 +30,9 @@ Two text formats live here (producer-state snapshots are binary, see
 
 from __future__ import annotations
 
+import base64
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -158,3 +160,39 @@ def read_pairs_checkpoint(path: Path) -> list[tuple[int, int]] | None:
             f"{path}: says {count} entries but holds {len(pairs)}; written partially?"
         )
     return pairs
+
+
+PARTITION_METADATA_NAME = "partition.metadata"
+"""The file in a partition directory naming the topic's id (Kafka's format, version 0)::
+
+    version: 0
+    topic_id: <the id in URL-safe base64, no padding>
+"""
+
+
+def write_partition_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+    text = (
+        f"version: 0\ntopic_id: {base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}\n"
+    )
+    write_file_atomically(directory / PARTITION_METADATA_NAME, text.encode())
+
+
+def read_partition_topic_id(directory: Path) -> uuid.UUID | None:
+    """The topic id a partition directory was made for; None when the file is missing
+    (a directory made before the file existed, or no directory). Raises
+    KafkaStorageError when it cannot be read."""
+    path = directory / PARTITION_METADATA_NAME
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise errors.KafkaStorageError(f"cannot read {path}: {e}") from e
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    try:
+        if fields.get("version") != "0":
+            raise ValueError(f"version {fields.get('version')!r}")
+        encoded = fields["topic_id"]
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    except (KeyError, ValueError) as e:
+        raise errors.KafkaStorageError(f"{path} is malformed: {e}") from e
