@@ -72,11 +72,24 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     help="Kafka's advertised.listeners: the address clients are told to connect to.",
 )
 @click.option(
+    "--advertised-host",
+    envvar="SLUICE_ADVERTISED_HOST",
+    help="The host clients are told to connect to, when not the listening one.",
+)
+@click.option(
     "--node-id",
     type=click.IntRange(0),
     envvar="SLUICE_NODE_ID",
-    help="This broker's id in the cluster.  [default: 0]",
+    help="This broker's id in the cluster, unique among its brokers.  [default: 0]",
 )
+@click.option(
+    "--zookeeper",
+    envvar="SLUICE_ZOOKEEPER",
+    metavar="HOST:PORT[,HOST:PORT...][/CHROOT]",
+    help="Join the cluster whose metadata lives in this ZooKeeper (zookeeper.connect). "
+    "Without it the broker is a single node with its metadata in the data directory.",
+)
+@click.option("--rack", envvar="SLUICE_RACK", help="This broker's rack (broker.rack).")
 @click.option(
     "--config",
     "config_file",
@@ -113,16 +126,21 @@ def serve(
     port: int | None,
     listeners: str | None,
     advertised_listeners: str | None,
+    advertised_host: str | None,
     node_id: int | None,
+    zookeeper: str | None,
+    rack: str | None,
     config_file: Path | None,
     overrides: tuple[str, ...],
     event_loop: str,
     log_level: str,
 ) -> None:
-    """Run a single-node broker in the foreground.
+    """Run a broker in the foreground: a single node, or with --zookeeper one broker of
+    a cluster (each with its own --node-id, --port and --data-dir).
 
     Settings are applied in this order, later winning: defaults, --config file,
-    -o overrides, then the explicit options (--data-dir, --host, --port, --node-id).
+    -o overrides, then the explicit options (--data-dir, --host, --port, --node-id,
+    --advertised-host, --zookeeper, --rack).
     The address may be given as Kafka's listeners / advertised.listeners
     (PLAINTEXT://host:port, one listener) or as --host/--port, not as both.
     """
@@ -132,7 +150,13 @@ def serve(
         if config_file is not None:
             config.apply_properties(read_properties_file(config_file))
         config.apply_properties(_parse_overrides(overrides))
-        options = {"listeners": listeners, "advertised.listeners": advertised_listeners}
+        options = {
+            "listeners": listeners,
+            "advertised.listeners": advertised_listeners,
+            "advertised.host": advertised_host,
+            "zookeeper.connect": zookeeper,
+            "broker.rack": rack,
+        }
         config.apply_properties({k: v for k, v in options.items() if v is not None})
         config.set_address(host, port, origin="--host/--port")
         config.check_advertised_address()

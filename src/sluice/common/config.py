@@ -373,6 +373,17 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str | None = None
+    rack: str | None = None
+    """broker.rack: replicas of a partition are placed on different racks where the
+    cluster has several."""
+    zookeeper_connect: str | None = None
+    """zookeeper.connect (``host:port[,host:port…][/chroot]``): the cluster's metadata
+    lives in this ZooKeeper ensemble. None: a single node with the embedded store."""
+    zookeeper_session_timeout_ms: int = 6_000
+    """A broker that ZooKeeper has not heard from for this long loses its registration
+    (and the controller role): its partitions move or go offline. Kafka's default is
+    18 s; 6 s moves leadership off a dead broker sooner, and needs a ZooKeeper that is
+    not starved (its tickTime at most a third of this)."""
     data_dir: Path = Path("./data")
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -550,6 +561,9 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("host", str),
     "port": ("port", _port),
     "advertised.host": ("advertised_host", str),
+    "broker.rack": ("rack", str),
+    "zookeeper.connect": ("zookeeper_connect", str),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _long(1_000, 600_000)),
     "log.dirs": ("data_dir", Path),
     "data.dir": ("data_dir", Path),
     "num.partitions": ("num_partitions", _long(1, 10_000)),
