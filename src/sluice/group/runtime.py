@@ -4,13 +4,14 @@
 One :class:`~sluice.group.coordinator.GroupCoordinator` per ``__consumer_offsets``
 partition is a shard of :class:`~sluice.coordinator.runtime.CoordinatorRuntime`, which
 does the loading, the writes, the timers and NOT_COORDINATOR /
-COORDINATOR_LOAD_IN_PROGRESS (see there). This layer only routes::
+COORDINATOR_LOAD_IN_PROGRESS (see there); this subclass only adds the group operations,
+each routed to its partition::
 
     handler ──await join_group(req)──▶ GroupCoordinatorRuntime
                                           │ partition_for(group_id)
                                           ▼
-                   CoordinatorRuntime.call(partition, coordinator.join_group(now, token, req))
-        ◀── JoinGroupResponse (when the coordinator replies)
+              call(partition, lambda c, now, token: c.join_group(now, token, req))
+        ◀── JoinGroupResponse       (the generic runtime, when the coordinator replies)
 
 Reads that write nothing (OffsetFetch, DescribeGroups, ListGroups) go straight to the
 loaded coordinator; DeleteGroups is split by partition and answered in request order.
@@ -89,10 +90,6 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
     def coordinator_partition(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition whose leader coordinates ``group_id``."""
         return partition_for(group_id, self.partition_count)
-
-    def coordinator(self, partition: int) -> GroupCoordinator | None:
-        """A partition's state machine, for diagnostics and tests."""
-        return self.shard(partition)
 
     def _coordinator_for(self, group_id: str) -> GroupCoordinator:
         return self.loaded_shard(self.coordinator_partition(group_id))

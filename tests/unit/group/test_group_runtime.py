@@ -101,7 +101,7 @@ def test_initial_delay_and_session_expiry_follow_the_manual_clock() -> None:
             clock.advance(10_000)
             runtime.wake()
             await settle()
-            coordinator = runtime.coordinator(runtime.coordinator_partition("g"))
+            coordinator = runtime.shard(runtime.coordinator_partition("g"))
             assert coordinator is not None
             group = coordinator.group("g")
             assert group is not None and group.state.value == "Empty"
