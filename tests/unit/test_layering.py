@@ -1,10 +1,11 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli → broker | spark → client | group | txn | cluster | features → storage
-        → protocol → common
+    cli → broker | spark → group | txn | features → client | cluster | coordinator
+        → storage → protocol → common
 
 A package may import its own layer or any layer below, never above. On top of that:
-the broker never imports the client library, Spark reads and writes only through the
+the broker never imports the client library (nor do group, txn and features, which sit
+above the client but run inside the broker), Spark reads and writes only through the
 client, and protocol/ and storage/ never import asyncio or sockets.
 """
 
@@ -22,18 +23,22 @@ LAYER = {
     "protocol": 1,
     "storage": 2,
     "client": 3,
-    "group": 3,
-    "txn": 3,
     "cluster": 3,
-    "features": 3,
-    "broker": 4,
-    "spark": 4,
-    "cli": 5,
+    "coordinator": 3,
+    "group": 4,
+    "txn": 4,
+    "features": 4,
+    "broker": 5,
+    "spark": 5,
+    "cli": 6,
 }
 FORBIDDEN_PACKAGES = {
     "broker": {"client"},
-    "spark": {"broker", "storage", "cluster", "group", "txn", "features"},
-    "client": {"storage", "cluster", "group", "txn", "features"},
+    "group": {"client"},
+    "txn": {"client"},
+    "features": {"client"},
+    "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features"},
+    "client": {"storage", "cluster", "coordinator", "group", "txn", "features"},
 }
 NO_IO_PACKAGES = {"protocol", "storage", "common"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}

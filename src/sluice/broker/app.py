@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sluice.broker.allocator import tune_allocator
+from sluice.broker.coordinator_log import PartitionCoordinatorLog
 from sluice.broker.dispatcher import Dispatcher
-from sluice.broker.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
@@ -49,7 +49,7 @@ from sluice.cluster.model import BrokerInfo
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.errors import KafkaStorageError
-from sluice.group.config import GroupConfig
+from sluice.group.config import OFFSETS_COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, GroupConfig
 from sluice.group.runtime import GroupCoordinatorRuntime
 from sluice.storage import (
     PartitionLog,
@@ -237,8 +237,13 @@ class Broker:
             raise BrokerConfigError(str(e)) from None
         offsets_topic = self.topics.require(OFFSETS_TOPIC)
         self.groups = GroupCoordinatorRuntime(
-            PartitionOffsetsLog(
-                self.replicas, self.purgatory, self.clock, offsets_topic.partition_count
+            PartitionCoordinatorLog(
+                OFFSETS_TOPIC,
+                self.replicas,
+                self.purgatory,
+                self.clock,
+                offsets_topic.partition_count,
+                OFFSETS_COMMIT_TIMEOUT_MS,
             ),
             group_config,
             self.clock,
