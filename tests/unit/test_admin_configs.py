@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sluice.broker.context import RequestContext
 from sluice.broker.handlers.admin_configs import (
     STATIC_BROKER_CONFIGS_MESSAGE,
     AlterConfigOp,
@@ -27,6 +28,7 @@ from sluice.broker.handlers.admin_configs import (
     incrementally_altered_overrides,
     replaced_overrides,
 )
+from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
@@ -184,7 +186,7 @@ class _NoReplicas:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Any:
+def services(tmp_path: Path) -> Any:
     config = BrokerConfig(data_dir=tmp_path)
     config.apply_properties({"log.retention.ms": "5000"})
     store = EmbeddedMetadataStore(tmp_path)
@@ -195,9 +197,11 @@ def broker(tmp_path: Path) -> Any:
     store.close()
 
 
-def call(handler: Any, broker: Any, api_key: ApiKey, version: int, request: Any) -> Any:
-    header = codec.RequestHeader(api_key, version, 7, "test")
-    response = asyncio.run(handler(broker, header, request))
+def call(handler: Any, services: Any, api_key: ApiKey, version: int, request: Any) -> Any:
+    context = RequestContext(
+        codec.RequestHeader(api_key, version, 7, "test"), ConnectionInfo("test")
+    )
+    response = asyncio.run(handler(services, context, request))
     codec.encode_response(7, response)  # every field has the right wire type
     return response
 
@@ -226,7 +230,7 @@ def describe_request(version: int, *resources: tuple[int, str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.DESCRIBE_CONFIGS))
-def test_describe_configs_answers_each_resource(broker: Any, version: int) -> None:
+def test_describe_configs_answers_each_resource(services: Any, version: int) -> None:
     request = describe_request(
         version,
         (TOPIC, "orders", None),
@@ -235,7 +239,7 @@ def test_describe_configs_answers_each_resource(broker: Any, version: int) -> No
         (BROKER, "5", None),
         (3, "anything", None),
     )
-    response = call(handle_describe_configs, broker, ApiKey.DESCRIBE_CONFIGS, version, request)
+    response = call(handle_describe_configs, services, ApiKey.DESCRIBE_CONFIGS, version, request)
     orders, missing, broker_0, broker_5, unknown_type = response.results
 
     assert orders.error_code == ErrorCode.none
@@ -281,7 +285,7 @@ def alter_request(version: int, validate_only: bool, *resources: tuple[int, str,
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.ALTER_CONFIGS))
-def test_alter_configs_replaces_the_override_set(broker: Any, version: int) -> None:
+def test_alter_configs_replaces_the_override_set(services: Any, version: int) -> None:
     request = alter_request(
         version,
         False,
@@ -289,24 +293,24 @@ def test_alter_configs_replaces_the_override_set(broker: Any, version: int) -> N
         (TOPIC, "missing", {}),
         (BROKER, "0", {"num.partitions": "3"}),
     )
-    response = call(handle_alter_configs, broker, ApiKey.ALTER_CONFIGS, version, request)
+    response = call(handle_alter_configs, services, ApiKey.ALTER_CONFIGS, version, request)
     orders, missing, broker_0 = response.responses
 
     assert orders.error_code == ErrorCode.none
-    assert broker.topics.require("orders").configs == {"max.message.bytes": "5000"}
+    assert services.topics.require("orders").configs == {"max.message.bytes": "5000"}
     assert missing.error_code == ErrorCode.unknown_topic_or_partition
     assert broker_0.error_code == ErrorCode.invalid_request
     assert STATIC_BROKER_CONFIGS_MESSAGE in (broker_0.error_message or "")
 
 
-def test_alter_configs_validate_only_and_bad_values_change_nothing(broker: Any) -> None:
-    before = broker.topics.require("orders").configs
+def test_alter_configs_validate_only_and_bad_values_change_nothing(services: Any) -> None:
+    before = services.topics.require("orders").configs
     for validate_only, entries in [(True, {"retention.ms": "1"}), (False, {"retention.ms": "x"})]:
         request = alter_request(1, validate_only, (TOPIC, "orders", entries))
-        response = call(handle_alter_configs, broker, ApiKey.ALTER_CONFIGS, 1, request)
+        response = call(handle_alter_configs, services, ApiKey.ALTER_CONFIGS, 1, request)
         expected = ErrorCode.none if validate_only else ErrorCode.invalid_config
         assert response.responses[0].error_code == expected
-        assert broker.topics.require("orders").configs == before
+        assert services.topics.require("orders").configs == before
 
 
 def incremental_request(
@@ -330,7 +334,7 @@ def incremental_request(
     )
 
 
-def test_incremental_alter_configs_changes_single_keys(broker: Any) -> None:
+def test_incremental_alter_configs_changes_single_keys(services: Any) -> None:
     request = incremental_request(
         False,
         "orders",
@@ -339,20 +343,20 @@ def test_incremental_alter_configs_changes_single_keys(broker: Any) -> None:
         ("cleanup.policy", AlterConfigOp.APPEND, "compact"),
     )
     response = call(
-        handle_incremental_alter_configs, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request
+        handle_incremental_alter_configs, services, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request
     )
     assert response.responses[0].error_code == ErrorCode.none
-    assert broker.topics.require("orders").configs == {
+    assert services.topics.require("orders").configs == {
         "retention.ms": "777",
         "cleanup.policy": "delete,compact",
     }
 
     refused = incremental_request(False, "orders", ("retention.ms", AlterConfigOp.APPEND, "1"))
     response = call(
-        handle_incremental_alter_configs, broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, refused
+        handle_incremental_alter_configs, services, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, refused
     )
     assert response.responses[0].error_code == ErrorCode.invalid_config
-    assert broker.topics.require("orders").configs["retention.ms"] == "777"
+    assert services.topics.require("orders").configs["retention.ms"] == "777"
 
 
 # ── cleanup.policy as a list, group configs ─────────────────────────────────────────────

@@ -1,11 +1,15 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli → broker | spark → client | group | txn | cluster | features → storage
-        → protocol → common
+    cli → broker | spark → group | txn | features → client | cluster | coordinator
+        → storage → protocol → common
 
 A package may import its own layer or any layer below, never above. On top of that:
-the broker never imports the client library, Spark reads and writes only through the
-client, and protocol/ and storage/ never import asyncio or sockets.
+the broker never imports the client library (nor do group, txn and features, which sit
+above the client but run inside the broker), Spark reads and writes only through the
+client, and protocol/ and storage/ never import asyncio or sockets. Within the layers,
+no module imports itself back through others: the module import graph has no cycle,
+counting imports made only for type checking (a type-only back reference is still a
+cycle in the design) and imports inside functions.
 """
 
 from __future__ import annotations
@@ -22,18 +26,22 @@ LAYER = {
     "protocol": 1,
     "storage": 2,
     "client": 3,
-    "group": 3,
-    "txn": 3,
     "cluster": 3,
-    "features": 3,
-    "broker": 4,
-    "spark": 4,
-    "cli": 5,
+    "coordinator": 3,
+    "group": 4,
+    "txn": 4,
+    "features": 4,
+    "broker": 5,
+    "spark": 5,
+    "cli": 6,
 }
 FORBIDDEN_PACKAGES = {
     "broker": {"client"},
-    "spark": {"broker", "storage", "cluster", "group", "txn", "features"},
-    "client": {"storage", "cluster", "group", "txn", "features"},
+    "group": {"client"},
+    "txn": {"client"},
+    "features": {"client"},
+    "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features"},
+    "client": {"storage", "cluster", "coordinator", "group", "txn", "features"},
 }
 NO_IO_PACKAGES = {"protocol", "storage", "common"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
@@ -83,6 +91,74 @@ def test_imports_respect_the_layers(path: Path) -> None:
         if target in FORBIDDEN_PACKAGES.get(package, set()):
             problems.append(f"line {line}: {package}/ must not import {name}")
     assert not problems, "\n".join(problems)
+
+
+def _module_name(path: Path) -> str:
+    parts = ("sluice", *path.relative_to(SOURCE_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the sluice modules it imports. ``from package import name`` points at
+    the submodule ``package.name`` when there is one, else at the package."""
+    paths = {_module_name(path): path for path in _modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name in paths)
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = node.module if node.level == 0 else ".".join([*base, node.module or ""])
+                source = (source or "").rstrip(".")
+                for alias in node.names:
+                    submodule = f"{source}.{alias.name}"
+                    if submodule in paths:
+                        targets.add(submodule)
+                    elif source in paths:
+                        targets.add(source)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (its modules in import order, the first repeated at the end),
+    or None: a depth-first search that reports the first edge back onto its path."""
+    finished: set[str] = set()
+    path: list[str] = []
+    on_path: set[str] = set()
+
+    def visit(module: str) -> list[str] | None:
+        path.append(module)
+        on_path.add(module)
+        for target in sorted(graph[module]):
+            if target in on_path:
+                return [*path[path.index(target) :], target]
+            if target not in finished and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        on_path.discard(module)
+        finished.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in finished and (cycle := visit(module)) is not None:
+            return cycle
+    return None
+
+
+def test_no_import_cycles() -> None:
+    cycle = _find_cycle(_import_graph())
+    assert cycle is None, "import cycle: " + " → ".join(m.removeprefix("sluice.") for m in cycle)
+
+
+def test_the_cycle_check_names_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _find_cycle(graph) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_every_package_starts_with_a_docstring() -> None:

@@ -1,18 +1,21 @@
 """From a request frame to a response: version checks, decoding, the handler table.
 
-A handler is ``async def handle(broker, header, request) -> response`` where ``request``
-is the kio message and the response is a kio message (encoded here), ready response
-parts (Fetch), or None (acks=0 Produce: no response at all). Handlers register with
-:func:`handler`; the table is checked against ``versions.SUPPORTED`` at start-up.
+A handler is ``async def handle(services, context, request) -> response`` where
+``services`` are the broker's parts handlers use (:mod:`sluice.broker.services`),
+``context`` is the request's header and connection (:mod:`sluice.broker.context`),
+``request`` is the kio message, and the response is a kio message (encoded here), ready
+response parts (Fetch), or None (acks=0 Produce: no response at all). The dispatcher is
+given the handler table (:mod:`sluice.broker.handlers.table`) and checks it against
+``versions.SUPPORTED`` when built.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.context import RequestContext
 from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec
@@ -20,26 +23,12 @@ from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
     from sluice.broker.server import Response
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Broker", codec.RequestHeader, Any], Awaitable[Any]]
-HANDLERS: dict[ApiKey, Handler] = {}
-
-CURRENT_CONNECTION: ContextVar[ConnectionInfo] = ContextVar("current_connection")
-"""The connection of the request being handled (each request runs in its own task, so
-each sees its own); for the few handlers that care, such as JoinGroup's client host."""
-
-
-def handler(api_key: ApiKey) -> Callable[[Handler], Handler]:
-    def register(function: Handler) -> Handler:
-        assert api_key not in HANDLERS, f"two handlers for {api_key.name}"
-        HANDLERS[api_key] = function
-        return function
-
-    return register
+Handler = Callable[["BrokerServices", RequestContext, Any], Awaitable[Any]]
 
 
 def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
@@ -72,10 +61,11 @@ def api_versions_fallback(correlation_id: int) -> bytes:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        missing = set(SUPPORTED) - set(HANDLERS)
+    def __init__(self, handlers: Mapping[ApiKey, Handler], services: BrokerServices) -> None:
+        missing = set(SUPPORTED) - set(handlers)
         assert not missing, f"advertised APIs without handlers: {sorted(missing)}"
-        self._broker = broker
+        self._handlers = handlers
+        self._services = services
 
     async def handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         api_key, version, correlation_id = codec.peek_header(frame)
@@ -86,10 +76,10 @@ class Dispatcher:
             if api_key == ApiKey.API_VERSIONS:
                 return api_versions_fallback(correlation_id)
             raise ProtocolError(f"API {ApiKey(api_key).name} version {version} is not supported")
-        CURRENT_CONNECTION.set(connection)
         header, body_offset = codec.parse_request_header(frame)
         request = codec.decode_request_body(header, frame, body_offset)
-        response = await HANDLERS[ApiKey(api_key)](self._broker, header, request)
+        context = RequestContext(header, connection)
+        response = await self._handlers[ApiKey(api_key)](self._services, context, request)
         if response is None or isinstance(response, list | bytes):
             return response
         return codec.encode_response(correlation_id, response)

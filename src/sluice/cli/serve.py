@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from sluice.broker.app import BrokerFatalError, DataDirInUse
+from sluice.broker.app import DataDirInUse
 from sluice.broker.app import serve as run_broker
+from sluice.broker.fatal import BrokerFatalError
 from sluice.broker.meta_properties import MetaPropertiesError
 from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file

@@ -1,4 +1,4 @@
-"""One TCP connection to one broker: version negotiation and pipelined requests.
+"""One TCP connection to one broker: the asyncio shell around the client protocol.
 
 Life of a connection::
 
@@ -11,11 +11,16 @@ Life of a connection::
                                                                       and every later
                                                                       request gets the error
 
+The protocol itself (correlation ids, the requests awaiting answers, framing, decoding,
+version negotiation) is :class:`sluice.protocol.client.ClientProtocol`, which does no
+I/O; this module owns the socket, the reader task, timeouts and in-flight limits.
+
 Requests are pipelined: each gets the next correlation id and a future, its frame is
 written whole, and the connection's reader task (owned by the connection, stopped and
-awaited by :meth:`BrokerConnection.close`) matches every response to its future by
-correlation id. At most ``in_flight_requests_max`` requests wait for answers at once;
-a request over the limit waits for a slot.
+awaited by :meth:`BrokerConnection.close`) feeds what it reads to the protocol and hands
+every decoded response to the future of its correlation id. At most
+``in_flight_requests_max`` requests wait for answers at once; a request over the limit
+waits for a slot.
 
 A request whose caller gives up (timeout, cancellation) keeps its slot until the broker
 answers it, because the broker will still send that answer; the answer is then
@@ -28,12 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import struct
-from dataclasses import dataclass
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
-
-from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from sluice.client.errors import (
     BrokerUnreachableError,
@@ -44,11 +46,16 @@ from sluice.client.errors import (
     UnsupportedApiError,
 )
 from sluice.client.messages import VersionedRequest
-from sluice.client.versions import CLIENT_VERSIONS, api_name, negotiate
+from sluice.client.versions import CLIENT_VERSIONS
 from sluice.common import errors
 from sluice.common.limits import FRAME_BYTES_MAX
-from sluice.protocol.codec import decode_response, encode_request
-from sluice.protocol.framing import FrameDecoder
+from sluice.protocol.client import (
+    NEGOTIATION_REQUEST,
+    ClientProtocol,
+    Response,
+    UndecodableResponse,
+)
+from sluice.protocol.versions import api_name
 
 CONNECT_TIMEOUT_S_DEFAULT = 10.0
 """How long opening the socket plus the ApiVersions exchange may take."""
@@ -68,17 +75,14 @@ anything is buffered. Fetch answers are bounded by the request's max_bytes, far 
 READ_CHUNK_BYTES = 256 * 1024
 """Bytes asked of the socket per read by the reader task."""
 
-CORRELATION_ID_MASK = 0x7FFF_FFFF
-"""Correlation ids are non-negative int32s and wrap around."""
 
-_CORRELATION_ID = struct.Struct(">i")
-
-
-@dataclass(slots=True)
-class _Pending:
-    api_key: int
-    version: int
-    future: asyncio.Future[Any]
+@contextlib.contextmanager
+def _unsupported_as_client_error() -> Iterator[None]:
+    """The protocol's UnsupportedVersion, raised as the client's UnsupportedApiError."""
+    try:
+        yield
+    except errors.UnsupportedVersion as e:
+        raise UnsupportedApiError(e.message) from None
 
 
 class BrokerConnection:
@@ -106,17 +110,20 @@ class BrokerConnection:
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self._in_flight = asyncio.Semaphore(in_flight_requests_max)
-        self._pending: dict[int, _Pending] = {}
-        self._next_correlation_id = 0
+        self._protocol = ClientProtocol(
+            f"broker at {self.address}",
+            CLIENT_VERSIONS,
+            client_id=client_id,
+            response_bytes_max=RESPONSE_BYTES_MAX,
+        )
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        """Correlation id → the future of the request awaiting that answer."""
         self._write_lock = asyncio.Lock()
-        self._decoder = FrameDecoder(RESPONSE_BYTES_MAX)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._failure: ClientError | None = None
         self._closed = False
-        self._broker_ranges: dict[int, tuple[int, int]] = {}
-        self._versions: dict[int, int] = {}
 
     # ── opening ────────────────────────────────────────────────────────────────────
 
@@ -175,16 +182,8 @@ class BrokerConnection:
             raise
 
     async def _negotiate(self, timeout_s: float) -> None:
-        response = await self.request(ApiVersionsRequest(), timeout_s=timeout_s)
-        if response.error_code != errors.ErrorCode.none:
-            raise errors.for_code(response.error_code)(
-                f"broker at {self.address} refused ApiVersions v0"
-            )
-        self._broker_ranges = {
-            int(entry.api_key): (int(entry.min_version), int(entry.max_version))
-            for entry in response.api_keys
-        }
-        self._versions = negotiate(self._broker_ranges)
+        response = await self.request(NEGOTIATION_REQUEST, timeout_s=timeout_s)
+        self._protocol.negotiate(response)
 
     # ── state ──────────────────────────────────────────────────────────────────────
 
@@ -201,47 +200,29 @@ class BrokerConnection:
     @property
     def versions(self) -> dict[int, int]:
         """The version chosen for each API both sides support (API key → version)."""
-        return dict(self._versions)
+        return self._protocol.versions
 
     @property
     def broker_ranges(self) -> dict[int, tuple[int, int]]:
         """What the broker advertised: API key → (min, max) version."""
-        return dict(self._broker_ranges)
+        return self._protocol.broker_ranges
 
     def supports(self, api_key: int) -> bool:
         """True when a version of ``api_key`` was agreed on."""
-        return int(api_key) in self._versions
+        return self._protocol.supports(api_key)
 
     def version_for(self, api_key: int) -> int:
         """The agreed version of ``api_key``; raises :class:`UnsupportedApiError` if none."""
-        version = self._versions.get(int(api_key))
-        if version is None:
-            raise UnsupportedApiError(self._unsupported_message(int(api_key)))
-        return version
-
-    def _unsupported_message(self, api_key: int) -> str:
-        client = CLIENT_VERSIONS.get(api_key)
-        client_text = f"v{client[0]}-{client[1]}" if client else "no version"
-        broker = self._broker_ranges.get(api_key)
-        broker_text = f"v{broker[0]}-{broker[1]}" if broker else "does not offer it"
-        return (
-            f"broker at {self.address} and this client share no version of "
-            f"{api_name(api_key)} (client speaks {client_text}, broker {broker_text})"
-        )
+        with _unsupported_as_client_error():
+            return self._protocol.version_for(api_key)
 
     # ── requests ───────────────────────────────────────────────────────────────────
 
     def _payload_for(self, request: VersionedRequest | Any) -> Any:
         if hasattr(request, "__api_key__"):
             payload: Any = request
-            api_key, version = int(payload.__api_key__), int(payload.__version__)
-            if self._broker_ranges and not (
-                (low_high := self._broker_ranges.get(api_key))
-                and low_high[0] <= version <= low_high[1]
-            ):
-                raise UnsupportedApiError(
-                    f"broker at {self.address} does not serve {api_name(api_key)} v{version}"
-                )
+            with _unsupported_as_client_error():
+                self._protocol.check_served(int(payload.__api_key__), int(payload.__version__))
             return payload
         return request.build(self.version_for(request.api_key))
 
@@ -268,22 +249,23 @@ class BrokerConnection:
         payload = self._payload_for(request)
         api_key, version = int(payload.__api_key__), int(payload.__version__)
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
-        pending: _Pending | None = None
+        future: asyncio.Future[Any] | None = None
         try:
             async with asyncio.timeout(timeout):
                 if not expect_response:
-                    frame_bytes = encode_request(
-                        self._take_correlation_id(), self.client_id, payload
-                    )
+                    _, frame_bytes = self._protocol.send_request(payload, expect_response=False)
                     await self._write(frame_bytes)
                     return None
                 await self._in_flight.acquire()
                 self._raise_if_unusable(release_slot=True)
-                correlation_id = self._take_correlation_id()
-                future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                pending = _Pending(api_key, version, future)
-                self._pending[correlation_id] = pending
-                await self._write(encode_request(correlation_id, self.client_id, payload))
+                try:
+                    correlation_id, frame_bytes = self._protocol.send_request(payload)
+                except BaseException:
+                    self._in_flight.release()
+                    raise
+                future = asyncio.get_running_loop().create_future()
+                self._waiters[correlation_id] = future
+                await self._write(frame_bytes)
                 return await future
         except TimeoutError:
             raise RequestTimedOutError(
@@ -291,13 +273,8 @@ class BrokerConnection:
                 f"within {timeout:g} s"
             ) from None
         finally:
-            if pending is not None and not pending.future.done():
-                pending.future.cancel()  # the reader discards the late answer
-
-    def _take_correlation_id(self) -> int:
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id = (correlation_id + 1) & CORRELATION_ID_MASK
-        return correlation_id
+            if future is not None and not future.done():
+                future.cancel()  # the reader discards the late answer
 
     def _raise_if_unusable(self, *, release_slot: bool = False) -> None:
         if self.is_usable:
@@ -339,12 +316,12 @@ class BrokerConnection:
                     ) from None
                 if not data:
                     raise ConnectionClosedError(f"broker at {self.address} closed the connection")
+                self._protocol.receive_data(data)
                 try:
-                    frames = self._decoder.feed(data)
+                    while (response := self._protocol.next_response()) is not None:
+                        self._deliver(response)
                 except errors.ProtocolError as e:
-                    raise MalformedResponseError(f"broker at {self.address} sent {e}") from None
-                for frame_bytes in frames:
-                    self._dispatch(frame_bytes)
+                    raise MalformedResponseError(str(e)) from None
         except ClientError as e:
             self._fail(e)
         except BaseException as e:
@@ -353,42 +330,27 @@ class BrokerConnection:
             if not isinstance(e, asyncio.CancelledError):
                 raise
 
-    def _dispatch(self, frame_bytes: bytes) -> None:
-        if len(frame_bytes) < _CORRELATION_ID.size:
-            raise MalformedResponseError(
-                f"broker at {self.address} sent a {len(frame_bytes)}-byte response"
-            )
-        (correlation_id,) = _CORRELATION_ID.unpack_from(frame_bytes, 0)
-        pending = self._pending.pop(correlation_id, None)
-        if pending is None:
-            raise MalformedResponseError(
-                f"broker at {self.address} answered correlation id {correlation_id}, "
-                "which no request has"
-            )
+    def _deliver(self, response: Response | UndecodableResponse) -> None:
+        future = self._waiters.pop(response.correlation_id, None)
+        if future is None:
+            return  # the connection already failed and gave its waiters the error
         self._in_flight.release()
-        if pending.future.done():
+        if future.done():
             return  # its caller gave up (timeout or cancellation)
-        try:
-            _, payload = decode_response(pending.api_key, pending.version, frame_bytes)
-        except errors.ProtocolError as e:
-            pending.future.set_exception(
-                MalformedResponseError(
-                    f"{api_name(pending.api_key)} v{pending.version} answer from broker at "
-                    f"{self.address} does not parse: {e}"
-                )
-            )
-            return
-        pending.future.set_result(payload)
+        if isinstance(response, UndecodableResponse):
+            future.set_exception(MalformedResponseError(str(response.error)))
+        else:
+            future.set_result(response.payload)
 
     def _fail(self, failure: ClientError) -> None:
         """Mark the connection broken and hand ``failure`` to every waiting request."""
         if self._failure is None and not self._closed:
             self._failure = failure
-        pending, self._pending = self._pending, {}
-        for entry in pending.values():
+        waiters, self._waiters = self._waiters, {}
+        for future in waiters.values():
             self._in_flight.release()
-            if not entry.future.done():
-                entry.future.set_exception(failure)
+            if not future.done():
+                future.set_exception(failure)
         if self._writer is not None:
             self._writer.close()
 
@@ -423,4 +385,4 @@ class BrokerConnection:
 
     def __repr__(self) -> str:
         state = "usable" if self.is_usable else "closed" if self._closed else "broken"
-        return f"<BrokerConnection {self.address} {state} in_flight={len(self._pending)}>"
+        return f"<BrokerConnection {self.address} {state} in_flight={len(self._waiters)}>"

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, get_args, get_origin
 
-from sluice.client.versions import api_name
 from sluice.protocol.codec import request_schema
+from sluice.protocol.versions import api_name
 
 
 @dataclass(frozen=True, slots=True)

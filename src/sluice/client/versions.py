@@ -1,18 +1,19 @@
-"""Which API versions this client speaks, and how it agrees on one with a broker.
+"""Which API versions this client speaks.
 
 The client's code is written once against the fields of each API, not per version; the
 ranges below are the versions whose fields that code understands. On connect, the
 broker's ApiVersions answer is intersected with this table and, for each API, the
 highest version both sides support *and* kio has request and response schemas for is
-chosen. The ranges stay non-flexible for Produce and Fetch below topic ids (v13), which
-the client does not implement.
+chosen (the negotiation itself is the protocol's, in ``sluice.protocol.client``). The
+ranges stay non-flexible for Produce and Fetch below topic ids (v13), which the client
+does not implement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sluice.protocol.codec import request_schema, response_schema
+from sluice.protocol import client as protocol_client
 from sluice.protocol.versions import ApiKey
 
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
@@ -49,32 +50,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 }
 """(lowest, highest) version of each API that the client code is written against."""
 
-NEGOTIATION_API_VERSIONS_VERSION = 0
-"""ApiVersions is first sent as v0: every broker answers it, whatever its ranges."""
-
 
 def negotiate(broker_ranges: Mapping[int, tuple[int, int]]) -> dict[int, int]:
-    """For each API both sides know, the highest version that both support.
-
-    ``broker_ranges`` maps an API key to the broker's (min, max) versions. APIs the
-    broker does not list, or whose ranges do not overlap the client's, are left out.
-    """
-    chosen: dict[int, int] = {}
-    for api_key, (client_low, client_high) in CLIENT_VERSIONS.items():
-        broker_range = broker_ranges.get(api_key)
-        if broker_range is None:
-            continue
-        low = max(client_low, broker_range[0])
-        for version in range(min(client_high, broker_range[1]), low - 1, -1):
-            if request_schema(api_key, version) and response_schema(api_key, version):
-                chosen[int(api_key)] = version
-                break
-    return chosen
-
-
-def api_name(api_key: int) -> str:
-    """A readable name for an API key ("Metadata", "CreateTopics", or "API 57")."""
-    try:
-        return ApiKey(api_key).name.title().replace("_", "")
-    except ValueError:
-        return f"API {api_key}"
+    """For each API the client and the broker both know, the highest version both support."""
+    return protocol_client.negotiate(CLIENT_VERSIONS, broker_ranges)

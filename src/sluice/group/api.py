@@ -1,27 +1,19 @@
 """What goes into and comes out of the group coordinator: plain, version-free requests
-and responses (handlers translate to and from the wire messages), and the effects the
-state machine asks its runtime to carry out.
+and responses (handlers translate to and from the wire messages).
 
-The state machine never does I/O. An operation returns a list of effects:
-
-- :class:`Append` — records to write to the group's ``__consumer_offsets`` partition.
-  When they are committed (or failed), the runtime calls
-  ``GroupCoordinator.append_completed(now_ms, append_id, error)``.
-- :class:`Reply` — the response to a waiting request, named by the token the runtime
-  gave when it handed the request in. A request may be answered at once, after its
-  records are committed, or much later (JoinGroup waits for the rebalance, SyncGroup
-  for the leader's assignment).
+The coordinator answers each request with a :class:`~sluice.coordinator.api.Reply`
+carrying one of these responses, and asks for ``__consumer_offsets`` writes with
+:class:`~sluice.coordinator.api.Append` (the effects every coordinator shares). A request
+may be answered at once, after its records are committed, or much later (JoinGroup waits
+for the rebalance, SyncGroup for the leader's assignment).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-
-RequestToken = int
-"""Names a waiting request; chosen by the runtime, returned in the :class:`Reply`."""
 
 NO_GENERATION = -1
 NO_MEMBER_ID = ""
@@ -218,21 +210,4 @@ Response = (
     | DeleteGroupsResponse
     | OffsetDeleteResponse
 )
-
-Record = tuple[bytes, bytes | None]
-"""A ``__consumer_offsets`` record: key bytes and value bytes (None: a tombstone)."""
-
-
-@dataclass(frozen=True)
-class Append:
-    append_id: int
-    records: tuple[Record, ...] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Reply:
-    token: RequestToken
-    response: Response
-
-
-Effect = Append | Reply
+"""Every response the group coordinator replies with (the ``response`` of its Replies)."""

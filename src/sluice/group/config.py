@@ -12,6 +12,10 @@ OFFSETS_TOPIC_PARTITIONS_DEFAULT = 50
 """Kafka's offsets.topic.num.partitions. Groups are spread over the partitions by a hash
 of their id, so the count must never change once groups exist."""
 
+OFFSETS_COMMIT_TIMEOUT_MS = 5_000
+"""How long a write to ``__consumer_offsets`` may wait for the in-sync replicas (Kafka's
+offsets.commit.timeout.ms)."""
+
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """A member that joined during a rebalance and vanished is dropped after this, instead of
 holding the rebalance for its whole rebalance timeout (Kafka's KIP-394 value)."""

@@ -1,10 +1,11 @@
 """The group coordinator: a deterministic, synchronous state machine.
 
 One :class:`GroupCoordinator` holds every group of one ``__consumer_offsets``
-partition (Kafka calls this a coordinator shard). It does no I/O and reads no clock:
-every operation takes ``now_ms`` (wall-clock milliseconds, as in the records' commit
-timestamps) and a token naming the request, and returns :data:`~sluice.group.api.Effect`
-values for its runtime to carry out::
+partition: it is the shard (:class:`~sluice.coordinator.api.CoordinatorShard`) the
+generic coordinator runtime runs. It does no I/O and reads no clock: every operation
+takes ``now_ms`` (wall-clock milliseconds, as in the records' commit timestamps) and a
+token naming the request, and returns :data:`~sluice.coordinator.api.Effect` values for
+its runtime to carry out::
 
     runtime                                   GroupCoordinator
     ───────                                   ────────────────
@@ -31,7 +32,7 @@ Rules that keep the log the source of truth:
   JoinGroups sent together (same millisecond) make one rebalance even with no initial
   delay.
 
-Every request gets exactly one :class:`~sluice.group.api.Reply`; a parked request that
+Every request gets exactly one :class:`~sluice.coordinator.api.Reply`; a parked request that
 is superseded (the same member sends JoinGroup or SyncGroup again) is answered with
 REBALANCE_IN_PROGRESS, and one whose member is removed with UNKNOWN_MEMBER_ID.
 """
@@ -48,11 +49,10 @@ from random import Random
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
 from sluice.group.api import (
     NO_MEMBER_ID,
-    Append,
     DeleteGroupsResponse,
-    Effect,
     FetchedOffset,
     GroupDescription,
     GroupListing,
@@ -67,9 +67,6 @@ from sluice.group.api import (
     OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
-    Record,
-    Reply,
-    RequestToken,
     SyncGroupRequest,
     SyncGroupResponse,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sluice.group.api import RequestToken
+from sluice.coordinator.api import RequestToken
 from sluice.group.config import NEW_MEMBER_JOIN_TIMEOUT_MS
 
 

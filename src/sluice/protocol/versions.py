@@ -202,3 +202,11 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
 def request_is_flexible(api_key: int, version: int) -> bool:
     first = FIRST_FLEXIBLE_VERSION.get(api_key)
     return first is not None and version >= first
+
+
+def api_name(api_key: int) -> str:
+    """A readable name for an API key ("Metadata", "CreateTopics", or "API 57")."""
+    try:
+        return ApiKey(api_key).name.title().replace("_", "")
+    except ValueError:
+        return f"API {api_key}"

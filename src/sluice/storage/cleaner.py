@@ -119,7 +119,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import crc32c
 from kio.serial.errors import DecodeError
@@ -127,6 +127,7 @@ from kio.serial.readers import read_signed_varint, read_signed_varlong
 
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
+from sluice.common.config import TopicConfig
 from sluice.protocol.records.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_DELETE_HORIZON,
@@ -148,6 +149,7 @@ from sluice.storage.checkpoint import (
     write_offsets_checkpoint,
 )
 from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
+from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -159,16 +161,42 @@ from sluice.storage.segment import (
     segment_file_name,
 )
 
-if TYPE_CHECKING:
-    from sluice.storage.log import PartitionLog
-
 logger = logging.getLogger(__name__)
+
+
+class CleanableLog(Protocol):
+    """What the cleaner reads from a partition log, and the one thing it marks on it
+    (the plan in flight). ``PartitionLog`` is one; the cleaner is handed the log and
+    never imports it, so the log can import the cleaner."""
+
+    cleaning_plan: CleaningPlan | None
+
+    @property
+    def directory(self) -> Path: ...
+    @property
+    def config(self) -> TopicConfig: ...
+    @property
+    def segments(self) -> tuple[LogSegment, ...]: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def truncations(self) -> int: ...
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+
 
 __all__ = [
     "CLEANER_CHECKPOINT_NAME",
     "MIN_CLEANABLE_DIRTY_RATIO_DEFAULT",
     "OFFSET_MAP_KEYS_MAX",
     "PLAN_SEGMENTS_MAX",
+    "CleanableLog",
     "CleanableRange",
     "CleanedSegment",
     "CleanerCheckpoint",
@@ -316,7 +344,7 @@ def _newest_timestamp_ms(segment: LogSegment) -> int:
     return os.fstat(segment.file.fileno()).st_mtime_ns // 1_000_000
 
 
-def cleanable_range(log: PartitionLog, now_ms: int) -> CleanableRange:
+def cleanable_range(log: CleanableLog, now_ms: int) -> CleanableRange:
     """What a pass on ``log`` at ``now_ms`` may clean (call on the appending thread)."""
     checkpoint = read_cleaner_checkpoint(log.directory)
     segments = log.segments
@@ -353,7 +381,7 @@ def cleanable_range(log: PartitionLog, now_ms: int) -> CleanableRange:
 
 
 def needs_cleaning(
-    log: PartitionLog,
+    log: CleanableLog,
     now_ms: int,
     *,
     min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
@@ -863,7 +891,7 @@ class CleaningPlan:
 
     def __init__(
         self,
-        log: PartitionLog,
+        log: CleanableLog,
         *,
         now_ms: int,
         sources: list[_Source],
@@ -1298,7 +1326,7 @@ class _Counters:
 
 
 def prepare(
-    log: PartitionLog,
+    log: CleanableLog,
     now_ms: int,
     *,
     offset_map_keys_max: int = OFFSET_MAP_KEYS_MAX,

@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from sluice.client.messages import Request, build_payload
-from sluice.client.versions import CLIENT_VERSIONS, api_name, negotiate
+from sluice.client.versions import CLIENT_VERSIONS, negotiate
 from sluice.protocol.codec import (
     decode_request_body,
     encode_request,
@@ -15,7 +15,7 @@ from sluice.protocol.codec import (
     request_schema,
     response_schema,
 )
-from sluice.protocol.versions import SUPPORTED, ApiKey
+from sluice.protocol.versions import SUPPORTED, ApiKey, api_name
 
 
 def _round_trip(payload: object) -> object:

@@ -10,9 +10,8 @@ from typing import Any
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.api import Append, Effect, Record, Reply
 from sluice.group.api import (
-    Append,
-    Effect,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -20,8 +19,6 @@ from sluice.group.api import (
     MemberIdentity,
     OffsetCommitRequest,
     OffsetToCommit,
-    Record,
-    Reply,
     Response,
     SyncGroupRequest,
     SyncGroupResponse,

@@ -1,73 +1,37 @@
-"""The runtime's own scheduling: loading, timers on a manual clock, the per-partition
-writer (order, batching, failures), routing and NOT_COORDINATOR. The offsets log is an
-in-memory fake here; the broker's real ``__consumer_offsets`` path is tested with real
-clients in the integration suite."""
+"""The group runtime on the generic coordinator runtime: each group routed to its
+``__consumer_offsets`` partition, group operations through the runtime's loading, timers
+and writer, and NOT_COORDINATOR per group. The runtime's own scheduling is tested with a
+shard of its own (``test_coordinator_runtime``). The offsets log is an in-memory fake
+here; the broker's real ``__consumer_offsets`` path is tested with real clients in the
+integration suite."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from random import Random
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from coordinator_helpers import PARTITIONS, MemoryCoordinatorLog, run, settle, until_done
 
 from sluice.common.clock import ManualClock
-from sluice.common.errors import ErrorCode, KafkaError, NotLeaderOrFollower, for_code
+from sluice.common.errors import ErrorCode, KafkaError, NotLeaderOrFollower
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.runtime import REPLAY_RECORDS_PER_YIELD
 from sluice.group.api import (
     HeartbeatRequest,
     JoinGroupRequest,
-    JoinGroupResponse,
     OffsetCommitRequest,
     OffsetToCommit,
-    Record,
     SyncGroupRequest,
 )
-from sluice.group.config import GroupConfig
+from sluice.group.config import OFFSETS_TOPIC, GroupConfig
 from sluice.group.placement import partition_for
 from sluice.group.records import OffsetCommitKey, OffsetCommitValue, encode_key
 from sluice.group.records import encode_offset_commit_value as encode_value
-from sluice.group.runtime import REPLAY_RECORDS_PER_YIELD, GroupCoordinatorRuntime
+from sluice.group.runtime import GroupCoordinatorRuntime
 
-T = TypeVar("T")
 T0 = TopicPartition("orders", 0)
-PARTITIONS = 4
-
-
-class MemoryOffsetsLog:
-    """Partitions as lists; ``append`` can be held (``gate``) or made to fail."""
-
-    def __init__(self, partition_count: int = PARTITIONS) -> None:
-        self._partition_count = partition_count
-        self.partitions: dict[int, list[Record]] = {p: [] for p in range(partition_count)}
-        self.writes: list[tuple[int, list[Record]]] = []
-        self.gate: asyncio.Event | None = None
-        self.fail_with: KafkaError | None = None
-        self.writing = asyncio.Event()
-
-    @property
-    def partition_count(self) -> int:
-        return self._partition_count
-
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
-        self.writing.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.writes.append((partition, list(records)))
-        self.partitions[partition].extend(records)
-
-    def read(self, partition: int) -> Iterable[Record]:
-        return list(self.partitions[partition])
-
-
-def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(scenario(), 10)
-
-    return asyncio.run(bounded())
 
 
 def join_request(
@@ -91,17 +55,12 @@ def commit_request(group_id: str, offset: int) -> OffsetCommitRequest:
     return OffsetCommitRequest(group_id, -1, "", None, ((T0, OffsetToCommit(offset)),))
 
 
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
-async def until_done(awaitable: Awaitable[T]) -> T:
-    return await asyncio.wait_for(awaitable, 5)
+def new_offsets_log(partition_count: int = PARTITIONS) -> MemoryCoordinatorLog:
+    return MemoryCoordinatorLog(partition_count, OFFSETS_TOPIC)
 
 
 def new_runtime(
-    offsets_log: MemoryOffsetsLog, clock: ManualClock, **config: Any
+    offsets_log: MemoryCoordinatorLog, clock: ManualClock, **config: Any
 ) -> GroupCoordinatorRuntime:
     settings = {"initial_rebalance_delay_ms": 0, **config}
     return GroupCoordinatorRuntime(offsets_log, GroupConfig(**settings), clock, Random(7))
@@ -109,7 +68,7 @@ def new_runtime(
 
 def test_join_sync_heartbeat_through_the_runtime() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
+        offsets_log, clock = new_offsets_log(), ManualClock()
         async with new_runtime(offsets_log, clock) as runtime:
             joined = await until_done(runtime.join_group(join_request()))
             assert joined.error is ErrorCode.none and joined.generation_id == 1
@@ -130,7 +89,7 @@ def test_join_sync_heartbeat_through_the_runtime() -> None:
 
 def test_initial_delay_and_session_expiry_follow_the_manual_clock() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
+        offsets_log, clock = new_offsets_log(), ManualClock()
         async with new_runtime(offsets_log, clock, initial_rebalance_delay_ms=3_000) as runtime:
             join = asyncio.ensure_future(runtime.join_group(join_request()))
             await settle()
@@ -142,7 +101,7 @@ def test_initial_delay_and_session_expiry_follow_the_manual_clock() -> None:
             clock.advance(10_000)
             runtime.wake()
             await settle()
-            coordinator = runtime.coordinator(runtime.coordinator_partition("g"))
+            coordinator = runtime.shard(runtime.coordinator_partition("g"))
             assert coordinator is not None
             group = coordinator.group("g")
             assert group is not None and group.state.value == "Empty"
@@ -152,7 +111,7 @@ def test_initial_delay_and_session_expiry_follow_the_manual_clock() -> None:
 
 def test_commit_answers_after_the_append_and_appends_are_batched_in_order() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(partition_count=1), ManualClock()
+        offsets_log, clock = new_offsets_log(partition_count=1), ManualClock()
         async with new_runtime(offsets_log, clock) as runtime:
             offsets_log.gate = asyncio.Event()
             first = asyncio.ensure_future(runtime.commit_offsets(commit_request("a", 1)))
@@ -176,7 +135,7 @@ def test_commit_answers_after_the_append_and_appends_are_batched_in_order() -> N
 
 def test_failed_append_is_answered_with_kafkas_error() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
+        offsets_log, clock = new_offsets_log(), ManualClock()
         async with new_runtime(offsets_log, clock) as runtime:
             offsets_log.fail_with = NotLeaderOrFollower("moved")
             response = await until_done(runtime.commit_offsets(commit_request("a", 1)))
@@ -188,7 +147,7 @@ def test_failed_append_is_answered_with_kafkas_error() -> None:
 
 def test_loading_replays_the_log_and_skips_unreadable_records() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
+        offsets_log, clock = new_offsets_log(), ManualClock()
         partition = partition_for("g", PARTITIONS)
         offsets_log.partitions[partition] += [
             (encode_key(OffsetCommitKey("g", "orders", 0)), encode_value(OffsetCommitValue(5))),
@@ -206,7 +165,7 @@ def test_loading_replays_the_log_and_skips_unreadable_records() -> None:
 
 def test_partitions_not_loaded_answer_not_coordinator_and_loading_ones_load_in_progress() -> None:
     async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
+        offsets_log, clock = new_offsets_log(), ManualClock()
         slow = partition_for("slow", PARTITIONS)
         away = partition_for("away", PARTITIONS)
         assert slow != away
@@ -233,47 +192,3 @@ def test_partitions_not_loaded_answer_not_coordinator_and_loading_ones_load_in_p
             runtime.stop()
 
     run(scenario)
-
-
-def test_unload_and_stop_fail_waiting_requests() -> None:
-    async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
-        runtime = new_runtime(offsets_log, clock, initial_rebalance_delay_ms=60_000)
-        async with runtime:
-            waiting = asyncio.ensure_future(runtime.join_group(join_request("g")))
-            await settle()
-            runtime.unload_partition(runtime.coordinator_partition("g"))
-            with pytest.raises(KafkaError) as raised:
-                await until_done(waiting)
-            assert raised.value.code is ErrorCode.not_coordinator
-            await runtime.load_partition(runtime.coordinator_partition("g"))
-            waiting = asyncio.ensure_future(runtime.join_group(join_request("g")))
-            await settle()
-        with pytest.raises(KafkaError) as raised:
-            await until_done(waiting)
-        assert raised.value.code is ErrorCode.coordinator_not_available
-
-    run(scenario)
-
-
-def test_a_cancelled_request_does_not_disturb_the_others() -> None:
-    async def scenario() -> None:
-        offsets_log, clock = MemoryOffsetsLog(), ManualClock()
-        async with new_runtime(offsets_log, clock, initial_rebalance_delay_ms=1_000) as runtime:
-            gone = asyncio.ensure_future(runtime.join_group(join_request(client_id="gone")))
-            stays = asyncio.ensure_future(runtime.join_group(join_request(client_id="stays")))
-            await settle()
-            gone.cancel()
-            for _ in range(2):  # a second member joined: the delay is extended once
-                clock.advance(1_000)
-                runtime.wake()
-                await settle()
-            answer: JoinGroupResponse = await until_done(stays)
-            assert answer.error is ErrorCode.none
-            assert len(answer.members) in (0, 2)
-
-    run(scenario)
-
-
-def test_errors_come_from_the_error_table() -> None:
-    assert for_code(ErrorCode.not_coordinator)("x").retriable

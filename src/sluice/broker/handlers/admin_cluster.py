@@ -28,15 +28,13 @@ from collections import defaultdict
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
 from sluice.common.errors import ErrorCode
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +70,14 @@ LISTED_CONFIG_RESOURCE_TYPES = frozenset(
 # ── DescribeCluster ────────────────────────────────────────────────────────────────────
 
 
-@handler(ApiKey.DESCRIBE_CLUSTER)
-async def handle_describe_cluster(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_describe_cluster(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     endpoint_type = int(getattr(request, "endpoint_type", EndpointType.BROKER))
 
     def refused(v1_code: ErrorCode, message: str) -> Any:
-        code = ErrorCode.invalid_request if header.api_version == 0 else v1_code
+        code = ErrorCode.invalid_request if context.header.api_version == 0 else v1_code
         return make(
             module.DescribeClusterResponse,
             throttle_time=0,
@@ -99,8 +98,8 @@ async def handle_describe_cluster(broker: Broker, header: RequestHeader, request
             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
             "of type CONTROLLER",
         )
-    live = broker.store.live_brokers()
-    controller_id = broker.config.node_id
+    live = services.store.live_brokers()
+    controller_id = services.config.node_id
     if all(b.node_id != controller_id for b in live):
         controller_id = -1
     return make(
@@ -109,7 +108,7 @@ async def handle_describe_cluster(broker: Broker, header: RequestHeader, request
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=EndpointType.BROKER,
-        cluster_id=broker.store.cluster_id(),
+        cluster_id=services.store.cluster_id(),
         controller_id=controller_id,
         brokers=tuple(
             make(
@@ -140,9 +139,10 @@ def _volume_bytes(path: str) -> tuple[int, int]:
     return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
-@handler(ApiKey.DESCRIBE_LOG_DIRS)
-async def handle_describe_log_dirs(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_describe_log_dirs(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {
@@ -151,7 +151,7 @@ async def handle_describe_log_dirs(broker: Broker, header: RequestHeader, reques
             for index in requested.partitions
         }
     by_topic: dict[str, list[Any]] = defaultdict(list)
-    for partition in sorted(broker.replicas, key=lambda p: p.topic_partition):
+    for partition in sorted(services.replicas, key=lambda p: p.topic_partition):
         topic, index = partition.topic_partition
         if wanted is not None and (topic, index) not in wanted:
             continue
@@ -164,7 +164,7 @@ async def handle_describe_log_dirs(broker: Broker, header: RequestHeader, reques
                 is_future_key=False,
             )
         )
-    log_dir = str(broker.data_dir.resolve())
+    log_dir = str(services.config.data_dir.resolve())
     try:
         total_bytes, usable_bytes = _volume_bytes(log_dir)
     except OSError as e:
@@ -199,15 +199,16 @@ async def handle_describe_log_dirs(broker: Broker, header: RequestHeader, reques
 # ── ListConfigResources ────────────────────────────────────────────────────────────────
 
 
-def _group_config_names(broker: Broker) -> list[str]:
+def _group_config_names(services: BrokerServices) -> list[str]:
     """Groups that have stored config overrides (Kafka lists those, whether or not the
     group exists), from the metadata store."""
-    return sorted(broker.store.groups_with_configs())
+    return sorted(services.store.groups_with_configs())
 
 
-@handler(ApiKey.LIST_CONFIG_RESOURCES)
-async def handle_list_config_resources(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_list_config_resources(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
 
     def answer(error_code: ErrorCode, listed: list[tuple[str, ConfigResourceType]]) -> Any:
         return make(
@@ -231,9 +232,11 @@ async def handle_list_config_resources(broker: Broker, header: RequestHeader, re
         return answer(ErrorCode.unsupported_version, [])
     listed: list[tuple[str, ConfigResourceType]] = []
     if ConfigResourceType.GROUP in requested:
-        listed += [(name, ConfigResourceType.GROUP) for name in _group_config_names(broker)]
+        listed += [(name, ConfigResourceType.GROUP) for name in _group_config_names(services)]
     if ConfigResourceType.BROKER in requested:
-        listed += [(str(b.node_id), ConfigResourceType.BROKER) for b in broker.store.live_brokers()]
+        listed += [
+            (str(b.node_id), ConfigResourceType.BROKER) for b in services.store.live_brokers()
+        ]
     if ConfigResourceType.TOPIC in requested:
-        listed += [(name, ConfigResourceType.TOPIC) for name in sorted(broker.topics.all())]
+        listed += [(name, ConfigResourceType.TOPIC) for name in sorted(services.topics.all())]
     return answer(ErrorCode.none, listed)

@@ -49,7 +49,6 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common import errors
 from sluice.common.config import (
     BROKER_NAME_OF_GROUP_KEY,
@@ -68,12 +67,12 @@ from sluice.common.errors import KafkaError
 from sluice.group.config import GROUP_PROPERTIES, GroupConfig
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 
 class ResourceType(IntEnum):
@@ -517,11 +516,11 @@ def _check_group_name(group_id: str | None) -> str:
     return group_id
 
 
-def _check_broker_name(broker: Broker, resource_name: str) -> None:
+def _check_broker_name(services: BrokerServices, resource_name: str) -> None:
     """A broker resource names this broker's id, or is empty (the cluster default)."""
-    if resource_name not in ("", str(broker.config.node_id)):
+    if resource_name not in ("", str(services.config.node_id)):
         raise errors.InvalidRequest(
-            f"this is broker {broker.config.node_id}, not {resource_name!r}; ask that broker"
+            f"this is broker {services.config.node_id}, not {resource_name!r}; ask that broker"
         )
 
 
@@ -546,30 +545,31 @@ def _config_entry(module: ModuleType, entry: DescribedConfig, request: Any) -> A
     )
 
 
-def _describe_resource(broker: Broker, resource: Any) -> list[DescribedConfig]:
+def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
     resource_type = int(resource.resource_type)
     names = resource.configuration_keys
     if resource_type == ResourceType.TOPIC:
-        topic = broker.topics.require(resource.resource_name)
-        return describe_topic_configs(topic.configs, broker.config, names)
+        topic = services.topics.require(resource.resource_name)
+        return describe_topic_configs(topic.configs, services.config, names)
     if resource_type == ResourceType.BROKER:
-        _check_broker_name(broker, resource.resource_name)
-        return describe_broker_configs(broker.config, names)
+        _check_broker_name(services, resource.resource_name)
+        return describe_broker_configs(services.config, names)
     if resource_type == ResourceType.GROUP:
         group_id = _check_group_name(resource.resource_name)
-        return describe_group_configs(broker.store.group_configs(group_id), names)
+        return describe_group_configs(services.store.group_configs(group_id), names)
     raise _unsupported_resource_type(resource_type)
 
 
-@handler(ApiKey.DESCRIBE_CONFIGS)
-async def handle_describe_configs(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_describe_configs(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     results = []
     for resource in request.resources:
         failure: KafkaError | None = None
         described: list[DescribedConfig] = []
         try:
-            described = _describe_resource(broker, resource)
+            described = _describe_resource(services, resource)
         except KafkaError as e:
             failure = e
         results.append(
@@ -585,18 +585,20 @@ async def handle_describe_configs(broker: Broker, header: RequestHeader, request
     return make(module.DescribeConfigsResponse, throttle_time=0, results=tuple(results))
 
 
-def _alter_resource(broker: Broker, resource: Any, validate_only: bool, incremental: bool) -> None:
+def _alter_resource(
+    services: BrokerServices, resource: Any, validate_only: bool, incremental: bool
+) -> None:
     resource_type = int(resource.resource_type)
     if resource_type == ResourceType.BROKER:
         raise errors.InvalidRequest(STATIC_BROKER_CONFIGS_MESSAGE)
     if resource_type == ResourceType.GROUP and incremental:
         group_id = _check_group_name(resource.resource_name)
         altered = incrementally_altered_group_configs(
-            broker.store.group_configs(group_id),
+            services.store.group_configs(group_id),
             [(c.name, int(c.config_operation), c.value) for c in resource.configs],
         )
         if not validate_only:
-            broker.store.set_group_configs(group_id, altered)
+            services.store.set_group_configs(group_id, altered)
         return
     if resource_type == ResourceType.GROUP:
         raise errors.InvalidRequest(
@@ -604,19 +606,21 @@ def _alter_resource(broker: Broker, resource: Any, validate_only: bool, incremen
         )
     if resource_type != ResourceType.TOPIC:
         raise _unsupported_resource_type(resource_type)
-    topic = broker.topics.require(resource.resource_name)
+    topic = services.topics.require(resource.resource_name)
     if incremental:
         overrides = incrementally_altered_overrides(
             topic.configs,
-            broker.config,
+            services.config,
             [(c.name, int(c.config_operation), c.value) for c in resource.configs],
         )
     else:
         overrides = replaced_overrides([(c.name, c.value) for c in resource.configs])
-    broker.topics.set_configs(topic.name, overrides, validate_only=validate_only)
+    services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
 
 
-def _alter(broker: Broker, header: RequestHeader, request: Any, *, incremental: bool) -> Any:
+def _alter(
+    services: BrokerServices, header: RequestHeader, request: Any, *, incremental: bool
+) -> Any:
     module = response_module(header.api_key, header.api_version)
     repeated = Counter((int(r.resource_type), r.resource_name) for r in request.resources)
     responses = []
@@ -627,7 +631,7 @@ def _alter(broker: Broker, header: RequestHeader, request: Any, *, incremental: 
                 raise errors.InvalidRequest(
                     f"resource {resource.resource_name!r} appears more than once in the request"
                 )
-            _alter_resource(broker, resource, bool(request.validate_only), incremental)
+            _alter_resource(services, resource, bool(request.validate_only), incremental)
         except KafkaError as e:
             failure = e
         responses.append(
@@ -645,13 +649,13 @@ def _alter(broker: Broker, header: RequestHeader, request: Any, *, incremental: 
     return make(response_class, throttle_time=0, responses=tuple(responses))
 
 
-@handler(ApiKey.ALTER_CONFIGS)
-async def handle_alter_configs(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    return _alter(broker, header, request, incremental=False)
-
-
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_incremental_alter_configs(
-    broker: Broker, header: RequestHeader, request: Any
+async def handle_alter_configs(
+    services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return _alter(broker, header, request, incremental=True)
+    return _alter(services, context.header, request, incremental=False)
+
+
+async def handle_incremental_alter_configs(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    return _alter(services, context.header, request, incremental=True)

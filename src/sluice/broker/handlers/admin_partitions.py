@@ -18,29 +18,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.cluster import leadership
 from sluice.cluster.leadership import ElectionOutcome, ElectionType
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
     from sluice.cluster.model import PartitionState
 
 
-def _store_partition(broker: Broker, topic: str, index: int, state: PartitionState) -> None:
-    current = broker.topics.require(topic)
-    broker.store.update_partition(topic, index, state, current.version)
+def _store_partition(
+    services: BrokerServices, topic: str, index: int, state: PartitionState
+) -> None:
+    current = services.topics.require(topic)
+    services.store.update_partition(topic, index, state, current.version)
 
 
-def _unknown_partition(broker: Broker, topic: str, index: int) -> KafkaError | None:
-    metadata = broker.topics.get(topic)
+def _unknown_partition(services: BrokerServices, topic: str, index: int) -> KafkaError | None:
+    metadata = services.topics.get(topic)
     if metadata is None:
         return errors.UnknownTopicOrPartition(f"No such topic as {topic}")
     if index not in metadata.partitions:
@@ -51,27 +51,29 @@ def _unknown_partition(broker: Broker, topic: str, index: int) -> KafkaError | N
 # ── ElectLeaders ───────────────────────────────────────────────────────────────────────
 
 
-def _elect(broker: Broker, topic: str, index: int, kind: ElectionType) -> tuple[int, str | None]:
-    unknown = _unknown_partition(broker, topic, index)
+def _elect(
+    services: BrokerServices, topic: str, index: int, kind: ElectionType
+) -> tuple[int, str | None]:
+    unknown = _unknown_partition(services, topic, index)
     if unknown is not None:
         return unknown.code, unknown.message
-    state = broker.topics.require(topic).partitions[index]
-    live = {b.node_id for b in broker.store.live_brokers()}
+    state = services.topics.require(topic).partitions[index]
+    live = {b.node_id for b in services.store.live_brokers()}
     outcome: ElectionOutcome = leadership.elect(state, kind, live)
     if outcome.state is not None:
-        _store_partition(broker, topic, index, outcome.state)
+        _store_partition(services, topic, index, outcome.state)
     return outcome.error_code, outcome.error_message
 
 
 def _election_results(
-    module: ModuleType, broker: Broker, request: Any, kind: ElectionType
+    module: ModuleType, services: BrokerServices, request: Any, kind: ElectionType
 ) -> list[Any]:
     results = []
     if request.topic_partitions is None:
-        for name, topic in sorted(broker.topics.all().items()):
+        for name, topic in sorted(services.topics.all().items()):
             partitions = []
             for index in sorted(topic.partitions):
-                code, message = _elect(broker, name, index, kind)
+                code, message = _elect(services, name, index, kind)
                 if code != ErrorCode.election_not_needed:
                     partitions.append((index, code, message))
             results.append((name, partitions))
@@ -81,7 +83,7 @@ def _election_results(
                 (
                     requested.topic,
                     [
-                        (int(index), *_elect(broker, requested.topic, int(index), kind))
+                        (int(index), *_elect(services, requested.topic, int(index), kind))
                         for index in requested.partitions
                     ],
                 )
@@ -104,9 +106,10 @@ def _election_results(
     ]
 
 
-@handler(ApiKey.ELECT_LEADERS)
-async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_elect_leaders(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     try:
         kind = (
             leadership.election_type(int(request.election_type))
@@ -141,7 +144,7 @@ async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: A
         module.ElectLeadersResponse,
         throttle_time=0,
         error_code=ErrorCode.none,
-        replica_election_results=tuple(_election_results(module, broker, request, kind)),
+        replica_election_results=tuple(_election_results(module, services, request, kind)),
     )
 
 
@@ -149,15 +152,19 @@ async def handle_elect_leaders(broker: Broker, header: RequestHeader, request: A
 
 
 def _reassign(
-    broker: Broker, topic: str, index: int, target: Any, allow_replication_factor_change: bool
+    services: BrokerServices,
+    topic: str,
+    index: int,
+    target: Any,
+    allow_replication_factor_change: bool,
 ) -> None:
-    metadata = broker.topics.get(topic)
+    metadata = services.topics.get(topic)
     if metadata is None:
         raise errors.UnknownTopicOrPartition(f"Unable to find a topic named {topic}.")
     state = metadata.partitions.get(index)
     if state is None:
         raise errors.UnknownTopicOrPartition(f"Unable to find partition {topic}:{index}.")
-    registered = {b.node_id for b in broker.store.live_brokers()}
+    registered = {b.node_id for b in services.store.live_brokers()}
     new_state = leadership.reassigned(
         None if target is None else tuple(int(r) for r in target),
         state,
@@ -165,14 +172,13 @@ def _reassign(
         allow_replication_factor_change=allow_replication_factor_change,
     )
     if new_state is not None:
-        _store_partition(broker, topic, index, new_state)
+        _store_partition(services, topic, index, new_state)
 
 
-@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def handle_alter_partition_reassignments(
-    broker: Broker, header: RequestHeader, request: Any
+    services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    module = response_module(header.api_key, header.api_version)
+    module = response_module(context.header.api_key, context.header.api_version)
     allow_replication_factor_change = bool(
         getattr(request, "allow_replication_factor_change", True)
     )
@@ -184,7 +190,7 @@ async def handle_alter_partition_reassignments(
             code, message = ErrorCode.none, None
             try:
                 _reassign(
-                    broker, topic.name, index, partition.replicas, allow_replication_factor_change
+                    services, topic.name, index, partition.replicas, allow_replication_factor_change
                 )
             except KafkaError as e:
                 code, message = e.code, e.message
@@ -212,12 +218,11 @@ async def handle_alter_partition_reassignments(
 # ── ListPartitionReassignments ─────────────────────────────────────────────────────────
 
 
-@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 async def handle_list_partition_reassignments(
-    broker: Broker, header: RequestHeader, request: Any
+    services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    del broker, request  # no reassignment is ever in progress (see the module docstring)
-    module = response_module(header.api_key, header.api_version)
+    del services, request  # no reassignment is ever in progress (see the module docstring)
+    module = response_module(context.header.api_key, context.header.api_version)
     return make(
         module.ListPartitionReassignmentsResponse,
         throttle_time=0,

@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 NO_COORDINATOR_EPOCH = -1
 """No transaction marker was ever written for the producer."""
@@ -34,19 +32,19 @@ NO_TRANSACTION_START_OFFSET = -1
 """The producer has no transaction open."""
 
 
-def _topic_error(broker: Broker, name: str) -> KafkaError | None:
+def _topic_error(services: BrokerServices, name: str) -> KafkaError | None:
     problem = topic_name_problem(name)
     if problem is not None:
         return errors.InvalidTopicException(problem)
-    if broker.topics.get(name) is None:
+    if services.topics.get(name) is None:
         return errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
     return None
 
 
-def _partition_response(module: ModuleType, broker: Broker, tp: TopicPartition) -> Any:
-    partition = broker.replicas.find(tp)
+def _partition_response(module: ModuleType, services: BrokerServices, tp: TopicPartition) -> Any:
+    partition = services.replicas.find(tp)
     if partition is None:
-        topic = broker.topics.get(tp.topic)
+        topic = services.topics.get(tp.topic)
         exists = topic is not None and tp.partition in topic.partitions
         error: KafkaError = (
             errors.NotLeaderOrFollower(f"this broker does not host {tp}")
@@ -85,16 +83,17 @@ def _partition_error(module: ModuleType, index: int, error: KafkaError) -> Any:
     )
 
 
-@handler(ApiKey.DESCRIBE_PRODUCERS)
-async def handle_describe_producers(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_describe_producers(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     topics = []
     for requested in request.topics:
-        topic_error = _topic_error(broker, requested.name)
+        topic_error = _topic_error(services, requested.name)
         partitions = tuple(
             _partition_error(module, int(index), topic_error)
             if topic_error is not None
-            else _partition_response(module, broker, TopicPartition(requested.name, int(index)))
+            else _partition_response(module, services, TopicPartition(requested.name, int(index)))
             for index in requested.partition_indexes
         )
         topics.append(make(module.TopicResponse, name=requested.name, partitions=partitions))

@@ -14,24 +14,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 HIGH_WATERMARK_OFFSET = -1
 """The requested offset that stands for "up to the high watermark"."""
 
 
-def _delete_before(broker: Broker, topic_partition: TopicPartition, offset: int) -> int:
+def _delete_before(services: BrokerServices, topic_partition: TopicPartition, offset: int) -> int:
     """Delete records below ``offset``; return the new log start offset."""
-    partition = broker.replicas.get(topic_partition)
+    partition = services.replicas.get(topic_partition)
     partition.check_leader()
     high_watermark = partition.high_watermark
     if offset == HIGH_WATERMARK_OFFSET:
@@ -44,9 +42,10 @@ def _delete_before(broker: Broker, topic_partition: TopicPartition, offset: int)
     return int(partition.log.delete_records_before(offset))
 
 
-@handler(ApiKey.DELETE_RECORDS)
-async def handle_delete_records(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_delete_records(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     topics = []
     for requested_topic in request.topics:
         partitions = []
@@ -54,7 +53,7 @@ async def handle_delete_records(broker: Broker, header: RequestHeader, request: 
             tp = TopicPartition(requested_topic.name, requested.partition_index)
             error_code, low_watermark = 0, -1
             try:
-                low_watermark = _delete_before(broker, tp, int(requested.offset))
+                low_watermark = _delete_before(services, tp, int(requested.offset))
             except KafkaError as e:
                 error_code = e.code
             partitions.append(

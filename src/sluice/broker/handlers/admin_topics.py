@@ -37,20 +37,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sluice.broker.dispatcher import handler
 from sluice.broker.handlers.admin_configs import describe_topic_configs
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 
@@ -104,7 +102,7 @@ def _assignments_of(topic: Any) -> list[tuple[int, list[int]]]:
 
 
 def _create_one(
-    broker: Broker,
+    services: BrokerServices,
     topic: Any,
     validate_only: bool,
     checked: dict[str, TopicMetadata],
@@ -119,18 +117,18 @@ def _create_one(
         _configs_of(topic),
     )
     if validate_only:
-        checked[topic.name] = broker.topics.create(
+        checked[topic.name] = services.topics.create(
             *arguments, validate_only=True, assignments=_assignments_of(topic)
         )
         return
-    creation = broker.topics.begin_create(*arguments, assignments=_assignments_of(topic))
+    creation = services.topics.begin_create(*arguments, assignments=_assignments_of(topic))
     assert creation is not None
     pending[topic.name] = creation
 
 
 def _created_topic_result(
     module: ModuleType,
-    broker: Broker,
+    services: BrokerServices,
     name: str,
     topic: TopicMetadata | None,
     failure: Any,
@@ -157,7 +155,7 @@ def _created_topic_result(
             config_source=int(entry.source),
             is_sensitive=entry.sensitive,
         )
-        for entry in describe_topic_configs(topic.configs, broker.config)
+        for entry in describe_topic_configs(topic.configs, services.config)
     )
     return make(
         result_class,
@@ -169,16 +167,17 @@ def _created_topic_result(
     )
 
 
-@handler(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_create_topics(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)
     created: dict[str, TopicMetadata] = {}
     pending: dict[str, asyncio.Future[TopicMetadata]] = {}
     outcomes = _per_topic(
         request.topics,
         lambda t: str(t.name),
-        lambda t: _create_one(broker, t, validate_only, created, pending),
+        lambda t: _create_one(services, t, validate_only, created, pending),
     )
     # The topics are created together off the event loop; each answers once durable.
     failures: dict[str, KafkaError] = {}
@@ -189,7 +188,7 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, request: A
             failures[name] = e
     outcomes = [(n, failures.get(n, f)) for n, f in outcomes]
     results = tuple(
-        _created_topic_result(module, broker, name, created.get(name), failure, validate_only)
+        _created_topic_result(module, services, name, created.get(name), failure, validate_only)
         for name, failure in outcomes
     )
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
@@ -204,9 +203,10 @@ def _topic_key(name: str | None, topic_id: uuid.UUID | None) -> str:
     return str(topic_id) if topic_id is not None else (name or "")
 
 
-@handler(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_delete_topics(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     wanted: list[tuple[str | None, uuid.UUID | None]]
     if has_field(type(request), "topics"):  # v6+: by name or by id
         wanted = [
@@ -222,15 +222,15 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
         if topic_id is not None:
             if name is not None:
                 raise errors.InvalidRequest("give a topic's name or its id, not both")
-            topic = broker.topics.by_id(topic_id)
+            topic = services.topics.by_id(topic_id)
             if topic is None:
                 raise UnknownTopicId(f"no topic has id {topic_id}")
         elif name is None:
             raise errors.InvalidRequest("a topic to delete needs a name or an id")
         else:
-            topic = broker.topics.require(name)
+            topic = services.topics.require(name)
         _refuse_internal(topic.name, "cannot be deleted")
-        broker.topics.delete(topic.name)
+        services.topics.delete(topic.name)
         deleted[_topic_key(name, topic_id)] = topic
 
     outcomes = _per_topic(wanted, lambda entry: _topic_key(*entry), delete)
@@ -251,24 +251,25 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, request: A
     return make(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(results))
 
 
-def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> None:
+def _add_partitions(services: BrokerServices, topic: Any, validate_only: bool) -> None:
     _refuse_internal(topic.name, "the number of its partitions cannot be changed")
     assignments = (
         None
         if topic.assignments is None
         else [[int(b) for b in a.broker_ids] for a in topic.assignments]
     )
-    broker.topics.add_partitions(
+    services.topics.add_partitions(
         topic.name, int(topic.count), validate_only=validate_only, assignments=assignments
     )
 
 
-@handler(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_create_partitions(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)
     outcomes = _per_topic(
-        request.topics, lambda t: str(t.name), lambda t: _add_partitions(broker, t, validate_only)
+        request.topics, lambda t: str(t.name), lambda t: _add_partitions(services, t, validate_only)
     )
     results = tuple(_result(module.CreatePartitionsTopicResult, n, f) for n, f in outcomes)
     return make(module.CreatePartitionsResponse, throttle_time=0, results=results)

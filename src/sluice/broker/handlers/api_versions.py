@@ -15,14 +15,13 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import CURRENT_CONNECTION, api_versions_response, handler
+from sluice.broker.dispatcher import api_versions_response
 from sluice.common.errors import ErrorCode
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +33,25 @@ def _is_valid_software_label(text: str | None) -> bool:
     return text is not None and _CLIENT_SOFTWARE_PATTERN.fullmatch(text) is not None
 
 
-@handler(ApiKey.API_VERSIONS)
-async def handle_api_versions(broker: Broker, header: RequestHeader, request: Any) -> Any:
+async def handle_api_versions(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     if not has_field(type(request), "client_software_name"):
-        return api_versions_response(header.api_version)
+        return api_versions_response(context.header.api_version)
     name, version = request.client_software_name, request.client_software_version
     if not (_is_valid_software_label(name) and _is_valid_software_label(version)):
         log.debug("ApiVersions with an invalid client software %r %r", name, version)
         return api_versions_response(
-            header.api_version, error_code=ErrorCode.invalid_request, with_ranges=False
+            context.header.api_version, error_code=ErrorCode.invalid_request, with_ranges=False
         )
-    connection = CURRENT_CONNECTION.get(None)
-    if connection is not None:
-        connection.client_software_name = name
-        connection.client_software_version = version
-        log.debug(
-            "connection from %s: client %s %s (client id %r)",
-            connection.peer,
-            name,
-            version,
-            header.client_id,
-        )
-    return api_versions_response(header.api_version)
+    connection = context.connection
+    connection.client_software_name = name
+    connection.client_software_version = version
+    log.debug(
+        "connection from %s: client %s %s (client id %r)",
+        connection.peer,
+        name,
+        version,
+        context.header.client_id,
+    )
+    return api_versions_response(context.header.api_version)

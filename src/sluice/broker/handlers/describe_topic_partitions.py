@@ -21,20 +21,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import topic_name_problem
 from sluice.common.limits import DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +42,9 @@ operations on a topic (without ACLs all are allowed)."""
 
 
 def _partitions(
-    module: ModuleType, broker: Broker, topic: TopicMetadata, first: int, count: int
+    module: ModuleType, services: BrokerServices, topic: TopicMetadata, first: int, count: int
 ) -> list[Any]:
-    live = {b.node_id for b in broker.store.live_brokers()}
+    live = {b.node_id for b in services.store.live_brokers()}
     answers = []
     for index in range(first, min(first + count, topic.partition_count)):
         state = topic.partitions[index]
@@ -79,16 +77,15 @@ def _topic(module: ModuleType, name: str, error: ErrorCode, **fields: Any) -> An
     )
 
 
-@handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 async def handle_describe_topic_partitions(
-    broker: Broker, header: RequestHeader, request: Any
+    services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    module = response_module(header.api_key, header.api_version)
+    module = response_module(context.header.api_key, context.header.api_version)
     every_topic = not request.topics
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     if every_topic:
-        names = sorted(name for name in broker.topics.all() if name >= cursor_topic)
+        names = sorted(name for name in services.topics.all() if name >= cursor_topic)
     else:
         names = sorted({t.name for t in request.topics if t.name >= cursor_topic})
         if cursor is not None and cursor.topic_name not in names:
@@ -107,7 +104,7 @@ async def handle_describe_topic_partitions(
         if remaining == 0:
             next_cursor = make(module.Cursor, topic_name=name, partition_index=0)
             break
-        topic = broker.topics.get(name)
+        topic = services.topics.get(name)
         if topic is None:
             if not every_topic:
                 error = (
@@ -118,7 +115,7 @@ async def handle_describe_topic_partitions(
                 topics.append(_topic(module, name, error))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        partitions = _partitions(module, broker, topic, first, remaining)
+        partitions = _partitions(module, services, topic, first, remaining)
         topics.append(
             _topic(
                 module,

@@ -26,23 +26,21 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.common.limits import FETCH_WAIT_MS_MAX
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.fetch_response import (
     FetchPartitionResult,
     NodeEndpoint,
     encode_fetch_response,
 )
 from sluice.protocol.messages import has_field, millis
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
     from sluice.storage.log import PartitionLog
 
 READ_COMMITTED = 1
@@ -51,33 +49,35 @@ _LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.f
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 
 
-def _topic_name(broker: Broker, fetch_topic: Any) -> str | None:
+def _topic_name(services: BrokerServices, fetch_topic: Any) -> str | None:
     """The name of a requested topic: given (v4–12) or found by its id (v13+)."""
     if not has_field(type(fetch_topic), "topic_id"):
         return str(fetch_topic.topic)
-    topic = broker.topics.by_id(fetch_topic.topic_id)
+    topic = services.topics.by_id(fetch_topic.topic_id)
     return None if topic is None else topic.name
 
 
-def _current_leader(broker: Broker, topic_partition: TopicPartition) -> tuple[int, int] | None:
-    topic = broker.topics.get(topic_partition.topic)
+def _current_leader(
+    services: BrokerServices, topic_partition: TopicPartition
+) -> tuple[int, int] | None:
+    topic = services.topics.get(topic_partition.topic)
     state = None if topic is None else topic.partitions.get(topic_partition.partition)
     return None if state is None else (state.leader, state.leader_epoch)
 
 
 def _read_partitions(
-    broker: Broker, request: Any
+    services: BrokerServices, request: Any
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed)."""
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
-    budget = max(min(int(request.max_bytes), broker.config.fetch_max_bytes), 0)
+    budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
     total = 0
     failed = False
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]] = []
     leader_hints = int(request.__version__) >= FIRST_CURRENT_LEADER_VERSION
     for fetch_topic in request.topics:
-        name = _topic_name(broker, fetch_topic)
+        name = _topic_name(services, fetch_topic)
         results: list[FetchPartitionResult] = []
         for wanted in fetch_topic.partitions:
             result = FetchPartitionResult(wanted.partition)
@@ -85,7 +85,7 @@ def _read_partitions(
             try:
                 if name is None:
                     raise UnknownTopicId(f"no topic has id {fetch_topic.topic_id}")
-                partition = broker.replicas.get(TopicPartition(name, wanted.partition))
+                partition = services.replicas.get(TopicPartition(name, wanted.partition))
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
                 partition_log = partition.log
                 high_watermark = partition.high_watermark
@@ -117,7 +117,7 @@ def _read_partitions(
                 result.error_code = e.code
                 if leader_hints and name is not None and e.code in _LEADER_CHANGE_ERRORS:
                     result.current_leader = _current_leader(
-                        broker, TopicPartition(name, wanted.partition)
+                        services, TopicPartition(name, wanted.partition)
                     )
                 failed = True
                 continue
@@ -131,7 +131,7 @@ def _read_partitions(
 
 
 def _leader_endpoints(
-    broker: Broker, topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]]
+    services: BrokerServices, topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]]
 ) -> list[NodeEndpoint]:
     """Endpoints of the brokers named as current leaders (v16+)."""
     leaders = {
@@ -142,7 +142,7 @@ def _leader_endpoints(
     }
     return [
         (b.node_id, b.host, b.port, b.rack)
-        for b in broker.store.live_brokers()
+        for b in services.store.live_brokers()
         if b.node_id in leaders
     ]
 
@@ -165,29 +165,28 @@ def _diverging_epoch(
     return None
 
 
-@handler(ApiKey.FETCH)
-async def handle_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    topics, total, failed = _read_partitions(broker, request)
+async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    topics, total, failed = _read_partitions(services, request)
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
         keys = [
             TopicPartition(name, p.partition)
             for t in request.topics
-            if (name := _topic_name(broker, t)) is not None
+            if (name := _topic_name(services, t)) is not None
             for p in t.partitions
         ]
 
         def enough() -> bool:
             nonlocal topics, total, failed
-            topics, total, failed = _read_partitions(broker, request)
+            topics, total, failed = _read_partitions(services, request)
             return total >= min_bytes or failed
 
-        await broker.purgatory.wait_until(keys, enough, wait_ms / 1000)
+        await services.purgatory.wait_until(keys, enough, wait_ms / 1000)
     return encode_fetch_response(
-        header.api_version,
-        header.correlation_id,
+        context.header.api_version,
+        context.header.correlation_id,
         topics,
         error_code=ErrorCode.none,
-        node_endpoints=_leader_endpoints(broker, topics),
+        node_endpoints=_leader_endpoints(services, topics),
     )

@@ -23,7 +23,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
 from sluice.broker.handlers.init_producer_id import (
     TRANSACTIONS_UNSUPPORTED_ERROR,
     TRANSACTIONS_UNSUPPORTED_MESSAGE,
@@ -47,14 +46,13 @@ from sluice.group.api import (
 )
 from sluice.group.config import OFFSETS_TOPIC
 from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, millis, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -68,17 +66,9 @@ CLASSIC_GROUP_TYPE = "classic"
 CLIENT_HOST_UNKNOWN = ""
 
 
-def _client_host() -> str:
+def _client_host(context: RequestContext) -> str:
     """The requesting client's address as Kafka shows it (``/127.0.0.1``)."""
-    connection = CURRENT_CONNECTION.get(None)
-    return (
-        f"/{connection.host}"
-        if connection is not None and connection.host
-        else (CLIENT_HOST_UNKNOWN)
-    )
-
-
-"""Handlers do not see the connection's peer address; DescribeGroups shows this."""
+    return f"/{context.client_host}" if context.client_host else CLIENT_HOST_UNKNOWN
 
 
 def _optional(request: Any, name: str, default: Any = None) -> Any:
@@ -89,27 +79,28 @@ def _optional(request: Any, name: str, default: Any = None) -> Any:
 # ------------------------------------------------------------------ FindCoordinator
 
 
-@handler(ApiKey.FIND_COORDINATOR)
-async def handle_find_coordinator(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_find_coordinator(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
     if has_field(type(request), "coordinator_keys"):  # v4+: a batch of keys, one answer each
         return make(
             module.FindCoordinatorResponse,
             throttle_time=0,
             coordinators=tuple(
-                make(module.Coordinator, key=key, **_find_coordinator(broker, key_type, key))
+                make(module.Coordinator, key=key, **_find_coordinator(services, key_type, key))
                 for key in request.coordinator_keys
             ),
         )
     return make(
         module.FindCoordinatorResponse,
         throttle_time=0,
-        **_find_coordinator(broker, key_type, request.key),
+        **_find_coordinator(services, key_type, request.key),
     )
 
 
-def _find_coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+def _find_coordinator(services: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
     """The coordinator of one key, as FindCoordinator's fields."""
 
     def answer(
@@ -132,12 +123,12 @@ def _find_coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]
         return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
     if key_type != GROUP_KEY_TYPE:
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
-    topic = broker.topics.get(OFFSETS_TOPIC)
+    topic = services.topics.get(OFFSETS_TOPIC)
     if topic is None:
         return unavailable(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} does not exist")
-    partition = broker.groups.coordinator_partition(key)
+    partition = services.groups.coordinator_partition(key)
     state = topic.partitions.get(partition)
-    live = {b.node_id: b for b in broker.store.live_brokers()}
+    live = {b.node_id: b for b in services.store.live_brokers()}
     if state is None or state.leader not in live:
         return unavailable(
             ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
@@ -149,27 +140,26 @@ def _find_coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]
 # -------------------------------------------------------------------- JoinGroup
 
 
-@handler(ApiKey.JOIN_GROUP)
-async def handle_join_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_join_group(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     session_timeout_ms = millis(request.session_timeout)
     rebalance_timeout = _optional(request, "rebalance_timeout")
     join = JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=_optional(request, "group_instance_id"),
-        client_id=header.client_id or "",
-        client_host=_client_host(),
+        client_id=context.header.client_id or "",
+        client_host=_client_host(context),
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=(
             session_timeout_ms if rebalance_timeout is None else millis(rebalance_timeout)
         ),
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
-        require_known_member_id=header.api_version >= 4,
+        require_known_member_id=context.header.api_version >= 4,
     )
     try:
-        response = await broker.groups.join_group(join)
+        response = await services.groups.join_group(join)
     except KafkaError as e:
         response = JoinGroupResponse(e.code, member_id=request.member_id)
     if _optional(request, "reason"):
@@ -202,9 +192,8 @@ async def handle_join_group(broker: Broker, header: RequestHeader, request: Any)
 # -------------------------------------------------------------------- SyncGroup
 
 
-@handler(ApiKey.SYNC_GROUP)
-async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_sync_group(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     sync = SyncGroupRequest(
         group_id=request.group_id,
         generation_id=int(request.generation_id),
@@ -215,7 +204,7 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
         protocol_name=_optional(request, "protocol_name"),
     )
     try:
-        response = await broker.groups.sync_group(sync)
+        response = await services.groups.sync_group(sync)
     except KafkaError as e:
         response = SyncGroupResponse(e.code)
     succeeded = response.error is ErrorCode.none
@@ -234,9 +223,8 @@ async def handle_sync_group(broker: Broker, header: RequestHeader, request: Any)
 # -------------------------------------------------------------------- Heartbeat
 
 
-@handler(ApiKey.HEARTBEAT)
-async def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         generation_id=int(request.generation_id),
@@ -244,7 +232,7 @@ async def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) 
         group_instance_id=_optional(request, "group_instance_id"),
     )
     try:
-        error = (await broker.groups.heartbeat(heartbeat)).error
+        error = (await services.groups.heartbeat(heartbeat)).error
     except KafkaError as e:
         error = e.code
     return make(module.HeartbeatResponse, throttle_time=0, error_code=error)
@@ -253,9 +241,10 @@ async def handle_heartbeat(broker: Broker, header: RequestHeader, request: Any) 
 # ------------------------------------------------------------------- LeaveGroup
 
 
-@handler(ApiKey.LEAVE_GROUP)
-async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_leave_group(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     batched = has_field(type(request), "members")
     if batched:
         for m in request.members:
@@ -267,7 +256,9 @@ async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any
     else:
         identities = (MemberIdentity(request.member_id),)
     try:
-        response = await broker.groups.leave_group(LeaveGroupRequest(request.group_id, identities))
+        response = await services.groups.leave_group(
+            LeaveGroupRequest(request.group_id, identities)
+        )
     except KafkaError as e:
         response = LeaveGroupResponse(e.code)
     if not batched:
@@ -294,8 +285,8 @@ async def handle_leave_group(broker: Broker, header: RequestHeader, request: Any
 # ----------------------------------------------------------------- OffsetCommit
 
 
-def _partition_exists(broker: Broker, partition: TopicPartition) -> bool:
-    topic = broker.topics.get(partition.topic)
+def _partition_exists(services: BrokerServices, partition: TopicPartition) -> bool:
+    topic = services.topics.get(partition.topic)
     return topic is not None and partition.partition in topic.partitions
 
 
@@ -309,9 +300,10 @@ def _by_topic(
     return grouped
 
 
-@handler(ApiKey.OFFSET_COMMIT)
-async def handle_offset_commit(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_offset_commit(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     requested: list[tuple[TopicPartition, OffsetToCommit]] = []
     for topic in request.topics:
         for p in topic.partitions:
@@ -324,7 +316,7 @@ async def handle_offset_commit(broker: Broker, header: RequestHeader, request: A
     errors: dict[TopicPartition, ErrorCode] = {}
     known = []
     for partition, offset in requested:
-        if _partition_exists(broker, partition):
+        if _partition_exists(services, partition):
             known.append((partition, offset))
         else:
             errors[partition] = ErrorCode.unknown_topic_or_partition
@@ -339,7 +331,7 @@ async def handle_offset_commit(broker: Broker, header: RequestHeader, request: A
     )
     if known:
         try:
-            errors.update((await broker.groups.commit_offsets(commit)).errors)
+            errors.update((await services.groups.commit_offsets(commit)).errors)
         except KafkaError as e:
             errors.update((partition, e.code) for partition, _ in known)
     return make(
@@ -366,15 +358,16 @@ async def handle_offset_commit(broker: Broker, header: RequestHeader, request: A
 # ------------------------------------------------------------------ OffsetFetch
 
 
-@handler(ApiKey.OFFSET_FETCH)
-async def handle_offset_fetch(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_offset_fetch(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     if has_field(type(request), "groups"):
         # v8+: several groups in one request, each answered on its own. v9's member id
         # and epoch belong to KIP-848 groups; a classic group does not check them.
         answers = []
         for group in request.groups:
-            response = await _fetch_offsets(broker, group.group_id, group.topics)
+            response = await _fetch_offsets(services, group.group_id, group.topics)
             answers.append(
                 make(
                     module.OffsetFetchResponseGroup,
@@ -388,7 +381,7 @@ async def handle_offset_fetch(broker: Broker, header: RequestHeader, request: An
                 )
             )
         return make(module.OffsetFetchResponse, throttle_time=0, groups=tuple(answers))
-    response = await _fetch_offsets(broker, request.group_id, request.topics)
+    response = await _fetch_offsets(services, request.group_id, request.topics)
     return make(
         module.OffsetFetchResponse,
         throttle_time=0,
@@ -400,7 +393,7 @@ async def handle_offset_fetch(broker: Broker, header: RequestHeader, request: An
 
 
 async def _fetch_offsets(
-    broker: Broker, group_id: str, topics: Sequence[Any] | None
+    services: BrokerServices, group_id: str, topics: Sequence[Any] | None
 ) -> OffsetFetchResponse:
     """One group's committed offsets for ``topics`` (None: every partition it has)."""
     partitions: list[TopicPartition] | None = None
@@ -409,7 +402,7 @@ async def _fetch_offsets(
             TopicPartition(t.name, int(index)) for t in topics for index in t.partition_indexes
         ]
     try:
-        return await broker.groups.fetch_offsets(group_id, partitions)
+        return await services.groups.fetch_offsets(group_id, partitions)
     except KafkaError as e:
         # v2+ has a top-level error; v1 only per partition.
         return OffsetFetchResponse(
@@ -443,14 +436,15 @@ def _offset_fetch_topics(
 # -------------------------------------------------------- DescribeGroups, ListGroups
 
 
-@handler(ApiKey.DESCRIBE_GROUPS)
-async def handle_describe_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_describe_groups(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     include_operations = bool(_optional(request, "include_authorized_operations", False))
-    descriptions = await broker.groups.describe_groups(list(request.groups))
+    descriptions = await services.groups.describe_groups(list(request.groups))
     # v6+ (KIP-1043) answers a group that does not exist with GROUP_ID_NOT_FOUND; older
     # versions describe it as Dead with no error.
-    not_found_error = header.api_version >= 6
+    not_found_error = context.header.api_version >= 6
     return make(
         module.DescribeGroupsResponse,
         throttle_time=0,
@@ -497,11 +491,12 @@ def _described_group_error(description: Any, not_found_error: bool) -> dict[str,
     return {"error_code": description.error, "error_message": None}
 
 
-@handler(ApiKey.LIST_GROUPS)
-async def handle_list_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_list_groups(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     states = _optional(request, "states_filter")
-    response = await broker.groups.list_groups(list(states) if states else None)
+    response = await services.groups.list_groups(list(states) if states else None)
     # v5+ filters by group type (case-insensitive); every Sluice group is classic.
     types = _optional(request, "types_filter")
     listed = response.groups
@@ -527,10 +522,11 @@ async def handle_list_groups(broker: Broker, header: RequestHeader, request: Any
 # ---------------------------------------------------------- DeleteGroups, OffsetDelete
 
 
-@handler(ApiKey.DELETE_GROUPS)
-async def handle_delete_groups(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
-    response = await broker.groups.delete_groups(list(request.groups_names))
+async def handle_delete_groups(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
+    response = await services.groups.delete_groups(list(request.groups_names))
     return make(
         module.DeleteGroupsResponse,
         throttle_time=0,
@@ -561,15 +557,16 @@ def _offset_delete_topics(
     )
 
 
-@handler(ApiKey.OFFSET_DELETE)
-async def handle_offset_delete(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_offset_delete(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     requested = [
         TopicPartition(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions
     ]
     errors: dict[TopicPartition, Any] = {}
     try:
-        response = await broker.groups.delete_offsets(request.group_id, requested)
+        response = await services.groups.delete_offsets(request.group_id, requested)
     except KafkaError as e:
         top_error = e.code
     else:

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common.errors import ErrorCode
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 TRANSACTIONS_UNSUPPORTED_ERROR = ErrorCode.transactional_id_authorization_failed
 """The answer to transactional requests until transactions exist (module docstring)."""
@@ -41,9 +39,10 @@ TRANSACTIONS_UNSUPPORTED_MESSAGE = (
 )
 
 
-@handler(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_init_producer_id(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     if request.transactional_id is not None:
         return make(
             module.InitProducerIdResponse,
@@ -56,6 +55,6 @@ async def handle_init_producer_id(broker: Broker, header: RequestHeader, request
         module.InitProducerIdResponse,
         throttle_time=0,
         error_code=0,
-        producer_id=broker.producer_ids.next_producer_id(),
+        producer_id=services.producer_ids.next_producer_id(),
         producer_epoch=0,
     )

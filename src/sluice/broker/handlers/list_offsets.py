@@ -23,17 +23,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
     from sluice.broker.partition import Partition
+    from sluice.broker.services import BrokerServices
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -90,9 +88,10 @@ def _lookup(partition: Partition, timestamp: int) -> tuple[int, int, int]:
     return found_timestamp, offset, epoch
 
 
-@handler(ApiKey.LIST_OFFSETS)
-async def handle_list_offsets(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_list_offsets(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     named = Counter(
         (topic.name, partition.partition_index)
         for topic in request.topics
@@ -107,10 +106,12 @@ async def handle_list_offsets(broker: Broker, header: RequestHeader, request: An
             try:
                 if named[requested_topic.name, requested.partition_index] > 1:
                     raise errors.InvalidRequest(f"{tp} appears more than once in the request")
-                problem = special_timestamp_problem(int(requested.timestamp), header.api_version)
+                problem = special_timestamp_problem(
+                    int(requested.timestamp), context.header.api_version
+                )
                 if problem is not None:
                     raise errors.UnsupportedVersion(problem)
-                partition = broker.replicas.get(tp)
+                partition = services.replicas.get(tp)
                 partition.check_leader(getattr(requested, "current_leader_epoch", -1))
                 timestamp, offset, epoch = _lookup(partition, int(requested.timestamp))
             except KafkaError as e:

@@ -3,7 +3,7 @@
 Auto-creation happens inside the request (clients treat UNKNOWN_TOPIC_OR_PARTITION as
 retriable for a while, but a topic that appears at once is what users expect): the
 response waits until the topics are created, while the event loop serves others
-(``broker.topics``). ``topics`` null means all topics; an empty list means none.
+(``services.topics``). ``topics`` null means all topics; an empty list means none.
 Authorized operations (v8-10), when asked for, are every operation Kafka supports on the
 cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import handler
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common.acls import (
@@ -27,18 +26,19 @@ from sluice.common.acls import (
 )
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import topic_name_problem
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import has_field, make, response_module
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
 
 
-def _topic_entry(module: ModuleType, broker: Broker, topic: TopicMetadata, request: Any) -> Any:
-    live = {b.node_id for b in broker.store.live_brokers()}
+def _topic_entry(
+    module: ModuleType, services: BrokerServices, topic: TopicMetadata, request: Any
+) -> Any:
+    live = {b.node_id for b in services.store.live_brokers()}
     partitions = []
     for index, state in sorted(topic.partitions.items()):
         leader_alive = state.leader in live
@@ -81,13 +81,13 @@ def _error_entry(
     )
 
 
-@handler(ApiKey.METADATA)
-async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    module = response_module(header.api_key, header.api_version)
+async def handle_metadata(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    module = response_module(context.header.api_key, context.header.api_version)
     # v0 has no null: an empty list there means all topics.
-    if request.topics is None or (header.api_version == 0 and not request.topics):
+    if request.topics is None or (context.header.api_version == 0 and not request.topics):
         entries = [
-            _topic_entry(module, broker, t, request) for _, t in sorted(broker.topics.all().items())
+            _topic_entry(module, services, t, request)
+            for _, t in sorted(services.topics.all().items())
         ]
     else:
         allow_auto_create = (
@@ -99,29 +99,29 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
         valid = [
             r.name for r in request.topics if r.name is not None and not topic_name_problem(r.name)
         ]
-        # Every new name in one creation batch, off the event loop (``broker.topics``).
-        found = await broker.topics.ensure_all(valid) if allow_auto_create else {}
+        # Every new name in one creation batch, off the event loop (``services.topics``).
+        found = await services.topics.ensure_all(valid) if allow_auto_create else {}
         for requested in request.topics:
             name = requested.name
             topic_id = getattr(requested, "topic_id", None)
-            if header.api_version >= 12 and topic_id not in (None, ZERO_TOPIC_ID):
-                by_id = broker.topics.by_id(topic_id)
+            if context.header.api_version >= 12 and topic_id not in (None, ZERO_TOPIC_ID):
+                by_id = services.topics.by_id(topic_id)
                 if by_id is None:
                     entries.append(_error_entry(module, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    entries.append(_topic_entry(module, broker, by_id, request))
+                    entries.append(_topic_entry(module, services, by_id, request))
                 continue
             if name is None or topic_name_problem(name) is not None:
                 entries.append(_error_entry(module, name or "", ErrorCode.invalid_topic_exception))
                 continue
-            topic = found.get(name) if allow_auto_create else broker.topics.get(name)
+            topic = found.get(name) if allow_auto_create else services.topics.get(name)
             if isinstance(topic, KafkaError):
                 entries.append(_error_entry(module, name, topic.code))
                 continue
             if topic is None:
                 entries.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(module, broker, topic, request))
+                entries.append(_topic_entry(module, services, topic, request))
     return make(
         module.MetadataResponse,
         throttle_time=0,
@@ -133,10 +133,10 @@ async def handle_metadata(broker: Broker, header: RequestHeader, request: Any) -
                 port=b.port,
                 rack=b.rack,
             )
-            for b in broker.store.live_brokers()
+            for b in services.store.live_brokers()
         ),
-        cluster_id=broker.store.cluster_id(),
-        controller_id=broker.config.node_id,
+        cluster_id=services.store.cluster_id(),
+        controller_id=services.config.node_id,
         topics=tuple(entries),
         cluster_authorized_operations=(
             CLUSTER_AUTHORIZED_OPERATIONS

@@ -45,7 +45,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.dispatcher import CURRENT_CONNECTION, handler
 from sluice.broker.handlers.init_producer_id import (
     TRANSACTIONS_UNSUPPORTED_ERROR,
     TRANSACTIONS_UNSUPPORTED_MESSAGE,
@@ -65,13 +64,13 @@ from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.protocol.records.batch import validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
-from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from sluice.broker.app import Broker
+    from sluice.broker.context import RequestContext
     from sluice.broker.produce_checks import AppendTurn
+    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +100,21 @@ class _PartitionOutcome:
 
 
 def _refuse(
-    broker: Broker, outcome: _PartitionOutcome, topic_partition: TopicPartition, e: KafkaError
+    services: BrokerServices,
+    outcome: _PartitionOutcome,
+    topic_partition: TopicPartition,
+    e: KafkaError,
 ) -> None:
     outcome.error_code = e.code
     outcome.error_message = e.message
     if e.code == ErrorCode.kafka_storage_error:
-        broker.check_storage_error(e, topic_partition)
+        services.check_storage_error(e, topic_partition)
     if e.code in (ErrorCode.corrupt_message, ErrorCode.invalid_record):
         log.warning("refused produce to %s: %s", topic_partition, e)
 
 
 def _start_one(
-    broker: Broker,
+    services: BrokerServices,
     topic_partition: TopicPartition,
     records: bytes | None,
     acks: int,
@@ -128,9 +130,9 @@ def _start_one(
             raise errors.InvalidTopicException(
                 f"cannot produce to internal topic {topic_partition.topic}"
             )
-        if broker.topics.get(topic_partition.topic) is None:
+        if services.topics.get(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
-        config = broker.replicas.get(topic_partition).log.config
+        config = services.replicas.get(topic_partition).log.config
         if records is None:
             raise errors.InvalidRecord("partition data has no record batch")
         header = validate_produced(records, config.max_message_bytes)
@@ -142,17 +144,17 @@ def _start_one(
             max_message_bytes=config.max_message_bytes,
             keys_required=config.compact,
         )
-        checks = broker.produce_checks
+        checks = services.produce_checks
         if check.fits_event_loop:
             check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
             if check.done and not checks.has_waiting_turns(topic_partition):
-                _append_checked(broker, topic_partition, records, check, acks, outcome)
+                _append_checked(services, topic_partition, records, check, acks, outcome)
                 return None
         turn = checks.take_turn(topic_partition)
     except KafkaError as e:
-        _refuse(broker, outcome, topic_partition, e)
+        _refuse(services, outcome, topic_partition, e)
         return None
-    return _UnfinishedAppend(broker, topic_partition, records, check, acks, outcome, turn)
+    return _UnfinishedAppend(services, topic_partition, records, check, acks, outcome, turn)
 
 
 @dataclass
@@ -161,7 +163,7 @@ class _UnfinishedAppend:
     Its turn must be released whatever happens: the handler does it in a ``finally``,
     since a task cancelled before it starts never runs its own."""
 
-    broker: Broker
+    services: BrokerServices
     topic_partition: TopicPartition
     records: bytes
     check: ProducedRecordsCheck
@@ -172,19 +174,24 @@ class _UnfinishedAppend:
     async def finish(self) -> None:
         try:
             if not self.check.done:
-                await self.broker.produce_checks.run(self.check.advance)
+                await self.services.produce_checks.run(self.check.advance)
             await self.turn.wait()
             _append_checked(
-                self.broker, self.topic_partition, self.records, self.check, self.acks, self.outcome
+                self.services,
+                self.topic_partition,
+                self.records,
+                self.check,
+                self.acks,
+                self.outcome,
             )
         except KafkaError as e:
-            _refuse(self.broker, self.outcome, self.topic_partition, e)
+            _refuse(self.services, self.outcome, self.topic_partition, e)
         finally:
             self.turn.release()
 
 
 def _append_checked(
-    broker: Broker,
+    services: BrokerServices,
     topic_partition: TopicPartition,
     records: bytes,
     check: ProducedRecordsCheck,
@@ -196,7 +203,7 @@ def _append_checked(
     if check.keyless_records:
         _refuse_keyless_records(outcome, topic_partition, check)
         return
-    result = broker.replicas.get(topic_partition).append(bytearray(records), acks=acks)
+    result = services.replicas.get(topic_partition).append(bytearray(records), acks=acks)
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset
@@ -223,7 +230,7 @@ def _refuse_keyless_records(
 
 
 async def _wait_for_replication(
-    broker: Broker, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_ms: int
+    services: BrokerServices, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_ms: int
 ) -> None:
     waiting = {tp: o for tp, o in outcomes.items() if o.wait_for_offset is not None}
     if not waiting:
@@ -231,7 +238,7 @@ async def _wait_for_replication(
 
     def replicated() -> bool:
         for tp, outcome in waiting.items():
-            partition = broker.replicas.find(tp)
+            partition = services.replicas.find(tp)
             if partition is None or not partition.has_high_watermark_reached(
                 outcome.wait_for_offset or 0
             ):
@@ -239,10 +246,10 @@ async def _wait_for_replication(
         return True
 
     timeout_s = min(max(timeout_ms, 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
-    if await broker.purgatory.wait_until(waiting, replicated, timeout_s):
+    if await services.purgatory.wait_until(waiting, replicated, timeout_s):
         return
     for tp, outcome in waiting.items():
-        partition = broker.replicas.find(tp)
+        partition = services.replicas.find(tp)
         if partition is None or not partition.has_high_watermark_reached(
             outcome.wait_for_offset or 0
         ):
@@ -250,27 +257,24 @@ async def _wait_for_replication(
             outcome.error_message = "not replicated to the in-sync replicas in time"
 
 
-@handler(ApiKey.PRODUCE)
-async def handle_produce(broker: Broker, header: RequestHeader, request: Any) -> Any:
-    if header.api_version < PRODUCE_VERSION_MIN_SERVED:
-        return _legacy_unsupported(header, request)
+async def handle_produce(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    if context.header.api_version < PRODUCE_VERSION_MIN_SERVED:
+        return _legacy_unsupported(context.header, request)
     acks = int(request.acks)
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
     # What to answer, by the topic key of the request (name, or id from v13): the
     # partition whose outcome it is, or the outcome itself for a topic id nobody has.
     answers: dict[str | uuid.UUID, list[TopicPartition | _PartitionOutcome]] = {}
-    connection = CURRENT_CONNECTION.get(None)
-    previous = _APPENDS_PENDING.get(connection) if connection is not None else None
+    previous = _APPENDS_PENDING.get(context.connection)
     missing = [
         str(t.name)
         for t in request.topic_data
-        if not has_field(type(t), "topic_id") and broker.topics.get(str(t.name)) is None
+        if not has_field(type(t), "topic_id") and services.topics.get(str(t.name)) is None
     ]
     turn: asyncio.Future[None] | None = None
     if (missing and acks in (0, 1, -1)) or (previous is not None and not previous.done()):
         turn = asyncio.get_running_loop().create_future()
-        if connection is not None:
-            _APPENDS_PENDING[connection] = turn
+        _APPENDS_PENDING[context.connection] = turn
     unfinished: list[_UnfinishedAppend] = []
     try:
         creation_failures: dict[str, KafkaError] = {}
@@ -278,11 +282,11 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
             if previous is not None:
                 await asyncio.shield(previous)
             if missing and acks in (0, 1, -1):
-                found = await broker.topics.ensure_all(missing)
+                found = await services.topics.ensure_all(missing)
                 creation_failures = {n: t for n, t in found.items() if isinstance(t, KafkaError)}
         for topic_data in request.topic_data:
             by_id = has_field(type(topic_data), "topic_id")
-            name: str | None = _topic_name(broker, topic_data) if by_id else str(topic_data.name)
+            name: str | None = _topic_name(services, topic_data) if by_id else str(topic_data.name)
             key: str | uuid.UUID = (
                 (topic_data.topic_id or ZERO_TOPIC_ID) if by_id else str(topic_data.name)
             )
@@ -305,7 +309,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
                     outcome.error_code = ErrorCode.invalid_required_acks
                     continue
                 later = _start_one(
-                    broker, tp, partition_data.records, acks, outcome, creation_failures
+                    services, tp, partition_data.records, acks, outcome, creation_failures
                 )
                 if later is not None:
                     unfinished.append(later)
@@ -318,12 +322,12 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
             turn.set_result(None)
     for tp, outcome in outcomes.items():
         if outcome.error_code == ErrorCode.not_leader_or_follower:
-            outcome.current_leader = _current_leader(broker, tp)
+            outcome.current_leader = _current_leader(services, tp)
     if acks == 0:
         return None
-    await _wait_for_replication(broker, outcomes, millis(request.timeout))
+    await _wait_for_replication(services, outcomes, millis(request.timeout))
 
-    module = response_module(header.api_key, header.api_version)
+    module = response_module(context.header.api_key, context.header.api_version)
     leaders = {o.current_leader[0] for o in outcomes.values() if o.current_leader is not None}
     return make(
         module.ProduceResponse,
@@ -344,7 +348,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, request: Any) ->
         throttle_time=0,
         node_endpoints=tuple(
             make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.store.live_brokers()
+            for b in services.store.live_brokers()
             if b.node_id in leaders
         ),
     )
@@ -381,14 +385,16 @@ def _partition_response(module: ModuleType, outcome: _PartitionOutcome) -> Any:
     )
 
 
-def _topic_name(broker: Broker, topic_data: Any) -> str | None:
+def _topic_name(services: BrokerServices, topic_data: Any) -> str | None:
     """The name of a topic named by id (v13+), or None if no topic has that id."""
-    topic = broker.topics.by_id(topic_data.topic_id)
+    topic = services.topics.by_id(topic_data.topic_id)
     return None if topic is None else topic.name
 
 
-def _current_leader(broker: Broker, topic_partition: TopicPartition) -> tuple[int, int] | None:
-    topic = broker.topics.get(topic_partition.topic)
+def _current_leader(
+    services: BrokerServices, topic_partition: TopicPartition
+) -> tuple[int, int] | None:
+    topic = services.topics.get(topic_partition.topic)
     state = None if topic is None else topic.partitions.get(topic_partition.partition)
     return None if state is None else (state.leader, state.leader_epoch)
 

@@ -1,9 +1,12 @@
-"""The ``__consumer_offsets`` partitions hosted here, as the group coordinator sees them.
+"""The partitions of a coordinator's internal topic hosted here (``__consumer_offsets``
+for groups, …), as the coordinator runtime sees them: the broker's
+:class:`~sluice.coordinator.api.CoordinatorLog`.
 
 Appends go through the same leader path as any produce with acks=all: one batch per
-call, answered once the high watermark has passed it, so a committed offset is never
-acknowledged before it is durable under the topic's settings. Loading reads a partition
-from its log start to its high watermark and decodes every record.
+call, answered once the high watermark has passed it, so a coordinator's write (a
+committed offset, …) is never acknowledged before it is durable under the topic's
+settings. Loading reads a partition from its log start to its high watermark and decodes
+every record.
 """
 
 from __future__ import annotations
@@ -15,35 +18,43 @@ from sluice.broker.replica_manager import ReplicaManager
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.api import Record
 from sluice.protocol.records.builder import RecordInput, build_batch, decode_batches
 
-OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_APPEND_TIMEOUT_MS = 5_000
-"""How long a group write may wait for the in-sync replicas (Kafka's
-offsets.commit.timeout.ms)."""
 LOAD_READ_BYTES = 1024 * 1024
 """Bytes read per step while loading a partition."""
 
 
-class PartitionOffsetsLog:
+class PartitionCoordinatorLog:
+    """``topic``'s partitions in the replica manager; an append waits for the in-sync
+    replicas at most ``append_timeout_ms``."""
+
     def __init__(
         self,
+        topic: str,
         replicas: ReplicaManager,
         purgatory: Purgatory,
         clock: Clock,
         partition_count: int,
+        append_timeout_ms: int,
     ) -> None:
+        self._topic = topic
         self._replicas = replicas
         self._purgatory = purgatory
         self._clock = clock
         self._partition_count = partition_count
+        self._append_timeout_ms = append_timeout_ms
+
+    @property
+    def topic(self) -> str:
+        return self._topic
 
     @property
     def partition_count(self) -> int:
         return self._partition_count
 
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        topic_partition = TopicPartition(OFFSETS_TOPIC, partition)
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        topic_partition = TopicPartition(self._topic, partition)
         hosted = self._replicas.find(topic_partition)
         if hosted is None:
             raise errors.NotLeaderOrFollower(f"{topic_partition} is not hosted here")
@@ -56,13 +67,15 @@ class PartitionOffsetsLog:
         committed = await self._purgatory.wait_until(
             [topic_partition],
             lambda: hosted.has_high_watermark_reached(wanted),
-            OFFSETS_APPEND_TIMEOUT_MS / 1000,
+            self._append_timeout_ms / 1000,
         )
         if not committed:
-            raise errors.RequestTimedOut(f"{topic_partition}: group write not replicated in time")
+            raise errors.RequestTimedOut(
+                f"{topic_partition}: coordinator write not replicated in time"
+            )
 
-    def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        hosted = self._replicas.find(TopicPartition(OFFSETS_TOPIC, partition))
+    def read(self, partition: int) -> Iterator[Record]:
+        hosted = self._replicas.find(TopicPartition(self._topic, partition))
         if hosted is None:
             return
         log = hosted.log
@@ -78,4 +91,4 @@ class PartitionOffsetsLog:
                             yield record.key, record.value
                 offset = batch.header.next_offset
             if offset == start:
-                raise errors.CorruptMessage(f"{OFFSETS_TOPIC}-{partition}: no batch at {offset}")
+                raise errors.CorruptMessage(f"{self._topic}-{partition}: no batch at {offset}")

@@ -1,0 +1,63 @@
+"""The handler of every API the broker serves, by API key: the one place a handler is
+tied to its API. The dispatcher is given this table and checks at start that every
+API in ``versions.SUPPORTED`` has a handler."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sluice.broker.dispatcher import Handler
+from sluice.broker.handlers import (
+    admin_cluster,
+    admin_configs,
+    admin_partitions,
+    admin_producers,
+    admin_records,
+    admin_topics,
+    api_versions,
+    describe_topic_partitions,
+    fetch,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+from sluice.protocol.versions import ApiKey
+
+HANDLERS: Mapping[ApiKey, Handler] = {
+    ApiKey.PRODUCE: produce.handle_produce,
+    ApiKey.FETCH: fetch.handle_fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    ApiKey.METADATA: metadata.handle_metadata,
+    ApiKey.API_VERSIONS: api_versions.handle_api_versions,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle_init_producer_id,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle_describe_topic_partitions,
+    # groups
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    # administration
+    ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
+    ApiKey.DELETE_RECORDS: admin_records.handle_delete_records,
+    ApiKey.DESCRIBE_CONFIGS: admin_configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: admin_configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin_configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: admin_cluster.handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: admin_cluster.handle_describe_log_dirs,
+    ApiKey.LIST_CONFIG_RESOURCES: admin_cluster.handle_list_config_resources,
+    ApiKey.ELECT_LEADERS: admin_partitions.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin_partitions.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: admin_partitions.handle_list_partition_reassignments,
+    ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
+}

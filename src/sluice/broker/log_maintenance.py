@@ -1,0 +1,170 @@
+"""The broker's background work on its partition logs: the flusher, retention and the
+log cleaner, each a loop on its own interval::
+
+    every log.flush.scheduler.interval.ms   flush_due: fsync logs older than flush.ms
+    every log.retention.check.interval.ms   delete segments past retention
+    every log.cleaner.backoff.ms            clean: compact the dirty compacted logs
+
+A storage error that escapes a loop, or a failed fsync, is fatal
+(:class:`sluice.broker.fatal.FatalStorageStop`): a second fsync must not be trusted
+after a failed one, since the kernel reports a writeback error once and may already
+have dropped the dirty pages, so it would succeed over lost data (as Kafka, which halts
+the broker at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
+from sluice.broker.replica_manager import ReplicaManager
+from sluice.common.clock import Clock
+from sluice.common.config import BrokerConfig
+from sluice.common.errors import KafkaStorageError
+from sluice.storage import PartitionLog, cleaner
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_MS = 5_000
+"""Longest time a partition's recovery point and high watermark stay unwritten after a
+flush (Kafka's log.flush.offset.checkpoint.interval.ms is 60 s)."""
+
+
+class LogMaintenance:
+    """The flusher, retention and cleaner loops over the logs of ``replicas``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock,
+        replicas: ReplicaManager,
+        fatal: FatalStorageStop,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._replicas = replicas
+        self._fatal = fatal
+        self._data_dir = Path(config.data_dir)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, tasks: asyncio.TaskGroup) -> None:
+        """Start the three loops in ``tasks``; :meth:`stop` cancels them."""
+        self._tasks = [
+            tasks.create_task(
+                self._stop_on_storage_error("the log flusher", self._flush_periodically())
+            ),
+            tasks.create_task(
+                self._stop_on_storage_error("retention", self._apply_retention_periodically())
+            ),
+            tasks.create_task(
+                self._stop_on_storage_error("the log cleaner", self._clean_periodically())
+            ),
+        ]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def _stop_on_storage_error(self, name: str, loop: Coroutine[Any, Any, None]) -> None:
+        """Run a background loop; a storage error in it is fatal."""
+        try:
+            await loop
+        except (KafkaStorageError, OSError) as e:
+            self._fatal.fail(
+                f"{name} could not write to {self._data_dir}: {describe_os_error(e)}; "
+                f"{what_to_do(e)}"
+            )
+
+    async def _flush_periodically(self) -> None:
+        interval_s = self._config.log_flush_scheduler_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.flush_due()
+
+    async def flush_due(self) -> None:
+        """fsync every partition whose unflushed data is older than its flush.ms.
+
+        The fdatasync runs in a worker thread on duplicated descriptors while appends go
+        on; the recovery point then moves to what was synced. Checkpoint files (a few
+        small fsyncs) are written at most every CHECKPOINT_INTERVAL_MS per partition: a
+        stale recovery point only makes recovery rescan a little more. A failed fsync
+        stops the broker, as in Kafka: the kernel may have dropped the dirty pages, so
+        carrying on could acknowledge data that is gone."""
+        now_ms = self._clock.monotonic_ms()
+        for partition in self._replicas.dirty_partitions():
+            if self._fatal.error is not None:
+                return
+            if now_ms - partition.last_flush_ms < partition.log.config.flush_ms:
+                continue
+            partition.dirty = False
+            partition.last_flush_ms = now_ms
+            pending = partition.log.begin_flush()
+            try:
+                await asyncio.to_thread(pending.sync)
+            except KafkaStorageError as e:
+                self._fatal.fail(
+                    f"fsync of partition {partition.topic_partition} in "
+                    f"{partition.log.directory} failed: {describe_os_error(e)}; data "
+                    "acknowledged since the last fsync may be lost, so the broker stops "
+                    "without the clean-shutdown marker and the next start recovers the logs; "
+                    f"{what_to_do(e)}"
+                )
+                return
+            write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
+            if write_checkpoints:
+                partition.last_checkpoint_ms = now_ms
+            partition.log.complete_flush(pending, write_checkpoints=write_checkpoints)
+
+    async def _apply_retention_periodically(self) -> None:
+        interval_s = self._config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = self._clock.wall_ms()
+            for partition in self._replicas:
+                deleted = partition.log.apply_retention(now_ms)
+                if deleted:
+                    log.info(
+                        "retention deleted %d segment(s) of %s", deleted, partition.topic_partition
+                    )
+                partition.log.delete_expired_files(now_ms)
+
+    async def _clean_periodically(self) -> None:
+        interval_s = self._config.log_cleaner_backoff_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            for partition in self._replicas:
+                if partition.log.config.compact and not partition.log.closed:
+                    await self.clean(partition.log)
+
+    async def clean(self, partition_log: PartitionLog) -> bool:
+        """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
+        within the I/O budget, swap the cleaned segments in here. True if it swapped."""
+        now_ms = self._clock.wall_ms()
+        ratio = partition_log.config.min_cleanable_dirty_ratio
+        if not cleaner.needs_cleaning(partition_log, now_ms, min_cleanable_dirty_ratio=ratio):
+            return False
+        plan = cleaner.prepare(partition_log, now_ms)
+        if plan is None:
+            return False
+        # Cancelled at shutdown, the worker thread finishes its build on its own; the
+        # .cleaned files it leaves are removed when the log is next opened.
+        try:
+            stats = await asyncio.to_thread(
+                plan.build, self._config.log_cleaner_io_max_bytes_per_second
+            )
+        except KafkaStorageError as e:
+            log.warning(
+                "cleaning %s failed; will try again: %s",
+                partition_log.directory.name,
+                describe_os_error(e),
+            )
+            plan.discard()
+            return False
+        swapped = partition_log.swap_cleaned(plan)
+        if swapped:
+            log.info("compacted %s: %s", partition_log.directory.name, stats)
+        return swapped

@@ -1,0 +1,39 @@
+"""The parts of the broker that request handlers use, built once at start.
+
+Handlers get a :class:`BrokerServices`, never the broker itself: what a handler can
+touch is written down here, and the broker's start-up, shutdown and background tasks
+stay out of their reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sluice.broker.produce_checks import ProduceChecks
+from sluice.broker.producer_ids import ProducerIdManager
+from sluice.broker.purgatory import Purgatory
+from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.topics import TopicManager
+from sluice.cluster.store import MetadataStore
+from sluice.common.config import BrokerConfig
+from sluice.group.runtime import GroupCoordinatorRuntime
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    config: BrokerConfig
+    store: MetadataStore
+    """The cluster metadata: brokers, topics, partition states, group configs."""
+    topics: TopicManager
+    replicas: ReplicaManager
+    """The partitions hosted here, with their logs."""
+    purgatory: Purgatory
+    """Where acks=all produce requests wait for the high watermark."""
+    groups: GroupCoordinatorRuntime
+    producer_ids: ProducerIdManager
+    produce_checks: ProduceChecks
+    """Threads for the records checks of large produced batches."""
+    check_storage_error: Callable[[BaseException, object], None]
+    """Called with a request's storage error and its partition: an I/O error stops the
+    broker (see :class:`sluice.broker.fatal.FatalStorageStop`)."""

@@ -1,0 +1,344 @@
+"""The asyncio runtime around a coordinator's shards: loading, I/O, timers and ordering.
+
+One shard per partition of the coordinator's topic (Kafka's coordinator shards), each a
+:class:`~sluice.coordinator.api.CoordinatorShard`. A coordinator's own runtime layer
+(``group.runtime``, …) routes each request to its partition and hands it in as an
+operation on the shard::
+
+    layer ──await call(partition, op)──▶ runtime ──op(shard, now, token)──▶ shard
+                                            │ ◀──────── [Reply(t, resp), Append(id, records)]
+        ◀── resp (its Reply may come now    │ Reply  → resolves the waiting request's future
+            or much later)                  │ Append → the partition's writer queue
+                                            ▼
+                   writer (one task per partition, appends in order, several at once)
+                        await log.append(partition, records)      # committed, or KafkaError
+                        shard.append_completed(now, id, error) → more effects
+                   timer task (one): sleeps until the earliest next_deadline_ms() of all
+                        shards (or until woken), then poll(now) → effects
+
+Each partition goes through::
+
+    (not here) ──load_partition──▶ loading ──replayed──▶ loaded ──unload_partition──▶ (not here)
+                                      │  replay(key, value) for every record, yielding to
+                                      │  the loop every REPLAY_RECORDS_PER_YIELD; then
+                                      │  load_completed(now) and the writer starts
+                                      └──unload_partition──▶ (not here)
+
+A request for a partition not here raises NOT_COORDINATOR; for one loading,
+COORDINATOR_LOAD_IN_PROGRESS (both retriable: clients look the coordinator up again).
+Unloading fails the partition's waiting requests with NOT_COORDINATOR, stopping fails
+every waiting request with COORDINATOR_NOT_AVAILABLE.
+
+- Shards are synchronous, so one operation never interleaves with another on the event
+  loop; each partition's appends are written and completed in the order the shard
+  produced them (what the shard relies on).
+- Time comes from the injected clock (wall-clock milliseconds, never going backwards
+  as far as the shards can tell); after moving a manual clock, call :meth:`wake`.
+- Tasks (the timer and the writers) live in a TaskGroup: the caller's
+  (:meth:`start`) or the runtime's own (``async with``). A failing task is a bug and
+  takes the TaskGroup down (nothing is fire-and-forget); a failed append is not: the
+  shard is told and answers with the right error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Generic, Self, TypeVar
+
+from sluice.common.clock import SYSTEM_CLOCK, Clock
+from sluice.common.errors import ErrorCode, KafkaError, for_code
+from sluice.coordinator.api import (
+    Append,
+    CoordinatorLog,
+    CoordinatorShard,
+    Effect,
+    Reply,
+    RequestToken,
+)
+
+log = logging.getLogger(__name__)
+
+WRITE_BYTES_MAX = 1024 * 1024
+"""Several queued appends of one partition go to the log in one write up to this many
+bytes of keys and values (an append larger than this goes alone), so a burst of commits
+costs one replicated write, not one each."""
+
+REPLAY_RECORDS_PER_YIELD = 1_000
+"""Records replayed between two yields to the event loop while loading a partition, so
+a long load does not stall everyone else."""
+
+ShardT = TypeVar("ShardT", bound=CoordinatorShard)
+
+Operation = Callable[[ShardT, int, RequestToken], list[Effect]]
+"""A request handed to a shard: called with (shard, now_ms, token), returns its effects;
+one of them, now or later, is the :class:`Reply` to ``token``."""
+
+
+def _record_bytes(append: Append) -> int:
+    return sum(len(key) + len(value or b"") for key, value in append.records)
+
+
+class _Partition(Generic[ShardT]):
+    """One partition's shard, whether it is loaded yet, and its writer."""
+
+    def __init__(self, partition: int, shard: ShardT) -> None:
+        self.partition = partition
+        self.shard = shard
+        self.loaded = False
+        self.appends: collections.deque[Append] = collections.deque()
+        self.has_appends = asyncio.Event()
+        self.writer: asyncio.Task[None] | None = None
+
+
+class CoordinatorRuntime(Generic[ShardT]):
+    """Runs the shards of the partitions this broker leads over a :class:`CoordinatorLog`.
+    ``new_shard`` makes an empty shard each time a partition is loaded."""
+
+    def __init__(
+        self,
+        coordinator_log: CoordinatorLog,
+        new_shard: Callable[[], ShardT],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._log = coordinator_log
+        self._new_shard = new_shard
+        self._clock = clock
+        self._partitions: dict[int, _Partition[ShardT]] = {}
+        self._tokens = itertools.count(1)
+        self._waiting: dict[RequestToken, tuple[int, asyncio.Future[object]]] = {}
+        self._wake_event = asyncio.Event()
+        self._timer_target_ms: int | None = None
+        self._last_now_ms = 0
+        self._tasks: asyncio.TaskGroup | None = None
+        self._own_tasks: asyncio.TaskGroup | None = None
+        self._timer: asyncio.Task[None] | None = None
+
+    # =============================================================== lifecycle
+
+    async def __aenter__(self) -> Self:
+        self._own_tasks = asyncio.TaskGroup()
+        await self._own_tasks.__aenter__()
+        try:
+            await self.start(self._own_tasks)
+        except BaseException as e:
+            self.stop()
+            await self._own_tasks.__aexit__(type(e), e, e.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+        assert self._own_tasks is not None
+        await self._own_tasks.__aexit__(exc_type, exc, traceback)
+
+    async def start(
+        self, tasks: asyncio.TaskGroup, partitions: Iterable[int] | None = None
+    ) -> None:
+        """Load ``partitions`` (default: all) and start the timer; tasks go in ``tasks``."""
+        assert self._tasks is None, "started once"
+        self._tasks = tasks
+        self._timer = tasks.create_task(
+            self._run_timers(), name=f"coordinator-timers-{self._log.topic}"
+        )
+        for partition in range(self._log.partition_count) if partitions is None else partitions:
+            await self.load_partition(partition)
+
+    def stop(self) -> None:
+        """Stop the tasks; waiting requests fail with COORDINATOR_NOT_AVAILABLE."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for partition in list(self._partitions):
+            self._drop(partition, ErrorCode.coordinator_not_available)
+
+    async def load_partition(self, partition: int) -> None:
+        """Become the partition's coordinator: replay its records into a new shard."""
+        assert self._tasks is not None, "start() first"
+        assert 0 <= partition < self._log.partition_count
+        if partition in self._partitions:
+            return
+        hosted = self._partitions[partition] = _Partition(partition, self._new_shard())
+        replayed = corrupt = 0
+        for key, value in self._log.read(partition):
+            try:
+                hosted.shard.replay(key, value)
+            except KafkaError as e:
+                corrupt += 1
+                log.warning("%s-%d: skipping a record: %s", self._log.topic, partition, e)
+            replayed += 1
+            if replayed % REPLAY_RECORDS_PER_YIELD == 0:
+                await asyncio.sleep(0)
+                if self._partitions.get(partition) is not hosted:
+                    return  # unloaded meanwhile
+        hosted.shard.load_completed(self._now_ms())
+        hosted.loaded = True
+        hosted.writer = self._tasks.create_task(
+            self._write(hosted), name=f"coordinator-writer-{self._log.topic}-{partition}"
+        )
+        log.log(
+            logging.WARNING if corrupt else logging.DEBUG,
+            "%s-%d: loaded %d record(s) (%d unreadable)",
+            self._log.topic,
+            partition,
+            replayed,
+            corrupt,
+        )
+        self._maybe_wake(hosted)
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating the partition (leadership moved away); its waiting requests
+        fail with NOT_COORDINATOR."""
+        self._drop(partition, ErrorCode.not_coordinator)
+
+    def _drop(self, partition: int, error: ErrorCode) -> None:
+        hosted = self._partitions.pop(partition, None)
+        if hosted is None:
+            return
+        if hosted.writer is not None:
+            hosted.writer.cancel()
+        for token, (waiting_partition, future) in list(self._waiting.items()):
+            if waiting_partition == partition:
+                del self._waiting[token]
+                if not future.done():
+                    future.set_exception(for_code(error)(f"{self._log.topic}-{partition}"))
+
+    def wake(self) -> None:
+        """Make the timer task look at the clock again (tests move a manual clock)."""
+        self._wake_event.set()
+
+    # ================================================================ lookups
+
+    @property
+    def partition_count(self) -> int:
+        return self._log.partition_count
+
+    def loaded_partitions(self) -> list[int]:
+        return sorted(p for p, hosted in self._partitions.items() if hosted.loaded)
+
+    @property
+    def is_loading(self) -> bool:
+        """Some partition is still being replayed."""
+        return any(not hosted.loaded for hosted in self._partitions.values())
+
+    def shard(self, partition: int) -> ShardT | None:
+        """A partition's shard, loaded or not, for diagnostics and tests."""
+        hosted = self._partitions.get(partition)
+        return hosted.shard if hosted is not None else None
+
+    def loaded_shard(self, partition: int) -> ShardT:
+        """The partition's shard, for reads that need no log write. Raises
+        NOT_COORDINATOR if the partition is not here, COORDINATOR_LOAD_IN_PROGRESS if it
+        is still loading."""
+        return self._loaded(partition).shard
+
+    def _loaded(self, partition: int) -> _Partition[ShardT]:
+        hosted = self._partitions.get(partition)
+        if hosted is None:
+            raise for_code(ErrorCode.not_coordinator)(
+                f"{self._log.topic}-{partition} is not led here"
+            )
+        if not hosted.loaded:
+            raise for_code(ErrorCode.coordinator_load_in_progress)(
+                f"{self._log.topic}-{partition} is loading"
+            )
+        return hosted
+
+    # ============================================================== operations
+
+    async def call(self, partition: int, operation: Operation[ShardT]) -> object:
+        """Hand ``operation`` to the partition's shard and return the response of its
+        :class:`Reply` (which may come at once or much later). Raises as
+        :meth:`loaded_shard`, and NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when the
+        partition is unloaded or the runtime stops before the reply."""
+        hosted = self._loaded(partition)
+        token = next(self._tokens)
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = (partition, future)
+        try:
+            self._dispatch(hosted, operation(hosted.shard, self._now_ms(), token))
+            return await future
+        finally:
+            self._waiting.pop(token, None)
+
+    # ================================================================ plumbing
+
+    def _now_ms(self) -> int:
+        self._last_now_ms = max(self._last_now_ms, self._clock.wall_ms())
+        return self._last_now_ms
+
+    def _dispatch(self, hosted: _Partition[ShardT], effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                entry = self._waiting.pop(effect.token, None)
+                if entry is not None and not entry[1].done():
+                    entry[1].set_result(effect.response)
+            else:
+                assert effect.records, "appends carry records"
+                hosted.appends.append(effect)
+                hosted.has_appends.set()
+        self._maybe_wake(hosted)
+
+    def _maybe_wake(self, hosted: _Partition[ShardT]) -> None:
+        deadline = hosted.shard.next_deadline_ms()
+        if deadline is not None and (
+            self._timer_target_ms is None or deadline < self._timer_target_ms
+        ):
+            self._wake_event.set()
+
+    async def _write(self, hosted: _Partition[ShardT]) -> None:
+        """Write the partition's appends in order, several per log write."""
+        while True:
+            await hosted.has_appends.wait()
+            batch = [hosted.appends.popleft()]
+            size = _record_bytes(batch[0])
+            while hosted.appends and size + _record_bytes(hosted.appends[0]) <= WRITE_BYTES_MAX:
+                size += _record_bytes(hosted.appends[0])
+                batch.append(hosted.appends.popleft())
+            if not hosted.appends:
+                hosted.has_appends.clear()
+            error: ErrorCode | None = None
+            try:
+                await self._log.append(
+                    hosted.partition, [record for append in batch for record in append.records]
+                )
+            except KafkaError as e:
+                log.warning("%s-%d: append failed: %s", self._log.topic, hosted.partition, e)
+                error = e.code
+            if self._partitions.get(hosted.partition) is not hosted:
+                return
+            now_ms = self._now_ms()
+            for append in batch:
+                self._dispatch(
+                    hosted, hosted.shard.append_completed(now_ms, append.append_id, error)
+                )
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._wake_event.clear()
+            now_ms = self._now_ms()
+            target: int | None = None
+            for hosted in list(self._partitions.values()):
+                if not hosted.loaded:
+                    continue
+                deadline = hosted.shard.next_deadline_ms()
+                if deadline is not None and deadline <= now_ms:
+                    self._dispatch(hosted, hosted.shard.poll(now_ms))
+                    deadline = hosted.shard.next_deadline_ms()
+                if deadline is not None and (target is None or deadline < target):
+                    target = deadline
+            self._timer_target_ms = target
+            if self._wake_event.is_set():
+                continue
+            timeout_s = None if target is None else max(0, target - now_ms) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake_event.wait(), timeout_s)
