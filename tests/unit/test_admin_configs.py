@@ -6,6 +6,7 @@ version."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,11 +29,15 @@ from sluice.broker.handlers.admin_configs import (
     incrementally_altered_overrides,
     replaced_overrides,
 )
+from sluice.broker.metadata_applier import MetadataApplier
+from sluice.broker.purgatory import Purgatory
+from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common import errors
+from sluice.common.clock import SYSTEM_CLOCK
 from sluice.common.config import GROUP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, BrokerConfig, TopicConfig
 from sluice.common.errors import ErrorCode
 from sluice.protocol import codec
@@ -175,33 +180,44 @@ def test_incremental_refusals(change: tuple[str, int, str | None], error: type[E
 # ── handlers ───────────────────────────────────────────────────────────────────────────
 
 
-class _NoReplicas:
-    """Stands in for the replica manager: these tests host no partitions."""
-
-    def apply_topic(self, topic: Any, *, recover: bool) -> None:
-        pass
-
-    def remove_topic(self, name: str) -> None:
-        pass
-
-
 @pytest.fixture
-def services(tmp_path: Path) -> Any:
+def services(tmp_path: Path) -> Iterator[Any]:
+    """The parts the config handlers use, real and running on one event loop: an
+    embedded metadata store with broker 0, the metadata applier, and the topic
+    ``orders``."""
     config = BrokerConfig(data_dir=tmp_path)
     config.apply_properties({"log.retention.ms": "5000"})
-    store = EmbeddedMetadataStore(tmp_path)
-    store.register_broker(BrokerInfo(0, "127.0.0.1", 9092))
-    topics = TopicManager(store, _NoReplicas(), config)  # type: ignore[arg-type]
-    topics.create("orders", 1, 1, {"segment.bytes": "100000"})
-    yield SimpleNamespace(config=config, topics=topics)
-    store.close()
+    runner = asyncio.Runner()
+
+    async def start() -> SimpleNamespace:
+        store = EmbeddedMetadataStore(tmp_path)
+        await store.register_broker(BrokerInfo(0, "127.0.0.1", 9092))
+        replicas = ReplicaManager(0, tmp_path, SYSTEM_CLOCK, Purgatory(), config.topic_defaults)
+        applier = MetadataApplier(0, store.image(), replicas, lambda error: None)
+        await applier.apply_first(store.image(), recover=False)
+        store.subscribe(applier.offer)
+        applying = asyncio.create_task(applier.run())
+        topics = TopicManager(store, replicas, applier, config)
+        creation = topics.begin_create("orders", 1, 1, {"segment.bytes": "100000"})
+        assert creation is not None
+        await creation
+        return SimpleNamespace(
+            config=config, topics=topics, store=store, replicas=replicas, applying=applying
+        )
+
+    namespace = runner.run(start())
+    namespace.runner = runner
+    yield namespace
+    namespace.applying.cancel()
+    namespace.replicas.close_all()
+    runner.close()
 
 
 def call(handler: Any, services: Any, api_key: ApiKey, version: int, request: Any) -> Any:
     context = RequestContext(
         codec.RequestHeader(api_key, version, 7, "test"), ConnectionInfo("test")
     )
-    response = asyncio.run(handler(services, context, request))
+    response = services.runner.run(handler(services, context, request))
     codec.encode_response(7, response)  # every field has the right wire type
     return response
 

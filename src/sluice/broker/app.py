@@ -44,6 +44,7 @@ from sluice.broker.fatal import (
 )
 from sluice.broker.handlers.table import HANDLERS
 from sluice.broker.log_maintenance import LogMaintenance
+from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
@@ -51,9 +52,10 @@ from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
 from sluice.broker.topics import TopicManager
-from sluice.cluster.embedded import FILE_NAME as METADATA_FILE_NAME
+from sluice.cluster.controller import Controller
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
+from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.errors import KafkaStorageError
@@ -94,6 +96,9 @@ class Broker:
             max_connections_per_ip=config.max_connections_per_ip,
         )
         self._dispatcher: Dispatcher | None = None
+        self.store: MetadataStore | None = None
+        self._loading: set[int] = set()
+        """``__consumer_offsets`` partitions whose coordinators are being loaded."""
         self.fatal = FatalStorageStop(self.data_dir, self.request_stop)
         self.maintenance = LogMaintenance(config, clock, self.replicas, self.fatal)
         self.produce_checks = ProduceChecks()
@@ -138,71 +143,85 @@ class Broker:
         if stored_identity is not None:
             meta_properties.check_node_id(self.data_dir, stored_identity, self.config.node_id)
         try:
-            self._open_storage(stored_identity)
+            await self._open(stored_identity)
         except (KafkaStorageError, OSError) as e:
+            await self._close_storage_after_failed_start()
             raise BrokerFatalError(
                 f"cannot open the data directory {self.data_dir}: {describe_os_error(e)}; "
                 f"{what_to_do(e)}"
             ) from None
-        try:
-            await self._start_services()
         except BaseException:
-            self._close_storage_after_failed_start()
+            await self._close_storage_after_failed_start()
             raise
 
-    def _close_storage_after_failed_start(self) -> None:
+    async def _close_storage_after_failed_start(self) -> None:
         """Nothing was served: close the logs and leave the marker, so that the next
         start (say, on a free port) need not recover. A storage error here leaves no
         marker, which only costs that recovery."""
         try:
             self.replicas.close_all()
-            self.store.close()
+            if self.store is not None:
+                await self.store.close()
             write_clean_shutdown_marker(self.data_dir)
         except (KafkaStorageError, OSError) as e:
             log.warning("closing the logs after a failed start: %s", describe_os_error(e))
         self._release_lock()
 
-    def _open_storage(self, stored_identity: meta_properties.MetaProperties | None) -> None:
-        """Open the metadata store and every local log; remove the marker once done."""
-        new_data_dir = not (self.data_dir / METADATA_FILE_NAME).exists()
+    def _make_store(self) -> MetadataStore:
+        connect = self.config.zookeeper_connect
+        if connect is None:
+            return EmbeddedMetadataStore(self.data_dir)
+        from sluice.cluster.zookeeper import ZooKeeperMetadataStore  # noqa: PLC0415
+
+        return ZooKeeperMetadataStore(
+            connect, session_timeout_s=self.config.zookeeper_session_timeout_ms / 1000
+        )
+
+    async def _open(self, stored_identity: meta_properties.MetaProperties | None) -> None:
+        """Open the metadata store and every local log (recovering them without the
+        clean-shutdown marker), bind the port and register with the cluster."""
         clean = clean_shutdown_marker_exists(self.data_dir)
-        if new_data_dir:
+        if stored_identity is None:
             log.info("new data directory %s", self.data_dir)
         elif not clean:
             log.info("no clean-shutdown marker: recovering partition logs")
-        self.store = EmbeddedMetadataStore(self.data_dir)
+        self.store = store = self._make_store()
+        try:
+            await store.start()
+        except MetadataStoreError as e:
+            raise BrokerFatalError(str(e)) from None
+        cluster_id = store.image().cluster_id
         if stored_identity is None:
             meta_properties.write(
-                self.data_dir,
-                meta_properties.MetaProperties(self.config.node_id, self.store.cluster_id()),
+                self.data_dir, meta_properties.MetaProperties(self.config.node_id, cluster_id)
             )
         else:
-            meta_properties.check_cluster_id(
-                self.data_dir, stored_identity, self.store.cluster_id()
-            )
-        advertised_port = self.config.advertised_port or self.config.port
-        self.node = BrokerInfo(self.config.node_id, self._advertised_host, advertised_port)
-        self.store.register_broker(self.node)
-        self.topics = TopicManager(self.store, self.replicas, self.config)
+            meta_properties.check_cluster_id(self.data_dir, stored_identity, cluster_id)
+        self.applier = MetadataApplier(
+            self.config.node_id, store.image(), self.replicas, self._metadata_storage_error
+        )
+        self.replicas.partition_exists = lambda tp: self.applier.image.partition(tp) is not None
+        self.topics = TopicManager(store, self.replicas, self.applier, self.config)
         self.topics.open_files_limit = self.replicas.open_files_limit
-        self.topics.open_local_replicas(recover=not clean)
+        await self.applier.apply_first(store.image(), recover=not clean)
+        store.subscribe(self.applier.offer)
         remove_clean_shutdown_marker(self.data_dir)
-        self._ensure_offsets_topic()
-        self.producer_ids = ProducerIdManager(self.store)
-
-    async def _start_services(self) -> None:
+        self.controller = Controller(store, self.config.node_id)
+        self.producer_ids = ProducerIdManager(store)
         try:
             group_config = GroupConfig.from_properties(self.config.group_properties)
         except ValueError as e:
             raise BrokerConfigError(str(e)) from None
-        offsets_topic = self.topics.require(OFFSETS_TOPIC)
+        offsets_topic = self.topics.get(OFFSETS_TOPIC)
         self.groups = GroupCoordinatorRuntime(
             PartitionCoordinatorLog(
                 OFFSETS_TOPIC,
                 self.replicas,
                 self.purgatory,
                 self.clock,
-                offsets_topic.partition_count,
+                self.config.offsets_topic_num_partitions
+                if offsets_topic is None
+                else offsets_topic.partition_count,
                 OFFSETS_COMMIT_TIMEOUT_MS,
             ),
             group_config,
@@ -210,7 +229,7 @@ class Broker:
         )
         services = BrokerServices(
             config=self.config,
-            store=self.store,
+            store=store,
             topics=self.topics,
             replicas=self.replicas,
             purgatory=self.purgatory,
@@ -223,9 +242,20 @@ class Broker:
         # Bind now (a port in use fails here); accept clients once the group
         # coordinators are loaded (run).
         await self.server.start(start_serving=False)
-        if self.config.port == 0 and not self.config.advertised_port:  # any free port
-            self.node = BrokerInfo(self.config.node_id, self._advertised_host, self.server.port)
-            self.store.register_broker(self.node)
+        advertised_port = self.config.advertised_port or self.server.port
+        self.node = BrokerInfo(
+            self.config.node_id, self._advertised_host, advertised_port, self.config.rack
+        )
+        try:
+            self.node = await store.register_broker(self.node)
+        except BrokerIdInUse as e:
+            raise BrokerFatalError(str(e)) from None
+
+    def _metadata_storage_error(self, error: BaseException) -> None:
+        self.fatal.fail(
+            f"opening partition logs in {self.data_dir} for new metadata failed: "
+            f"{describe_os_error(error)}; {what_to_do(error)}"
+        )
 
     async def _start_serving(self) -> None:
         await self.server.start_serving()
@@ -249,9 +279,11 @@ class Broker:
             return socket.getfqdn()
         return self.config.host
 
-    def _ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` (compacted) on first start. Its partition count
-        must never change afterwards: groups are placed by hashing onto it."""
+    async def _ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` (compacted) on a single node's first start. Its
+        partition count must never change afterwards: groups are placed by hashing onto
+        it. A cluster creates it on the first FindCoordinator instead, as Kafka does, so
+        that its partitions spread over the brokers started by then."""
         existing = self.topics.get(OFFSETS_TOPIC)
         if existing is not None:
             if existing.partition_count != self.config.offsets_topic_num_partitions:
@@ -262,24 +294,35 @@ class Broker:
                     self.config.offsets_topic_num_partitions,
                 )
             return
-        self.topics.create(
-            OFFSETS_TOPIC,
-            self.config.offsets_topic_num_partitions,
-            self.config.offsets_topic_replication_factor,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-            },
-        )
+        if self.config.zookeeper_connect is None:
+            await self.topics.ensure_offsets_topic()
 
-    def _led_offsets_partitions(self) -> list[int]:
+    def _led_offsets_partitions(self) -> set[int]:
         """The ``__consumer_offsets`` partitions this broker leads: it coordinates the
         groups that hash onto them."""
-        return [
+        return {
             partition.topic_partition.partition
             for partition in self.replicas
             if partition.topic_partition.topic == OFFSETS_TOPIC and partition.is_leader
-        ]
+        }
+
+    def _follow_leadership(self, tasks: asyncio.TaskGroup) -> None:
+        """Load the group coordinators of ``__consumer_offsets`` partitions this broker
+        came to lead, unload those it no longer leads (after each applied metadata)."""
+        led = self._led_offsets_partitions()
+        loaded = set(self.groups.loaded_partitions()) | self._loading
+        for partition in sorted(led - loaded):
+            self._loading.add(partition)
+            tasks.create_task(self._load_coordinator(partition))
+        for partition in sorted(loaded - led):
+            self.groups.unload_partition(partition)
+            self._loading.discard(partition)
+
+    async def _load_coordinator(self, partition: int) -> None:
+        try:
+            await self.groups.load_partition(partition)
+        finally:
+            self._loading.discard(partition)
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -290,6 +333,12 @@ class Broker:
         try:
             async with asyncio.TaskGroup() as tasks:
                 self.maintenance.start(tasks)
+                background = [
+                    tasks.create_task(self.applier.run(), name="metadata applier"),
+                    tasks.create_task(self.controller.run(), name="controller"),
+                ]
+                self.applier.add_listener(lambda delta: self.controller.notify())
+                await self._ensure_offsets_topic()
                 # Load before serving: loading runs on the event loop in slices, so a
                 # client served meanwhile waits a slice between two responses, and
                 # groups of partitions not loaded yet got NOT_COORDINATOR although
@@ -299,11 +348,14 @@ class Broker:
                 # arrives; a FindCoordinator answer a slice later is lost, and an
                 # admin call waiting on it hangs until its timeout. Clients that
                 # connect while we load are refused and retry.
-                await self.groups.start(tasks, self._led_offsets_partitions())
+                await self.groups.start(tasks, sorted(self._led_offsets_partitions()))
+                self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
                 await self._stopping.wait()
                 self.groups.stop()
                 self.maintenance.stop()
+                for task in background:
+                    task.cancel()
         finally:
             await self.shutdown()
 
@@ -311,9 +363,12 @@ class Broker:
         await self.server.stop()
         await self.topics.close()
         self.produce_checks.close()
+        # Leave the cluster first: the controller moves leadership off this broker
+        # while its logs close.
+        assert self.store is not None, "shutdown follows a successful start"
+        await self.store.close()
         if self.fatal.error is None:
             self._close_logs()
-        self.store.close()
         if self.fatal.error is not None:
             # The logs stay as they are: no fsync that could now succeed over lost pages,
             # no checkpoint, no marker. Process exit closes their files.

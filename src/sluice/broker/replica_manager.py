@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import resource
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sluice.broker.partition import Partition
@@ -106,6 +106,9 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._prepared: dict[TopicPartition, tuple[TopicId, PartitionLog]] = {}
         """Logs made for topics being created here, not yet in the applied metadata."""
+        self.partition_exists: Callable[[TopicPartition], bool] = lambda _: False
+        """Whether the cluster metadata has a partition (set by the broker once its
+        metadata is loaded)."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
 
@@ -119,8 +122,14 @@ class ReplicaManager:
         return TopicConfig.from_entries(topic.configs, self.topic_defaults)
 
     def get(self, topic_partition: TopicPartition) -> Partition:
+        """The hosted partition; NOT_LEADER_OR_FOLLOWER when the cluster has it elsewhere
+        (clients look the leader up again), UNKNOWN_TOPIC_OR_PARTITION when it has not."""
         partition = self._partitions.get(topic_partition)
         if partition is None:
+            if self.partition_exists(topic_partition):
+                raise errors.NotLeaderOrFollower(
+                    f"{topic_partition} is not hosted by broker {self.node_id}"
+                )
             raise errors.UnknownTopicOrPartition(f"this broker does not host {topic_partition}")
         return partition
 

@@ -63,6 +63,15 @@ class MetadataImage:
         topic = self.topics.get(topic_partition.topic)
         return None if topic is None else topic.partitions.get(topic_partition.partition)
 
+    @property
+    def controller_id(self) -> int:
+        """The live controller's node id; -1 while there is none (an election is under
+        way), as Metadata and DescribeCluster answer it."""
+        controller = self.controller
+        if controller is None or controller.node_id not in self.brokers:
+            return -1
+        return controller.node_id
+
     def live_brokers(self) -> list[BrokerInfo]:
         return sorted(self.brokers.values(), key=lambda b: b.node_id)
 

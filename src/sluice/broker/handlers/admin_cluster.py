@@ -98,17 +98,21 @@ async def handle_describe_cluster(
             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
             "of type CONTROLLER",
         )
-    live = services.store.live_brokers()
-    controller_id = services.config.node_id
-    if all(b.node_id != controller_id for b in live):
-        controller_id = -1
+    image = services.topics.image
+    live = image.live_brokers()
+    controller = image.controller
+    controller_id = (
+        -1
+        if controller is None or controller.node_id not in image.brokers
+        else (controller.node_id)
+    )
     return make(
         module.DescribeClusterResponse,
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=EndpointType.BROKER,
-        cluster_id=services.store.cluster_id(),
+        cluster_id=image.cluster_id,
         controller_id=controller_id,
         brokers=tuple(
             make(
@@ -199,10 +203,10 @@ async def handle_describe_log_dirs(
 # ── ListConfigResources ────────────────────────────────────────────────────────────────
 
 
-def _group_config_names(services: BrokerServices) -> list[str]:
+async def _group_config_names(services: BrokerServices) -> list[str]:
     """Groups that have stored config overrides (Kafka lists those, whether or not the
     group exists), from the metadata store."""
-    return sorted(services.store.groups_with_configs())
+    return sorted(await services.store.groups_with_configs())
 
 
 async def handle_list_config_resources(
@@ -232,10 +236,11 @@ async def handle_list_config_resources(
         return answer(ErrorCode.unsupported_version, [])
     listed: list[tuple[str, ConfigResourceType]] = []
     if ConfigResourceType.GROUP in requested:
-        listed += [(name, ConfigResourceType.GROUP) for name in _group_config_names(services)]
+        listed += [(name, ConfigResourceType.GROUP) for name in await _group_config_names(services)]
     if ConfigResourceType.BROKER in requested:
         listed += [
-            (str(b.node_id), ConfigResourceType.BROKER) for b in services.store.live_brokers()
+            (str(b.node_id), ConfigResourceType.BROKER)
+            for b in services.topics.image.live_brokers()
         ]
     if ConfigResourceType.TOPIC in requested:
         listed += [(name, ConfigResourceType.TOPIC) for name in sorted(services.topics.all())]

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
+    from sluice.cluster.model import TopicMetadata
 
 
 class ResourceType(IntEnum):
@@ -545,7 +546,7 @@ def _config_entry(module: ModuleType, entry: DescribedConfig, request: Any) -> A
     )
 
 
-def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
+async def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
     resource_type = int(resource.resource_type)
     names = resource.configuration_keys
     if resource_type == ResourceType.TOPIC:
@@ -556,7 +557,7 @@ def _describe_resource(services: BrokerServices, resource: Any) -> list[Describe
         return describe_broker_configs(services.config, names)
     if resource_type == ResourceType.GROUP:
         group_id = _check_group_name(resource.resource_name)
-        return describe_group_configs(services.store.group_configs(group_id), names)
+        return describe_group_configs(await services.store.group_configs(group_id), names)
     raise _unsupported_resource_type(resource_type)
 
 
@@ -569,7 +570,7 @@ async def handle_describe_configs(
         failure: KafkaError | None = None
         described: list[DescribedConfig] = []
         try:
-            described = _describe_resource(services, resource)
+            described = await _describe_resource(services, resource)
         except KafkaError as e:
             failure = e
         results.append(
@@ -585,7 +586,7 @@ async def handle_describe_configs(
     return make(module.DescribeConfigsResponse, throttle_time=0, results=tuple(results))
 
 
-def _alter_resource(
+async def _alter_resource(
     services: BrokerServices, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
     resource_type = int(resource.resource_type)
@@ -594,11 +595,11 @@ def _alter_resource(
     if resource_type == ResourceType.GROUP and incremental:
         group_id = _check_group_name(resource.resource_name)
         altered = incrementally_altered_group_configs(
-            services.store.group_configs(group_id),
+            await services.store.group_configs(group_id),
             [(c.name, int(c.config_operation), c.value) for c in resource.configs],
         )
         if not validate_only:
-            services.store.set_group_configs(group_id, altered)
+            await services.store.set_group_configs(group_id, altered)
         return
     if resource_type == ResourceType.GROUP:
         raise errors.InvalidRequest(
@@ -606,19 +607,21 @@ def _alter_resource(
         )
     if resource_type != ResourceType.TOPIC:
         raise _unsupported_resource_type(resource_type)
+    def overrides(topic: TopicMetadata) -> dict[str, str]:
+        """The new overrides, decided from the topic as stored (again if it changed)."""
+        if incremental:
+            return incrementally_altered_overrides(
+                topic.configs,
+                services.config,
+                [(c.name, int(c.config_operation), c.value) for c in resource.configs],
+            )
+        return replaced_overrides([(c.name, c.value) for c in resource.configs])
+
     topic = services.topics.require(resource.resource_name)
-    if incremental:
-        overrides = incrementally_altered_overrides(
-            topic.configs,
-            services.config,
-            [(c.name, int(c.config_operation), c.value) for c in resource.configs],
-        )
-    else:
-        overrides = replaced_overrides([(c.name, c.value) for c in resource.configs])
-    services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
+    await services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
 
 
-def _alter(
+async def _alter(
     services: BrokerServices, header: RequestHeader, request: Any, *, incremental: bool
 ) -> Any:
     module = response_module(header.api_key, header.api_version)
@@ -631,7 +634,7 @@ def _alter(
                 raise errors.InvalidRequest(
                     f"resource {resource.resource_name!r} appears more than once in the request"
                 )
-            _alter_resource(services, resource, bool(request.validate_only), incremental)
+            await _alter_resource(services, resource, bool(request.validate_only), incremental)
         except KafkaError as e:
             failure = e
         responses.append(
@@ -652,10 +655,10 @@ def _alter(
 async def handle_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return _alter(services, context.header, request, incremental=False)
+    return await _alter(services, context.header, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return _alter(services, context.header, request, incremental=True)
+    return await _alter(services, context.header, request, incremental=True)

@@ -29,14 +29,8 @@ if TYPE_CHECKING:
 
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
+    from sluice.cluster.image import MetadataImage
     from sluice.cluster.model import PartitionState
-
-
-def _store_partition(
-    services: BrokerServices, topic: str, index: int, state: PartitionState
-) -> None:
-    current = services.topics.require(topic)
-    services.store.update_partition(topic, index, state, current.version)
 
 
 def _unknown_partition(services: BrokerServices, topic: str, index: int) -> KafkaError | None:
@@ -51,21 +45,27 @@ def _unknown_partition(services: BrokerServices, topic: str, index: int) -> Kafk
 # ── ElectLeaders ───────────────────────────────────────────────────────────────────────
 
 
-def _elect(
+async def _elect(
     services: BrokerServices, topic: str, index: int, kind: ElectionType
 ) -> tuple[int, str | None]:
     unknown = _unknown_partition(services, topic, index)
     if unknown is not None:
         return unknown.code, unknown.message
-    state = services.topics.require(topic).partitions[index]
-    live = {b.node_id for b in services.store.live_brokers()}
-    outcome: ElectionOutcome = leadership.elect(state, kind, live)
-    if outcome.state is not None:
-        _store_partition(services, topic, index, outcome.state)
-    return outcome.error_code, outcome.error_message
+    outcomes: list[ElectionOutcome] = []
+
+    def decide(state: PartitionState, image: MetadataImage) -> PartitionState | None:
+        outcome = leadership.elect(state, kind, image.brokers.keys())
+        outcomes.append(outcome)
+        return outcome.state
+
+    try:
+        await services.topics.change_partition(topic, index, decide)
+    except KafkaError as e:
+        return e.code, e.message
+    return outcomes[-1].error_code, outcomes[-1].error_message
 
 
-def _election_results(
+async def _election_results(
     module: ModuleType, services: BrokerServices, request: Any, kind: ElectionType
 ) -> list[Any]:
     results = []
@@ -73,7 +73,7 @@ def _election_results(
         for name, topic in sorted(services.topics.all().items()):
             partitions = []
             for index in sorted(topic.partitions):
-                code, message = _elect(services, name, index, kind)
+                code, message = await _elect(services, name, index, kind)
                 if code != ErrorCode.election_not_needed:
                     partitions.append((index, code, message))
             results.append((name, partitions))
@@ -83,7 +83,7 @@ def _election_results(
                 (
                     requested.topic,
                     [
-                        (int(index), *_elect(services, requested.topic, int(index), kind))
+                        (int(index), *await _elect(services, requested.topic, int(index), kind))
                         for index in requested.partitions
                     ],
                 )
@@ -144,14 +144,14 @@ async def handle_elect_leaders(
         module.ElectLeadersResponse,
         throttle_time=0,
         error_code=ErrorCode.none,
-        replica_election_results=tuple(_election_results(module, services, request, kind)),
+        replica_election_results=tuple(await _election_results(module, services, request, kind)),
     )
 
 
 # ── AlterPartitionReassignments ────────────────────────────────────────────────────────
 
 
-def _reassign(
+async def _reassign(
     services: BrokerServices,
     topic: str,
     index: int,
@@ -164,15 +164,17 @@ def _reassign(
     state = metadata.partitions.get(index)
     if state is None:
         raise errors.UnknownTopicOrPartition(f"Unable to find partition {topic}:{index}.")
-    registered = {b.node_id for b in services.store.live_brokers()}
-    new_state = leadership.reassigned(
-        None if target is None else tuple(int(r) for r in target),
-        state,
-        registered,
-        allow_replication_factor_change=allow_replication_factor_change,
-    )
-    if new_state is not None:
-        _store_partition(services, topic, index, new_state)
+    wanted = None if target is None else tuple(int(r) for r in target)
+
+    def decide(current: PartitionState, image: MetadataImage) -> PartitionState | None:
+        return leadership.reassigned(
+            wanted,
+            current,
+            image.brokers.keys(),
+            allow_replication_factor_change=allow_replication_factor_change,
+        )
+
+    await services.topics.change_partition(topic, index, decide)
 
 
 async def handle_alter_partition_reassignments(
@@ -189,7 +191,7 @@ async def handle_alter_partition_reassignments(
             index = int(partition.partition_index)
             code, message = ErrorCode.none, None
             try:
-                _reassign(
+                await _reassign(
                     services, topic.name, index, partition.replicas, allow_replication_factor_change
                 )
             except KafkaError as e:

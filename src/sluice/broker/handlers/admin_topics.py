@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.broker.handlers.admin_configs import describe_topic_configs
@@ -56,8 +56,8 @@ UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 T = TypeVar("T")
 
 
-def _per_topic(
-    items: Iterable[T], name_of: Callable[[T], str], action: Callable[[T], None]
+async def _per_topic(
+    items: Iterable[T], name_of: Callable[[T], str], action: Callable[[T], Awaitable[None]]
 ) -> list[tuple[str, KafkaError | None]]:
     """Run ``action`` once per distinct topic name, in request order, and return each
     name with its failure (None for success). A name given twice is answered once, with
@@ -72,7 +72,7 @@ def _per_topic(
         try:
             if name in duplicates:
                 raise errors.InvalidRequest(f"topic {name!r} appears more than once in the request")
-            action(item)
+            await action(item)
             outcomes[name] = None
         except KafkaError as e:
             outcomes[name] = e
@@ -117,8 +117,8 @@ def _create_one(
         _configs_of(topic),
     )
     if validate_only:
-        checked[topic.name] = services.topics.create(
-            *arguments, validate_only=True, assignments=_assignments_of(topic)
+        checked[topic.name] = services.topics.validate_create(
+            *arguments, assignments=_assignments_of(topic)
         )
         return
     creation = services.topics.begin_create(*arguments, assignments=_assignments_of(topic))
@@ -174,11 +174,11 @@ async def handle_create_topics(
     validate_only = bool(request.validate_only)
     created: dict[str, TopicMetadata] = {}
     pending: dict[str, asyncio.Future[TopicMetadata]] = {}
-    outcomes = _per_topic(
-        request.topics,
-        lambda t: str(t.name),
-        lambda t: _create_one(services, t, validate_only, created, pending),
-    )
+
+    async def create(topic: Any) -> None:
+        _create_one(services, topic, validate_only, created, pending)
+
+    outcomes = await _per_topic(request.topics, lambda t: str(t.name), create)
     # The topics are created together off the event loop; each answers once durable.
     failures: dict[str, KafkaError] = {}
     for name, creation in pending.items():
@@ -217,7 +217,7 @@ async def handle_delete_topics(
         wanted = [(name, None) for name in request.topic_names]
     deleted: dict[str, TopicMetadata] = {}
 
-    def delete(entry: tuple[str | None, uuid.UUID | None]) -> None:
+    async def delete(entry: tuple[str | None, uuid.UUID | None]) -> None:
         name, topic_id = entry
         if topic_id is not None:
             if name is not None:
@@ -230,10 +230,10 @@ async def handle_delete_topics(
         else:
             topic = services.topics.require(name)
         _refuse_internal(topic.name, "cannot be deleted")
-        services.topics.delete(topic.name)
+        await services.topics.delete(topic.name)
         deleted[_topic_key(name, topic_id)] = topic
 
-    outcomes = _per_topic(wanted, lambda entry: _topic_key(*entry), delete)
+    outcomes = await _per_topic(wanted, lambda entry: _topic_key(*entry), delete)
     requested = {_topic_key(*entry): entry for entry in wanted}
     results = []
     for key, failure in outcomes:
@@ -251,14 +251,14 @@ async def handle_delete_topics(
     return make(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(results))
 
 
-def _add_partitions(services: BrokerServices, topic: Any, validate_only: bool) -> None:
+async def _add_partitions(services: BrokerServices, topic: Any, validate_only: bool) -> None:
     _refuse_internal(topic.name, "the number of its partitions cannot be changed")
     assignments = (
         None
         if topic.assignments is None
         else [[int(b) for b in a.broker_ids] for a in topic.assignments]
     )
-    services.topics.add_partitions(
+    await services.topics.add_partitions(
         topic.name, int(topic.count), validate_only=validate_only, assignments=assignments
     )
 
@@ -268,7 +268,7 @@ async def handle_create_partitions(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)
-    outcomes = _per_topic(
+    outcomes = await _per_topic(
         request.topics, lambda t: str(t.name), lambda t: _add_partitions(services, t, validate_only)
     )
     results = tuple(_result(module.CreatePartitionsTopicResult, n, f) for n, f in outcomes)

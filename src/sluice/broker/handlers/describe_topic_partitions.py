@@ -44,7 +44,7 @@ operations on a topic (without ACLs all are allowed)."""
 def _partitions(
     module: ModuleType, services: BrokerServices, topic: TopicMetadata, first: int, count: int
 ) -> list[Any]:
-    live = {b.node_id for b in services.store.live_brokers()}
+    live = {b.node_id for b in services.topics.image.live_brokers()}
     answers = []
     for index in range(first, min(first + count, topic.partition_count)):
         state = topic.partitions[index]

@@ -142,7 +142,7 @@ def _leader_endpoints(
     }
     return [
         (b.node_id, b.host, b.port, b.rack)
-        for b in services.store.live_brokers()
+        for b in services.topics.image.live_brokers()
         if b.node_id in leaders
     ]
 

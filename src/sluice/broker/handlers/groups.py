@@ -85,22 +85,21 @@ async def handle_find_coordinator(
     module = response_module(context.header.api_key, context.header.api_version)
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
     if has_field(type(request), "coordinator_keys"):  # v4+: a batch of keys, one answer each
+        coordinators = [
+            make(module.Coordinator, key=key, **await _find_coordinator(services, key_type, key))
+            for key in request.coordinator_keys
+        ]
         return make(
-            module.FindCoordinatorResponse,
-            throttle_time=0,
-            coordinators=tuple(
-                make(module.Coordinator, key=key, **_find_coordinator(services, key_type, key))
-                for key in request.coordinator_keys
-            ),
+            module.FindCoordinatorResponse, throttle_time=0, coordinators=tuple(coordinators)
         )
     return make(
         module.FindCoordinatorResponse,
         throttle_time=0,
-        **_find_coordinator(services, key_type, request.key),
+        **await _find_coordinator(services, key_type, request.key),
     )
 
 
-def _find_coordinator(services: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
+async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
     """The coordinator of one key, as FindCoordinator's fields."""
 
     def answer(
@@ -123,12 +122,16 @@ def _find_coordinator(services: BrokerServices, key_type: int, key: str) -> dict
         return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
     if key_type != GROUP_KEY_TYPE:
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
-    topic = services.topics.get(OFFSETS_TOPIC)
-    if topic is None:
-        return unavailable(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} does not exist")
+    try:
+        # Made on first use in a cluster (at start on a single node), as Kafka does.
+        topic = await services.topics.ensure_offsets_topic()
+    except KafkaError as e:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} cannot be created: {e}"
+        )
     partition = services.groups.coordinator_partition(key)
     state = topic.partitions.get(partition)
-    live = {b.node_id: b for b in services.store.live_brokers()}
+    live = {b.node_id: b for b in services.topics.image.live_brokers()}
     if state is None or state.leader not in live:
         return unavailable(
             ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"

@@ -55,6 +55,6 @@ async def handle_init_producer_id(
         module.InitProducerIdResponse,
         throttle_time=0,
         error_code=0,
-        producer_id=services.producer_ids.next_producer_id(),
+        producer_id=await services.producer_ids.next_producer_id(),
         producer_epoch=0,
     )

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def _topic_entry(
     module: ModuleType, services: BrokerServices, topic: TopicMetadata, request: Any
 ) -> Any:
-    live = {b.node_id for b in services.store.live_brokers()}
+    live = {b.node_id for b in services.topics.image.live_brokers()}
     partitions = []
     for index, state in sorted(topic.partitions.items()):
         leader_alive = state.leader in live
@@ -133,10 +133,10 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
                 port=b.port,
                 rack=b.rack,
             )
-            for b in services.store.live_brokers()
+            for b in services.topics.image.live_brokers()
         ),
-        cluster_id=services.store.cluster_id(),
-        controller_id=services.config.node_id,
+        cluster_id=services.topics.image.cluster_id,
+        controller_id=services.topics.image.controller_id,
         topics=tuple(entries),
         cluster_authorized_operations=(
             CLUSTER_AUTHORIZED_OPERATIONS
