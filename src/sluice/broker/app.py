@@ -56,6 +56,7 @@ from sluice.cluster.controller import Controller
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
+from sluice.cluster.zookeeper import ZooKeeperMetadataStore
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.errors import KafkaStorageError
@@ -70,6 +71,8 @@ from sluice.storage import (
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+REGISTRATION_APPLIED_TIMEOUT_S = 60.0
+"""How long the broker waits at start to see its own registration in the metadata."""
 
 
 class DataDirInUse(Exception):
@@ -143,13 +146,14 @@ class Broker:
         if stored_identity is not None:
             meta_properties.check_node_id(self.data_dir, stored_identity, self.config.node_id)
         try:
-            await self._open(stored_identity)
-        except (KafkaStorageError, OSError) as e:
-            await self._close_storage_after_failed_start()
-            raise BrokerFatalError(
-                f"cannot open the data directory {self.data_dir}: {describe_os_error(e)}; "
-                f"{what_to_do(e)}"
-            ) from None
+            try:
+                await self._open_storage(stored_identity)
+            except (KafkaStorageError, OSError) as e:
+                raise BrokerFatalError(
+                    f"cannot open the data directory {self.data_dir}: "
+                    f"{describe_os_error(e)}; {what_to_do(e)}"
+                ) from None
+            await self._start_services()
         except BaseException:
             await self._close_storage_after_failed_start()
             raise
@@ -171,15 +175,15 @@ class Broker:
         connect = self.config.zookeeper_connect
         if connect is None:
             return EmbeddedMetadataStore(self.data_dir)
-        from sluice.cluster.zookeeper import ZooKeeperMetadataStore  # noqa: PLC0415
-
         return ZooKeeperMetadataStore(
             connect, session_timeout_s=self.config.zookeeper_session_timeout_ms / 1000
         )
 
-    async def _open(self, stored_identity: meta_properties.MetaProperties | None) -> None:
+    async def _open_storage(
+        self, stored_identity: meta_properties.MetaProperties | None
+    ) -> None:
         """Open the metadata store and every local log (recovering them without the
-        clean-shutdown marker), bind the port and register with the cluster."""
+        clean-shutdown marker)."""
         clean = clean_shutdown_marker_exists(self.data_dir)
         if stored_identity is None:
             log.info("new data directory %s", self.data_dir)
@@ -206,6 +210,12 @@ class Broker:
         await self.applier.apply_first(store.image(), recover=not clean)
         store.subscribe(self.applier.offer)
         remove_clean_shutdown_marker(self.data_dir)
+
+    async def _start_services(self) -> None:
+        """The controller, producer ids, group coordinators and request handlers; bind
+        the port and register with the cluster."""
+        store = self.store
+        assert store is not None
         self.controller = Controller(store, self.config.node_id)
         self.producer_ids = ProducerIdManager(store)
         try:
@@ -338,6 +348,10 @@ class Broker:
                     tasks.create_task(self.controller.run(), name="controller"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
+                await self.applier.wait_for(
+                    lambda image: self.config.node_id in image.brokers,
+                    REGISTRATION_APPLIED_TIMEOUT_S,
+                )
                 await self._ensure_offsets_topic()
                 # Load before serving: loading runs on the event loop in slices, so a
                 # client served meanwhile waits a slice between two responses, and

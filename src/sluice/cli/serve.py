@@ -146,6 +146,8 @@ def serve(
     (PLAINTEXT://host:port, one listener) or as --host/--port, not as both.
     """
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    # kazoo announces every connection at INFO; the metadata store logs what matters.
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
     config = BrokerConfig()
     try:
         if config_file is not None:

@@ -115,7 +115,8 @@ class Controller:
             try:
                 await self._store.update_partitions(changes, epoch)
             except StaleVersion as e:
-                log.info("controller: a partition changed meanwhile (%s); trying again", e)
+                # Usually its own previous write, not yet in the image it decided from.
+                log.debug("controller: a partition changed meanwhile (%s); trying again", e)
                 return False
             except ControllerFenced as e:
                 log.warning(

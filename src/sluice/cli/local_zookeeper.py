@@ -1,0 +1,161 @@
+"""A private ZooKeeper on loopback, for ``sluice dev-cluster`` and the cluster tests.
+
+It runs the ZooKeeper of the Debian package ``zookeeper`` (3.8, with Java 17) as a child
+process, standalone, from a directory of its own::
+
+    <directory>/zoo.cfg          written here: dataDir, 127.0.0.1 and a free port
+    <directory>/data/            its snapshots and transaction log
+    <directory>/zookeeper.log    what it printed
+
+It is ready when it answers ``ruok`` with ``imok`` on its port (polled until
+:data:`START_TIMEOUT_S`). The tick is short (:data:`TICK_MS`) so that brokers may use
+session timeouts of a few seconds: ZooKeeper allows sessions of 2 to 20 ticks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+JAVA = "java"
+CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/*"
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+HOST = "127.0.0.1"
+
+TICK_MS = 500
+"""ZooKeeper's tickTime: sessions may last 2 to 20 ticks (1 to 10 s here)."""
+START_TIMEOUT_S = 60.0
+"""How long ZooKeeper may take to answer ``ruok`` after starting (about 1-3 s here)."""
+STOP_TIMEOUT_S = 10.0
+"""How long ZooKeeper may take to exit after SIGTERM before it is killed."""
+POLL_INTERVAL_S = 0.05
+"""How often readiness is checked while waiting."""
+
+
+class ZooKeeperError(Exception):
+    """ZooKeeper could not be started; the message says why and what to do."""
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def is_ok(host: str, port: int) -> bool:
+    """Whether a ZooKeeper server answers ``ruok`` with ``imok`` at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as connection:
+            connection.sendall(b"ruok")
+            return connection.recv(4) == b"imok"
+    except OSError:
+        return False
+
+
+class LocalZooKeeper:
+    """One standalone ZooKeeper process; ``with LocalZooKeeper(dir) as zk: zk.connect``."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.port = port if port is not None else free_port()
+        self.log_path = self.directory / "zookeeper.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        """The connection string brokers take (``--zookeeper``)."""
+        return f"{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "ZooKeeper is not running"
+        return self._process.pid
+
+    def start(self) -> None:
+        if not ZOOKEEPER_JAR.exists():
+            raise ZooKeeperError(
+                f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
+                "install it with 'apt-get install zookeeper' (make install does)"
+            )
+        data_dir = self.directory / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "zoo.cfg"
+        config.write_text(
+            f"tickTime={TICK_MS}\n"
+            f"dataDir={data_dir}\n"
+            f"clientPort={self.port}\n"
+            f"clientPortAddress={HOST}\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr\n"
+        )
+        self._log = self.log_path.open("ab")
+        try:
+            self._process = subprocess.Popen(
+                [
+                    JAVA,
+                    f"-Dzookeeper.log.dir={self.directory}",
+                    "-Dzookeeper.root.logger=INFO,CONSOLE",
+                    "-cp",
+                    CLASSPATH,
+                    MAIN_CLASS,
+                    str(config),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                start_new_session=True,  # Ctrl-C in a terminal goes to us, not to it
+            )
+        except FileNotFoundError:
+            self._close_log()
+            raise ZooKeeperError(
+                "java is not installed: ZooKeeper needs Java 17 "
+                "('apt-get install openjdk-17-jre-headless'; make install does)"
+            ) from None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not is_ok(HOST, self.port):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise ZooKeeperError(
+                    f"ZooKeeper did not start on {self.connect}; its log is {self.log_path}"
+                )
+            time.sleep(POLL_INTERVAL_S)
+
+    def stop(self) -> None:
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            self._process = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
