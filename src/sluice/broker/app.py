@@ -179,9 +179,7 @@ class Broker:
             connect, session_timeout_s=self.config.zookeeper_session_timeout_ms / 1000
         )
 
-    async def _open_storage(
-        self, stored_identity: meta_properties.MetaProperties | None
-    ) -> None:
+    async def _open_storage(self, stored_identity: meta_properties.MetaProperties | None) -> None:
         """Open the metadata store and every local log (recovering them without the
         clean-shutdown marker)."""
         clean = clean_shutdown_marker_exists(self.data_dir)

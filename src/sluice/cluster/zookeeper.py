@@ -74,7 +74,7 @@ from sluice.cluster.store import (
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 15.0
-"""How long the broker tries to reach ZooKeeper at start before giving up."""
+"""How long the broker tries to reach ZooKeeper at start, by default, before giving up."""
 WRITE_ATTEMPTS_MAX = 20
 """Attempts of a read-modify-write that keeps losing to concurrent writers (producer-id
 blocks, topic deletion racing growth) before the store gives up."""
@@ -100,8 +100,15 @@ def split_connect(connect: str) -> tuple[str, str]:
 
 
 class ZooKeeperMetadataStore:
-    def __init__(self, connect: str, *, session_timeout_s: float = 6.0) -> None:
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_s: float = 6.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
         self._connect = connect
+        self._connect_timeout_s = connect_timeout_s
         hosts, chroot = split_connect(connect)
         self._root = f"{chroot}/sluice"
         self._client = KazooClient(hosts=hosts, timeout=session_timeout_s)
@@ -148,11 +155,13 @@ class ZooKeeperMetadataStore:
 
     def _start(self) -> None:
         try:
-            self._client.start(timeout=CONNECT_TIMEOUT_S)
+            self._client.start(timeout=self._connect_timeout_s)
         except KazooTimeoutError:
+            self._client.stop()
             self._client.close()
             raise MetadataStoreError(
-                f"cannot reach ZooKeeper at {self._connect} within {CONNECT_TIMEOUT_S:.0f} s: "
+                f"cannot reach ZooKeeper at {self._connect} within "
+                f"{self._connect_timeout_s:.0f} s: "
                 "is it running and is the address right? (--zookeeper host:port[/chroot])"
             ) from None
         self._client.add_listener(self._on_state)

@@ -607,6 +607,7 @@ async def _alter_resource(
         )
     if resource_type != ResourceType.TOPIC:
         raise _unsupported_resource_type(resource_type)
+
     def overrides(topic: TopicMetadata) -> dict[str, str]:
         """The new overrides, decided from the topic as stored (again if it changed)."""
         if incremental:
