@@ -350,7 +350,9 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
             make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
             for b in services.topics.image.live_brokers()
             if b.node_id in leaders
-        ),
+        )
+        if hasattr(module, "NodeEndpoint")  # v10+ (KIP-951)
+        else (),
     )
 
 

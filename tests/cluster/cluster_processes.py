@@ -1,0 +1,99 @@
+"""A cluster of real ``sluice serve --zookeeper`` processes on loopback ports, sharing a
+private ZooKeeper (one chroot per cluster), for the cluster tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker_process import BrokerProcess
+from confluent_kafka.admin import AdminClient
+
+SESSION_TIMEOUT_MS = 4_000
+"""The brokers' ZooKeeper session: a dead broker is noticed within this."""
+SETTLE_TIMEOUT_S = 60.0
+POLL_INTERVAL_S = 0.1
+
+
+class Cluster:
+    def __init__(self, base_dir: Path, zookeeper_connect: str, size: int) -> None:
+        self.zookeeper_connect = zookeeper_connect
+        self.brokers = [
+            BrokerProcess(
+                base_dir / f"broker-{node_id}",
+                node_id=node_id,
+                extra_arguments=["--zookeeper", zookeeper_connect],
+                overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
+            )
+            for node_id in range(size)
+        ]
+
+    def start(self) -> None:
+        for broker in self.brokers:
+            broker.start()
+        self.wait_for(lambda status: len(status["brokers"]) == len(self.brokers))
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+    def broker(self, node_id: int) -> BrokerProcess:
+        return self.brokers[node_id]
+
+    def running(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers if b.is_running]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.running())
+
+    def status(self, via: BrokerProcess | None = None) -> dict[str, Any]:
+        """``sluice cluster status --format json`` through one running broker."""
+        broker = via or self.running()[0]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sluice",
+                "cluster",
+                "status",
+                "--format",
+                "json",
+                "--bootstrap-server",
+                broker.bootstrap,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode in (0, 2), done.stderr
+        document: dict[str, Any] = json.loads(done.stdout)
+        return document
+
+    def wait_for(
+        self,
+        condition: Callable[[dict[str, Any]], bool],
+        timeout_s: float = SETTLE_TIMEOUT_S,
+        via: BrokerProcess | None = None,
+    ) -> dict[str, Any]:
+        """Poll the cluster status until ``condition`` holds (or fail with the last one)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.status(via)
+            if condition(status):
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"cluster did not settle in {timeout_s}s: {status}")
+            time.sleep(POLL_INTERVAL_S)
+
+    def admin(self, via: BrokerProcess) -> AdminClient:
+        return AdminClient({"bootstrap.servers": via.bootstrap, "socket.timeout.ms": 10_000})
+
+    def log_tails(self) -> str:
+        return "\n".join(f"--- broker {b.node_id}\n{b.log_tail(4000)}" for b in self.brokers)
