@@ -37,7 +37,6 @@ from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataDelta, MetadataImage
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
-from sluice.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +134,17 @@ class MetadataApplier:
                 self._replicas.install(topic, [prepared])
             else:
                 to_open.setdefault(topic.name, []).append(index)
-        for name, indexes in to_open.items():
-            topic = image.topics[name]
+        if to_open:
+            wanted = [(image.topics[name], sorted(indexes)) for name, indexes in to_open.items()]
             try:
-                opened: list[tuple[TopicPartition, PartitionLog]] = await asyncio.to_thread(
-                    self._replicas.open_logs, topic, sorted(indexes), recover=recover
+                opened = await asyncio.to_thread(
+                    self._replicas.open_logs_of, wanted, recover=recover
                 )
             except errors.KafkaError as e:
                 self._on_storage_error(e)
                 return
-            self._replicas.install(topic, opened)
+            for topic, logs in opened:
+                self._replicas.install(topic, logs)
         for topic in changes.reconfigured:
             for index in topic.partitions:
                 if self._replicas.find(TopicPartition(topic.name, index)) is not None:

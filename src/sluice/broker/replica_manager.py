@@ -139,15 +139,33 @@ class ReplicaManager:
     def partition_dir(self, topic_partition: TopicPartition) -> Path:
         return self.data_dir / f"{topic_partition.topic}-{topic_partition.partition}"
 
+    def open_logs_of(
+        self, wanted: Sequence[tuple[TopicMetadata, Sequence[int]]], *, recover: bool
+    ) -> list[tuple[TopicMetadata, list[tuple[TopicPartition, PartitionLog]]]]:
+        """Worker thread: :meth:`open_logs` for several topics, with one fsync of the
+        data directory for all the partitions created."""
+        opened: list[tuple[TopicMetadata, list[tuple[TopicPartition, PartitionLog]]]] = []
+        try:
+            for topic, indexes in wanted:
+                opened.append((topic, self.open_logs(topic, indexes, recover=recover, sync=False)))
+            self.sync_data_dir()
+        except errors.KafkaError:
+            for _, logs in opened:
+                for _, partition_log in logs:
+                    partition_log.close()
+            raise
+        return opened
+
     def open_logs(
-        self, topic: TopicMetadata, indexes: Sequence[int], *, recover: bool
+        self, topic: TopicMetadata, indexes: Sequence[int], *, recover: bool, sync: bool = True
     ) -> list[tuple[TopicPartition, PartitionLog]]:
         """Worker thread: the logs of these partitions of ``topic``, opened (and
         recovered when ``recover``) where their directory holds this topic, created
         otherwise. A directory left by a deleted topic of the same name (its
         ``partition.metadata`` names another topic id: the topic was deleted and made
         again while this broker was away) is removed first. Raises KafkaStorageError,
-        closing what it opened."""
+        closing what it opened. ``sync``: fsync the data directory if a partition was
+        created (else the caller does)."""
         config = self.topic_config(topic)
         opened: list[tuple[TopicPartition, PartitionLog]] = []
         created = False
@@ -174,7 +192,7 @@ class ReplicaManager:
                     write_partition_topic_id(directory, topic.topic_id)
                     created = True
                 opened.append((topic_partition, partition_log))
-            if created:
+            if created and sync:
                 self.sync_data_dir()
         except (OSError, errors.KafkaError) as e:
             for _, partition_log in opened:

@@ -99,6 +99,12 @@ class TopicManager:
         self._applier = applier
         self._config = config
         self._random = random or Random()
+        self._prepare_logs = config.zookeeper_connect is None
+        """Make a new topic's logs before its metadata is written, so a full disk fails
+        the request and leaves no topic behind: on a single node only. In a cluster
+        another broker may create the same name at the same moment, and the directories
+        made here would be those of its topic; there the broker's metadata task makes
+        the logs of every new topic, whoever created it."""
         self._creating: dict[str, _Creation] = {}
         """Topics decided and not yet published, by name (reserved)."""
         self._creating_partitions = 0
@@ -236,6 +242,9 @@ class TopicManager:
             return None
         loop = asyncio.get_running_loop()
         creation = _Creation(topic, loop.create_future())
+        # Waiters that gave up (a closed connection) leave nobody to read a failure;
+        # each waiter still sees it through its own shield.
+        creation.done.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._creating[name] = creation
         self._creating_partitions += self._hosted_here(topic)
         self._queue.append(creation)
@@ -331,6 +340,9 @@ class TopicManager:
                         creation.done.set_exception(e)
 
     async def _create_batch(self, batch: list[_Creation]) -> None:
+        if not self._prepare_logs:
+            await self._store_created(batch)
+            return
         made = await asyncio.to_thread(self._make_logs, [c.topic for c in batch])
         ready: list[_Creation] = []
         failed: list[_Creation] = []
@@ -349,6 +361,11 @@ class TopicManager:
             outcome = made[creation.topic.name]
             assert not isinstance(outcome, KafkaError)
             self._replicas.prepare(creation.topic.topic_id, outcome)
+        await self._store_created(ready)
+
+    async def _store_created(self, ready: list[_Creation]) -> None:
+        """One metadata write for the batch (one per topic after a name turned out to be
+        taken by another broker), then wait until each topic is applied here."""
         stored: list[TopicMetadata] = []
         for group in [ready] if len(ready) == 1 else [ready, *[[c] for c in ready]]:
             try:
