@@ -11,6 +11,7 @@ import click
 from sluice import __version__
 from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
+from sluice.cli.dev_cluster import dev_cluster
 from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
@@ -30,4 +31,5 @@ main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
 main.add_command(cluster)
+main.add_command(dev_cluster)
 register_pipelines(main)
