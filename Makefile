@@ -11,7 +11,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: install serve test lint typecheck unit integration bench clean
+.PHONY: install serve dev-cluster test lint typecheck unit integration cluster bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 	@command -v java >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
 		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (Spark needs Java 17)"; fi; }
+	@test -e /usr/share/java/zookeeper.jar || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; \
+		else echo "ZooKeeper is missing: run 'sudo apt-get install zookeeper' (clusters and the cluster tests need it)"; fi; }
 	@command -v gcc >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; \
 		else echo "gcc is missing: run 'sudo apt-get install gcc libc6-dev' (the disk-fault tests build a small shim)"; fi; }
@@ -36,6 +39,9 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 
 serve: install
 	$(BIN)/sluice serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+
+dev-cluster: install
+	$(BIN)/sluice dev-cluster --brokers 3 --port $(PORT)
 
 lint: install
 	$(BIN)/ruff check src tests bench
@@ -52,6 +58,9 @@ unit: install
 
 integration: install
 	$(BIN)/pytest -q tests/integration
+
+cluster: install
+	$(BIN)/pytest -q tests/cluster
 
 bench: install
 	$(BIN)/python bench/produce_consume.py

@@ -79,6 +79,21 @@ def is_internal_topic(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
 
+REPLICATION_FACTOR_SUPPORTED_MAX = 1
+"""Replicas per partition this version serves: followers do not copy their leader yet,
+so a partition with more replicas could never acknowledge acks=all writes."""
+
+
+def _check_replication_supported(topic: TopicMetadata) -> None:
+    factor = max((len(s.replicas) for s in topic.partitions.values()), default=1)
+    if factor > REPLICATION_FACTOR_SUPPORTED_MAX:
+        raise errors.InvalidReplicationFactor(
+            f"replication factor {factor}: this version of Sluice does not replicate "
+            f"partitions yet; use replication factor {REPLICATION_FACTOR_SUPPORTED_MAX} "
+            "(partitions still spread over the brokers)"
+        )
+
+
 @dataclass
 class _Creation:
     topic: TopicMetadata
@@ -181,6 +196,7 @@ class TopicManager:
                 self.image.live_brokers(),
                 self._random,
             )
+        _check_replication_supported(topic)
         if not name.startswith(INTERNAL_TOPIC_PREFIX):
             # Internal topics (made by the broker itself) are counted, never refused.
             self._check_partition_limit(name, self._hosted_here(topic))
