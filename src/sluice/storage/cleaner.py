@@ -467,19 +467,24 @@ def _select_records(
     return kept, tombstones_dropped, tombstones_kept
 
 
-def _retimed_record(section: bytes, start: int, end: int, timestamp_delta: int) -> list[bytes]:
-    """The record ``section[start:end]`` with its timestamp delta replaced: its length
-    and body, as parts to join."""
-    body_start = start + read_signed_varint(section, start)[1]
-    after_timestamp = body_start + 1 + read_signed_varlong(section, body_start + 1)[1]
-    body = b"".join(
+def _retimed_record(section: bytes, start: int, end: int, timestamp_delta: int) -> bytes:
+    """The record ``section[start:end]`` with its timestamp delta replaced (and its
+    length with it). One-byte varints are read inline: this runs for every record kept
+    in a batch whose delete horizon is set."""
+    body_start = start + (1 if section[start] < 0x80 else read_signed_varint(section, start)[1])
+    timestamp_start = body_start + 1  # after the attributes
+    after_timestamp = timestamp_start + (
+        1 if section[timestamp_start] < 0x80 else read_signed_varlong(section, timestamp_start)[1]
+    )
+    timestamp = _zigzag(timestamp_delta)
+    return b"".join(
         (
-            section[body_start : body_start + 1],  # attributes
-            _zigzag(timestamp_delta),
+            _zigzag(1 + len(timestamp) + end - after_timestamp),
+            section[body_start:timestamp_start],  # attributes
+            timestamp,
             section[after_timestamp:end],
         )
     )
-    return [_zigzag(len(body)), body]
 
 
 def _encode_batch(
@@ -1101,7 +1106,9 @@ class CleaningPlan:
             if new_base_timestamp == base_timestamp:
                 parts.append(section[start:end])
             else:
-                parts += _retimed_record(section, start, end, timestamp_ms - new_base_timestamp)
+                parts.append(
+                    _retimed_record(section, start, end, timestamp_ms - new_base_timestamp)
+                )
         assert max_timestamp_ms is not None
         if header.attributes & ATTR_TIMESTAMP_TYPE:
             max_timestamp_ms = header.max_timestamp  # LogAppendTime: the broker's time
