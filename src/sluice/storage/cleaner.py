@@ -122,7 +122,6 @@ from pathlib import Path
 from typing import Final, Protocol
 
 import crc32c
-from kio.serial.errors import DecodeError
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
 from sluice.common import errors
@@ -141,7 +140,7 @@ from sluice.protocol.records.batch import (
     parse_header,
 )
 from sluice.protocol.records.compression import DECOMPRESSED_BYTES_MAX, compress, decompress
-from sluice.protocol.records.record import RECORD_BYTES_MIN
+from sluice.protocol.records.record import iter_record_fields
 from sluice.storage.checkpoint import (
     fsync_directory,
     read_offsets_checkpoint,
@@ -251,8 +250,6 @@ cleaner may go that far ahead of the budget, no further."""
 _HEADER_BEFORE_CRC = struct.Struct(">qiibI")
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
 assert _HEADER_BEFORE_CRC.size + _HEADER_AFTER_CRC.size == HEADER_BYTES
-_RECORD_BODY_BYTES_MIN: Final = RECORD_BYTES_MIN - 1
-_DECODE_ERRORS: Final = (IndexError, ValueError, OverflowError, DecodeError)
 
 
 # -- the cleaner checkpoint -----------------------------------------------------------
@@ -452,9 +449,8 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
-_KeptRecord = tuple[int, int, int, int, int]
-"""(timestamp delta, start, body start, position after the timestamp delta, end) of a
-record to keep, in its records section."""
+_KeptRecord = tuple[int, int, int]
+"""(timestamp delta, start, end) of a record to keep, in its records section."""
 
 
 def _select_records(
@@ -471,82 +467,52 @@ def _select_records(
     dropped, tombstones kept). Record headers are not decoded: the records kept are
     copied byte for byte. Raises CorruptMessage.
 
-    The hot loop of the rewrite: a dropped record costs its walk and one lookup, with
-    one-byte varints read inline (as ``record.decode_records_into`` does)."""
-    end = len(section)
-    if count < 0 or count > end // RECORD_BYTES_MIN:
-        raise errors.CorruptMessage(f"{count} records cannot fit in {end} bytes")
+    The hot loop of the rewrite: a dropped record costs its walk and one lookup."""
     kept: list[_KeptRecord] = []
     tombstones_dropped = tombstones_kept = 0
     get = offset_map.get
     digest = hashlib.blake2b
-    position = 0
-    try:
-        for index in range(count):
-            start = position
-            byte = section[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(section, position)
-                position += width
-            body_start = position
-            record_end = position + size
-            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
-                raise errors.CorruptMessage(f"record {index} says it is {size} bytes")
-            position += 1  # attributes
-            byte = section[position]
-            if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                timestamp_delta, width = read_signed_varlong(section, position)
-                position += width
-            after_timestamp = position
-            byte = section[position]
-            if byte < 0x80:
-                offset_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                offset_delta, width = read_signed_varint(section, position)
-                position += width
-            byte = section[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(section, position)
-                position += width
-            if size >= 0:
-                if position + size > record_end:
-                    raise errors.CorruptMessage(f"record {index} key has length {size}")
-                key = section[position : position + size]
-                position += size
-                if position >= record_end:
-                    raise errors.CorruptMessage(f"record {index} has no value length")
-                if size > KEY_DIGEST_BYTES:
-                    key = digest(key, digest_size=KEY_DIGEST_BYTES).digest()
-                latest = get(key)
-                if latest is not None and latest > base_offset + offset_delta:
-                    position = record_end
+    start = 0
+    for offset_delta, timestamp_delta, record_key, value_position, end in iter_record_fields(
+        section, count
+    ):
+        record_start, start = start, end
+        if record_key is not None:
+            key = (
+                record_key
+                if len(record_key) <= KEY_DIGEST_BYTES
+                else digest(record_key, digest_size=KEY_DIGEST_BYTES).digest()
+            )
+            latest = get(key)
+            if latest is not None and latest > base_offset + offset_delta:
+                continue
+            if section[value_position] == 0x01:  # the value's length: -1 is a tombstone
+                if drop_tombstones:
+                    tombstones_dropped += 1
                     continue
-                byte = section[position]  # the value's length: -1 is a tombstone
-                if byte == 0x01:
-                    if drop_tombstones:
-                        tombstones_dropped += 1
-                        position = record_end
-                        continue
-                    tombstones_kept += 1
-            elif size != -1:
-                raise errors.CorruptMessage(f"record {index} key has length {size}")
-            kept.append((timestamp_delta, start, body_start, after_timestamp, record_end))
-            position = record_end
-    except _DECODE_ERRORS:
-        raise errors.CorruptMessage("records section ends inside a record") from None
-    if position != end:
-        raise errors.CorruptMessage(f"{end - position} bytes follow the batch's records")
+                tombstones_kept += 1
+        kept.append((timestamp_delta, record_start, end))
     return kept, tombstones_dropped, tombstones_kept
+
+
+def _retimed_record(section: bytes, start: int, end: int, timestamp_delta: int) -> bytes:
+    """The record ``section[start:end]`` with its timestamp delta replaced (and its
+    length with it). One-byte varints are read inline: this runs for every record kept
+    in a batch whose delete horizon is set."""
+    body_start = start + (1 if section[start] < 0x80 else read_signed_varint(section, start)[1])
+    timestamp_start = body_start + 1  # after the attributes
+    after_timestamp = timestamp_start + (
+        1 if section[timestamp_start] < 0x80 else read_signed_varlong(section, timestamp_start)[1]
+    )
+    timestamp = _zigzag(timestamp_delta)
+    return b"".join(
+        (
+            _zigzag(1 + len(timestamp) + end - after_timestamp),
+            section[body_start:timestamp_start],  # attributes
+            timestamp,
+            section[after_timestamp:end],
+        )
+    )
 
 
 def _encode_batch(
@@ -605,59 +571,16 @@ def _map_batch_keys(
     offset_map: dict[bytes, int], section: bytes, count: int, base_offset: int
 ) -> None:
     """Set ``offset_map[key] = offset`` for every keyed record of a section: the hot
-    loop of the map phase, so it reads only lengths, the offset delta and the key, and
-    jumps to the next record (:func:`_select_records` reads more on the rewrite).
-    Raises CorruptMessage."""
-    end = len(section)
-    if count < 0 or count > end // RECORD_BYTES_MIN:
-        raise errors.CorruptMessage(f"{count} records cannot fit in {end} bytes")
+    loop of the map phase. Raises CorruptMessage."""
     digest = hashlib.blake2b
-    position = 0
-    try:
-        for index in range(count):
-            byte = section[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(section, position)
-                position += width
-            record_end = position + size
-            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
-                raise errors.CorruptMessage(f"record {index} says it is {size} bytes")
-            position += 1  # attributes
-            if section[position] < 0x80:  # timestamp delta: only its width matters
-                position += 1
-            else:
-                position += read_signed_varlong(section, position)[1]
-            byte = section[position]
-            if byte < 0x80:
-                offset_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                offset_delta, width = read_signed_varint(section, position)
-                position += width
-            byte = section[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(section, position)
-                position += width
-            if size >= 0:
-                if position + size > record_end:
-                    raise errors.CorruptMessage(f"record {index} key has length {size}")
-                key = section[position : position + size]
-                if size > KEY_DIGEST_BYTES:
-                    key = digest(key, digest_size=KEY_DIGEST_BYTES).digest()
-                offset_map[key] = base_offset + offset_delta
-            elif size != -1:
-                raise errors.CorruptMessage(f"record {index} key has length {size}")
-            position = record_end
-    except _DECODE_ERRORS:
-        raise errors.CorruptMessage("records section ends inside a record") from None
-    if position != end:
-        raise errors.CorruptMessage(f"{end - position} bytes follow the batch's records")
+    for offset_delta, _, record_key, _, _ in iter_record_fields(section, count):
+        if record_key is not None:
+            key = (
+                record_key
+                if len(record_key) <= KEY_DIGEST_BYTES
+                else digest(record_key, digest_size=KEY_DIGEST_BYTES).digest()
+            )
+            offset_map[key] = base_offset + offset_delta
 
 
 # -- plans ----------------------------------------------------------------------------
@@ -1204,22 +1127,16 @@ class CleaningPlan:
             counters.note_horizon(new_base_timestamp)
         parts: list[bytes] = []
         max_timestamp_ms: int | None = None
-        for timestamp_delta, start, body_start, after_timestamp, end in kept:
+        for timestamp_delta, start, end in kept:
             timestamp_ms = base_timestamp + timestamp_delta
             if max_timestamp_ms is None or timestamp_ms > max_timestamp_ms:
                 max_timestamp_ms = timestamp_ms
             if new_base_timestamp == base_timestamp:
                 parts.append(section[start:end])
             else:
-                body = b"".join(
-                    (
-                        section[body_start : body_start + 1],
-                        _zigzag(timestamp_ms - new_base_timestamp),
-                        section[after_timestamp:end],
-                    )
+                parts.append(
+                    _retimed_record(section, start, end, timestamp_ms - new_base_timestamp)
                 )
-                parts.append(_zigzag(len(body)))
-                parts.append(body)
         assert max_timestamp_ms is not None
         if header.attributes & ATTR_TIMESTAMP_TYPE:
             max_timestamp_ms = header.max_timestamp  # LogAppendTime: the broker's time

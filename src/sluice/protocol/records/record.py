@@ -27,14 +27,15 @@ Every varint is a zigzag varint (Protocol Buffers' ``sint``): ``n`` is written a
 so -1 is ``0x01``, 1 is ``0x02``, 64 is ``0x80 0x01``. A varint field is at most 5 bytes,
 a varlong at most 10.
 
-Decoding is a hot path (every consumed record goes through it), so the loop reads
-one-byte varints inline and hands longer ones to kio's native reader; see the comment
-in :func:`decode_records_into`. Malformed input raises ``CorruptMessage``, never IndexError.
+Every reader of records walks them with :func:`iter_record_fields` (the decoder here,
+the log cleaner's offset map and rewrite): a hot path, so one-byte varints are read by
+table lookup and longer ones by kio's native reader; see its docstring. Malformed input
+raises ``CorruptMessage``, never IndexError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import Final, TypeVar
 
@@ -47,11 +48,13 @@ __all__ = [
     "RECORD_BYTES_MIN",
     "Header",
     "Record",
+    "RecordFields",
     "decode_records",
     "decode_records_into",
     "encode_record_into",
     "encode_records",
     "frozen_factory",
+    "iter_record_fields",
 ]
 
 Header = tuple[str, bytes | None]
@@ -218,8 +221,7 @@ def frozen_factory(cls: type[R]) -> RecordFactory[R]:
 
 
 def _read_headers(data: bytes, position: int, record_end: int) -> tuple[tuple[Header, ...], int]:
-    """The header count and headers at ``position``; one-byte varints inline, as in
-    :func:`decode_records_into`."""
+    """The header count and headers at ``position``; one-byte varints inline."""
     count, width = read_signed_varint(data, position)
     position += width
     if count < 0 or count > (record_end - position) // _HEADER_BYTES_MIN:
@@ -261,6 +263,104 @@ def _read_headers(data: bytes, position: int, record_end: int) -> tuple[tuple[He
     return tuple(headers), position
 
 
+RecordFields = tuple[int, int, bytes | None, int, int]
+"""What :func:`iter_record_fields` gives for each record: (offset delta, timestamp
+delta, key or None, position of the value length field, position after the record)."""
+
+_ONE_BYTE_VARINTS_DECODED: Final = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80)) + (
+    (None,) * 0x80
+)
+"""The value of each first byte that is a whole varint (-64..63); None for a first byte
+with the high bit set (more bytes follow)."""
+
+
+def iter_record_fields(
+    data: bytes, count: int, start: int = 0, end: int | None = None
+) -> Iterator[RecordFields]:
+    """Walk the ``count`` records of the section ``data[start:end]`` and yield each
+    one's :data:`RecordFields`: the record walk every reader of records shares (the
+    decoder below, the log cleaner's offset map and rewrite). The value and the headers
+    are left to the caller, which starts at the value length field and knows where the
+    record ends; the walk checks the framing: each record's length (at least the
+    smallest body, within the section), its key length (-1 or a key that leaves room
+    for the value length inside the record), and that the records end exactly at
+    ``end``. Raises ``CorruptMessage``; ValueError for bounds outside ``data``.
+
+    Speed: this is the hot loop of every record decode and cleaner pass. A one-byte
+    varint (-64..63: short keys, small deltas) is read with one table lookup; longer
+    ones by kio's native reader, which returns (value, width), about twice as fast as a
+    Python loop per varint. A generator yielding a tuple was measured against the three
+    hand-written loops it replaced: with the table lookup it is as fast as they were
+    (the inline arithmetic it replaces paid for the generator). Reading past the end
+    raises IndexError or kio's DecodeError, turned into CorruptMessage once, outside the
+    loop (a try block costs nothing in 3.11+)."""
+    if end is None:
+        end = len(data)
+    if not 0 <= start <= end <= len(data):
+        raise ValueError(f"bad record section bounds {start}..{end} of {len(data)} bytes")
+    if count < 0 or count > (end - start) // RECORD_BYTES_MIN:
+        raise errors.CorruptMessage(
+            f"batch says it has {count} records but its records take {end - start} bytes"
+        )
+    one_byte = _ONE_BYTE_VARINTS_DECODED
+    position = start
+    index = 0
+    try:
+        for index in range(count):
+            size = one_byte[data[position]]
+            if size is not None:
+                position += 1
+            else:
+                size, width = read_signed_varint(data, position)
+                position += width
+            record_end = position + size
+            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
+                raise errors.CorruptMessage(
+                    f"record {index} says it is {size} bytes; {end - position} are left"
+                )
+            position += 1  # attributes: unused
+            timestamp_delta = one_byte[data[position]]
+            if timestamp_delta is not None:
+                position += 1
+            else:
+                timestamp_delta, width = read_signed_varlong(data, position)
+                position += width
+            offset_delta = one_byte[data[position]]
+            if offset_delta is not None:
+                position += 1
+            else:
+                offset_delta, width = read_signed_varint(data, position)
+                position += width
+            size = one_byte[data[position]]
+            if size is not None:
+                position += 1
+            else:
+                size, width = read_signed_varint(data, position)
+                position += width
+            if size >= 0:
+                key: bytes | None = data[position : position + size]
+                position += size
+                if position >= record_end:
+                    raise errors.CorruptMessage(
+                        f"record {index} key of {size} bytes runs past the record"
+                    )
+            elif size == -1:
+                key = None
+            else:
+                raise errors.CorruptMessage(f"record {index} key has length {size}")
+            yield offset_delta, timestamp_delta, key, position, record_end
+            position = record_end
+    except _DECODE_ERRORS:
+        raise errors.CorruptMessage(
+            f"records section of {end - start} bytes ends inside record {index} "
+            "(or has a varint longer than allowed)"
+        ) from None
+    if position != end:
+        raise errors.CorruptMessage(
+            f"{end - position} bytes are left after the batch's {count} records"
+        )
+
+
 def decode_records_into(
     records: list[R],
     make: RecordFactory[R],
@@ -280,70 +380,18 @@ def decode_records_into(
     batch's max timestamp). The section must hold exactly ``count`` records."""
     if not isinstance(data, bytes):
         data = bytes(data)
-    if end is None:
-        end = len(data)
-    if not 0 <= start <= end <= len(data):
-        raise ValueError(f"bad record section bounds {start}..{end} of {len(data)} bytes")
-    if count < 0 or count > (end - start) // RECORD_BYTES_MIN:
-        raise errors.CorruptMessage(
-            f"batch says it has {count} records but its records take {end - start} bytes"
-        )
     append = records.append
-    first = len(records)
-    position = start
-    # Speed: a one-byte varint (-64..63: short keys, small deltas, no headers) is decoded
-    # inline; longer ones by kio's native reader, which returns (value, width). Measured
-    # on 1000 records of 100-byte values, that is about twice as fast as a Python loop
-    # per varint. Reading past the end raises IndexError or kio's DecodeError, turned
-    # into CorruptMessage once, outside the loop (a try block costs nothing in 3.11+).
-    # Key and value slices that overrun their record are caught by the final length
-    # check of each record.
+    one_byte = _ONE_BYTE_VARINTS_DECODED
+    # The walk reads the framing, the deltas and the key; the value and the headers are
+    # read here, the value length like the walk's varints. A value that overruns its
+    # record is caught by the final length check of each record.
     try:
-        for index in range(count):
-            byte = data[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(data, position)
-                position += width
-            record_end = position + size
-            if size < _RECORD_BODY_BYTES_MIN or record_end > end:
-                raise errors.CorruptMessage(
-                    f"record {index} says it is {size} bytes; {end - position} are left"
-                )
-            position += 1  # attributes: unused
-            byte = data[position]
-            if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                timestamp_delta, width = read_signed_varlong(data, position)
-                position += width
-            byte = data[position]
-            if byte < 0x80:
-                offset_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                offset_delta, width = read_signed_varint(data, position)
-                position += width
-            byte = data[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                size, width = read_signed_varint(data, position)
-                position += width
-            if size >= 0:
-                key: bytes | None = data[position : position + size]
-                position += size
-            elif size == -1:
-                key = None
-            else:
-                raise errors.CorruptMessage(f"record {index} key has length {size}")
-            byte = data[position]
-            if byte < 0x80:
-                size = (byte >> 1) ^ -(byte & 1)
+        for offset_delta, timestamp_delta, key, value_position, record_end in iter_record_fields(
+            data, count, start, end
+        ):
+            position = value_position
+            size = one_byte[data[position]]
+            if size is not None:
                 position += 1
             else:
                 size, width = read_signed_varint(data, position)
@@ -354,7 +402,7 @@ def decode_records_into(
             elif size == -1:
                 value = None
             else:
-                raise errors.CorruptMessage(f"record {index} value has length {size}")
+                raise errors.CorruptMessage(f"record value has length {size}")
             if data[position] == 0:
                 headers: tuple[Header, ...] = ()
                 position += 1
@@ -362,7 +410,7 @@ def decode_records_into(
                 headers, position = _read_headers(data, position, record_end)
             if position != record_end:
                 raise errors.CorruptMessage(
-                    f"record {index}'s fields end {position - record_end:+} bytes from "
+                    f"record's fields end {position - record_end:+} bytes from "
                     "where its length says it ends"
                 )
             append(
@@ -378,13 +426,9 @@ def decode_records_into(
             )
     except _DECODE_ERRORS:
         raise errors.CorruptMessage(
-            f"records section of {end - start} bytes ends inside record "
-            f"{len(records) - first} (or has a varint longer than allowed)"
+            "a record's value or headers run past the end of the records section "
+            "(or have a varint longer than allowed)"
         ) from None
-    if position != end:
-        raise errors.CorruptMessage(
-            f"{end - position} bytes are left after the batch's {count} records"
-        )
 
 
 _make_record = frozen_factory(Record)
