@@ -222,3 +222,12 @@ def test_start_up_log_is_short_new_data_dir_then_clean_restart(tmp_path: Path) -
         load_lines = [line for line in start_log.splitlines() if "group coordinator loaded" in line]
         assert len(load_lines) == 1, start_log
         assert "0 group(s) from 50 __consumer_offsets partition(s)" in load_lines[0]
+
+
+def test_an_unreachable_zookeeper_is_one_line(tmp_path: Path) -> None:
+    """Nothing listens on the port: the broker says where it looked and what to check."""
+    zookeeper = f"127.0.0.1:{free_port()}"
+    timeout = "zookeeper.connection.timeout.ms=1000"
+    line = one_line_error(*serve(tmp_path / "data", "--zookeeper", zookeeper, "-o", timeout))
+    assert "cannot reach ZooKeeper at 127.0.0.1:" in line
+    assert "is it running" in line

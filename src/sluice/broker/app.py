@@ -176,7 +176,9 @@ class Broker:
         if connect is None:
             return EmbeddedMetadataStore(self.data_dir)
         return ZooKeeperMetadataStore(
-            connect, session_timeout_s=self.config.zookeeper_session_timeout_ms / 1000
+            connect,
+            session_timeout_s=self.config.zookeeper_session_timeout_ms / 1000,
+            connect_timeout_s=self.config.zookeeper_connection_timeout_ms / 1000,
         )
 
     async def _open_storage(self, stored_identity: meta_properties.MetaProperties | None) -> None:

@@ -384,6 +384,9 @@ class BrokerConfig:
     (and the controller role): its partitions move or go offline. Kafka's default is
     18 s; 6 s moves leadership off a dead broker sooner, and needs a ZooKeeper that is
     not starved (its tickTime at most a third of this)."""
+    zookeeper_connection_timeout_ms: int = 15_000
+    """How long the broker tries to reach ZooKeeper at start before it gives up with an
+    error (Kafka's zookeeper.connection.timeout.ms)."""
     data_dir: Path = Path("./data")
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -564,6 +567,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "broker.rack": ("rack", str),
     "zookeeper.connect": ("zookeeper_connect", str),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _long(1_000, 600_000)),
+    "zookeeper.connection.timeout.ms": (
+        "zookeeper_connection_timeout_ms",
+        _long(100, 600_000),
+    ),
     "log.dirs": ("data_dir", Path),
     "data.dir": ("data_dir", Path),
     "num.partitions": ("num_partitions", _long(1, 10_000)),
