@@ -257,6 +257,9 @@ def test_group_configs_round_trip(open_store: OpenStore) -> None:
         assert await store.group_configs("g") == {}
         await store.set_group_configs("g", {"consumer.session.timeout.ms": "50000"})
         await store.set_group_configs("h", {"consumer.heartbeat.interval.ms": "3000"})
+        await store.set_group_configs("team/a", {"consumer.session.timeout.ms": "45000"})
+        assert await store.group_configs("team/a") == {"consumer.session.timeout.ms": "45000"}
+        await store.set_group_configs("team/a", {})
         assert await store.group_configs("g") == {"consumer.session.timeout.ms": "50000"}
         assert await store.groups_with_configs() == ["g", "h"]
         await store.set_group_configs("g", {})

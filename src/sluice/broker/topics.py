@@ -32,6 +32,7 @@ auto-creation then waits for the other broker's topic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -478,9 +479,13 @@ class TopicManager:
         return made
 
     async def close(self) -> None:
-        """Wait for creations in flight to finish (shutdown)."""
+        """Stop creating (shutdown): the metadata task has stopped, so a creation in
+        flight could never see its topic applied. One already stored is picked up by the
+        next start."""
         if self._runner is not None:
-            await asyncio.shield(self._runner)
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
 
     async def delete(self, name: str) -> None:
         """Delete a topic; returns once this broker applied the deletion."""

@@ -3,9 +3,14 @@
 It runs the ZooKeeper of the Debian package ``zookeeper`` (3.8, with Java 17) as a child
 process, standalone, from a directory of its own::
 
-    <directory>/zoo.cfg          written here: dataDir, 127.0.0.1 and a free port
-    <directory>/data/            its snapshots and transaction log
-    <directory>/zookeeper.log    what it printed
+    <directory>/zoo.cfg            written here: dataDir, 127.0.0.1 and a free port
+    <directory>/log4j.properties   its logging, to the file below (nothing under /var)
+    <directory>/data/              its snapshots and transaction log
+    <directory>/zookeeper.log      what it logged and printed
+
+The class path is ``zookeeper.jar`` (whose manifest names its dependencies) and one slf4j
+binding, log4j's: ``/usr/share/java`` holds several bindings, and slf4j would pick one
+that drops every message.
 
 It is ready when it answers ``ruok`` with ``imok`` on its port (polled until
 :data:`START_TIMEOUT_S`). The tick is short (:data:`TICK_MS`) so that brokers may use
@@ -25,8 +30,11 @@ from types import TracebackType
 from typing import IO, Self
 
 JAVA = "java"
-CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/*"
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+JAVA_DIR = Path("/usr/share/java")
+ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
+CLASSPATH = ":".join(
+    str(JAVA_DIR / jar) for jar in ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
+)
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 HOST = "127.0.0.1"
 
@@ -97,13 +105,19 @@ class LocalZooKeeper:
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr\n"
         )
+        logging_config = self.directory / "log4j.properties"
+        logging_config.write_text(
+            "log4j.rootLogger=INFO, CONSOLE\n"
+            "log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n\n"
+        )
         self._log = self.log_path.open("ab")
         try:
             self._process = subprocess.Popen(
                 [
                     JAVA,
-                    f"-Dzookeeper.log.dir={self.directory}",
-                    "-Dzookeeper.root.logger=INFO,CONSOLE",
+                    f"-Dlog4j.configuration=file:{logging_config}",
                     "-cp",
                     CLASSPATH,
                     MAIN_CLASS,

@@ -15,7 +15,8 @@ another Sluice cluster under another chroot) is never touched::
                                                 {"replicas", "leader", "leader_epoch", "isr"};
                                                 znode version = PartitionState.version
                    /producer_ids                {"next": N}
-                   /group_configs/<group id>    {config name: value}
+                   /group_configs/<group id>    {config name: value}; the id
+                                                percent-encoded (a group id may hold "/")
 
 Writes are ZooKeeper transactions (multi), so they are all or nothing. A topic is created
 with its partitions in one transaction and grown in one (the topic node's partition count
@@ -42,6 +43,7 @@ import json
 import logging
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import MappingProxyType
@@ -138,6 +140,9 @@ class ZooKeeperMetadataStore:
 
     def _topic_path(self, name: str) -> str:
         return self._path("topics", name)
+
+    def _group_path(self, group_id: str) -> str:
+        return self._path("group_configs", urllib.parse.quote(group_id, safe=""))
 
     def _partition_path(self, name: str, index: int) -> str:
         return self._path("topics", name, "partitions", str(index))
@@ -663,7 +668,7 @@ class ZooKeeperMetadataStore:
     async def group_configs(self, group_id: str) -> dict[str, str]:
         def read() -> dict[str, str]:
             try:
-                data, _ = self._client.get(self._path("group_configs", group_id))
+                data, _ = self._client.get(self._group_path(group_id))
             except NoNodeError:
                 return {}
             return dict(json.loads(data))
@@ -672,11 +677,11 @@ class ZooKeeperMetadataStore:
 
     async def groups_with_configs(self) -> list[str]:
         children = await asyncio.to_thread(self._client.get_children, self._path("group_configs"))
-        return sorted(children)
+        return sorted(urllib.parse.unquote(child) for child in children)
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         def write() -> None:
-            path = self._path("group_configs", group_id)
+            path = self._group_path(group_id)
             if not configs:
                 try:
                     self._client.delete(path)
