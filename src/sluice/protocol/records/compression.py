@@ -199,29 +199,21 @@ def _xerial_compress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_block(block: Buffer, room: int, max_bytes: int) -> bytes:
-    """One raw snappy block, checking its declared length against ``room`` first."""
-    try:
-        declared_bytes = cramjam.snappy.decompress_raw_len(block)
-    except _CRAMJAM_ERRORS as error:
-        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
-    if declared_bytes > room:
-        raise _too_large("snappy", max_bytes)
-    try:
-        return bytes(cramjam.snappy.decompress_raw(block))
-    except _CRAMJAM_ERRORS as error:
-        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
-
-
-def _snappy_decompress(data: Buffer, max_bytes: int) -> bytes:
+def _snappy_blocks(
+    data: Buffer, max_bytes: int, too_large: Callable[[], errors.KafkaError]
+) -> Iterator[bytes]:
+    """Inflate snappy ``data`` block by block: raw snappy (librdkafka) is one block for
+    the whole section, xerial framing (Java) a series of blocks, each with its length in
+    front. The version fields of the xerial header are ignored, as every reader does
+    (some writers get their byte order wrong). Each block's declared inflated length is
+    checked against what is left of ``max_bytes`` before it is inflated: past it,
+    ``too_large()`` is raised."""
     view = memoryview(data)
     if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
-        return _snappy_block(view, max_bytes, max_bytes)
-    # xerial: the version fields are ignored, as every reader does (some writers get
-    # their byte order wrong).
+        yield _snappy_block(view, max_bytes, too_large)
+        return
     if len(view) < XERIAL_HEADER_BYTES:
         raise errors.CorruptMessage("xerial snappy header is truncated")
-    parts: list[bytes] = []
     room = max_bytes
     position = XERIAL_HEADER_BYTES
     end = len(view)
@@ -235,11 +227,29 @@ def _snappy_decompress(data: Buffer, max_bytes: int) -> bytes:
                 f"xerial snappy block of {block_bytes} bytes does not fit in the "
                 f"{end - position} bytes left"
             )
-        part = _snappy_block(view[position : position + block_bytes], room, max_bytes)
-        parts.append(part)
+        part = _snappy_block(view[position : position + block_bytes], room, too_large)
         room -= len(part)
         position += block_bytes
-    return b"".join(parts)
+        yield part
+
+
+def _snappy_block(block: Buffer, room: int, too_large: Callable[[], errors.KafkaError]) -> bytes:
+    """One raw snappy block, refused with ``too_large()`` before it is inflated when its
+    declared length is more than ``room``."""
+    try:
+        declared_bytes = cramjam.snappy.decompress_raw_len(block)
+    except _CRAMJAM_ERRORS as error:
+        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
+    if declared_bytes > room:
+        raise too_large()
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except _CRAMJAM_ERRORS as error:
+        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
+
+
+def _snappy_decompress(data: Buffer, max_bytes: int) -> bytes:
+    return b"".join(_snappy_blocks(data, max_bytes, lambda: _too_large("snappy", max_bytes)))
 
 
 # -- lz4 and zstd: bound the output from the frame headers, then decode ----------------
@@ -436,9 +446,7 @@ def iter_decompressed(codec: Compression | int, data: Buffer, max_bytes: int) ->
     for chunk in chunks:
         produced += len(chunk)
         if produced > max_bytes:
-            raise errors.MessageTooLarge(
-                f"the batch's records decompress to more than {max_bytes} bytes"
-            )
+            raise _records_too_large(max_bytes)
         yield chunk
 
 
@@ -475,46 +483,12 @@ def _iter_gzip(data: Buffer) -> Iterator[bytes]:
 
 
 def _iter_snappy(data: Buffer, max_bytes: int) -> Iterator[bytes]:
-    """Raw snappy (librdkafka) is one block for the whole section; xerial framing
-    (Java) is a series of blocks. Each block's length is declared in front of it and
-    checked against what is left of ``max_bytes`` before the block is inflated."""
-    view = memoryview(data)
-    if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
-        yield _snappy_block_within(view, max_bytes, max_bytes)
-        return
-    if len(view) < XERIAL_HEADER_BYTES:
-        raise errors.CorruptMessage("xerial snappy header is truncated")
-    room = max_bytes
-    position = XERIAL_HEADER_BYTES
-    end = len(view)
-    while position < end:
-        if end - position < 4:
-            raise errors.CorruptMessage("xerial snappy block length is truncated")
-        (block_bytes,) = _INT32.unpack_from(view, position)
-        position += 4
-        if block_bytes < 0 or block_bytes > end - position:
-            raise errors.CorruptMessage(
-                f"xerial snappy block of {block_bytes} bytes does not fit in the "
-                f"{end - position} bytes left"
-            )
-        part = _snappy_block_within(view[position : position + block_bytes], room, max_bytes)
-        room -= len(part)
-        position += block_bytes
-        yield part
+    """The blocks of :func:`_snappy_blocks`, refused with ``MessageTooLarge``."""
+    return _snappy_blocks(data, max_bytes, lambda: _records_too_large(max_bytes))
 
 
-def _snappy_block_within(block: Buffer, room: int, max_bytes: int) -> bytes:
-    """One raw snappy block, refused with ``MessageTooLarge`` before it is inflated when
-    its declared length is more than the ``room`` left under ``max_bytes``."""
-    try:
-        declared_bytes = cramjam.snappy.decompress_raw_len(block)
-    except _CRAMJAM_ERRORS as error:
-        raise errors.CorruptMessage(f"snappy block is corrupt: {error}") from None
-    if declared_bytes > room:
-        raise errors.MessageTooLarge(
-            f"the batch's records decompress to more than {max_bytes} bytes"
-        )
-    return _snappy_block(block, room, max_bytes)
+def _records_too_large(max_bytes: int) -> errors.KafkaError:
+    return errors.MessageTooLarge(f"the batch's records decompress to more than {max_bytes} bytes")
 
 
 def _iter_lz4(data: Buffer) -> Iterator[bytes]:
