@@ -22,7 +22,6 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice.cli.local_zookeeper import HOST, LocalZooKeeper, free_port
+from sluice.cli.local_zookeeper import LocalZooKeeper
+from sluice.cli.loopback import HOST, accepts_connections, free_port
 
 TOPIC = "failover"
 PARTITIONS = 12
@@ -89,7 +89,7 @@ def main() -> None:
         bootstrap = ",".join(f"{HOST}:{p}" for p in ports)
         try:
             for port in ports:
-                wait_until(lambda port=port: listening(port), args.timeout_s)
+                wait_until(lambda port=port: accepts_connections(port), args.timeout_s)
             admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(args.timeout_s)
             throughput = produce(bootstrap, args.messages, args.timeout_s)
@@ -140,14 +140,6 @@ def failover_round(
         lambda: all(metadata(bootstrap)[1][p] == controller for p in owned), args.timeout_s * 2
     )
     return failover, offline, time.monotonic() - restarted_at
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def produce(bootstrap: str, count: int, timeout_s: float) -> float:

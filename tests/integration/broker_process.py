@@ -10,30 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-HOST = "127.0.0.1"
+from sluice.cli.loopback import HOST, accepts_connections, free_port
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOG_TAIL_BYTES = 20_000
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
-def port_accepts_connections(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class BrokerStartError(RuntimeError):
@@ -123,7 +109,7 @@ class BrokerProcess:
                 raise BrokerStartError(
                     f"broker exited with code {exit_code} before listening\n{self.log_tail()}"
                 )
-            if port_accepts_connections(self.host, self.port):
+            if accepts_connections(self.port, self.host):
                 return
             time.sleep(0.05)  # polling interval while waiting for the port, not a sync
         self._terminate(signal.SIGKILL)

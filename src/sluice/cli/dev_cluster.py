@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,8 @@ from typing import IO
 
 import click
 
-from sluice.cli.local_zookeeper import HOST, LocalZooKeeper, ZooKeeperError
+from sluice.cli.local_zookeeper import LocalZooKeeper, ZooKeeperError
+from sluice.cli.loopback import HOST, accepts_connections
 
 BROKER_START_TIMEOUT_S = 60.0
 """How long each broker may take to listen."""
@@ -33,14 +33,6 @@ BROKER_STOP_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.1
 BROKERS_MAX = 16
 """More brokers than this on one machine only compete for its cores."""
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class _Broker:
@@ -72,10 +64,10 @@ class _Broker:
             start_new_session=True,  # Ctrl-C reaches dev-cluster, which stops them in order
         )
 
-    def wait_listening(self) -> None:
+    def waitaccepts_connections(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + BROKER_START_TIMEOUT_S
-        while not _listening(self.port):
+        while not accepts_connections(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 tail = self.log_path.read_text(errors="replace")[-3000:]
                 raise click.ClickException(
@@ -99,7 +91,7 @@ class _Broker:
 
 def _check_ports(port: int, count: int) -> None:
     for candidate in range(port, port + count):
-        if _listening(candidate):
+        if accepts_connections(candidate):
             raise click.ClickException(
                 f"port {candidate} is already in use: stop what listens there or pass "
                 f"--port (the brokers take {count} consecutive ports)"
@@ -151,7 +143,7 @@ def dev_cluster(*, broker_count: int, port: int, directory: Path) -> None:
         for broker in brokers:
             broker.start()
         for broker in brokers:
-            broker.wait_listening()
+            broker.waitaccepts_connections()
         bootstrap = ",".join(f"{HOST}:{b.port}" for b in brokers)
         click.echo(f"ZooKeeper on {zookeeper.connect} (log: {zookeeper.log_path})")
         for broker in brokers:
@@ -189,5 +181,5 @@ def _zookeeper_port(directory: Path) -> int | None:
     for line in config.read_text().splitlines():
         if line.startswith("clientPort="):
             previous = int(line.split("=", 1)[1])
-            return None if _listening(previous) else previous
+            return None if accepts_connections(previous) else previous
     return None

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from sluice.cli.loopback import HOST, free_port
+
 JAVA = "java"
 JAVA_DIR = Path("/usr/share/java")
 ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
@@ -36,7 +38,6 @@ CLASSPATH = ":".join(
     str(JAVA_DIR / jar) for jar in ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
 )
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-HOST = "127.0.0.1"
 
 TICK_MS = 500
 """ZooKeeper's tickTime: sessions may last 2 to 20 ticks (1 to 10 s here)."""
@@ -50,12 +51,6 @@ POLL_INTERVAL_S = 0.05
 
 class ZooKeeperError(Exception):
     """ZooKeeper could not be started; the message says why and what to do."""
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def is_ok(host: str, port: int) -> bool:
