@@ -381,29 +381,27 @@ class TopicManager:
         await self._store_created(ready)
 
     async def _store_created(self, ready: list[_Creation]) -> None:
-        """One metadata write for the batch (one per topic after a name turned out to be
-        taken by another broker), then wait until each topic is applied here."""
-        stored: list[TopicMetadata] = []
-        for group in [ready] if len(ready) == 1 else [ready, *[[c] for c in ready]]:
-            try:
-                stored = await self._store.create_topics([c.topic for c in group])
-            except TopicExists:
-                if len(group) == 1:
-                    await self._fail_created(
-                        group,
-                        errors.TopicAlreadyExists(f"topic {group[0].topic.name!r} already exists"),
-                    )
-                    continue
-                # Another broker took a name of the batch: one by one, to find which.
-                continue
-            except OSError as e:
-                error = errors.KafkaStorageError(f"cannot write the topic metadata: {e}")
-                await self._fail_created(group, error)
-                self._log_failures(group, error)
+        """One metadata write for the batch, then wait until its topics are applied
+        here. When another broker took a name of the batch meanwhile, the topics are
+        written one by one, so only that one fails."""
+        try:
+            stored = await self._store.create_topics([c.topic for c in ready])
+        except TopicExists:
+            if len(ready) > 1:
+                for creation in ready:
+                    await self._store_created([creation])
                 return
-            await self._publish_created(group, stored)
-            if group is ready:
-                break
+            name = ready[0].topic.name
+            await self._fail_created(
+                ready, errors.TopicAlreadyExists(f"topic {name!r} already exists")
+            )
+            return
+        except OSError as e:
+            error = errors.KafkaStorageError(f"cannot write the topic metadata: {e}")
+            await self._fail_created(ready, error)
+            self._log_failures(ready, error)
+            return
+        await self._publish_created(ready, stored)
 
     async def _publish_created(self, group: list[_Creation], stored: list[TopicMetadata]) -> None:
         """Wait until the broker applied the metadata holding the new topics (which
