@@ -43,11 +43,13 @@ from sluice.broker.fatal import (
     what_to_do,
 )
 from sluice.broker.handlers.table import HANDLERS
+from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
+from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
@@ -201,8 +203,13 @@ class Broker:
             )
         else:
             meta_properties.check_cluster_id(self.data_dir, stored_identity, cluster_id)
+        self.isr_changes = IsrChanges(store, self.replicas, self.config.replica_lag_time_max_ms)
+        self.replicas.isr_changes = self.isr_changes
         self.applier = MetadataApplier(
             self.config.node_id, store.image(), self.replicas, self._metadata_storage_error
+        )
+        self.fetchers = ReplicaFetchers(
+            self.config, self.replicas, lambda: self.applier.image, self._replication_storage_error
         )
         self.replicas.partition_exists = lambda tp: self.applier.image.partition(tp) is not None
         self.topics = TopicManager(store, self.replicas, self.applier, self.config)
@@ -264,6 +271,12 @@ class Broker:
     def _metadata_storage_error(self, error: BaseException) -> None:
         self.fatal.fail(
             f"opening partition logs in {self.data_dir} for new metadata failed: "
+            f"{describe_os_error(error)}; {what_to_do(error)}"
+        )
+
+    def _replication_storage_error(self, error: BaseException) -> None:
+        self.fatal.fail(
+            f"copying from a partition leader into {self.data_dir} failed: "
             f"{describe_os_error(error)}; {what_to_do(error)}"
         )
 
@@ -346,8 +359,11 @@ class Broker:
                 background = [
                     tasks.create_task(self.applier.run(), name="metadata applier"),
                     tasks.create_task(self.controller.run(), name="controller"),
+                    tasks.create_task(self.isr_changes.run(), name="ISR changes"),
+                    tasks.create_task(self.fetchers.run(), name="replica fetchers"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
+                self.applier.add_listener(lambda delta: self.fetchers.sync())
                 await self.applier.wait_for(
                     lambda image: self.config.node_id in image.brokers,
                     REGISTRATION_APPLIED_TIMEOUT_S,

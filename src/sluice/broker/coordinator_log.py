@@ -5,8 +5,8 @@ for groups, …), as the coordinator runtime sees them: the broker's
 Appends go through the same leader path as any produce with acks=all: one batch per
 call, answered once the high watermark has passed it, so a coordinator's write (a
 committed offset, …) is never acknowledged before it is durable under the topic's
-settings. Loading reads a partition from its log start to its high watermark and decodes
-every record.
+settings. Loading reads a partition from its log start to its log end and decodes every
+record (a new leader's high watermark may lag behind what its predecessor committed).
 """
 
 from __future__ import annotations
@@ -63,16 +63,19 @@ class PartitionCoordinatorLog:
             base_timestamp_ms=self._clock.wall_ms(),
         )
         result = hosted.append(bytearray(batch), acks=-1)
-        wanted = result.last_offset + 1
-        committed = await self._purgatory.wait_until(
+        wanted, epoch = result.last_offset + 1, hosted.leader_epoch
+        await self._purgatory.wait_until(
             [topic_partition],
-            lambda: hosted.has_high_watermark_reached(wanted),
+            lambda: hosted.acks_all_outcome(wanted, epoch) is not False,
             self._append_timeout_ms / 1000,
         )
-        if not committed:
+        outcome = hosted.acks_all_outcome(wanted, epoch)
+        if outcome is False:
             raise errors.RequestTimedOut(
                 f"{topic_partition}: coordinator write not replicated in time"
             )
+        if isinstance(outcome, errors.KafkaError):
+            raise outcome
 
     def read(self, partition: int) -> Iterator[Record]:
         hosted = self._replicas.find(TopicPartition(self._topic, partition))
@@ -80,7 +83,9 @@ class PartitionCoordinatorLog:
             return
         log = hosted.log
         offset = log.log_start_offset
-        end = hosted.high_watermark
+        # To the log end, as Kafka's coordinator loads: a new leader's high watermark
+        # may still lag behind records the old leader had committed.
+        end = log.log_end_offset
         while offset < end:
             chunk = log.read(offset, LOAD_READ_BYTES, max_offset=end).read_bytes()
             start = offset

@@ -1,18 +1,80 @@
-"""One partition replica hosted by this broker: its log and its leadership state.
+"""One partition replica hosted by this broker: its log and its part in replication.
 
-The leader appends, tracks every in-sync replica's log end offset, and moves the high
-watermark to the smallest of them (Kafka's ISR model). A single node is a cluster of one:
-its ISR is itself, so the high watermark follows the log end offset at once, but acks=all
-still waits through the same high-watermark path a cluster uses.
+A replica is the leader or a follower, as the partition state in the metadata says::
+
+                       state names this broker leader (new epoch)
+          follower ─────────────────────────────────────────────▶ leader
+             ▲  fetches from the leader                              │ appends produced
+             │  (broker.replica_fetcher), appends                    │ batches, tracks each
+             │  its batches as they are                              │ follower's log end,
+             └────────────────────────────────────────────────────── │ moves the high
+                       state names another leader (or none)          ▼ watermark, asks for
+                                                                       ISR changes
+
+The leader (Kafka's ISR model):
+
+* Each follower fetch names the follower's log end offset (its fetch offset); the
+  follower is *caught up* at a fetch that reaches the leader's log end, or that reaches
+  what was the leader's log end at its previous fetch (then it was caught up as of that
+  earlier fetch).
+* The high watermark is the smallest log end offset of the ISR, counting members being
+  added or removed by a change not yet written (KIP-497's "maximal ISR"), so it never
+  counts on a replica the metadata does not yet hold in sync, nor drops one too soon. A
+  follower whose log end the leader has not yet heard of holds the high watermark back.
+* A follower outside the ISR whose log end reaches the high watermark and the start of
+  the leader's epoch joins it; one in the ISR not caught up for ``replica.lag.time.max.ms``
+  leaves it. Both are conditional writes of the partition state (version = Kafka's
+  partition epoch), made by :class:`IsrChanges` (``broker.isr``), one at a time per
+  partition; a write that loses to a newer state is simply dropped.
+* A new leader epoch starts at the log end offset, written to the leader-epoch checkpoint
+  at once, so followers can ask where their epochs end (OffsetForLeaderEpoch).
+
+A single node is a cluster of one: its ISR is itself, so the high watermark follows the
+log end at once, through the same path.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Protocol
+
 from sluice.broker.purgatory import Purgatory
 from sluice.cluster.model import PartitionState
 from sluice.common import errors
+from sluice.common.clock import Clock
+from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.storage import AppendResult, PartitionLog
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_OFFSET = -1
+"""A follower's log end offset before its first fetch from this leader."""
+
+
+def log_end_key(topic_partition: TopicPartition) -> Hashable:
+    """The purgatory key follower fetches wait on: woken by every append (consumers and
+    acks=all producers wait on the partition itself, woken when the high watermark
+    moves)."""
+    return ("log end", topic_partition)
+
+
+class IsrChangeSink(Protocol):
+    """Where a leader sends the ISR it wants written (``broker.isr.IsrChanges``)."""
+
+    def submit(self, partition: Partition, isr: tuple[int, ...]) -> None: ...
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_log_end_at_last_fetch: int = 0
 
 
 class Partition:
@@ -23,20 +85,30 @@ class Partition:
         state: PartitionState,
         node_id: int,
         purgatory: Purgatory,
+        clock: Clock,
+        isr_changes: IsrChangeSink | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.log = log
         self.state = state
         self._node_id = node_id
         self._purgatory = purgatory
-        self._replica_log_end_offsets: dict[int, int] = {}
+        self._clock = clock
+        self._isr_changes = isr_changes
+        self._followers: dict[int, FollowerState] = {}
+        self._pending_isr: tuple[int, ...] | None = None
+        """An ISR this leader asked to write, from the state at ``_pending_from_version``."""
+        self._pending_from_version = -1
         self.dirty = False
         """Appended to since the last fsync (the flusher's work list)."""
         self.last_flush_ms = 0
         """Monotonic time of the last fsync the flusher started."""
         self.last_checkpoint_ms = 0
         """Monotonic time the flusher last wrote this partition's checkpoints."""
-        self._advance_high_watermark()
+        if self.is_leader:
+            self._become_leader()
+
+    # ── state ──────────────────────────────────────────────────────────────────────
 
     @property
     def is_leader(self) -> bool:
@@ -50,10 +122,77 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def has_followers(self) -> bool:
+        return len(self.state.replicas) > 1
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR plus members a pending change adds (or has not yet removed)."""
+        return frozenset(self.state.isr) | frozenset(self._pending_isr or ())
+
     def update_state(self, state: PartitionState) -> None:
-        assert state.leader_epoch >= self.state.leader_epoch, "leader epochs never go back"
+        """Take a newer partition state from the metadata (or from this leader's own ISR
+        write): become leader, follower, or stay, keeping what still holds."""
+        current = self.state
+        if (state.leader_epoch, state.version) < (current.leader_epoch, current.version):
+            log.debug("%s: ignoring an older state %s", self.topic_partition, state)
+            return
+        was_leader = self.is_leader
         self.state = state
+        if self._pending_isr is not None and state.version > self._pending_from_version:
+            self._pending_isr = None  # written, or lost to a newer state: decided either way
+        if self.is_leader and (not was_leader or state.leader_epoch != current.leader_epoch):
+            self._become_leader()
+        elif self.is_leader:
+            self._keep_followers()
+        else:
+            self._followers.clear()
+            self._pending_isr = None
+            if was_leader:
+                log.info(
+                    "%s: broker %d now follows %d (epoch %d)",
+                    self.topic_partition,
+                    self._node_id,
+                    state.leader,
+                    state.leader_epoch,
+                )
+        # Waiting producers and fetches look again: leadership or the ISR moved.
+        self._purgatory.notify(self.topic_partition)
+        self._purgatory.notify(log_end_key(self.topic_partition))
         self._advance_high_watermark()
+
+    def _become_leader(self) -> None:
+        now = self._clock.monotonic_ms()
+        self.log.begin_leader_epoch(self.state.leader_epoch)
+        self._followers = {
+            replica: FollowerState(
+                last_caught_up_ms=now if replica in self.state.isr else 0,
+                last_fetch_ms=now,
+            )
+            for replica in self.state.replicas
+            if replica != self._node_id
+        }
+        self._pending_isr = None
+        log.info(
+            "%s: broker %d leads at epoch %d from offset %d (ISR %s)",
+            self.topic_partition,
+            self._node_id,
+            self.state.leader_epoch,
+            self.log.log_end_offset,
+            list(self.state.isr),
+        )
+
+    def _keep_followers(self) -> None:
+        """Same leader and epoch, other replicas (a reassignment) or ISR: followers that
+        remain keep what the leader knows of them."""
+        now = self._clock.monotonic_ms()
+        self._followers = {
+            replica: self._followers.get(replica)
+            or FollowerState(last_caught_up_ms=now if replica in self.state.isr else 0)
+            for replica in self.state.replicas
+            if replica != self._node_id
+        }
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raise unless this replica leads at the epoch the client believes in."""
@@ -71,35 +210,146 @@ class Partition:
                     f"{self.topic_partition}: epoch {current_leader_epoch} > {self.leader_epoch}"
                 )
 
+    # ── leader ─────────────────────────────────────────────────────────────────────
+
     def append(self, batch: bytearray, *, acks: int) -> AppendResult:
         """Append one validated batch as leader. Synchronous: appends from pipelined
-        requests happen in the order the requests arrived."""
+        requests happen in the order the requests arrived. acks=all is refused with
+        NOT_ENOUGH_REPLICAS while the ISR is smaller than min.insync.replicas."""
         self.check_leader()
-        min_insync = self.log.config.min_insync_replicas
-        if acks == -1 and len(self.state.isr) < min_insync:
-            raise errors.NotEnoughReplicas(
-                f"{self.topic_partition} has {len(self.state.isr)} in-sync replica(s), "
-                f"min.insync.replicas is {min_insync}"
-            )
+        if acks == -1:
+            self.check_enough_replicas(errors.NotEnoughReplicas)
         result = self.log.append(batch, leader_epoch=self.leader_epoch)
         if not result.duplicate:
             self.dirty = True
+            if self.has_followers:
+                self._purgatory.notify(log_end_key(self.topic_partition))
             self._advance_high_watermark()
         return result
 
-    def _advance_high_watermark(self) -> None:
-        log_end_offsets = [
-            self.log.log_end_offset
-            if replica == self._node_id
-            else self._replica_log_end_offsets.get(replica, 0)
-            for replica in self.state.isr
-        ]
-        if not self.is_leader or not log_end_offsets:
+    def check_enough_replicas(self, error: type[errors.KafkaError]) -> None:
+        """Raise ``error`` when the ISR is smaller than min.insync.replicas."""
+        min_insync = self.log.config.min_insync_replicas
+        if len(self.state.isr) < min_insync:
+            raise error(
+                f"{self.topic_partition} has {len(self.state.isr)} in-sync replica(s), "
+                f"min.insync.replicas is {min_insync}"
+            )
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset`` (so its log ends there): note whether
+        it is caught up, move the high watermark, and ask for it to join the ISR when it
+        qualifies. Raises NOT_LEADER_OR_FOLLOWER for a broker that is not a replica."""
+        follower = self._followers.get(replica)
+        if follower is None:
+            raise errors.NotLeaderOrFollower(
+                f"broker {replica} is not a replica of {self.topic_partition}"
+            )
+        now = self._clock.monotonic_ms()
+        leader_log_end = self.log.log_end_offset
+        if fetch_offset >= leader_log_end:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_log_end_at_last_fetch:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.leader_log_end_at_last_fetch = leader_log_end
+        follower.last_fetch_ms = now
+        follower.log_end_offset = fetch_offset
+        self._advance_high_watermark()
+        if (
+            replica not in self.maximal_isr
+            and fetch_offset >= self.log.high_watermark
+            and fetch_offset >= self._epoch_start_offset()
+        ):
+            self._propose_isr((*self.state.isr, replica))
+
+    def _epoch_start_offset(self) -> int:
+        entries = self.log.leader_epoch_cache.entries
+        return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else 0
+
+    def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
+        """Ask for the ISR without followers not caught up for ``lag_time_max_ms``."""
+        if not self.is_leader or self._pending_isr is not None:
             return
-        new_high_watermark = min(log_end_offsets)
+        now = self._clock.monotonic_ms()
+        lagging = {
+            replica
+            for replica in self.state.isr
+            if replica != self._node_id
+            and (follower := self._followers.get(replica)) is not None
+            and now - follower.last_caught_up_ms > lag_time_max_ms
+        }
+        if lagging:
+            log.info(
+                "%s: followers %s have not caught up for %d ms; leaving the ISR",
+                self.topic_partition,
+                sorted(lagging),
+                lag_time_max_ms,
+            )
+            self._propose_isr(tuple(r for r in self.state.isr if r not in lagging))
+
+    def _propose_isr(self, isr: tuple[int, ...]) -> None:
+        if self._isr_changes is None or self._pending_isr is not None:
+            return
+        self._pending_isr = isr
+        self._pending_from_version = self.state.version
+        self._isr_changes.submit(self, isr)
+
+    def isr_change_failed(self, from_version: int) -> None:
+        """The ISR write made from ``from_version`` did not happen: allow another."""
+        if self._pending_from_version == from_version:
+            self._pending_isr = None
+            self._advance_high_watermark()
+
+    def _advance_high_watermark(self) -> None:
+        if not self.is_leader:
+            return
+        new_high_watermark = self.log.log_end_offset
+        for replica in self.maximal_isr:
+            if replica == self._node_id:
+                continue
+            follower = self._followers.get(replica)
+            if follower is None or follower.log_end_offset == UNKNOWN_OFFSET:
+                return  # not heard from since this leader began: wait for it
+            new_high_watermark = min(new_high_watermark, follower.log_end_offset)
         if new_high_watermark > self.log.high_watermark:
             self.log.update_high_watermark(new_high_watermark)
             self._purgatory.notify(self.topic_partition)
 
     def has_high_watermark_reached(self, offset: int) -> bool:
         return self.log.high_watermark >= offset
+
+    def acks_all_outcome(self, end_offset: int, leader_epoch: int) -> KafkaError | bool:
+        """For an acks=all append made at ``leader_epoch`` and ending before
+        ``end_offset``: False while it waits for the ISR; True once committed with at
+        least min.insync.replicas in sync; else the error to answer
+        (NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile: the new leader may not
+        have it; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+        min.insync.replicas before it was committed)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return errors.NotLeaderOrFollower(
+                f"{self.topic_partition}: leadership moved (epoch {self.leader_epoch}, "
+                f"leader {self.state.leader}) before the append at epoch {leader_epoch} "
+                "was replicated"
+            )
+        if self.log.high_watermark < end_offset:
+            return False
+        try:
+            self.check_enough_replicas(errors.NotEnoughReplicasAfterAppend)
+        except errors.NotEnoughReplicasAfterAppend as e:
+            return e
+        return True
+
+    def follower_log_end_offsets(self) -> dict[int, int]:
+        """Each follower's log end offset as this leader last heard it (-1: not yet)."""
+        return {replica: f.log_end_offset for replica, f in self._followers.items()}
+
+    # ── follower ───────────────────────────────────────────────────────────────────
+
+    def append_as_follower(self, records: bytes | memoryview, leader_high_watermark: int) -> None:
+        """Append batches fetched from the leader as they are, and take the leader's high
+        watermark (as far as this log reaches)."""
+        assert not self.is_leader, "a leader appends produced batches, not fetched ones"
+        if len(records):
+            self.log.append_as_follower(records)
+            self.dirty = True
+        self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))

@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from sluice.broker.partition import Partition
+from sluice.broker.partition import IsrChangeSink, Partition
 from sluice.broker.purgatory import Purgatory
 from sluice.cluster.model import TopicId, TopicMetadata
 from sluice.common import errors
@@ -109,6 +109,8 @@ class ReplicaManager:
         self.partition_exists: Callable[[TopicPartition], bool] = lambda _: False
         """Whether the cluster metadata has a partition (set by the broker once its
         metadata is loaded)."""
+        self.isr_changes: IsrChangeSink | None = None
+        """Where leaders send ISR changes (set by the broker in a cluster)."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
 
@@ -211,14 +213,6 @@ class ReplicaManager:
             partition.log.update_config(config)
         state = topic.partitions[index]
         if partition.state != state:
-            if state.leader_epoch < partition.state.leader_epoch:
-                log.warning(
-                    "%s: ignoring a state at leader epoch %d older than the current %d",
-                    partition.topic_partition,
-                    state.leader_epoch,
-                    partition.state.leader_epoch,
-                )
-                return
             partition.update_state(state)
 
     def prepare(
@@ -337,7 +331,13 @@ class ReplicaManager:
             partition_log = by_partition.get(topic_partition)
             if partition_log is not None:
                 self._partitions[topic_partition] = Partition(
-                    topic_partition, partition_log, state, self.node_id, self.purgatory
+                    topic_partition,
+                    partition_log,
+                    state,
+                    self.node_id,
+                    self.purgatory,
+                    self.clock,
+                    self.isr_changes,
                 )
 
     def dirty_partitions(self) -> list[Partition]:

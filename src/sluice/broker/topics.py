@@ -80,21 +80,6 @@ def is_internal_topic(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
 
-REPLICATION_FACTOR_SUPPORTED_MAX = 1
-"""Replicas per partition this version serves: followers do not copy their leader yet,
-so a partition with more replicas could never acknowledge acks=all writes."""
-
-
-def _check_replication_supported(topic: TopicMetadata) -> None:
-    factor = max((len(s.replicas) for s in topic.partitions.values()), default=1)
-    if factor > REPLICATION_FACTOR_SUPPORTED_MAX:
-        raise errors.InvalidReplicationFactor(
-            f"replication factor {factor}: this version of Sluice does not replicate "
-            f"partitions yet; use replication factor {REPLICATION_FACTOR_SUPPORTED_MAX} "
-            "(partitions still spread over the brokers)"
-        )
-
-
 @dataclass
 class _Creation:
     topic: TopicMetadata
@@ -197,7 +182,6 @@ class TopicManager:
                 self.image.live_brokers(),
                 self._random,
             )
-        _check_replication_supported(topic)
         if not name.startswith(INTERNAL_TOPIC_PREFIX):
             # Internal topics (made by the broker itself) are counted, never refused.
             self._check_partition_limit(name, self._hosted_here(topic))
@@ -317,7 +301,12 @@ class TopicManager:
             future = self.begin_create(
                 OFFSETS_TOPIC,
                 self._config.offsets_topic_num_partitions,
-                self._config.offsets_topic_replication_factor,
+                # Kafka refuses until enough brokers are up; here a smaller cluster
+                # gets one replica per live broker.
+                min(
+                    self._config.offsets_topic_replication_factor,
+                    max(len(self.image.live_brokers()), 1),
+                ),
                 {
                     "cleanup.policy": "compact",
                     "segment.bytes": str(self._config.offsets_topic_segment_bytes),

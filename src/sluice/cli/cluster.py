@@ -67,6 +67,15 @@ class _Status:
         live = {b.node_id for b in self.described.brokers}
         return [p for p in self.partitions if p.leader_id not in live]
 
+    def under_replicated(self) -> list[PartitionMetadata]:
+        """Online partitions with a replica out of the ISR (Kafka's under-replicated)."""
+        offline = {(p.topic, p.partition) for p in self.offline()}
+        return [
+            p
+            for p in self.partitions
+            if len(p.isr_ids) < len(p.replica_ids) and (p.topic, p.partition) not in offline
+        ]
+
     def to_json(self) -> dict[str, Any]:
         partitions = self.partitions
         return {
@@ -87,6 +96,15 @@ class _Status:
             "offline_partitions": [
                 {"topic": p.topic, "partition": p.partition, "replicas": list(p.replica_ids)}
                 for p in self.offline()
+            ],
+            "under_replicated_partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "replicas": list(p.replica_ids),
+                    "isr": list(p.isr_ids),
+                }
+                for p in self.under_replicated()
             ],
             "topics": {
                 topic.name: [
@@ -109,7 +127,8 @@ class _Status:
 @bootstrap_option
 def status(*, output_format: str, bootstrap_server: str) -> None:
     """Show the brokers, the controller, how many partitions each broker leads and holds,
-    and the partitions that have no live leader (offline).
+    the partitions that have no live leader (offline) and those with a replica out of
+    sync (under-replicated).
 
     Exits with status 2 when a partition is offline.
     """
@@ -143,13 +162,21 @@ def status(*, output_format: str, bootstrap_server: str) -> None:
             )
         echo_table(rows)
         offline = document["offline_partitions"]
+        under_replicated = document["under_replicated_partitions"]
         click.echo(
             f"Partitions: {document['partition_count']} in {len(found.topics)} topic(s), "
-            f"{len(offline)} offline"
+            f"{len(offline)} offline, {len(under_replicated)} under-replicated"
         )
         for entry in offline:
             replicas = ",".join(str(r) for r in entry["replicas"])
             click.echo(f"  offline: {entry['topic']}:{entry['partition']} (replicas {replicas})")
+        for entry in under_replicated:
+            replicas = ",".join(str(r) for r in entry["replicas"])
+            isr = ",".join(str(r) for r in entry["isr"])
+            click.echo(
+                f"  under-replicated: {entry['topic']}:{entry['partition']} "
+                f"(replicas {replicas}, in sync {isr})"
+            )
     if document["offline_partitions"]:
         raise click.exceptions.Exit(2)
 

@@ -116,13 +116,23 @@ def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[Par
     unclean election off; an offline partition whose ISR member came back leads again;
     a partition led by a broker in ``restarted`` (registered anew since the controller
     last looked) gets the next leader epoch. The ISR drops brokers that are not live,
-    except the last one, which stays (the only replica known to have every record)."""
+    except the last one, which stays (the only replica known to have every record); a
+    partition whose leader stays keeps its leader epoch when a dead or restarted follower
+    leaves its ISR (only the partition state's version moves)."""
     live = image.brokers
     changes: list[PartitionChange] = []
     for topic in image.topics.values():
         for index, state in topic.partitions.items():
             leader_ok = state.leader in live and state.leader not in restarted
             if leader_ok:
+                in_sync_live = tuple(r for r in state.isr if r in live and r not in restarted)
+                if in_sync_live != state.isr:
+                    # A dead follower leaves the ISR at once (the leader would drop it
+                    # only after replica.lag.time.max.ms, holding acks=all back), and so
+                    # does a restarted one: it may have lost its unflushed tail, and
+                    # rejoins once caught up (as KIP-903 has it).
+                    new_state = dataclasses.replace(state, isr=in_sync_live)
+                    changes.append(PartitionChange(topic.name, index, new_state))
                 continue
             in_sync = [r for r in state.replicas if r in state.isr and r in live]
             if in_sync:

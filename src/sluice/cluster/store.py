@@ -17,6 +17,8 @@ Writes are conditional::
     partition state   the controller        each state's version AND the controller
                                             epoch (ControllerFenced if a newer
                                             controller was elected)
+    partition ISR     the partition leader  the state's version (a leader change
+                                            bumps it, so a deposed leader loses)
     new topic         any broker            the name is free (TopicExists)
 
 so a writer that read a stale state, or a controller that was paused past its session
@@ -120,11 +122,14 @@ class MetadataStore(Protocol):
         ...
 
     async def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int
+        self, changes: Sequence[PartitionChange], controller_epoch: int | None
     ) -> list[PartitionState]:
         """Write new partition states, all or none, each conditional on its version and
         all on ``controller_epoch`` still being the current one; return them with their
-        new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic."""
+        new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic.
+        ``controller_epoch`` None: a partition leader writing its ISR (Kafka's
+        AlterPartition, made as ZooKeeper-era Kafka leaders made it), conditional on the
+        versions only."""
         ...
 
     async def allocate_producer_id_block(self, block_size: int) -> int:

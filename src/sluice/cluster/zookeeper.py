@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import threading
@@ -493,10 +494,7 @@ class ZooKeeperMetadataStore:
             TopicMetadata(
                 topic.name,
                 topic.topic_id,
-                {
-                    index: PartitionState(s.replicas, s.leader, s.leader_epoch, s.isr, 0)
-                    for index, s in topic.partitions.items()
-                },
+                {index: dataclasses.replace(s, version=0) for index, s in topic.partitions.items()},
                 dict(topic.configs),
                 0,
             )
@@ -571,12 +569,7 @@ class ZooKeeperMetadataStore:
         self._raise_failure(results)
         current = self._topics.get(name)
         partitions = dict(current.partitions) if current is not None else {}
-        partitions.update(
-            {
-                i: PartitionState(s.replicas, s.leader, s.leader_epoch, s.isr, 0)
-                for i, s in added.items()
-            }
-        )
+        partitions.update({i: dataclasses.replace(s, version=0) for i, s in added.items()})
         return TopicMetadata(
             name,
             uuid.UUID(document["topic_id"]),
@@ -586,15 +579,16 @@ class ZooKeeperMetadataStore:
         )
 
     async def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int
+        self, changes: Sequence[PartitionChange], controller_epoch: int | None
     ) -> list[PartitionState]:
         return await self._run(lambda: self._update_partitions(changes, controller_epoch))
 
     def _update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int
+        self, changes: Sequence[PartitionChange], controller_epoch: int | None
     ) -> list[PartitionState]:
         transaction = self._client.transaction()
-        transaction.check(self._path("controller_epoch"), version=controller_epoch)
+        if controller_epoch is not None:
+            transaction.check(self._path("controller_epoch"), version=controller_epoch)
         for change in changes:
             transaction.set_data(
                 self._partition_path(change.topic, change.partition),
@@ -602,11 +596,13 @@ class ZooKeeperMetadataStore:
                 version=change.state.version,
             )
         results = transaction.commit()
-        if isinstance(results[0], (BadVersionError, NoNodeError)):
-            raise ControllerFenced(
-                f"controller epoch {controller_epoch} is no longer the current one"
-            )
-        for change, result in zip(changes, results[1:], strict=True):
+        if controller_epoch is not None:
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                raise ControllerFenced(
+                    f"controller epoch {controller_epoch} is no longer the current one"
+                )
+            results = results[1:]
+        for change, result in zip(changes, results, strict=True):
             if isinstance(result, BadVersionError):
                 raise StaleVersion(
                     f"{change.topic}-{change.partition}: changed since version "
@@ -615,16 +611,7 @@ class ZooKeeperMetadataStore:
             if isinstance(result, NoNodeError):
                 raise NoSuchTopic(f"{change.topic}-{change.partition}")
         self._raise_failure(results)
-        return [
-            PartitionState(
-                c.state.replicas,
-                c.state.leader,
-                c.state.leader_epoch,
-                c.state.isr,
-                c.state.version + 1,
-            )
-            for c in changes
-        ]
+        return [dataclasses.replace(c.state, version=c.state.version + 1) for c in changes]
 
     @staticmethod
     def _raise_failure(results: Sequence[Any]) -> None:

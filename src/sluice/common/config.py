@@ -395,13 +395,27 @@ class BrokerConfig:
     """How often the flusher looks for partitions whose flush.ms has passed."""
     log_retention_check_interval_ms: int = 300_000
     offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 1
+    offsets_topic_replication_factor: int = 3
+    """Replicas of each ``__consumer_offsets`` partition (and of later internal topics),
+    as in Kafka; a cluster with fewer live brokers gets one replica per broker."""
     offsets_topic_segment_bytes: int = 104_857_600
     log_cleaner_io_max_bytes_per_second: int = 50 * 1024 * 1024
     """Budget of the background log cleaner (reads plus writes), so compaction never
     starves produce and fetch of disk bandwidth."""
     log_cleaner_backoff_ms: int = 15_000
     """How often the cleaner looks for compacted partitions worth cleaning."""
+    replica_lag_time_max_ms: int = 30_000
+    """A follower that has not caught up with the leader's log end for this long leaves
+    the ISR (Kafka's replica.lag.time.max.ms)."""
+    replica_fetch_max_bytes: int = 1_048_576
+    """Record bytes a follower asks for per partition in one fetch (the first batch
+    comes whole even when larger)."""
+    replica_fetch_response_max_bytes: int = 10_485_760
+    """Record bytes a follower asks for in one fetch, all partitions together."""
+    replica_fetch_wait_max_ms: int = 500
+    """How long a follower's fetch waits at the leader for new records."""
+    replica_fetch_backoff_ms: int = 1_000
+    """How long a follower waits before fetching again after an error."""
     fetch_max_bytes: int = 57_671_680
     """Most record bytes in one fetch response, whatever the request's max_bytes (Kafka's
     fetch.max.bytes, 55 MiB); the first batch is returned even when larger (KIP-74)."""
@@ -583,6 +597,14 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _long(100, 2**31 - 1)),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _long(1024, 2**31 - 1)),
+    "replica.fetch.response.max.bytes": (
+        "replica_fetch_response_max_bytes",
+        _long(1024, 2**31 - 1),
+    ),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _long(1, 60_000)),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _long(1, 600_000)),
     "fetch.max.bytes": ("fetch_max_bytes", _long(1024, 2**31 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _long(1)),
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),

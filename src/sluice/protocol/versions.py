@@ -133,6 +133,10 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # transactional id they are ignored and a new id is given, as in Kafka. v6 is
     # two-phase commit (KIP-939): not served.
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5, 2),
+    # OffsetForLeaderEpoch: where a leader epoch ends, for followers truncating after a
+    # leader change and for clients validating their position (librdkafka sends v2).
+    # v3 adds the replica id; v0-1 were removed in Kafka 4.0.
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4, 4),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3, 2),

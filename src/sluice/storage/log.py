@@ -477,6 +477,20 @@ class PartitionLog:
         """New topic config; index sizes apply to segments created from now on."""
         self.config = config
 
+    @_storage_errors
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """This replica leads from ``epoch`` on: the epoch starts at the log end offset
+        (before anything is appended in it), so followers asking where their epoch ends
+        get an answer at once. Written to the checkpoint now (one fsync per leader
+        change)."""
+        if self.leader_epoch_cache.assign(epoch, self._log_end_offset):
+            self.leader_epoch_cache.flush()
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in this log (-1 when none)."""
+        return self.leader_epoch_cache.latest_epoch
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetsForLeaderEpoch; see ``LeaderEpochCache``."""
         return self.leader_epoch_cache.end_offset_for_epoch(epoch)
@@ -824,8 +838,13 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (a follower diverged from its leader). A
         batch holding ``offset`` goes whole. Below the log start: the log is emptied and
-        starts at ``offset``."""
+        starts at ``offset``. At the log end, only leader epochs that start there (and
+        so hold nothing) go: a follower truncating by epoch must not keep asking about
+        an empty epoch its leader never had."""
         if offset >= self._log_end_offset:
+            if offset == self._log_end_offset:
+                self.leader_epoch_cache.truncate_from_end(offset)
+                self.leader_epoch_cache.flush()
             return
         if offset < self._log_start_offset or offset < self._base_offsets[0]:
             self.truncate_fully_and_start_at(offset)

@@ -7,6 +7,11 @@ first batch of the response may exceed the limits so a consumer can always progr
 in the purgatory until an append wakes it or ``max_wait_ms`` passes. Fetch sessions
 (KIP-227) are declined by answering session id 0: clients then send full fetches.
 
+A fetch with a replica id is a follower's (``broker.replica_fetcher``): it reads up to the
+log end rather than the high watermark, its fetch offset tells the leader where the
+follower's log ends (which moves the high watermark and the ISR,
+``broker.partition``), and it waits for appends rather than for the high watermark.
+
 From v12 a fetcher may send the epoch of the last batch it fetched
 (``last_fetched_epoch``). If that epoch ends here before the fetch offset (or is unknown
 here), its log has diverged from this one: the partition is answered with the
@@ -26,6 +31,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.partition import log_end_key
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -65,10 +71,20 @@ def _current_leader(
     return None if state is None else (state.leader, state.leader_epoch)
 
 
+def replica_id_of(request: Any) -> int:
+    """The fetching follower's broker id (``replica_id`` up to v14, ``replica_state``
+    from v15), or -1 for a consumer."""
+    replica_state = getattr(request, "replica_state", None)
+    if replica_state is not None:
+        return int(replica_state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
 def _read_partitions(
     services: BrokerServices, request: Any
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed)."""
+    replica_id = replica_id_of(request)
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
     budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
     total = 0
@@ -107,11 +123,17 @@ def _read_partitions(
                         f"offset {offset} is outside [{partition_log.log_start_offset}, "
                         f"{partition_log.log_end_offset}]"
                     )
+                # A follower reads up to the log end; its fetch offset is its log end.
+                readable_end = high_watermark
+                if replica_id >= 0:
+                    partition.record_follower_fetch(replica_id, offset)
+                    result.high_watermark = result.last_stable_offset = partition.high_watermark
+                    readable_end = partition_log.log_end_offset
                 limit = min(int(wanted.partition_max_bytes), budget)
-                if offset >= high_watermark or (limit <= 0 and total > 0):
+                if offset >= readable_end or (limit <= 0 and total > 0):
                     continue
                 read = partition_log.read(
-                    offset, max(limit, 0), max_offset=high_watermark, min_one_batch=total == 0
+                    offset, max(limit, 0), max_offset=readable_end, min_one_batch=total == 0
                 )
             except KafkaError as e:
                 result.error_code = e.code
@@ -170,8 +192,10 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
+        # Consumers wait for the high watermark to move, followers for appends.
+        key = log_end_key if replica_id_of(request) >= 0 else (lambda tp: tp)
         keys = [
-            TopicPartition(name, p.partition)
+            key(TopicPartition(name, p.partition))
             for t in request.topics
             if (name := _topic_name(services, t)) is not None
             for p in t.partitions

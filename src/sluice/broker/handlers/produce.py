@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
+    from sluice.broker.partition import Partition
     from sluice.broker.produce_checks import AppendTurn
     from sluice.broker.services import BrokerServices
 
@@ -93,8 +94,9 @@ class _PartitionOutcome:
     error_message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     """(batch index, reason) of records refused one by one (Produce v8+)."""
-    wait_for_offset: int | None = None
-    """For acks=all: the high watermark this partition must reach before answering."""
+    replication: tuple[Partition, int, int] | None = None
+    """For acks=all: the partition, the high watermark it must reach, and the leader
+    epoch of the append (``Partition.acks_all_outcome``)."""
     current_leader: tuple[int, int] | None = None
     """(leader id, epoch) for a NOT_LEADER_OR_FOLLOWER answer (v10+, KIP-951)."""
 
@@ -203,12 +205,13 @@ def _append_checked(
     if check.keyless_records:
         _refuse_keyless_records(outcome, topic_partition, check)
         return
-    result = services.replicas.get(topic_partition).append(bytearray(records), acks=acks)
+    partition = services.replicas.get(topic_partition)
+    result = partition.append(bytearray(records), acks=acks)
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset
     if acks == -1:
-        outcome.wait_for_offset = result.last_offset + 1
+        outcome.replication = (partition, result.last_offset + 1, partition.leader_epoch)
 
 
 def _refuse_keyless_records(
@@ -232,29 +235,29 @@ def _refuse_keyless_records(
 async def _wait_for_replication(
     services: BrokerServices, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_ms: int
 ) -> None:
-    waiting = {tp: o for tp, o in outcomes.items() if o.wait_for_offset is not None}
+    """acks=all: wait until every appended batch is committed by the ISR, leadership
+    moved, or the timeout passed, and answer each partition accordingly."""
+    waiting = {tp: o.replication for tp, o in outcomes.items() if o.replication is not None}
     if not waiting:
         return
 
-    def replicated() -> bool:
-        for tp, outcome in waiting.items():
-            partition = services.replicas.find(tp)
-            if partition is None or not partition.has_high_watermark_reached(
-                outcome.wait_for_offset or 0
-            ):
-                return False
-        return True
+    def settled() -> bool:
+        return all(
+            partition.acks_all_outcome(end_offset, epoch) is not False
+            for partition, end_offset, epoch in waiting.values()
+        )
 
     timeout_s = min(max(timeout_ms, 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
-    if await services.purgatory.wait_until(waiting, replicated, timeout_s):
-        return
-    for tp, outcome in waiting.items():
-        partition = services.replicas.find(tp)
-        if partition is None or not partition.has_high_watermark_reached(
-            outcome.wait_for_offset or 0
-        ):
+    await services.purgatory.wait_until(waiting, settled, timeout_s)
+    for tp, (partition, end_offset, epoch) in waiting.items():
+        outcome = outcomes[tp]
+        settled_as = partition.acks_all_outcome(end_offset, epoch)
+        if settled_as is False:
             outcome.error_code = ErrorCode.request_timed_out
             outcome.error_message = "not replicated to the in-sync replicas in time"
+        elif isinstance(settled_as, KafkaError):
+            outcome.error_code = settled_as.code
+            outcome.error_message = settled_as.message
 
 
 async def handle_produce(services: BrokerServices, context: RequestContext, request: Any) -> Any:

@@ -21,6 +21,7 @@ from sluice.broker.handlers import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
 )
 from sluice.protocol.versions import ApiKey
@@ -29,6 +30,7 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.PRODUCE: produce.handle_produce,
     ApiKey.FETCH: fetch.handle_fetch,
     ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle_offset_for_leader_epoch,
     ApiKey.METADATA: metadata.handle_metadata,
     ApiKey.API_VERSIONS: api_versions.handle_api_versions,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle_init_producer_id,

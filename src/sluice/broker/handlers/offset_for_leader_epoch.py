@@ -1,0 +1,62 @@
+"""OffsetForLeaderEpoch v2–4: where a leader epoch ends in this leader's log.
+
+For each partition the request names an epoch; the answer is the largest epoch here not
+above it and the offset where that epoch ends (the start of the next newer one, or the
+log end offset for the latest epoch), or -1/-1 when this log has no epoch that old
+(``storage.leader_epoch``). Followers ask it to truncate after a leader change
+(``broker.replica_fetcher``); clients ask it to check that their position still exists
+after one (librdkafka, KIP-320). Only the leader answers (NOT_LEADER_OR_FOLLOWER
+otherwise), and ``current_leader_epoch`` is checked as Fetch checks it
+(FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). Kafka's "debug" replica id -2 (what v0–2
+imply) is treated as a client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.protocol.messages import make, response_module
+from sluice.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
+
+UNDEFINED = -1
+
+
+def _end_of_epoch(services: BrokerServices, topic: str, wanted: Any) -> tuple[int, int, int]:
+    """(error code, epoch, end offset) for one requested partition."""
+    try:
+        partition = services.replicas.get(TopicPartition(topic, wanted.partition))
+        partition.check_leader(int(wanted.current_leader_epoch))
+    except KafkaError as e:
+        return e.code, UNDEFINED, UNDEFINED
+    epoch, end_offset = partition.log.end_offset_for_epoch(int(wanted.leader_epoch))
+    return ErrorCode.none, epoch, end_offset
+
+
+async def handle_offset_for_leader_epoch(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, context.header.api_version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            code, epoch, end_offset = _end_of_epoch(services, str(topic.topic), wanted)
+            partitions.append(
+                make(
+                    module.EpochEndOffset,
+                    error_code=code,
+                    partition=wanted.partition,
+                    leader_epoch=epoch,
+                    end_offset=end_offset,
+                )
+            )
+        topics.append(
+            make(module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions))
+        )
+    return make(module.OffsetForLeaderEpochResponse, throttle_time=0, topics=tuple(topics))
