@@ -107,6 +107,7 @@ class Partition:
         """Monotonic time the flusher last wrote this partition's checkpoints."""
         if self.is_leader:
             self._become_leader()
+            self._advance_high_watermark()  # alone in the ISR: up to the log end at once
 
     # ── state ──────────────────────────────────────────────────────────────────────
 
