@@ -18,7 +18,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from sluice.cli.local_zookeeper import LocalZooKeeper
 
@@ -112,3 +112,25 @@ def test_committed_offsets_survive_the_kill_of_their_coordinator(cluster: Cluste
     assert {(tp.partition, tp.offset) for tp in listed.topic_partitions} == {(0, 7), (1, 11)}
     moved = survivor.describe_consumer_groups([group])[group].result(CLIENT_TIMEOUT_S)
     assert moved.coordinator.id != coordinator
+
+
+def test_a_replicated_topic_grows_with_replicated_partitions(cluster: Cluster) -> None:
+    name = f"growing-{uuid.uuid4().hex[:6]}"
+    admin = cluster.admin(cluster.broker(1))
+    admin.create_topics([NewTopic(name, 2, 3)])[name].result(CLIENT_TIMEOUT_S)
+    admin.create_partitions([NewPartitions(name, 4)])[name].result(CLIENT_TIMEOUT_S)
+    status = cluster.wait_for(
+        lambda s: (
+            len(s["topics"].get(name, [])) == 4
+            and all(len(p["isr"]) == 3 for p in s["topics"][name])
+        )
+    )
+    assert all(sorted(p["replicas"]) == [0, 1, 2] for p in status["topics"][name])
+    producer = Producer(producer_config(cluster.bootstrap, acks="all"))
+    produce_and_flush(
+        producer, name, [{"value": f"v{i}".encode(), "partition": i % 4} for i in range(40)]
+    )
+    consumer = Consumer(consumer_config(cluster.bootstrap))
+    consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(4)])
+    assert sorted(_consume(consumer, 40)) == sorted(f"v{i}" for i in range(40))
+    consumer.close()
