@@ -1,7 +1,8 @@
 """The controller's decisions (``leadership.reconcile``) and the controller itself over a
 real embedded metadata store: leaders move off brokers that left, partitions with no live
 in-sync replica go offline and lead again when it returns, restarted brokers get a new
-leader epoch, and a fenced controller stops writing."""
+leader epoch, dead and restarted followers leave the ISR, and a fenced controller stops
+writing."""
 
 from __future__ import annotations
 
@@ -53,6 +54,26 @@ def test_a_partition_without_a_live_in_sync_replica_goes_offline_keeping_its_isr
     back = _image({1: 5, 2: 0}, {0: change.state})
     (returned,) = reconcile(back)
     assert returned.state == PartitionState((1,), 1, 5, (1,), 7)
+
+
+def test_a_dead_follower_leaves_the_isr_without_a_new_leader_epoch() -> None:
+    image = _image({1: 0, 3: 0}, {0: _state((1, 2, 3), 1)})
+    (change,) = reconcile(image)
+    assert change.state == PartitionState((1, 2, 3), 1, 3, (1, 3), 7)
+
+
+def test_a_restarted_follower_leaves_the_isr_until_it_catches_up() -> None:
+    image = _image({1: 0, 2: 8, 3: 0}, {0: _state((1, 2, 3), 1)})
+    (change,) = reconcile(image, restarted={2})
+    assert change.state == PartitionState((1, 2, 3), 1, 3, (1, 3), 7)
+
+
+def test_a_replica_that_stayed_up_leads_rather_than_a_restarted_one() -> None:
+    """The first replica restarted (it may have lost an unflushed tail) and the leader died:
+    the replica that stayed up leads, and the restarted one is out of the ISR."""
+    image = _image({2: 9, 3: 0}, {0: _state((2, 1, 3), 1)})
+    (change,) = reconcile(image, restarted={2})
+    assert change.state == PartitionState((2, 1, 3), 3, 4, (3,), 7)
 
 
 def test_a_restarted_leader_leads_again_at_the_next_epoch() -> None:

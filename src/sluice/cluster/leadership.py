@@ -115,7 +115,9 @@ def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[Par
     (preferred order), or goes offline (NO_LEADER) when none is live, Kafka's rule with
     unclean election off; an offline partition whose ISR member came back leads again;
     a partition led by a broker in ``restarted`` (registered anew since the controller
-    last looked) gets the next leader epoch. The ISR drops brokers that are not live,
+    last looked) gets the next leader epoch, led by an in-sync replica that did not restart
+    when there is one (the restarted ones leave the ISR). The ISR drops brokers that are
+    not live,
     except the last one, which stays (the only replica known to have every record); a
     partition whose leader stays keeps its leader epoch when a dead or restarted follower
     leaves its ISR (only the partition state's version moves)."""
@@ -135,8 +137,13 @@ def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[Par
                     changes.append(PartitionChange(topic.name, index, new_state))
                 continue
             in_sync = [r for r in state.replicas if r in state.isr and r in live]
+            # A restarted replica may have lost an unflushed tail: one that stayed up
+            # leads if there is one, and the restarted ones rejoin the ISR once caught up.
+            stayed_up = [r for r in in_sync if r not in restarted]
             if in_sync:
-                new_state = _led_by(state, in_sync[0], [r for r in state.isr if r in live])
+                trusted = stayed_up or in_sync
+                isr = [r for r in state.isr if r in trusted]
+                new_state = _led_by(state, trusted[0], isr)
             elif state.is_online:
                 new_state = _led_by(state, NO_LEADER, state.isr)
             else:
