@@ -25,8 +25,9 @@ Anomalies, each with a tiny example (``p`` is a partition, ``o3`` offset 3)::
     lost-write            A send acknowledged at o3 whose value nobody ever read, although
                           a record above o3 of p was read (by a poll or in a replica):
                           send x -> ok o3; poll reads o2, o4 and never x.
-                          Or one replica's final log reaches past o3 but holds nothing
-                          at o3: replica 2 lacks x.
+                          Or a record clients saw (acknowledged or polled) is absent
+                          from a replica whose final log reaches past it: x was
+                          acknowledged at o3, replica 2 holds o2 and o4, nothing at o3.
     duplicate             One value at two offsets: polls read x at o3 and at o5.
     inconsistent-offsets  One offset, two values, seen by clients: the ack of x said o3
                           but a poll read y at o3; or a poll read y at o3 and replica 1
@@ -156,8 +157,8 @@ class Poll:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """The consumer was (re)assigned or seeked: its next polls are a new session, which
-    may start anywhere."""
+    """The consumer was (re)assigned, seeked or rebalanced: its next polls are a new
+    session, which may start anywhere."""
 
     process: int
 
@@ -209,6 +210,8 @@ class History:
         value: Value,
         offset: int | None = None,
     ) -> None:
+        """Record a send when the process learned its outcome: one process's sends in the
+        order they completed (nonmonotonic-send compares them in that order)."""
         self.add(Send(process, outcome, partition, value, offset))
 
     def poll(self, process: int, records: Iterable[tuple[TopicPartition, int, Value]]) -> None:
@@ -587,6 +590,8 @@ class _Checker:
                 )
 
     def check_lost_writes(self) -> None:
+        """Acknowledged values nobody read below a read offset, and records clients saw
+        that a replica lacks."""
         highest_read: dict[TopicPartition, int] = {}
         for partition, observed in self.seen.items():
             read_offsets = [o for o, obs in observed.items() if any(x.origin != "ack" for x in obs)]
@@ -606,24 +611,21 @@ class _Checker:
                     f"{send.value!r} acknowledged to process {send.process} at offset "
                     f"{send.offset} was never read, though offset {highest} was",
                 )
-        by_partition: dict[TopicPartition, list[Send]] = defaultdict(list)
-        for send in self.sends.values():
-            if send.outcome == "ok":
-                by_partition[send.partition].append(send)
+        # A record a client saw (acknowledged or polled) was committed: every replica
+        # whose log reaches past it must hold something there.
         for read in self.final_reads:
-            offsets = {offset for offset, _ in read.records}
-            for send in by_partition[read.partition]:
-                assert send.offset is not None
-                inside = read.log_start_offset <= send.offset < read.end_offset
-                if inside and send.offset not in offsets:
+            held = {offset for offset, _ in read.records}
+            for offset, observations in self.seen[read.partition].items():
+                clients = [o for o in observations if o.origin != "replica"]
+                inside = read.log_start_offset <= offset < read.end_offset
+                if clients and inside and offset not in held:
                     self.report(
                         LOST_WRITE,
                         read.partition,
-                        send.offset,
-                        send.value,
-                        f"{send.value!r} acknowledged to process {send.process} at offset "
-                        f"{send.offset} is missing from replica {read.replica}, whose log "
-                        f"reaches offset {read.end_offset - 1}",
+                        offset,
+                        clients[0].value,
+                        f"offset {offset}, holding {_sources(clients)}, is missing from "
+                        f"replica {read.replica}, whose log reaches offset {read.end_offset - 1}",
                     )
 
     def check_sessions(self) -> None:

@@ -142,6 +142,17 @@ def test_lost_write_an_acknowledged_value_missing_from_one_replica() -> None:
     assert "replica 3" not in summary
 
 
+def test_lost_write_a_polled_record_missing_from_one_replica() -> None:
+    history = History()
+    history.send(1, "info", P, "a")
+    history.send(1, "info", P, "b")
+    history.poll(10, [(P, 0, "a"), (P, 1, "b")])
+    history.final_read(FinalRead(P, 1, ((0, "a"), (1, "b")), 2))
+    history.final_read(FinalRead(P, 2, ((1, "b"),), 2))
+    summary = assert_only(history, LOST_WRITE)
+    assert "offset 0, holding 'a' by poll #2 of process 10, is missing from replica 2" in summary
+
+
 def test_an_unacknowledged_write_may_be_lost() -> None:
     history = History()
     history.send(1, "info", P, "a")
