@@ -65,7 +65,7 @@ import shutil
 import tempfile
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -332,15 +332,14 @@ class ReplicaLog:
     log_end_offset: int
 
     def final_read(
-        self, partition: TopicPartition, replica: int, values: Sequence[Value]
+        self, partition: TopicPartition, replica: int, decode: Callable[[bytes | None], Value]
     ) -> FinalRead:
-        """This log as a :class:`FinalRead`, with ``values`` decoded from the records'
-        values by the test (one per record, in order)."""
-        assert len(values) == len(self.records), "one decoded value per record"
+        """This log as a :class:`FinalRead`, each record's value turned back into the
+        test's value by ``decode``."""
         return FinalRead(
             partition,
             replica,
-            tuple((offset, value) for (offset, _), value in zip(self.records, values, strict=True)),
+            tuple((offset, decode(value)) for offset, value in self.records),
             self.high_watermark,
             self.log_start_offset,
             self.log_end_offset,
