@@ -21,14 +21,23 @@ POLL_INTERVAL_S = 0.1
 
 
 class Cluster:
-    def __init__(self, base_dir: Path, zookeeper_connect: str, size: int) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        zookeeper_connect: str,
+        size: int,
+        overrides: dict[str, str] | None = None,
+    ) -> None:
         self.zookeeper_connect = zookeeper_connect
         self.brokers = [
             BrokerProcess(
                 base_dir / f"broker-{node_id}",
                 node_id=node_id,
                 extra_arguments=["--zookeeper", zookeeper_connect],
-                overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
+                overrides={
+                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    **(overrides or {}),
+                },
             )
             for node_id in range(size)
         ]

@@ -1,0 +1,158 @@
+"""Replication under faults, checked as Jepsen checks Kafka: three real brokers and a real
+ZooKeeper, a topic with replication factor 3 and min.insync.replicas=2, idempotent
+acks=all producers and reading consumers (``fault_workload``), while brokers are killed
+with kill -9, paused with SIGSTOP past their session, or restarted with the tail of their
+log cut off. Every history is checked (``history.check``): no acknowledged record lost,
+no duplicate, no offset holding two values, reads in order, every replica agreeing at the
+end. Each test runs with several seeds; a failure prints its seed and the history's file.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_processes import Cluster
+from fault_workload import Workload
+
+from sluice.cli.local_zookeeper import LocalZooKeeper
+
+pytestmark = pytest.mark.integration
+
+SEEDS = (1, 2)
+LAG_TIME_MAX_MS = 3_000
+"""replica.lag.time.max.ms of the brokers: a paused follower leaves the ISR quickly."""
+ACKNOWLEDGED_PER_PHASE = 300
+"""Acknowledged sends awaited before a fault, while it lasts, and after it heals."""
+LOG_TAIL_CUT_BYTES = 700
+"""Bytes cut off the end of each of a restarted broker's partition logs (a lost page)."""
+
+
+@pytest.fixture
+def cluster(
+    zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    started = Cluster(
+        tmp_path_factory.mktemp("cluster"),
+        f"{zookeeper.connect}/{uuid.uuid4().hex}",
+        size=3,
+        overrides={"replica.lag.time.max.ms": str(LAG_TIME_MAX_MS)},
+    )
+    started.start()
+    yield started
+    for broker in started.brokers:
+        if broker.is_running:
+            os.kill(broker.pid, signal.SIGCONT)
+    started.stop()
+
+
+def _run(cluster: Cluster, seed: int, tmp_path: Path, faults: list[str]) -> None:
+    """Load, inject each fault in turn (each waited through), heal, check."""
+    rng = random.Random(seed)
+    workload = Workload(cluster, seed)
+    workload.create_topic()
+    workload.start()
+    workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
+    for fault in faults:
+        FAULTS[fault](workload, rng)
+        workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
+    result = workload.finish()
+    saved = tmp_path / "history.json"
+    workload.history.dump(saved)
+    assert result.valid, f"seed {seed}, faults {faults}, history in {saved}\n{result.summary()}"
+    assert result.sends_ok >= ACKNOWLEDGED_PER_PHASE * (len(faults) + 1)
+
+
+def _heal(workload: Workload, broker_id: int) -> None:
+    broker = workload.cluster.broker(broker_id)
+    if not broker.is_running:
+        broker.start()
+    workload.cluster.wait_for(lambda s: len(s["brokers"]) == 3 and workload.isr_whole(s))
+
+
+def _moved_off(workload: Workload, broker_id: int, via: int) -> None:
+    """Wait until no partition of the topic is led by ``broker_id`` any more."""
+    workload.cluster.wait_for(
+        lambda s: all(p["leader"] not in (-1, broker_id) for p in s["topics"][workload.topic]),
+        via=workload.cluster.broker(via),
+    )
+
+
+def kill_a_leader(workload: Workload, rng: random.Random) -> None:
+    leader = workload.leader_of(rng.randrange(workload.partitions))
+    workload.cluster.broker(leader).kill()
+    _moved_off(workload, leader, via=(leader + 1) % 3)
+    workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
+    _heal(workload, leader)
+
+
+def pause_a_leader_past_its_session(workload: Workload, rng: random.Random) -> None:
+    """SIGSTOP a leader until the controller replaced it; then SIGCONT: it must find it
+    was replaced, truncate what it alone had, and acknowledge nothing it lost."""
+    leader = workload.leader_of(rng.randrange(workload.partitions))
+    broker = workload.cluster.broker(leader)
+    os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        _moved_off(workload, leader, via=(leader + 1) % 3)
+        workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
+    finally:
+        os.kill(broker.pid, signal.SIGCONT)
+    _heal(workload, leader)
+
+
+def restart_with_a_cut_log_tail(workload: Workload, rng: random.Random) -> None:
+    """kill -9 a broker, cut the end off each of its partition logs (as a power loss
+    would: a page that never reached the disk), start it again."""
+    victim = rng.randrange(3)
+    broker = workload.cluster.broker(victim)
+    broker.kill()
+    for index in range(workload.partitions):
+        segments = sorted((broker.data_dir / f"{workload.topic}-{index}").glob("*.log"))
+        active = segments[-1]
+        size = active.stat().st_size
+        with active.open("r+b") as file:
+            file.truncate(max(size - LOG_TAIL_CUT_BYTES, 0))
+    _moved_off(workload, victim, via=(victim + 1) % 3)
+    _heal(workload, victim)
+
+
+FAULTS = {
+    "kill -9 of a leader": kill_a_leader,
+    "SIGSTOP of a leader past its session": pause_a_leader_past_its_session,
+    "restart with a cut log tail": restart_with_a_cut_log_tail,
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kill_9_of_a_leader_under_load(cluster: Cluster, seed: int, tmp_path: Path) -> None:
+    _run(cluster, seed, tmp_path, ["kill -9 of a leader"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kill_9_of_two_brokers_in_turn(cluster: Cluster, seed: int, tmp_path: Path) -> None:
+    _run(cluster, seed, tmp_path, ["kill -9 of a leader", "kill -9 of a leader"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sigstop_of_a_leader_past_its_session(cluster: Cluster, seed: int, tmp_path: Path) -> None:
+    _run(cluster, seed, tmp_path, ["SIGSTOP of a leader past its session"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_broker_restarted_with_a_cut_log_tail(
+    cluster: Cluster, seed: int, tmp_path: Path
+) -> None:
+    _run(cluster, seed, tmp_path, ["restart with a cut log tail"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [int(os.environ.get("SLUICE_FAULT_SEED", "7"))])
+def test_a_random_schedule_of_faults(cluster: Cluster, seed: int, tmp_path: Path) -> None:
+    """Six faults drawn from the seed (SLUICE_FAULT_SEED picks another schedule)."""
+    rng = random.Random(seed)
+    _run(cluster, seed, tmp_path, [rng.choice(sorted(FAULTS)) for _ in range(6)])
