@@ -568,7 +568,15 @@ class ZooKeeperMetadataStore:
             raise NoSuchTopic(name)
         self._raise_failure(results)
         current = self._topics.get(name)
-        partitions = dict(current.partitions) if current is not None else {}
+        if current is not None and all(i in current.partitions for i in range(count)):
+            partitions = dict(current.partitions)
+        else:  # not seen through the watch yet: read the existing partitions now
+            partitions = {}
+            for index in range(count):
+                state_data, state_stat = self._client.get(self._partition_path(name, index))
+                partitions[index] = PartitionState.from_json(
+                    json.loads(state_data), state_stat.version
+                )
         partitions.update({i: dataclasses.replace(s, version=0) for i, s in added.items()})
         return TopicMetadata(
             name,
