@@ -25,6 +25,9 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 	@test -e /usr/share/java/zookeeper.jar || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; \
 		else echo "ZooKeeper is missing: run 'sudo apt-get install zookeeper' (clusters and the cluster tests need it)"; fi; }
+	@command -v nft >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2; \
+		else echo "nft is missing: run 'sudo apt-get install nftables' (the network-partition tests need it)"; fi; }
 	@command -v gcc >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; \
 		else echo "gcc is missing: run 'sudo apt-get install gcc libc6-dev' (the disk-fault tests build a small shim)"; fi; }

@@ -13,10 +13,13 @@ from typing import Any
 
 from broker_process import BrokerProcess
 from confluent_kafka.admin import AdminClient
+from netns import TestNetwork
 
 SESSION_TIMEOUT_MS = 4_000
 """The brokers' ZooKeeper session: a dead broker is noticed within this."""
 SETTLE_TIMEOUT_S = 60.0
+NAMESPACE_BROKER_PORT = 9092
+"""Each broker in a network namespace has the namespace's ports to itself."""
 POLL_INTERVAL_S = 0.1
 
 
@@ -27,11 +30,22 @@ class Cluster:
         zookeeper_connect: str,
         size: int,
         overrides: dict[str, str] | None = None,
+        network: TestNetwork | None = None,
     ) -> None:
+        """With ``network``, broker i runs in its node i (its own address, port 9092)."""
         self.zookeeper_connect = zookeeper_connect
         self.brokers = [
             BrokerProcess(
                 base_dir / f"broker-{node_id}",
+                **(
+                    {}
+                    if network is None
+                    else {
+                        "host": network.address(node_id),
+                        "port": NAMESPACE_BROKER_PORT,
+                        "command_prefix": network.command(node_id),
+                    }
+                ),
                 node_id=node_id,
                 extra_arguments=["--zookeeper", zookeeper_connect],
                 overrides={

@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import NewTopic
 from history import CheckResult, History, Send, TopicPartition, check, read_replica_log
+from netns import TestNetwork
 
 SENDS_PER_PRODUCER_MAX = 60_000
 """A bound on each producer's sends, whatever the test's duration (five minutes of
@@ -75,6 +76,8 @@ class Workload:
     partitions: int = 3
     producers: int = 2
     consumers: int = 1
+    network: TestNetwork | None = None
+    """The namespaces the brokers run in, for partition faults (None: loopback)."""
     history: History = field(default_factory=History)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)

@@ -2,9 +2,11 @@
 ZooKeeper, a topic with replication factor 3 and min.insync.replicas=2, idempotent
 acks=all producers and reading consumers (``fault_workload``), while brokers are killed
 with kill -9, paused with SIGSTOP past their session, or restarted with the tail of their
-log cut off. Every history is checked (``history.check``): no acknowledged record lost,
-no duplicate, no offset holding two values, reads in order, every replica agreeing at the
-end. Each test runs with several seeds; a failure prints its seed and the history's file.
+log cut off, or cut off from the others by a network partition (network namespaces and
+nftables made by the test, ``netns``). Every history is checked (``history.check``): no
+acknowledged record lost, no duplicate, no offset holding two values, reads in order,
+every replica agreeing at the end. Each test runs with several seeds; a failure prints
+its seed and the history's file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from cluster_processes import Cluster
 from fault_workload import Workload
+from netns import TestNetwork, unavailable_reason
 
 from sluice.cli.local_zookeeper import LocalZooKeeper
 
@@ -29,6 +32,7 @@ LAG_TIME_MAX_MS = 3_000
 """replica.lag.time.max.ms of the brokers: a paused follower leaves the ISR quickly."""
 ACKNOWLEDGED_PER_PHASE = 300
 """Acknowledged sends awaited before a fault, while it lasts, and after it heals."""
+NAMESPACE_ZOOKEEPER_PORT = 2181
 LOG_TAIL_CUT_BYTES = 700
 """Bytes cut off the end of each of a restarted broker's partition logs (a lost page)."""
 
@@ -51,10 +55,16 @@ def cluster(
     started.stop()
 
 
-def _run(cluster: Cluster, seed: int, tmp_path: Path, faults: list[str]) -> None:
+def _run(
+    cluster: Cluster,
+    seed: int,
+    tmp_path: Path,
+    faults: list[str],
+    network: TestNetwork | None = None,
+) -> None:
     """Load, inject each fault in turn (each waited through), heal, check."""
     rng = random.Random(seed)
-    workload = Workload(cluster, seed)
+    workload = Workload(cluster, seed, network=network)
     workload.create_topic()
     workload.start()
     workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
@@ -121,11 +131,30 @@ def restart_with_a_cut_log_tail(workload: Workload, rng: random.Random) -> None:
     _heal(workload, victim)
 
 
+def isolate_a_leader(workload: Workload, rng: random.Random) -> None:
+    """Cut a leader off from the other brokers and ZooKeeper (clients still reach it):
+    its session ends, the controller moves its partitions, and whatever it accepts
+    meanwhile can never be acknowledged; then heal."""
+    network = workload.network
+    assert network is not None, "this fault needs the brokers in network namespaces"
+    leader = workload.leader_of(rng.randrange(workload.partitions))
+    network.isolate(leader)
+    try:
+        _moved_off(workload, leader, via=(leader + 1) % 3)
+        workload.wait_for_progress(ACKNOWLEDGED_PER_PHASE)
+    finally:
+        network.heal()
+    _heal(workload, leader)
+
+
 FAULTS = {
     "kill -9 of a leader": kill_a_leader,
     "SIGSTOP of a leader past its session": pause_a_leader_past_its_session,
     "restart with a cut log tail": restart_with_a_cut_log_tail,
+    "network partition of a leader": isolate_a_leader,
 }
+LOCAL_FAULTS = sorted(set(FAULTS) - {"network partition of a leader"})
+"""The faults a cluster on loopback can have (a partition needs network namespaces)."""
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -150,9 +179,51 @@ def test_a_broker_restarted_with_a_cut_log_tail(
     _run(cluster, seed, tmp_path, ["restart with a cut log tail"])
 
 
+@pytest.fixture
+def network() -> Iterator[TestNetwork]:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with TestNetwork(4) as built:  # three brokers and ZooKeeper, one namespace each
+        yield built
+
+
+@pytest.fixture
+def partitionable_cluster(
+    network: TestNetwork, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    zookeeper_node = 3
+    with LocalZooKeeper(
+        tmp_path_factory.mktemp("zookeeper"),
+        NAMESPACE_ZOOKEEPER_PORT,
+        host=network.address(zookeeper_node),
+        command_prefix=network.command(zookeeper_node),
+    ) as zookeeper:
+        started = Cluster(
+            tmp_path_factory.mktemp("cluster"),
+            zookeeper.connect,
+            size=3,
+            overrides={"replica.lag.time.max.ms": str(LAG_TIME_MAX_MS)},
+            network=network,
+        )
+        started.start()
+        try:
+            yield started
+        finally:
+            network.heal()
+            started.stop()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_network_partition_isolating_a_leader(
+    partitionable_cluster: Cluster, network: TestNetwork, seed: int, tmp_path: Path
+) -> None:
+    _run(partitionable_cluster, seed, tmp_path, ["network partition of a leader"], network)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [int(os.environ.get("SLUICE_FAULT_SEED", "7"))])
 def test_a_random_schedule_of_faults(cluster: Cluster, seed: int, tmp_path: Path) -> None:
     """Six faults drawn from the seed (SLUICE_FAULT_SEED picks another schedule)."""
     rng = random.Random(seed)
-    _run(cluster, seed, tmp_path, [rng.choice(sorted(FAULTS)) for _ in range(6)])
+    _run(cluster, seed, tmp_path, [rng.choice(LOCAL_FAULTS) for _ in range(6)])

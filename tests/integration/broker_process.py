@@ -39,8 +39,11 @@ class BrokerProcess:
         overrides: dict[str, str] | None = None,
         extra_arguments: list[str] | None = None,
         environment: dict[str, str] | None = None,
+        command_prefix: list[str] | None = None,
     ) -> None:
         self.host = host
+        self.command_prefix = list(command_prefix or [])
+        """Put before the command line (a test runs the broker in a network namespace)."""
         self.port = port if port is not None else free_port(host)
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -70,6 +73,7 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         argv = [
+            *self.command_prefix,
             sys.executable,
             "-m",
             "sluice",

@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -66,9 +67,20 @@ def is_ok(host: str, port: int) -> bool:
 class LocalZooKeeper:
     """One standalone ZooKeeper process; ``with LocalZooKeeper(dir) as zk: zk.connect``."""
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        *,
+        host: str = HOST,
+        command_prefix: Sequence[str] = (),
+    ) -> None:
         self.directory = Path(directory)
-        self.port = port if port is not None else free_port()
+        self.host = host
+        """The address it listens on (loopback unless given)."""
+        self.command_prefix = list(command_prefix)
+        """Put before the java command line (a test runs it in a network namespace)."""
+        self.port = port if port is not None else free_port(host)
         self.log_path = self.directory / "zookeeper.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -76,7 +88,7 @@ class LocalZooKeeper:
     @property
     def connect(self) -> str:
         """The connection string brokers take (``--zookeeper``)."""
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -96,7 +108,7 @@ class LocalZooKeeper:
             f"tickTime={TICK_MS}\n"
             f"dataDir={data_dir}\n"
             f"clientPort={self.port}\n"
-            f"clientPortAddress={HOST}\n"
+            f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr\n"
         )
@@ -111,6 +123,7 @@ class LocalZooKeeper:
         try:
             self._process = subprocess.Popen(
                 [
+                    *self.command_prefix,
                     JAVA,
                     f"-Dlog4j.configuration=file:{logging_config}",
                     "-cp",
@@ -130,7 +143,7 @@ class LocalZooKeeper:
                 "('apt-get install openjdk-17-jre-headless'; make install does)"
             ) from None
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not is_ok(HOST, self.port):
+        while not is_ok(self.host, self.port):
             if self._process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise ZooKeeperError(
