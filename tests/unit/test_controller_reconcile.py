@@ -141,3 +141,12 @@ async def _fenced_controller_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ControllerFenced):
         await store.update_partitions([PartitionChange("t", 0, moved)], old_epoch)
     assert store.image().topics["t"].partitions[0] == state
+
+
+def test_with_unclean_election_a_live_out_of_sync_replica_leads() -> None:
+    state = PartitionState((1, 2), 1, 3, (1,), 7)  # 2 lagged and left the ISR; 1 died
+    image = _image({2: 0}, {0: state})
+    (offline,) = reconcile(image)
+    assert offline.state.leader == NO_LEADER
+    (unclean,) = reconcile(image, unclean_allowed=lambda topic: True)
+    assert unclean.state == PartitionState((1, 2), 2, 4, (2,), 7)

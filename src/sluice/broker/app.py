@@ -223,7 +223,7 @@ class Broker:
         the port and register with the cluster."""
         store = self.store
         assert store is not None
-        self.controller = Controller(store, self.config.node_id)
+        self.controller = Controller(store, self.config.node_id, self.config.topic_defaults)
         self.producer_ids = ProducerIdManager(store)
         try:
             group_config = GroupConfig.from_properties(self.config.group_properties)

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from sluice.cluster import leadership
 from sluice.cluster.image import MetadataImage
+from sluice.cluster.model import TopicMetadata
 from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
+from sluice.common.config import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +40,16 @@ or the store could not be reached, when no new image arrives sooner."""
 
 
 class Controller:
-    def __init__(self, store: MetadataStore, node_id: int) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        node_id: int,
+        topic_defaults: Mapping[str, str] | None = None,
+    ) -> None:
         self._store = store
         self._node_id = node_id
+        self._topic_defaults = dict(topic_defaults or {})
+        """The brokers' topic config defaults (unclean.leader.election.enable…)."""
         self._epoch: int | None = None
         self._broker_epochs: dict[int, int] = {}
         """Each live broker's registration epoch when the controller last wrote: a
@@ -104,13 +114,17 @@ class Controller:
             )
             self._epoch = None
 
+    def _unclean_allowed(self, topic: TopicMetadata) -> bool:
+        config = TopicConfig.from_entries(topic.configs, self._topic_defaults)
+        return config.unclean_leader_election_enable
+
     async def _reconcile(self, image: MetadataImage, epoch: int) -> bool:
         restarted = {
             node_id
             for node_id, broker in image.brokers.items()
             if self._broker_epochs.get(node_id, broker.epoch) != broker.epoch
         }
-        changes = leadership.reconcile(image, restarted)
+        changes = leadership.reconcile(image, restarted, self._unclean_allowed)
         if changes:
             try:
                 await self._store.update_partitions(changes, epoch)

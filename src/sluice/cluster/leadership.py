@@ -29,15 +29,18 @@ only registered broker is this one, so every valid target is the current replica
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import NO_LEADER, PartitionState
+from sluice.cluster.model import NO_LEADER, PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 class ElectionType(IntEnum):
@@ -109,7 +112,11 @@ def _led_by(state: PartitionState, leader: int, isr: Sequence[int]) -> Partition
     )
 
 
-def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[PartitionChange]:
+def reconcile(
+    image: MetadataImage,
+    restarted: Collection[int] = (),
+    unclean_allowed: Callable[[TopicMetadata], bool] = lambda topic: False,
+) -> list[PartitionChange]:
     """What the controller writes after a change of the live brokers or the topics:
     every partition whose leader is not live gets the first live replica of its ISR
     (preferred order), or goes offline (NO_LEADER) when none is live, Kafka's rule with
@@ -120,7 +127,9 @@ def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[Par
     not live,
     except the last one, which stays (the only replica known to have every record); a
     partition whose leader stays keeps its leader epoch when a dead or restarted follower
-    leaves its ISR (only the partition state's version moves)."""
+    leaves its ISR (only the partition state's version moves). Where
+    ``unclean_allowed(topic)`` (its unclean.leader.election.enable), a partition with no
+    live in-sync replica is led by its first live replica instead of going offline."""
     live = image.brokers
     changes: list[PartitionChange] = []
     for topic in image.topics.values():
@@ -144,6 +153,18 @@ def reconcile(image: MetadataImage, restarted: Collection[int] = ()) -> list[Par
                 trusted = stayed_up or in_sync
                 isr = [r for r in state.isr if r in trusted]
                 new_state = _led_by(state, trusted[0], isr)
+            elif (live_replicas := [r for r in state.replicas if r in live]) and unclean_allowed(
+                topic
+            ):
+                # Unclean: the records only the ISR had are lost; the partition serves again.
+                log.warning(
+                    "%s-%d: no in-sync replica is live; replica %d leads uncleanly "
+                    "(unclean.leader.election.enable=true): records it lacks are lost",
+                    topic.name,
+                    index,
+                    live_replicas[0],
+                )
+                new_state = _led_by(state, live_replicas[0], (live_replicas[0],))
             elif state.is_online:
                 new_state = _led_by(state, NO_LEADER, state.isr)
             else:
