@@ -134,3 +134,32 @@ def test_a_replicated_topic_grows_with_replicated_partitions(cluster: Cluster) -
     consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(4)])
     assert sorted(_consume(consumer, 40)) == sorted(f"v{i}" for i in range(40))
     consumer.close()
+
+
+def test_leadership_returns_to_preferred_replicas_when_a_broker_comes_back(
+    zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cluster = Cluster(
+        tmp_path_factory.mktemp("cluster"),
+        f"{zookeeper.connect}/{uuid.uuid4().hex}",
+        size=3,
+        overrides={"leader.imbalance.check.interval.seconds": "1"},
+    )
+    cluster.start()
+    try:
+        name = f"balanced-{uuid.uuid4().hex[:6]}"
+        admin = cluster.admin(cluster.broker(0))
+        admin.create_topics([NewTopic(name, 6, 3)])[name].result(CLIENT_TIMEOUT_S)
+        status = cluster.wait_for(
+            lambda s: name in s["topics"] and all(len(p["isr"]) == 3 for p in s["topics"][name])
+        )
+        preferred = {p["partition"]: p["replicas"][0] for p in status["topics"][name]}
+        assert {p["partition"]: p["leader"] for p in status["topics"][name]} == preferred
+        cluster.broker(2).kill()
+        cluster.wait_for(lambda s: all(p["leader"] != 2 for p in s["topics"][name]))
+        cluster.broker(2).start()
+        cluster.wait_for(
+            lambda s: {p["partition"]: p["leader"] for p in s["topics"][name]} == preferred
+        )
+    finally:
+        cluster.stop()

@@ -17,7 +17,7 @@ import pytest
 from sluice.cluster.controller import Controller
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.leadership import reconcile
+from sluice.cluster.leadership import preferred_leader_changes, reconcile
 from sluice.cluster.model import NO_LEADER, BrokerInfo, PartitionState, TopicMetadata
 from sluice.cluster.store import ControllerFenced, PartitionChange
 
@@ -150,3 +150,18 @@ def test_with_unclean_election_a_live_out_of_sync_replica_leads() -> None:
     assert offline.state.leader == NO_LEADER
     (unclean,) = reconcile(image, unclean_allowed=lambda topic: True)
     assert unclean.state == PartitionState((1, 2), 2, 4, (2,), 7)
+
+
+def test_leadership_goes_back_to_preferred_replicas_past_the_imbalance() -> None:
+    """Broker 1 is preferred for four partitions and leads one: 75% is led elsewhere."""
+    partitions = {
+        index: PartitionState((1, 2), 1 if index == 0 else 2, 5, (1, 2), 3) for index in range(4)
+    }
+    image = _image({1: 0, 2: 0}, partitions)
+    assert preferred_leader_changes(image, imbalance_percentage=75) == []
+    changes = preferred_leader_changes(image, imbalance_percentage=10)
+    assert {c.partition for c in changes} == {1, 2, 3}
+    assert all(c.state.leader == 1 and c.state.leader_epoch == 6 for c in changes)
+    # A preferred replica out of the ISR is not elected.
+    lagging = {i: dataclasses.replace(s, isr=(2,)) for i, s in partitions.items()}
+    assert preferred_leader_changes(_image({1: 0, 2: 0}, lagging), 10) == []

@@ -54,7 +54,7 @@ from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
 from sluice.broker.topics import TopicManager
-from sluice.cluster.controller import Controller
+from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
@@ -223,7 +223,17 @@ class Broker:
         the port and register with the cluster."""
         store = self.store
         assert store is not None
-        self.controller = Controller(store, self.config.node_id, self.config.topic_defaults)
+        rebalance = (
+            LeaderRebalance(
+                self.config.leader_imbalance_check_interval_seconds,
+                self.config.leader_imbalance_per_broker_percentage,
+            )
+            if self.config.auto_leader_rebalance_enable
+            else None
+        )
+        self.controller = Controller(
+            store, self.config.node_id, self.config.topic_defaults, rebalance
+        )
         self.producer_ids = ProducerIdManager(store)
         try:
             group_config = GroupConfig.from_properties(self.config.group_properties)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sluice.cluster import leadership
 from sluice.cluster.image import MetadataImage
@@ -39,13 +40,26 @@ RETRY_BACKOFF_MS = 200
 or the store could not be reached, when no new image arrives sooner."""
 
 
+@dataclass(frozen=True)
+class LeaderRebalance:
+    """auto.leader.rebalance.enable: every ``interval_s``
+    (leader.imbalance.check.interval.seconds), partitions go back to their preferred
+    leader on brokers whose imbalance is above ``imbalance_percentage``
+    (leader.imbalance.per.broker.percentage)."""
+
+    interval_s: float
+    imbalance_percentage: int
+
+
 class Controller:
     def __init__(
         self,
         store: MetadataStore,
         node_id: int,
         topic_defaults: Mapping[str, str] | None = None,
+        rebalance: LeaderRebalance | None = None,
     ) -> None:
+        self._rebalance = rebalance
         self._store = store
         self._node_id = node_id
         self._topic_defaults = dict(topic_defaults or {})
@@ -67,9 +81,22 @@ class Controller:
         self._changed.set()
 
     async def run(self) -> None:
-        """Act on images until cancelled."""
+        """Act on images until cancelled; rebalance leadership now and then."""
+        loop = asyncio.get_running_loop()
+        rebalance = self._rebalance
+        next_rebalance = loop.time() + (rebalance.interval_s if rebalance else 0)
         while True:
-            await self._changed.wait()
+            if rebalance is None:
+                await self._changed.wait()
+            else:
+                try:
+                    await asyncio.wait_for(
+                        self._changed.wait(), max(next_rebalance - loop.time(), 0)
+                    )
+                except TimeoutError:
+                    next_rebalance = loop.time() + rebalance.interval_s
+                    await self._rebalance_leaders(rebalance)
+                    continue
             self._changed.clear()
             try:
                 settled = await self.step()
@@ -113,6 +140,27 @@ class Controller:
                 current.epoch,
             )
             self._epoch = None
+
+    async def _rebalance_leaders(self, rebalance: LeaderRebalance) -> None:
+        """Move leadership back to preferred replicas where a broker's imbalance is too
+        high (auto.leader.rebalance.enable). A write that loses is retried next time."""
+        epoch = self._epoch
+        if epoch is None:
+            return
+        changes = leadership.preferred_leader_changes(
+            self._store.image(), rebalance.imbalance_percentage
+        )
+        if not changes:
+            return
+        try:
+            await self._store.update_partitions(changes, epoch)
+        except ControllerFenced:
+            self._epoch = None
+            return
+        except MetadataStoreError as e:
+            log.info("controller: leader rebalance deferred (%s)", e)
+            return
+        log.info("controller: moved %d partition(s) back to their preferred leader", len(changes))
 
     def _unclean_allowed(self, topic: TopicMetadata) -> bool:
         config = TopicConfig.from_entries(topic.configs, self._topic_defaults)

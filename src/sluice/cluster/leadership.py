@@ -173,6 +173,33 @@ def reconcile(
     return changes
 
 
+def preferred_leader_changes(
+    image: MetadataImage, imbalance_percentage: int
+) -> list[PartitionChange]:
+    """Kafka's automatic leader rebalance: for each live broker, the share of the
+    partitions it is the preferred replica of (their first replica) that it does not lead;
+    where that share is above ``imbalance_percentage``, each of those partitions whose
+    preferred replica is in its ISR is led by it again (next leader epoch)."""
+    live = image.brokers
+    preferred_of: dict[int, list[tuple[str, int, PartitionState]]] = {}
+    for topic in image.topics.values():
+        for index, state in topic.partitions.items():
+            if state.replicas:
+                preferred_of.setdefault(state.replicas[0], []).append((topic.name, index, state))
+    changes: list[PartitionChange] = []
+    for broker, partitions in sorted(preferred_of.items()):
+        if broker not in live:
+            continue
+        not_led = [(n, i, s) for n, i, s in partitions if s.leader != broker]
+        if len(not_led) * 100 <= imbalance_percentage * len(partitions):
+            continue
+        for name, index, state in not_led:
+            outcome = elect(state, ElectionType.PREFERRED, live)
+            if outcome.state is not None:
+                changes.append(PartitionChange(name, index, outcome.state))
+    return changes
+
+
 def check_reassignment_target(
     target: Sequence[int],
     current: PartitionState,

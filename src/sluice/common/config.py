@@ -404,6 +404,12 @@ class BrokerConfig:
     starves produce and fetch of disk bandwidth."""
     log_cleaner_backoff_ms: int = 15_000
     """How often the cleaner looks for compacted partitions worth cleaning."""
+    auto_leader_rebalance_enable: bool = True
+    """Move partition leadership back to preferred replicas when brokers return."""
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    """A broker leads too few of the partitions it is preferred for when more than this
+    share is led elsewhere: the controller moves them back."""
     replica_lag_time_max_ms: int = 30_000
     """A follower that has not caught up with the leader's log end for this long leaves
     the ISR (Kafka's replica.lag.time.max.ms)."""
@@ -597,6 +603,15 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
+    "leader.imbalance.check.interval.seconds": (
+        "leader_imbalance_check_interval_seconds",
+        _long(1, 2**31 - 1),
+    ),
+    "leader.imbalance.per.broker.percentage": (
+        "leader_imbalance_per_broker_percentage",
+        _long(0, 100),
+    ),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _long(100, 2**31 - 1)),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _long(1024, 2**31 - 1)),
     "replica.fetch.response.max.bytes": (
