@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from sluice.cluster.leadership import ElectionType, elect, election_type, reassigned
+from sluice.cluster.leadership import ElectionType, completed, elect, election_type, reassigned
 from sluice.cluster.model import PartitionState
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
@@ -91,10 +93,47 @@ def test_replication_factor_changes_can_be_forbidden() -> None:
         reassigned((1, 2), current, {1, 2}, allow_replication_factor_change=False)
 
 
-def test_moving_data_between_brokers_is_refused_until_replication_exists() -> None:
-    with pytest.raises(errors.KafkaError, match="needs replication") as raised:
-        reassigned((2,), state((1,), 1, (1,)), {1, 2})
-    assert raised.value.code is ErrorCode.invalid_replica_assignment
+def test_moving_a_replica_adds_it_first_and_removes_the_old_once_it_is_in_sync() -> None:
+    current = state((1, 2, 3), 1, (1, 2, 3))
+    moving = reassigned((4, 2, 3), current, {1, 2, 3, 4})
+    assert moving is not None
+    assert moving.replicas == (4, 2, 3, 1)
+    assert (moving.adding_replicas, moving.removing_replicas) == ((4,), (1,))
+    assert (moving.leader, moving.isr) == (1, (1, 2, 3))  # nothing moves yet
+    assert completed(moving, {1, 2, 3, 4}) is None  # 4 has not caught up
+    caught_up = dataclasses.replace(moving, isr=(1, 2, 3, 4))
+    done = completed(caught_up, {1, 2, 3, 4})
+    assert done is not None
+    assert (done.replicas, done.isr, done.adding_replicas, done.removing_replicas) == (
+        (4, 2, 3),
+        (2, 3, 4),
+        (),
+        (),
+    )
+    # The removed leader hands over to the first in-sync replica of the target.
+    assert (done.leader, done.leader_epoch) == (4, current.leader_epoch + 1)
+
+
+def test_dropping_a_replica_completes_at_once() -> None:
+    done = reassigned((1, 2), state((1, 2, 3), 1, (1, 2, 3)), {1, 2, 3})
+    assert done is not None
+    assert (done.replicas, done.isr, done.reassigning) == ((1, 2), (1, 2), False)
+
+
+def test_cancelling_goes_back_to_the_original_replicas() -> None:
+    moving = reassigned((4, 5), state((1, 2), 1, (1, 2)), {1, 2, 4, 5})
+    assert moving is not None and moving.reassigning
+    cancelled = reassigned(None, dataclasses.replace(moving, isr=(1, 2, 4)), {1, 2, 4, 5})
+    assert cancelled is not None
+    assert (cancelled.replicas, cancelled.isr, cancelled.reassigning) == ((1, 2), (1, 2), False)
+
+
+def test_a_new_target_replaces_the_reassignment_in_progress() -> None:
+    moving = reassigned((4,), state((1,), 1, (1,)), {1, 4, 5})
+    assert moving is not None
+    again = reassigned((5,), moving, {1, 4, 5})
+    assert again is not None
+    assert (again.replicas, again.adding_replicas, again.removing_replicas) == ((5, 1), (5,), (1,))
 
 
 def test_cancelling_with_nothing_in_progress() -> None:

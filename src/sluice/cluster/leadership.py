@@ -13,17 +13,22 @@ while its broker is live::
                 UNCLEAN:   first live replica in the ISR, else first live replica
                            → it leads (epoch + 1); none live → ELIGIBLE_LEADERS_NOT_AVAILABLE
 
-    reassignment target: non-empty, every broker registered, no broker twice
+    reassignment target T of a partition whose replicas are R (KIP-455):
+                T non-empty, every broker registered, no broker twice
                   (INVALID_REPLICA_ASSIGNMENT); with allow_replication_factor_change
                   false, as many replicas as now (INVALID_REPLICATION_FACTOR)
-                target == current replicas → nothing to do
+                T == R, nothing in progress → nothing to do
                 same brokers, another order → the new order, at once (no data moves)
-                cancel (target None) with nothing in progress → NO_REASSIGNMENT_IN_PROGRESS
+                otherwise → in progress: replicas = T + (R − T), adding = T − R,
+                  removing = R − T; ISR and leader unchanged. The added replicas
+                  follow the leader like any follower and join the ISR once caught up.
+                  A new target while one is in progress starts again from R.
+                cancel (target None) → back to R: the added replicas leave (and lead
+                  no more); nothing in progress → NO_REASSIGNMENT_IN_PROGRESS
 
-No reassignment is ever left in progress here: a target that adds or drops a broker
-would have to copy the partition first, which needs replication (the cluster work to
-come), and is refused with a message saying so. On a single node it cannot arise: the
-only registered broker is this one, so every valid target is the current replica list.
+    completion  (the controller, on any image) every adding replica in the ISR →
+                  replicas = T, ISR − removing, adding and removing cleared; a removed
+                  leader hands over to the first live in-sync replica of T (epoch + 1)
 """
 
 from __future__ import annotations
@@ -241,24 +246,68 @@ def reassigned(
 ) -> PartitionState | None:
     """The partition's new state for one AlterPartitionReassignments entry, or None when
     nothing changes; raises the Kafka error that refuses it."""
+    original = current.original_replicas
     if target is None:
-        raise errors.for_code(ErrorCode.no_reassignment_in_progress)(
-            "No partition reassignment is in progress."
-        )
+        if not current.reassigning:
+            raise errors.for_code(ErrorCode.no_reassignment_in_progress)(
+                "No partition reassignment is in progress."
+            )
+        return _with_replicas(current, original, registered_brokers)
     check_reassignment_target(
         target,
-        current,
+        dataclasses.replace(current, replicas=original),
         registered_brokers,
         allow_replication_factor_change=allow_replication_factor_change,
     )
     replicas = tuple(target)
-    if replicas == current.replicas:
+    if replicas == current.replicas and not current.reassigning:
         return None
-    if set(replicas) != set(current.replicas):
-        raise errors.for_code(ErrorCode.invalid_replica_assignment)(
-            f"moving the partition from brokers {sorted(current.replicas)} to "
-            f"{sorted(replicas)} needs replication, which this cluster does not have yet; "
-            "only reordering the current replicas is possible"
-        )
-    # A new order changes only the preferred leader; the leader and its epoch stay.
-    return dataclasses.replace(current, replicas=replicas)
+    # A reassignment in progress is replaced: start again from the original replicas.
+    base = _with_replicas(current, original, registered_brokers)
+    if set(replicas) == set(original):
+        # Another order changes only the preferred leader; no data moves.
+        return dataclasses.replace(base, replicas=replicas)
+    moving = dataclasses.replace(
+        base,
+        replicas=replicas + tuple(r for r in original if r not in replicas),
+        adding_replicas=tuple(r for r in replicas if r not in original),
+        removing_replicas=tuple(r for r in original if r not in replicas),
+    )
+    return completed(moving, registered_brokers) or moving
+
+
+def completed(state: PartitionState, live_brokers: Collection[int]) -> PartitionState | None:
+    """The state once the reassignment in progress completes, if it can now (every
+    adding replica is in the ISR); None otherwise."""
+    if not state.reassigning or any(r not in state.isr for r in state.adding_replicas):
+        return None
+    return _with_replicas(state, state.target_replicas, live_brokers)
+
+
+def _with_replicas(
+    state: PartitionState, replicas: tuple[int, ...], live_brokers: Collection[int]
+) -> PartitionState:
+    """``state`` with exactly ``replicas`` and no reassignment in progress: the ISR keeps
+    its members among them; a leader not among them hands over to the first live
+    in-sync one (next epoch), or the partition goes offline."""
+    isr = tuple(r for r in state.isr if r in replicas)
+    settled = dataclasses.replace(
+        state, replicas=replicas, isr=isr, adding_replicas=(), removing_replicas=()
+    )
+    if state.leader in replicas or state.leader == NO_LEADER:
+        return settled
+    in_sync = [r for r in replicas if r in isr and r in live_brokers]
+    if in_sync:
+        return _led_by(settled, in_sync[0], isr)
+    return _led_by(settled, NO_LEADER, isr or state.isr[:1])
+
+
+def reassignments_completed(image: MetadataImage) -> list[PartitionChange]:
+    """Reassignments in progress whose added replicas have all joined the ISR."""
+    changes = []
+    for topic in image.topics.values():
+        for index, state in topic.partitions.items():
+            done = completed(state, image.brokers)
+            if done is not None:
+                changes.append(PartitionChange(topic.name, index, done))
+    return changes

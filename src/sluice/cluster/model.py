@@ -74,19 +74,44 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     version: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    """While a reassignment is in progress (KIP-455): replicas being added, copying the
+    partition until they are in the ISR."""
+    removing_replicas: tuple[int, ...] = ()
+    """While a reassignment is in progress: replicas that go once the added ones are in
+    sync. ``replicas`` holds both the target replicas and these."""
 
     @property
     def is_online(self) -> bool:
         return self.leader != NO_LEADER
 
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once a reassignment in progress completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before a reassignment in progress began."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
     def to_json(self) -> dict[str, Any]:
         """The record's content; the version is the store's to keep."""
-        return {
+        document: dict[str, Any] = {
             "replicas": list(self.replicas),
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": list(self.isr),
         }
+        if self.adding_replicas:
+            document["adding_replicas"] = list(self.adding_replicas)
+        if self.removing_replicas:
+            document["removing_replicas"] = list(self.removing_replicas)
+        return document
 
     @classmethod
     def from_json(cls, data: dict[str, Any], version: int = 0) -> PartitionState:
@@ -96,6 +121,8 @@ class PartitionState:
             leader_epoch=data["leader_epoch"],
             isr=tuple(data["isr"]),
             version=version,
+            adding_replicas=tuple(data.get("adding_replicas", ())),
+            removing_replicas=tuple(data.get("removing_replicas", ())),
         )
 
 
