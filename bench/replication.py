@@ -120,6 +120,10 @@ class Latency:
     max_ms: float
     cpu: CpuSeconds
 
+    @property
+    def broker_cpu_us_per_message(self) -> float:
+        return sum(self.cpu.brokers) * 1e6 / max(self.samples, 1)
+
 
 def producer(bootstrap: str, linger_ms: int) -> Producer:
     return Producer(
@@ -334,13 +338,14 @@ def print_report(cluster: LocalCluster, results: Results, args: argparse.Namespa
     ]
     print(f"\nthroughput RF3/RF1, per round: {spread(ratios, 2)} (goal ≥ 0.5)\n")
     rate = f"at {args.latency_rate:,} msg/s for {args.latency_seconds:g} s"
-    print(f"| {rate} | p50 ms | p99 ms | max ms | undelivered |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"| {rate} | p50 ms | p99 ms | max ms | broker CPU µs/msg | undelivered |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, samples in results.latency.items():
         print(
             f"| {name} | {spread((r.p50_ms for r in samples), 2)} "
             f"| {spread((r.p99_ms for r in samples), 2)} "
             f"| {spread((r.max_ms for r in samples), 1)} "
+            f"| {spread(r.broker_cpu_us_per_message for r in samples)} "
             f"| {sum(r.undelivered for r in samples)} |"
         )
     print("\nCPU per process, share of one core (median over rounds):\n")
