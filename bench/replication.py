@@ -17,7 +17,7 @@ Also the CPU time each broker used in each phase, and at the end each broker's R
 /proc/<pid>/status). It prints medians over ``--repeat`` rounds, the machine and the
 command, as Markdown ready for docs/performance.md.
 
-    .venv/bin/python bench/replication.py --repeat 3
+    .venv/bin/python bench/replication.py --repeat 5
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from local_cluster import LocalCluster, exit_on_sigterm, wait_until
-from produce_consume import describe_machine, source_revision
+from produce_consume import describe_machine, producer_config, source_revision
 
 BROKERS = 3
 MESSAGE_BYTES = 1024
@@ -126,19 +126,13 @@ class Latency:
 
 
 def producer(bootstrap: str, linger_ms: int) -> Producer:
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": linger_ms,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "queue.buffering.max.kbytes": 512 * 1024,
-            "compression.type": "none",
-            "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
-        }
-    )
+    """acks=all and idempotent; otherwise the single-broker benchmark's settings."""
+    idempotent = {
+        "enable.idempotence": True,
+        "linger.ms": linger_ms,
+        "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
+    }
+    return Producer(producer_config(bootstrap, "all", **idempotent))
 
 
 def warm_up(client: Producer, topic: str, partitions: int, payload: bytes) -> None:
@@ -300,7 +294,7 @@ def run_rounds(cluster: LocalCluster, args: argparse.Namespace) -> Results:
     return results
 
 
-def spread(values: Iterator[float] | list[float], digits: int = 0) -> str:
+def spread(values: Iterable[float], digits: int = 0) -> str:
     """ "median (lowest–highest)" with ``digits`` decimals and thousands separators."""
     ordered = sorted(values)
     number = f"{{:,.{digits}f}}".format
