@@ -18,6 +18,7 @@ from sluice.cli.common import (
     raise_if_unknown_topic,
     run,
 )
+from sluice.cli.reassign import decommission
 from sluice.client.admin import Admin, ClusterDescription, ElectionType
 from sluice.client.cluster import PartitionMetadata, TopicMetadata
 from sluice.common import errors
@@ -249,3 +250,6 @@ def elect_leaders(*, partitions: Sequence[str], unclean: bool, bootstrap_server:
             click.echo(f"{topic_partition}: failed: {outcome}")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+cluster.add_command(decommission)

@@ -1,4 +1,5 @@
-"""``sluice topics``: create, list, describe, delete topics and change their configs."""
+"""``sluice topics``: create, list, describe, delete topics and change their configs, and
+move their replicas (``reassign``, in :mod:`sluice.cli.reassign`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sluice.cli.common import (
     raise_if_unknown_topic,
     run,
 )
+from sluice.cli.reassign import reassign
 from sluice.client.admin import (
     Admin,
     AlterConfigOp,
@@ -259,3 +261,6 @@ def alter_config(
 
 
 __all__ = ["topics"]
+
+
+topics.add_command(reassign)

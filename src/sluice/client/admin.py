@@ -600,6 +600,48 @@ class Admin:
                 )
         return outcomes
 
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Move partitions to the target replicas (None cancels a reassignment in
+        progress); each partition's outcome: None when accepted (the move then goes on
+        in the cluster), else the error."""
+        by_topic: dict[str, list[tuple[int, Sequence[int] | None]]] = defaultdict(list)
+        for topic_partition, target in targets.items():
+            by_topic[topic_partition.topic].append((topic_partition.partition, target))
+        connection = await self.cluster.controller_connection()
+        response = await connection.request(
+            Request(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                {
+                    "timeout": datetime.timedelta(milliseconds=ADMIN_TIMEOUT_MS_DEFAULT),
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {
+                                    "partition_index": index,
+                                    "replicas": None if target is None else list(target),
+                                }
+                                for index, target in entries
+                            ],
+                        }
+                        for topic, entries in by_topic.items()
+                    ],
+                },
+            )
+        )
+        _raise_for(response.error_code, response.error_message, "reassigning partitions")
+        return {
+            TopicPartition(topic.name, int(partition.partition_index)): (
+                None
+                if partition.error_code == ErrorCode.none
+                else errors.for_code(partition.error_code)(partition.error_message or "")
+            )
+            for topic in response.responses
+            for partition in topic.partitions
+        }
+
     async def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, PartitionReassignment]:

@@ -34,6 +34,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     # Consumer groups, as an administrator sees them (sluice.client.groups).
     ApiKey.FIND_COORDINATOR: (0, 2),  # v4+ looks up a batch of keys
     ApiKey.OFFSET_COMMIT: (2, 7),

@@ -173,6 +173,12 @@ class Controller:
             if self._broker_epochs.get(node_id, broker.epoch) != broker.epoch
         }
         changes = leadership.reconcile(image, restarted, self._unclean_allowed)
+        deciding = {(c.topic, c.partition) for c in changes}
+        changes += [
+            c
+            for c in leadership.reassignments_completed(image)
+            if (c.topic, c.partition) not in deciding  # the next round completes it
+        ]
         if changes:
             try:
                 await self._store.update_partitions(changes, epoch)

@@ -3,12 +3,16 @@ partition leadership and placement, decided as Kafka's controller decides them
 (:mod:`sluice.cluster.leadership`) and written through the metadata store.
 
 On a single node every partition is led by its preferred (and only) replica, so a
-preferred or unclean election answers ELECTION_NOT_NEEDED per partition, and the only
-valid reassignment target is the current replica list, a no-op that succeeds. With a
-null topic list an election covers every partition and, as in Kafka, leaves out of the
+preferred or unclean election answers ELECTION_NOT_NEEDED per partition. With a null
+topic list an election covers every partition and, as in Kafka, leaves out of the
 answer the partitions whose leader is already the right one (each topic is still
-listed). No reassignment is ever in progress, so ListPartitionReassignments answers an
-empty list and a cancel answers NO_REASSIGNMENT_IN_PROGRESS.
+listed).
+
+A reassignment that adds brokers is answered once it is stored as in progress (KIP-455):
+the added replicas then copy the partition, and the controller completes it once they
+are in sync; ListPartitionReassignments lists those in progress with their adding and
+removing replicas, and a cancel of a partition with none answers
+NO_REASSIGNMENT_IN_PROGRESS.
 
 The requests' ``timeout`` is not waited on: every decision here is made and stored
 before the answer.
@@ -223,12 +227,43 @@ async def handle_alter_partition_reassignments(
 async def handle_list_partition_reassignments(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    del services, request  # no reassignment is ever in progress (see the module docstring)
+    """The reassignments in progress: of every topic, or of the named partitions
+    (unknown ones are left out, as Kafka leaves them out)."""
     module = response_module(context.header.api_key, context.header.api_version)
+    image = services.topics.image
+    wanted: dict[str, set[int] | None]
+    if request.topics is None:
+        wanted = dict.fromkeys(image.topics)
+    else:
+        wanted = {}
+        for named in request.topics:
+            indexes = wanted.setdefault(named.name, set())
+            assert indexes is not None
+            indexes.update(int(i) for i in named.partition_indexes)
+    topics = []
+    for name, indexes in sorted(wanted.items()):
+        topic = image.topics.get(name)
+        if topic is None:
+            continue
+        ongoing = [
+            make(
+                module.OngoingPartitionReassignment,
+                partition_index=index,
+                replicas=state.replicas,
+                adding_replicas=state.adding_replicas,
+                removing_replicas=state.removing_replicas,
+            )
+            for index, state in sorted(topic.partitions.items())
+            if state.reassigning and (indexes is None or index in indexes)
+        ]
+        if ongoing:
+            topics.append(
+                make(module.OngoingTopicReassignment, name=name, partitions=tuple(ongoing))
+            )
     return make(
         module.ListPartitionReassignmentsResponse,
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
-        topics=(),
+        topics=tuple(topics),
     )

@@ -1,0 +1,277 @@
+"""``sluice topics reassign`` and ``sluice cluster decommission``: move partition replicas
+between brokers, as kafka-reassign-partitions does.
+
+A plan is Kafka's reassignment JSON, so plans move between the tools::
+
+    {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}]}
+
+``--generate`` proposes a plan for topics over a list of brokers (printed with the current
+assignment, to roll back with, as ``{"current": …, "proposed": …}``; a plan file may be
+that whole document, and then its proposed plan is the one used); ``--execute`` submits
+one (the added replicas copy the partitions, the old ones leave once the new ones are in
+sync); ``--verify`` says, per partition, whether the move is complete, and exits with
+status 1 until all are; ``--cancel`` puts partitions back where they were.
+``decommission`` plans the moves that empty one broker, and submits them with
+``--execute``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import click
+
+from sluice.cli.common import bootstrap_option, echo_json, echo_table, open_cluster, run
+from sluice.client.admin import Admin
+from sluice.cluster import moves
+from sluice.cluster.model import BrokerInfo
+from sluice.common import errors
+from sluice.common.ids import TopicPartition
+
+PLAN_VERSION = 1
+
+
+def plan_document(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
+    """Kafka's reassignment JSON for an assignment."""
+    return {
+        "version": PLAN_VERSION,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+            for tp, replicas in sorted(assignment.items())
+        ],
+    }
+
+
+def read_plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
+    """A plan file, checked; a click error saying what is wrong otherwise."""
+    try:
+        document = json.loads(path.read_text())
+    except OSError as e:
+        raise click.ClickException(f"cannot read the plan {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"the plan {path} is not JSON: {e}") from None
+    if isinstance(document, dict) and isinstance(document.get("proposed"), dict):
+        document = document["proposed"]  # what --generate prints, saved whole
+    entries = document.get("partitions") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise click.ClickException(
+            f"the plan {path} has no partitions; expected "
+            '{"version": 1, "partitions": [{"topic": T, "partition": N, "replicas": [..]}]} '
+            "(make one with --generate)"
+        )
+    plan: dict[TopicPartition, tuple[int, ...]] = {}
+    for number, entry in enumerate(entries, start=1):
+        try:
+            topic_partition = TopicPartition(str(entry["topic"]), int(entry["partition"]))
+            replicas = tuple(int(r) for r in entry["replicas"])
+        except (KeyError, TypeError, ValueError):
+            raise click.ClickException(
+                f"the plan {path}: entry {number} needs a topic, a partition number and a "
+                f"list of broker ids as replicas, not {json.dumps(entry)}"
+            ) from None
+        if topic_partition in plan:
+            raise click.ClickException(f"the plan {path} names {topic_partition} twice")
+        plan[topic_partition] = replicas
+    return plan
+
+
+async def _current(
+    admin: Admin, topics: Sequence[str] | None = None
+) -> dict[TopicPartition, tuple[int, ...]]:
+    listed = await admin.list_topics(include_internal=True)
+    names = {t.name for t in listed}
+    for name in topics or ():
+        if name not in names:
+            raise click.ClickException(
+                f"topic {name!r} does not exist (list topics with `sluice topics list`)"
+            )
+    return {
+        TopicPartition(t.name, p.partition): tuple(p.replica_ids)
+        for t in listed
+        if topics is None or t.name in topics
+        for p in t.partitions
+    }
+
+
+async def _brokers(admin: Admin) -> list[BrokerInfo]:
+    described = await admin.describe_cluster()
+    return [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in described.brokers]
+
+
+def _comma_list(text: str, what: str) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise click.BadParameter(f"give at least one {what}, comma-separated")
+    return items
+
+
+@click.command()
+@click.option("--generate", "action", flag_value="generate", help="Propose a plan.")
+@click.option("--execute", "action", flag_value="execute", help="Start the plan's moves.")
+@click.option("--verify", "action", flag_value="verify", help="Check the plan's progress.")
+@click.option("--cancel", "action", flag_value="cancel", help="Stop the plan's moves.")
+@click.option("--topics", "topic_list", metavar="T1,T2", help="--generate: the topics to move.")
+@click.option(
+    "--brokers", "broker_list", metavar="0,1,2", help="--generate: the brokers to place them on."
+)
+@click.option(
+    "--plan",
+    "plan_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="--execute/--verify/--cancel: the plan file (Kafka's reassignment JSON).",
+)
+@bootstrap_option
+def reassign(
+    *,
+    action: str | None,
+    topic_list: str | None,
+    broker_list: str | None,
+    plan_path: Path | None,
+    bootstrap_server: str,
+) -> None:
+    """Move partition replicas between brokers (like kafka-reassign-partitions).
+
+    \b
+    sluice topics reassign --generate --topics orders --brokers 0,1,2,3 > plan.json
+    sluice topics reassign --execute --plan plan.json
+    sluice topics reassign --verify --plan plan.json
+    """
+    if action is None:
+        raise click.UsageError("give one of --generate, --execute, --verify or --cancel")
+    if action == "generate":
+        if topic_list is None or broker_list is None:
+            raise click.UsageError("--generate needs --topics and --brokers")
+        _generate(_comma_list(topic_list, "topic"), _broker_ids(broker_list), bootstrap_server)
+        return
+    if plan_path is None:
+        raise click.UsageError(f"--{action} needs --plan FILE (make one with --generate)")
+    plan = read_plan(plan_path)
+    if action == "execute":
+        _submit(plan, bootstrap_server)
+    elif action == "cancel":
+        _submit(dict.fromkeys(plan), bootstrap_server)
+    else:
+        _verify(plan, bootstrap_server)
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        return [int(item) for item in _comma_list(text, "broker id")]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: broker ids are numbers, e.g. 0,1,2") from None
+
+
+def _generate(topics: list[str], broker_ids: list[int], bootstrap_server: str) -> None:
+    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            return await _current(admin, topics), await _brokers(admin)
+
+    current, brokers = run(gather)
+    known = {b.node_id: b for b in brokers}
+    unknown = [b for b in broker_ids if b not in known]
+    if unknown:
+        raise click.ClickException(
+            f"broker(s) {unknown} are not in the cluster (see `sluice cluster status`)"
+        )
+    try:
+        proposed = moves.balanced(current, [known[b] for b in broker_ids], Random())
+    except moves.MoveImpossible as e:
+        raise click.ClickException(str(e)) from None
+    echo_json({"current": plan_document(current), "proposed": plan_document(proposed)})
+    click.echo(
+        "Save the proposed plan to a file (keep the current one to roll back with) and run "
+        "`sluice topics reassign --execute --plan FILE`.",
+        err=True,
+    )
+
+
+def _submit(targets: Mapping[TopicPartition, Sequence[int] | None], bootstrap_server: str) -> None:
+    async def submit() -> dict[TopicPartition, errors.KafkaError | None]:
+        async with open_cluster(bootstrap_server) as connected:
+            return await Admin(connected).alter_partition_reassignments(targets)
+
+    outcomes = run(submit)
+    failed = {tp: e for tp, e in outcomes.items() if e is not None}
+    cancelling = all(target is None for target in targets.values())
+    for topic_partition, error in sorted(failed.items()):
+        click.echo(f"  {topic_partition}: {error}", err=True)
+    verb = "Cancelled" if cancelling else "Started moving"
+    click.echo(f"{verb} {len(outcomes) - len(failed)} of {len(outcomes)} partition(s).")
+    if not cancelling and len(failed) < len(outcomes):
+        click.echo("Follow it with `sluice topics reassign --verify --plan FILE`.")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _verify(plan: Mapping[TopicPartition, tuple[int, ...]], bootstrap_server: str) -> None:
+    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], set[TopicPartition]]:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            ongoing = await admin.list_partition_reassignments(list(plan))
+            return await _current(admin), set(ongoing)
+
+    current, ongoing = run(gather)
+    rows = [["PARTITION", "TARGET", "NOW", "STATE"]]
+    done = 0
+    for topic_partition, target in sorted(plan.items()):
+        now = current.get(topic_partition)
+        if topic_partition in ongoing:
+            state = "in progress"
+        elif now == target:
+            state = "complete"
+            done += 1
+        elif now is None:
+            state = "no such partition"
+        else:
+            state = "not started (or cancelled)"
+        rows.append(
+            [
+                str(topic_partition),
+                ",".join(map(str, target)),
+                "-" if now is None else ",".join(map(str, now)),
+                state,
+            ]
+        )
+    echo_table(rows)
+    click.echo(f"{done} of {len(plan)} partition(s) complete.")
+    if done < len(plan):
+        raise click.exceptions.Exit(1)
+
+
+@click.command()
+@click.argument("broker", type=int)
+@click.option("--execute", is_flag=True, help="Submit the moves (default: only print them).")
+@bootstrap_option
+def decommission(*, broker: int, execute: bool, bootstrap_server: str) -> None:
+    """Move every replica off BROKER, to the other brokers.
+
+    Prints the plan; with --execute, submits it. Follow the moves with `sluice topics
+    reassign --verify --plan FILE` (save the printed plan), or `sluice cluster status`.
+    """
+
+    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            return await _current(admin), await _brokers(admin)
+
+    current, brokers = run(gather)
+    try:
+        moved = moves.without_broker(current, broker, brokers)
+    except moves.MoveImpossible as e:
+        raise click.ClickException(str(e)) from None
+    if not moved:
+        click.echo(f"Broker {broker} holds no replica: nothing to move.", err=True)
+        return
+    echo_json(plan_document(moved))
+    if execute:
+        _submit(moved, bootstrap_server)
+    else:
+        click.echo(
+            f"{len(moved)} partition(s) to move; run again with --execute to move them.",
+            err=True,
+        )
