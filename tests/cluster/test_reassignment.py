@@ -146,3 +146,59 @@ def test_bad_plans_are_refused_with_what_is_wrong(cluster: Cluster, tmp_path: Pa
     assert "entry 1 needs a topic, a partition number" in refused.stderr
     missing = _sluice(cluster, "topics", "reassign", "--verify")
     assert missing.returncode != 0 and "--verify needs --plan FILE" in missing.stderr
+
+
+THROTTLE_BYTES_PER_S = 100_000
+THROTTLED_DATA_BYTES = 1_000_000
+"""Ten seconds of copying at the throttle: the move cannot be done after two."""
+
+
+def test_a_throttled_move_copies_no_faster_than_the_throttle(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    name = f"throttled-{uuid.uuid4().hex[:6]}"
+    admin = cluster.admin(cluster.broker(0))
+    admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[0, 1]])])[
+        name
+    ].result(CLIENT_TIMEOUT_S)
+    value = b"x" * 10_000
+    producer = Producer(producer_config(cluster.bootstrap, acks="all"))
+    count = THROTTLED_DATA_BYTES // len(value)
+    produce_and_flush(producer, name, [{"value": value} for _ in range(count)])
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": name, "partition": 0, "replicas": [2, 3]}]}
+        )
+    )
+    started = _sluice(
+        cluster,
+        "topics",
+        "reassign",
+        "--execute",
+        "--plan",
+        str(plan),
+        "--throttle",
+        str(THROTTLE_BYTES_PER_S),
+    )
+    assert started.returncode == 0, started.stderr
+    copying_since = time.monotonic()
+    configs = _sluice(cluster, "topics", "describe", name)
+    assert "reassignment.throttled.rate" in configs.stdout, configs.stdout
+    # A lower bound only: whatever the machine's speed, a throttled copy cannot be faster.
+    while time.monotonic() - copying_since < 2.0:
+        verified = _sluice(cluster, "topics", "reassign", "--verify", "--plan", str(plan))
+        assert verified.returncode == 1, "copied faster than the throttle allows"
+        time.sleep(VERIFY_INTERVAL_S)  # polling the CLI's answer, not a sync
+    unthrottled = _sluice(
+        cluster, "topics", "alter-config", name, "--delete", "reassignment.throttled.rate"
+    )
+    assert unthrottled.returncode == 0, unthrottled.stderr
+    deadline = time.monotonic() + MOVE_TIMEOUT_S
+    while (
+        verified := _sluice(cluster, "topics", "reassign", "--verify", "--plan", str(plan))
+    ).returncode:
+        assert time.monotonic() < deadline, verified.stdout + verified.stderr
+        time.sleep(VERIFY_INTERVAL_S)
+    got = consume_exactly(cluster.bootstrap, [(name, 0)], count)
+    assert len(got) == count

@@ -16,6 +16,10 @@ each fetcher its partitions. A fetcher holds one connection to its leader
                     the leader's end ───┘   they are, take the high watermark; the next ◀──┘
                                             fetch tells the leader this log's new end
 
+A partition this broker is being added to by a reassignment copies at most its topic's
+``reassignment.throttled.rate`` bytes per second (:class:`ReplicationThrottle`), so a
+move does not starve the cluster's own replication and clients.
+
 A follower truncates by leader epoch, never to a stale high watermark: records above
 its high watermark may be committed (the leader counted this follower when it moved
 its own), and records above where its epoch ends at the leader never will be. Errors
@@ -65,9 +69,45 @@ _RETRY_LATER = frozenset(
 )
 """Answers that a later metadata image (or the leader's) will settle: wait, then retry."""
 
+_UNLIMITED = 2**31 - 1
+
 LeaderAddress = tuple[int, str, int]
 """(node id, host, port) of a leader: a broker back at another address is another
 fetcher."""
+
+
+class ReplicationThrottle:
+    """``reassignment.throttled.rate``: a token bucket per topic for the partitions this
+    broker is being added to by a reassignment, shared by all of its fetchers. A fetch
+    asks such a partition for at most what its topic's bucket holds; a partition whose
+    bucket is empty waits until it refills (a first batch may overdraw it: KIP-74)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, tuple[float, float]] = {}
+        """Topic → (bytes available, when last refilled)."""
+
+    def available(self, topic: str, rate_bytes_per_s: int, now: float) -> float:
+        """Bytes the topic may copy now (refilled up to one second's worth)."""
+        level, since = self._buckets.get(topic, (float(rate_bytes_per_s), now))
+        level = min(float(rate_bytes_per_s), level + (now - since) * rate_bytes_per_s)
+        self._buckets[topic] = (level, now)
+        return level
+
+    def spend(self, topic: str, size_bytes: int, now: float) -> None:
+        level, _ = self._buckets.get(topic, (0.0, now))
+        self._buckets[topic] = (level - size_bytes, now)
+
+    def ready_at(self, topic: str, rate_bytes_per_s: int, now: float) -> float:
+        """When the topic's bucket holds something again."""
+        level, _ = self._buckets.get(topic, (0.0, now))
+        return now if level > 0 else now + (1 - level) / rate_bytes_per_s
+
+
+def throttled_rate(partition: Partition, node_id: int) -> int:
+    """The reassignment throttle on copying ``partition`` to ``node_id`` (0: none)."""
+    if node_id not in partition.state.adding_replicas:
+        return 0
+    return partition.log.config.reassignment_throttled_rate
 
 
 @dataclass
@@ -86,9 +126,11 @@ class ReplicaFetcher:
         leader: LeaderAddress,
         config: BrokerConfig,
         on_storage_error: Callable[[BaseException], None],
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self.leader = leader
         self._config = config
+        self._throttle = throttle or ReplicationThrottle()
         self._on_storage_error = on_storage_error
         self._followed: dict[TopicPartition, _Followed] = {}
         self._changed = asyncio.Event()
@@ -151,8 +193,32 @@ class ReplicaFetcher:
         if truncating:
             await self._truncate(connection, truncating)
         fetching = [f for f in ready if not f.truncating and f.retry_at <= now]
+        limits = self._throttled_limits(fetching, now)
+        fetching = [f for f in fetching if limits.get(f.partition.topic_partition) != 0]
         if fetching:
-            await self._fetch(connection, fetching)
+            await self._fetch(connection, fetching, limits)
+        elif limits:
+            self._changed.clear()
+            wake_at = min(f.retry_at for f in self._followed.values())
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(wake_at - now, 0))
+            except TimeoutError:
+                pass
+
+    def _throttled_limits(self, fetching: list[_Followed], now: float) -> dict[TopicPartition, int]:
+        """For partitions under a reassignment throttle, the bytes each may ask for now
+        (0: none; it waits, its retry time set to when its topic's bucket refills)."""
+        limits: dict[TopicPartition, int] = {}
+        for followed in fetching:
+            rate = throttled_rate(followed.partition, self._config.node_id)
+            if rate <= 0:
+                continue
+            topic = followed.partition.topic_partition.topic
+            allowed = int(self._throttle.available(topic, rate, now))
+            limits[followed.partition.topic_partition] = max(allowed, 0)
+            if allowed <= 0:
+                followed.retry_at = self._throttle.ready_at(topic, rate, now)
+        return limits
 
     def _current(self, followed: _Followed) -> bool:
         """Still followed as it was when the request was made."""
@@ -257,7 +323,12 @@ class ReplicaFetcher:
 
     # ── fetching ───────────────────────────────────────────────────────────────────
 
-    async def _fetch(self, connection: PeerConnection, batch: list[_Followed]) -> None:
+    async def _fetch(
+        self,
+        connection: PeerConnection,
+        batch: list[_Followed],
+        limits: dict[TopicPartition, int],
+    ) -> None:
         config = self._config
         version = connection.version_for(ApiKey.FETCH)
         module = request_module(ApiKey.FETCH, version)
@@ -285,7 +356,10 @@ class ReplicaFetcher:
                             fetch_offset=f.partition.log.log_end_offset,
                             last_fetched_epoch=f.partition.log.latest_epoch,
                             log_start_offset=f.partition.log.log_start_offset,
-                            partition_max_bytes=config.replica_fetch_max_bytes,
+                            partition_max_bytes=min(
+                                config.replica_fetch_max_bytes,
+                                limits.get(f.partition.topic_partition, _UNLIMITED),
+                            ),
                         )
                         for f in followed_list
                     ),
@@ -306,6 +380,9 @@ class ReplicaFetcher:
                 answered = self._followed.get(topic_partition)
                 if answered is None or answered not in batch or not self._current(answered):
                     continue
+                if topic_partition in limits and result.records:
+                    now = asyncio.get_running_loop().time()
+                    self._throttle.spend(topic_partition.topic, len(result.records), now)
                 self._take(answered, result)
 
     def _take(self, followed: _Followed, result: Any) -> None:
@@ -369,6 +446,7 @@ class ReplicaFetchers:
         self._fetchers: dict[LeaderAddress, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
         self._assigned: dict[TopicPartition, LeaderAddress] = {}
         self._task_group: asyncio.TaskGroup | None = None
+        self._throttle = ReplicationThrottle()
 
     async def run(self) -> None:
         """Own the fetcher tasks until cancelled."""
@@ -411,7 +489,9 @@ class ReplicaFetchers:
         for topic_partition, (partition, address) in wanted.items():
             entry = self._fetchers.get(address)
             if entry is None:
-                fetcher = ReplicaFetcher(address, self._config, self._on_storage_error)
+                fetcher = ReplicaFetcher(
+                    address, self._config, self._on_storage_error, self._throttle
+                )
                 task = self._task_group.create_task(
                     fetcher.run(), name=f"replica fetcher for broker {address[0]}"
                 )

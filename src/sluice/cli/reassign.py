@@ -26,13 +26,16 @@ from typing import Any
 import click
 
 from sluice.cli.common import bootstrap_option, echo_json, echo_table, open_cluster, run
-from sluice.client.admin import Admin
+from sluice.client.admin import Admin, AlterConfigOp
 from sluice.cluster import moves
 from sluice.cluster.model import BrokerInfo
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
 
 PLAN_VERSION = 1
+THROTTLE_CONFIG = "reassignment.throttled.rate"
+"""The topic config ``--throttle`` sets (Kafka keeps its throttle rates as broker
+configs; Sluice's broker configs are static, so the rate lives with the topic)."""
 
 
 def plan_document(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
@@ -124,6 +127,14 @@ def _comma_list(text: str, what: str) -> list[str]:
     type=click.Path(path_type=Path, dir_okay=False),
     help="--execute/--verify/--cancel: the plan file (Kafka's reassignment JSON).",
 )
+@click.option(
+    "--throttle",
+    "throttle_bytes_per_s",
+    type=click.IntRange(1),
+    metavar="BYTES_PER_S",
+    help="--execute: copy to each added replica at most this fast (per topic and broker); "
+    "--verify removes the throttle once every move is complete.",
+)
 @bootstrap_option
 def reassign(
     *,
@@ -131,6 +142,7 @@ def reassign(
     topic_list: str | None,
     broker_list: str | None,
     plan_path: Path | None,
+    throttle_bytes_per_s: int | None,
     bootstrap_server: str,
 ) -> None:
     """Move partition replicas between brokers (like kafka-reassign-partitions).
@@ -150,12 +162,37 @@ def reassign(
     if plan_path is None:
         raise click.UsageError(f"--{action} needs --plan FILE (make one with --generate)")
     plan = read_plan(plan_path)
+    if throttle_bytes_per_s is not None and action != "execute":
+        raise click.UsageError("--throttle goes with --execute")
     if action == "execute":
+        if throttle_bytes_per_s is not None:
+            _set_throttle(sorted({tp.topic for tp in plan}), throttle_bytes_per_s, bootstrap_server)
         _submit(plan, bootstrap_server)
     elif action == "cancel":
         _submit(dict.fromkeys(plan), bootstrap_server)
     else:
         _verify(plan, bootstrap_server)
+
+
+def _set_throttle(topics: Sequence[str], rate: int | None, bootstrap_server: str) -> None:
+    """Set (or, with None, remove) the topics' reassignment.throttled.rate."""
+    operation = (
+        AlterConfigOp.delete(THROTTLE_CONFIG)
+        if rate is None
+        else AlterConfigOp.set(THROTTLE_CONFIG, str(rate))
+    )
+
+    async def alter() -> None:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            for topic in topics:
+                await admin.alter_topic_configs(topic, [operation])
+
+    run(alter)
+    if rate is None:
+        click.echo(f"No throttle left on {', '.join(topics)}.")
+    else:
+        click.echo(f"Throttled copying to added replicas at {rate} bytes/s per topic and broker.")
 
 
 def _broker_ids(text: str) -> list[int]:
@@ -241,6 +278,7 @@ def _verify(plan: Mapping[TopicPartition, tuple[int, ...]], bootstrap_server: st
     click.echo(f"{done} of {len(plan)} partition(s) complete.")
     if done < len(plan):
         raise click.exceptions.Exit(1)
+    _set_throttle(sorted({tp.topic for tp in plan}), None, bootstrap_server)
 
 
 @click.command()

@@ -198,6 +198,14 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             _bool,
             "allow an out-of-sync replica to become leader (loses data)",
         ),
+        ConfigKey(
+            "reassignment.throttled.rate",
+            "0",
+            _long(0),
+            "bytes per second at which each broker copies this topic's partitions it is "
+            "being added to by a reassignment; 0: unthrottled (set by sluice topics "
+            "reassign --throttle)",
+        ),
     ]
 }
 
@@ -241,6 +249,7 @@ class TopicConfig:
     file_delete_delay_ms: int = 60_000
     compression_type: str = "producer"
     unclean_leader_election_enable: bool = False
+    reassignment_throttled_rate: int = 0
 
     @classmethod
     def from_entries(

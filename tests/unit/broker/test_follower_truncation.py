@@ -1,14 +1,17 @@
 """A follower truncates by leader epoch (Kafka's rule for OffsetForLeaderEpoch answers and
 diverging epochs in fetch answers), with real logs: never to a stale high watermark,
-asking again while its log holds epochs the leader never had."""
+asking again while its log holds epochs the leader never had; and the reassignment
+throttle's bucket."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sluice.broker.partition import Partition
 from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_fetcher import ReplicaFetcher, _Followed
+from sluice.broker.replica_fetcher import ReplicaFetcher, ReplicationThrottle, _Followed
 from sluice.cluster.model import PartitionState
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig, TopicConfig
@@ -80,3 +83,13 @@ def test_a_leader_without_the_epoch_leaves_what_is_committed(tmp_path: Path) -> 
     _fetcher()._truncate_to_leader_epoch(followed, -1, -1)
     assert log.log_end_offset == 6
     assert not followed.truncating
+
+
+def test_the_reassignment_throttle_is_a_token_bucket_per_topic() -> None:
+    throttle = ReplicationThrottle()
+    assert throttle.available("t", 1000, now=0.0) == 1000  # starts with one second's worth
+    throttle.spend("t", 1500, now=0.0)  # a first batch may overdraw it
+    assert throttle.available("t", 1000, now=0.2) == pytest.approx(-300)
+    assert throttle.ready_at("t", 1000, now=0.2) == pytest.approx(0.501)
+    assert throttle.available("t", 1000, now=10.0) == 1000  # never more than a second's
+    assert throttle.available("other", 50, now=10.0) == 50
