@@ -3,11 +3,15 @@ private ZooKeeper (one chroot per cluster), for the cluster tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +124,24 @@ class Cluster:
 
     def log_tails(self) -> str:
         return "\n".join(f"--- broker {b.node_id}\n{b.log_tail(4000)}" for b in self.brokers)
+
+
+@contextlib.contextmanager
+def running_cluster(
+    base_dir: Path,
+    zookeeper_connect: str,
+    size: int,
+    overrides: dict[str, str] | None = None,
+    network: TestNetwork | None = None,
+) -> Iterator[Cluster]:
+    """A started cluster under a chroot of its own, stopped at the end (brokers a test
+    left paused with SIGSTOP are resumed first, so that they can stop)."""
+    cluster = Cluster(base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        for broker in cluster.brokers:
+            if broker.is_running:
+                os.kill(broker.pid, signal.SIGCONT)
+        cluster.stop()

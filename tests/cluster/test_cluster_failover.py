@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from client_helpers import consume_exactly, produce_and_flush, producer_config
-from cluster_processes import SESSION_TIMEOUT_MS, Cluster
+from cluster_processes import SESSION_TIMEOUT_MS, Cluster, running_cluster
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
@@ -31,15 +31,8 @@ FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 * 3
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    started = Cluster(
-        tmp_path_factory.mktemp("cluster"), f"{zookeeper.connect}/{uuid.uuid4().hex}", size=3
-    )
-    started.start()
-    yield started
-    for broker in started.brokers:
-        if broker.is_running:
-            os.kill(broker.pid, signal.SIGCONT)
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3) as started:
+        yield started
 
 
 def _make_topic(cluster: Cluster, name: str, partitions: int) -> None:

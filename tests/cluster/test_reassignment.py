@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from client_helpers import consume_exactly, produce_and_flush, producer_config
-from cluster_processes import Cluster
+from cluster_processes import Cluster, running_cluster
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
@@ -32,12 +32,8 @@ RECORDS = 200
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    started = Cluster(
-        tmp_path_factory.mktemp("cluster"), f"{zookeeper.connect}/{uuid.uuid4().hex}", size=4
-    )
-    started.start()
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 4) as started:
+        yield started
 
 
 def _sluice(cluster: Cluster, *arguments: str) -> subprocess.CompletedProcess[str]:

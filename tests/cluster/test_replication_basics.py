@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from client_helpers import consumer_config, produce_and_flush, producer_config
-from cluster_processes import Cluster
+from cluster_processes import Cluster, running_cluster
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -31,12 +31,8 @@ CLIENT_TIMEOUT_S = 60.0
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    started = Cluster(
-        tmp_path_factory.mktemp("cluster"), f"{zookeeper.connect}/{uuid.uuid4().hex}", size=3
-    )
-    started.start()
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3) as started:
+        yield started
 
 
 def _partition(status: dict, name: str, index: int) -> dict:
@@ -139,14 +135,12 @@ def test_a_replicated_topic_grows_with_replicated_partitions(cluster: Cluster) -
 def test_leadership_returns_to_preferred_replicas_when_a_broker_comes_back(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    cluster = Cluster(
+    with running_cluster(
         tmp_path_factory.mktemp("cluster"),
-        f"{zookeeper.connect}/{uuid.uuid4().hex}",
-        size=3,
-        overrides={"leader.imbalance.check.interval.seconds": "1"},
-    )
-    cluster.start()
-    try:
+        zookeeper.connect,
+        3,
+        {"leader.imbalance.check.interval.seconds": "1"},
+    ) as cluster:
         name = f"balanced-{uuid.uuid4().hex[:6]}"
         admin = cluster.admin(cluster.broker(0))
         admin.create_topics([NewTopic(name, 6, 3)])[name].result(CLIENT_TIMEOUT_S)
@@ -161,5 +155,3 @@ def test_leadership_returns_to_preferred_replicas_when_a_broker_comes_back(
         cluster.wait_for(
             lambda s: {p["partition"]: p["leader"] for p in s["topics"][name]} == preferred
         )
-    finally:
-        cluster.stop()

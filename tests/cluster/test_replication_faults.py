@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 import random
 import signal
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_processes import Cluster
+from cluster_processes import Cluster, running_cluster
 from fault_workload import Workload
 from netns import TestNetwork, unavailable_reason
 
@@ -30,6 +29,7 @@ pytestmark = pytest.mark.integration
 SEEDS = (1, 2)
 LAG_TIME_MAX_MS = 3_000
 """replica.lag.time.max.ms of the brokers: a paused follower leaves the ISR quickly."""
+BROKER_OVERRIDES = {"replica.lag.time.max.ms": str(LAG_TIME_MAX_MS)}
 ACKNOWLEDGED_PER_PHASE = 300
 """Acknowledged sends awaited before a fault, while it lasts, and after it heals."""
 NAMESPACE_ZOOKEEPER_PORT = 2181
@@ -41,18 +41,10 @@ LOG_TAIL_CUT_BYTES = 700
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    started = Cluster(
-        tmp_path_factory.mktemp("cluster"),
-        f"{zookeeper.connect}/{uuid.uuid4().hex}",
-        size=3,
-        overrides={"replica.lag.time.max.ms": str(LAG_TIME_MAX_MS)},
-    )
-    started.start()
-    yield started
-    for broker in started.brokers:
-        if broker.is_running:
-            os.kill(broker.pid, signal.SIGCONT)
-    started.stop()
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3, BROKER_OVERRIDES
+    ) as started:
+        yield started
 
 
 def _run(
@@ -193,25 +185,25 @@ def partitionable_cluster(
     network: TestNetwork, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     zookeeper_node = 3
-    with LocalZooKeeper(
-        tmp_path_factory.mktemp("zookeeper"),
-        NAMESPACE_ZOOKEEPER_PORT,
-        host=network.address(zookeeper_node),
-        command_prefix=network.command(zookeeper_node),
-    ) as zookeeper:
-        started = Cluster(
+    with (
+        LocalZooKeeper(
+            tmp_path_factory.mktemp("zookeeper"),
+            NAMESPACE_ZOOKEEPER_PORT,
+            host=network.address(zookeeper_node),
+            command_prefix=network.command(zookeeper_node),
+        ) as zookeeper,
+        running_cluster(
             tmp_path_factory.mktemp("cluster"),
             zookeeper.connect,
-            size=3,
-            overrides={"replica.lag.time.max.ms": str(LAG_TIME_MAX_MS)},
-            network=network,
-        )
-        started.start()
+            3,
+            BROKER_OVERRIDES,
+            network,
+        ) as started,
+    ):
         try:
             yield started
         finally:
             network.heal()
-            started.stop()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -118,6 +118,36 @@ class _Followed:
     retry_at: float = 0.0
 
 
+def _request_topics(
+    topic_class: type[Any],
+    partition_class: type[Any],
+    followed: list[_Followed],
+    fields: Callable[[_Followed], dict[str, Any]],
+) -> tuple[Any, ...]:
+    """The topics part of a request about ``followed`` partitions (Fetch and
+    OffsetForLeaderEpoch share its shape): per topic, per partition its index, the leader
+    epoch it follows, and ``fields``."""
+    by_topic: dict[str, list[_Followed]] = {}
+    for f in followed:
+        by_topic.setdefault(f.partition.topic_partition.topic, []).append(f)
+    return tuple(
+        make(
+            topic_class,
+            topic=topic,
+            partitions=tuple(
+                make(
+                    partition_class,
+                    partition=f.partition.topic_partition.partition,
+                    current_leader_epoch=f.leader_epoch,
+                    **fields(f),
+                )
+                for f in group
+            ),
+        )
+        for topic, group in by_topic.items()
+    )
+
+
 class ReplicaFetcher:
     """Copies the partitions this broker follows from one leader."""
 
@@ -248,27 +278,14 @@ class ReplicaFetcher:
             return
         version = connection.version_for(ApiKey.OFFSET_FOR_LEADER_EPOCH)
         module = request_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-        by_topic: dict[str, list[_Followed]] = {}
-        for followed in asking:
-            by_topic.setdefault(followed.partition.topic_partition.topic, []).append(followed)
         request = make(
             module.OffsetForLeaderEpochRequest,
             replica_id=self._config.node_id,
-            topics=tuple(
-                make(
-                    module.OffsetForLeaderTopic,
-                    topic=topic,
-                    partitions=tuple(
-                        make(
-                            module.OffsetForLeaderPartition,
-                            partition=f.partition.topic_partition.partition,
-                            current_leader_epoch=f.leader_epoch,
-                            leader_epoch=f.partition.log.latest_epoch,
-                        )
-                        for f in followed_list
-                    ),
-                )
-                for topic, followed_list in by_topic.items()
+            topics=_request_topics(
+                module.OffsetForLeaderTopic,
+                module.OffsetForLeaderPartition,
+                asking,
+                lambda f: {"leader_epoch": f.partition.log.latest_epoch},
             ),
         )
         response = await connection.request(request, CONNECT_TIMEOUT_MS / 1000)
@@ -332,9 +349,6 @@ class ReplicaFetcher:
         config = self._config
         version = connection.version_for(ApiKey.FETCH)
         module = request_module(ApiKey.FETCH, version)
-        by_topic: dict[str, list[_Followed]] = {}
-        for followed in batch:
-            by_topic.setdefault(followed.partition.topic_partition.topic, []).append(followed)
         request = make(
             module.FetchRequest,
             replica_id=config.node_id,
@@ -344,27 +358,19 @@ class ReplicaFetcher:
             isolation_level=0,
             session_id=0,
             session_epoch=-1,
-            topics=tuple(
-                make(
-                    module.FetchTopic,
-                    topic=topic,
-                    partitions=tuple(
-                        make(
-                            module.FetchPartition,
-                            partition=f.partition.topic_partition.partition,
-                            current_leader_epoch=f.leader_epoch,
-                            fetch_offset=f.partition.log.log_end_offset,
-                            last_fetched_epoch=f.partition.log.latest_epoch,
-                            log_start_offset=f.partition.log.log_start_offset,
-                            partition_max_bytes=min(
-                                config.replica_fetch_max_bytes,
-                                limits.get(f.partition.topic_partition, _UNLIMITED),
-                            ),
-                        )
-                        for f in followed_list
+            topics=_request_topics(
+                module.FetchTopic,
+                module.FetchPartition,
+                batch,
+                lambda f: {
+                    "fetch_offset": f.partition.log.log_end_offset,
+                    "last_fetched_epoch": f.partition.log.latest_epoch,
+                    "log_start_offset": f.partition.log.log_start_offset,
+                    "partition_max_bytes": min(
+                        config.replica_fetch_max_bytes,
+                        limits.get(f.partition.topic_partition, _UNLIMITED),
                     ),
-                )
-                for topic, followed_list in by_topic.items()
+                },
             ),
             forgotten_topics_data=(),
         )
