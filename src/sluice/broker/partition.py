@@ -99,6 +99,8 @@ class Partition:
         self._pending_isr: tuple[int, ...] | None = None
         """An ISR this leader asked to write, from the state at ``_pending_from_version``."""
         self._pending_from_version = -1
+        self.detached = False
+        """No longer hosted here (deleted, or moved off this broker by a reassignment)."""
         self.dirty = False
         """Appended to since the last fsync (the flusher's work list)."""
         self.last_flush_ms = 0
@@ -326,7 +328,7 @@ class Partition:
         (NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile: the new leader may not
         have it; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
         min.insync.replicas before it was committed)."""
-        if not self.is_leader or self.leader_epoch != leader_epoch:
+        if self.detached or not self.is_leader or self.leader_epoch != leader_epoch:
             return errors.NotLeaderOrFollower(
                 f"{self.topic_partition}: leadership moved (epoch {self.leader_epoch}, "
                 f"leader {self.state.leader}) before the append at epoch {leader_epoch} "

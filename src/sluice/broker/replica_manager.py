@@ -249,6 +249,7 @@ class ReplicaManager:
         (:meth:`remove_logs`, in a worker thread)."""
         partition = self._partitions.pop(topic_partition, None)
         if partition is not None:
+            partition.detached = True  # acks=all waits on it end (NOT_LEADER_OR_FOLLOWER)
             self.purgatory.notify(topic_partition)
         return partition
 
