@@ -158,35 +158,38 @@ class Workload:
     def _consume(self, process: int) -> None:
         while not self._stop.is_set():
             consumer = Consumer(consumer_settings(self.cluster.bootstrap))
-            self.history.assign(process)
-            consumer.assign(
-                [
-                    ConfluentTopicPartition(self.topic, p, OFFSET_BEGINNING)
-                    for p in range(self.partitions)
-                ]
-            )
+            self._begin_session(consumer, process)
             try:
                 self._poll_until_error(consumer, process)
             finally:
                 consumer.close()
 
+    def _begin_session(self, consumer: Consumer, process: int) -> None:
+        """Assign every partition from its start: a new session in the history."""
+        self.history.assign(process)
+        consumer.assign(
+            [
+                ConfluentTopicPartition(self.topic, p, OFFSET_BEGINNING)
+                for p in range(self.partitions)
+            ]
+        )
+
+    def _record_poll(self, process: int, messages: list[Message]) -> None:
+        """Record the records one poll returned (its errors are not records)."""
+        records = [
+            (TopicPartition(self.topic, m.partition()), m.offset(), m.value().decode())
+            for m in messages
+            if m.error() is None
+        ]
+        if records:
+            self.history.poll(process, records)
+
     def _poll_until_error(self, consumer: Consumer, process: int) -> None:
         while not self._stop.is_set():
-            records = []
-            for message in consumer.consume(500, 0.2):
-                if message.error() is not None:
-                    if message.error().fatal():
-                        return  # a new session
-                    continue
-                records.append(
-                    (
-                        TopicPartition(self.topic, message.partition()),
-                        message.offset(),
-                        message.value().decode(),
-                    )
-                )
-            if records:
-                self.history.poll(process, records)
+            messages = consumer.consume(500, 0.2)
+            self._record_poll(process, messages)
+            if any(m.error() is not None and m.error().fatal() for m in messages):
+                return  # a new session
 
     def wait_for_progress(self, acknowledged: int, timeout_s: float = CLIENT_TIMEOUT_S) -> None:
         """Wait until ``acknowledged`` more sends were acknowledged (the cluster takes
@@ -248,30 +251,15 @@ class Workload:
                     ConfluentTopicPartition(self.topic, index), CLIENT_TIMEOUT_S
                 )
                 ends[index] = high
-            self.history.assign(process)
-            consumer.assign(
-                [
-                    ConfluentTopicPartition(self.topic, p, OFFSET_BEGINNING)
-                    for p in range(self.partitions)
-                ]
-            )
+            self._begin_session(consumer, process)
             positions = dict.fromkeys(ends, 0)
             deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
             while any(positions[p] < ends[p] for p in ends):
                 assert time.monotonic() < deadline, f"final read stuck at {positions} < {ends}"
-                records = []
-                for message in consumer.consume(1000, 0.5):
-                    if message.error() is not None:
-                        continue
-                    positions[message.partition()] = message.offset() + 1
-                    records.append(
-                        (
-                            TopicPartition(self.topic, message.partition()),
-                            message.offset(),
-                            message.value().decode(),
-                        )
-                    )
-                if records:
-                    self.history.poll(process, records)
+                messages = consumer.consume(1000, 0.5)
+                for message in messages:
+                    if message.error() is None:
+                        positions[message.partition()] = message.offset() + 1
+                self._record_poll(process, messages)
         finally:
             consumer.close()

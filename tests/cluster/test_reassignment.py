@@ -46,6 +46,17 @@ def _sluice(cluster: Cluster, *arguments: str) -> subprocess.CompletedProcess[st
     )
 
 
+def _verify_until_complete(cluster: Cluster, plan: Path) -> subprocess.CompletedProcess[str]:
+    """``--verify`` until it says every move is complete (exit status 0)."""
+    deadline = time.monotonic() + MOVE_TIMEOUT_S
+    while (
+        verified := _sluice(cluster, "topics", "reassign", "--verify", "--plan", str(plan))
+    ).returncode:
+        assert time.monotonic() < deadline, verified.stdout + verified.stderr
+        time.sleep(VERIFY_INTERVAL_S)  # polling the CLI's answer, not a sync
+    return verified
+
+
 def _replicas(status: dict, name: str) -> dict[int, list[int]]:
     return {p["partition"]: p["replicas"] for p in status["topics"][name]}
 
@@ -77,12 +88,7 @@ def test_reassign_moves_data_to_other_brokers_and_decommission_empties_one(
     started = _sluice(cluster, "topics", "reassign", "--execute", "--plan", str(plan))
     assert started.returncode == 0, started.stderr
     assert "Started moving 2 of 2" in started.stdout
-    deadline = time.monotonic() + MOVE_TIMEOUT_S
-    while (
-        verified := _sluice(cluster, "topics", "reassign", "--verify", "--plan", str(plan))
-    ).returncode:
-        assert time.monotonic() < deadline, verified.stdout + verified.stderr
-        time.sleep(VERIFY_INTERVAL_S)  # polling the CLI's answer, not a sync
+    verified = _verify_until_complete(cluster, plan)
     assert "2 of 2 partition(s) complete" in verified.stdout
     status = cluster.wait_for(
         lambda s: (
@@ -190,11 +196,6 @@ def test_a_throttled_move_copies_no_faster_than_the_throttle(
         cluster, "topics", "alter-config", name, "--delete", "reassignment.throttled.rate"
     )
     assert unthrottled.returncode == 0, unthrottled.stderr
-    deadline = time.monotonic() + MOVE_TIMEOUT_S
-    while (
-        verified := _sluice(cluster, "topics", "reassign", "--verify", "--plan", str(plan))
-    ).returncode:
-        assert time.monotonic() < deadline, verified.stdout + verified.stderr
-        time.sleep(VERIFY_INTERVAL_S)
+    _verify_until_complete(cluster, plan)
     got = consume_exactly(cluster.bootstrap, [(name, 0)], count)
     assert len(got) == count

@@ -261,13 +261,9 @@ class Partition:
         if (
             replica not in self.maximal_isr
             and fetch_offset >= self.log.high_watermark
-            and fetch_offset >= self._epoch_start_offset()
+            and fetch_offset >= self.log.leader_epoch_cache.start_offset_of(self.leader_epoch)
         ):
             self._propose_isr((*self.state.isr, replica))
-
-    def _epoch_start_offset(self) -> int:
-        entries = self.log.leader_epoch_cache.entries
-        return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else 0
 
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
         """Ask for the ISR without followers not caught up for ``lag_time_max_ms``."""
@@ -318,9 +314,6 @@ class Partition:
             self.log.update_high_watermark(new_high_watermark)
             self._purgatory.notify(self.topic_partition)
 
-    def has_high_watermark_reached(self, offset: int) -> bool:
-        return self.log.high_watermark >= offset
-
     def acks_all_outcome(self, end_offset: int, leader_epoch: int) -> KafkaError | bool:
         """For an acks=all append made at ``leader_epoch`` and ending before
         ``end_offset``: False while it waits for the ISR; True once committed with at
@@ -341,10 +334,6 @@ class Partition:
         except errors.NotEnoughReplicasAfterAppend as e:
             return e
         return True
-
-    def follower_log_end_offsets(self) -> dict[int, int]:
-        """Each follower's log end offset as this leader last heard it (-1: not yet)."""
-        return {replica: f.log_end_offset for replica, f in self._followers.items()}
 
     # ── follower ───────────────────────────────────────────────────────────────────
 

@@ -212,12 +212,7 @@ class ReplicaFetcher:
         now = loop.time()
         ready = [f for f in self._followed.values() if f.retry_at <= now]
         if not ready:
-            self._changed.clear()
-            wake_at = min(f.retry_at for f in self._followed.values())
-            try:
-                await asyncio.wait_for(self._changed.wait(), max(wake_at - now, 0))
-            except TimeoutError:
-                pass
+            await self._wait_for_retry(now)
             return
         truncating = [f for f in ready if f.truncating]
         if truncating:
@@ -228,12 +223,16 @@ class ReplicaFetcher:
         if fetching:
             await self._fetch(connection, fetching, limits)
         elif limits:
-            self._changed.clear()
-            wake_at = min(f.retry_at for f in self._followed.values())
-            try:
-                await asyncio.wait_for(self._changed.wait(), max(wake_at - now, 0))
-            except TimeoutError:
-                pass
+            await self._wait_for_retry(now)
+
+    async def _wait_for_retry(self, now: float) -> None:
+        """Pause until the first held-back partition may go again, or a change."""
+        self._changed.clear()
+        wake_at = min(f.retry_at for f in self._followed.values())
+        try:
+            await asyncio.wait_for(self._changed.wait(), max(wake_at - now, 0))
+        except TimeoutError:
+            pass
 
     def _throttled_limits(self, fetching: list[_Followed], now: float) -> dict[TopicPartition, int]:
         """For partitions under a reassignment throttle, the bytes each may ask for now
@@ -467,9 +466,6 @@ class ReplicaFetchers:
                     task.cancel()
                 self._fetchers.clear()
                 self._assigned.clear()
-
-    def fetcher_count(self) -> int:
-        return len(self._fetchers)
 
     def sync(self) -> None:
         """Follow, from the right leader, every hosted partition this broker does not

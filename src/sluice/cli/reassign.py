@@ -100,9 +100,19 @@ async def _current(
     }
 
 
-async def _brokers(admin: Admin) -> list[BrokerInfo]:
-    described = await admin.describe_cluster()
-    return [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in described.brokers]
+def _assignment_and_brokers(
+    bootstrap_server: str, topics: Sequence[str] | None = None
+) -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
+    """The replicas of ``topics``' partitions (None: every topic's) and the brokers."""
+
+    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            described = await admin.describe_cluster()
+            brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in described.brokers]
+            return await _current(admin, topics), brokers
+
+    return run(gather)
 
 
 def _comma_list(text: str, what: str) -> list[str]:
@@ -203,12 +213,7 @@ def _broker_ids(text: str) -> list[int]:
 
 
 def _generate(topics: list[str], broker_ids: list[int], bootstrap_server: str) -> None:
-    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
-        async with open_cluster(bootstrap_server) as connected:
-            admin = Admin(connected)
-            return await _current(admin, topics), await _brokers(admin)
-
-    current, brokers = run(gather)
+    current, brokers = _assignment_and_brokers(bootstrap_server, topics)
     known = {b.node_id: b for b in brokers}
     unknown = [b for b in broker_ids if b not in known]
     if unknown:
@@ -292,12 +297,7 @@ def decommission(*, broker: int, execute: bool, bootstrap_server: str) -> None:
     reassign --verify --plan FILE` (save the printed plan), or `sluice cluster status`.
     """
 
-    async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], list[BrokerInfo]]:
-        async with open_cluster(bootstrap_server) as connected:
-            admin = Admin(connected)
-            return await _current(admin), await _brokers(admin)
-
-    current, brokers = run(gather)
+    current, brokers = _assignment_and_brokers(bootstrap_server)
     try:
         moved = moves.without_broker(current, broker, brokers)
     except moves.MoveImpossible as e:

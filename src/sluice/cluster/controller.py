@@ -154,13 +154,23 @@ class Controller:
             return
         try:
             await self._store.update_partitions(changes, epoch)
-        except ControllerFenced:
-            self._epoch = None
+        except ControllerFenced as e:
+            self._stop_acting(e)
             return
         except MetadataStoreError as e:
             log.info("controller: leader rebalance deferred (%s)", e)
             return
         log.info("controller: moved %d partition(s) back to their preferred leader", len(changes))
+
+    def _stop_acting(self, fenced: ControllerFenced) -> None:
+        """A write was refused for the epoch: another broker was elected meanwhile."""
+        log.warning(
+            "broker %d stops acting as controller: another broker was elected while it "
+            "was away (%s)",
+            self._node_id,
+            fenced,
+        )
+        self._epoch = None
 
     def _unclean_allowed(self, topic: TopicMetadata) -> bool:
         config = TopicConfig.from_entries(topic.configs, self._topic_defaults)
@@ -187,13 +197,7 @@ class Controller:
                 log.debug("controller: a partition changed meanwhile (%s); trying again", e)
                 return False
             except ControllerFenced as e:
-                log.warning(
-                    "broker %d stops acting as controller: another broker was elected "
-                    "while it was away (%s)",
-                    self._node_id,
-                    e,
-                )
-                self._epoch = None
+                self._stop_acting(e)
                 return True
             offline = sum(1 for c in changes if not c.state.is_online)
             log.info(

@@ -106,6 +106,11 @@ class LeaderEpochCache:
             return epoch, self._start_offsets[0]
         return self._epochs[higher - 1], self._start_offsets[higher]
 
+    def start_offset_of(self, epoch: int) -> int:
+        """Where ``epoch`` starts (0 when it is not one of the entries)."""
+        i = bisect.bisect_left(self._epochs, epoch)
+        return self._start_offsets[i] if i < len(self._epochs) and self._epochs[i] == epoch else 0
+
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch that appended ``offset`` (-1 when before every entry)."""
         i = bisect.bisect_right(self._start_offsets, offset) - 1

@@ -81,10 +81,10 @@ def replica_id_of(request: Any) -> int:
 
 
 def _read_partitions(
-    services: BrokerServices, request: Any
+    services: BrokerServices, request: Any, replica_id: int
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
-    """(results by topic, record bytes found, whether any partition failed)."""
-    replica_id = replica_id_of(request)
+    """(results by topic, record bytes found, whether any partition failed); a
+    ``replica_id`` of 0 or more is the fetching follower's."""
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
     budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
     total = 0
@@ -188,12 +188,13 @@ def _diverging_epoch(
 
 
 async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
-    topics, total, failed = _read_partitions(services, request)
+    replica_id = replica_id_of(request)
+    topics, total, failed = _read_partitions(services, request, replica_id)
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
         # Consumers wait for the high watermark to move, followers for appends.
-        key = log_end_key if replica_id_of(request) >= 0 else (lambda tp: tp)
+        key = log_end_key if replica_id >= 0 else (lambda tp: tp)
         keys = [
             key(TopicPartition(name, p.partition))
             for t in request.topics
@@ -203,7 +204,7 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
 
         def enough() -> bool:
             nonlocal topics, total, failed
-            topics, total, failed = _read_partitions(services, request)
+            topics, total, failed = _read_partitions(services, request, replica_id)
             return total >= min_bytes or failed
 
         await services.purgatory.wait_until(keys, enough, wait_ms / 1000)
