@@ -8,6 +8,7 @@ One directory per partition (e.g. ``data/orders-0/``)::
     00000000000000052311.log         ┐
     00000000000000052311.index       │ active segment: appends go here
     00000000000000052311.timeindex   ┘
+    00000000000000052311.txnindex    aborted transactions whose ABORT marker is here
     00000000000000052311.snapshot    producer state below offset 52311 (written at roll)
     leader-epoch-checkpoint          (epoch, start offset) pairs
     partition.checkpoint             log start offset, high watermark, recovery point
@@ -15,14 +16,19 @@ One directory per partition (e.g. ``data/orders-0/``)::
 
 Offsets, always ``log start offset <= high watermark <= log end offset``::
 
-      log start          recovery point    high watermark     log end offset (LEO)
-          │                    │                 │                  │
-    ──────┼────────────────────┼─────────────────┼──────────────────┼─────►
-          │◄─ readable ─────────────────────────►│ not yet committed│ next offset
-          │◄─ fsynced ────────►│                                      assigned
+      log start     recovery point   last stable   high watermark   log end offset (LEO)
+          │               │             │             │                 │
+    ──────┼───────────────┼─────────────┼─────────────┼─────────────────┼─────►
+          │◄─ read_committed ──────────►│             │ not yet committed next offset
+          │◄─ readable (read_uncommitted) ───────────►│                   assigned
+          │◄─ fsynced ───►│
 
 * The log start offset moves up with DeleteRecords and retention (whole segments).
 * The high watermark is set by the replication layer; consumers read below it.
+* The last stable offset (LSO) is the high watermark, or the first offset of the oldest
+  transaction not yet decided (open, or closed by a marker not yet below the high
+  watermark) when that is lower; read_committed consumers read below it, and learn the
+  aborted transactions in what they read from the segments' ``.txnindex`` files.
 * The recovery point: everything below it was fsynced by :meth:`PartitionLog.flush`.
   After an unclean shutdown only the segments at and after it are rescanned
   (``segment.LogSegment.recover``), and always the active one.
@@ -58,7 +64,12 @@ from sluice.protocol.records.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from sluice.protocol.records.builder import decode_batch
+from sluice.protocol.records.builder import (
+    ControlRecordType,
+    build_control_batch,
+    decode_batch,
+    decode_control_record,
+)
 from sluice.storage.checkpoint import (
     TEMP_SUFFIX,
     fsync_directory,
@@ -72,7 +83,7 @@ from sluice.storage.cleaner import (
 )
 from sluice.storage.index import RELATIVE_OFFSET_MAX
 from sluice.storage.leader_epoch import LeaderEpochCache
-from sluice.storage.producer_state import ProducerStateManager
+from sluice.storage.producer_state import CompletedTransaction, ProducerStateManager
 from sluice.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -82,6 +93,7 @@ from sluice.storage.segment import (
     LogSegment,
     parse_segment_file_name,
 )
+from sluice.storage.transaction_index import TRANSACTION_INDEX_SUFFIX, AbortedTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +229,9 @@ class PartitionLog:
         plan's ``discard`` clears it): one at a time."""
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self._log_end_offset)
         self.producer_state = ProducerStateManager(directory)
+        self._undecided: list[CompletedTransaction] = []
+        """Transactions closed by a marker at or past the high watermark: the marker may
+        still be lost with this leader, so they still hold the last stable offset."""
 
     # -- opening and recovery -------------------------------------------------------
 
@@ -357,7 +372,7 @@ class PartitionLog:
             orphan_index = any(
                 (base := parse_segment_file_name(name, suffix)) is not None
                 and f"{base:020d}{LOG_SUFFIX}" not in names
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TRANSACTION_INDEX_SUFFIX)
             )
             if name.endswith((TEMP_SUFFIX, DELETED_SUFFIX)) or orphan_index:
                 (self.directory / name).unlink(missing_ok=True)
@@ -417,19 +432,87 @@ class PartitionLog:
 
     def _load_producer_state(self) -> None:
         """Newest snapshot at or below the log end offset, then replay the batches after
-        it from their headers."""
+        it: data batches from their headers, markers from their record. The aborted-
+        transaction entries of markers after the snapshot are written again (every
+        entry below a snapshot was fsynced before the snapshot was written)."""
         self.producer_state.delete_snapshots_after(self._log_end_offset)
         loaded = self.producer_state.load_latest_snapshot(self._log_end_offset)
         start = self._segments[0].base_offset if loaded is None else loaded
+        self._undecided.clear()
         for i, segment in enumerate(self._segments):
             if i + 1 < len(self._segments) and self._base_offsets[i + 1] <= start:
                 continue
+            segment.txn_index.truncate_from(start)
             found = segment.translate_offset(start)
             if found is None:
                 continue
-            for _, header in segment.iter_batches(found[0]):
-                if header.base_offset >= start:
+            for position, header in segment.iter_batches(found[0]):
+                if header.base_offset < start:
+                    continue
+                if header.is_control:
+                    data = FileSlice(segment.file, position, header.size_bytes).read()
+                    self._replay_marker(segment, data, header)
+                else:
                     self.producer_state.replay(header)
+
+    def _replay_marker(
+        self, segment: LogSegment, data: bytes | memoryview, header: BatchHeader
+    ) -> None:
+        """A marker read back from the log or copied from the leader."""
+        try:
+            record = decode_batch(data).records[0]
+            marker, coordinator_epoch = decode_control_record(record.key, record.value)
+        except (errors.KafkaError, IndexError) as e:
+            logger.warning(
+                "%s: control batch at offset %d is not a marker we read: %s",
+                self.directory,
+                header.base_offset,
+                e,
+            )
+            return
+        self._complete_transaction(
+            segment,
+            header.producer_id,
+            header.producer_epoch,
+            marker_offset=header.base_offset,
+            committed=marker is ControlRecordType.COMMIT,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=header.max_timestamp,
+        )
+
+    def _complete_transaction(
+        self,
+        segment: LogSegment,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        marker_offset: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timestamp_ms: int,
+    ) -> None:
+        completed = self.producer_state.complete_transaction(
+            producer_id,
+            producer_epoch,
+            marker_offset=marker_offset,
+            committed=committed,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=timestamp_ms,
+        )
+        if completed is None:
+            return
+        if marker_offset >= self._high_watermark:
+            self._undecided.append(completed)
+        if not committed:
+            open_first = self.producer_state.first_open_transaction_offset()
+            segment.txn_index.append(
+                AbortedTransaction(
+                    producer_id,
+                    completed.first_offset,
+                    marker_offset,
+                    marker_offset + 1 if open_first is None else open_first,
+                )
+            )
 
     # -- offsets --------------------------------------------------------------------
 
@@ -471,7 +554,34 @@ class PartitionLog:
         """Set the high watermark (clamped to [log start, log end]); return it. It is
         checkpointed on the next flush."""
         self._high_watermark = self._clamp(offset)
+        if self._undecided:
+            self._undecided = [
+                completed
+                for completed in self._undecided
+                if completed.last_offset >= self._high_watermark
+            ]
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop (module docstring)."""
+        first_unstable = self.producer_state.first_open_transaction_offset()
+        for completed in self._undecided:
+            if first_unstable is None or completed.first_offset < first_unstable:
+                first_unstable = completed.first_offset
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(first_unstable, self._high_watermark), self._log_start_offset)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTransaction]:
+        """The aborted transactions with data in [start, upper), for a read_committed
+        fetch (see ``transaction_index``)."""
+        found: list[AbortedTransaction] = []
+        first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        for segment in self._segments[first:]:
+            if segment.txn_index.collect(start, upper, found):
+                break
+        return found
 
     def update_config(self, config: TopicConfig) -> None:
         """New topic config; index sizes apply to segments created from now on."""
@@ -590,17 +700,14 @@ class PartitionLog:
         assert not self._closed, "append to a closed log"
         header = parse_header(batch)
         assert header.size_bytes == len(batch), "append takes exactly one whole batch"
-        if leader_epoch < self.leader_epoch_cache.latest_epoch:
-            raise FencedLeaderEpoch(
-                f"append in leader epoch {leader_epoch}, but epoch "
-                f"{self.leader_epoch_cache.latest_epoch} already wrote to this log"
-            )
+        self._check_leader_epoch(leader_epoch)
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(
                 header.producer_id,
                 header.producer_epoch,
                 header.base_sequence,
                 header.last_sequence,
+                transactional=header.is_transactional,
             )
             if duplicate is not None:
                 return AppendResult(
@@ -610,6 +717,56 @@ class PartitionLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
+        return self._write(batch, header, leader_epoch, now_ms)
+
+    @_storage_errors
+    def append_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Write a transaction marker (COMMIT or ABORT) for the producer and close its
+        open transaction here. Raises InvalidProducerEpoch for a marker of an older
+        producer epoch, TransactionCoordinatorFenced for one from an older coordinator."""
+        assert not self._closed, "append to a closed log"
+        self._check_leader_epoch(leader_epoch)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self.clock.wall_ms() if now_ms is None else now_ms
+        batch = bytearray(
+            build_control_batch(
+                ControlRecordType.COMMIT if committed else ControlRecordType.ABORT,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                timestamp_ms=now,
+            )
+        )
+        return self._write(
+            batch, parse_header(batch), leader_epoch, now, (committed, coordinator_epoch)
+        )
+
+    def _check_leader_epoch(self, leader_epoch: int) -> None:
+        if leader_epoch < self.leader_epoch_cache.latest_epoch:
+            raise FencedLeaderEpoch(
+                f"append in leader epoch {leader_epoch}, but epoch "
+                f"{self.leader_epoch_cache.latest_epoch} already wrote to this log"
+            )
+
+    def _write(
+        self,
+        batch: bytearray,
+        header: BatchHeader,
+        leader_epoch: int,
+        now_ms: int | None,
+        marker: tuple[bool, int] | None = None,
+    ) -> AppendResult:
+        """Assign offsets, stamp, write and remember one checked batch; ``marker`` is
+        (committed, coordinator epoch) for a transaction marker."""
         now = self.clock.wall_ms() if now_ms is None else now_ms
         base_offset = self._log_end_offset
         last_offset = base_offset + header.last_offset_delta
@@ -635,7 +792,17 @@ class PartitionLog:
         # on disk never passes an epoch start that is not on disk; recovery re-assigns
         # epochs from the batch headers after it.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)
-        if header.producer_id >= 0:
+        if marker is not None:
+            self._complete_transaction(
+                segment,
+                header.producer_id,
+                header.producer_epoch,
+                marker_offset=base_offset,
+                committed=marker[0],
+                coordinator_epoch=marker[1],
+                timestamp_ms=max_timestamp_ms,
+            )
+        elif header.producer_id >= 0:
             self.producer_state.record(
                 header.producer_id,
                 header.producer_epoch,
@@ -644,6 +811,7 @@ class PartitionLog:
                 first_offset=base_offset,
                 last_offset=last_offset,
                 timestamp_ms=max_timestamp_ms,
+                transactional=header.is_transactional,
             )
         self._after_write(segment, header.records_count)
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
@@ -693,7 +861,10 @@ class PartitionLog:
             )
             self._log_end_offset = header.next_offset
             self._assign_epoch_of(header)
-            self.producer_state.replay(header)
+            if header.is_control:
+                self._replay_marker(segment, data, header)
+            else:
+                self.producer_state.replay(header)
             records += header.records_count
         self.leader_epoch_cache.flush()
         if records:
@@ -888,6 +1059,7 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         self.leader_epoch_cache.flush()
         self.producer_state.clear()
+        self._undecided.clear()
         self.producer_state.delete_snapshots_after(-1)
         self._write_checkpoint()
 

@@ -1,4 +1,5 @@
-"""Idempotent-producer state of one partition: duplicate and gap detection, snapshots.
+"""Producer state of one partition: duplicate and gap detection, open transactions,
+snapshots.
 
 For each producer id the partition remembers the producer's epoch and its last
 ``PRODUCER_BATCHES_REMEMBERED`` batches (first and last sequence, first and last offset).
@@ -16,6 +17,19 @@ The last rule is Kafka's since KIP-360: a producer whose state was lost (its bat
 were deleted by retention, or it was idle too long) may go on with its sequence. A batch
 without a sequence (-1, e.g. a transaction marker) only updates the epoch.
 
+Transactions. A producer's first transactional batch opens its transaction at that
+batch's offset; a marker (a control batch, COMMIT or ABORT) closes it::
+
+    no transaction ──transactional batch at offset f──▶ open (first offset f)
+          ▲                                                  │ more transactional batches
+          └────────────── marker at offset m ◀───────────────┘ → CompletedTransaction(f, m)
+
+A non-transactional batch from a producer with an open transaction is refused
+(INVALID_TXN_STATE); a marker with an older producer epoch than the partition knows
+(INVALID_PRODUCER_EPOCH) or an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED)
+is refused. The smallest first offset of the open transactions bounds the last stable
+offset (``log``).
+
 Snapshots let a reopened partition skip replaying the whole log. ``<offset>.snapshot``
 (20 digits, like segments) holds the state after every batch below ``offset``; written
 at each roll and at close, atomically but without fsync: a snapshot torn by a power
@@ -26,19 +40,22 @@ big-endian::
     │ version int16│ crc32c uint32│ producer count i32│  CRC-32C covers everything after it
     └──────────────┴──────────────┴───────────────────┘
     then per producer:
-    ┌────────────────┬─────────────┬───────────────────┬───────────────────┐
-    │ producer id i64│ epoch int16 │ last timestamp i64│ batch count int8  │
-    └────────────────┴─────────────┴───────────────────┴───────────────────┘
+    ┌────────────────┬─────────────┬───────────────────┐
+    │ producer id i64│ epoch int16 │ last timestamp i64│
+    ├────────────────┴─────┬───────┴───────────────────┴────┬───────────────────┐
+    │ coordinator epoch i32│ open transaction first offset  │ batch count int8  │
+    │ (v2 only)            │ i64, -1: none (v2 only)        │                   │
+    └──────────────────────┴────────────────────────────────┴───────────────────┘
     then per remembered batch, oldest first:
     ┌────────────────┬───────────────┬──────────────────┬─────────────────┐
     │ first seq int32│ last seq int32│ first offset i64 │ last offset i64 │
     └────────────────┴───────────────┴──────────────────┴─────────────────┘
 
-On open the log loads the newest snapshot at or below its end offset (deleting newer
-ones, and skipping unreadable ones) and replays the batch headers after it.
+Version 1 snapshots (written before transactions existed) are read with no open
+transactions. On open the log loads the newest snapshot at or below its recovery point
+(deleting newer ones, and skipping unreadable ones) and replays the batches after it.
 
-Not yet here (later work): expiring idle producers (``producer.id.expiration.ms``) and
-ongoing-transaction tracking for the last stable offset.
+Not yet here: expiring idle producers (``producer.id.expiration.ms``).
 """
 
 from __future__ import annotations
@@ -61,16 +78,21 @@ from sluice.storage.checkpoint import write_file_atomically
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSIONS_READ = (1, 2)
 SNAPSHOT_BYTES_MAX = 256 * 1024 * 1024
 """A snapshot file larger than this is refused as not ours (a producer takes at most
 ~150 bytes, so this is over a million producers)."""
+
+InvalidTxnState = errors.for_code(errors.ErrorCode.invalid_txn_state)
+TransactionCoordinatorFenced = errors.for_code(errors.ErrorCode.transaction_coordinator_fenced)
 
 SEQUENCE_MODULUS = 2**31
 """Sequences are non-negative int32 and wrap from 2³¹-1 to 0."""
 
 _SNAPSHOT_HEAD = struct.Struct(">hIi")
-_PRODUCER = struct.Struct(">qhqb")
+_PRODUCER_V1 = struct.Struct(">qhqb")
+_PRODUCER = struct.Struct(">qhqiqb")
 _BATCH = struct.Struct(">iiqq")
 
 
@@ -84,6 +106,16 @@ class BatchMetadata:
     last_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTransaction:
+    """A transaction a marker closed: its first data offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    committed: bool
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     """What the partition knows about one producer id."""
@@ -94,6 +126,10 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=PRODUCER_BATCHES_REMEMBERED)
     )
+    coordinator_epoch: int = -1
+    """The transaction coordinator epoch of the last marker (older ones are fenced)."""
+    transaction_first_offset: int = -1
+    """First offset of the producer's open transaction here; -1 when none is open."""
 
     @property
     def last_sequence(self) -> int:
@@ -117,11 +153,19 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.open_transactions: dict[int, int] = {}
+        """Producer id → first offset of its open transaction (mirrors the entries)."""
 
     # -- checks and updates ---------------------------------------------------------
 
     def check(
-        self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int
+        self,
+        producer_id: int,
+        epoch: int,
+        first_sequence: int,
+        last_sequence: int,
+        *,
+        transactional: bool = False,
     ) -> BatchMetadata | None:
         """Check a batch about to be appended. Returns the remembered batch when it is a
         duplicate, None when it may be appended; raises the Kafka error otherwise."""
@@ -133,6 +177,11 @@ class ProducerStateManager:
         if epoch < entry.epoch:
             raise errors.InvalidProducerEpoch(
                 f"producer {producer_id} has epoch {epoch}, older than {entry.epoch}"
+            )
+        if not transactional and entry.transaction_first_offset >= 0:
+            raise InvalidTxnState(
+                f"producer {producer_id} sent a non-transactional batch while its "
+                f"transaction from offset {entry.transaction_first_offset} is open"
             )
         if first_sequence == NO_SEQUENCE:
             return None
@@ -166,6 +215,7 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
         timestamp_ms: int,
+        transactional: bool = False,
     ) -> None:
         """Remember an appended batch (after :meth:`check`, or unchecked when replaying
         the log or appending as a follower)."""
@@ -183,9 +233,63 @@ class ProducerStateManager:
             entry.batches.append(
                 BatchMetadata(first_sequence, last_sequence, first_offset, last_offset)
             )
+        if transactional and entry.transaction_first_offset < 0:
+            entry.transaction_first_offset = first_offset
+            self.open_transactions[producer_id] = first_offset
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Check a transaction marker about to be appended (raises the Kafka error)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise errors.InvalidProducerEpoch(
+                f"marker for producer {producer_id} has epoch {epoch}, older than {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        epoch: int,
+        *,
+        marker_offset: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timestamp_ms: int,
+    ) -> CompletedTransaction | None:
+        """Remember an appended marker; the transaction it closed, or None when the
+        producer had none open here (a marker for a partition it never wrote to)."""
+        self.record(
+            producer_id,
+            epoch,
+            first_sequence=NO_SEQUENCE,
+            last_sequence=NO_SEQUENCE,
+            first_offset=marker_offset,
+            last_offset=marker_offset,
+            timestamp_ms=timestamp_ms,
+        )
+        entry = self.producers[producer_id]
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        first_offset = entry.transaction_first_offset
+        if first_offset < 0:
+            return None
+        entry.transaction_first_offset = -1
+        del self.open_transactions[producer_id]
+        return CompletedTransaction(producer_id, first_offset, marker_offset, committed)
+
+    def first_open_transaction_offset(self) -> int | None:
+        """The smallest first offset of an open transaction, None when none is open."""
+        return min(self.open_transactions.values()) if self.open_transactions else None
 
     def replay(self, header: BatchHeader) -> None:
-        """Remember a batch read back from the log (its header has the real offsets)."""
+        """Remember a data batch read back from the log (its header has the real
+        offsets). Markers go to :meth:`complete_transaction`."""
+        assert not header.is_control, "markers are replayed with complete_transaction"
         self.record(
             header.producer_id,
             header.producer_epoch,
@@ -194,10 +298,12 @@ class ProducerStateManager:
             first_offset=header.base_offset,
             last_offset=header.last_offset,
             timestamp_ms=header.max_timestamp,
+            transactional=header.is_transactional,
         )
 
     def clear(self) -> None:
         self.producers.clear()
+        self.open_transactions.clear()
 
     # -- snapshots ------------------------------------------------------------------
 
@@ -222,7 +328,7 @@ class ProducerStateManager:
         """Replace the state with the newest readable snapshot whose offset is <=
         ``at_or_below``. Returns its offset, or None (empty state) when there is none.
         Unreadable snapshots are deleted with a warning."""
-        self.producers.clear()
+        self.clear()
         for offset in reversed(self.snapshot_offsets()):
             if offset > at_or_below:
                 continue
@@ -234,6 +340,11 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 self.producers = {}
                 continue
+            self.open_transactions = {
+                producer_id: entry.transaction_first_offset
+                for producer_id, entry in self.producers.items()
+                if entry.transaction_first_offset >= 0
+            }
             return offset
         return None
 
@@ -254,7 +365,12 @@ class ProducerStateManager:
         body = bytearray()
         for entry in self.producers.values():
             body += _PRODUCER.pack(
-                entry.producer_id, entry.epoch, entry.last_timestamp_ms, len(entry.batches)
+                entry.producer_id,
+                entry.epoch,
+                entry.last_timestamp_ms,
+                entry.coordinator_epoch,
+                entry.transaction_first_offset,
+                len(entry.batches),
             )
             for batch in entry.batches:
                 body += _BATCH.pack(
@@ -276,7 +392,7 @@ class ProducerStateManager:
         if len(data) < _SNAPSHOT_HEAD.size:
             raise errors.KafkaStorageError(f"only {len(data)} bytes")
         version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in SNAPSHOT_VERSIONS_READ:
             raise errors.KafkaStorageError(f"unknown version {version}")
         if crc32c.crc32c(memoryview(data)[6:]) != crc:
             raise errors.KafkaStorageError("CRC-32C mismatch")
@@ -284,11 +400,29 @@ class ProducerStateManager:
         position = _SNAPSHOT_HEAD.size
         try:
             for _ in range(count):
-                producer_id, epoch, last_timestamp, batch_count = _PRODUCER.unpack_from(
-                    data, position
+                if version == 1:
+                    producer_id, epoch, last_timestamp, batch_count = _PRODUCER_V1.unpack_from(
+                        data, position
+                    )
+                    coordinator_epoch, transaction_first_offset = -1, -1
+                    position += _PRODUCER_V1.size
+                else:
+                    (
+                        producer_id,
+                        epoch,
+                        last_timestamp,
+                        coordinator_epoch,
+                        transaction_first_offset,
+                        batch_count,
+                    ) = _PRODUCER.unpack_from(data, position)
+                    position += _PRODUCER.size
+                entry = ProducerStateEntry(
+                    producer_id,
+                    epoch,
+                    last_timestamp,
+                    coordinator_epoch=coordinator_epoch,
+                    transaction_first_offset=transaction_first_offset,
                 )
-                position += _PRODUCER.size
-                entry = ProducerStateEntry(producer_id, epoch, last_timestamp)
                 for _ in range(batch_count):
                     entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, position)))
                     position += _BATCH.size

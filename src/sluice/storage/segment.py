@@ -5,6 +5,8 @@ Files, named by the segment's base offset (the first offset it may hold) in 20 d
     00000000000000001200.log        record batches, back to back, as produced
     00000000000000001200.index      offset → position   (see ``index``)
     00000000000000001200.timeindex  timestamp → offset  (see ``index``)
+    00000000000000001200.txnindex   aborted transactions (see ``transaction_index``;
+                                    only when an ABORT marker landed here)
 
 The ``.log`` file is nothing but v2 record batches, byte for byte as the producer sent
 them with base offset and partition leader epoch filled in (``protocol.records.batch``)::
@@ -67,6 +69,7 @@ from sluice.protocol.records.batch import (
 )
 from sluice.storage.checkpoint import write_all
 from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
+from sluice.storage.transaction_index import TRANSACTION_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +259,9 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TRANSACTION_INDEX_SUFFIX)
+        )
         self._file: _SegmentFile | None = None
         """Open lazily (see :attr:`file`); dropped again by :data:`OPEN_SEGMENT_FILES`."""
         self.size_bytes = os.stat(self.log_path).st_size if self.log_path.exists() else 0
@@ -299,7 +305,7 @@ class LogSegment:
         if not new_directory:
             if log_path.exists() and log_path.stat().st_size:
                 raise errors.KafkaStorageError(f"{log_path} already exists and is not empty")
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TRANSACTION_INDEX_SUFFIX):
                 (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(
             directory,
@@ -859,6 +865,7 @@ class LogSegment:
         if not self._active:
             return
         self._finish_indexes()
+        self.txn_index.sync()
         self._active = False
         OPEN_SEGMENT_FILES.touch(self)
 
@@ -912,6 +919,7 @@ class LogSegment:
             self._offset_index = self._time_index = None
         elif self._active:
             self._finish_indexes()
+        self.txn_index.sync()
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
@@ -922,7 +930,7 @@ class LogSegment:
             self._file = None
 
     def rename_to_deleted(self) -> None:
-        """Mark for deletion: unmap the indexes, add ``.deleted`` to the three names. The
+        """Mark for deletion: unmap the indexes, add ``.deleted`` to the file names. The
         log file stays open so reads in flight (sendfile) can finish."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
@@ -930,7 +938,7 @@ class LogSegment:
         self._offset_index = self._time_index = None
         OPEN_SEGMENT_FILES.forget(self)
         self.deleted = True
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in self._paths():
             if path.exists():
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
 
@@ -940,8 +948,11 @@ class LogSegment:
         if self._file is not None:
             self._file.close()
             self._file = None
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in self._paths():
             path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+
+    def _paths(self) -> tuple[Path, ...]:
+        return (self.log_path, self.index_path, self.time_index_path, self.txn_index.path)
 
     def __repr__(self) -> str:
         state = "active" if self._active else "inactive"

@@ -30,6 +30,7 @@ def make_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytearray:
     """One produced batch (base offset 0, leader epoch -1, as a client sends it)."""
     records = [
@@ -47,6 +48,7 @@ def make_batch(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
+            transactional=transactional,
             base_timestamp_ms=timestamp_ms if timestamps is None else None,
         )
     )
