@@ -50,7 +50,7 @@ from kafka_wire import KafkaConnection
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest
 from kio.schema.offset_fetch.v5 import request as offset_fetch_v5
 
-from sluice.group.placement import partition_for
+from sluice.coordinator.placement import partition_for
 
 OFFSETS_TOPIC_PARTITIONS = 50
 HISTORY_TOPIC_PARTITIONS = 100

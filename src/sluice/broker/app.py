@@ -34,6 +34,7 @@ from typing import IO
 
 from sluice.broker import meta_properties
 from sluice.broker.allocator import tune_allocator
+from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.fatal import (
@@ -46,6 +47,7 @@ from sluice.broker.handlers.table import HANDLERS
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
+from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
@@ -54,6 +56,7 @@ from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
 from sluice.broker.topics import TopicManager
+from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
@@ -69,6 +72,12 @@ from sluice.storage import (
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from sluice.txn.config import (
+    TRANSACTION_STATE_TOPIC,
+    TRANSACTION_STATE_WRITE_TIMEOUT_MS,
+    TransactionConfig,
+)
+from sluice.txn.runtime import TransactionCoordinatorRuntime
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +111,7 @@ class Broker:
         )
         self._dispatcher: Dispatcher | None = None
         self.store: MetadataStore | None = None
-        self._loading: set[int] = set()
-        """``__consumer_offsets`` partitions whose coordinators are being loaded."""
+        self.peers: Peers | None = None
         self.fatal = FatalStorageStop(self.data_dir, self.request_stop)
         self.maintenance = LogMaintenance(config, clock, self.replicas, self.fatal)
         self.produce_checks = ProduceChecks()
@@ -254,6 +262,43 @@ class Broker:
             group_config,
             self.clock,
         )
+        self.peers = Peers(self.config.node_id, lambda: self.applier.image)
+        self.markers = TransactionMarkers(
+            self.config.node_id,
+            self.replicas,
+            self.purgatory,
+            lambda: self.applier.image,
+            self.peers,
+            self.groups,
+        )
+        transaction_topic = self.topics.get(TRANSACTION_STATE_TOPIC)
+        self.transactions = TransactionCoordinatorRuntime(
+            PartitionCoordinatorLog(
+                TRANSACTION_STATE_TOPIC,
+                self.replicas,
+                self.purgatory,
+                self.clock,
+                self.config.transaction_state_log_num_partitions
+                if transaction_topic is None
+                else transaction_topic.partition_count,
+                TRANSACTION_STATE_WRITE_TIMEOUT_MS,
+            ),
+            self.producer_ids,
+            self.markers.write,
+            TransactionConfig(
+                self.config.transaction_max_timeout_ms,
+                self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            ),
+            self.clock,
+        )
+        self.markers.coordinator = self.transactions
+        verifier = TransactionVerifier(
+            self.config.node_id, self.transactions, lambda: self.applier.image, self.peers
+        )
+        self.hosting = (
+            CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
+            CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
+        )
         services = BrokerServices(
             config=self.config,
             store=store,
@@ -261,6 +306,9 @@ class Broker:
             replicas=self.replicas,
             purgatory=self.purgatory,
             groups=self.groups,
+            transactions=self.transactions,
+            markers=self.markers,
+            verify_transaction=verifier.verify,
             producer_ids=self.producer_ids,
             produce_checks=self.produce_checks,
             check_storage_error=self.fatal.check_storage_error,
@@ -330,32 +378,11 @@ class Broker:
         if self.config.zookeeper_connect is None:
             await self.topics.ensure_offsets_topic()
 
-    def _led_offsets_partitions(self) -> set[int]:
-        """The ``__consumer_offsets`` partitions this broker leads: it coordinates the
-        groups that hash onto them."""
-        return {
-            partition.topic_partition.partition
-            for partition in self.replicas
-            if partition.topic_partition.topic == OFFSETS_TOPIC and partition.is_leader
-        }
-
     def _follow_leadership(self, tasks: asyncio.TaskGroup) -> None:
-        """Load the group coordinators of ``__consumer_offsets`` partitions this broker
-        came to lead, unload those it no longer leads (after each applied metadata)."""
-        led = self._led_offsets_partitions()
-        loaded = set(self.groups.loaded_partitions()) | self._loading
-        for partition in sorted(led - loaded):
-            self._loading.add(partition)
-            tasks.create_task(self._load_coordinator(partition))
-        for partition in sorted(loaded - led):
-            self.groups.unload_partition(partition)
-            self._loading.discard(partition)
-
-    async def _load_coordinator(self, partition: int) -> None:
-        try:
-            await self.groups.load_partition(partition)
-        finally:
-            self._loading.discard(partition)
+        """Load the coordinators of internal partitions this broker came to lead,
+        unload those it no longer leads (after each applied metadata)."""
+        for hosting in self.hosting:
+            hosting.follow(tasks)
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -388,11 +415,13 @@ class Broker:
                 # arrives; a FindCoordinator answer a slice later is lost, and an
                 # admin call waiting on it hangs until its timeout. Clients that
                 # connect while we load are refused and retry.
-                await self.groups.start(tasks, sorted(self._led_offsets_partitions()))
+                await self.groups.start(tasks, sorted(self.hosting[0].led_partitions()))
+                await self.transactions.start(tasks, sorted(self.hosting[1].led_partitions()))
                 self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
                 await self._stopping.wait()
                 self.groups.stop()
+                self.transactions.stop()
                 self.maintenance.stop()
                 for task in background:
                     task.cancel()
@@ -401,6 +430,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         await self.server.stop()
+        if self.peers is not None:
+            await self.peers.close()
         await self.topics.close()
         self.produce_checks.close()
         # Leave the cluster first: the controller moves leadership off this broker

@@ -230,6 +230,26 @@ class Partition:
             self._advance_high_watermark()
         return result
 
+    def append_marker(
+        self, *, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> AppendResult:
+        """Write a transaction marker as leader (WriteTxnMarkers); markers are written
+        with acks=all, so the ISR must meet min.insync.replicas."""
+        self.check_leader()
+        self.check_enough_replicas(errors.NotEnoughReplicas)
+        result = self.log.append_marker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=committed,
+            coordinator_epoch=coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+        )
+        self.dirty = True
+        if self.has_followers:
+            self._purgatory.notify(log_end_key(self.topic_partition))
+        self._advance_high_watermark()
+        return result
+
     def check_enough_replicas(self, error: type[errors.KafkaError]) -> None:
         """Raise ``error`` when the ISR is smaller than min.insync.replicas."""
         min_insync = self.log.config.min_insync_replicas

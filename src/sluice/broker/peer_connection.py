@@ -1,5 +1,6 @@
 """A connection from this broker to another one, for the broker's own requests (the
-replica fetcher's Fetch and OffsetForLeaderEpoch).
+replica fetcher's Fetch and OffsetForLeaderEpoch; transaction markers and
+verifications, through :class:`~sluice.broker.peers.Peers`).
 
 The asyncio shell around the sans-IO client protocol (:mod:`sluice.protocol.client`),
 kept to what a fetcher needs: one request at a time, each answered before the next is
@@ -21,9 +22,12 @@ PEER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 0),
     ApiKey.FETCH: (12, 12),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (3, 4),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (4, 4),
 }
 """What the broker speaks to other brokers: Fetch v12 (the first with the follower's
-last fetched epoch, topics by name), OffsetForLeaderEpoch v3+ (with the replica id)."""
+last fetched epoch, topics by name), OffsetForLeaderEpoch v3+ (with the replica id),
+WriteTxnMarkers v1, AddPartitionsToTxn v4 (verify only)."""
 
 
 class PeerUnavailable(Exception):

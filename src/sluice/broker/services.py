@@ -7,7 +7,7 @@ stay out of their reach.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from sluice.broker.produce_checks import ProduceChecks
@@ -15,9 +15,12 @@ from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.topics import TopicManager
+from sluice.broker.transactions import TransactionMarkers
 from sluice.cluster.store import MetadataStore
 from sluice.common.config import BrokerConfig
+from sluice.common.ids import TopicPartition
 from sluice.group.runtime import GroupCoordinatorRuntime
+from sluice.txn.runtime import TransactionCoordinatorRuntime
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,12 @@ class BrokerServices:
     purgatory: Purgatory
     """Where acks=all produce requests wait for the high watermark."""
     groups: GroupCoordinatorRuntime
+    transactions: TransactionCoordinatorRuntime
+    markers: TransactionMarkers
+    """Writes transaction markers into partitions led here (WriteTxnMarkers)."""
+    verify_transaction: Callable[[str, int, int, TopicPartition], Awaitable[None]]
+    """KIP-890 part 1: raises unless the partition is in the producer's open
+    transaction (``TransactionVerifier.verify``)."""
     producer_ids: ProducerIdManager
     produce_checks: ProduceChecks
     """Threads for the records checks of large produced batches."""

@@ -57,6 +57,7 @@ from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
 from sluice.group.config import OFFSETS_TOPIC
 from sluice.storage import PartitionLog
+from sluice.txn.config import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -293,24 +294,55 @@ class TopicManager:
         """``__consumer_offsets`` (compacted), created with the broker's offsets.topic.*
         settings if it does not exist yet; another broker creating it at the same moment
         is waited for."""
-        existing = self.get(OFFSETS_TOPIC)
+        return await self._ensure_internal_topic(
+            OFFSETS_TOPIC,
+            self._config.offsets_topic_num_partitions,
+            self._config.offsets_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self._config.offsets_topic_segment_bytes),
+            },
+        )
+
+    async def ensure_transaction_state_topic(self) -> TopicMetadata:
+        """``__transaction_state`` (compacted), created with the broker's
+        transaction.state.log.* settings if it does not exist yet."""
+        replication_factor = self._config.transaction_state_log_replication_factor
+        return await self._ensure_internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            self._config.transaction_state_log_num_partitions,
+            replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self._config.transaction_state_log_segment_bytes),
+                "min.insync.replicas": str(
+                    min(
+                        self._config.transaction_state_log_min_isr,
+                        self._replicas_for(replication_factor),
+                    )
+                ),
+            },
+        )
+
+    def _replicas_for(self, replication_factor: int) -> int:
+        """Kafka refuses to create an internal topic until enough brokers are up; here
+        a smaller cluster gets one replica per live broker."""
+        return min(replication_factor, max(len(self.image.live_brokers()), 1))
+
+    async def _ensure_internal_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str | None],
+    ) -> TopicMetadata:
+        existing = self.get(name)
         if existing is not None:
             return existing
-        creation = self._creating.get(OFFSETS_TOPIC)
+        creation = self._creating.get(name)
         if creation is None:
             future = self.begin_create(
-                OFFSETS_TOPIC,
-                self._config.offsets_topic_num_partitions,
-                # Kafka refuses until enough brokers are up; here a smaller cluster
-                # gets one replica per live broker.
-                min(
-                    self._config.offsets_topic_replication_factor,
-                    max(len(self.image.live_brokers()), 1),
-                ),
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self._config.offsets_topic_segment_bytes),
-                },
+                name, partitions, self._replicas_for(replication_factor), configs
             )
             assert future is not None
         else:
@@ -318,7 +350,7 @@ class TopicManager:
         try:
             return await asyncio.shield(future)
         except errors.TopicAlreadyExists:
-            found = await self._wait_for_topic(OFFSETS_TOPIC)
+            found = await self._wait_for_topic(name)
             if isinstance(found, KafkaError):
                 raise found from None
             return found

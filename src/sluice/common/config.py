@@ -408,6 +408,17 @@ class BrokerConfig:
     """Replicas of each ``__consumer_offsets`` partition (and of later internal topics),
     as in Kafka; a cluster with fewer live brokers gets one replica per broker."""
     offsets_topic_segment_bytes: int = 104_857_600
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    """Replicas of each ``__transaction_state`` partition (one per live broker when
+    fewer, as for ``__consumer_offsets``)."""
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_max_timeout_ms: int = 900_000
+    """The longest transaction.timeout.ms a producer may ask for."""
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    """How often the transaction coordinator looks for transactions past their
+    timeout (and aborts them)."""
     log_cleaner_io_max_bytes_per_second: int = 50 * 1024 * 1024
     """Budget of the background log cleaner (reads plus writes), so compaction never
     starves produce and fetch of disk bandwidth."""
@@ -610,6 +621,24 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _long(1, 1000)),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _long(1, 32)),
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _long(14, 2**31 - 1)),
+    "transaction.state.log.num.partitions": (
+        "transaction_state_log_num_partitions",
+        _long(1, 1000),
+    ),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor",
+        _long(1, 32),
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _long(1, 32)),
+    "transaction.state.log.segment.bytes": (
+        "transaction_state_log_segment_bytes",
+        _long(14, 2**31 - 1),
+    ),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _long(1, 2**31 - 1)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        _long(1, 2**31 - 1),
+    ),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),

@@ -19,9 +19,13 @@ from sluice.coordinator.api import (
     CoordinatorLog,
     CoordinatorShard,
     Effect,
+    LoggedRecord,
     Record,
     Reply,
     RequestToken,
+    Task,
+    TransactionalRecord,
+    TransactionMarker,
 )
 from sluice.coordinator.runtime import CoordinatorRuntime
 
@@ -31,7 +35,11 @@ __all__ = [
     "CoordinatorRuntime",
     "CoordinatorShard",
     "Effect",
+    "LoggedRecord",
     "Record",
     "Reply",
     "RequestToken",
+    "Task",
+    "TransactionMarker",
+    "TransactionalRecord",
 ]

@@ -8,6 +8,14 @@ A shard never does I/O. Its operations return a list of effects:
 - :class:`Reply` — the response to a waiting request, named by the token the runtime
   gave when it handed the request in. A request may be answered at once, after its
   records are committed, or much later (a JoinGroup waits for the rebalance).
+- :class:`Task` — work outside the shard's partition (the transaction coordinator
+  writing markers to other partitions, …), run by the coordinator's task runner; when
+  it is done the runtime calls ``task_completed(now_ms, task_id, result)``.
+
+An :class:`Append` with a ``transaction`` is written as a transactional batch of that
+producer (TxnOffsetCommit's offsets); such records are pending until a marker for the
+producer lands in the partition. Loading replays them with ``replay_transactional``
+and the markers with ``replay_marker``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ Record = tuple[bytes, bytes | None]
 class Append:
     append_id: int
     records: tuple[Record, ...] = field(repr=False)
+    transaction: tuple[int, int] | None = None
+    """(producer id, producer epoch): written as that producer's transactional batch."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,35 @@ class Reply:
     """The coordinator's response type; its runtime layer checks which it expects."""
 
 
-Effect = Append | Reply
+@dataclass(frozen=True)
+class Task:
+    task_id: int
+    work: object
+    """What to do; the coordinator's task runner knows the types it hands out."""
+
+
+Effect = Append | Reply | Task
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalRecord:
+    """A record of a producer's transactional batch, as loading reads it."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMarker:
+    """A COMMIT or ABORT marker for a producer, as loading reads it."""
+
+    producer_id: int
+    committed: bool
+
+
+LoggedRecord = Record | TransactionalRecord | TransactionMarker
+"""What loading reads from a partition, in log order."""
 
 
 class CoordinatorShard(Protocol):
@@ -53,6 +91,14 @@ class CoordinatorShard(Protocol):
         """Apply one record of the partition, in log order, before any operation.
         Raise a KafkaError (CorruptMessage) for bytes that are not a record of ours: the
         runtime logs and skips the record."""
+        ...
+
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """Apply one record of a producer's transaction: pending until its marker."""
+        ...
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """A marker: the producer's pending records take effect (or are dropped)."""
         ...
 
     def load_completed(self, now_ms: int) -> None:
@@ -74,6 +120,10 @@ class CoordinatorShard(Protocol):
         written. Appends are reported in the order the shard returned them."""
         ...
 
+    def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
+        """A :class:`Task` finished with ``result`` (the task runner's)."""
+        ...
+
 
 class CoordinatorLog(Protocol):
     """The partitions of one coordinator's topic, as the broker provides them."""
@@ -88,13 +138,19 @@ class CoordinatorLog(Protocol):
         """Partitions of the topic; fixed for the life of the cluster."""
         ...
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append the records as one batch and return once they are committed (the high
-        watermark is past them). Raise a KafkaError (NOT_LEADER_OR_FOLLOWER,
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[Record],
+        transaction: tuple[int, int] | None = None,
+    ) -> None:
+        """Append the records as one batch (``transaction``: that producer's
+        transactional batch) and return once they are committed (the high watermark is
+        past them). Raise a KafkaError (NOT_LEADER_OR_FOLLOWER,
         NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, …) if they were not; the shard maps it
         to the error its clients expect."""
         ...
 
-    def read(self, partition: int) -> Iterable[Record]:
-        """Every record now in the partition, in offset order (for loading)."""
+    def read(self, partition: int) -> Iterable[LoggedRecord]:
+        """Every record and marker now in the partition, in offset order (loading)."""
         ...

@@ -15,6 +15,8 @@ operation on the shard::
                         shard.append_completed(now, id, error) → more effects
                    timer task (one): sleeps until the earliest next_deadline_ms() of all
                         shards (or until woken), then poll(now) → effects
+                   Task → a task per effect: await run_task(partition, task), then
+                        shard.task_completed(now, id, result) → more effects
 
 Each partition goes through::
 
@@ -47,7 +49,7 @@ import collections
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Generic, Self, TypeVar
 
@@ -60,6 +62,9 @@ from sluice.coordinator.api import (
     Effect,
     Reply,
     RequestToken,
+    Task,
+    TransactionalRecord,
+    TransactionMarker,
 )
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,10 @@ REPLAY_RECORDS_PER_YIELD = 1_000
 a long load does not stall everyone else."""
 
 ShardT = TypeVar("ShardT", bound=CoordinatorShard)
+
+TaskRunner = Callable[[int, Task], Awaitable[object]]
+"""Runs a shard's :class:`Task` for its partition and returns the result handed to
+``task_completed``. It must not raise for operating errors: it returns them."""
 
 Operation = Callable[[ShardT, int, RequestToken], list[Effect]]
 """A request handed to a shard: called with (shard, now_ms, token), returns its effects;
@@ -105,9 +114,11 @@ class CoordinatorRuntime(Generic[ShardT]):
         coordinator_log: CoordinatorLog,
         new_shard: Callable[[], ShardT],
         clock: Clock = SYSTEM_CLOCK,
+        run_task: TaskRunner | None = None,
     ) -> None:
         self._log = coordinator_log
         self._new_shard = new_shard
+        self._run_task = run_task
         self._clock = clock
         self._partitions: dict[int, _Partition[ShardT]] = {}
         self._tokens = itertools.count(1)
@@ -169,9 +180,14 @@ class CoordinatorRuntime(Generic[ShardT]):
             return
         hosted = self._partitions[partition] = _Partition(partition, self._new_shard())
         replayed = corrupt = 0
-        for key, value in self._log.read(partition):
+        for item in self._log.read(partition):
             try:
-                hosted.shard.replay(key, value)
+                if isinstance(item, TransactionalRecord):
+                    hosted.shard.replay_transactional(item.producer_id, item.key, item.value)
+                elif isinstance(item, TransactionMarker):
+                    hosted.shard.replay_marker(item.producer_id, item.committed)
+                else:
+                    hosted.shard.replay(*item)
             except KafkaError as e:
                 corrupt += 1
                 log.warning("%s-%d: skipping a record: %s", self._log.topic, partition, e)
@@ -282,6 +298,13 @@ class CoordinatorRuntime(Generic[ShardT]):
                 entry = self._waiting.pop(effect.token, None)
                 if entry is not None and not entry[1].done():
                     entry[1].set_result(effect.response)
+            elif isinstance(effect, Task):
+                assert self._run_task is not None, "a shard with tasks needs a task runner"
+                assert self._tasks is not None
+                self._tasks.create_task(
+                    self._complete_task(hosted, effect),
+                    name=f"coordinator-task-{self._log.topic}-{hosted.partition}",
+                )
             else:
                 assert effect.records, "appends carry records"
                 hosted.appends.append(effect)
@@ -295,13 +318,26 @@ class CoordinatorRuntime(Generic[ShardT]):
         ):
             self._wake_event.set()
 
+    async def _complete_task(self, hosted: _Partition[ShardT], task: Task) -> None:
+        assert self._run_task is not None
+        result = await self._run_task(hosted.partition, task)
+        if self._partitions.get(hosted.partition) is hosted:
+            now_ms = self._now_ms()
+            self._dispatch(hosted, hosted.shard.task_completed(now_ms, task.task_id, result))
+
     async def _write(self, hosted: _Partition[ShardT]) -> None:
-        """Write the partition's appends in order, several per log write."""
+        """Write the partition's appends in order, several per log write (a
+        transactional append goes alone: its batch carries its producer)."""
         while True:
             await hosted.has_appends.wait()
             batch = [hosted.appends.popleft()]
             size = _record_bytes(batch[0])
-            while hosted.appends and size + _record_bytes(hosted.appends[0]) <= WRITE_BYTES_MAX:
+            while (
+                batch[0].transaction is None
+                and hosted.appends
+                and hosted.appends[0].transaction is None
+                and size + _record_bytes(hosted.appends[0]) <= WRITE_BYTES_MAX
+            ):
                 size += _record_bytes(hosted.appends[0])
                 batch.append(hosted.appends.popleft())
             if not hosted.appends:
@@ -309,7 +345,9 @@ class CoordinatorRuntime(Generic[ShardT]):
             error: ErrorCode | None = None
             try:
                 await self._log.append(
-                    hosted.partition, [record for append in batch for record in append.records]
+                    hosted.partition,
+                    [record for append in batch for record in append.records],
+                    batch[0].transaction,
                 )
             except KafkaError as e:
                 log.warning("%s-%d: append failed: %s", self._log.topic, hosted.partition, e)

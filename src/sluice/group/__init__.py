@@ -4,7 +4,7 @@ What belongs here: the group coordinator as a deterministic state machine
 (:mod:`~sluice.group.coordinator`, with :mod:`~sluice.group.state` and
 :mod:`~sluice.group.member`), the ``__consumer_offsets`` record formats
 (:mod:`~sluice.group.records`), the group → partition rule
-(:mod:`~sluice.group.placement`), and the group operations on top of the generic
+(:mod:`~sluice.coordinator.placement`), and the group operations on top of the generic
 coordinator runtime, which gives the state machine its log and its timers
 (:mod:`~sluice.group.runtime` over :mod:`sluice.coordinator`). Requests and responses
 here are plain data (:mod:`~sluice.group.api`); the broker's handlers translate the wire

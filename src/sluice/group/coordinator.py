@@ -32,6 +32,12 @@ Rules that keep the log the source of truth:
   JoinGroups sent together (same millisecond) make one rebalance even with no initial
   delay.
 
+Transactional offsets (TxnOffsetCommit) are written as the producer's transactional
+batch and kept pending per producer, invisible to OffsetFetch (which answers
+UNSTABLE_OFFSET_COMMIT for them when asked for stable offsets), until the transaction's
+marker lands in the partition: ``complete_transaction`` (live) or ``replay_marker``
+(loading) then makes them committed offsets, or drops them on an abort.
+
 Every request gets exactly one :class:`~sluice.coordinator.api.Reply`; a parked request that
 is superseded (the same member sends JoinGroup or SyncGroup again) is answered with
 REBALANCE_IN_PROGRESS, and one whose member is removed with UNKNOWN_MEMBER_ID.
@@ -195,6 +201,10 @@ class GroupCoordinator:
         self._expiry_check_ms: int | None = None
         self._loading_metadata: dict[str, GroupMetadataValue | None] = {}
         self._loading = False
+        self._transactional_offsets: dict[
+            int, dict[tuple[str, TopicPartition], OffsetCommitValue | None]
+        ] = {}
+        """Producer id → offsets its open transaction committed (None: a tombstone)."""
 
     # ================================================================= inspection
 
@@ -233,6 +243,51 @@ class GroupCoordinator:
         self._loading_metadata[decoded.group_id] = metadata
         if metadata is not None and decoded.group_id not in self._groups:
             self._groups[decoded.group_id] = Group(decoded.group_id, -1)
+
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """An offset committed inside a transaction: pending until its marker."""
+        decoded = decode_key(key)
+        if not isinstance(decoded, OffsetCommitKey):
+            return  # only offsets are ever written in a transaction
+        partition = TopicPartition(decoded.topic, decoded.partition)
+        pending = self._transactional_offsets.setdefault(producer_id, {})
+        pending[(decoded.group_id, partition)] = (
+            None if value is None else decode_offset_commit_value(value)
+        )
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        self._finish_transaction(producer_id, committed, now_ms=-1)
+
+    def _finish_transaction(self, producer_id: int, committed: bool, now_ms: int) -> None:
+        pending = self._transactional_offsets.pop(producer_id, None)
+        if pending is None or not committed:
+            return
+        for (group_id, partition), value in pending.items():
+            group = self._groups.get(group_id)
+            if value is None:
+                if group is not None:
+                    group.offsets.pop(partition, None)
+                continue
+            if group is None or group.is_in(_DEAD):
+                group = self._groups[group_id] = Group(group_id, now_ms)
+            group.offsets[partition] = value
+
+    def has_pending_transactional_offset(self, group_id: str, partition: TopicPartition) -> bool:
+        return any(
+            (group_id, partition) in pending for pending in self._transactional_offsets.values()
+        )
+
+    def complete_transaction(
+        self, now_ms: int, token: RequestToken, producer_id: int, committed: bool
+    ) -> list[Effect]:
+        """A marker for ``producer_id`` was written to this partition (its offsets
+        take effect, or are dropped on an abort)."""
+        effects = self._advance(now_ms)
+        self._finish_transaction(producer_id, committed, now_ms)
+        return [*effects, Reply(token, None)]
+
+    def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
+        raise AssertionError("the group coordinator hands out no tasks")
 
     def load_completed(self, now_ms: int) -> None:
         """End of the log: give groups their last metadata; groups with members come
@@ -365,10 +420,15 @@ class GroupCoordinator:
 
     # ================================================================= appends
 
-    def _append(self, records: Sequence[Record], on_completion: CompletionHandler) -> Append:
+    def _append(
+        self,
+        records: Sequence[Record],
+        on_completion: CompletionHandler,
+        transaction: tuple[int, int] | None = None,
+    ) -> Append:
         append_id = next(self._append_ids)
         self._in_flight[append_id] = on_completion
-        return Append(append_id, tuple(records))
+        return Append(append_id, tuple(records), transaction)
 
     def append_completed(
         self, now_ms: int, append_id: int, error: ErrorCode | None = None
@@ -1014,8 +1074,26 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         return effects + self._commit(now_ms, token, request)
 
+    def commit_transactional_offsets(
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: OffsetCommitRequest,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> list[Effect]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and
+        take effect with its COMMIT marker. A member and generation, when given
+        (v3+), are checked as for OffsetCommit."""
+        effects = self._advance(now_ms)
+        return effects + self._commit(now_ms, token, request, (producer_id, producer_epoch))
+
     def _commit(
-        self, now_ms: int, token: RequestToken, request: OffsetCommitRequest
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: OffsetCommitRequest,
+        transaction: tuple[int, int] | None = None,
     ) -> list[Effect]:
         def answer_all(error: ErrorCode) -> list[Effect]:
             errors = tuple((partition, error) for partition, _ in request.offsets)
@@ -1025,10 +1103,12 @@ class GroupCoordinator:
             return answer_all(ErrorCode.invalid_group_id)
         group = self._groups.get(request.group_id)
         if group is None:
-            if request.generation_id >= 0:
+            if request.generation_id >= 0 and transaction is None:
                 return answer_all(ErrorCode.illegal_generation)
             # A simple consumer (or an administrator) storing offsets without a group.
             group = self._groups[request.group_id] = Group(request.group_id, now_ms)
+        elif transaction is not None and request.generation_id < 0:
+            pass  # a producer committing for a group it is not a member of (v0–2)
         else:
             error = self._validate_offset_commit(group, request)
             if error is not None:
@@ -1067,8 +1147,13 @@ class GroupCoordinator:
                 group.pending_offset_commits[partition] -= 1
                 if group.pending_offset_commits[partition] <= 0:
                     del group.pending_offset_commits[partition]
-                if error is None:
+                if error is not None:
+                    continue
+                if transaction is None:
                     group.offsets[partition] = value
+                else:
+                    pending = self._transactional_offsets.setdefault(transaction[0], {})
+                    pending[(group.group_id, partition)] = value
             outcome = ErrorCode.none if error is None else _commit_error(error)
             errors = tuple(
                 (partition, outcome if result is None else result)
@@ -1078,7 +1163,7 @@ class GroupCoordinator:
                 self._drop_if_unused(group)
             return [Reply(token, OffsetCommitResponse(errors))]
 
-        return [self._append(records, on_committed)]
+        return [self._append(records, on_committed, transaction)]
 
     def _validate_offset_commit(
         self, group: Group, request: OffsetCommitRequest
@@ -1109,9 +1194,14 @@ class GroupCoordinator:
     # ============================================================= OffsetFetch
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResponse:
-        """Committed offsets (only those in the log). ``partitions`` None: all of them."""
+        """Committed offsets (only those in the log). ``partitions`` None: all of them.
+        ``require_stable``: a partition with an offset pending in an open transaction
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
         if not _group_id_is_valid(group_id, allow_empty=True):
             return OffsetFetchResponse(ErrorCode.invalid_group_id)
         group = self._groups.get(group_id)
@@ -1123,7 +1213,9 @@ class GroupCoordinator:
         fetched = []
         for partition in wanted:
             value = offsets.get(partition)
-            if value is None:
+            if require_stable and self.has_pending_transactional_offset(group_id, partition):
+                fetched.append(FetchedOffset(partition, error=ErrorCode.unstable_offset_commit))
+            elif value is None:
                 fetched.append(FetchedOffset(partition))
             else:
                 fetched.append(

@@ -29,6 +29,7 @@ from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import CoordinatorLog
+from sluice.coordinator.placement import partition_for
 from sluice.coordinator.runtime import CoordinatorRuntime, Operation
 from sluice.group.api import (
     DeleteGroupsResponse,
@@ -50,7 +51,6 @@ from sluice.group.api import (
 )
 from sluice.group.config import GroupConfig
 from sluice.group.coordinator import GroupCoordinator
-from sluice.group.placement import partition_for
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,26 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
             lambda c, now, token: c.commit_offsets(now, token, request),
         )
 
+    async def commit_transactional_offsets(
+        self, request: OffsetCommitRequest, producer_id: int, producer_epoch: int
+    ) -> OffsetCommitResponse:
+        """TxnOffsetCommit: offsets pending in the producer's transaction."""
+        return await self._call_for(
+            OffsetCommitResponse,
+            request.group_id,
+            lambda c, now, token: c.commit_transactional_offsets(
+                now, token, request, producer_id, producer_epoch
+            ),
+        )
+
+    async def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker for ``producer_id`` was written to ``__consumer_offsets-<partition>``
+        here; the producer's pending offsets there take effect (or are dropped)."""
+        await self.call(
+            partition,
+            lambda c, now, token: c.complete_transaction(now, token, producer_id, committed),
+        )
+
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> OffsetDeleteResponse:
@@ -141,10 +161,13 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         )
 
     async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResponse:
         """Committed offsets; ``partitions`` None means every partition of the group."""
-        return self._coordinator_for(group_id).fetch_offsets(group_id, partitions)
+        return self._coordinator_for(group_id).fetch_offsets(group_id, partitions, require_stable)
 
     async def describe_groups(self, group_ids: Sequence[str]) -> tuple[GroupDescription, ...]:
         descriptions = []

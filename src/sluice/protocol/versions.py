@@ -42,6 +42,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -56,6 +57,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -133,6 +136,18 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # transactional id they are ignored and a new id is given, as in Kafka. v6 is
     # two-phase commit (KIP-939): not served.
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5, 2),
+    # Transactions (handlers/transactions.py). AddPartitionsToTxn v4 batches several
+    # transactions and has verify_only (KIP-890 part 1, brokers ask it; clients stop at
+    # v3). The versions after these add the TRANSACTION_ABORTABLE error and transaction
+    # version 2 (KIP-890 part 2), not served yet. WriteTxnMarkers is what brokers send
+    # each other (and Kafka's admin "abort transaction").
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 4, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3, 3),
+    ApiKey.END_TXN: VersionRange(0, 3, 3),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 3, 3),
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1, 0),
     # OffsetForLeaderEpoch: where a leader epoch ends, for followers truncating after a
     # leader change and for clients validating their position (librdkafka sends v2).
     # v3 adds the replica id; v0-1 were removed in Kafka 4.0.
@@ -185,6 +200,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
+    ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2,
@@ -198,6 +214,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.DESCRIBE_CLUSTER: 0,
     ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
 }

@@ -155,6 +155,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.open_transactions: dict[int, int] = {}
         """Producer id → first offset of its open transaction (mirrors the entries)."""
+        self.markers_appended: dict[int, int] = {}
+        """Producer id → markers appended since the log was opened (in memory only): a
+        transactional produce verified with its coordinator checks that none landed
+        between the verification and its append."""
 
     # -- checks and updates ---------------------------------------------------------
 
@@ -275,12 +279,18 @@ class ProducerStateManager:
         )
         entry = self.producers[producer_id]
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        self.markers_appended[producer_id] = self.markers_appended.get(producer_id, 0) + 1
         first_offset = entry.transaction_first_offset
         if first_offset < 0:
             return None
         entry.transaction_first_offset = -1
         del self.open_transactions[producer_id]
         return CompletedTransaction(producer_id, first_offset, marker_offset, committed)
+
+    def has_open_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer, at this epoch, has a transaction open here."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.transaction_first_offset >= 0
 
     def first_open_transaction_offset(self) -> int | None:
         """The smallest first offset of an open transaction, None when none is open."""

@@ -8,7 +8,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from sluice.common.errors import KafkaError
-from sluice.coordinator.api import Record
+from sluice.coordinator.api import (
+    LoggedRecord,
+    Record,
+    TransactionalRecord,
+    TransactionMarker,
+)
 
 T = TypeVar("T")
 PARTITIONS = 4
@@ -22,7 +27,7 @@ class MemoryCoordinatorLog:
     def __init__(self, partition_count: int = PARTITIONS, topic: str = "__test_state") -> None:
         self._topic = topic
         self._partition_count = partition_count
-        self.partitions: dict[int, list[Record]] = {p: [] for p in range(partition_count)}
+        self.partitions: dict[int, list[LoggedRecord]] = {p: [] for p in range(partition_count)}
         self.writes: list[tuple[int, list[Record]]] = []
         self.gate: asyncio.Event | None = None
         self.fail_with: KafkaError | None = None
@@ -36,16 +41,29 @@ class MemoryCoordinatorLog:
     def partition_count(self) -> int:
         return self._partition_count
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[Record],
+        transaction: tuple[int, int] | None = None,
+    ) -> None:
         self.writing.set()
         if self.gate is not None:
             await self.gate.wait()
         if self.fail_with is not None:
             raise self.fail_with
         self.writes.append((partition, list(records)))
-        self.partitions[partition].extend(records)
+        if transaction is None:
+            self.partitions[partition].extend(records)
+        else:
+            self.partitions[partition].extend(
+                TransactionalRecord(transaction[0], key, value) for key, value in records
+            )
 
-    def read(self, partition: int) -> Iterable[Record]:
+    def write_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.partitions[partition].append(TransactionMarker(producer_id, committed))
+
+    def read(self, partition: int) -> Iterable[LoggedRecord]:
         return list(self.partitions[partition])
 
 

@@ -17,6 +17,7 @@ from coordinator_helpers import PARTITIONS, MemoryCoordinatorLog, run, settle, u
 from sluice.common.clock import ManualClock
 from sluice.common.errors import ErrorCode, KafkaError, NotLeaderOrFollower
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.placement import partition_for
 from sluice.coordinator.runtime import REPLAY_RECORDS_PER_YIELD
 from sluice.group.api import (
     HeartbeatRequest,
@@ -26,7 +27,6 @@ from sluice.group.api import (
     SyncGroupRequest,
 )
 from sluice.group.config import OFFSETS_TOPIC, GroupConfig
-from sluice.group.placement import partition_for
 from sluice.group.records import OffsetCommitKey, OffsetCommitValue, encode_key
 from sluice.group.records import encode_offset_commit_value as encode_value
 from sluice.group.runtime import GroupCoordinatorRuntime

@@ -1,9 +1,10 @@
-"""DescribeProducers v0: the active idempotent producers of each partition, from its
-producer state (what duplicate detection remembers).
+"""DescribeProducers v0: the active producers of each partition, from its producer state
+(what duplicate detection and transactions remember).
 
 Per producer: id, epoch, the last sequence appended (-1 when none carried one), the
-largest timestamp of its appended batches, coordinator epoch -1 and current transaction
-start offset -1 (Sluice has no transactions yet, so no producer is ever inside one).
+largest timestamp of its appended batches, the coordinator epoch of its last marker (-1
+when none) and the first offset of its open transaction (-1 when none): what Kafka's
+tools show to find a hanging transaction.
 Every replica answers, leader or not, as in Kafka. A topic name that is not valid
 answers INVALID_TOPIC_EXCEPTION; a topic or partition that does not exist,
 UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host,
@@ -24,12 +25,6 @@ if TYPE_CHECKING:
 
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
-
-NO_COORDINATOR_EPOCH = -1
-"""No transaction marker was ever written for the producer."""
-
-NO_TRANSACTION_START_OFFSET = -1
-"""The producer has no transaction open."""
 
 
 def _topic_error(services: BrokerServices, name: str) -> KafkaError | None:
@@ -65,8 +60,8 @@ def _partition_response(module: ModuleType, services: BrokerServices, tp: TopicP
                 producer_epoch=entry.epoch,
                 last_sequence=entry.last_sequence,
                 last_timestamp=entry.last_timestamp_ms,
-                coordinator_epoch=NO_COORDINATOR_EPOCH,
-                current_txn_start_offset=NO_TRANSACTION_START_OFFSET,
+                coordinator_epoch=entry.coordinator_epoch,
+                current_txn_start_offset=entry.transaction_first_offset,
             )
             for entry in producers
         ),

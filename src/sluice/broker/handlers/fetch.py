@@ -105,8 +105,9 @@ def _read_partitions(
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
                 partition_log = partition.log
                 high_watermark = partition.high_watermark
+                last_stable_offset = partition_log.last_stable_offset
                 result.high_watermark = high_watermark
-                result.last_stable_offset = high_watermark
+                result.last_stable_offset = last_stable_offset
                 result.log_start_offset = partition_log.log_start_offset
                 result.aborted_transactions = [] if read_committed else None
                 offset = int(wanted.fetch_offset)
@@ -123,8 +124,9 @@ def _read_partitions(
                         f"offset {offset} is outside [{partition_log.log_start_offset}, "
                         f"{partition_log.log_end_offset}]"
                     )
-                # A follower reads up to the log end; its fetch offset is its log end.
-                readable_end = high_watermark
+                # A follower reads up to the log end; its fetch offset is its log end. A
+                # read_committed consumer reads up to the last stable offset.
+                readable_end = last_stable_offset if read_committed else high_watermark
                 if replica_id >= 0:
                     partition.record_follower_fetch(replica_id, offset)
                     result.high_watermark = result.last_stable_offset = partition.high_watermark
@@ -135,6 +137,11 @@ def _read_partitions(
                 read = partition_log.read(
                     offset, max(limit, 0), max_offset=readable_end, min_one_batch=total == 0
                 )
+                if read_committed and replica_id < 0:
+                    result.aborted_transactions = [
+                        (aborted.producer_id, aborted.first_offset)
+                        for aborted in partition_log.aborted_transactions(offset, readable_end)
+                    ]
             except KafkaError as e:
                 result.error_code = e.code
                 if leader_hints and name is not None and e.code in _LEADER_CHANGE_ERRORS:

@@ -12,9 +12,8 @@ loads), and clients look the coordinator up again.
 
 Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
 topic or partition that does not exist is refused per partition with
-UNKNOWN_TOPIC_OR_PARTITION, and FindCoordinator for transactions (key type 1) answers
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal, until Sluice
-has a transaction coordinator (see :mod:`sluice.broker.handlers.init_producer_id`).
+UNKNOWN_TOPIC_OR_PARTITION. FindCoordinator also finds transaction coordinators (key
+type 1): the leader of the transactional id's ``__transaction_state`` partition.
 """
 
 from __future__ import annotations
@@ -23,10 +22,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.handlers.init_producer_id import (
-    TRANSACTIONS_UNSUPPORTED_ERROR,
-    TRANSACTIONS_UNSUPPORTED_MESSAGE,
-)
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import (
@@ -47,6 +42,7 @@ from sluice.group.api import (
 from sluice.group.config import OFFSETS_TOPIC
 from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
 from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.txn.config import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -116,25 +112,30 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
     def unavailable(error: ErrorCode, message: str) -> dict[str, Any]:
         return answer(error, message, -1, "", -1)
 
-    if key_type == TRANSACTION_KEY_TYPE:
-        return unavailable(TRANSACTIONS_UNSUPPORTED_ERROR, TRANSACTIONS_UNSUPPORTED_MESSAGE)
     if key_type == SHARE_KEY_TYPE:
         return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
-    if key_type != GROUP_KEY_TYPE:
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    if key_type == TRANSACTION_KEY_TYPE and not key:
+        return unavailable(ErrorCode.invalid_request, "the transactional id is empty")
+    topic_name = OFFSETS_TOPIC if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE_TOPIC
     try:
         # Made on first use in a cluster (at start on a single node), as Kafka does.
-        topic = await services.topics.ensure_offsets_topic()
+        if key_type == GROUP_KEY_TYPE:
+            topic = await services.topics.ensure_offsets_topic()
+            partition = services.groups.coordinator_partition(key)
+        else:
+            topic = await services.topics.ensure_transaction_state_topic()
+            partition = services.transactions.coordinator_partition(key)
     except KafkaError as e:
         return unavailable(
-            ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} cannot be created: {e}"
+            ErrorCode.coordinator_not_available, f"{topic_name} cannot be created: {e}"
         )
-    partition = services.groups.coordinator_partition(key)
     state = topic.partitions.get(partition)
     live = {b.node_id: b for b in services.topics.image.live_brokers()}
     if state is None or state.leader not in live:
         return unavailable(
-            ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
+            ErrorCode.coordinator_not_available, f"{topic_name}-{partition} has no leader"
         )
     node = live[state.leader]
     return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
@@ -370,7 +371,9 @@ async def handle_offset_fetch(
         # and epoch belong to KIP-848 groups; a classic group does not check them.
         answers = []
         for group in request.groups:
-            response = await _fetch_offsets(services, group.group_id, group.topics)
+            response = await _fetch_offsets(
+                services, group.group_id, group.topics, request.require_stable
+            )
             answers.append(
                 make(
                     module.OffsetFetchResponseGroup,
@@ -384,7 +387,9 @@ async def handle_offset_fetch(
                 )
             )
         return make(module.OffsetFetchResponse, throttle_time=0, groups=tuple(answers))
-    response = await _fetch_offsets(services, request.group_id, request.topics)
+    response = await _fetch_offsets(
+        services, request.group_id, request.topics, _optional(request, "require_stable", False)
+    )
     return make(
         module.OffsetFetchResponse,
         throttle_time=0,
@@ -396,16 +401,18 @@ async def handle_offset_fetch(
 
 
 async def _fetch_offsets(
-    services: BrokerServices, group_id: str, topics: Sequence[Any] | None
+    services: BrokerServices, group_id: str, topics: Sequence[Any] | None, require_stable: bool
 ) -> OffsetFetchResponse:
-    """One group's committed offsets for ``topics`` (None: every partition it has)."""
+    """One group's committed offsets for ``topics`` (None: every partition it has);
+    ``require_stable`` (v7+, KIP-447): offsets pending in an open transaction answer
+    UNSTABLE_OFFSET_COMMIT."""
     partitions: list[TopicPartition] | None = None
     if topics is not None:
         partitions = [
             TopicPartition(t.name, int(index)) for t in topics for index in t.partition_indexes
         ]
     try:
-        return await services.groups.fetch_offsets(group_id, partitions)
+        return await services.groups.fetch_offsets(group_id, partitions, require_stable)
     except KafkaError as e:
         # v2+ has a top-level error; v1 only per partition.
         return OffsetFetchResponse(

@@ -1,42 +1,24 @@
-"""InitProducerId without a transactional id: a fresh producer id, epoch 0.
+"""InitProducerId v0–5: a producer id and epoch.
 
-Transactional ids (and epoch bumps for them) belong to the transaction coordinator,
-which does not exist yet. Until it does, everything transactional a client sends first
-(FindCoordinator for a transactional id, InitProducerId with one, a Produce of
-transactional batches) is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
-:data:`TRANSACTIONS_UNSUPPORTED_MESSAGE` where the response has room for a message.
-
-Why that code: it is the one error every client treats as fatal at that step.
-librdkafka's transaction manager retries any other FindCoordinator error forever (every
-500 ms, so ``init_transactions()`` would hang until its timeout); the Java client,
-kafka-python and aiokafka fail at once on it (kafka-python's and Java's FindCoordinator
-handlers on any non-retriable error, aiokafka's sender explicitly), and kafkajs gives up
-on any error that is not one of its few retriable coordinator errors. The clients then
-raise it to the application as fatal instead of retrying COORDINATOR_NOT_AVAILABLE until
-their timeouts.
-
-v3+ requests may carry the producer's current id and epoch (KIP-360). Without a
+Without a transactional id: a fresh producer id, epoch 0 (an idempotent producer). v3+
+requests may carry the producer's current id and epoch (KIP-360); without a
 transactional id Kafka ignores them and hands out a new id, and so does Sluice.
+
+With a transactional id: the transaction coordinator's answer (see
+:mod:`sluice.broker.handlers.transactions`): the id's producer id with its epoch
+bumped, fencing earlier instances, after aborting what they left open.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.common.errors import ErrorCode
+from sluice.broker.handlers.transactions import init_transactional_producer
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
-
-TRANSACTIONS_UNSUPPORTED_ERROR = ErrorCode.transactional_id_authorization_failed
-"""The answer to transactional requests until transactions exist (module docstring)."""
-
-TRANSACTIONS_UNSUPPORTED_MESSAGE = (
-    "transactions are not supported yet: this broker has no transaction coordinator; "
-    "unset transactional.id (an idempotent producer still writes each record once)"
-)
 
 
 async def handle_init_producer_id(
@@ -44,12 +26,13 @@ async def handle_init_producer_id(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if request.transactional_id is not None:
+        answer = await init_transactional_producer(services, context, request)
         return make(
             module.InitProducerIdResponse,
             throttle_time=0,
-            error_code=TRANSACTIONS_UNSUPPORTED_ERROR,
-            producer_id=-1,
-            producer_epoch=-1,
+            error_code=answer.error,
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
         )
     return make(
         module.InitProducerIdResponse,

@@ -4,7 +4,8 @@ A request's timestamp is either a time (>= 0: the first record at or after it) o
 these, each allowed from the request version Kafka allows it (KIP-734, KIP-1005)::
 
     timestamp  name                      from  answer (a broker without tiered storage)
-    -1         LATEST                    v1    high watermark (= last stable offset)
+    -1         LATEST                    v1    high watermark (read_committed, v2+: the
+                                               last stable offset)
     -2         EARLIEST                  v1    log start offset
     -3         MAX_TIMESTAMP             v7    offset and timestamp of the record with the
                                                largest timestamp; -1/-1 if it is at or
@@ -15,7 +16,9 @@ these, each allowed from the request version Kafka allows it (KIP-734, KIP-1005)
 
 Any other negative timestamp, or one of these below its version, is answered for that
 partition with UNSUPPORTED_VERSION, as Kafka's ReplicaManager does; the request's other
-partitions are answered normally. A partition named twice gets INVALID_REQUEST.
+partitions are answered normally. A partition named twice gets INVALID_REQUEST. Under
+read_committed (v2+) every answer stays below the last stable offset instead of the high
+watermark, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from sluice.broker.partition import Partition
     from sluice.broker.services import BrokerServices
 
+READ_COMMITTED = 1
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -66,23 +70,24 @@ def special_timestamp_problem(timestamp: int, version: int) -> str | None:
     return None
 
 
-def _lookup(partition: Partition, timestamp: int) -> tuple[int, int, int]:
+def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for one partition this broker leads."""
     log = partition.log
     epoch = partition.leader_epoch
+    upper = log.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return UNKNOWN, partition.high_watermark, epoch
+        return UNKNOWN, upper, epoch
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return UNKNOWN, log.log_start_offset, epoch
     if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return UNKNOWN, UNKNOWN, UNKNOWN
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
-        if found is None or found.offset >= partition.high_watermark:
+        if found is None or found.offset >= upper:
             return UNKNOWN, UNKNOWN, UNKNOWN
         return found.timestamp_ms, found.offset, found.leader_epoch
     by_time = log.offset_for_timestamp(timestamp)
-    if by_time is None or by_time[0] >= partition.high_watermark:
+    if by_time is None or by_time[0] >= upper:
         return UNKNOWN, UNKNOWN, UNKNOWN
     offset, found_timestamp = by_time
     return found_timestamp, offset, epoch
@@ -97,6 +102,7 @@ async def handle_list_offsets(
         for topic in request.topics
         for partition in topic.partitions
     )
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for requested_topic in request.topics:
         partitions = []
@@ -113,7 +119,9 @@ async def handle_list_offsets(
                     raise errors.UnsupportedVersion(problem)
                 partition = services.replicas.get(tp)
                 partition.check_leader(getattr(requested, "current_leader_epoch", -1))
-                timestamp, offset, epoch = _lookup(partition, int(requested.timestamp))
+                timestamp, offset, epoch = _lookup(
+                    partition, int(requested.timestamp), read_committed
+                )
             except KafkaError as e:
                 error_code = e.code
             partitions.append(

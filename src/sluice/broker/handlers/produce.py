@@ -20,10 +20,15 @@ topics that must be auto-created first waits for their creation (off the event l
 and later produce requests on its connection wait for it before appending, so the order
 holds then too. Then, for acks=all, the request waits in the purgatory until the high
 watermark covers each partition's last offset, or the request timeout passes. acks=0 gets
-no response at all, as in Kafka. Transactional batches are refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist: nothing could ever commit
-or abort them. Topics with flush.ms=0 or flush.messages=1 are
+no response at all, as in Kafka. Topics with flush.ms=0 or flush.messages=1 are
 fsynced by the log inside the append, before any answer.
+
+A transactional batch that would open its producer's transaction on the partition is
+first verified with the transaction coordinator (KIP-890 part 1, see
+:mod:`sluice.broker.transactions`), keeping its place in the partition's append queue
+meanwhile; it is refused with INVALID_TXN_STATE when its transaction is not open (it was
+delayed past its end, or comes from a zombie), and also when a marker for its producer
+landed between the verification and the append.
 
 Versions 0–2 are advertised (librdkafka < 2.11 turns compression off otherwise) but
 answered with UNSUPPORTED_VERSION for every partition: they carry magic 0/1 message sets
@@ -45,10 +50,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.handlers.init_producer_id import (
-    TRANSACTIONS_UNSUPPORTED_ERROR,
-    TRANSACTIONS_UNSUPPORTED_MESSAGE,
-)
 from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -62,7 +63,7 @@ from sluice.common.limits import (
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import has_field, make, millis, response_module
-from sluice.protocol.records.batch import validate_produced
+from sluice.protocol.records.batch import BatchHeader, validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
 
 if TYPE_CHECKING:
@@ -115,6 +116,33 @@ def _refuse(
         log.warning("refused produce to %s: %s", topic_partition, e)
 
 
+@dataclass(frozen=True)
+class _Verification:
+    """A transactional batch to verify with its coordinator before it is appended."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    markers_before: int
+    """Markers for the producer appended to the partition before the verification."""
+
+
+def _verification_needed(
+    partition: Partition, header: BatchHeader, transactional_id: str | None
+) -> _Verification | None:
+    if transactional_id is None:
+        raise errors.InvalidRecord("a transactional batch in a produce without transactional id")
+    producer_state = partition.log.producer_state
+    if producer_state.has_open_transaction(header.producer_id, header.producer_epoch):
+        return None
+    return _Verification(
+        transactional_id,
+        header.producer_id,
+        header.producer_epoch,
+        producer_state.markers_appended.get(header.producer_id, 0),
+    )
+
+
 def _start_one(
     services: BrokerServices,
     topic_partition: TopicPartition,
@@ -122,6 +150,7 @@ def _start_one(
     acks: int,
     outcome: _PartitionOutcome,
     creation_failures: dict[str, KafkaError],
+    transactional_id: str | None,
 ) -> _UnfinishedAppend | None:
     """Check and append one partition's batch now, or return what finishes it later
     (having taken its turn in the partition's append queue)."""
@@ -134,12 +163,14 @@ def _start_one(
             )
         if services.topics.get(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
-        config = services.replicas.get(topic_partition).log.config
+        partition = services.replicas.get(topic_partition)
+        config = partition.log.config
         if records is None:
             raise errors.InvalidRecord("partition data has no record batch")
         header = validate_produced(records, config.max_message_bytes)
+        verification = None
         if header.is_transactional:
-            raise errors.for_code(TRANSACTIONS_UNSUPPORTED_ERROR)(TRANSACTIONS_UNSUPPORTED_MESSAGE)
+            verification = _verification_needed(partition, header, transactional_id)
         check = ProducedRecordsCheck(
             records,
             header,
@@ -149,14 +180,20 @@ def _start_one(
         checks = services.produce_checks
         if check.fits_event_loop:
             check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
-            if check.done and not checks.has_waiting_turns(topic_partition):
+            if (
+                check.done
+                and verification is None
+                and not checks.has_waiting_turns(topic_partition)
+            ):
                 _append_checked(services, topic_partition, records, check, acks, outcome)
                 return None
         turn = checks.take_turn(topic_partition)
     except KafkaError as e:
         _refuse(services, outcome, topic_partition, e)
         return None
-    return _UnfinishedAppend(services, topic_partition, records, check, acks, outcome, turn)
+    return _UnfinishedAppend(
+        services, topic_partition, records, check, acks, outcome, turn, verification
+    )
 
 
 @dataclass
@@ -172,12 +209,29 @@ class _UnfinishedAppend:
     acks: int
     outcome: _PartitionOutcome
     turn: AppendTurn
+    verification: _Verification | None = None
 
     async def finish(self) -> None:
         try:
             if not self.check.done:
                 await self.services.produce_checks.run(self.check.advance)
+            verification = self.verification
+            if verification is not None:
+                await self.services.verify_transaction(
+                    verification.transactional_id,
+                    verification.producer_id,
+                    verification.producer_epoch,
+                    self.topic_partition,
+                )
             await self.turn.wait()
+            if verification is not None:
+                log_state = self.services.replicas.get(self.topic_partition).log.producer_state
+                appended = log_state.markers_appended.get(verification.producer_id, 0)
+                if appended != verification.markers_before:
+                    raise errors.for_code(ErrorCode.invalid_txn_state)(
+                        f"the transaction of {verification.transactional_id!r} ended while "
+                        "this batch was being verified"
+                    )
             _append_checked(
                 self.services,
                 self.topic_partition,
@@ -312,7 +366,13 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                     outcome.error_code = ErrorCode.invalid_required_acks
                     continue
                 later = _start_one(
-                    services, tp, partition_data.records, acks, outcome, creation_failures
+                    services,
+                    tp,
+                    partition_data.records,
+                    acks,
+                    outcome,
+                    creation_failures,
+                    request.transactional_id,
                 )
                 if later is not None:
                     unfinished.append(later)

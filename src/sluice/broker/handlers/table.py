@@ -23,6 +23,7 @@ from sluice.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    transactions,
 )
 from sluice.protocol.versions import ApiKey
 
@@ -47,6 +48,14 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    # transactions
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
+    ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     # administration
     ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
     ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,

@@ -11,7 +11,7 @@ from kio.schema.consumer_protocol_subscription.v3.data import TopicPartition as 
 from kio.serial import entity_writer
 from kio.static.primitive import i32
 
-from sluice.group.placement import java_string_hashcode, partition_for
+from sluice.coordinator.placement import java_string_hashcode, partition_for
 from sluice.group.state import consumer_subscription_topics
 
 JAVA = [

@@ -1,4 +1,5 @@
-"""Which ``__consumer_offsets`` partition (and so which broker) coordinates a group.
+"""Which partition of a coordinator's topic (and so which broker) coordinates a key: a
+group on ``__consumer_offsets``, a transactional id on ``__transaction_state``.
 
 Kafka's rule, so clients and tools that compute it themselves agree:
 ``Utils.abs(groupId.hashCode()) % partitionCount``, where ``hashCode`` is Java's
@@ -20,7 +21,8 @@ def java_string_hashcode(text: str) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def partition_for(group_id: str, partition_count: int) -> int:
-    """The ``__consumer_offsets`` partition holding ``group_id``."""
-    assert partition_count > 0, "the offsets topic has at least one partition"
-    return (java_string_hashcode(group_id) & 0x7FFF_FFFF) % partition_count
+def partition_for(key: str, partition_count: int) -> int:
+    """The partition of the coordinator's topic holding ``key`` (a group id, a
+    transactional id)."""
+    assert partition_count > 0, "a coordinator's topic has at least one partition"
+    return (java_string_hashcode(key) & 0x7FFF_FFFF) % partition_count

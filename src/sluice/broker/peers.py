@@ -1,0 +1,65 @@
+"""Requests from this broker to the others, outside replication: one connection per
+peer, opened on first use, one request at a time on it.
+
+The transaction coordinator's marker writer and the produce path's transaction
+verification use it; both send little (a request per transaction and partition
+leader), so a connection each, reused, is enough. A connection that fails is dropped
+and opened again by the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from sluice.broker.peer_connection import PeerConnection, PeerUnavailable
+from sluice.cluster.image import MetadataImage
+from sluice.common import errors
+from sluice.protocol.versions import ApiKey
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+class Peers:
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage]) -> None:
+        self._node_id = node_id
+        self._image = image
+        self._connections: dict[int, PeerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def request(
+        self,
+        node_id: int,
+        api_key: ApiKey,
+        build: Callable[[int], Any],
+        timeout_s: float,
+    ) -> Any:
+        """Send ``build(version)`` to broker ``node_id`` and return its answer. Raises
+        PeerUnavailable when the broker is not live, cannot be reached or does not
+        answer in time."""
+        assert node_id != self._node_id, "a request to this broker is a local call"
+        lock = self._locks.setdefault(node_id, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(node_id)
+            try:
+                if connection is None:
+                    broker = self._image().brokers.get(node_id)
+                    if broker is None:
+                        raise PeerUnavailable(f"broker {node_id} is not live")
+                    connection = PeerConnection(
+                        broker.host, broker.port, client_id=f"broker-{self._node_id}"
+                    )
+                    await connection.open(CONNECT_TIMEOUT_S)
+                    self._connections[node_id] = connection
+                return await connection.request(build(connection.version_for(api_key)), timeout_s)
+            except (PeerUnavailable, errors.ProtocolError, errors.KafkaError):
+                self._connections.pop(node_id, None)
+                if connection is not None:
+                    await connection.close()
+                raise
+
+    async def close(self) -> None:
+        for connection in list(self._connections.values()):
+            await connection.close()
+        self._connections.clear()
