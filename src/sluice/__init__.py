@@ -12,9 +12,11 @@ if TYPE_CHECKING:
     from sluice import sync as sync
     from sluice.client.admin_api import Admin as Admin
     from sluice.client.consumer_api import Consumer as Consumer
+    from sluice.client.exactly_once import Output as Output
+    from sluice.client.exactly_once import run_exactly_once as run_exactly_once
     from sluice.client.producer_api import Producer as Producer
 
-__all__ = ["Admin", "Consumer", "Producer", "__version__", "sync"]
+__all__ = ["Admin", "Consumer", "Output", "Producer", "__version__", "run_exactly_once", "sync"]
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from sluice.client.consumer_api import Consumer  # noqa: PLC0415
 
         return Consumer
+    if name in ("Output", "run_exactly_once"):
+        from sluice.client import exactly_once  # noqa: PLC0415
+
+        return getattr(exactly_once, name)
     if name == "sync":
         import sluice.sync  # noqa: PLC0415
 

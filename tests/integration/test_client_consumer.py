@@ -251,9 +251,20 @@ def test_out_of_range_offset_is_reset_by_policy(broker, topic) -> None:
     run(scenario())
 
 
-def test_exactly_once_is_refused_clearly() -> None:
-    with pytest.raises(ValueError, match="needs transactions, not available yet"):
+def test_exactly_once_settings_are_checked_clearly() -> None:
+    with pytest.raises(ValueError, match="needs a group_id"):
         sluice.Consumer(bootstrap_servers="127.0.0.1:1", delivery="exactly-once")
+    with pytest.raises(ValueError, match="reads only committed records"):
+        sluice.Consumer(
+            bootstrap_servers="127.0.0.1:1",
+            group_id="g",
+            delivery="exactly-once",
+            isolation_level="read_uncommitted",
+        )
+    consumer = sluice.Consumer(
+        bootstrap_servers="127.0.0.1:1", group_id="g", delivery="exactly-once"
+    )
+    assert consumer.isolation_level == "read_committed"
 
 
 # ── groups ─────────────────────────────────────────────────────────────────────────────

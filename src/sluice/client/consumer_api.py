@@ -33,7 +33,12 @@ Offsets of one partition, in order::
 
 Delivery modes decide what is committed: ``at-least-once`` commits "finished" offsets
 (a crash repeats at most the records being processed), ``at-most-once`` commits a
-batch's end before handing the batch out (a crash loses at most that batch).
+batch's end before handing the batch out (a crash loses at most that batch), and
+``exactly-once`` commits nothing itself: it reads read_committed, and the offsets go
+into a transactional producer's transaction with the records made from them
+(``producer.send_offsets_to_transaction(offsets, consumer.group_metadata())``, or
+:func:`sluice.client.exactly_once.run_exactly_once`); after an abort,
+:meth:`Consumer.rewind_to_committed` goes back to what the last commit covered.
 ``seek``, ``pause`` and revocation drop the buffered records of their partitions; a
 generation number per partition discards answers of fetches already in flight.
 """
@@ -63,6 +68,7 @@ from sluice.client.membership import (
     fetch_committed,
 )
 from sluice.client.messages import Request
+from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import NodeId, TopicPartition
@@ -239,21 +245,29 @@ class Consumer:
         fetch_max_bytes: int = 50 * 1024 * 1024,
         max_partition_fetch_bytes: int = 1024 * 1024,
         max_poll_records: int = 500,
-        isolation_level: IsolationLevel = "read_uncommitted",
+        isolation_level: IsolationLevel | None = None,
         partition_assignment_strategy: Sequence[str] = ("range", "roundrobin"),
         group_instance_id: str | None = None,
         delivery: Delivery = "at-least-once",
         rebalance_listener: ConsumerRebalanceListener | None = None,
         request_timeout_ms: int = 30_000,
     ) -> None:
-        """Check the settings (``ValueError`` naming the bad one); connect in start()."""
-        if delivery == "exactly-once":
-            raise ValueError(
-                'delivery="exactly-once" needs transactions, not available yet; use '
-                '"at-least-once" with idempotent processing'
-            )
-        if delivery not in ("at-least-once", "at-most-once"):
+        """Check the settings (``ValueError`` naming the bad one); connect in start().
+        ``isolation_level`` None means read_committed for ``delivery="exactly-once"``,
+        else read_uncommitted (Kafka's default)."""
+        if delivery not in ("at-least-once", "at-most-once", "exactly-once"):
             raise ValueError(f"unknown delivery mode {delivery!r}")
+        if isolation_level is None:
+            isolation_level = "read_committed" if delivery == "exactly-once" else "read_uncommitted"
+        if delivery == "exactly-once":
+            if isolation_level != "read_committed":
+                raise ValueError(
+                    'delivery="exactly-once" reads only committed records: leave '
+                    'isolation_level unset or "read_committed"'
+                )
+            if group_id is None:
+                raise ValueError('delivery="exactly-once" needs a group_id to commit offsets')
+            enable_auto_commit = False
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset {auto_offset_reset!r} is not earliest/latest/none")
         if isolation_level not in ("read_uncommitted", "read_committed"):
@@ -805,21 +819,21 @@ class Consumer:
         data = partition.records or b""
         if not data:
             return
-        aborted = self._aborted_producers(partition)
+        aborted = self._aborted_transactions(partition)
         next_offset = fetch_offset
         aborting: set[int] = set()
         added = 0
         for batch in decode_batches(data):
             header = batch.header
             next_offset = max(next_offset, header.next_offset)
+            # Kafka's rule: an aborted transaction starts counting at its first offset,
+            # and its producer's ABORT marker ends it.
+            while aborted and aborted[-1][0] <= header.last_offset:
+                aborting.add(aborted.pop()[1])
             if header.is_control:
                 aborting.discard(header.producer_id)
                 continue
-            if header.is_transactional and header.producer_id in aborted:
-                first = aborted[header.producer_id]
-                if header.base_offset >= first:
-                    aborting.add(header.producer_id)
-            if header.producer_id in aborting:
+            if header.is_transactional and header.producer_id in aborting:
                 continue
             timestamp_type = int(header.timestamp_type)
             topic, index = tp
@@ -848,14 +862,16 @@ class Consumer:
         if added:
             self._data_ready.set()
 
-    def _aborted_producers(self, partition: Any) -> dict[int, int]:
+    def _aborted_transactions(self, partition: Any) -> list[tuple[int, int]]:
+        """(first offset, producer id) of the aborted transactions a read_committed
+        fetch listed, the smallest first offset last (popped as batches pass it)."""
         if self.isolation_level != "read_committed":
-            return {}
-        aborted: dict[int, int] = {}
-        for entry in getattr(partition, "aborted_transactions", None) or ():
-            pid, first = int(entry.producer_id), int(entry.first_offset)
-            aborted[pid] = min(first, aborted.get(pid, first))
-        return aborted
+            return []
+        entries = getattr(partition, "aborted_transactions", None) or ()
+        return sorted(
+            ((int(entry.first_offset), int(entry.producer_id)) for entry in entries),
+            reverse=True,
+        )
 
     # ── handing records out ────────────────────────────────────────────────────────
 
@@ -976,6 +992,12 @@ class Consumer:
         end of every record handed out so far. Raises :class:`RebalanceError` when the
         group rebalanced meanwhile."""
         self._raise_failure()
+        if self.delivery == "exactly-once":
+            raise ValueError(
+                'with delivery="exactly-once" offsets are committed inside the producer\'s '
+                "transaction: producer.send_offsets_to_transaction(offsets, "
+                "consumer.group_metadata())"
+            )
         if offsets is None:
             self._finish_handed()
             offsets = {tp: o for tp, o in self._finished.items() if tp in self._partitions}
@@ -1064,6 +1086,51 @@ class Consumer:
         assert self._cluster is not None
         metadata = await self._cluster.metadata([topic])
         return {p.partition for p in metadata.topic(topic).partitions}
+
+    # ── exactly-once ───────────────────────────────────────────────────────────────
+
+    def group_metadata(self) -> GroupMetadata:
+        """The group, generation and member this consumer is, for
+        ``producer.send_offsets_to_transaction``: the commit is refused if the group
+        rebalanced since (the partitions may belong to another member now)."""
+        if self.group_id is None:
+            raise ValueError("group_metadata() needs a group_id")
+        membership = self._membership
+        if membership is None:
+            return GroupMetadata(self.group_id, group_instance_id=self.group_instance_id)
+        return GroupMetadata(
+            self.group_id,
+            membership.generation_id,
+            membership.member_id,
+            self.group_instance_id,
+        )
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset to hand out of each assigned partition whose position is
+        known: what a transaction commits after processing what was handed out."""
+        return {
+            tp: state.position
+            for tp, state in self._partitions.items()
+            if state.position is not None
+        }
+
+    async def rewind_to_committed(self) -> None:
+        """Seek every assigned partition back to the group's committed offset (after an
+        aborted transaction: its records are handed out again). Partitions without one
+        follow ``auto_offset_reset``."""
+        self._raise_failure()
+        if self.group_id is None:
+            raise ValueError("rewind_to_committed() needs a group_id")
+        for tp, state in self._partitions.items():
+            state.position = None
+            state.reset_to = None
+            state.error = None
+            state.drop_buffer()
+            self._forget_buffered(tp)
+        self._handed.clear()
+        self._iteration.clear()
+        self._changed()
+        await self._resolve_positions()
 
     # ── group state, for callers and tests ─────────────────────────────────────────
 

@@ -28,6 +28,19 @@ producer gets a producer id from InitProducerId and numbers each partition's bat
 so a retry of a batch the broker already wrote is answered DUPLICATE_SEQUENCE_NUMBER
 and counted once.
 
+With a ``transactional_id`` the producer is transactional (``sluice.client.transactions``
+has the state machine)::
+
+    async with sluice.Producer(transactional_id="orders-enricher-1") as producer:
+        await producer.begin_transaction()
+        await producer.send("enriched", b"value")
+        await producer.send_offsets_to_transaction({tp: next_offset}, consumer.group_metadata())
+        await producer.commit_transaction()       # or abort_transaction()
+
+``start()`` registers the id (fencing older producers with it), the sender adds each
+partition to the transaction before its first batch is sent, and batches are written as
+transactional batches that read_committed consumers see only once committed.
+
 The sender task is owned by the producer (started by :meth:`Producer.start`, awaited
 by :meth:`Producer.close`); every request task is owned by the sender's task group.
 """
@@ -44,14 +57,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
-from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
-from kio.static.primitive import i32Timedelta
-
 from sluice.client.accumulator import ProducerBatch, RecordAccumulator, record_size_bytes
 from sluice.client.cluster import Cluster
 from sluice.client.errors import BrokerUnreachableError, ClientError, RequestTimedOutError
 from sluice.client.messages import Request
 from sluice.client.partitioner import partition_for_key
+from sluice.client.transactions import (
+    GroupMetadata,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionManager,
+    TransactionState,
+    TransactionStateError,
+)
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.errors import ErrorCode
@@ -63,10 +81,14 @@ from sluice.protocol.versions import ApiKey
 
 __all__ = [
     "DeliveryTimeoutError",
+    "GroupMetadata",
     "Headers",
     "Producer",
     "ProducerClosedError",
+    "ProducerFencedError",
     "RecordMetadata",
+    "TransactionAbortableError",
+    "TransactionStateError",
 ]
 
 LINGER_MS_DEFAULT = 5
@@ -93,7 +115,8 @@ MAX_BLOCK_MS_DEFAULT = 60_000
 """How long ``send`` waits for metadata or buffer space before raising."""
 METADATA_MAX_AGE_MS_DEFAULT = 300_000
 TRANSACTION_TIMEOUT_MS = 60_000
-"""Sent in InitProducerId; only transactional producers use it."""
+"""How long a transaction may stay open before the coordinator aborts it (Kafka's
+transaction.timeout.ms default)."""
 
 SEQUENCE_MAX = 2**31 - 1
 """Sequence numbers are int32s and wrap to 0."""
@@ -255,6 +278,8 @@ class Producer:
         max_block_ms: int = MAX_BLOCK_MS_DEFAULT,
         metadata_max_age_ms: int = METADATA_MAX_AGE_MS_DEFAULT,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
         partitioner: Partitioner | None = None,
         clock: Clock = SYSTEM_CLOCK,
         random_source: random.Random | None = None,
@@ -264,7 +289,8 @@ class Producer:
         ``enable_idempotence`` None means on when ``acks`` is "all", off otherwise.
         ``partitioner`` maps a key to a partition (default: murmur2, as Java and
         librdkafka's ``murmur2_random``); keyless records always use a sticky partition
-        per topic that changes each time its batch is sent.
+        per topic that changes each time its batch is sent. ``transactional_id`` makes
+        the producer transactional (idempotent, acks="all"; see the module docstring).
         """
         acks_value = _parse_acks(acks)
         compression = _COMPRESSION_BY_NAME.get((compression_type or "none").lower())
@@ -273,6 +299,14 @@ class Producer:
                 f"producer option compression_type must be one of "
                 f"{', '.join(_COMPRESSION_BY_NAME)}, not {compression_type!r}"
             )
+        if transactional_id is not None:
+            if acks_value != -1 or enable_idempotence is False:
+                raise ValueError(
+                    "producer option transactional_id needs acks='all' and idempotence"
+                )
+            if not transactional_id:
+                raise ValueError("producer option transactional_id must not be empty")
+            enable_idempotence = True
         if enable_idempotence is None:
             enable_idempotence = acks_value == -1
         elif enable_idempotence and acks_value != -1:
@@ -310,6 +344,18 @@ class Producer:
             client_id=client_id,
             connect_timeout_s=request_timeout_s,
             request_timeout_s=request_timeout_s,
+        )
+        self._transactions = (
+            None
+            if transactional_id is None
+            else TransactionManager(
+                self._cluster,
+                transactional_id,
+                transaction_timeout_ms=_positive_ms(
+                    "transaction_timeout_ms", transaction_timeout_ms, zero_ok=False
+                ),
+                timeout_s=self._config.max_block_ms / 1000,
+            )
         )
         self._partitioner: Partitioner = partitioner or partition_for_key
         self._clock = clock
@@ -362,6 +408,15 @@ class Producer:
                 await self._cluster.close()
                 raise
         self._metadata_refreshed_ms = self._clock.monotonic_ms()
+        if self._transactions is not None:
+            try:
+                await self._transactions.init()
+            except BaseException:
+                await self._cluster.close()
+                raise
+            self._take_producer_id(
+                self._transactions.producer_id, self._transactions.producer_epoch
+            )
         self._sender_task = asyncio.create_task(self._run_sender(), name="sluice-producer-sender")
 
     async def flush(self) -> None:
@@ -422,6 +477,65 @@ class Producer:
                 f"the producer's sender failed: {self._sender_failure!r}"
             ) from self._sender_failure
 
+    # ── transactions ───────────────────────────────────────────────────────────────
+
+    def _transactional(self) -> TransactionManager:
+        if self._transactions is None:
+            raise TransactionStateError(
+                "this producer has no transactional_id: pass one to Producer() to use transactions"
+            )
+        return self._transactions
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until :meth:`commit_transaction` becomes
+        visible to read_committed consumers at once, or never."""
+        self._transactional().begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group: GroupMetadata | str
+    ) -> None:
+        """Commit a consumer group's ``offsets`` (next offset to read, per partition)
+        with the transaction: they take effect only if it commits. ``group`` is the
+        consumer's ``group_metadata()`` (its generation is checked, so a consumer that
+        lost its partitions in a rebalance cannot commit), or a group id."""
+        transactions = self._transactional()
+        transactions.check_can_send()
+        metadata = GroupMetadata(group) if isinstance(group, str) else group
+        try:
+            await transactions.send_offsets(offsets, metadata)
+        except (errors.KafkaError, ClientError) as e:
+            transactions.fail(e)
+            raise
+
+    async def commit_transaction(self) -> None:
+        """Flush, then commit. Raises :class:`TransactionAbortableError` when a send of
+        the transaction failed (call :meth:`abort_transaction`), and
+        :class:`ProducerFencedError` when another producer took over the id."""
+        transactions = self._transactional()
+        transactions.check_can_send()
+        await self.flush()
+        if transactions.state is TransactionState.ABORTABLE:
+            raise TransactionAbortableError(
+                f"the transaction cannot commit: {transactions.failure}; call "
+                "abort_transaction() and retry the work in a new transaction"
+            ) from transactions.failure
+        transactions.check_can_send()
+        await transactions.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Throw the transaction away: what it sent is never seen by read_committed
+        consumers, its offsets are not committed. After a failed send the producer
+        starts a new epoch (its numbering starts over)."""
+        transactions = self._transactional()
+        transactions.check_can_send()
+        failed = transactions.state is TransactionState.ABORTABLE
+        with contextlib.suppress(ProducerClosedError):
+            await self.flush()
+        await transactions.end(commit=False)
+        if failed:
+            await transactions.init()
+            self._take_producer_id(transactions.producer_id, transactions.producer_epoch)
+
     # ── sending ────────────────────────────────────────────────────────────────────
 
     async def send(
@@ -447,6 +561,8 @@ class Producer:
             raise ProducerClosedError(
                 "the producer is closed" if self._closing else "the producer is not started"
             )
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         record_headers = normalize_headers(headers)
         self._raise_if_sender_failed()
         size_bytes = record_size_bytes(key, value, record_headers)
@@ -623,17 +739,22 @@ class Producer:
     async def _init_producer_id(self) -> None:
         connection = await self._cluster.any_connection()
         response = await connection.request(
-            InitProducerIdRequest(
-                transactional_id=None,
-                transaction_timeout=i32Timedelta.parse(
-                    datetime.timedelta(milliseconds=TRANSACTION_TIMEOUT_MS)
-                ),
+            Request(
+                ApiKey.INIT_PRODUCER_ID,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": datetime.timedelta(milliseconds=TRANSACTION_TIMEOUT_MS),
+                },
             )
         )
         if response.error_code != ErrorCode.none:
             raise errors.for_code(response.error_code)("InitProducerId")
-        self._producer_id = int(response.producer_id)
-        self._producer_epoch = int(response.producer_epoch)
+        self._take_producer_id(int(response.producer_id), int(response.producer_epoch))
+
+    def _take_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: sequence numbers start over."""
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
         self._next_sequence.clear()
         self._producer_id_wanted = False
 
@@ -674,6 +795,8 @@ class Producer:
                 return
         now_ms = self._clock.monotonic_ms()
         ready, wait_ms = self._accumulator.ready(now_ms)
+        if self._transactions is not None:
+            ready = await self._add_to_transaction(ready)
         by_leader: dict[NodeId, list[TopicPartition]] = defaultdict(list)
         for topic_partition in ready:
             leader = self._leader_of(topic_partition)
@@ -700,6 +823,23 @@ class Producer:
                 self._in_flight[leader] += 1
                 group.create_task(self._produce(leader, prepared))
         await self._sleep_or_wake(wait_ms)
+
+    async def _add_to_transaction(self, ready: list[TopicPartition]) -> list[TopicPartition]:
+        """Add partitions about to get their first batch of the transaction to it; the
+        batches of partitions that could not be added fail (the transaction must abort)."""
+        transactions = self._transactions
+        assert transactions is not None
+        new = [tp for tp in ready if tp not in transactions.partitions]
+        if not new:
+            return ready
+        try:
+            await transactions.add_partitions(new)
+        except (errors.KafkaError, ClientError) as e:
+            transactions.fail(e)
+            for batch in self._accumulator.drain(new):
+                self._fail(batch, e)
+            return [tp for tp in ready if tp in transactions.partitions]
+        return ready
 
     def _queued_sizes(
         self, topic_partitions: list[TopicPartition]
@@ -741,6 +881,7 @@ class Producer:
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
                 base_sequence=batch.base_sequence,
+                transactional=self._transactions is not None,
             )
         except ValueError as e:
             self._fail(batch, errors.InvalidRecord(f"cannot encode the batch: {e}"))
@@ -759,7 +900,9 @@ class Producer:
         request = Request(
             ApiKey.PRODUCE,
             {
-                "transactional_id": None,
+                "transactional_id": None
+                if self._transactions is None
+                else self._transactions.transactional_id,
                 "acks": config.acks,
                 "timeout": datetime.timedelta(milliseconds=config.request_timeout_ms),
                 "topic_data": [
@@ -884,7 +1027,10 @@ class Producer:
         if unmute:
             self._accumulator.unmute(batch.topic_partition)
         self._release(batch)
-        if self._config.idempotent and batch.base_sequence >= 0:
+        if self._transactions is not None:
+            # The transaction must abort; aborting starts a new epoch.
+            self._transactions.fail(error)
+        elif self._config.idempotent and batch.base_sequence >= 0:
             # Its sequence numbers are spent: later batches would leave a gap. Start
             # over with a new producer id.
             self._producer_id_wanted = True

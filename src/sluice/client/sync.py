@@ -17,7 +17,15 @@ import concurrent.futures
 import functools
 import re
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -37,6 +45,7 @@ from sluice.client.admin import (
 from sluice.client.cluster import BrokerMetadata, TopicMetadata
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
 from sluice.client.producer_api import Headers, OnDelivery, RecordMetadata, normalize_headers
+from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.builder import RecordInput
@@ -211,6 +220,31 @@ class Producer:
         await self._drain_handoff()
         await self._producer.flush()
 
+    # Transactions: each call first hands over the records sent before it, so they
+    # belong to the transaction they were sent in.
+
+    def begin_transaction(self) -> None:
+        self._loop_thread.run(self._after_handoff(self._producer.begin_transaction))
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group: GroupMetadata | str
+    ) -> None:
+        self._loop_thread.run(
+            self._after_handoff(
+                functools.partial(self._producer.send_offsets_to_transaction, offsets, group)
+            )
+        )
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        self._loop_thread.run(self._after_handoff(self._producer.commit_transaction), timeout_s)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        self._loop_thread.run(self._after_handoff(self._producer.abort_transaction), timeout_s)
+
+    async def _after_handoff(self, call: Callable[[], Awaitable[None]]) -> None:
+        await self._drain_handoff()
+        await call()
+
     def close(self) -> None:
         """Flush, stop the producer and its loop thread. Idempotent."""
         self._loop_thread.close(self._close)
@@ -339,6 +373,17 @@ class Consumer:
     def lag(self, partition: TopicPartition) -> int | None:
         result: int | None = self._call(self._consumer.lag, partition)
         return result
+
+    def group_metadata(self) -> GroupMetadata:
+        result: GroupMetadata = self._call(self._consumer.group_metadata)
+        return result
+
+    def positions(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = self._call(self._consumer.positions)
+        return result
+
+    def rewind_to_committed(self) -> None:
+        self._loop_thread.run(self._consumer.rewind_to_committed())
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._loop_thread.run(self._consumer.end_offsets(list(partitions)))

@@ -48,6 +48,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
+    # Producers: ids, and transactions (sluice.client.transactions). InitProducerId v3+
+    # carries the current id and epoch (KIP-360).
+    ApiKey.INIT_PRODUCER_ID: (1, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 
