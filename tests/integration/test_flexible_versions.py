@@ -219,7 +219,13 @@ def test_api_versions_v3_and_v4_are_answered_in_full(broker: BrokerProcess) -> N
             int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
         }
         assert ranges == {int(k): (r.min_version, r.max_version) for k, r in SUPPORTED.items()}
-        assert response.supported_features == () and response.finalized_features == ()
+        # One feature: transaction version 2 (KIP-890 part 2), finalized.
+        assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+            ("transaction.version", 0, 2)
+        ]
+        assert [
+            (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
+        ] == [("transaction.version", 2, 2)]
     with KafkaConnection(broker.host, broker.port) as connection:
         refused = connection.request(
             ApiVersionsRequestV3(client_software_name="no spaces", client_software_version="1")

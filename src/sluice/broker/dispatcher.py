@@ -31,10 +31,40 @@ log = logging.getLogger(__name__)
 Handler = Callable[["BrokerServices", RequestContext, Any], Awaitable[Any]]
 
 
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION = 2
+"""Transaction version 2 (KIP-890 part 2): EndTxn v5 bumps the producer epoch at every
+commit and abort, Produce v12 and TxnOffsetCommit v5 add partitions implicitly. Supported
+from 0 and finalized at 2, as a Kafka 4 cluster finalizes it; clients that do not look
+at features (librdkafka, kafka-python, aiokafka) keep using version 1."""
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
-    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED`` (v3+:
-    no supported or finalized features, kio's defaults)."""
+    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED``; v3+
+    also lists the supported and finalized features (``transaction.version``)."""
     module = response_module(ApiKey.API_VERSIONS, version)
+    features: dict[str, Any] = {}
+    if with_ranges and hasattr(module, "SupportedFeatureKey"):
+        features = {
+            "supported_features": (
+                make(
+                    module.SupportedFeatureKey,
+                    name=TRANSACTION_VERSION_FEATURE,
+                    min_version=0,
+                    max_version=TRANSACTION_VERSION,
+                ),
+            ),
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": (
+                make(
+                    module.FinalizedFeatureKey,
+                    name=TRANSACTION_VERSION_FEATURE,
+                    min_version_level=TRANSACTION_VERSION,
+                    max_version_level=TRANSACTION_VERSION,
+                ),
+            ),
+        }
     return make(
         module.ApiVersionsResponse,
         error_code=error_code,
@@ -50,6 +80,7 @@ def api_versions_response(version: int, error_code: int = 0, *, with_ranges: boo
         if with_ranges
         else (),
         throttle_time=0,
+        **features,
     )
 
 

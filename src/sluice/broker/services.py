@@ -37,9 +37,9 @@ class BrokerServices:
     transactions: TransactionCoordinatorRuntime
     markers: TransactionMarkers
     """Writes transaction markers into partitions led here (WriteTxnMarkers)."""
-    verify_transaction: Callable[[str, int, int, TopicPartition], Awaitable[None]]
-    """KIP-890 part 1: raises unless the partition is in the producer's open
-    transaction (``TransactionVerifier.verify``)."""
+    verify_transaction: Callable[[str, int, int, TopicPartition, bool], Awaitable[None]]
+    """KIP-890: raises unless the partition is in the producer's open transaction, or
+    (last argument True, transaction version 2) adds it (``TransactionVerifier.verify``)."""
     producer_ids: ProducerIdManager
     produce_checks: ProduceChecks
     """Threads for the records checks of large produced batches."""

@@ -312,13 +312,16 @@ class TransactionVerifier:
         producer_id: int,
         producer_epoch: int,
         topic_partition: TopicPartition,
+        add: bool = False,
     ) -> None:
         """Raise the error the produce answers with when the partition is not in the
         producer's open transaction: INVALID_TXN_STATE (abortable for the client),
         INVALID_PRODUCER_EPOCH (fenced), or NOT_ENOUGH_REPLICAS (retriable) when the
-        coordinator cannot be asked right now."""
+        coordinator cannot be asked right now. ``add`` (transaction version 2: Produce
+        v12, TxnOffsetCommit v5): add the partition to the transaction instead of only
+        checking, starting the transaction if it is the first."""
         request = AddPartitionsRequest(
-            transactional_id, producer_id, producer_epoch, (topic_partition,), verify_only=True
+            transactional_id, producer_id, producer_epoch, (topic_partition,), verify_only=not add
         )
         state_partition = self._coordinator.coordinator_partition(transactional_id)
         leader = self._image().partition(TopicPartition(TRANSACTION_STATE_TOPIC, state_partition))
@@ -359,7 +362,7 @@ class TransactionVerifier:
                         transactional_id=request.transactional_id,
                         producer_id=request.producer_id,
                         producer_epoch=request.producer_epoch,
-                        verify_only=True,
+                        verify_only=request.verify_only,
                         topics=(
                             make(
                                 module.AddPartitionsToTxnTopic,

@@ -521,6 +521,7 @@ class Producer:
             ) from transactions.failure
         transactions.check_can_send()
         await transactions.end(commit=True)
+        self._take_producer_id(transactions.producer_id, transactions.producer_epoch)
 
     async def abort_transaction(self) -> None:
         """Throw the transaction away: what it sent is never seen by read_committed
@@ -534,7 +535,7 @@ class Producer:
         await transactions.end(commit=False)
         if failed:
             await transactions.init()
-            self._take_producer_id(transactions.producer_id, transactions.producer_epoch)
+        self._take_producer_id(transactions.producer_id, transactions.producer_epoch)
 
     # ── sending ────────────────────────────────────────────────────────────────────
 
@@ -753,10 +754,12 @@ class Producer:
 
     def _take_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """A new producer id or epoch: sequence numbers start over."""
+        self._producer_id_wanted = False
+        if (producer_id, producer_epoch) == (self._producer_id, self._producer_epoch):
+            return
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
         self._next_sequence.clear()
-        self._producer_id_wanted = False
 
     # ── the sender ─────────────────────────────────────────────────────────────────
 

@@ -59,6 +59,8 @@ FENCED_CODES = frozenset(
     }
 )
 
+EPOCH_BUMPING_END_TXN_VERSION = 5
+
 RETRY_BACKOFF_S = (0.02, 1.0)
 """First and largest wait between retries of a coordinator request (doubling)."""
 
@@ -291,7 +293,10 @@ class TransactionManager:
         await self._retrying(lambda: self._groups.call(group.group_id, commit), "TxnOffsetCommit")
 
     async def end(self, *, commit: bool) -> None:
-        """EndTxn; the transaction is over when it returns."""
+        """EndTxn; the transaction is over when it returns. With EndTxn v5 (transaction
+        version 2) the answer carries the producer's new epoch (or a new producer id
+        when the epoch ran out): a request of the finished transaction still in the
+        network is fenced by it."""
         if self.partitions:
 
             async def attempt(connection: Any) -> Any:
@@ -307,7 +312,10 @@ class TransactionManager:
                     )
                 )
 
-            await self._call(attempt, "EndTxn")
+            response = await self._call(attempt, "EndTxn")
+            if int(response.__version__) >= EPOCH_BUMPING_END_TXN_VERSION:
+                self.producer_id = int(response.producer_id)
+                self.producer_epoch = int(response.producer_epoch)
         self.partitions.clear()
         self.state = TransactionState.READY
 
@@ -322,7 +330,10 @@ class TransactionManager:
             try:
                 response = await attempt(connection)
             except (ConnectionClosedError, RequestTimedOutError):
+                # A request lost in the network must not come out behind the retry:
+                # the retry goes on a new connection, as librdkafka's do.
                 self._coordinator = None
+                await connection.close()
                 raise
             code = ErrorCode(response.error_code)
             if code in COORDINATOR_RETRY_CODES:

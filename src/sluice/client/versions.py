@@ -49,11 +49,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
     # Producers: ids, and transactions (sluice.client.transactions). InitProducerId v3+
-    # carries the current id and epoch (KIP-360).
+    # carries the current id and epoch (KIP-360); EndTxn v5 bumps the epoch at every
+    # commit and abort (KIP-890 part 2). Partitions are added explicitly (Produce stays
+    # below v12, TxnOffsetCommit below v5).
     ApiKey.INIT_PRODUCER_ID: (1, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
 }
 """(lowest, highest) version of each API that the client code is written against."""

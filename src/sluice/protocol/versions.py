@@ -87,10 +87,11 @@ class VersionRange:
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
     # Produce: 0-2 are advertised for old librdkafka's compression check but refused.
-    # v9 is flexible; v10-11 name the current leader on NOT_LEADER_OR_FOLLOWER (KIP-951);
-    # v12 changes only how a transactional producer adds partitions (KIP-890 part 2,
-    # which needs the transaction.version feature Sluice does not finalize); v13 names
-    # topics by id (UNKNOWN_TOPIC_ID for an id no topic has).
+    # v9 is flexible; v10-11 name the current leader on NOT_LEADER_OR_FOLLOWER (KIP-951),
+    # v11 also lets a transactional batch be refused with TRANSACTION_ABORTABLE; v12 adds
+    # a transactional batch's partition to its transaction implicitly (transaction
+    # version 2, KIP-890 part 2); v13 names topics by id (UNKNOWN_TOPIC_ID for an id no
+    # topic has).
     ApiKey.PRODUCE: VersionRange(0, 13, 9, min_served=3),
     # Fetch: v12 is flexible and checks last_fetched_epoch (an answer with a diverging
     # epoch when the fetcher's log has diverged); v13 names topics by id; v14 may answer
@@ -138,13 +139,17 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5, 2),
     # Transactions (handlers/transactions.py). AddPartitionsToTxn v4 batches several
     # transactions and has verify_only (KIP-890 part 1, brokers ask it; clients stop at
-    # v3). The versions after these add the TRANSACTION_ABORTABLE error and transaction
-    # version 2 (KIP-890 part 2), not served yet. WriteTxnMarkers is what brokers send
-    # each other (and Kafka's admin "abort transaction").
-    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 4, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3, 3),
-    ApiKey.END_TXN: VersionRange(0, 3, 3),
-    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 3, 3),
+    # v3). AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v4 and TxnOffsetCommit v4
+    # tell the broker the client understands TRANSACTION_ABORTABLE; EndTxn v5 and
+    # TxnOffsetCommit v5 are transaction version 2 (KIP-890 part 2, finalized in
+    # ApiVersions): each EndTxn bumps the producer epoch and returns it, and
+    # TxnOffsetCommit v5 (like Produce v12) adds its partition to the transaction itself.
+    # WriteTxnMarkers is what brokers send each other (and Kafka's admin "abort
+    # transaction").
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4, 3),
+    ApiKey.END_TXN: VersionRange(0, 5, 3),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5, 3),
     ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1, 1),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1, 0),

@@ -1,9 +1,9 @@
 """ApiVersions: the ranges in ``protocol.versions.SUPPORTED``.
 
 v3+ requests name the client software (KIP-511); it is kept on the connection for the
-life of the connection and logged at debug level. A v3+ answer has no supported or
-finalized features: Sluice has no feature flags (no ``transaction.version``, no
-``group.version``), so clients use the protocols those features would switch off.
+life of the connection and logged at debug level. A v3+ answer lists one feature,
+``transaction.version``, finalized at 2 (see ``broker.dispatcher``); there is no
+``group.version`` (KIP-848 groups are not served).
 
 As in Kafka, a name or version that is not letters, digits, ``-`` and ``.`` (starting and
 ending with a letter or digit) is answered with INVALID_REQUEST and no ranges.

@@ -125,10 +125,20 @@ class _Verification:
     producer_epoch: int
     markers_before: int
     """Markers for the producer appended to the partition before the verification."""
+    add: bool
+    """Produce v12+ (transaction version 2): add the partition, do not only check."""
+    abortable: bool
+    """Produce v11+: a transaction that is not open is answered TRANSACTION_ABORTABLE."""
+
+
+TRANSACTION_ABORTABLE_SINCE_VERSION = 11
+"""Produce versions that know TRANSACTION_ABORTABLE (KIP-890): a transactional batch
+whose transaction is not open gets it instead of INVALID_TXN_STATE."""
+IMPLICIT_ADD_SINCE_VERSION = 12
 
 
 def _verification_needed(
-    partition: Partition, header: BatchHeader, transactional_id: str | None
+    partition: Partition, header: BatchHeader, transactional_id: str | None, version: int
 ) -> _Verification | None:
     if transactional_id is None:
         raise errors.InvalidRecord("a transactional batch in a produce without transactional id")
@@ -140,6 +150,8 @@ def _verification_needed(
         header.producer_id,
         header.producer_epoch,
         producer_state.markers_appended.get(header.producer_id, 0),
+        add=version >= IMPLICIT_ADD_SINCE_VERSION,
+        abortable=version >= TRANSACTION_ABORTABLE_SINCE_VERSION,
     )
 
 
@@ -151,6 +163,7 @@ def _start_one(
     outcome: _PartitionOutcome,
     creation_failures: dict[str, KafkaError],
     transactional_id: str | None,
+    version: int,
 ) -> _UnfinishedAppend | None:
     """Check and append one partition's batch now, or return what finishes it later
     (having taken its turn in the partition's append queue)."""
@@ -170,7 +183,7 @@ def _start_one(
         header = validate_produced(records, config.max_message_bytes)
         verification = None
         if header.is_transactional:
-            verification = _verification_needed(partition, header, transactional_id)
+            verification = _verification_needed(partition, header, transactional_id, version)
         check = ProducedRecordsCheck(
             records,
             header,
@@ -222,6 +235,7 @@ class _UnfinishedAppend:
                     verification.producer_id,
                     verification.producer_epoch,
                     self.topic_partition,
+                    verification.add,
                 )
             await self.turn.wait()
             if verification is not None:
@@ -241,6 +255,12 @@ class _UnfinishedAppend:
                 self.outcome,
             )
         except KafkaError as e:
+            if (
+                self.verification is not None
+                and self.verification.abortable
+                and e.code is ErrorCode.invalid_txn_state
+            ):
+                e = errors.for_code(ErrorCode.transaction_abortable)(e.message)
             _refuse(self.services, self.outcome, self.topic_partition, e)
         finally:
             self.turn.release()
@@ -373,6 +393,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                     outcome,
                     creation_failures,
                     request.transactional_id,
+                    context.header.api_version,
                 )
                 if later is not None:
                     unfinished.append(later)

@@ -1,5 +1,5 @@
-"""Transaction APIs: InitProducerId with a transactional id, AddPartitionsToTxn v0–4,
-AddOffsetsToTxn v0–3, EndTxn v0–3, TxnOffsetCommit v0–3, WriteTxnMarkers v1 (v0 is gone
+"""Transaction APIs: InitProducerId with a transactional id, AddPartitionsToTxn v0–5,
+AddOffsetsToTxn v0–4, EndTxn v0–5, TxnOffsetCommit v0–5, WriteTxnMarkers v1 (v0 is gone
 since Kafka 4.0), DescribeTransactions v0, ListTransactions v0–1 (the ranges are in
 ``protocol.versions``).
 
@@ -11,7 +11,9 @@ the leader of its ``__transaction_state`` partition; a broker that is not answer
 NOT_COORDINATOR and clients look it up again.
 
 Versions from before KIP-588 do not know PRODUCER_FENCED: they are told
-INVALID_PRODUCER_EPOCH, which they treat the same way.
+INVALID_PRODUCER_EPOCH, which they treat the same way. Transaction version 2 (KIP-890
+part 2): EndTxn v5 bumps the producer epoch at every commit and abort and returns the
+new one; TxnOffsetCommit v5 adds its partition to the transaction itself.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ PRODUCER_FENCED_SINCE: Mapping[int, int] = {
     ApiKey.TXN_OFFSET_COMMIT: 3,
 }
 """The first version of each API that may answer PRODUCER_FENCED (KIP-588)."""
+
+TXN_OFFSET_COMMIT_IMPLICIT_ADD_VERSION = 5
+"""TxnOffsetCommit v5 (transaction version 2) adds the group's ``__consumer_offsets``
+partition to the transaction itself; the client sends no AddOffsetsToTxn."""
 
 
 def client_error(context: RequestContext, error: ErrorCode) -> ErrorCode:
@@ -278,7 +284,11 @@ async def handle_txn_offset_commit(
                 OFFSETS_TOPIC, services.groups.coordinator_partition(request.group_id)
             )
             await services.verify_transaction(
-                request.transactional_id, producer_id, producer_epoch, offsets_partition
+                request.transactional_id,
+                producer_id,
+                producer_epoch,
+                offsets_partition,
+                context.header.api_version >= TXN_OFFSET_COMMIT_IMPLICIT_ADD_VERSION,
             )
             response = await services.groups.commit_transactional_offsets(
                 commit, producer_id, producer_epoch
