@@ -59,6 +59,7 @@ from typing import Any, Literal
 
 from sluice.client.accumulator import ProducerBatch, RecordAccumulator, record_size_bytes
 from sluice.client.cluster import Cluster
+from sluice.client.connection import BrokerConnection
 from sluice.client.errors import BrokerUnreachableError, ClientError, RequestTimedOutError
 from sluice.client.messages import Request
 from sluice.client.partitioner import partition_for_key
@@ -914,6 +915,7 @@ class Producer:
                 ],
             },
         )
+        connection: BrokerConnection | None = None
         try:
             try:
                 connection = await self._cluster.connection(leader)
@@ -923,6 +925,11 @@ class Producer:
                     expect_response=config.acks != 0,
                 )
             except (ClientError, errors.KafkaError) as e:
+                if isinstance(e, RequestTimedOutError) and connection is not None:
+                    # Requests on a connection are answered in order: one stuck in the
+                    # network holds back every retry sent behind it. Retry on a new
+                    # connection (librdkafka and Java do the same).
+                    await connection.close()
                 self._metadata_stale = True
                 for batch in batches:
                     self._retry_or_fail(batch, e)
