@@ -14,7 +14,12 @@ test; one thread issuing operations one after another)::
     Send(process, outcome, partition, value, offset)    outcome ok: offset is the ack
     Poll(process, outcome, records)                     records: (partition, offset, value)
     Assign(process)                                     the consumer starts a new session
+    Transaction(process, outcome, values)               a transactional producer's commit
+                                                        (ok), abort (fail) or unknown end
     FinalRead(partition, replica, records, high_watermark, log_start_offset, log_end_offset)
+
+A poll of a read_committed consumer says so (``Poll.read_committed``): it must see no
+value of an aborted transaction and every value of a committed one that it passes.
 
 Outcomes: ``ok`` (it happened), ``fail`` (the client was told it did not), ``info``
 (unknown, e.g. a timeout: it may or may not have happened). Every value is sent once in
@@ -43,6 +48,15 @@ Anomalies, each with a tiny example (``p`` is a partition, ``o3`` offset 3)::
                           markers take offsets), so a gap alone is no anomaly.
     nonmonotonic-send     One producer's successive acknowledged sends to a partition got
                           offsets that do not increase: x -> o5, then y -> o4.
+    aborted-read          A read_committed poll returned a value of an aborted
+                          transaction: T aborted with x; a read_committed poll reads x.
+    torn-transaction      A read_committed session read part of a committed transaction
+                          in a partition and went past the rest: T committed x (o3) and
+                          y (o4); the session reads x, then o5, never y.
+
+Values of aborted transactions, and of transactions whose end is unknown, are in the
+log but hidden from read_committed readers: they are never lost writes, and a
+read_committed session that jumps over them does not skip anything.
 
 Only acknowledged sends can be lost. A send that failed may still be in the log: Kafka
 answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, or a request times out, after the leader
@@ -95,6 +109,8 @@ REPLICA_DIVERGENCE = "replica-divergence"
 NONMONOTONIC_POLL = "nonmonotonic-poll"
 POLL_SKIP = "poll-skip"
 NONMONOTONIC_SEND = "nonmonotonic-send"
+ABORTED_READ = "aborted-read"
+TORN_TRANSACTION = "torn-transaction"
 ANOMALY_KINDS = (
     LOST_WRITE,
     DUPLICATE,
@@ -103,6 +119,8 @@ ANOMALY_KINDS = (
     NONMONOTONIC_POLL,
     POLL_SKIP,
     NONMONOTONIC_SEND,
+    ABORTED_READ,
+    TORN_TRANSACTION,
 )
 
 
@@ -147,6 +165,7 @@ class Poll:
     process: int
     outcome: Outcome
     records: tuple[PolledRecord, ...] = ()
+    read_committed: bool = False
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -163,7 +182,21 @@ class Assign:
     process: int
 
 
-Operation = Send | Poll | Assign
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """How a transaction of a producer ended: committed (ok), aborted (fail) or unknown
+    (info, e.g. its commit timed out). ``values`` are the sends made inside it."""
+
+    process: int
+    outcome: Outcome
+    values: tuple[Value, ...]
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
+
+
+Operation = Send | Poll | Assign | Transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,9 +247,19 @@ class History:
         order they completed (nonmonotonic-send compares them in that order)."""
         self.add(Send(process, outcome, partition, value, offset))
 
-    def poll(self, process: int, records: Iterable[tuple[TopicPartition, int, Value]]) -> None:
+    def poll(
+        self,
+        process: int,
+        records: Iterable[tuple[TopicPartition, int, Value]],
+        *,
+        read_committed: bool = False,
+    ) -> None:
         """A poll that returned (possibly no) records."""
-        self.add(Poll(process, "ok", tuple(PolledRecord(*record) for record in records)))
+        polled = tuple(PolledRecord(*record) for record in records)
+        self.add(Poll(process, "ok", polled, read_committed))
+
+    def transaction(self, process: int, outcome: Outcome, values: Iterable[Value]) -> None:
+        self.add(Transaction(process, outcome, tuple(values)))
 
     def assign(self, process: int) -> None:
         self.add(Assign(process))
@@ -295,6 +338,14 @@ def _operation_to_json(op: Operation) -> dict[str, Any]:
             "process": op.process,
             "outcome": op.outcome,
             "records": [[list(r.partition), r.offset, r.value] for r in op.records],
+            "read_committed": op.read_committed,
+        }
+    if isinstance(op, Transaction):
+        return {
+            "kind": "transaction",
+            "process": op.process,
+            "outcome": op.outcome,
+            "values": list(op.values),
         }
     return {"kind": "assign", "process": op.process}
 
@@ -313,7 +364,9 @@ def _operation_from_json(item: dict[str, Any]) -> Operation:
             PolledRecord(TopicPartition(*partition), offset, value)
             for partition, offset, value in item["records"]
         )
-        return Poll(item["process"], item["outcome"], records)
+        return Poll(item["process"], item["outcome"], records, item.get("read_committed", False))
+    if item["kind"] == "transaction":
+        return Transaction(item["process"], item["outcome"], tuple(item["values"]))
     if item["kind"] == "assign":
         return Assign(item["process"])
     raise ValueError(f"unknown operation kind {item['kind']!r}")
@@ -479,6 +532,16 @@ class _Checker:
         )
         self.present: set[Value] = set()
         """Values found anywhere: in polls or in any final read."""
+        self.transaction_of: dict[Value, Transaction] = {}
+        for op in self.operations:
+            if isinstance(op, Transaction):
+                for value in op.values:
+                    self.transaction_of[value] = op
+
+    def hidden_from_read_committed(self, value: Value) -> bool:
+        """A value of an aborted transaction, or of one whose end is unknown."""
+        transaction = self.transaction_of.get(value)
+        return transaction is not None and transaction.outcome != "ok"
 
     def report(
         self,
@@ -497,6 +560,7 @@ class _Checker:
         self.check_lost_writes()
         self.check_sessions()
         self.check_send_order()
+        self.check_transactions()
         return self.result
 
     def collect(self) -> None:
@@ -597,7 +661,7 @@ class _Checker:
             if read_offsets:
                 highest_read[partition] = max(read_offsets)
         for send in self.sends.values():
-            if send.outcome != "ok":
+            if send.outcome != "ok" or self.hidden_from_read_committed(send.value):
                 continue
             assert send.offset is not None
             highest = highest_read.get(send.partition, -1)
@@ -653,7 +717,15 @@ class _Checker:
                     )
                     continue
                 known = self.seen[record.partition]
-                skipped = [o for o in range(previous + 1, record.offset) if o in known]
+                skipped = [
+                    o
+                    for o in range(previous + 1, record.offset)
+                    if o in known
+                    and not (
+                        op.read_committed
+                        and all(self.hidden_from_read_committed(x.value) for x in known[o])
+                    )
+                ]
                 if skipped:
                     self.report(
                         POLL_SKIP,
@@ -686,6 +758,58 @@ class _Checker:
                     f"process {op.process} sent {previous.value!r} -> offset "
                     f"{previous.offset}, then {op.value!r} -> offset {op.offset}",
                 )
+
+    def check_transactions(self) -> None:
+        """aborted-read and torn-transaction, for read_committed polls."""
+        where: dict[Value, tuple[TopicPartition, int]] = {}
+        for partition, offsets in self.seen.items():
+            for offset, observations in offsets.items():
+                for observation in observations:
+                    where.setdefault(observation.value, (partition, offset))
+        session: dict[int, int] = defaultdict(int)
+        # (process, session, partition) -> offsets read, for the torn check below.
+        read: dict[tuple[int, int, TopicPartition], set[int]] = defaultdict(set)
+        for index, op in enumerate(self.operations):
+            if isinstance(op, Assign):
+                session[op.process] += 1
+            if not isinstance(op, Poll) or not op.read_committed:
+                continue
+            for record in op.records:
+                read[op.process, session[op.process], record.partition].add(record.offset)
+                transaction = self.transaction_of.get(record.value)
+                if transaction is not None and transaction.outcome == "fail":
+                    self.report(
+                        ABORTED_READ,
+                        record.partition,
+                        record.offset,
+                        record.value,
+                        f"read_committed poll #{index} of process {op.process} read "
+                        f"{record.value!r} of a transaction process {transaction.process} "
+                        "aborted",
+                    )
+        for transaction in {id(t): t for t in self.transaction_of.values()}.values():
+            if transaction.outcome != "ok":
+                continue
+            by_partition: dict[TopicPartition, set[int]] = defaultdict(set)
+            for value in transaction.values:
+                if value in where:
+                    partition, offset = where[value]
+                    by_partition[partition].add(offset)
+            for (process, number, partition), offsets in read.items():
+                mine = by_partition.get(partition)
+                if not mine or not offsets & mine or max(offsets) <= max(mine):
+                    continue
+                missing = sorted(mine - offsets)
+                if missing:
+                    self.report(
+                        TORN_TRANSACTION,
+                        partition,
+                        missing[0],
+                        None,
+                        f"process {process} (session {number}) read part of a transaction "
+                        f"process {transaction.process} committed and went past it without "
+                        f"offsets {missing}",
+                    )
 
 
 def check(history: History, examples_max: int = EXAMPLES_PER_ANOMALY_MAX) -> CheckResult:

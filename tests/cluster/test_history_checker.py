@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from history import (
+    ABORTED_READ,
     DUPLICATE,
     INCONSISTENT_OFFSETS,
     LOST_WRITE,
@@ -21,6 +22,7 @@ from history import (
     OUTCOMES,
     POLL_SKIP,
     REPLICA_DIVERGENCE,
+    TORN_TRANSACTION,
     FinalRead,
     History,
     Operation,
@@ -115,6 +117,68 @@ def assert_only(history: History, kind: str) -> str:
     result = check(history)
     assert result.anomaly_kinds == {kind}, result.summary()
     return result.summary()
+
+
+def transactional_history() -> History:
+    """Producer 1 commits T1 (a, b at o0-o1; marker o2), aborts T2 (c at o3; marker o4),
+    commits T3 (d at o5); a read_committed consumer reads a, b, d."""
+    history = History()
+    for value, offset in (("a", 0), ("b", 1), ("c", 3), ("d", 5)):
+        history.send(1, "ok", P, value, offset)
+    history.transaction(1, "ok", ["a", "b"])
+    history.transaction(1, "fail", ["c"])
+    history.transaction(1, "ok", ["d"])
+    history.poll(10, [(P, 0, "a"), (P, 1, "b")], read_committed=True)
+    history.poll(10, [(P, 5, "d")], read_committed=True)
+    for read in replicas_holding(P, [(0, "a"), (1, "b"), (3, "c"), (5, "d")], 7):
+        history.final_read(read)
+    return history
+
+
+def test_a_read_committed_reader_skipping_an_aborted_transaction_is_valid() -> None:
+    result = check(transactional_history())
+    assert result.valid, result.summary()
+
+
+def test_a_transactional_history_round_trips_through_json(tmp_path: Path) -> None:
+    history = transactional_history()
+    history.dump(tmp_path / "history.json")
+    assert History.load(tmp_path / "history.json").operations == history.operations
+
+
+def test_aborted_read_a_read_committed_poll_returns_an_aborted_value() -> None:
+    history = transactional_history()
+    history.assign(10)
+    history.poll(10, [(P, 3, "c")], read_committed=True)
+    summary = assert_only(history, ABORTED_READ)
+    assert "read 'c' of a transaction process 1 aborted" in summary
+
+
+def test_a_read_uncommitted_poll_may_return_an_aborted_value() -> None:
+    history = transactional_history()
+    history.poll(11, [(P, 0, "a"), (P, 1, "b"), (P, 3, "c"), (P, 5, "d")])
+    assert check(history).valid
+
+
+def test_torn_transaction_part_of_a_committed_transaction_then_past_it() -> None:
+    history = History()
+    for value, offset in (("a", 0), ("b", 1), ("x", 3)):
+        history.send(1, "ok", P, value, offset)
+    history.transaction(1, "ok", ["a", "b"])
+    history.transaction(1, "ok", ["x"])
+    history.poll(11, [(P, 0, "a"), (P, 1, "b"), (P, 3, "x")], read_committed=True)
+    history.poll(10, [(P, 0, "a")], read_committed=True)
+    history.assign(10)  # a new session may start anywhere: nothing torn in either
+    history.poll(10, [(P, 3, "x")], read_committed=True)
+    assert check(history).valid
+    history.assign(12)
+    history.poll(12, [(P, 0, "a"), (P, 3, "x")], read_committed=True)
+    result = check(history)
+    # Reading past part of a transaction also skips a known record: both are named.
+    assert result.anomaly_kinds == {TORN_TRANSACTION, POLL_SKIP}, result.summary()
+    summary = result.summary()
+    assert "process 12 (session 1) read part of a transaction" in summary
+    assert "without offsets [1]" in summary
 
 
 def test_lost_write_an_acknowledged_value_nobody_read_below_a_read_offset() -> None:
