@@ -252,3 +252,18 @@ def test_an_exactly_once_copy_killed_at_random_instants_loses_and_repeats_nothin
     copied = [value for value in everything if value != b"END"]
     assert len(everything) - len(copied) == partitions, f"seed {seed}: not every END read"
     assert sorted(copied) == sorted(b"r-%d" % i for i in range(count)), f"seed {seed}"
+
+
+def test_a_transaction_of_offsets_only_commits_them(broker, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    group = unique_group_id()
+
+    async def run() -> int | None:
+        async with sluice.Producer(broker.bootstrap, transactional_id=f"offsets-{topic}") as p:
+            await p.begin_transaction()
+            await p.send_offsets_to_transaction({TopicPartition(topic, 0): 42}, group)
+            await p.commit_transaction()
+        async with sluice.Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c:
+            return await c.committed(TopicPartition(topic, 0))
+
+    assert asyncio.run(run()) == 42

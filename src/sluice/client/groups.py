@@ -86,9 +86,11 @@ COORDINATOR_RETRY_CODES = frozenset(
         ErrorCode.coordinator_not_available,
         ErrorCode.coordinator_load_in_progress,
         ErrorCode.not_coordinator,
+        ErrorCode.unstable_offset_commit,
     }
 )
-"""Errors meaning "ask again, maybe elsewhere": the request itself was fine."""
+"""Errors meaning "ask again, maybe elsewhere": the request itself was fine
+(UNSTABLE_OFFSET_COMMIT: an offset waits for its transaction's marker)."""
 
 
 class GroupState:

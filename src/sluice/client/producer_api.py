@@ -65,6 +65,7 @@ from sluice.client.messages import Request
 from sluice.client.partitioner import partition_for_key
 from sluice.client.transactions import (
     GroupMetadata,
+    PreparedTransaction,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionManager,
@@ -523,6 +524,16 @@ class Producer:
         transactions.check_can_send()
         await transactions.end(commit=True)
         self._take_producer_id(transactions.producer_id, transactions.producer_epoch)
+
+    async def prepare_transaction(self) -> PreparedTransaction:
+        """Flush and hand the open transaction over, for another process to commit or
+        abort with :func:`sluice.client.transactions.end_prepared` (Spark's driver ends
+        its tasks' transactions so). The producer can only be closed afterwards; the
+        transaction stays open until ended, or aborted by its timeout."""
+        transactions = self._transactional()
+        transactions.check_can_send()
+        await self.flush()
+        return transactions.hand_over()
 
     async def abort_transaction(self) -> None:
         """Throw the transaction away: what it sent is never seen by read_committed

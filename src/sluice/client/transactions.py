@@ -15,6 +15,10 @@ A producer with a ``transactional_id`` goes through::
 
     a send fails inside a transaction ─▶ ABORTABLE: commit refuses, abort works (and
                                          starts a new epoch, KIP-360)
+    prepare_transaction() ─▶ HANDED_OVER: the open transaction is left to whoever holds
+                                         its PreparedTransaction (end_prepared commits
+                                         or aborts it, from any process); the producer
+                                         can only be closed
     PRODUCER_FENCED / INVALID_PRODUCER_EPOCH ─▶ FENCED: every call raises
                                          ProducerFencedError; close the producer
 
@@ -92,12 +96,23 @@ class GroupMetadata:
     group_instance_id: str | None = None
 
 
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """An open transaction handed over for another process to end (a Spark task's,
+    committed by the driver)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
 class TransactionState(enum.Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
     IN_TRANSACTION = "in transaction"
     ABORTABLE = "abortable error"
     FENCED = "fenced"
+    HANDED_OVER = "handed over"
 
 
 class TransactionManager:
@@ -118,6 +133,9 @@ class TransactionManager:
         self.producer_epoch = -1
         self.partitions: set[TopicPartition] = set()
         """Partitions added to the open transaction."""
+        self.registered = False
+        """The coordinator knows of the open transaction (partitions or offsets were
+        added): ending it takes an EndTxn."""
         self.failure: BaseException | None = None
         """Why the open transaction can only be aborted."""
         self._cluster = cluster
@@ -129,6 +147,10 @@ class TransactionManager:
 
     def check_can_send(self) -> None:
         self._raise_if_fenced()
+        if self.state is TransactionState.HANDED_OVER:
+            raise TransactionStateError(
+                "the transaction was handed over (prepare_transaction()): close this producer"
+            )
         if self.state is TransactionState.UNINITIALIZED:
             raise TransactionStateError("the transactional producer is not started")
         if self.state is TransactionState.READY:
@@ -145,6 +167,7 @@ class TransactionManager:
             )
         self.state = TransactionState.IN_TRANSACTION
         self.partitions.clear()
+        self.registered = False
         self.failure = None
 
     def fail(self, error: BaseException) -> None:
@@ -197,6 +220,7 @@ class TransactionManager:
         self.producer_epoch = int(response.producer_epoch)
         self.state = TransactionState.READY
         self.partitions.clear()
+        self.registered = False
         self.failure = None
 
     async def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
@@ -233,6 +257,7 @@ class TransactionManager:
 
         await self._call(attempt, "AddPartitionsToTxn")
         self.partitions.update(wanted)
+        self.registered = True
 
     async def send_offsets(
         self, offsets: Mapping[TopicPartition, int], group: GroupMetadata
@@ -253,6 +278,7 @@ class TransactionManager:
             )
 
         await self._call(add, "AddOffsetsToTxn")
+        self.registered = True
         by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for tp, offset in offsets.items():
             by_topic[tp.topic].append(
@@ -297,7 +323,7 @@ class TransactionManager:
         version 2) the answer carries the producer's new epoch (or a new producer id
         when the epoch ran out): a request of the finished transaction still in the
         network is fenced by it."""
-        if self.partitions:
+        if self.registered:
 
             async def attempt(connection: Any) -> Any:
                 return await connection.request(
@@ -317,7 +343,33 @@ class TransactionManager:
                 self.producer_id = int(response.producer_id)
                 self.producer_epoch = int(response.producer_epoch)
         self.partitions.clear()
+        self.registered = False
         self.state = TransactionState.READY
+
+    def hand_over(self) -> PreparedTransaction:
+        """Leave the open transaction to someone else (see :class:`PreparedTransaction`)."""
+        self.check_can_send()
+        if self.state is TransactionState.ABORTABLE:
+            raise TransactionAbortableError(
+                f"the transaction cannot be prepared: {self.failure}; abort it"
+            ) from self.failure
+        prepared = PreparedTransaction(self.transactional_id, self.producer_id, self.producer_epoch)
+        self.state = TransactionState.HANDED_OVER
+        return prepared
+
+    @classmethod
+    def resume(
+        cls, cluster: Cluster, prepared: PreparedTransaction, *, timeout_s: float
+    ) -> TransactionManager:
+        """A manager for someone else's open transaction, to add offsets and end it."""
+        manager = cls(
+            cluster, prepared.transactional_id, transaction_timeout_ms=1, timeout_s=timeout_s
+        )
+        manager.producer_id = prepared.producer_id
+        manager.producer_epoch = prepared.producer_epoch
+        manager.state = TransactionState.IN_TRANSACTION
+        manager.registered = True
+        return manager
 
     # ── plumbing ────────────────────────────────────────────────────────────────────
 
@@ -390,3 +442,20 @@ class _Answer:
 def _raise_for(code: ErrorCode, what: str) -> None:
     if code is not ErrorCode.none:
         raise errors.for_code(code)(what)
+
+
+async def end_prepared(
+    cluster: Cluster,
+    prepared: PreparedTransaction,
+    *,
+    commit: bool,
+    offsets: tuple[GroupMetadata, Mapping[TopicPartition, int]] | None = None,
+    timeout_s: float = 60.0,
+) -> None:
+    """Commit (with ``offsets`` of a group committed inside it) or abort a transaction
+    another producer handed over. Raises ProducerFencedError when its producer was
+    fenced since (the transaction was aborted then)."""
+    manager = TransactionManager.resume(cluster, prepared, timeout_s=timeout_s)
+    if commit and offsets is not None:
+        await manager.send_offsets(offsets[1], offsets[0])
+    await manager.end(commit=commit)

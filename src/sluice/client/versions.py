@@ -38,7 +38,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # Consumer groups, as an administrator sees them (sluice.client.groups).
     ApiKey.FIND_COORDINATOR: (0, 2),  # v4+ looks up a batch of keys
     ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (2, 5),  # v1 cannot ask for every partition (null topics)
+    # OffsetFetch v1 cannot ask for every partition (null topics); v7 waits for offsets
+    # of open transactions (require_stable, KIP-447); v8 batches groups.
+    ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 4),  # v4+ answers with each group's state
     ApiKey.DELETE_GROUPS: (0, 1),

@@ -15,13 +15,28 @@ Options are named after Spark's Kafka source, so a job written for
     minPartitions         split offset ranges until there are at least this many tasks
     includeHeaders        true | false: add the ``headers`` column
 
+Writer options::
+
+    bootstrap.servers       host:port[,host:port]                    (required)
+    topic                   every row goes there (else the topic column)
+    acks, linger.ms, compression.type     as the producer's
+    deliveryGuarantee       at-least-once (default) | exactly-once   (exactly-once:
+                            streaming only, each micro-batch committed in transactions
+                            keyed by the query's checkpointLocation)
+    transactionalIdPrefix   exactly-once: the prefix of the tasks' transactional ids
+                            (default: derived from checkpointLocation)
+    transaction.timeout.ms  exactly-once: how long a micro-batch's transactions may stay
+                            open before the broker aborts them (default 600000)
+
 In offset JSON, -2 means earliest and -1 means latest, as in Kafka. Every problem is
 a :class:`SluiceOptionError` whose message names the option.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +117,18 @@ class SinkOptions:
     acks: str
     linger_ms: int
     compression_type: str
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    """Exactly-once: task ``p`` of every micro-batch writes as ``<prefix>-<p>``."""
+    transaction_timeout_ms: int = 600_000
+
+
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+TRANSACTION_TIMEOUT_MS_DEFAULT = 600_000
+TRANSACTIONAL_ID_PREFIX_FROM_CHECKPOINT = "sluice-spark-"
+"""Default prefix: this plus a digest of the checkpoint location, so a restarted query
+(same checkpoint) fences and takes over its own earlier tasks' transactions."""
 
 
 def _lower_keys(options: dict[str, str]) -> dict[str, str]:
@@ -272,19 +299,37 @@ def parse_source_options(raw: dict[str, str], *, streaming: bool) -> SourceOptio
     )
 
 
-def parse_sink_options(raw: dict[str, str]) -> SinkOptions:
+def parse_sink_options(raw: dict[str, str], *, streaming: bool = False) -> SinkOptions:
     """Check the writer options (the columns are checked against the schema)."""
     options = _lower_keys(raw)
     acks = options.get("acks", "all")
     if acks not in {"all", "-1", "0", "1"}:
         raise SluiceOptionError(f"option acks must be all, 0 or 1, not {acks!r}")
-    guarantee = options.get("deliveryguarantee", "at-least-once")
-    if guarantee != "at-least-once":
-        # The exactly-once seam: see sluice.spark.sink.TransactionSeam.
+    guarantee = options.get("deliveryguarantee", AT_LEAST_ONCE)
+    if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
         raise SluiceOptionError(
-            f"option deliveryGuarantee {guarantee!r} is not available: the sink is "
-            "at-least-once until the broker supports transactions"
+            f"option deliveryGuarantee must be {AT_LEAST_ONCE} or {EXACTLY_ONCE}, not {guarantee!r}"
         )
+    exactly_once = guarantee == EXACTLY_ONCE
+    prefix = options.get("transactionalidprefix") or None
+    if exactly_once:
+        if not streaming:
+            raise SluiceOptionError(
+                "option deliveryGuarantee exactly-once is for streaming writes "
+                "(writeStream): a batch write that is run again writes again"
+            )
+        if acks not in {"all", "-1"}:
+            raise SluiceOptionError("option deliveryGuarantee exactly-once needs acks=all")
+        if prefix is None:
+            checkpoint = options.get("checkpointlocation")
+            if not checkpoint:
+                raise SluiceOptionError(
+                    "option deliveryGuarantee exactly-once needs a checkpointLocation "
+                    "(or the option transactionalIdPrefix): the query's transactions are "
+                    "keyed by it"
+                )
+            digest = hashlib.sha256(os.path.abspath(checkpoint).encode()).hexdigest()[:16]
+            prefix = TRANSACTIONAL_ID_PREFIX_FROM_CHECKPOINT + digest
     linger_text = options.get("linger.ms", "5")
     try:
         linger_ms = int(linger_text)
@@ -296,4 +341,8 @@ def parse_sink_options(raw: dict[str, str]) -> SinkOptions:
         acks=acks,
         linger_ms=linger_ms,
         compression_type=options.get("compression.type", "none"),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix if exactly_once else None,
+        transaction_timeout_ms=_positive_int(options, "transaction.timeout.ms")
+        or TRANSACTION_TIMEOUT_MS_DEFAULT,
     )

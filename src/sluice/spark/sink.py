@@ -10,12 +10,28 @@ Each Spark task opens one :class:`sluice.Producer` (acks=all, idempotent, batchi
 retrying), sends its rows in order, flushes, and returns how many it delivered. A
 task that fails is retried by Spark and sends its rows again: **at-least-once**.
 
-Exactly-once needs transactions, which the broker does not have yet. The seam is
-:class:`TransactionSeam`: a task would open a transactional producer
-(``transactional.id`` derived from query, batch and task ids) in ``begin``, send, and
-``prepare`` would return the open transaction in the commit message; the driver's
-``commit`` would commit every task's transaction and ``abort`` abort them. Today
-``begin``/``prepare``/``commit``/``abort`` do nothing beyond the plain producer.
+``deliveryGuarantee=exactly-once`` (streaming) commits each micro-batch in
+transactions that the driver decides::
+
+    task p (any attempt)                         driver, commit(messages, batch N)
+    ──────────────────────                       ────────────────────────────────────
+    Producer(transactional_id=<prefix>-p)        for each task's prepared transaction:
+      (fences an earlier attempt of p and          progress = committed offset of group
+       aborts what it left open)                    <prefix>-p (what batch p last committed)
+    begin; send the rows; flush                    progress > N: this batch was committed
+    prepare_transaction() ─ left open ──────────▶    before a crash: abort (no duplicate)
+    → WriteResult(rows, prepared, progress topic)  else: commit it, with group <prefix>-p's
+                                                     offset N + 1 in the same transaction
+    abort(messages, N): abort them all
+
+The prefix comes from the query's checkpoint location, so a restarted query fences and
+replaces its own earlier tasks. The progress offset lives in ``__consumer_offsets``
+(group ``<prefix>-<task>``, on partition 0 of the task's first topic) and is written in
+the task's transaction, so data and progress commit together: a driver that dies while
+committing leaves some tasks committed, and when Spark runs the batch again the driver
+aborts exactly those tasks' new transactions. This relies on what Spark's exactly-once
+sinks rely on: a batch run again reads the same offsets and splits them into the same
+tasks. Readers see each row once with ``isolation.level=read_committed``.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
@@ -38,7 +55,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sluice.client.cluster import Cluster
+from sluice.client.groups import GroupCoordinators
+from sluice.client.membership import fetch_committed
 from sluice.client.producer_api import Producer
+from sluice.client.transactions import GroupMetadata, PreparedTransaction, end_prepared
+from sluice.common.ids import TopicPartition
 from sluice.spark.options import SinkOptions, SluiceOptionError
 
 PENDING_DELIVERIES_MAX = 20_000
@@ -50,6 +72,11 @@ class WriteResult(WriterCommitMessage):
     """What one task reports to the driver."""
 
     rows_delivered: int
+    task: int = -1
+    prepared: PreparedTransaction | None = None
+    """Exactly-once: the task's open transaction, for the driver to end."""
+    progress_topic: str | None = None
+    """Exactly-once: the topic whose partition 0 keys the task's progress offset."""
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -98,40 +125,29 @@ def _timestamp_ms(value: datetime.datetime | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-class TransactionSeam:
-    """Where exactly-once delivery will plug in (see the module docstring)."""
-
-    def begin(self, producer: Producer) -> None:
-        """Exactly-once: begin a transaction. At-least-once: nothing."""
-
-    def prepare(self, producer: Producer, rows_delivered: int) -> WriteResult:
-        """Exactly-once: flush and hand the open transaction to the driver."""
-        return WriteResult(rows_delivered)
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Exactly-once: commit every task's transaction. At-least-once: nothing."""
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Exactly-once: abort them. At-least-once: delivered rows stay delivered."""
-
-
-async def _produce(options: SinkOptions, rows: Iterator[Any], seam: TransactionSeam) -> WriteResult:
+async def _produce(options: SinkOptions, rows: Iterator[Any], task: int) -> WriteResult:
+    exactly_once = options.exactly_once
     producer = Producer(
         options.bootstrap_servers,
         client_id="sluice-spark-writer",
         acks="all" if options.acks in {"all", "-1"} else int(options.acks),
         linger_ms=options.linger_ms,
         compression_type=options.compression_type,
+        transactional_id=f"{options.transactional_id_prefix}-{task}" if exactly_once else None,
+        transaction_timeout_ms=options.transaction_timeout_ms,
     )
     delivered = 0
+    first_topic: str | None = None
     async with producer:
-        seam.begin(producer)
+        if exactly_once:
+            await producer.begin_transaction()
         pending: list[asyncio.Future[Any]] = []
         for row in rows:
             fields = row.asDict(recursive=False)
             topic = options.topic or fields.get("topic")
             if topic is None:
                 raise ValueError("a row has a null topic and the topic option is not set")
+            first_topic = first_topic or topic
             headers = fields.get("headers") or ()
             partition = fields.get("partition")
             pending.append(
@@ -149,7 +165,10 @@ async def _produce(options: SinkOptions, rows: Iterator[Any], seam: TransactionS
                 pending = []
         await producer.flush()
         delivered += await _settle(pending)
-        return seam.prepare(producer, delivered)
+        if not exactly_once or first_topic is None:
+            return WriteResult(delivered, task)
+        prepared = await producer.prepare_transaction()
+        return WriteResult(delivered, task, prepared, first_topic)
 
 
 async def _settle(pending: list[asyncio.Future[Any]]) -> int:
@@ -158,9 +177,46 @@ async def _settle(pending: list[asyncio.Future[Any]]) -> int:
     return len(pending)
 
 
-def write_rows(options: SinkOptions, rows: Iterator[Any], seam: TransactionSeam) -> WriteResult:
+def write_rows(options: SinkOptions, rows: Iterator[Any]) -> WriteResult:
     """Produce ``rows`` (one Spark task's share) on a fresh event loop."""
-    return asyncio.run(_produce(options, rows, seam))
+    context = TaskContext.get()
+    task = context.partitionId() if context is not None else 0
+    return asyncio.run(_produce(options, rows, task))
+
+
+def progress_group(options: SinkOptions, task: int) -> str:
+    """The group whose committed offset says which micro-batch task ``task`` of the
+    query committed last (the batch id plus one)."""
+    return f"{options.transactional_id_prefix}-{task}"
+
+
+async def _end_batch(
+    options: SinkOptions, messages: list[WriterCommitMessage | None], batch_id: int | None
+) -> None:
+    """Exactly-once: commit (``batch_id`` given) or abort every task's transaction."""
+    prepared = [m for m in messages if isinstance(m, WriteResult) and m.prepared is not None]
+    if not prepared:
+        return
+    async with Cluster(options.bootstrap_servers, client_id="sluice-spark-driver") as cluster:
+        coordinators = GroupCoordinators(cluster)
+        for message in prepared:
+            assert message.prepared is not None and message.progress_topic is not None
+            if batch_id is None:
+                await end_prepared(cluster, message.prepared, commit=False)
+                continue
+            group = progress_group(options, message.task)
+            key = TopicPartition(message.progress_topic, 0)
+            committed = (await fetch_committed(coordinators, group, [key])).get(key)
+            if committed is not None and committed.offset > batch_id:
+                # Committed by an earlier run of this batch, before the driver stopped.
+                await end_prepared(cluster, message.prepared, commit=False)
+                continue
+            await end_prepared(
+                cluster,
+                message.prepared,
+                commit=True,
+                offsets=(GroupMetadata(group), {key: batch_id + 1}),
+            )
 
 
 class SluiceBatchWriter(DataSourceWriter):
@@ -169,31 +225,26 @@ class SluiceBatchWriter(DataSourceWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
         self.options = options
-        self.seam = TransactionSeam()
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
-        return write_rows(self.options, iterator, self.seam)
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.seam.commit(messages)
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.seam.abort(messages)
+        return write_rows(self.options, iterator)
 
 
 class SluiceStreamWriter(DataSourceStreamWriter):
-    """``df.writeStream.format("sluice")``: each micro-batch at-least-once into topics."""
+    """``df.writeStream.format("sluice")``: each micro-batch at-least-once into topics,
+    or exactly once (see the module docstring)."""
 
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
         self.options = options
-        self.seam = TransactionSeam()
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
-        return write_rows(self.options, iterator, self.seam)
+        return write_rows(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        self.seam.commit(messages)
+        if self.options.exactly_once:
+            asyncio.run(_end_batch(self.options, messages, batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        self.seam.abort(messages)
+        if self.options.exactly_once:
+            asyncio.run(_end_batch(self.options, messages, None))

@@ -160,7 +160,7 @@ class SluiceDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from sluice.spark.sink import SluiceStreamWriter  # noqa: PLC0415
 
-        return SluiceStreamWriter(parse_sink_options(dict(self.options)), schema)
+        return SluiceStreamWriter(parse_sink_options(dict(self.options), streaming=True), schema)
 
 
 class _RangeReading:
