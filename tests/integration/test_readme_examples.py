@@ -74,13 +74,17 @@ def test_readme_blocks_run_in_order_on_a_fresh_broker(
     assert "second" in cli_output, cli_output
 
     python_blocks = python_client_blocks()
-    assert len(python_blocks) == 2, "the README's Python examples changed: update this test"
+    assert len(python_blocks) == 4, "the README's Python examples changed: update this test"
     outputs = []
     for block in python_blocks:
         assert README_ADDRESS in block
         source = block.replace(README_ADDRESS, broker.bootstrap)
         outputs.append(run([sys.executable, "-c", source], environment))
-    async_output, sync_output = outputs
+    async_output, sync_output, semantics_output, exactly_once_output = outputs
     assert "b'event 99'" in async_output, async_output
     assert "'payments'" in sync_output, sync_output
     assert "'orders'" in sync_output, sync_output
+    # 102 payments were produced by the first example.
+    assert "alerting on 102 payments" in semantics_output, semantics_output
+    assert "booked 102 payments" in semantics_output, semantics_output
+    assert "enriched 102 payments" in exactly_once_output, exactly_once_output
