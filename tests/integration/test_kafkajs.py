@@ -319,3 +319,32 @@ def test_kafkajs_admin_fetches_offsets_a_confluent_kafka_member_committed(broker
             ],
         }
     ]
+
+
+def test_kafkajs_transactions_commit_and_abort_for_read_committed_readers(broker, topic):
+    """A kafkajs transactional producer (AddPartitionsToTxn, EndTxn at its versions): a
+    kafkajs consumer (read_committed by default) and confluent-kafka see the committed
+    transactions only, in order."""
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+
+    def planned(tag: str, commit: bool) -> dict[str, Any]:
+        return {
+            "commit": commit,
+            "messages": [{"value": f"{tag}-{i}", "partition": i % 2} for i in range(4)],
+        }
+
+    events = kafkajs(
+        "transaction",
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        transactionalId=f"kafkajs-{topic}",
+        transactions=[planned("c1", True), planned("a1", False), planned("c2", True)],
+    )
+    assert [e["event"] for e in events] == ["committed", "aborted", "committed"]
+    want = sorted(f"{tag}-{i}" for tag in ("c1", "c2") for i in range(4))
+    read = kafkajs(
+        "consume", bootstrap=broker.bootstrap, topic=topic, group=unique_group_id(), count=8
+    )
+    assert sorted(e["value"] for e in of_kind(read, "message")) == want
+    messages = consume_exactly(broker.bootstrap, [(topic, 0), (topic, 1)], 8, extra_wait_s=0.5)
+    assert sorted(m.value().decode() for m in messages) == want

@@ -190,6 +190,7 @@ async function admin(args) {
 }
 
 async function transaction(args) {
+  // args.transactions: [{ commit: bool, messages: [{ value, partition }] }], in order.
   const producer = client(args).producer({
     transactionalId: args.transactionalId,
     idempotent: true,
@@ -197,9 +198,20 @@ async function transaction(args) {
   })
   await producer.connect()
   try {
-    const txn = await producer.transaction()
-    emit('transaction_started', {})
-    await txn.abort()
+    for (const planned of args.transactions || []) {
+      const txn = await producer.transaction()
+      await txn.send({
+        topic: args.topic,
+        acks: -1,
+        messages: planned.messages.map((m) => ({ value: m.value, partition: m.partition })),
+      })
+      if (planned.commit) {
+        await txn.commit()
+      } else {
+        await txn.abort()
+      }
+      emit(planned.commit ? 'committed' : 'aborted', { count: planned.messages.length })
+    }
   } finally {
     await producer.disconnect()
   }
