@@ -84,7 +84,14 @@ def test_readme_blocks_run_in_order_on_a_fresh_broker(
     assert "b'event 99'" in async_output, async_output
     assert "'payments'" in sync_output, sync_output
     assert "'orders'" in sync_output, sync_output
-    # 102 payments were produced by the first example.
-    assert "alerting on 102 payments" in semantics_output, semantics_output
-    assert "booked 102 payments" in semantics_output, semantics_output
-    assert "enriched 102 payments" in exactly_once_output, exactly_once_output
+    # Each group reads every payment left after the first example's delete_records (how
+    # many depends on where its keyless records landed); all three count the same.
+    counts = [
+        int(re.search(pattern, text).group(1))  # type: ignore[union-attr]
+        for pattern, text in (
+            (r"alerting on (\d+) payments", semantics_output),
+            (r"booked (\d+) payments", semantics_output),
+            (r"enriched (\d+) payments", exactly_once_output),
+        )
+    ]
+    assert counts[0] > 0 and counts == [counts[0]] * 3, (semantics_output, exactly_once_output)
