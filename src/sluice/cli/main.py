@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
-``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups`` and ``cluster``
-talk to one through ``sluice.client``.
+``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
+``transactions`` and ``cluster`` talk to one through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
 from sluice.cli.serve import serve
 from sluice.cli.topics import topics
+from sluice.cli.transactions import transactions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,5 +32,6 @@ main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
 main.add_command(cluster)
+main.add_command(transactions)
 main.add_command(dev_cluster)
 register_pipelines(main)

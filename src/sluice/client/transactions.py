@@ -415,23 +415,28 @@ class TransactionManager:
             backoff_s = min(backoff_s * 2, RETRY_BACKOFF_S[1])
 
     async def _find_coordinator(self) -> NodeId:
-        if self._coordinator is not None:
-            return self._coordinator
-        connection = await self._cluster.any_connection()
-        response = await connection.request(
-            Request(
-                ApiKey.FIND_COORDINATOR,
-                {"key": self.transactional_id, "key_type": TRANSACTION_KEY_TYPE},
+        if self._coordinator is None:
+            self._coordinator = await find_transaction_coordinator(
+                self._cluster, self.transactional_id
             )
-        )
-        message = getattr(response, "error_message", None)
-        if response.error_code != ErrorCode.none:
-            raise errors.for_code(response.error_code)(
-                f"no transaction coordinator for {self.transactional_id!r}"
-                + (f": {message}" if message else "")
-            )
-        self._coordinator = int(response.node_id)
         return self._coordinator
+
+
+async def find_transaction_coordinator(cluster: Cluster, transactional_id: str) -> NodeId:
+    """The broker coordinating ``transactional_id`` (FindCoordinator key type 1)."""
+    connection = await cluster.any_connection()
+    response = await connection.request(
+        Request(
+            ApiKey.FIND_COORDINATOR, {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE}
+        )
+    )
+    message = getattr(response, "error_message", None)
+    if response.error_code != ErrorCode.none:
+        raise errors.for_code(response.error_code)(
+            f"no transaction coordinator for {transactional_id!r}"
+            + (f": {message}" if message else "")
+        )
+    return int(response.node_id)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    # Transactions, as an administrator sees them (sluice.client.admin_transactions).
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 

@@ -18,6 +18,7 @@ new one; TxnOffsetCommit v5 adds its partition to the transaction itself.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -382,7 +383,7 @@ async def handle_describe_transactions(
                 transactional_id=described.transactional_id,
                 transaction_state=described.state,
                 transaction_timeout=described.timeout_ms,
-                transaction_start_time=described.start_ms,
+                transaction_start_time=_timestamp(described.start_ms),
                 producer_id=described.producer_id,
                 producer_epoch=described.producer_epoch,
                 topics=tuple(
@@ -394,6 +395,17 @@ async def handle_describe_transactions(
     return make(
         module.DescribeTransactionsResponse, throttle_time=0, transaction_states=tuple(states)
     )
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _timestamp(milliseconds: int) -> datetime.datetime:
+    """The start of an open transaction as kio takes it. With none open (Empty,
+    Complete*, an unknown id) Kafka sends -1, which kio-based clients (Sluice's among
+    them) cannot decode ("negative timestamp"): Sluice sends 0 instead, the epoch,
+    which no real transaction starts at."""
+    return _EPOCH + datetime.timedelta(milliseconds=max(milliseconds, 0))
 
 
 KNOWN_STATES = frozenset(
