@@ -50,13 +50,15 @@ watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
    still pending is kept in the cleaner checkpoint, and :func:`needs_cleaning` says
    yes once it has passed, even if the log is not dirty.
 
-Transactions: control batches (markers) and transactional batches are copied
-unchanged and their records never enter the offset map, so an aborted value can never
-shadow a committed one, and a read_committed reader sees the same records before and
-after a pass. A rewritten segment keeps the aborted-transaction entries of the segments
-it replaces (``.txnindex``, which, unlike the other indexes, cannot be rebuilt from the
-segment). Not yet: dropping the data of aborted transactions and markers whose
-transaction has no data left (Kafka's cleaner does both). Records with a null key are
+Transactions: transactional records never enter the offset map, so an aborted value
+can never shadow a committed one. The batches of aborted transactions (known from the
+aborted-transaction index, with their ABORT marker below the high watermark) are
+dropped (emptied when they are their producer's last batch); committed transactional
+batches and control batches (markers) are copied unchanged, so a read_committed reader
+sees the same records before and after a pass. A rewritten segment keeps the
+aborted-transaction entries of the segments it replaces (``.txnindex``, which, unlike
+the other indexes, cannot be rebuilt from the segment). Not yet: removing markers whose
+transaction has no data left after the delete horizon (Kafka does). Records with a null key are
 kept (Kafka's produce path rejects them on compacted topics; the broker should too).
 
 Threads. The broker's event loop must not block, so a pass is split in three::
@@ -165,7 +167,11 @@ from sluice.storage.segment import (
     parse_segment_file_name,
     segment_file_name,
 )
-from sluice.storage.transaction_index import TRANSACTION_INDEX_SUFFIX, TransactionIndex
+from sluice.storage.transaction_index import (
+    TRANSACTION_INDEX_SUFFIX,
+    AbortedTransaction,
+    TransactionIndex,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +201,7 @@ class CleanableLog(Protocol):
     def truncations(self) -> int: ...
     @property
     def producer_state(self) -> ProducerStateManager: ...
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTransaction]: ...
 
 
 __all__ = [
@@ -853,6 +860,15 @@ class CleaningPlan:
             for producer_id, entry in log.producer_state.producers.items()
             if entry.batches
         }
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        """Producer id → (first offset, marker offset) of its aborted transactions that
+        overlap the plan, decided for good (the marker is below the high watermark)."""
+        first = sources[0].base_offset if sources else end_offset
+        for aborted in log.aborted_transactions(first, end_offset):
+            if aborted.last_offset < log.high_watermark:
+                self._aborted.setdefault(aborted.producer_id, []).append(
+                    (aborted.first_offset, aborted.last_offset)
+                )
         self._state = _State.PREPARED
         self._created: list[Path] = []
         self.outputs: list[CleanedSegment] = []
@@ -1095,6 +1111,13 @@ class CleaningPlan:
             else:
                 writer.add(_empty_batch(header), header, header.max_timestamp, same_as_source=False)
 
+    def _was_aborted(self, header: BatchHeader) -> bool:
+        """The batch belongs to a transaction of its producer that was aborted."""
+        return any(
+            first <= header.base_offset < marker
+            for first, marker in self._aborted.get(header.producer_id, ())
+        )
+
     def _clean_batch(
         self,
         header: BatchHeader,
@@ -1107,6 +1130,14 @@ class CleaningPlan:
         if header.base_offset >= self.map_end_offset or header.is_control:
             return keep
         if header.is_transactional:
+            if header.records_count and self._was_aborted(header):
+                counters.records_examined += header.records_count
+                counters.records_removed += header.records_count
+                if header.producer_id >= 0 and (
+                    self._producer_last_offsets.get(header.producer_id) == header.last_offset
+                ):
+                    return _Action.REPLACE, _empty_batch(header), header.max_timestamp
+                return _Action.DROP, b"", header.max_timestamp
             return keep
         producer_last = (
             header.producer_id >= 0

@@ -1016,3 +1016,46 @@ def test_aborted_transactions_survive_a_cleaning_and_a_crash_at_any_step(
                 assert leftovers(copy) == []
             finally:
                 reopened.close()
+
+
+def test_the_data_of_aborted_transactions_goes_and_committed_data_stays(
+    compact_log: Callable[..., PartitionLog], codec: Compression
+) -> None:
+    log = compact_log(segment_bytes=600)
+
+    def transaction(producer_id: int, value: bytes, *, commit: bool) -> None:
+        append_pairs(
+            log,
+            codec,
+            [(b"k", value), (b"other", value)],
+            producer_id=producer_id,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        )
+        log.append_marker(
+            producer_id=producer_id,
+            producer_epoch=0,
+            committed=commit,
+            coordinator_epoch=0,
+            leader_epoch=0,
+        )
+
+    append_pairs(log, codec, [(b"k", b"plain")])
+    transaction(9, b"aborted", commit=False)
+    transaction(10, b"committed", commit=True)
+    overwrite(log, codec, batches=6, keys=3)
+    settle(log)
+    append_pairs(log, codec, [(b"z", b"in the active segment")])
+    settle(log)
+    aborted = log.aborted_transactions(0, log.log_end_offset)
+
+    def values() -> list[bytes]:
+        return [row[3] for row in rows(log)]
+
+    assert b"aborted" in values()
+    clean(log)
+    assert b"aborted" not in values(), "the aborted transaction's records are gone"
+    assert values().count(b"committed") == 2, "a committed transaction is kept whole"
+    assert b"plain" in values(), "transactional records never shadow others"
+    assert log.aborted_transactions(0, log.log_end_offset) == aborted
