@@ -50,12 +50,16 @@ watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
    still pending is kept in the cleaner checkpoint, and :func:`needs_cleaning` says
    yes once it has passed, even if the log is not dirty.
 
-Kept as they are, for now: control batches (transaction markers) and transactional
-batches are copied unchanged and their records never enter the offset map, so an
-aborted transaction cannot make a committed value disappear (nor is anything in a
-transaction ever compacted). Records with a null key are kept (Kafka's produce path
-rejects them on compacted topics; the broker should too). There is no last stable
-offset yet, so open transactions do not limit the cleanable range.
+Transactions: transactional records never enter the offset map, so an aborted value
+can never shadow a committed one. The batches of aborted transactions (known from the
+aborted-transaction index, with their ABORT marker below the high watermark) are
+dropped (emptied when they are their producer's last batch); committed transactional
+batches and control batches (markers) are copied unchanged, so a read_committed reader
+sees the same records before and after a pass. A rewritten segment keeps the
+aborted-transaction entries of the segments it replaces (``.txnindex``, which, unlike
+the other indexes, cannot be rebuilt from the segment). Not yet: removing markers whose
+transaction has no data left after the delete horizon (Kafka does). Records with a null key are
+kept (Kafka's produce path rejects them on compacted topics; the broker should too).
 
 Threads. The broker's event loop must not block, so a pass is split in three::
 
@@ -75,6 +79,10 @@ the swap is abandoned and the plan's files deleted.
 Files and the crash-safe swap (``<b>`` = a base offset in 20 digits)::
 
     build:   <b>.log.cleaned <b>.index.cleaned <b>.timeindex.cleaned   written, fsynced
+             (and <b>.txnindex.cleaned: the aborted-transaction entries of the
+             segments replaced, when they have any; it follows the others through
+             every step below, and a completed swap keeps it: unlike the other
+             indexes it cannot be rebuilt from the segment alone)
     commit:  for each new segment, ascending: rename its *.cleaned → *.swap, the .log
              last; fsync the directory.   The commit point is the rename of the last
              .log.cleaned: from then on no .log.cleaned of the plan exists.
@@ -159,6 +167,11 @@ from sluice.storage.segment import (
     parse_segment_file_name,
     segment_file_name,
 )
+from sluice.storage.transaction_index import (
+    TRANSACTION_INDEX_SUFFIX,
+    AbortedTransaction,
+    TransactionIndex,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +201,7 @@ class CleanableLog(Protocol):
     def truncations(self) -> int: ...
     @property
     def producer_state(self) -> ProducerStateManager: ...
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTransaction]: ...
 
 
 __all__ = [
@@ -846,6 +860,15 @@ class CleaningPlan:
             for producer_id, entry in log.producer_state.producers.items()
             if entry.batches
         }
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        """Producer id → (first offset, marker offset) of its aborted transactions that
+        overlap the plan, decided for good (the marker is below the high watermark)."""
+        first = sources[0].base_offset if sources else end_offset
+        for aborted in log.aborted_transactions(first, end_offset):
+            if aborted.last_offset < log.high_watermark:
+                self._aborted.setdefault(aborted.producer_id, []).append(
+                    (aborted.first_offset, aborted.last_offset)
+                )
         self._state = _State.PREPARED
         self._created: list[Path] = []
         self.outputs: list[CleanedSegment] = []
@@ -1028,6 +1051,7 @@ class CleaningPlan:
             counters.bytes_read += writer.bytes_read
             counters.bytes_written += writer.bytes_written
             if written:
+                self._write_transaction_index(writer.base_offset, group)
                 self.outputs.append(
                     CleanedSegment(
                         base_offset=writer.base_offset,
@@ -1037,6 +1061,20 @@ class CleaningPlan:
                     )
                 )
         self.tombstone_horizon_ms = counters.horizon_ms
+
+    def _write_transaction_index(self, base_offset: int, group: list[_Source]) -> None:
+        """The new segment keeps the aborted-transaction entries of the segments it
+        replaces (their markers and data are kept), as ``<b>.txnindex.cleaned``."""
+        entries = [entry for source in group for entry in source.segment.txn_index.entries]
+        if not entries:
+            return
+        path = self.directory / (
+            segment_file_name(base_offset, TRANSACTION_INDEX_SUFFIX) + CLEANED_SUFFIX
+        )
+        self._created.append(path)
+        index = TransactionIndex(path)
+        index.replace(entries)
+        index.sync()
 
     def _clean_group(
         self,
@@ -1073,6 +1111,13 @@ class CleaningPlan:
             else:
                 writer.add(_empty_batch(header), header, header.max_timestamp, same_as_source=False)
 
+    def _was_aborted(self, header: BatchHeader) -> bool:
+        """The batch belongs to a transaction of its producer that was aborted."""
+        return any(
+            first <= header.base_offset < marker
+            for first, marker in self._aborted.get(header.producer_id, ())
+        )
+
     def _clean_batch(
         self,
         header: BatchHeader,
@@ -1085,6 +1130,14 @@ class CleaningPlan:
         if header.base_offset >= self.map_end_offset or header.is_control:
             return keep
         if header.is_transactional:
+            if header.records_count and self._was_aborted(header):
+                counters.records_examined += header.records_count
+                counters.records_removed += header.records_count
+                if header.producer_id >= 0 and (
+                    self._producer_last_offsets.get(header.producer_id) == header.last_offset
+                ):
+                    return _Action.REPLACE, _empty_batch(header), header.max_timestamp
+                return _Action.DROP, b"", header.max_timestamp
             return keep
         producer_last = (
             header.producer_id >= 0
@@ -1195,7 +1248,17 @@ class CleaningPlan:
                     logger.warning("%s: deleting a stray %s", self.directory, name)
                     (self.directory / name).unlink(missing_ok=True)
             for cleaned in self.outputs:
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                for suffix in (
+                    INDEX_SUFFIX,
+                    TIME_INDEX_SUFFIX,
+                    TRANSACTION_INDEX_SUFFIX,
+                    LOG_SUFFIX,
+                ):
+                    if (
+                        suffix == TRANSACTION_INDEX_SUFFIX
+                        and not cleaned.path(suffix, CLEANED_SUFFIX).exists()
+                    ):
+                        continue  # no aborted transaction in the segments it replaces
                     os.rename(
                         cleaned.path(suffix, CLEANED_SUFFIX), cleaned.path(suffix, SWAP_SUFFIX)
                     )
@@ -1208,10 +1271,10 @@ class CleaningPlan:
     def install(self, cleaned: CleanedSegment) -> None:
         """Rename one committed segment's ``*.swap`` files into place, the .log last.
         The segments it replaces must be renamed away first."""
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TRANSACTION_INDEX_SUFFIX, LOG_SUFFIX):
             swap = cleaned.path(suffix, SWAP_SUFFIX)
             if suffix != LOG_SUFFIX and not swap.exists():
-                continue  # the segment rebuilds a missing index
+                continue  # the segment rebuilds a missing index; no aborted transaction
             os.rename(swap, cleaned.path(suffix, ""))
 
     def finish(self) -> None:
@@ -1327,8 +1390,9 @@ def _next_offset_of(path: Path) -> int:
 
 
 def _base_of(name: str) -> int | None:
-    """The base offset of a ``.log``/``.index``/``.timeindex`` file name, else None."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    """The base offset of a segment's file name (``.log``, ``.index``, ``.timeindex``,
+    ``.txnindex``), else None."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TRANSACTION_INDEX_SUFFIX):
         base = parse_segment_file_name(name, suffix)
         if base is not None:
             return base
@@ -1377,10 +1441,18 @@ def finish_interrupted_swap(directory: Path) -> None:
             name,
             ", ".join(replaced) or "nothing",
         )
+        # The aborted-transaction index cannot be rebuilt from the segment alone: its
+        # .swap wins; without one, <b>.txnindex is the new segment's, installed before
+        # the crash (an old one at b would have its .swap beside it).
+        transaction_index = segment_file_name(base, TRANSACTION_INDEX_SUFFIX)
+        swapped_index = directory / (transaction_index + SWAP_SUFFIX)
         for other in replaced:
-            (directory / other).unlink()
+            if other != transaction_index or swapped_index.exists():
+                (directory / other).unlink()
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)).unlink(missing_ok=True)
+        if swapped_index.exists():
+            os.rename(swapped_index, directory / transaction_index)
         os.rename(directory / name, directory / segment_file_name(base, LOG_SUFFIX))
     for name in os.listdir(directory):
         if name.endswith(SWAP_SUFFIX):
