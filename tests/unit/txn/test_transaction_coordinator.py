@@ -1,0 +1,313 @@
+"""The transaction coordinator as a state machine: every operation driven directly, its
+appends completed (or failed) by hand, its marker tasks finished by hand. No broker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from sluice.common.errors import ErrorCode
+from sluice.common.ids import TopicPartition
+from sluice.coordinator.api import Append, Effect, Reply, Task
+from sluice.txn.api import (
+    AddPartitionsRequest,
+    AddPartitionsResult,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ListTransactionsFilter,
+    ProducerIdAndEpoch,
+    WriteMarkers,
+)
+from sluice.txn.config import TransactionConfig
+from sluice.txn.coordinator import PRODUCER_EPOCH_MAX, TransactionCoordinator
+from sluice.txn.records import TransactionState, decode_key, decode_value
+
+T = "app-1"
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+TIMEOUT_MS = 10_000
+CHECK_MS = 1_000
+
+
+class Driver:
+    """Feeds a coordinator, completes its appends in order, and collects replies."""
+
+    def __init__(self) -> None:
+        self.shard = TransactionCoordinator(TransactionConfig(abort_check_interval_ms=CHECK_MS))
+        self.shard.load_completed(0)
+        self.now = 0
+        self.token = 0
+        self.replies: dict[int, object] = {}
+        self.appends: list[Append] = []
+        self.tasks: list[Task] = []
+        self.log: list[tuple[bytes, bytes | None]] = []
+
+    def take(self, effects: Sequence[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                self.replies[effect.token] = effect.response
+            elif isinstance(effect, Task):
+                self.tasks.append(effect)
+            else:
+                self.appends.append(effect)
+
+    def complete_appends(self, error: ErrorCode | None = None) -> None:
+        while self.appends:
+            append = self.appends.pop(0)
+            if error is None:
+                self.log.extend(append.records)
+            self.take(self.shard.append_completed(self.now, append.append_id, error))
+
+    def finish_tasks(self) -> list[WriteMarkers]:
+        done = []
+        while self.tasks:
+            task = self.tasks.pop(0)
+            assert isinstance(task.work, WriteMarkers)
+            done.append(task.work)
+            self.take(self.shard.task_completed(self.now, task.task_id, None))
+            self.complete_appends()
+        return done
+
+    def call(self, operation: str, *args: object, settle: bool = True) -> object:
+        self.token += 1
+        token = self.token
+        self.take(getattr(self.shard, operation)(self.now, token, *args))
+        if settle:
+            self.complete_appends()
+        return self.replies.get(token)
+
+    def init(self, fresh: int | None = 100, **kwargs: int) -> ProducerIdAndEpoch:
+        answer = self.call(
+            "init_producer_id", InitProducerIdRequest(T, TIMEOUT_MS, **kwargs), fresh
+        )
+        assert isinstance(answer, ProducerIdAndEpoch)
+        return answer
+
+    def add(
+        self, producer: ProducerIdAndEpoch, *partitions: TopicPartition, verify: bool = False
+    ) -> AddPartitionsResult:
+        answer = self.call(
+            "add_partitions",
+            AddPartitionsRequest(
+                T, producer.producer_id, producer.producer_epoch, partitions, verify
+            ),
+        )
+        assert isinstance(answer, AddPartitionsResult)
+        return answer
+
+    def end(
+        self,
+        producer: ProducerIdAndEpoch,
+        *,
+        commit: bool,
+        bump: bool = False,
+        fresh: int | None = None,
+    ) -> ProducerIdAndEpoch:
+        answer = self.call(
+            "end_txn",
+            EndTxnRequest(T, producer.producer_id, producer.producer_epoch, commit, bump),
+            fresh,
+        )
+        assert isinstance(answer, ProducerIdAndEpoch)
+        return answer
+
+    def state(self) -> TransactionState:
+        transaction = self.shard.transaction(T)
+        assert transaction is not None
+        return transaction.state
+
+
+def ok(answer: ProducerIdAndEpoch) -> ProducerIdAndEpoch:
+    assert answer.error is ErrorCode.none, answer
+    return answer
+
+
+def test_a_new_id_gets_the_fresh_producer_id_at_epoch_0_and_a_record() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    assert (producer.producer_id, producer.producer_epoch) == (100, 0)
+    ((key, value),) = driver.log
+    assert decode_key(key) == T
+    assert value is not None and decode_value(value).state is TransactionState.EMPTY
+
+
+def test_init_again_bumps_the_epoch_and_fences_the_old_instance() -> None:
+    driver = Driver()
+    old = ok(driver.init())
+    new = ok(driver.init(fresh=None))
+    assert (new.producer_id, new.producer_epoch) == (100, 1)
+    assert driver.add(old, P0).errors == {P0: ErrorCode.producer_fenced}
+    assert driver.end(old, commit=True).error is ErrorCode.producer_fenced
+
+
+def test_a_commit_answers_after_the_decision_then_writes_markers_then_completes() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    assert driver.add(producer, P0, P1).errors == {P0: ErrorCode.none, P1: ErrorCode.none}
+    assert driver.state() is TransactionState.ONGOING
+    assert driver.add(producer, P0).errors == {P0: ErrorCode.none}
+    records_before = len(driver.log)
+    assert driver.add(producer, P1).errors[P1] is ErrorCode.none
+    assert len(driver.log) == records_before, "adding a partition already in writes nothing"
+    answer = driver.call("end_txn", EndTxnRequest(T, 100, 0, True), None, settle=False)
+    assert answer is None, "no answer before the decision is written"
+    driver.complete_appends()
+    assert driver.replies[driver.token] == ProducerIdAndEpoch(ErrorCode.none, 100, 0)
+    assert driver.state() is TransactionState.PREPARE_COMMIT
+    (markers,) = driver.finish_tasks()
+    assert (markers.committed, markers.partitions, markers.producer_epoch) == (True, (P0, P1), 0)
+    assert driver.state() is TransactionState.COMPLETE_COMMIT
+    # A retried commit is answered as done; an abort of it is refused.
+    assert driver.end(producer, commit=True).error is ErrorCode.none
+    assert driver.end(producer, commit=False).error is ErrorCode.invalid_txn_state
+
+
+def test_requests_while_deciding_or_writing_are_concurrent() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    driver.end(producer, commit=False)
+    assert driver.state() is TransactionState.PREPARE_ABORT
+    assert driver.add(producer, P1).errors == {P1: ErrorCode.concurrent_transactions}
+    assert driver.init(fresh=None).error is ErrorCode.concurrent_transactions
+    driver.call("add_partitions", AddPartitionsRequest(T, 100, 0, (P0,)), settle=False)
+    driver.finish_tasks()
+    assert driver.state() is TransactionState.COMPLETE_ABORT
+
+
+def test_verify_only_answers_per_partition_and_writes_nothing() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    records = len(driver.log)
+    answer = driver.add(producer, P0, P1, verify=True)
+    assert answer.errors == {P0: ErrorCode.none, P1: ErrorCode.invalid_txn_state}
+    assert len(driver.log) == records
+    assert driver.add(ProducerIdAndEpoch(ErrorCode.none, 7, 0), P0, verify=True).errors == {
+        P0: ErrorCode.invalid_producer_id_mapping
+    }
+
+
+def test_a_failed_write_changes_nothing_and_says_look_again() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.call("add_partitions", AddPartitionsRequest(T, 100, 0, (P0,)), settle=False)
+    driver.complete_appends(ErrorCode.not_leader_or_follower)
+    assert driver.replies[driver.token] == AddPartitionsResult({P0: ErrorCode.not_coordinator})
+    assert driver.state() is TransactionState.EMPTY
+    assert driver.add(producer, P0).errors == {P0: ErrorCode.none}
+
+
+def test_a_new_id_whose_first_write_fails_is_forgotten() -> None:
+    driver = Driver()
+    driver.call("init_producer_id", InitProducerIdRequest(T, TIMEOUT_MS), 100, settle=False)
+    driver.complete_appends(ErrorCode.request_timed_out)
+    assert driver.replies[driver.token] == ProducerIdAndEpoch(ErrorCode.coordinator_not_available)
+    assert driver.shard.transaction(T) is None
+
+
+def test_init_while_a_transaction_is_open_aborts_it_with_the_epoch_bumped() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    assert driver.init(fresh=None).error is ErrorCode.concurrent_transactions
+    (markers,) = driver.finish_tasks()
+    assert (markers.committed, markers.producer_epoch) == (False, 1)
+    again = ok(driver.init(fresh=None))
+    assert again.producer_epoch == 2
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    driver.now = TIMEOUT_MS + CHECK_MS
+    assert driver.shard.next_deadline_ms() is not None
+    driver.take(driver.shard.poll(driver.now))
+    driver.complete_appends()
+    (markers,) = driver.finish_tasks()
+    assert (markers.committed, markers.producer_epoch) == (False, 1)
+    assert driver.state() is TransactionState.COMPLETE_ABORT
+    assert driver.end(producer, commit=True).error is ErrorCode.producer_fenced
+    # KIP-360: the fenced producer may start over with its last id and epoch.
+    assert ok(driver.init(fresh=None, producer_id=100, producer_epoch=0)).producer_epoch == 2
+
+
+def test_transaction_version_2_bumps_the_epoch_at_each_end_and_fences_a_late_end_txn() -> None:
+    """KAFKA-17754: EndTxn(T1) delayed until T2 has begun is fenced, not applied to T2."""
+    driver = Driver()
+    first = ok(driver.init())
+    driver.add(first, P0)
+    second = ok(driver.end(first, commit=True, bump=True))
+    assert (second.producer_id, second.producer_epoch) == (100, 1)
+    (markers,) = driver.finish_tasks()
+    assert markers.producer_epoch == 1, "the markers carry the new epoch"
+    # The client retries the EndTxn that bumped: answered as done, with the new epoch.
+    assert driver.end(first, commit=True, bump=True) == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
+    driver.add(second, P0)
+    # The delayed EndTxn of the first transaction arrives during the second.
+    assert driver.end(first, commit=True, bump=True).error is ErrorCode.producer_fenced
+    assert driver.state() is TransactionState.ONGOING
+
+
+def test_an_exhausted_epoch_moves_the_producer_to_a_fresh_id() -> None:
+    driver = Driver()
+    ok(driver.init())
+    transaction = driver.shard.transaction(T)
+    assert transaction is not None
+    transaction.producer_epoch = PRODUCER_EPOCH_MAX - 1
+    exhausted = ProducerIdAndEpoch(ErrorCode.none, 100, PRODUCER_EPOCH_MAX - 1)
+    assert driver.init(fresh=None).error is ErrorCode.concurrent_transactions
+    assert ok(driver.init(fresh=200)).producer_id == 200
+    # With version 2, EndTxn switches ids once the markers of the old one are written.
+    transaction.producer_id, transaction.producer_epoch = 100, PRODUCER_EPOCH_MAX - 1
+    driver.add(exhausted, P0)
+    answer = ok(driver.end(exhausted, commit=True, bump=True, fresh=300))
+    assert (answer.producer_id, answer.producer_epoch) == (300, 0)
+    (markers,) = driver.finish_tasks()
+    assert (markers.producer_id, markers.producer_epoch) == (100, PRODUCER_EPOCH_MAX - 1)
+    assert driver.shard.transaction(T).producer_id == 300  # type: ignore[union-attr]
+
+
+def test_loading_a_decided_transaction_writes_its_markers_again() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    driver.end(producer, commit=True)
+    driver.tasks.clear()  # the coordinator died before the markers were written
+    loaded = TransactionCoordinator()
+    for key, value in driver.log:
+        loaded.replay(key, value)
+    loaded.load_completed(5)
+    assert loaded.next_deadline_ms() == 0
+    (task,) = [effect for effect in loaded.poll(5) if isinstance(effect, Task)]
+    assert isinstance(task.work, WriteMarkers)
+    assert (task.work.committed, task.work.partitions) == (True, (P0,))
+
+
+@pytest.mark.parametrize(
+    ("wanted", "listed"),
+    [
+        (ListTransactionsFilter(), ["a", "b"]),
+        (ListTransactionsFilter(states=frozenset({"Ongoing"})), ["a"]),
+        (ListTransactionsFilter(producer_ids=frozenset({101})), ["b"]),
+        (ListTransactionsFilter(duration_ms=500), ["a"]),
+        (ListTransactionsFilter(duration_ms=5_000), []),
+    ],
+)
+def test_list_and_describe(wanted: ListTransactionsFilter, listed: list[str]) -> None:
+    shard = TransactionCoordinator()
+    shard.load_completed(0)
+    effects: list[Effect] = []
+    effects += shard.init_producer_id(0, 1, InitProducerIdRequest("a", TIMEOUT_MS), 100)
+    effects += shard.init_producer_id(0, 2, InitProducerIdRequest("b", TIMEOUT_MS), 101)
+    for effect in effects:
+        if isinstance(effect, Append):
+            shard.append_completed(0, effect.append_id, None)
+    for effect in shard.add_partitions(0, 3, AddPartitionsRequest("a", 100, 0, (P0,))):
+        if isinstance(effect, Append):
+            shard.append_completed(0, effect.append_id, None)
+    assert [t.transactional_id for t in shard.list_transactions(1_000, wanted)] == listed
+    (described, unknown) = shard.describe(["a", "nope"])
+    assert (described.state, described.partitions, described.start_ms) == ("Ongoing", (P0,), 0)
+    assert unknown.error is ErrorCode.transactional_id_not_found
