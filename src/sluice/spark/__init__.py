@@ -8,7 +8,8 @@ Spark tasks, never on objects that get pickled.
     planning    partitions, offset ranges, rate limits (driver)
     reading     one offset range → Arrow record batches (executors)
     source      the DataSource and its batch and streaming readers
-    sink        the batch and streaming writers (at-least-once; exactly-once seam)
+    sink        the batch and streaming writers (at-least-once; streaming exactly-once
+                through transactions the driver commits)
     pipelines   the archive (topics → Parquet) and replay (Parquet → topic) jobs
 
 Use it with ``sluice.spark.register(spark)``, or rely on Spark's own discovery of the

@@ -2,7 +2,8 @@
 
 What belongs here: segments and their indexes, the partition log (append, read,
 truncate, retention, DeleteRecords), crash recovery, checkpoints, the leader-epoch cache,
-idempotent-producer state and the log cleaner (compaction). What does not:
+producer state (idempotence, open transactions, the last stable offset's inputs), the
+aborted-transaction index and the log cleaner (compaction). What does not:
 sockets, asyncio, replication decisions (the broker's replica manager sets the high
 watermark and calls ``truncate_to``), and anything about topics beyond one partition's
 directory. Everything here is synchronous and single-threaded per log, except
@@ -13,9 +14,10 @@ Modules, bottom up::
 
     checkpoint      atomic small-file writes; text checkpoint formats
     index           offset index and time index of a segment (mmap)
+    transaction_index  a segment's aborted transactions (.txnindex)
     segment         one .log file + indexes; scan, recover, truncate
     leader_epoch    (epoch, start offset) cache + leader-epoch-checkpoint
-    producer_state  idempotent producers: dedup, sequence checks, snapshots
+    producer_state  producers: dedup, sequence checks, open transactions, snapshots
     cleaner         compaction: prepare (appending thread) / build (worker) / swap
     log             PartitionLog, the API the broker uses
 
@@ -27,6 +29,7 @@ On-disk format of a partition directory (each module's docstring has the byte la
       00000000000000000000.index      8-byte entries: int32 relative offset, int32 position
       00000000000000000000.timeindex  12-byte entries: int64 max timestamp so far,
                                       int32 relative offset
+      00000000000000000000.txnindex   34-byte entries, one per ABORT marker in the segment
       00000000000000052311.log …      next segment, named by its base offset (20 digits)
       00000000000000052311.snapshot   producer state below offset 52311 (binary, CRC-32C)
       leader-epoch-checkpoint         text: version, count, "epoch start_offset" lines
