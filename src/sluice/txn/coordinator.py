@@ -28,6 +28,9 @@ tasks). A transactional id moves through Kafka's states::
 - Transaction version 2 (EndTxn v5, KIP-890 part 2): each EndTxn bumps the epoch, and
   the markers carry the new epoch, so a request of the finished transaction delayed in
   the network (a Produce, an EndTxn) is fenced instead of landing in the next one.
+  A retry of that EndTxn (its answer was lost) carries the epoch before the bump: it
+  gets CONCURRENT_TRANSACTIONS while the decision is being finished, then the answer
+  again (the other outcome: INVALID_TXN_STATE).
 - Epochs are int16: when one is exhausted the producer gets a new producer id at
   epoch 0 (from the runtime, which reserves ids).
 """
@@ -93,6 +96,15 @@ class Transaction:
     """The epoch before the last bump (not stored: KIP-360 recovery on this broker)."""
     next_producer_id: int = -1
     """While Prepare*: the id the producer moves to when its epoch is exhausted."""
+    previous_producer_id: int = -1
+    """After Complete* moved the producer to a new id: the old one (not stored: a
+    version-2 EndTxn retried with the old id is recognised on this broker only)."""
+    fenced: bool = False
+    """Prepare*/Complete* of an abort the coordinator decided, bumping the epoch to
+    fence the producer (timeout, a new instance), not one its EndTxn asked for. Not
+    stored: after a failover, such a producer's version-2 abort is taken for a retry and
+    answered with the new epoch, which is what it asked for (the transaction is
+    aborted)."""
     pending: bool = field(default=False, compare=False)
     """A record for this id is being written."""
 
@@ -117,6 +129,29 @@ def _write_error(error: ErrorCode) -> ErrorCode:
     if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator):
         return ErrorCode.not_coordinator
     return ErrorCode.coordinator_not_available
+
+
+def _is_bumping_end_txn_retry(transaction: Transaction | None, request: EndTxnRequest) -> bool:
+    """Whether a version-2 EndTxn is a retry of the one that bumped the epoch (its
+    answer was lost): the decision is written (Prepare*, Complete*) and the request
+    carries the epoch before the bump, or, once the producer moved to a new id because
+    its epoch was exhausted, the old id at its last epoch. As Kafka does, the retry is
+    told by the epochs alone, so it is recognised by a new coordinator too; an abort the
+    coordinator decided to fence the producer (its own bump) has no retry."""
+    if (
+        transaction is None
+        or transaction.fenced
+        or transaction.state not in (*_PREPARE, *_COMPLETE)
+    ):
+        return False
+    if request.producer_id == transaction.producer_id:
+        return request.producer_epoch + 1 == transaction.producer_epoch
+    return (
+        request.producer_id == transaction.previous_producer_id
+        and request.producer_epoch == PRODUCER_EPOCH_MAX - 1
+        and transaction.producer_epoch == 0
+        and transaction.state in _COMPLETE
+    )
 
 
 class TransactionCoordinator:
@@ -411,34 +446,29 @@ class TransactionCoordinator:
             ]
 
         transaction = self._transactions.get(request.transactional_id)
-        finished = (
-            TransactionState.COMPLETE_COMMIT
-            if request.committed
-            else TransactionState.COMPLETE_ABORT
-        )
-        if (
-            request.bump_epoch
-            and transaction is not None
-            and request.producer_id == transaction.producer_id
-            and request.producer_epoch == transaction.last_producer_epoch
-            and transaction.state is finished
-            and not transaction.pending
-        ):
-            return answer(ErrorCode.none, transaction)  # a retry of the EndTxn that bumped
-        error = self._check_producer(transaction, request.producer_id, request.producer_epoch)
-        if error is not None:
-            return answer(error)
+        retry = request.bump_epoch and _is_bumping_end_txn_retry(transaction, request)
+        if not retry:
+            error = self._check_producer(transaction, request.producer_id, request.producer_epoch)
+            if error is not None:
+                return answer(error)
         assert transaction is not None
         if transaction.pending:
             return answer(ErrorCode.concurrent_transactions)
         deciding = (
             TransactionState.PREPARE_COMMIT if request.committed else TransactionState.PREPARE_ABORT
         )
+        finished = (
+            TransactionState.COMPLETE_COMMIT
+            if request.committed
+            else TransactionState.COMPLETE_ABORT
+        )
         if transaction.state in _PREPARE:
+            # The decision is taken and being finished: the same one asked again waits
+            # (the client retries until Complete*), the other one cannot be had.
             same = transaction.state is deciding
             error = ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
             return answer(error)
-        if transaction.state in _COMPLETE and not request.bump_epoch:
+        if transaction.state in _COMPLETE and (retry or not request.bump_epoch):
             same = transaction.state is finished
             return answer(ErrorCode.none if same else ErrorCode.invalid_txn_state, transaction)
         if transaction.state is not TransactionState.ONGOING and not (
@@ -463,6 +493,7 @@ class TransactionCoordinator:
             state=deciding,
             last_update_ms=now_ms,
             next_producer_id=next_producer_id,
+            fenced=False,
         )
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -494,6 +525,7 @@ class TransactionCoordinator:
             state=TransactionState.PREPARE_ABORT,
             last_update_ms=now_ms,
             next_producer_id=-1,
+            fenced=True,
         )
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -544,6 +576,9 @@ class TransactionCoordinator:
         new = dataclasses.replace(
             transaction,
             producer_id=transaction.next_producer_id if switching else transaction.producer_id,
+            previous_producer_id=(
+                transaction.producer_id if switching else transaction.previous_producer_id
+            ),
             producer_epoch=0 if switching else transaction.producer_epoch,
             last_producer_epoch=-1 if switching else transaction.last_producer_epoch,
             next_producer_id=-1,

@@ -250,6 +250,112 @@ def test_transaction_version_2_bumps_the_epoch_at_each_end_and_fences_a_late_end
     assert driver.state() is TransactionState.ONGOING
 
 
+def reloaded(driver: Driver) -> Driver:
+    """A new coordinator for the partition (failover): it knows only the log."""
+    loaded = Driver()
+    loaded.shard = TransactionCoordinator(TransactionConfig(abort_check_interval_ms=CHECK_MS))
+    for key, value in driver.log:
+        loaded.shard.replay(key, value)
+    loaded.shard.load_completed(driver.now)
+    loaded.now, loaded.log = driver.now, list(driver.log)
+    return loaded
+
+
+def test_a_version_2_end_txn_retried_while_its_markers_are_written_is_concurrent() -> None:
+    """The retry carries the epoch before the bump: CONCURRENT_TRANSACTIONS while the
+    decision is being finished (the client retries), not PRODUCER_FENCED (fatal)."""
+    driver = Driver()
+    first = ok(driver.init())
+    driver.add(first, P0)
+    assert ok(driver.end(first, commit=True, bump=True)).producer_epoch == 1
+    assert driver.state() is TransactionState.PREPARE_COMMIT
+    assert driver.end(first, commit=True, bump=True).error is ErrorCode.concurrent_transactions
+    assert driver.end(first, commit=False, bump=True).error is ErrorCode.invalid_txn_state
+    # The markers are written and Complete* is being written: still concurrent.
+    (task,) = driver.tasks
+    driver.tasks.clear()
+    driver.take(driver.shard.task_completed(driver.now, task.task_id, None))
+    assert driver.end(first, commit=True, bump=True).error is ErrorCode.concurrent_transactions
+    driver.complete_appends()
+    assert driver.state() is TransactionState.COMPLETE_COMMIT
+    assert driver.end(first, commit=True, bump=True) == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
+    assert driver.end(first, commit=False, bump=True).error is ErrorCode.invalid_txn_state
+    # An epoch older than the one before the bump is a zombie's.
+    stale = ProducerIdAndEpoch(ErrorCode.none, 100, -1)
+    assert driver.end(stale, commit=True, bump=True).error is ErrorCode.producer_fenced
+
+
+def test_a_version_2_abort_retried_after_it_completed_is_answered_with_the_new_epoch() -> None:
+    driver = Driver()
+    first = ok(driver.init())
+    driver.add(first, P0)
+    ok(driver.end(first, commit=False, bump=True))
+    assert driver.end(first, commit=False, bump=True).error is ErrorCode.concurrent_transactions
+    assert driver.end(first, commit=True, bump=True).error is ErrorCode.invalid_txn_state
+    driver.finish_tasks()
+    assert driver.end(first, commit=False, bump=True) == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
+    assert driver.end(first, commit=True, bump=True).error is ErrorCode.invalid_txn_state
+    assert driver.state() is TransactionState.COMPLETE_ABORT
+
+
+@pytest.mark.parametrize("markers_written", [False, True])
+def test_a_version_2_end_txn_retried_at_a_new_coordinator_is_recognised(
+    markers_written: bool,
+) -> None:
+    """The client is told NOT_COORDINATOR, finds the new coordinator and retries with
+    the epoch it had: the new coordinator knows the retry from the epoch alone."""
+    driver = Driver()
+    first = ok(driver.init())
+    driver.add(first, P0)
+    ok(driver.end(first, commit=True, bump=True))
+    if markers_written:
+        driver.finish_tasks()
+    new = reloaded(driver)
+    if markers_written:
+        assert new.end(first, commit=True, bump=True) == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
+        return
+    assert new.end(first, commit=True, bump=True).error is ErrorCode.concurrent_transactions
+    new.take(new.shard.poll(new.now))
+    (markers,) = new.finish_tasks()
+    assert (markers.committed, markers.producer_epoch) == (True, 1)
+    assert new.end(first, commit=True, bump=True) == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
+
+
+def test_a_producer_fenced_by_a_timeout_is_not_taken_for_a_version_2_retry() -> None:
+    """The coordinator's own bump (timeout abort) also leaves the producer one epoch
+    behind; its EndTxn is a zombie's, not a retry."""
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    driver.now = TIMEOUT_MS + CHECK_MS
+    driver.take(driver.shard.poll(driver.now))
+    driver.complete_appends()
+    assert driver.state() is TransactionState.PREPARE_ABORT
+    assert driver.end(producer, commit=False, bump=True).error is ErrorCode.producer_fenced
+    driver.finish_tasks()
+    assert driver.state() is TransactionState.COMPLETE_ABORT
+    assert driver.end(producer, commit=False, bump=True).error is ErrorCode.producer_fenced
+    assert driver.end(producer, commit=True, bump=True).error is ErrorCode.producer_fenced
+
+
+def test_a_version_2_end_txn_that_moved_to_a_new_producer_id_can_be_retried() -> None:
+    driver = Driver()
+    ok(driver.init())
+    transaction = driver.shard.transaction(T)
+    assert transaction is not None
+    transaction.producer_epoch = PRODUCER_EPOCH_MAX - 1
+    exhausted = ProducerIdAndEpoch(ErrorCode.none, 100, PRODUCER_EPOCH_MAX - 1)
+    driver.add(exhausted, P0)
+    assert ok(driver.end(exhausted, commit=True, bump=True, fresh=300)).producer_id == 300
+    retried = driver.end(exhausted, commit=True, bump=True)
+    assert retried.error is ErrorCode.concurrent_transactions
+    driver.finish_tasks()
+    assert driver.end(exhausted, commit=True, bump=True) == ProducerIdAndEpoch(
+        ErrorCode.none, 300, 0
+    )
+    assert driver.end(exhausted, commit=False, bump=True).error is ErrorCode.invalid_txn_state
+
+
 def test_an_exhausted_epoch_moves_the_producer_to_a_fresh_id() -> None:
     driver = Driver()
     ok(driver.init())
