@@ -19,7 +19,9 @@ tasks). A transactional id moves through Kafka's states::
   requests for it get CONCURRENT_TRANSACTIONS (clients retry).
 - The decision is the Prepare* record: once it is committed the client is answered,
   and the markers are written by a task; a coordinator that loads a partition with a
-  Prepare* id (failover) writes its markers again. Then Complete* is written.
+  Prepare* id (failover) writes its markers again. Then Complete* is written; if that
+  write fails, the periodic check writes it again (no decision stays unfinished while
+  the partition is led here).
 - A transaction open longer than its timeout is aborted with the producer's epoch
   bumped, so the producer is fenced (its next request fails with PRODUCER_FENCED and
   it must call InitProducerId again, KIP-360). InitProducerId on an open transaction
@@ -165,6 +167,8 @@ class TransactionCoordinator:
         self._task_ids = itertools.count(1)
         self._marker_tasks: dict[int, WriteMarkers] = {}
         self._markers_to_send: list[str] = []
+        self._markers_written: set[str] = set()
+        """Ids in Prepare* whose markers are all written but whose Complete* is not."""
         self._next_timeout_check_ms: int | None = None
 
     # ================================================================ inspection
@@ -236,8 +240,35 @@ class TransactionCoordinator:
                 effects.append(self._markers_task(transaction))
         self._markers_to_send = []
         if self._next_timeout_check_ms is not None and self._next_timeout_check_ms <= now_ms:
+            effects += self._finish_stalled_decisions(now_ms)
             effects += self._abort_timed_out(now_ms)
             self._next_timeout_check_ms = now_ms + self._config.abort_check_interval_ms
+        return effects
+
+    def _finish_stalled_decisions(self, now_ms: int) -> list[Effect]:
+        """Decisions left unfinished by a failed write are finished again: Complete* is
+        written if every marker is in, else the markers are sent again (writing a
+        marker twice is harmless)."""
+        effects: list[Effect] = []
+        sending = {work.transactional_id for work in self._marker_tasks.values()}
+        for transaction in list(self._transactions.values()):
+            transactional_id = transaction.transactional_id
+            if (
+                transaction.state not in _PREPARE
+                or transaction.pending
+                or transactional_id in sending
+            ):
+                continue
+            log.info(
+                "transaction %r of producer %d: finishing its %s again",
+                transactional_id,
+                transaction.producer_id,
+                transaction.state.display_name,
+            )
+            if transactional_id in self._markers_written:
+                effects += self._complete(transaction, now_ms)
+            else:
+                effects += self._send_markers(transaction, now_ms)
         return effects
 
     def _abort_timed_out(self, now_ms: int) -> list[Effect]:
@@ -589,11 +620,15 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
 
+        self._markers_written.add(transaction.transactional_id)
+
         def on_written(written_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is not None:
+            if error is None:
+                self._markers_written.discard(transaction.transactional_id)
+            else:
                 log.warning(
-                    "transaction %r: writing its completion failed (%s); the next "
-                    "coordinator finishes it",
+                    "transaction %r: writing its completion failed (%s); written again "
+                    "at the next check",
                     transaction.transactional_id,
                     error.name,
                 )

@@ -53,10 +53,13 @@ class Driver:
 
     def complete_appends(self, error: ErrorCode | None = None) -> None:
         while self.appends:
-            append = self.appends.pop(0)
-            if error is None:
-                self.log.extend(append.records)
-            self.take(self.shard.append_completed(self.now, append.append_id, error))
+            self.complete_next_append(error)
+
+    def complete_next_append(self, error: ErrorCode | None = None) -> None:
+        append = self.appends.pop(0)
+        if error is None:
+            self.log.extend(append.records)
+        self.take(self.shard.append_completed(self.now, append.append_id, error))
 
     def finish_tasks(self) -> list[WriteMarkers]:
         done = []
@@ -354,6 +357,72 @@ def test_a_version_2_end_txn_that_moved_to_a_new_producer_id_can_be_retried() ->
         ErrorCode.none, 300, 0
     )
     assert driver.end(exhausted, commit=False, bump=True).error is ErrorCode.invalid_txn_state
+
+
+def finish_markers_then_fail_completion(driver: Driver, error: ErrorCode) -> None:
+    """Every marker is written, but writing Complete* fails."""
+    while driver.tasks:
+        task = driver.tasks.pop(0)
+        driver.take(driver.shard.task_completed(driver.now, task.task_id, None))
+    assert len(driver.appends) == 1
+    driver.complete_appends(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ErrorCode.not_enough_replicas, ErrorCode.request_timed_out, ErrorCode.not_leader_or_follower],
+)
+def test_a_completion_that_failed_to_be_written_is_written_again_at_the_next_check(
+    error: ErrorCode,
+) -> None:
+    driver = Driver()
+    driver.take(driver.shard.poll(driver.now))  # the first check: the next is at CHECK_MS
+    producer = ok(driver.init())
+    driver.add(producer, P0)
+    ok(driver.end(producer, commit=True))
+    driver.now = CHECK_MS
+    assert driver.shard.poll(driver.now) == [], "markers being written are left alone"
+    finish_markers_then_fail_completion(driver, error)
+    assert driver.state() is TransactionState.PREPARE_COMMIT
+    assert driver.end(producer, commit=True).error is ErrorCode.concurrent_transactions
+    driver.now = 2 * CHECK_MS - 1
+    assert driver.shard.poll(driver.now) == [], "nothing before the next check"
+    driver.now = 2 * CHECK_MS
+    assert driver.shard.next_deadline_ms() == 2 * CHECK_MS
+    effects = driver.shard.poll(driver.now)
+    assert [type(effect) for effect in effects] == [Append], "the markers are in already"
+    driver.take(effects)
+    records = len(driver.log)
+    driver.complete_appends()
+    (key, value) = driver.log[records]
+    assert decode_key(key) == T
+    assert value is not None
+    assert decode_value(value).state is TransactionState.COMPLETE_COMMIT
+    assert driver.state() is TransactionState.COMPLETE_COMMIT
+    assert driver.end(producer, commit=True).error is ErrorCode.none
+    driver.now = 3 * CHECK_MS
+    assert driver.shard.poll(driver.now) == [], "finished: nothing more to write"
+
+
+def test_a_completion_is_retried_at_every_check_until_it_is_written() -> None:
+    """A version-2 abort of a transaction that added nothing has no markers: Complete*
+    is written at once, and retried the same way."""
+    driver = Driver()
+    driver.take(driver.shard.poll(driver.now))
+    producer = ok(driver.init())
+    driver.call("end_txn", EndTxnRequest(T, 100, 0, False, True), None, settle=False)
+    driver.complete_next_append()  # the decision
+    assert driver.state() is TransactionState.PREPARE_ABORT
+    assert len(driver.appends) == 1, "Complete* follows the decision at once"
+    driver.complete_appends(ErrorCode.not_enough_replicas)
+    for check in (1, 2):
+        driver.now = check * CHECK_MS
+        driver.take(driver.shard.poll(driver.now))
+        assert len(driver.appends) == 1
+        driver.complete_appends(ErrorCode.not_enough_replicas if check == 1 else None)
+    assert driver.state() is TransactionState.COMPLETE_ABORT
+    retried = driver.end(producer, commit=False, bump=True)
+    assert retried == ProducerIdAndEpoch(ErrorCode.none, 100, 1)
 
 
 def test_an_exhausted_epoch_moves_the_producer_to_a_fresh_id() -> None:
