@@ -483,6 +483,15 @@ def test_loading_a_decided_transaction_writes_its_markers_again() -> None:
         (ListTransactionsFilter(producer_ids=frozenset({101})), ["b"]),
         (ListTransactionsFilter(duration_ms=500), ["a"]),
         (ListTransactionsFilter(duration_ms=5_000), []),
+        (ListTransactionsFilter(states=frozenset({"Empty", "Ongoing"})), ["a", "b"]),
+        (ListTransactionsFilter(states=frozenset({"CompleteCommit"})), []),
+        (ListTransactionsFilter(producer_ids=frozenset({100, 101, 999})), ["a", "b"]),
+        # Filters combine: every one must match.
+        (ListTransactionsFilter(states=frozenset({"Ongoing"}), producer_ids=frozenset({101})), []),
+        # Open longer than the duration (Kafka: strictly), and only open transactions.
+        (ListTransactionsFilter(duration_ms=999), ["a"]),
+        (ListTransactionsFilter(duration_ms=1_000), []),
+        (ListTransactionsFilter(states=frozenset({"Empty"}), duration_ms=0), []),
     ],
 )
 def test_list_and_describe(wanted: ListTransactionsFilter, listed: list[str]) -> None:
@@ -501,6 +510,38 @@ def test_list_and_describe(wanted: ListTransactionsFilter, listed: list[str]) ->
     (described, unknown) = shard.describe(["a", "nope"])
     assert (described.state, described.partitions, described.start_ms) == ("Ongoing", (P0,), 0)
     assert unknown.error is ErrorCode.transactional_id_not_found
+
+
+def test_describe_and_list_follow_a_transaction_to_its_end() -> None:
+    driver = Driver()
+    producer = ok(driver.init())
+    driver.now = 300
+    driver.add(producer, P1, P0)
+    driver.now = 400
+    ok(driver.end(producer, commit=True, bump=True))
+
+    def described() -> tuple[object, ...]:
+        (description,) = driver.shard.describe([T])
+        assert description.error is ErrorCode.none
+        return (
+            description.state,
+            description.partitions,
+            description.start_ms,
+            description.producer_id,
+            description.producer_epoch,
+            description.timeout_ms,
+        )
+
+    def listed(*states: str) -> list[str]:
+        wanted = ListTransactionsFilter(states=frozenset(states))
+        return [t.state for t in driver.shard.list_transactions(driver.now, wanted)]
+
+    assert described() == ("PrepareCommit", (P0, P1), 300, 100, 1, TIMEOUT_MS)
+    assert listed("PrepareCommit") == ["PrepareCommit"]
+    assert listed("Ongoing") == []
+    driver.finish_tasks()
+    assert described() == ("CompleteCommit", (), 300, 100, 1, TIMEOUT_MS)
+    assert listed("CompleteCommit", "CompleteAbort") == ["CompleteCommit"]
 
 
 # ============================================================================ fencing
