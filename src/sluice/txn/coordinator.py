@@ -19,7 +19,9 @@ tasks). A transactional id moves through Kafka's states::
   requests for it get CONCURRENT_TRANSACTIONS (clients retry).
 - The decision is the Prepare* record: once it is committed the client is answered,
   and the markers are written by a task; a coordinator that loads a partition with a
-  Prepare* id (failover) writes its markers again. Then Complete* is written.
+  Prepare* id (failover) writes its markers again. Then Complete* is written; if that
+  write fails, the periodic check writes it again (no decision stays unfinished while
+  the partition is led here).
 - A transaction open longer than its timeout is aborted with the producer's epoch
   bumped, so the producer is fenced (its next request fails with PRODUCER_FENCED and
   it must call InitProducerId again, KIP-360). InitProducerId on an open transaction
@@ -28,6 +30,9 @@ tasks). A transactional id moves through Kafka's states::
 - Transaction version 2 (EndTxn v5, KIP-890 part 2): each EndTxn bumps the epoch, and
   the markers carry the new epoch, so a request of the finished transaction delayed in
   the network (a Produce, an EndTxn) is fenced instead of landing in the next one.
+  A retry of that EndTxn (its answer was lost) carries the epoch before the bump: it
+  gets CONCURRENT_TRANSACTIONS while the decision is being finished, then the answer
+  again (the other outcome: INVALID_TXN_STATE).
 - Epochs are int16: when one is exhausted the producer gets a new producer id at
   epoch 0 (from the runtime, which reserves ids).
 """
@@ -93,6 +98,15 @@ class Transaction:
     """The epoch before the last bump (not stored: KIP-360 recovery on this broker)."""
     next_producer_id: int = -1
     """While Prepare*: the id the producer moves to when its epoch is exhausted."""
+    previous_producer_id: int = -1
+    """After Complete* moved the producer to a new id: the old one (not stored: a
+    version-2 EndTxn retried with the old id is recognised on this broker only)."""
+    fenced: bool = False
+    """Prepare*/Complete* of an abort the coordinator decided, bumping the epoch to
+    fence the producer (timeout, a new instance), not one its EndTxn asked for. Not
+    stored: after a failover, such a producer's version-2 abort is taken for a retry and
+    answered with the new epoch, which is what it asked for (the transaction is
+    aborted)."""
     pending: bool = field(default=False, compare=False)
     """A record for this id is being written."""
 
@@ -119,6 +133,29 @@ def _write_error(error: ErrorCode) -> ErrorCode:
     return ErrorCode.coordinator_not_available
 
 
+def _is_bumping_end_txn_retry(transaction: Transaction | None, request: EndTxnRequest) -> bool:
+    """Whether a version-2 EndTxn is a retry of the one that bumped the epoch (its
+    answer was lost): the decision is written (Prepare*, Complete*) and the request
+    carries the epoch before the bump, or, once the producer moved to a new id because
+    its epoch was exhausted, the old id at its last epoch. As Kafka does, the retry is
+    told by the epochs alone, so it is recognised by a new coordinator too; an abort the
+    coordinator decided to fence the producer (its own bump) has no retry."""
+    if (
+        transaction is None
+        or transaction.fenced
+        or transaction.state not in (*_PREPARE, *_COMPLETE)
+    ):
+        return False
+    if request.producer_id == transaction.producer_id:
+        return request.producer_epoch + 1 == transaction.producer_epoch
+    return (
+        request.producer_id == transaction.previous_producer_id
+        and request.producer_epoch == PRODUCER_EPOCH_MAX - 1
+        and transaction.producer_epoch == 0
+        and transaction.state in _COMPLETE
+    )
+
+
 class TransactionCoordinator:
     """Every transactional id of one ``__transaction_state`` partition."""
 
@@ -130,6 +167,8 @@ class TransactionCoordinator:
         self._task_ids = itertools.count(1)
         self._marker_tasks: dict[int, WriteMarkers] = {}
         self._markers_to_send: list[str] = []
+        self._markers_written: set[str] = set()
+        """Ids in Prepare* whose markers are all written but whose Complete* is not."""
         self._next_timeout_check_ms: int | None = None
 
     # ================================================================ inspection
@@ -201,8 +240,35 @@ class TransactionCoordinator:
                 effects.append(self._markers_task(transaction))
         self._markers_to_send = []
         if self._next_timeout_check_ms is not None and self._next_timeout_check_ms <= now_ms:
+            effects += self._finish_stalled_decisions(now_ms)
             effects += self._abort_timed_out(now_ms)
             self._next_timeout_check_ms = now_ms + self._config.abort_check_interval_ms
+        return effects
+
+    def _finish_stalled_decisions(self, now_ms: int) -> list[Effect]:
+        """Decisions left unfinished by a failed write are finished again: Complete* is
+        written if every marker is in, else the markers are sent again (writing a
+        marker twice is harmless)."""
+        effects: list[Effect] = []
+        sending = {work.transactional_id for work in self._marker_tasks.values()}
+        for transaction in list(self._transactions.values()):
+            transactional_id = transaction.transactional_id
+            if (
+                transaction.state not in _PREPARE
+                or transaction.pending
+                or transactional_id in sending
+            ):
+                continue
+            log.info(
+                "transaction %r of producer %d: finishing its %s again",
+                transactional_id,
+                transaction.producer_id,
+                transaction.state.display_name,
+            )
+            if transactional_id in self._markers_written:
+                effects += self._complete(transaction, now_ms)
+            else:
+                effects += self._send_markers(transaction, now_ms)
         return effects
 
     def _abort_timed_out(self, now_ms: int) -> list[Effect]:
@@ -411,34 +477,29 @@ class TransactionCoordinator:
             ]
 
         transaction = self._transactions.get(request.transactional_id)
-        finished = (
-            TransactionState.COMPLETE_COMMIT
-            if request.committed
-            else TransactionState.COMPLETE_ABORT
-        )
-        if (
-            request.bump_epoch
-            and transaction is not None
-            and request.producer_id == transaction.producer_id
-            and request.producer_epoch == transaction.last_producer_epoch
-            and transaction.state is finished
-            and not transaction.pending
-        ):
-            return answer(ErrorCode.none, transaction)  # a retry of the EndTxn that bumped
-        error = self._check_producer(transaction, request.producer_id, request.producer_epoch)
-        if error is not None:
-            return answer(error)
+        retry = request.bump_epoch and _is_bumping_end_txn_retry(transaction, request)
+        if not retry:
+            error = self._check_producer(transaction, request.producer_id, request.producer_epoch)
+            if error is not None:
+                return answer(error)
         assert transaction is not None
         if transaction.pending:
             return answer(ErrorCode.concurrent_transactions)
         deciding = (
             TransactionState.PREPARE_COMMIT if request.committed else TransactionState.PREPARE_ABORT
         )
+        finished = (
+            TransactionState.COMPLETE_COMMIT
+            if request.committed
+            else TransactionState.COMPLETE_ABORT
+        )
         if transaction.state in _PREPARE:
+            # The decision is taken and being finished: the same one asked again waits
+            # (the client retries until Complete*), the other one cannot be had.
             same = transaction.state is deciding
             error = ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
             return answer(error)
-        if transaction.state in _COMPLETE and not request.bump_epoch:
+        if transaction.state in _COMPLETE and (retry or not request.bump_epoch):
             same = transaction.state is finished
             return answer(ErrorCode.none if same else ErrorCode.invalid_txn_state, transaction)
         if transaction.state is not TransactionState.ONGOING and not (
@@ -463,6 +524,7 @@ class TransactionCoordinator:
             state=deciding,
             last_update_ms=now_ms,
             next_producer_id=next_producer_id,
+            fenced=False,
         )
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -494,6 +556,7 @@ class TransactionCoordinator:
             state=TransactionState.PREPARE_ABORT,
             last_update_ms=now_ms,
             next_producer_id=-1,
+            fenced=True,
         )
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -544,6 +607,9 @@ class TransactionCoordinator:
         new = dataclasses.replace(
             transaction,
             producer_id=transaction.next_producer_id if switching else transaction.producer_id,
+            previous_producer_id=(
+                transaction.producer_id if switching else transaction.previous_producer_id
+            ),
             producer_epoch=0 if switching else transaction.producer_epoch,
             last_producer_epoch=-1 if switching else transaction.last_producer_epoch,
             next_producer_id=-1,
@@ -554,11 +620,15 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
 
+        self._markers_written.add(transaction.transactional_id)
+
         def on_written(written_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is not None:
+            if error is None:
+                self._markers_written.discard(transaction.transactional_id)
+            else:
                 log.warning(
-                    "transaction %r: writing its completion failed (%s); the next "
-                    "coordinator finishes it",
+                    "transaction %r: writing its completion failed (%s); written again "
+                    "at the next check",
                     transaction.transactional_id,
                     error.name,
                 )

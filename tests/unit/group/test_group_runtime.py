@@ -17,6 +17,7 @@ from coordinator_helpers import PARTITIONS, MemoryCoordinatorLog, run, settle, u
 from sluice.common.clock import ManualClock
 from sluice.common.errors import ErrorCode, KafkaError, NotLeaderOrFollower
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.api import TransactionalRecord
 from sluice.coordinator.placement import partition_for
 from sluice.coordinator.runtime import REPLAY_RECORDS_PER_YIELD
 from sluice.group.api import (
@@ -190,5 +191,45 @@ def test_partitions_not_loaded_answer_not_coordinator_and_loading_ones_load_in_p
             deleted = await runtime.delete_groups(["away", "slow", "away"])
             assert deleted.errors == (("away", ErrorCode.not_coordinator), ("slow", ErrorCode.none))
             runtime.stop()
+
+    run(scenario)
+
+
+def test_transactional_offsets_through_the_runtime_and_a_reload() -> None:
+    """TxnOffsetCommit is written as the producer's transactional batch and stays
+    pending until its marker; a coordinator that loads the partition rebuilds the same
+    state from the batches and markers in the log."""
+
+    async def scenario() -> None:
+        offsets_log, clock = new_offsets_log(), ManualClock()
+        partition = partition_for("g", PARTITIONS)
+
+        async def stable_offset(runtime: GroupCoordinatorRuntime) -> tuple[int, ErrorCode]:
+            (f,) = (await runtime.fetch_offsets("g", [T0], require_stable=True)).offsets
+            return f.offset, f.error
+
+        async with new_runtime(offsets_log, clock) as runtime:
+            for producer_id, offset in ((7, 10), (8, 20)):
+                response = await until_done(
+                    runtime.commit_transactional_offsets(
+                        commit_request("g", offset), producer_id, 0
+                    )
+                )
+                assert [e for _, e in response.errors] == [ErrorCode.none]
+            logged = offsets_log.read(partition)
+            assert [r.producer_id for r in logged if isinstance(r, TransactionalRecord)] == [7, 8]
+            assert await stable_offset(runtime) == (-1, ErrorCode.unstable_offset_commit)
+            offsets_log.write_marker(partition, 7, committed=True)
+            await until_done(runtime.complete_transaction(partition, 7, True))
+            assert await stable_offset(runtime) == (-1, ErrorCode.unstable_offset_commit)
+            (f,) = (await runtime.fetch_offsets("g", [T0])).offsets
+            assert f.offset == 10, "producer 7's offset is committed; 8's still pending"
+        async with new_runtime(offsets_log, clock) as reloaded:
+            assert await stable_offset(reloaded) == (-1, ErrorCode.unstable_offset_commit)
+            offsets_log.write_marker(partition, 8, committed=False)
+            await until_done(reloaded.complete_transaction(partition, 8, False))
+            assert await stable_offset(reloaded) == (10, ErrorCode.none)
+        async with new_runtime(offsets_log, clock) as again:
+            assert await stable_offset(again) == (10, ErrorCode.none)
 
     run(scenario)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-from sluice.coordinator.api import Append, Effect, Record
-from sluice.group.api import OffsetCommitRequest, OffsetToCommit
+from sluice.coordinator.api import Append, Effect, Record, Reply
+from sluice.group.api import OffsetCommitRequest, OffsetCommitResponse, OffsetToCommit
 from sluice.group.coordinator import GroupCoordinator
 
 TP = TopicPartition("orders", 0)
@@ -68,3 +68,80 @@ def test_loading_replays_transactional_offsets_and_markers() -> None:
         pending.replay_transactional(producer_id, key, value)
     pending.load_completed(0)
     assert committed(pending)[0] == -1, "no marker yet: nothing committed"
+
+
+TP1 = TopicPartition("orders", 1)
+OTHER = 88
+
+
+def commit_for(
+    coordinator: GroupCoordinator,
+    producer_id: int,
+    offsets: dict[TopicPartition, int],
+    error: ErrorCode | None = None,
+) -> tuple[tuple[TopicPartition, ErrorCode], ...]:
+    """TxnOffsetCommit of ``producer_id``; its append completed with ``error``."""
+    request = OffsetCommitRequest(
+        GROUP, -1, "", None, tuple((tp, OffsetToCommit(o)) for tp, o in offsets.items())
+    )
+    replies = []
+    for effect in coordinator.commit_transactional_offsets(0, 1, request, producer_id, 0):
+        if isinstance(effect, Append):
+            assert effect.transaction == (producer_id, 0)
+            replies += coordinator.append_completed(0, effect.append_id, error)
+        else:
+            replies.append(effect)
+    (reply,) = replies
+    assert isinstance(reply, Reply) and isinstance(reply.response, OffsetCommitResponse)
+    return reply.response.errors
+
+
+def fetched(coordinator: GroupCoordinator, *, stable: bool) -> dict[TopicPartition, object]:
+    response = coordinator.fetch_offsets(GROUP, [TP, TP1], require_stable=stable)
+    return {
+        f.partition: f.error if f.error is not ErrorCode.none else f.offset
+        for f in response.offsets
+    }
+
+
+def test_each_producers_offsets_wait_for_its_own_marker() -> None:
+    coordinator = GroupCoordinator()
+    coordinator.load_completed(0)
+    commit_for(coordinator, PRODUCER, {TP: 10})
+    commit_for(coordinator, OTHER, {TP: 11, TP1: 21})
+    unstable = ErrorCode.unstable_offset_commit
+    assert fetched(coordinator, stable=True) == {TP: unstable, TP1: unstable}
+    coordinator.complete_transaction(0, 2, PRODUCER, False)
+    assert fetched(coordinator, stable=True) == {TP: unstable, TP1: unstable}, "OTHER's"
+    assert fetched(coordinator, stable=False) == {TP: -1, TP1: -1}
+    coordinator.complete_transaction(0, 3, OTHER, True)
+    assert fetched(coordinator, stable=True) == {TP: 11, TP1: 21}
+    # A marker for a producer with nothing pending changes nothing, and an aborted
+    # transaction's offsets do not come back with a later commit marker.
+    coordinator.complete_transaction(0, 4, PRODUCER, True)
+    assert fetched(coordinator, stable=True) == {TP: 11, TP1: 21}
+
+
+def test_unstable_is_per_partition_and_only_for_readers_that_ask() -> None:
+    coordinator = GroupCoordinator()
+    coordinator.load_completed(0)
+    plain = OffsetCommitRequest(GROUP, -1, "", None, ((TP1, OffsetToCommit(5)),))
+    for effect in coordinator.commit_offsets(0, 1, plain):
+        if isinstance(effect, Append):
+            assert effect.transaction is None
+            coordinator.append_completed(0, effect.append_id, None)
+    commit_for(coordinator, PRODUCER, {TP: 10})
+    assert fetched(coordinator, stable=True) == {TP: ErrorCode.unstable_offset_commit, TP1: 5}
+    assert fetched(coordinator, stable=False) == {TP: -1, TP1: 5}
+    coordinator.complete_transaction(0, 2, PRODUCER, True)
+    assert fetched(coordinator, stable=True) == {TP: 10, TP1: 5}
+
+
+def test_a_transactional_commit_that_was_not_written_leaves_nothing_pending() -> None:
+    coordinator = GroupCoordinator()
+    coordinator.load_completed(0)
+    errors = commit_for(coordinator, PRODUCER, {TP: 10}, ErrorCode.not_leader_or_follower)
+    assert errors == ((TP, ErrorCode.not_coordinator),)
+    assert fetched(coordinator, stable=True) == {TP: -1, TP1: -1}
+    coordinator.complete_transaction(0, 2, PRODUCER, True)
+    assert fetched(coordinator, stable=True) == {TP: -1, TP1: -1}
