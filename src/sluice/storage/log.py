@@ -45,7 +45,7 @@ import bisect
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -70,6 +70,7 @@ from sluice.protocol.records.builder import (
     decode_batch,
     decode_control_record,
 )
+from sluice.protocol.records.delayed import is_parked_key
 from sluice.storage.checkpoint import (
     TEMP_SUFFIX,
     fsync_directory,
@@ -81,6 +82,7 @@ from sluice.storage.cleaner import (
     finish_interrupted_swap,
     truncate_cleaner_checkpoint,
 )
+from sluice.storage.delays import PartitionDelays, may_matter
 from sluice.storage.index import RELATIVE_OFFSET_MAX
 from sluice.storage.leader_epoch import LeaderEpochCache
 from sluice.storage.producer_state import CompletedTransaction, ProducerStateManager
@@ -232,6 +234,8 @@ class PartitionLog:
         self._undecided: list[CompletedTransaction] = []
         """Transactions closed by a marker at or past the high watermark: the marker may
         still be lost with this leader, so they still hold the last stable offset."""
+        self.delays = PartitionDelays(directory)
+        """The parked records of delayed delivery (an index only once some came)."""
 
     # -- opening and recovery -------------------------------------------------------
 
@@ -323,6 +327,7 @@ class PartitionLog:
         log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
         log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         log._load_producer_state()
+        log.delays.open(log._batches_from, log._log_start_offset, log._log_end_offset)
 
         if recovered:
             for segment in log._segments:
@@ -427,6 +432,17 @@ class PartitionLog:
                 )
             i += 1
 
+    def _batches_from(self, start: int) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
+        """Every batch from the one holding ``start`` to the log end, with a function
+        reading its bytes."""
+        first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        for segment in self._segments[first:]:
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            for position, header in segment.iter_batches(found[0]):
+                yield header, FileSlice(segment.file, position, header.size_bytes).read
+
     def _assign_epoch_of(self, header: BatchHeader) -> None:
         self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
@@ -458,9 +474,13 @@ class PartitionLog:
     def _replay_marker(
         self, segment: LogSegment, data: bytes | memoryview, header: BatchHeader
     ) -> None:
-        """A marker read back from the log or copied from the leader."""
+        """A marker read back from the log or copied from the leader (or a parked batch
+        of delayed delivery, which is data to the producer state)."""
         try:
             record = decode_batch(data).records[0]
+            if is_parked_key(record.key):
+                self.producer_state.replay(header)
+                return
             marker, coordinator_epoch = decode_control_record(record.key, record.value)
         except (errors.KafkaError, IndexError) as e:
             logger.warning(
@@ -813,6 +833,13 @@ class PartitionLog:
                 timestamp_ms=max_timestamp_ms,
                 transactional=header.is_transactional,
             )
+        if may_matter(header):
+            self.delays.appended(
+                parse_header(batch),
+                batch,
+                marker=None if marker is None else marker[0],
+                log_end=self._log_end_offset,
+            )
         self._after_write(segment, header.records_count)
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
 
@@ -865,6 +892,8 @@ class PartitionLog:
                 self._replay_marker(segment, data, header)
             else:
                 self.producer_state.replay(header)
+            if may_matter(header):
+                self.delays.appended(header, data, marker=None, log_end=self._log_end_offset)
             records += header.records_count
         self.leader_epoch_cache.flush()
         if records:
@@ -1039,6 +1068,7 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.flush()
         self._load_producer_state()
+        self.delays.truncate(self._log_end_offset)
         self._write_checkpoint()
 
     @_storage_errors
@@ -1061,6 +1091,7 @@ class PartitionLog:
         self.producer_state.clear()
         self._undecided.clear()
         self.producer_state.delete_snapshots_after(-1)
+        self.delays.truncate(0)
         self._write_checkpoint()
 
     @_storage_errors
@@ -1237,6 +1268,7 @@ class PartitionLog:
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
         self.leader_epoch_cache.flush()
+        self.delays.applied(self._log_end_offset)
         self._write_checkpoint()
 
     def begin_flush(self) -> PendingFlush:
@@ -1268,6 +1300,7 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, synced_to)
         if write_checkpoints:
             self.leader_epoch_cache.flush()
+            self.delays.applied(self._log_end_offset)
             self._write_checkpoint()
 
     @_storage_errors
@@ -1280,6 +1313,7 @@ class PartitionLog:
         if self._log_end_offset > self._base_offsets[0] or self.producer_state.producers:
             self.producer_state.take_snapshot(self._log_end_offset)
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
+        self.delays.close()
         for segment in self._segments:
             segment.close()
         for _, segment in self._pending_deletes:

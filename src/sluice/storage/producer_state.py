@@ -73,6 +73,7 @@ import crc32c
 from sluice.common import errors
 from sluice.common.limits import PRODUCER_BATCHES_REMEMBERED
 from sluice.protocol.records.batch import NO_SEQUENCE, BatchHeader
+from sluice.protocol.records.delayed import FIRED_PRODUCER_ID
 from sluice.storage.checkpoint import write_file_atomically
 
 log = logging.getLogger(__name__)
@@ -222,8 +223,9 @@ class ProducerStateManager:
         transactional: bool = False,
     ) -> None:
         """Remember an appended batch (after :meth:`check`, or unchecked when replaying
-        the log or appending as a follower)."""
-        if producer_id < 0:
+        the log or appending as a follower). Fired batches of delayed delivery have no
+        producer to remember."""
+        if producer_id < 0 or producer_id == FIRED_PRODUCER_ID:
             return
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -298,8 +300,8 @@ class ProducerStateManager:
 
     def replay(self, header: BatchHeader) -> None:
         """Remember a data batch read back from the log (its header has the real
-        offsets). Markers go to :meth:`complete_transaction`."""
-        assert not header.is_control, "markers are replayed with complete_transaction"
+        offsets): a data batch or a parked batch of delayed delivery (a control batch
+        holding a producer's records). Markers go to :meth:`complete_transaction`."""
         self.record(
             header.producer_id,
             header.producer_epoch,
