@@ -36,6 +36,7 @@ from sluice.broker import meta_properties
 from sluice.broker.allocator import tune_allocator
 from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
+from sluice.broker.delays import DelayScheduler
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.fatal import (
     BrokerFatalError,
@@ -114,6 +115,7 @@ class Broker:
         self.peers: Peers | None = None
         self.fatal = FatalStorageStop(self.data_dir, self.request_stop)
         self.maintenance = LogMaintenance(config, clock, self.replicas, self.fatal)
+        self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
 
@@ -312,6 +314,8 @@ class Broker:
             producer_ids=self.producer_ids,
             produce_checks=self.produce_checks,
             check_storage_error=self.fatal.check_storage_error,
+            delays=self.delays,
+            clock=self.clock,
         )
         self._dispatcher = Dispatcher(HANDLERS, services)
         # Bind now (a port in use fails here); accept clients once the group
@@ -398,6 +402,7 @@ class Broker:
                     tasks.create_task(self.controller.run(), name="controller"),
                     tasks.create_task(self.isr_changes.run(), name="ISR changes"),
                     tasks.create_task(self.fetchers.run(), name="replica fetchers"),
+                    tasks.create_task(self.delays.run(), name="delayed delivery"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
                 self.applier.add_listener(lambda delta: self.fetchers.sync())

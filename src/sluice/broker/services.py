@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from sluice.broker.delays import DelayScheduler
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
@@ -17,6 +18,7 @@ from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers
 from sluice.cluster.store import MetadataStore
+from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
 from sluice.common.ids import TopicPartition
 from sluice.group.runtime import GroupCoordinatorRuntime
@@ -46,3 +48,6 @@ class BrokerServices:
     check_storage_error: Callable[[BaseException, object], None]
     """Called with a request's storage error and its partition: an I/O error stops the
     broker (see :class:`sluice.broker.fatal.FatalStorageStop`)."""
+    delays: DelayScheduler
+    """Fires the delayed records parked in partitions led here."""
+    clock: Clock

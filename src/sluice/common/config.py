@@ -206,6 +206,14 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             "being added to by a reassignment; 0: unthrottled (set by sluice topics "
             "reassign --throttle)",
         ),
+        ConfigKey(
+            "sluice.delivery.delay.ms",
+            "0",
+            _long(0),
+            "Sluice: every record produced to this topic becomes visible to consumers "
+            "this long after the broker accepts it (a record's x-sluice-deliver-at or "
+            "x-sluice-delay-ms header wins); 0: at once",
+        ),
     ]
 }
 
@@ -250,6 +258,7 @@ class TopicConfig:
     compression_type: str = "producer"
     unclean_leader_election_enable: bool = False
     reassignment_throttled_rate: int = 0
+    sluice_delivery_delay_ms: int = 0
 
     @classmethod
     def from_entries(

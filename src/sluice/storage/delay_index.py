@@ -103,6 +103,9 @@ class DelayIndex:
         self._db = connection
         self.applied = self._meta("applied", 0)
         """The log offset the index reflects: every batch below it is applied."""
+        self.revision = 0
+        """Counts the changes that make rows ready out of due order (a transaction's
+        commit, a truncation): whoever loaded ready rows by due time loads again."""
 
     @classmethod
     def open(cls, directory: Path, *, create: bool) -> DelayIndex | None:
@@ -174,6 +177,8 @@ class DelayIndex:
             "WHERE decided_at IS NULL AND producer_id = ?",
             (marker_offset, int(not committed), producer_id),
         )
+        if committed and rows:
+            self.revision += 1
         if committed:
             for offset, schedule_id in rows:
                 if schedule_id is not None:
@@ -211,6 +216,7 @@ class DelayIndex:
                     f"UPDATE parked SET {column} = NULL WHERE {column} >= ?", (offset,)
                 )
             self.set_applied(min(self.applied, offset))
+        self.revision += 1
 
     def purge(self, below: int) -> int:
         """Delete rows finished by batches below ``below`` (which no truncation can undo);

@@ -54,6 +54,8 @@ class PartitionDelays:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.index: DelayIndex | None = None
+        self.on_revision: Callable[[], None] | None = None
+        """Called when rows became ready out of due order (see ``DelayIndex.revision``)."""
 
     def open(self, batches_from: BatchSource, log_start: int, log_end: int) -> None:
         """Open the index if the log has one and bring it up to ``log_end``; a damaged
@@ -117,9 +119,12 @@ class PartitionDelays:
             elif self.index is not None and header.is_transactional:
                 committed = marker if marker is not None else _is_commit(records)
                 if committed is not None:
+                    revision = self.index.revision
                     self.index.apply_marker(
                         header.producer_id, committed=committed, marker_offset=header.base_offset
                     )
+                    if self.index.revision != revision and self.on_revision is not None:
+                        self.on_revision()
         elif header.producer_id == FIRED_PRODUCER_ID and self.index is not None:
             self.index.apply_fired(header.base_offset, fired_origins(decode_batch(data).records))
 

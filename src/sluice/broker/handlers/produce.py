@@ -50,6 +50,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.delays import SLUICE_HEADER_PREFIX, park_if_delayed
 from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -63,7 +64,7 @@ from sluice.common.limits import (
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import has_field, make, millis, response_module
-from sluice.protocol.records.batch import BatchHeader, validate_produced
+from sluice.protocol.records.batch import BatchHeader, parse_header, validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
 
 if TYPE_CHECKING:
@@ -189,6 +190,7 @@ def _start_one(
             header,
             max_message_bytes=config.max_message_bytes,
             keys_required=config.compact,
+            watch_for=SLUICE_HEADER_PREFIX,
         )
         checks = services.produce_checks
         if check.fits_event_loop:
@@ -280,7 +282,20 @@ def _append_checked(
         _refuse_keyless_records(outcome, topic_partition, check)
         return
     partition = services.replicas.get(topic_partition)
-    result = partition.append(bytearray(records), acks=acks)
+    config = partition.log.config
+    parked = None
+    if check.watched_seen or config.sluice_delivery_delay_ms > 0:
+        now_ms = services.clock.wall_ms()
+        parked = park_if_delayed(records, parse_header(records), config, now_ms)
+    result = partition.append(bytearray(records if parked is None else parked[0]), acks=acks)
+    if parked is not None and not result.duplicate:
+        services.delays.parked(
+            topic_partition,
+            [
+                (now_ms if delivery is None else delivery.due_ms, result.base_offset + i)
+                for i, delivery in enumerate(parked[1])
+            ],
+        )
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset

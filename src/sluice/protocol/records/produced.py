@@ -60,8 +60,14 @@ class ProducedRecordsCheck:
         *,
         max_message_bytes: int,
         keys_required: bool = False,
+        watch_for: bytes | None = None,
     ) -> None:
         self._batch = batch
+        self._watch_for = watch_for
+        self.watched_seen = False
+        """Whether ``watch_for`` occurs in the (decompressed) records: the broker looks
+        for Sluice's header names this way before decoding any record."""
+        self._watch_tail = b""
         self._count = header.records_count
         self.compressed = header.compression != Compression.NONE
         self.decompressed_bytes_max = decompressed_bytes_max(max_message_bytes)
@@ -114,6 +120,7 @@ class ProducedRecordsCheck:
             try:
                 for chunk in self._chunks:
                     self._walker.feed(chunk)
+                    self._watch(chunk)
                     inflated += len(chunk)
                     if decompressed_bytes_budget is not None and (
                         inflated >= decompressed_bytes_budget
@@ -127,8 +134,23 @@ class ProducedRecordsCheck:
         self.done = True
         return True
 
+    def _watch(self, chunk: bytes) -> None:
+        """Look for ``watch_for`` in a chunk, across the boundary with the last one."""
+        watch_for = self._watch_for
+        if watch_for is None or self.watched_seen:
+            return
+        keep = len(watch_for) - 1
+        joined = self._watch_tail + chunk[:keep]
+        if watch_for in joined or watch_for in chunk:
+            self.watched_seen = True
+        self._watch_tail = (
+            (self._watch_tail + chunk)[-keep:] if len(chunk) < keep else chunk[-keep:]
+        )
+
     def _check_uncompressed(self) -> None:
         batch = self._batch
+        if self._watch_for is not None:
+            self.watched_seen = self._batch.find(self._watch_for, HEADER_BYTES) >= 0
         if self._walker is not None:
             self._walker.feed(batch[HEADER_BYTES:])
             self._walker.finish()
