@@ -17,6 +17,8 @@ leader's log) can undo exactly what the truncated batches did::
       aborted                1 when that marker was an ABORT
       superseded_at          offset of the record (or marker) that replaced or cancelled it
       fired_at               offset of the fired batch that delivered it
+      finished_at            the first of those that finished the row (a cancel is
+                             finished when decided), for purging
 
 A row is *ready* when it is decided, not aborted, not a cancel, not superseded and not
 fired: those are the records still to deliver. Rows that are finished below an offset
@@ -49,10 +51,6 @@ _READY = (
     "decided_at IS NOT NULL AND aborted = 0 AND cancel = 0 "
     "AND superseded_at IS NULL AND fired_at IS NULL"
 )
-_FINISHED_BELOW = (
-    "(cancel = 1 AND decided_at < :below) OR (aborted = 1 AND decided_at < :below) "
-    "OR superseded_at < :below OR fired_at < :below"
-)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS parked (
@@ -64,13 +62,16 @@ CREATE TABLE IF NOT EXISTS parked (
     decided_at INTEGER,
     aborted INTEGER NOT NULL DEFAULT 0,
     superseded_at INTEGER,
-    fired_at INTEGER
+    fired_at INTEGER,
+    finished_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS parked_ready ON parked (due_ms, offset) WHERE {_READY};
 CREATE INDEX IF NOT EXISTS parked_schedule ON parked (schedule_id)
     WHERE schedule_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS parked_undecided ON parked (producer_id)
     WHERE decided_at IS NULL;
+CREATE INDEX IF NOT EXISTS parked_finished ON parked (finished_at)
+    WHERE finished_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -152,7 +153,7 @@ class DelayIndex:
         for record in records:
             self._db.execute(
                 "INSERT OR REPLACE INTO parked (offset, due_ms, schedule_id, cancel, "
-                "producer_id, decided_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "producer_id, decided_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.offset,
                     record.due_ms,
@@ -160,6 +161,7 @@ class DelayIndex:
                     int(record.cancel),
                     producer_id if transactional else None,
                     None if transactional else record.offset,
+                    record.offset if record.cancel and not transactional else None,
                 ),
             )
             if not transactional and record.schedule_id is not None:
@@ -173,9 +175,10 @@ class DelayIndex:
             (producer_id,),
         ).fetchall()
         self._db.execute(
-            "UPDATE parked SET decided_at = ?, aborted = ? "
-            "WHERE decided_at IS NULL AND producer_id = ?",
-            (marker_offset, int(not committed), producer_id),
+            "UPDATE parked SET decided_at = :at, aborted = :aborted, finished_at = "
+            "CASE WHEN :aborted OR cancel = 1 THEN :at END "
+            "WHERE decided_at IS NULL AND producer_id = :producer",
+            {"at": marker_offset, "aborted": int(not committed), "producer": producer_id},
         )
         if committed and rows:
             self.revision += 1
@@ -186,15 +189,15 @@ class DelayIndex:
 
     def _supersede(self, schedule_id: str, newer: int, *, at: int) -> None:
         self._db.execute(
-            f"UPDATE parked SET superseded_at = ? WHERE schedule_id = ? AND offset != ? "
-            f"AND {_READY}",
+            f"UPDATE parked SET superseded_at = ?1, finished_at = ?1 WHERE schedule_id = ?2 "
+            f"AND offset != ?3 AND {_READY}",
             (at, schedule_id, newer),
         )
 
     def apply_fired(self, fired_offset: int, origins: Iterable[int]) -> None:
         """A fired batch at ``fired_offset`` delivered the records parked at ``origins``."""
         self._db.executemany(
-            "UPDATE parked SET fired_at = ? WHERE offset = ? AND fired_at IS NULL",
+            f"UPDATE parked SET fired_at = ?1, finished_at = ?1 WHERE offset = ?2 AND {_READY}",
             [(fired_offset, origin) for origin in origins],
         )
 
@@ -211,7 +214,7 @@ class DelayIndex:
                 "UPDATE parked SET decided_at = NULL, aborted = 0 WHERE decided_at >= ?",
                 (offset,),
             )
-            for column in ("superseded_at", "fired_at"):
+            for column in ("superseded_at", "fired_at", "finished_at"):
                 self._db.execute(
                     f"UPDATE parked SET {column} = NULL WHERE {column} >= ?", (offset,)
                 )
@@ -225,9 +228,7 @@ class DelayIndex:
             (fired,) = self._db.execute(
                 "SELECT count(*) FROM parked WHERE fired_at < ?", (below,)
             ).fetchone()
-            cursor = self._db.execute(
-                f"DELETE FROM parked WHERE {_FINISHED_BELOW}", {"below": below}
-            )
+            cursor = self._db.execute("DELETE FROM parked WHERE finished_at < ?", (below,))
             self._set_meta("fired_purged", self._meta("fired_purged", 0) + fired)
         return cursor.rowcount
 
@@ -268,6 +269,11 @@ class DelayIndex:
         ).fetchone()
         (next_due,) = self._db.execute(f"SELECT min(due_ms) FROM parked WHERE {_READY}").fetchone()
         return DelayCounts(pending, fired + self._meta("fired_purged", 0), next_due)
+
+    def rows(self) -> int:
+        """Rows kept, finished ones not yet purged included."""
+        (count,) = self._db.execute("SELECT count(*) FROM parked").fetchone()
+        return int(count)
 
     def pending(self, *, limit: int) -> list[tuple[int, int, str | None]]:
         """(offset, due time, schedule id) of the first ``limit`` ready records by due."""

@@ -128,9 +128,13 @@ class PartitionDelays:
         elif header.producer_id == FIRED_PRODUCER_ID and self.index is not None:
             self.index.apply_fired(header.base_offset, fired_origins(decode_batch(data).records))
 
-    def applied(self, log_end: int) -> None:
+    def applied(self, log_end: int, *, purge_below: int) -> None:
+        """On a flush: remember how far the index reflects the log, and forget rows
+        finished below ``purge_below`` (the high watermark: no truncation goes there)."""
         if self.index is not None:
-            self.index.set_applied(log_end)
+            with self.index.batch():
+                self.index.set_applied(log_end)
+                self.index.purge(purge_below)
 
     def _index_for_parked(self) -> DelayIndex:
         if self.index is None:

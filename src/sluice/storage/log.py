@@ -1268,7 +1268,7 @@ class PartitionLog:
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
         self.leader_epoch_cache.flush()
-        self.delays.applied(self._log_end_offset)
+        self.delays.applied(self._log_end_offset, purge_below=self._high_watermark)
         self._write_checkpoint()
 
     def begin_flush(self) -> PendingFlush:
@@ -1300,7 +1300,7 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, synced_to)
         if write_checkpoints:
             self.leader_epoch_cache.flush()
-            self.delays.applied(self._log_end_offset)
+            self.delays.applied(self._log_end_offset, purge_below=self._high_watermark)
             self._write_checkpoint()
 
     @_storage_errors

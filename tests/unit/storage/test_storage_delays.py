@@ -179,3 +179,18 @@ def test_an_index_ahead_of_the_log_is_cut_back(open_log: OpenLog, tmp_path: Path
     recovered = open_log(recover=True)
     assert recovered.log_end_offset == 3
     assert pending_offsets(recovered) == [0, 1, 2]
+
+
+def test_a_flush_purges_rows_finished_below_the_high_watermark(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append(parked_batch(), leader_epoch=0)
+    fire(log, [0, 1])
+    index = log.delays.index
+    assert index is not None
+    log.update_high_watermark(3)  # the fired batch (offset 3) is not committed yet
+    log.flush()
+    assert index.rows() == 3
+    log.update_high_watermark(log.log_end_offset)
+    log.flush()
+    assert index.rows() == 1 and pending_offsets(log) == [2]
+    assert log.delays.counts().fired == 2
