@@ -29,11 +29,11 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.partition import Partition
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig
@@ -59,7 +59,9 @@ SLUICE_HEADER_PREFIX: Final = b"x-sluice-"
 WINDOW_MS: Final = 30_000
 """How far ahead of now the heap is filled from the index."""
 LOAD_MAX: Final = 10_000
-"""At most this many records per partition are loaded into memory at once."""
+"""A load brings at most this many records of a partition into memory; records parked
+meanwhile that sort before what was loaded join them, up to twice this, and past that
+the partition is loaded again from the index (so memory per partition stays bounded)."""
 FIRE_RECORDS_MAX: Final = 500
 FIRE_BYTES_MAX: Final = 512 * 1024
 """One fired batch holds at most this many records and about this many bytes."""
@@ -90,6 +92,14 @@ def park_if_delayed(
     return parked, deliveries
 
 
+class Partitions(Protocol):
+    """The partitions hosted here (the replica manager)."""
+
+    def __iter__(self) -> Iterator[Partition]: ...
+
+    def find(self, topic_partition: TopicPartition) -> Partition | None: ...
+
+
 @dataclass
 class _Tracked:
     """A partition whose parked records this broker fires."""
@@ -118,7 +128,7 @@ class _Entry:
 class DelayScheduler:
     """Fires due parked records of the partitions led here (see the module docstring)."""
 
-    def __init__(self, replicas: ReplicaManager, clock: Clock) -> None:
+    def __init__(self, replicas: Partitions, clock: Clock) -> None:
         self._replicas = replicas
         self._clock = clock
         self._tracked: dict[TopicPartition, _Tracked] = {}
@@ -142,8 +152,18 @@ class DelayScheduler:
             if (due_ms, offset) <= tracked.horizon:
                 self._push(topic_partition, tracked, due_ms, offset)
                 pushed = True
+        if tracked.in_heap > 2 * LOAD_MAX:
+            self._unload(topic_partition, tracked)
         if pushed:
             self._wake.set()
+
+    def _unload(self, topic_partition: TopicPartition, tracked: _Tracked) -> None:
+        """Forget what is loaded of a partition; the next step loads it again."""
+        self._heap = [entry for entry in self._heap if entry.topic_partition != topic_partition]
+        heapq.heapify(self._heap)
+        tracked.in_heap = 0
+        tracked.horizon = (-(2**63), -1)
+        tracked.loaded_to_ms = None
 
     def _push(
         self, topic_partition: TopicPartition, tracked: _Tracked, due_ms: int, offset: int
@@ -151,13 +171,23 @@ class DelayScheduler:
         heapq.heappush(self._heap, _Entry(due_ms, offset, tracked.generation, topic_partition))
         tracked.in_heap += 1
 
+    @property
+    def loaded(self) -> int:
+        """Records held in memory (the heap), whatever the backlog on disk."""
+        return len(self._heap)
+
     async def run(self) -> None:
         while True:
             now_ms = self._clock.wall_ms()
-            self._follow_leadership()
-            self._refill(now_ms)
-            self._fire_due(now_ms)
-            await self._sleep(self._next_wake_ms(now_ms) - now_ms)
+            await self._sleep(self.step(now_ms) - now_ms)
+
+    def step(self, now_ms: int) -> int:
+        """Follow leadership, load what the window needs, fire what is due at
+        ``now_ms``; returns when to step next (wall-clock milliseconds)."""
+        self._follow_leadership()
+        self._refill(now_ms)
+        self._fire_due(now_ms)
+        return self._next_wake_ms(now_ms)
 
     async def _sleep(self, ms: int) -> None:
         self._wake.clear()
@@ -174,6 +204,8 @@ class DelayScheduler:
         for tracked in self._tracked.values():
             if tracked.loaded_to_ms is not None:
                 candidates.append(tracked.loaded_to_ms - WINDOW_MS // 2)
+            elif tracked.in_heap < LOAD_MAX // 2:
+                candidates.append(now_ms)  # a long backlog ran short: load more now
         return min(candidates)
 
     # -- leadership ----------------------------------------------------------------
@@ -204,14 +236,13 @@ class DelayScheduler:
             elif tracked.in_heap >= LOAD_MAX // 2:
                 continue
             partition = self._replicas.find(topic_partition)
-            if partition is None:
+            limit = LOAD_MAX - tracked.in_heap
+            if partition is None or limit <= 0:
                 continue
-            found = partition.log.delays.due(
-                up_to_ms=up_to_ms, after=tracked.horizon, limit=LOAD_MAX
-            )
+            found = partition.log.delays.due(up_to_ms=up_to_ms, after=tracked.horizon, limit=limit)
             for record in found:
                 self._push(topic_partition, tracked, record.due_ms, record.offset)
-            if len(found) < LOAD_MAX:
+            if len(found) < limit:
                 tracked.horizon = max(tracked.horizon, (up_to_ms, 2**63 - 1))
                 tracked.loaded_to_ms = up_to_ms
             else:
