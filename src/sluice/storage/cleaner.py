@@ -196,6 +196,8 @@ class CleanableLog(Protocol):
     @property
     def high_watermark(self) -> int: ...
     @property
+    def last_stable_offset(self) -> int: ...
+    @property
     def closed(self) -> bool: ...
     @property
     def truncations(self) -> int: ...
@@ -326,7 +328,8 @@ class CleanableRange:
     """The cleanable segments of a log and how dirty they are."""
 
     segments: tuple[LogSegment, ...]
-    """Inactive segments, from the first, wholly below the high watermark and at least
+    """Inactive segments, from the first, wholly below the last stable offset (so below
+    the high watermark and every transaction not decided yet) and at least
     min.compaction.lag.ms old."""
     boundaries: tuple[int, ...]
     """For each segment, the base offset of the segment after it (where it ends)."""
@@ -359,7 +362,11 @@ def cleanable_range(log: CleanableLog, now_ms: int) -> CleanableRange:
     """What a pass on ``log`` at ``now_ms`` may clean (call on the appending thread)."""
     checkpoint = read_cleaner_checkpoint(log.directory)
     segments = log.segments
-    upper = min(segments[-1].base_offset, log.high_watermark)
+    # Kafka's first uncleanable offset: the active segment, the high watermark, and the
+    # first offset of a transaction still open or not yet decided below the high
+    # watermark (the last stable offset is at most the high watermark). Whether such a
+    # transaction's records are aborted is not known yet: they must not enter the map.
+    upper = min(segments[-1].base_offset, log.high_watermark, log.last_stable_offset)
     lag_ms = log.config.min_compaction_lag_ms
     cleanable: list[LogSegment] = []
     boundaries: list[int] = []
