@@ -155,6 +155,7 @@ from sluice.storage.checkpoint import (
     write_all,
     write_offsets_checkpoint,
 )
+from sluice.storage.cleaner_transactions import CleanedTransactions, MarkerFate
 from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.segment import (
@@ -581,6 +582,29 @@ def _empty_batch(header: BatchHeader) -> bytes:
     )
 
 
+def _with_delete_horizon(header: BatchHeader, data: memoryview, horizon_ms: int) -> bytes:
+    """``header``'s batch (every record kept) with its delete horizon set: attribute
+    bit 6 and base timestamp ``horizon_ms``, record timestamps rewritten against it."""
+    section = _records_section(header, data)
+    parts = []
+    start = 0
+    for _, timestamp_delta, _, _, end in iter_record_fields(section, header.records_count):
+        timestamp_ms = header.base_timestamp + timestamp_delta
+        parts.append(_retimed_record(section, start, end, timestamp_ms - horizon_ms))
+        start = end
+    payload = b"".join(parts)
+    if header.compression != Compression.NONE:
+        payload = compress(header.compression, payload)
+    return _encode_batch(
+        header,
+        attributes=header.attributes | ATTR_DELETE_HORIZON,
+        base_timestamp_ms=horizon_ms,
+        max_timestamp_ms=header.max_timestamp,
+        payload=payload,
+        records_count=header.records_count,
+    )
+
+
 def _records_section(header: BatchHeader, data: memoryview) -> bytes:
     codec = header.attributes & ATTR_COMPRESSION_MASK
     if codec == Compression.NONE:
@@ -660,6 +684,8 @@ class CleaningStats:
     records_examined: int
     records_removed: int
     tombstones_removed: int
+    markers_removed: int
+    """Transaction markers removed: no data of their transaction left, horizon passed."""
     batches_removed: int
     throttled_s: float
     elapsed_s: float
@@ -867,21 +893,29 @@ class CleaningPlan:
             for producer_id, entry in log.producer_state.producers.items()
             if entry.batches
         }
-        self._aborted: dict[int, list[tuple[int, int]]] = {}
-        """Producer id → (first offset, marker offset) of its aborted transactions that
-        overlap the plan, decided for good (the marker is below the high watermark)."""
         first = sources[0].base_offset if sources else end_offset
-        for aborted in log.aborted_transactions(first, end_offset):
-            if aborted.last_offset < log.high_watermark:
-                self._aborted.setdefault(aborted.producer_id, []).append(
-                    (aborted.first_offset, aborted.last_offset)
-                )
+        self._transactions = CleanedTransactions(
+            # The aborted transactions overlapping the plan, decided for good (the
+            # marker below the high watermark; the plan ends at the last stable offset).
+            (
+                aborted
+                for aborted in log.aborted_transactions(first, end_offset)
+                if aborted.last_offset < log.high_watermark
+            ),
+            reads_from_log_start=reads_from_log_start,
+        )
         self._state = _State.PREPARED
         self._created: list[Path] = []
         self.outputs: list[CleanedSegment] = []
         self.map_end_offset = first_dirty_offset
         self.tombstone_horizon_ms = -1
+        """The earliest delete horizon of a tombstone or marker kept; -1 when none."""
         self.stats: CleaningStats | None = None
+
+    @property
+    def last_marker_removed(self) -> int:
+        """The highest offset of a transaction marker the built plan removes; -1: none."""
+        return self._transactions.last_marker_removed
 
     @property
     def built(self) -> bool:
@@ -945,6 +979,7 @@ class CleaningPlan:
             records_examined=counters.records_examined,
             records_removed=counters.records_removed,
             tombstones_removed=counters.tombstones_removed,
+            markers_removed=counters.markers_removed,
             batches_removed=counters.batches_removed,
             throttled_s=throttler.slept_s,
             elapsed_s=(clock.monotonic_ms() - started_ms) / 1000,
@@ -1005,8 +1040,8 @@ class CleaningPlan:
             for _, header, data in self._read_batches(source, throttler, counters):
                 if header.next_offset <= first_dirty or header.is_control:
                     continue
-                if header.is_transactional:
-                    continue
+                if self._transactions.is_aborted(header):
+                    continue  # committed transactional records are mapped like any
                 if offset_map and len(offset_map) + header.records_count > keys_max:
                     # Full: clean up to here; the next pass goes on from this batch.
                     self.map_end_offset = header.base_offset
@@ -1071,7 +1106,10 @@ class CleaningPlan:
 
     def _write_transaction_index(self, base_offset: int, group: list[_Source]) -> None:
         """The new segment keeps the aborted-transaction entries of the segments it
-        replaces (their markers and data are kept), as ``<b>.txnindex.cleaned``."""
+        replaces whose markers it still holds, as ``<b>.txnindex.cleaned``: written
+        whenever those segments had entries, even if none is left, so that the swap
+        replaces their index in every case (a crash must neither bring back an entry
+        of a removed marker nor lose one)."""
         entries = [entry for source in group for entry in source.segment.txn_index.entries]
         if not entries:
             return
@@ -1080,7 +1118,7 @@ class CleaningPlan:
         )
         self._created.append(path)
         index = TransactionIndex(path)
-        index.replace(entries)
+        index.replace(self._transactions.index_entries(entries))
         index.sync()
 
     def _clean_group(
@@ -1094,6 +1132,7 @@ class CleaningPlan:
         """Write the cleaned batches of ``group``. A dropped batch that turns out to be
         the group's last stays, emptied, so the new segment ends where the old ones
         did (an already empty one stays as it is)."""
+        transactions = self._transactions
         dropped: tuple[BatchHeader, bytes] | None = None
         for source in group:
             for _, header, data in self._read_batches(source, throttler, counters):
@@ -1108,22 +1147,20 @@ class CleaningPlan:
                     dropped = (header, bytes(data) if header.records_count == 0 else b"")
                 elif action is _Action.KEEP:
                     writer.add(data, header, header.max_timestamp, same_as_source=True)
+                    transactions.written(header)
                 else:
                     writer.add(cleaned, header, max_timestamp_ms, same_as_source=False)
+                    transactions.written(parse_header(cleaned))
         if dropped is not None:
             header, original = dropped
             counters.batches_removed -= 1
             if original:
                 writer.add(original, header, header.max_timestamp, same_as_source=True)
+                transactions.written(header)
             else:
+                # Emptied: no longer transactional nor a marker (an emptied marker
+                # closes nothing on replay, as no data of its transaction is left).
                 writer.add(_empty_batch(header), header, header.max_timestamp, same_as_source=False)
-
-    def _was_aborted(self, header: BatchHeader) -> bool:
-        """The batch belongs to a transaction of its producer that was aborted."""
-        return any(
-            first <= header.base_offset < marker
-            for first, marker in self._aborted.get(header.producer_id, ())
-        )
 
     def _clean_batch(
         self,
@@ -1134,22 +1171,20 @@ class CleaningPlan:
     ) -> tuple[_Action, bytes, int]:
         """(action, the rebuilt batch for REPLACE, its max timestamp)."""
         keep = (_Action.KEEP, b"", header.max_timestamp)
-        if header.base_offset >= self.map_end_offset or header.is_control:
+        if header.base_offset >= self.map_end_offset:
             return keep
-        if header.is_transactional:
-            if header.records_count and self._was_aborted(header):
-                counters.records_examined += header.records_count
-                counters.records_removed += header.records_count
-                if header.producer_id >= 0 and (
-                    self._producer_last_offsets.get(header.producer_id) == header.last_offset
-                ):
-                    return _Action.REPLACE, _empty_batch(header), header.max_timestamp
-                return _Action.DROP, b"", header.max_timestamp
-            return keep
+        if header.is_control:
+            return self._clean_marker(header, data, counters)
         producer_last = (
             header.producer_id >= 0
             and self._producer_last_offsets.get(header.producer_id) == header.last_offset
         )
+        if header.records_count and self._transactions.is_aborted(header):
+            counters.records_examined += header.records_count
+            counters.records_removed += header.records_count
+            if producer_last:
+                return _Action.REPLACE, _empty_batch(header), header.max_timestamp
+            return _Action.DROP, b"", header.max_timestamp
         if header.records_count == 0:
             # An empty batch kept by an earlier pass: still needed?
             return keep if producer_last else (_Action.DROP, b"", header.max_timestamp)
@@ -1213,6 +1248,25 @@ class CleaningPlan:
             records_count=len(kept),
         )
         return _Action.REPLACE, cleaned, max_timestamp_ms
+
+    def _clean_marker(
+        self, header: BatchHeader, data: memoryview, counters: _Counters
+    ) -> tuple[_Action, bytes, int]:
+        """A control batch: kept, given its delete horizon, or removed (see
+        ``cleaner_transactions``)."""
+        fate = self._transactions.marker_fate(header, self.now_ms)
+        if fate is MarkerFate.REMOVE:
+            counters.markers_removed += 1
+            self._transactions.removed_marker(header)
+            return _Action.DROP, b"", header.max_timestamp
+        if fate is MarkerFate.WAIT:
+            counters.note_horizon(header.base_timestamp)
+        elif fate is MarkerFate.SET_HORIZON:
+            horizon_ms = self.now_ms + self._delete_retention_ms
+            counters.note_horizon(horizon_ms)
+            marked = _with_delete_horizon(header, data, horizon_ms)
+            return _Action.REPLACE, marked, header.max_timestamp
+        return _Action.KEEP, b"", header.max_timestamp
 
     def _close_sources(self) -> None:
         for source in self._sources:
@@ -1304,6 +1358,7 @@ class _Counters:
         self.records_examined = 0
         self.records_removed = 0
         self.tombstones_removed = 0
+        self.markers_removed = 0
         self.batches_removed = 0
         self.horizon_ms = -1
 

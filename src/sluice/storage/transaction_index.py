@@ -25,6 +25,7 @@ touched the partition) and kept in memory once read.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
@@ -115,11 +116,26 @@ class TransactionIndex:
         self._unflushed = True
 
     def replace(self, entries: list[AbortedTransaction]) -> None:
-        """Write ``entries`` as the whole index (a cleaned segment's)."""
-        self._entries = []
-        self.path.unlink(missing_ok=True)
-        for entry in entries:
-            self.append(entry)
+        """Write ``entries`` as the whole index (a cleaned segment's). The file is
+        created even when ``entries`` is empty: an empty index replaces the ones of
+        the segments it is written for."""
+        assert all(a.last_offset < b.last_offset for a, b in itertools.pairwise(entries)), (
+            "markers in order"
+        )
+        self.path.write_bytes(
+            b"".join(
+                _ENTRY.pack(
+                    ENTRY_VERSION,
+                    entry.producer_id,
+                    entry.first_offset,
+                    entry.last_offset,
+                    entry.last_stable_offset,
+                )
+                for entry in entries
+            )
+        )
+        self._entries = list(entries)
+        self._unflushed = True
 
     def collect(self, start: int, upper: int, into: list[AbortedTransaction]) -> bool:
         """Add the entries overlapping [start, upper) to ``into``; True when an entry's

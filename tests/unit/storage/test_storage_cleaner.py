@@ -1,7 +1,8 @@
 """The log cleaner (compaction): what survives a pass, what never moves (offsets, the
 active segment, young records, producer state, leader epochs), tombstones and their
 delete horizon, the offset-map limit, throttling, and the crash-safe swap. Real files,
-a manual clock, and every codec wherever batches are rewritten."""
+a manual clock, and every codec wherever batches are rewritten. Transactions have
+their own module, ``test_storage_cleaner_transactions``."""
 
 from __future__ import annotations
 
@@ -39,13 +40,10 @@ from sluice.protocol.records.batch import (
     Compression,
     TimestampType,
     parse_header,
-    set_base_offset,
 )
 from sluice.protocol.records.builder import (
-    ControlRecordType,
     RecordInput,
     build_batch,
-    build_control_batch,
 )
 from sluice.storage import PartitionLog, cleaner
 from sluice.storage.cleaner import (
@@ -423,7 +421,7 @@ def test_a_corrupt_segment_fails_the_build_and_leaves_the_log_alone(
     assert log.cleaning_plan is None
 
 
-# -- producers, epochs, transactions -------------------------------------------------------
+# -- producers and leader epochs ---------------------------------------------------------------
 
 
 def test_producer_state_and_leader_epochs_survive(
@@ -507,51 +505,6 @@ def test_producer_state_and_leader_epochs_survive(
             assert not follows.duplicate
         finally:
             reopened.close()
-
-
-def test_transactional_and_control_batches_are_kept_as_they_are(
-    compact_log: Callable[..., PartitionLog], codec: Compression
-) -> None:
-    log = compact_log()
-    append_pairs(log, codec, [(b"k", b"plain-1")])
-    append_pairs(
-        log,
-        codec,
-        [(b"k", b"in-a-transaction")],
-        producer_id=9,
-        producer_epoch=0,
-        base_sequence=0,
-        transactional=True,
-    )
-    marker = bytearray(
-        build_control_batch(
-            ControlRecordType.COMMIT,
-            producer_id=9,
-            producer_epoch=0,
-            coordinator_epoch=1,
-            timestamp_ms=T0,
-        )
-    )
-    set_base_offset(marker, log.log_end_offset)
-    log.append_as_follower(marker)
-    append_pairs(log, codec, [(b"k", b"plain-2")])
-    settle(log)
-    transactional = [
-        segment.log_path.read_bytes()[position : position + header.size_bytes]
-        for segment in log.segments
-        for position, header in segment.iter_batches()
-        if header.is_transactional
-    ]
-    clean(log)
-    after = [
-        segment.log_path.read_bytes()[position : position + header.size_bytes]
-        for segment in log.segments
-        for position, header in segment.iter_batches()
-        if header.is_transactional
-    ]
-    assert after == transactional and len(after) == 2
-    values = [r[3] for r in rows(log)]
-    assert values[-1] == b"plain-2" and b"plain-1" not in values
 
 
 # -- limits: the offset map, grouping, throttling ----------------------------------------------
@@ -835,113 +788,3 @@ def test_a_hundred_thousand_overwrites_compact_exactly(
     assert [(r.offset, r.value) for r in read_records(log)] == [
         (n, b"value-%07d" % n) for n in range(total - keys, total)
     ]
-
-
-def test_aborted_transactions_survive_a_cleaning_and_a_crash_at_any_step(
-    compact_log: Callable[..., PartitionLog],
-    codec: Compression,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The aborted-transaction index of rewritten segments cannot be rebuilt from them:
-    a cleaned segment carries it (``.txnindex.cleaned`` → ``.swap`` → in place), and an
-    image of the directory taken before every rename and unlink of the swap reopens
-    with the same aborted transactions, before and after recovery."""
-    log = compact_log(segment_bytes=1500)
-    for producer_id in (9, 10):
-        append_pairs(
-            log,
-            codec,
-            [(b"k1", b"aborted %d" % producer_id)],
-            producer_id=producer_id,
-            producer_epoch=0,
-            base_sequence=0,
-            transactional=True,
-        )
-        log.append_marker(
-            producer_id=producer_id,
-            producer_epoch=0,
-            committed=False,
-            coordinator_epoch=0,
-            leader_epoch=0,
-        )
-        overwrite(log, codec, batches=10, keys=6)
-    settle(log)
-    append_pairs(log, codec, [(b"k1", b"in the active segment")])
-    log.update_high_watermark(log.log_end_offset)
-    log.flush()
-    aborted = log.aborted_transactions(0, log.log_end_offset)
-    assert [entry.producer_id for entry in aborted] == [9, 10]
-    images: list[Path] = []
-
-    def before(call: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            images.append(crash_image(log.directory, tmp_path / f"crash-{len(images):03d}"))
-            return call(*args, **kwargs)
-
-        return wrapper
-
-    plan = cleaner.prepare(log, log.clock.wall_ms())
-    assert plan is not None
-    plan.build()
-    for name in ("rename", "replace", "unlink"):
-        monkeypatch.setattr(os, name, before(getattr(os, name)))
-    assert log.swap_cleaned(plan)
-    monkeypatch.undo()
-    images.append(crash_image(log.directory, tmp_path / "crash-after"))
-    assert any(n.endswith(".txnindex.swap") for path in images for n in os.listdir(path))
-    assert log.aborted_transactions(0, log.log_end_offset) == aborted
-    for path in images:
-        for recover in (False, True):
-            copy = path if recover else shutil.copytree(path, path.with_name(f"{path.name}-0"))
-            reopened = PartitionLog.open(copy, log.config, log.clock, recover=recover)
-            try:
-                reopened.update_high_watermark(reopened.log_end_offset)
-                found = reopened.aborted_transactions(0, reopened.log_end_offset)
-                assert found == aborted, f"{path.name} recover={recover}"
-                assert leftovers(copy) == []
-            finally:
-                reopened.close()
-
-
-def test_the_data_of_aborted_transactions_goes_and_committed_data_stays(
-    compact_log: Callable[..., PartitionLog], codec: Compression
-) -> None:
-    log = compact_log(segment_bytes=600)
-
-    def transaction(producer_id: int, value: bytes, *, commit: bool) -> None:
-        append_pairs(
-            log,
-            codec,
-            [(b"k", value), (b"other", value)],
-            producer_id=producer_id,
-            producer_epoch=0,
-            base_sequence=0,
-            transactional=True,
-        )
-        log.append_marker(
-            producer_id=producer_id,
-            producer_epoch=0,
-            committed=commit,
-            coordinator_epoch=0,
-            leader_epoch=0,
-        )
-
-    append_pairs(log, codec, [(b"k", b"plain")])
-    transaction(9, b"aborted", commit=False)
-    transaction(10, b"committed", commit=True)
-    overwrite(log, codec, batches=6, keys=3)
-    settle(log)
-    append_pairs(log, codec, [(b"z", b"in the active segment")])
-    settle(log)
-    aborted = log.aborted_transactions(0, log.log_end_offset)
-
-    def values() -> list[bytes]:
-        return [row[3] for row in rows(log)]
-
-    assert b"aborted" in values()
-    clean(log)
-    assert b"aborted" not in values(), "the aborted transaction's records are gone"
-    assert values().count(b"committed") == 2, "a committed transaction is kept whole"
-    assert b"plain" in values(), "transactional records never shadow others"
-    assert log.aborted_transactions(0, log.log_end_offset) == aborted
