@@ -3,19 +3,22 @@
 Compaction keeps, for every key, the record with the highest offset, and drops older
 records with the same key. Offsets never change: a surviving record keeps its offset,
 so a cleaned segment has gaps, which v2 batches allow. A pass works on the *cleanable*
-part of the log, whole segments wholly below ``min(active segment base, high
-watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
+part of the log, whole segments wholly below ``min(active segment base, last stable
+offset)`` (the last stable offset is at most the high watermark, and stops at the first
+transaction not decided yet) whose newest record is at least ``min.compaction.lag.ms``
+old::
 
      log start     first dirty offset (cleaner checkpoint)     first uncleanable offset
         │                 │                                        │
     ────┼─────────────────┼────────────────────────────────────────┼────────────┬─────►
         │◄─ clean ───────►│◄─ dirty: the offset map is built here ─►│ too young, │ active
-        │   (cleaned by   │   key digest → last offset              │ above HW   │ segment
-        │   earlier passes)                                         │            │
+        │   (cleaned by   │   key digest → last offset              │ at or past │ segment
+        │   earlier passes)                                         │ the LSO    │
         │◄─ rewritten by this pass: every segment up to the map end ►│
 
 1. **Offset map.** The dirty range is read once; each keyed record sets
-   ``map[blake2b-128(key)] = offset``. The map holds at most ``OFFSET_MAP_KEYS_MAX``
+   ``map[blake2b-128(key)] = offset`` (markers and records of aborted transactions
+   excepted, see Transactions). The map holds at most ``OFFSET_MAP_KEYS_MAX``
    keys (a named limit: memory stays bounded). When the dirty range holds more keys the
    map stops before the batch that would overflow it, and the pass cleans only up to
    there (the *map end*); the next pass goes on from there, as Kafka does.
@@ -50,16 +53,25 @@ watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
    still pending is kept in the cleaner checkpoint, and :func:`needs_cleaning` says
    yes once it has passed, even if the log is not dirty.
 
-Transactions: transactional records never enter the offset map, so an aborted value
-can never shadow a committed one. The batches of aborted transactions (known from the
-aborted-transaction index, with their ABORT marker below the high watermark) are
-dropped (emptied when they are their producer's last batch); committed transactional
-batches and control batches (markers) are copied unchanged, so a read_committed reader
-sees the same records before and after a pass. A rewritten segment keeps the
-aborted-transaction entries of the segments it replaces (``.txnindex``, which, unlike
-the other indexes, cannot be rebuilt from the segment). Not yet: removing markers whose
-transaction has no data left after the delete horizon (Kafka does). Records with a null key are
-kept (Kafka's produce path rejects them on compacted topics; the broker should too).
+Transactions (``cleaner_transactions``). Everything a pass reads is decided, as the
+cleanable range ends at the last stable offset (Kafka's first unstable offset). The
+records of committed transactions are compacted like any record: they enter the offset
+map, may shadow older values and be shadowed by newer ones. The batches of aborted
+transactions (the aborted-transaction index says which) never enter the map and are
+dropped (emptied when they are their producer's last batch). What a read_committed
+reader reads after a pass is thus the compaction of what it read before. A marker (control batch)
+stays while a batch of its transaction stays below it; once none does, it goes through
+the delete horizon as a tombstone does (bit 6 and ``now + delete.retention.ms`` set by
+one pass, removed by a pass after that time; ``CleaningStats.markers_removed``). Only a
+pass reading from the first segment decides that; a window further on keeps markers
+as they are. A rewritten segment keeps the aborted-transaction entries (``.txnindex``)
+of the segments it replaces whose markers it still holds: the entry of a removed
+marker goes with it, as no data of its transaction is left to filter out. A swap that
+removes markers deletes the producer-state snapshots at or below the last of them, so
+no replay (after a truncation) starts inside a transaction whose marker is gone.
+
+Records with a null key are kept (Kafka's produce path rejects them on compacted
+topics; the broker should too).
 
 Threads. The broker's event loop must not block, so a pass is split in three::
 
@@ -79,10 +91,11 @@ the swap is abandoned and the plan's files deleted.
 Files and the crash-safe swap (``<b>`` = a base offset in 20 digits)::
 
     build:   <b>.log.cleaned <b>.index.cleaned <b>.timeindex.cleaned   written, fsynced
-             (and <b>.txnindex.cleaned: the aborted-transaction entries of the
-             segments replaced, when they have any; it follows the others through
-             every step below, and a completed swap keeps it: unlike the other
-             indexes it cannot be rebuilt from the segment alone)
+             (and <b>.txnindex.cleaned: the aborted-transaction entries the new
+             segment keeps, written whenever the segments replaced have any, even
+             when none is kept, so it always replaces theirs; it follows the others
+             through every step below, and a completed swap keeps it: unlike the
+             other indexes it cannot be rebuilt from the segment alone)
     commit:  for each new segment, ascending: rename its *.cleaned → *.swap, the .log
              last; fsync the directory.   The commit point is the rename of the last
              .log.cleaned: from then on no .log.cleaned of the plan exists.
@@ -110,7 +123,8 @@ Kafka assumes the same).
 
     0                          ← format version
     first_dirty_offset 5310    ← the map end of the last pass: below it is clean
-    tombstone_horizon_ms -1    ← earliest delete horizon of a kept tombstone; -1: none
+    tombstone_horizon_ms -1    ← earliest delete horizon of a kept tombstone or marker;
+                                 -1: none (the name predates markers)
 
 It is lowered when the log is truncated below it, and reset to the log start when it
 is outside the log.
@@ -279,7 +293,8 @@ class CleanerCheckpoint:
     first_dirty_offset: int = 0
     """Offsets below this were cleaned with a map holding every key up to it."""
     tombstone_horizon_ms: int = -1
-    """Earliest delete horizon of a tombstone kept by a pass; -1 when none waits."""
+    """Earliest delete horizon of a tombstone or marker kept by a pass; -1 when none
+    waits."""
 
 
 def read_cleaner_checkpoint(directory: Path) -> CleanerCheckpoint:
@@ -406,8 +421,9 @@ def needs_cleaning(
     min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
 ) -> bool:
     """True when ``log`` is compacted and either its dirty ratio (dirty bytes over
-    cleanable bytes) reached ``min_cleanable_dirty_ratio`` or a kept tombstone's delete
-    horizon has passed. For the broker's background task, on the appending thread."""
+    cleanable bytes) reached ``min_cleanable_dirty_ratio`` or the delete horizon of a
+    kept tombstone or marker has passed. For the broker's background task, on the
+    appending thread."""
     if log.closed or not log.config.compact or log.cleaning_plan is not None:
         return False
     span = cleanable_range(log, now_ms)

@@ -19,7 +19,9 @@ whose last stable offset reaches ``u``: no transaction after it can overlap the 
 The index is derived data: appended without fsync, fsynced when its segment is rolled
 or the log flushes, and rebuilt on open from the producer-state snapshot onwards (the
 log replays the markers after the snapshot and drops entries at or past it first), so a
-crash never leaves it behind the log. Entries are few (one per aborted transaction that
+crash never leaves it behind the log. A segment written by the cleaner holds the
+entries of the ABORT markers it kept (possibly none: an empty file, which replaces the
+indexes of the segments it was cleaned from). Entries are few (one per aborted transaction that
 touched the partition) and kept in memory once read.
 """
 
