@@ -26,12 +26,12 @@ from cleaner_helpers import (
     settle,
 )
 from conftest import OpenLog
-from storage_helpers import crash_image, decode
+from storage_helpers import crash_image, decode, values_of
 
 from sluice.common.clock import ManualClock
 from sluice.protocol.records.batch import ATTR_DELETE_HORIZON, BatchHeader, Compression
 from sluice.storage import PartitionLog, cleaner
-from sluice.storage.cleaner import read_cleaner_checkpoint
+from sluice.storage.cleaner import CLEANER_CHECKPOINT_NAME, read_cleaner_checkpoint
 
 P1, P2, P3 = 9001, 9002, 9003
 
@@ -366,3 +366,33 @@ def test_the_aborted_transaction_index_survives_a_crash_at_any_step(
     if pass_ == "markers go":
         assert outcomes[0] is False and outcomes[-1] is True
         assert outcomes == sorted(outcomes), "never back to old once new"
+
+
+def test_a_window_further_on_keeps_markers_as_they_are(
+    compact_log: OpenLog, clock: ManualClock, codec: Compression
+) -> None:
+    """A pass over a window of segments that does not start at the log start cannot
+    know that nothing of a transaction is left below it: its markers stay untouched
+    until a pass from the start."""
+    log = compact_log(delete_retention_ms=DAY_MS)
+    for i, value in enumerate(values_of(1200, 4)):  # segments too large to be merged
+        append_pairs(log, codec, [(b"pad-%d" % i, value)])
+        log.roll()
+    producer = Producer(log, codec, P1)
+    producer.send([(b"x", b"committed, then overwritten")])
+    marker = producer.end(commit=True)
+    append_pairs(log, codec, [(b"x", b"latest")])
+    settle(log)
+    append_pairs(log, codec, [(b"z", b"in the active segment")])
+    log.update_high_watermark(log.log_end_offset)
+    original = next(h for h in markers(log) if h.base_offset == marker)
+
+    passes = 0
+    while clean(log, plan_segments_max=2) is not None:
+        passes += 1
+        assert markers(log) == [original], "no horizon set by a window"
+    assert passes >= 2 and [row[3] for row in data_rows(log) if row[2] == b"x"] == [b"latest"]
+    (log.directory / CLEANER_CHECKPOINT_NAME).unlink()  # all dirty: a pass from the start
+    clean(log)
+    (header,) = markers(log)
+    assert header.attributes & ATTR_DELETE_HORIZON
