@@ -59,16 +59,17 @@ records of committed transactions are compacted like any record: they enter the 
 map, may shadow older values and be shadowed by newer ones. The batches of aborted
 transactions (the aborted-transaction index says which) never enter the map and are
 dropped (emptied when they are their producer's last batch). What a read_committed
-reader reads after a pass is thus the compaction of what it read before. A marker (control batch)
-stays while a batch of its transaction stays below it; once none does, it goes through
-the delete horizon as a tombstone does (bit 6 and ``now + delete.retention.ms`` set by
-one pass, removed by a pass after that time; ``CleaningStats.markers_removed``). Only a
-pass reading from the first segment decides that; a window further on keeps markers
-as they are. A rewritten segment keeps the aborted-transaction entries (``.txnindex``)
-of the segments it replaces whose markers it still holds: the entry of a removed
-marker goes with it, as no data of its transaction is left to filter out. A swap that
-removes markers deletes the producer-state snapshots at or below the last of them, so
-no replay (after a truncation) starts inside a transaction whose marker is gone.
+reader reads after a pass is thus the compaction of what it read before. A marker
+(control batch) stays while a batch of its transaction stays below it; once none does,
+it goes through the delete horizon as a tombstone does (bit 6 and ``now +
+delete.retention.ms`` set by one pass, removed by a pass after that time;
+``CleaningStats.markers_removed``). Only a pass reading from the first segment decides
+that; a window further on keeps markers as they are. A rewritten segment keeps the
+aborted-transaction entries (``.txnindex``) of the segments it replaces whose markers
+it still holds: the entry of a removed marker goes with it, as no data of its
+transaction is left to filter out. A swap that removes markers deletes the
+producer-state snapshots at or below the last of them, so no replay (after a
+truncation) starts inside a transaction whose marker is gone.
 
 Records with a null key are kept (Kafka's produce path rejects them on compacted
 topics; the broker should too).

@@ -1,7 +1,7 @@
 """What one cleaning pass knows about transactions: which batches belong to aborted
 transactions, which transaction markers may go, and which aborted-transaction index
-entries the cleaned segments keep. Kafka's ``CleanedTransactionMetadata``, with a
-stricter rule for markers (below).
+entries the cleaned segments keep. Kafka's ``CleanedTransactionMetadata``, with its
+own rule for markers (below).
 
 A pass only reads transactions that are decided: the cleanable range ends at the last
 stable offset (``cleaner.cleanable_range``). Then, batch by batch in offset order:
