@@ -396,3 +396,38 @@ def test_a_window_further_on_keeps_markers_as_they_are(
     clean(log)
     (header,) = markers(log)
     assert header.attributes & ATTR_DELETE_HORIZON
+
+
+def test_a_committed_tombstone_deletes_its_key_then_its_marker_goes(
+    compact_log: OpenLog, clock: ManualClock, codec: Compression
+) -> None:
+    log = compact_log(delete_retention_ms=DAY_MS)
+    append_pairs(log, codec, [(b"k", b"plain"), (b"other", b"plain")])
+    producer = Producer(log, codec, P1)
+    producer.send([(b"k", None)])
+    marker = producer.end(commit=True)
+    settle(log)
+    append_pairs(log, codec, [(b"z", b"in the active segment")])
+    log.update_high_watermark(log.log_end_offset)
+
+    def pairs(log: PartitionLog) -> list[tuple[bytes | None, bytes | None]]:
+        """(key, value) read_committed, below the active segment."""
+        return [(r[2], r[3]) for r in committed_rows(log) if r[2] != b"z"]
+
+    clean(log)
+    assert pairs(log) == [(b"other", b"plain"), (b"k", None)]
+    (header,) = markers(log)
+    assert header.base_offset == marker and not header.attributes & ATTR_DELETE_HORIZON, (
+        "the tombstone, its transaction's data, is still there"
+    )
+    clock.advance(DAY_MS)
+    stats = clean(log)
+    assert stats is not None and stats.tombstones_removed == 1 and stats.markers_removed == 0
+    assert pairs(log) == [(b"other", b"plain")]
+    (header,) = markers(log)
+    assert header.attributes & ATTR_DELETE_HORIZON
+    clock.advance(DAY_MS)
+    stats = clean(log)
+    assert stats is not None and stats.markers_removed == 1 and markers(log) == []
+    assert pairs(log) == [(b"other", b"plain")]
+    assert log.last_stable_offset == log.high_watermark
