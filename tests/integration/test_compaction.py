@@ -1,7 +1,8 @@
 """Log compaction (``cleanup.policy=compact``) seen from a client: many overwrites of a
 bounded key set shrink to the latest value of each key, the topic stays readable while
-the background cleaner rewrites it, and tombstones delete keys after
-``delete.retention.ms``.
+the background cleaner rewrites it, tombstones delete keys after
+``delete.retention.ms``, and transactions: committed records are compacted like any,
+aborted ones and then their markers go.
 
 Records are produced by one idempotent producer to one fresh partition, so record ``i``
 sits at offset ``i`` and its key is ``keys[i]`` from a seeded random sequence. A cleaner
@@ -23,6 +24,7 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
@@ -30,6 +32,9 @@ from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
+
+from sluice.common import errors
+from sluice.protocol.records.batch import parse_header
 
 ROLL_KEY = b"~roll"
 SEED = int(os.environ.get("SLUICE_TEST_SEED", "20261122"))
@@ -140,12 +145,20 @@ class Record:
     value: bytes | None
 
 
-def read_all(bootstrap: str, topic: str, *, fetch_bytes: int = 1_048_576) -> list[Record]:
+def read_all(
+    bootstrap: str,
+    topic: str,
+    *,
+    fetch_bytes: int = 1_048_576,
+    isolation: str = "read_committed",
+) -> list[Record]:
     """Every record from the log start to the high watermark; fails on any consumer error
-    and on offsets that do not strictly increase."""
+    and on offsets that do not strictly increase. librdkafka reads committed records by
+    default."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
+            "isolation.level": isolation,
             "group.id": unique_group_id(),
             "enable.auto.commit": False,
             "enable.partition.eof": False,
@@ -375,3 +388,73 @@ def test_tombstones_stay_readable_until_delete_retention_has_passed(broker, topi
         f"must see every delete; missing {sorted(deleted - tombstones)[:5]}"
     )
     check_compacted(records, keys, values)
+
+
+# ── transactions ───────────────────────────────────────────────────────────────────────
+
+
+def control_batch_offsets(directory: Path) -> list[int] | None:
+    """Offsets of the control batches (transaction markers) in a partition's segment
+    files, read from disk; None when a file changed under the walk (a swap), to retry."""
+    found: list[int] = []
+    try:
+        for path in sorted(directory.glob("*.log")):
+            data = path.read_bytes()
+            position = 0
+            while position < len(data):
+                header = parse_header(data, position)
+                if header.is_control:
+                    found.append(header.base_offset)
+                position += header.size_bytes
+    except (FileNotFoundError, errors.KafkaError):
+        return None
+    return found
+
+
+def test_transactions_compact_and_markers_go_once_their_data_is_gone(broker, topic):
+    """Committed transactional records are compacted like any others, aborted ones
+    disappear even for read_uncommitted readers, the ABORT marker goes after
+    delete.retention.ms, and the COMMIT marker whose record is still the latest stays."""
+    segment_bytes = TOMBSTONE_SEGMENT_BYTES
+    create_compacted_topic(
+        broker.bootstrap,
+        topic,
+        **{"segment.bytes": str(segment_bytes), "delete.retention.ms": "1000"},
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic}-txn"})
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    for pairs, commit in (
+        ([(b"a", b"committed-a"), (b"b", b"committed-b")], True),
+        ([(b"a", b"aborted-a"), (b"c", b"aborted-c")], False),
+    ):
+        producer.begin_transaction()
+        for key, value in pairs:
+            producer.produce(topic, key=key, value=value, partition=0)
+        if commit:
+            producer.commit_transaction(CLIENT_TIMEOUT_S)
+        else:
+            producer.flush(CLIENT_TIMEOUT_S)
+            producer.abort_transaction(CLIENT_TIMEOUT_S)
+    # offsets: 0-1 committed, 2 COMMIT, 3-4 aborted, 5 ABORT, 6 plain b, 7 the roll record
+    produce_log(broker.bootstrap, topic, [b"b"], [b"plain-b"], segment_bytes)
+    directory = broker.data_dir / f"{topic}-0"
+    assert control_batch_offsets(directory) == [2, 5]
+
+    expected = [(0, b"a", b"committed-a"), (6, b"b", b"plain-b")]
+    deadline = time.monotonic() + COMPACTION_TIMEOUT_S
+    while True:
+        uncommitted = read_all(broker.bootstrap, topic, isolation="read_uncommitted")
+        committed = read_all(broker.bootstrap, topic)
+        assert {r.key: r.value for r in committed}.items() >= {
+            b"a": b"committed-a",
+            b"b": b"plain-b",
+        }.items(), "read_committed always gives each key its latest committed value"
+        assert b"c" not in {r.key for r in committed}
+        markers = control_batch_offsets(directory)
+        done = [(r.offset, r.key, r.value) for r in uncommitted[:-1]] == expected
+        if done and markers == [2]:
+            break
+        assert time.monotonic() < deadline, (
+            f"not compacted: {uncommitted[:-1]}, markers at {markers}"
+        )
+    assert [(r.offset, r.key, r.value) for r in committed[:-1]] == expected

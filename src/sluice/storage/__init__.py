@@ -18,6 +18,8 @@ Modules, bottom up::
     segment         one .log file + indexes; scan, recover, truncate
     leader_epoch    (epoch, start offset) cache + leader-epoch-checkpoint
     producer_state  producers: dedup, sequence checks, open transactions, snapshots
+    cleaner_transactions  a cleaning pass's view of transactions: aborted data,
+                    markers that may go, the .txnindex entries kept
     cleaner         compaction: prepare (appending thread) / build (worker) / swap
     log             PartitionLog, the API the broker uses
 
@@ -30,6 +32,7 @@ On-disk format of a partition directory (each module's docstring has the byte la
       00000000000000000000.timeindex  12-byte entries: int64 max timestamp so far,
                                       int32 relative offset
       00000000000000000000.txnindex   34-byte entries, one per ABORT marker in the segment
+                                      (a cleaned segment: per ABORT marker it kept)
       00000000000000052311.log …      next segment, named by its base offset (20 digits)
       00000000000000052311.snapshot   producer state below offset 52311 (binary, CRC-32C)
       leader-epoch-checkpoint         text: version, count, "epoch start_offset" lines
@@ -40,7 +43,8 @@ On-disk format of a partition directory (each module's docstring has the byte la
       *.deleted                       deleted segment files, unlinked after
                                       file.delete.delay.ms; removed on open
       *.cleaned                       a cleaned segment being written (.log, .index,
-                                      .timeindex); deleted on open: not committed
+                                      .timeindex, .txnindex); deleted on open: not
+                                      committed
       *.swap                          a committed cleaned segment being swapped in;
                                       completed on open (it replaces the segments in
                                       its offset range) unless a .log.cleaned remains
@@ -56,7 +60,10 @@ dropped, with a warning saying what was lost.
 
 Compaction never changes an offset: a cleaned segment keeps the base offset and the end
 offset of the segments it replaces, with gaps inside, and is swapped in so that a crash
-leaves all old or all new segments (``cleaner`` has the protocol).
+leaves all old or all new segments (``cleaner`` has the protocol). It cleans only below
+the last stable offset, compacts committed transactional records like any others, drops
+aborted ones, and removes a marker once no data of its transaction is left and its
+delete horizon has passed.
 """
 
 from sluice.storage import cleaner

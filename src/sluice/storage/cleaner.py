@@ -3,19 +3,22 @@
 Compaction keeps, for every key, the record with the highest offset, and drops older
 records with the same key. Offsets never change: a surviving record keeps its offset,
 so a cleaned segment has gaps, which v2 batches allow. A pass works on the *cleanable*
-part of the log, whole segments wholly below ``min(active segment base, high
-watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
+part of the log, whole segments wholly below ``min(active segment base, last stable
+offset)`` (the last stable offset is at most the high watermark, and stops at the first
+transaction not decided yet) whose newest record is at least ``min.compaction.lag.ms``
+old::
 
      log start     first dirty offset (cleaner checkpoint)     first uncleanable offset
         │                 │                                        │
     ────┼─────────────────┼────────────────────────────────────────┼────────────┬─────►
         │◄─ clean ───────►│◄─ dirty: the offset map is built here ─►│ too young, │ active
-        │   (cleaned by   │   key digest → last offset              │ above HW   │ segment
-        │   earlier passes)                                         │            │
+        │   (cleaned by   │   key digest → last offset              │ at or past │ segment
+        │   earlier passes)                                         │ the LSO    │
         │◄─ rewritten by this pass: every segment up to the map end ►│
 
 1. **Offset map.** The dirty range is read once; each keyed record sets
-   ``map[blake2b-128(key)] = offset``. The map holds at most ``OFFSET_MAP_KEYS_MAX``
+   ``map[blake2b-128(key)] = offset`` (markers and records of aborted transactions
+   excepted, see Transactions). The map holds at most ``OFFSET_MAP_KEYS_MAX``
    keys (a named limit: memory stays bounded). When the dirty range holds more keys the
    map stops before the batch that would overflow it, and the pass cleans only up to
    there (the *map end*); the next pass goes on from there, as Kafka does.
@@ -50,16 +53,26 @@ watermark)`` whose newest record is at least ``min.compaction.lag.ms`` old::
    still pending is kept in the cleaner checkpoint, and :func:`needs_cleaning` says
    yes once it has passed, even if the log is not dirty.
 
-Transactions: transactional records never enter the offset map, so an aborted value
-can never shadow a committed one. The batches of aborted transactions (known from the
-aborted-transaction index, with their ABORT marker below the high watermark) are
-dropped (emptied when they are their producer's last batch); committed transactional
-batches and control batches (markers) are copied unchanged, so a read_committed reader
-sees the same records before and after a pass. A rewritten segment keeps the
-aborted-transaction entries of the segments it replaces (``.txnindex``, which, unlike
-the other indexes, cannot be rebuilt from the segment). Not yet: removing markers whose
-transaction has no data left after the delete horizon (Kafka does). Records with a null key are
-kept (Kafka's produce path rejects them on compacted topics; the broker should too).
+Transactions (``cleaner_transactions``). Everything a pass reads is decided, as the
+cleanable range ends at the last stable offset (Kafka's first unstable offset). The
+records of committed transactions are compacted like any record: they enter the offset
+map, may shadow older values and be shadowed by newer ones. The batches of aborted
+transactions (the aborted-transaction index says which) never enter the map and are
+dropped (emptied when they are their producer's last batch). What a read_committed
+reader reads after a pass is thus the compaction of what it read before. A marker
+(control batch) stays while a batch of its transaction stays below it; once none does,
+it goes through the delete horizon as a tombstone does (bit 6 and ``now +
+delete.retention.ms`` set by one pass, removed by a pass after that time;
+``CleaningStats.markers_removed``). Only a pass reading from the first segment decides
+that; a window further on keeps markers as they are. A rewritten segment keeps the
+aborted-transaction entries (``.txnindex``) of the segments it replaces whose markers
+it still holds: the entry of a removed marker goes with it, as no data of its
+transaction is left to filter out. A swap that removes markers deletes the
+producer-state snapshots at or below the last of them, so no replay (after a
+truncation) starts inside a transaction whose marker is gone.
+
+Records with a null key are kept (Kafka's produce path rejects them on compacted
+topics; the broker should too).
 
 Threads. The broker's event loop must not block, so a pass is split in three::
 
@@ -79,10 +92,11 @@ the swap is abandoned and the plan's files deleted.
 Files and the crash-safe swap (``<b>`` = a base offset in 20 digits)::
 
     build:   <b>.log.cleaned <b>.index.cleaned <b>.timeindex.cleaned   written, fsynced
-             (and <b>.txnindex.cleaned: the aborted-transaction entries of the
-             segments replaced, when they have any; it follows the others through
-             every step below, and a completed swap keeps it: unlike the other
-             indexes it cannot be rebuilt from the segment alone)
+             (and <b>.txnindex.cleaned: the aborted-transaction entries the new
+             segment keeps, written whenever the segments replaced have any, even
+             when none is kept, so it always replaces theirs; it follows the others
+             through every step below, and a completed swap keeps it: unlike the
+             other indexes it cannot be rebuilt from the segment alone)
     commit:  for each new segment, ascending: rename its *.cleaned → *.swap, the .log
              last; fsync the directory.   The commit point is the rename of the last
              .log.cleaned: from then on no .log.cleaned of the plan exists.
@@ -110,7 +124,8 @@ Kafka assumes the same).
 
     0                          ← format version
     first_dirty_offset 5310    ← the map end of the last pass: below it is clean
-    tombstone_horizon_ms -1    ← earliest delete horizon of a kept tombstone; -1: none
+    tombstone_horizon_ms -1    ← earliest delete horizon of a kept tombstone or marker;
+                                 -1: none (the name predates markers)
 
 It is lowered when the log is truncated below it, and reset to the log start when it
 is outside the log.
@@ -155,6 +170,7 @@ from sluice.storage.checkpoint import (
     write_all,
     write_offsets_checkpoint,
 )
+from sluice.storage.cleaner_transactions import CleanedTransactions, MarkerFate
 from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.segment import (
@@ -195,6 +211,8 @@ class CleanableLog(Protocol):
     def log_end_offset(self) -> int: ...
     @property
     def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
     @property
     def closed(self) -> bool: ...
     @property
@@ -276,7 +294,8 @@ class CleanerCheckpoint:
     first_dirty_offset: int = 0
     """Offsets below this were cleaned with a map holding every key up to it."""
     tombstone_horizon_ms: int = -1
-    """Earliest delete horizon of a tombstone kept by a pass; -1 when none waits."""
+    """Earliest delete horizon of a tombstone or marker kept by a pass; -1 when none
+    waits."""
 
 
 def read_cleaner_checkpoint(directory: Path) -> CleanerCheckpoint:
@@ -326,7 +345,8 @@ class CleanableRange:
     """The cleanable segments of a log and how dirty they are."""
 
     segments: tuple[LogSegment, ...]
-    """Inactive segments, from the first, wholly below the high watermark and at least
+    """Inactive segments, from the first, wholly below the last stable offset (so below
+    the high watermark and every transaction not decided yet) and at least
     min.compaction.lag.ms old."""
     boundaries: tuple[int, ...]
     """For each segment, the base offset of the segment after it (where it ends)."""
@@ -359,7 +379,11 @@ def cleanable_range(log: CleanableLog, now_ms: int) -> CleanableRange:
     """What a pass on ``log`` at ``now_ms`` may clean (call on the appending thread)."""
     checkpoint = read_cleaner_checkpoint(log.directory)
     segments = log.segments
-    upper = min(segments[-1].base_offset, log.high_watermark)
+    # Kafka's first uncleanable offset: the active segment, the high watermark, and the
+    # first offset of a transaction still open or not yet decided below the high
+    # watermark (the last stable offset is at most the high watermark). Whether such a
+    # transaction's records are aborted is not known yet: they must not enter the map.
+    upper = min(segments[-1].base_offset, log.high_watermark, log.last_stable_offset)
     lag_ms = log.config.min_compaction_lag_ms
     cleanable: list[LogSegment] = []
     boundaries: list[int] = []
@@ -398,8 +422,9 @@ def needs_cleaning(
     min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
 ) -> bool:
     """True when ``log`` is compacted and either its dirty ratio (dirty bytes over
-    cleanable bytes) reached ``min_cleanable_dirty_ratio`` or a kept tombstone's delete
-    horizon has passed. For the broker's background task, on the appending thread."""
+    cleanable bytes) reached ``min_cleanable_dirty_ratio`` or the delete horizon of a
+    kept tombstone or marker has passed. For the broker's background task, on the
+    appending thread."""
     if log.closed or not log.config.compact or log.cleaning_plan is not None:
         return False
     span = cleanable_range(log, now_ms)
@@ -574,6 +599,29 @@ def _empty_batch(header: BatchHeader) -> bytes:
     )
 
 
+def _with_delete_horizon(header: BatchHeader, data: memoryview, horizon_ms: int) -> bytes:
+    """``header``'s batch (every record kept) with its delete horizon set: attribute
+    bit 6 and base timestamp ``horizon_ms``, record timestamps rewritten against it."""
+    section = _records_section(header, data)
+    parts = []
+    start = 0
+    for _, timestamp_delta, _, _, end in iter_record_fields(section, header.records_count):
+        timestamp_ms = header.base_timestamp + timestamp_delta
+        parts.append(_retimed_record(section, start, end, timestamp_ms - horizon_ms))
+        start = end
+    payload = b"".join(parts)
+    if header.compression != Compression.NONE:
+        payload = compress(header.compression, payload)
+    return _encode_batch(
+        header,
+        attributes=header.attributes | ATTR_DELETE_HORIZON,
+        base_timestamp_ms=horizon_ms,
+        max_timestamp_ms=header.max_timestamp,
+        payload=payload,
+        records_count=header.records_count,
+    )
+
+
 def _records_section(header: BatchHeader, data: memoryview) -> bytes:
     codec = header.attributes & ATTR_COMPRESSION_MASK
     if codec == Compression.NONE:
@@ -653,6 +701,8 @@ class CleaningStats:
     records_examined: int
     records_removed: int
     tombstones_removed: int
+    markers_removed: int
+    """Transaction markers removed: no data of their transaction left, horizon passed."""
     batches_removed: int
     throttled_s: float
     elapsed_s: float
@@ -860,21 +910,29 @@ class CleaningPlan:
             for producer_id, entry in log.producer_state.producers.items()
             if entry.batches
         }
-        self._aborted: dict[int, list[tuple[int, int]]] = {}
-        """Producer id → (first offset, marker offset) of its aborted transactions that
-        overlap the plan, decided for good (the marker is below the high watermark)."""
         first = sources[0].base_offset if sources else end_offset
-        for aborted in log.aborted_transactions(first, end_offset):
-            if aborted.last_offset < log.high_watermark:
-                self._aborted.setdefault(aborted.producer_id, []).append(
-                    (aborted.first_offset, aborted.last_offset)
-                )
+        self._transactions = CleanedTransactions(
+            # The aborted transactions overlapping the plan, decided for good (the
+            # marker below the high watermark; the plan ends at the last stable offset).
+            (
+                aborted
+                for aborted in log.aborted_transactions(first, end_offset)
+                if aborted.last_offset < log.high_watermark
+            ),
+            reads_from_log_start=reads_from_log_start,
+        )
         self._state = _State.PREPARED
         self._created: list[Path] = []
         self.outputs: list[CleanedSegment] = []
         self.map_end_offset = first_dirty_offset
         self.tombstone_horizon_ms = -1
+        """The earliest delete horizon of a tombstone or marker kept; -1 when none."""
         self.stats: CleaningStats | None = None
+
+    @property
+    def last_marker_removed(self) -> int:
+        """The highest offset of a transaction marker the built plan removes; -1: none."""
+        return self._transactions.last_marker_removed
 
     @property
     def built(self) -> bool:
@@ -938,6 +996,7 @@ class CleaningPlan:
             records_examined=counters.records_examined,
             records_removed=counters.records_removed,
             tombstones_removed=counters.tombstones_removed,
+            markers_removed=counters.markers_removed,
             batches_removed=counters.batches_removed,
             throttled_s=throttler.slept_s,
             elapsed_s=(clock.monotonic_ms() - started_ms) / 1000,
@@ -998,8 +1057,8 @@ class CleaningPlan:
             for _, header, data in self._read_batches(source, throttler, counters):
                 if header.next_offset <= first_dirty or header.is_control:
                     continue
-                if header.is_transactional:
-                    continue
+                if self._transactions.is_aborted(header):
+                    continue  # committed transactional records are mapped like any
                 if offset_map and len(offset_map) + header.records_count > keys_max:
                     # Full: clean up to here; the next pass goes on from this batch.
                     self.map_end_offset = header.base_offset
@@ -1064,7 +1123,10 @@ class CleaningPlan:
 
     def _write_transaction_index(self, base_offset: int, group: list[_Source]) -> None:
         """The new segment keeps the aborted-transaction entries of the segments it
-        replaces (their markers and data are kept), as ``<b>.txnindex.cleaned``."""
+        replaces whose markers it still holds, as ``<b>.txnindex.cleaned``: written
+        whenever those segments had entries, even if none is left, so that the swap
+        replaces their index in every case (a crash must neither bring back an entry
+        of a removed marker nor lose one)."""
         entries = [entry for source in group for entry in source.segment.txn_index.entries]
         if not entries:
             return
@@ -1073,7 +1135,7 @@ class CleaningPlan:
         )
         self._created.append(path)
         index = TransactionIndex(path)
-        index.replace(entries)
+        index.replace(self._transactions.index_entries(entries))
         index.sync()
 
     def _clean_group(
@@ -1087,6 +1149,7 @@ class CleaningPlan:
         """Write the cleaned batches of ``group``. A dropped batch that turns out to be
         the group's last stays, emptied, so the new segment ends where the old ones
         did (an already empty one stays as it is)."""
+        transactions = self._transactions
         dropped: tuple[BatchHeader, bytes] | None = None
         for source in group:
             for _, header, data in self._read_batches(source, throttler, counters):
@@ -1101,22 +1164,20 @@ class CleaningPlan:
                     dropped = (header, bytes(data) if header.records_count == 0 else b"")
                 elif action is _Action.KEEP:
                     writer.add(data, header, header.max_timestamp, same_as_source=True)
+                    transactions.written(header)
                 else:
                     writer.add(cleaned, header, max_timestamp_ms, same_as_source=False)
+                    transactions.written(parse_header(cleaned))
         if dropped is not None:
             header, original = dropped
             counters.batches_removed -= 1
             if original:
                 writer.add(original, header, header.max_timestamp, same_as_source=True)
+                transactions.written(header)
             else:
+                # Emptied: no longer transactional nor a marker (an emptied marker
+                # closes nothing on replay, as no data of its transaction is left).
                 writer.add(_empty_batch(header), header, header.max_timestamp, same_as_source=False)
-
-    def _was_aborted(self, header: BatchHeader) -> bool:
-        """The batch belongs to a transaction of its producer that was aborted."""
-        return any(
-            first <= header.base_offset < marker
-            for first, marker in self._aborted.get(header.producer_id, ())
-        )
 
     def _clean_batch(
         self,
@@ -1127,22 +1188,20 @@ class CleaningPlan:
     ) -> tuple[_Action, bytes, int]:
         """(action, the rebuilt batch for REPLACE, its max timestamp)."""
         keep = (_Action.KEEP, b"", header.max_timestamp)
-        if header.base_offset >= self.map_end_offset or header.is_control:
+        if header.base_offset >= self.map_end_offset:
             return keep
-        if header.is_transactional:
-            if header.records_count and self._was_aborted(header):
-                counters.records_examined += header.records_count
-                counters.records_removed += header.records_count
-                if header.producer_id >= 0 and (
-                    self._producer_last_offsets.get(header.producer_id) == header.last_offset
-                ):
-                    return _Action.REPLACE, _empty_batch(header), header.max_timestamp
-                return _Action.DROP, b"", header.max_timestamp
-            return keep
+        if header.is_control:
+            return self._clean_marker(header, data, counters)
         producer_last = (
             header.producer_id >= 0
             and self._producer_last_offsets.get(header.producer_id) == header.last_offset
         )
+        if header.records_count and self._transactions.is_aborted(header):
+            counters.records_examined += header.records_count
+            counters.records_removed += header.records_count
+            if producer_last:
+                return _Action.REPLACE, _empty_batch(header), header.max_timestamp
+            return _Action.DROP, b"", header.max_timestamp
         if header.records_count == 0:
             # An empty batch kept by an earlier pass: still needed?
             return keep if producer_last else (_Action.DROP, b"", header.max_timestamp)
@@ -1206,6 +1265,25 @@ class CleaningPlan:
             records_count=len(kept),
         )
         return _Action.REPLACE, cleaned, max_timestamp_ms
+
+    def _clean_marker(
+        self, header: BatchHeader, data: memoryview, counters: _Counters
+    ) -> tuple[_Action, bytes, int]:
+        """A control batch: kept, given its delete horizon, or removed (see
+        ``cleaner_transactions``)."""
+        fate = self._transactions.marker_fate(header, self.now_ms)
+        if fate is MarkerFate.REMOVE:
+            counters.markers_removed += 1
+            self._transactions.removed_marker(header)
+            return _Action.DROP, b"", header.max_timestamp
+        if fate is MarkerFate.WAIT:
+            counters.note_horizon(header.base_timestamp)
+        elif fate is MarkerFate.SET_HORIZON:
+            horizon_ms = self.now_ms + self._delete_retention_ms
+            counters.note_horizon(horizon_ms)
+            marked = _with_delete_horizon(header, data, horizon_ms)
+            return _Action.REPLACE, marked, header.max_timestamp
+        return _Action.KEEP, b"", header.max_timestamp
 
     def _close_sources(self) -> None:
         for source in self._sources:
@@ -1297,6 +1375,7 @@ class _Counters:
         self.records_examined = 0
         self.records_removed = 0
         self.tombstones_removed = 0
+        self.markers_removed = 0
         self.batches_removed = 0
         self.horizon_ms = -1
 

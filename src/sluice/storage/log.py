@@ -1174,6 +1174,11 @@ class PartitionLog:
             logger.info("%s: abandoning a cleaning: %s", self.directory, problem)
             plan.discard()
             return False
+        if plan.last_marker_removed >= 0:
+            # A snapshot taken inside a transaction whose marker the plan removes would
+            # reopen it on a replay from there (after a truncation): replays start past
+            # the marker, or below all of that transaction's data (gone as well).
+            self.producer_state.delete_snapshots_before(plan.last_marker_removed + 1)
         plan.commit()
         now_ms = self.clock.wall_ms()
         for cleaned in plan.outputs:

@@ -19,12 +19,15 @@ whose last stable offset reaches ``u``: no transaction after it can overlap the 
 The index is derived data: appended without fsync, fsynced when its segment is rolled
 or the log flushes, and rebuilt on open from the producer-state snapshot onwards (the
 log replays the markers after the snapshot and drops entries at or past it first), so a
-crash never leaves it behind the log. Entries are few (one per aborted transaction that
+crash never leaves it behind the log. A segment written by the cleaner holds the
+entries of the ABORT markers it kept (possibly none: an empty file, which replaces the
+indexes of the segments it was cleaned from). Entries are few (one per aborted transaction that
 touched the partition) and kept in memory once read.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
@@ -115,11 +118,26 @@ class TransactionIndex:
         self._unflushed = True
 
     def replace(self, entries: list[AbortedTransaction]) -> None:
-        """Write ``entries`` as the whole index (a cleaned segment's)."""
-        self._entries = []
-        self.path.unlink(missing_ok=True)
-        for entry in entries:
-            self.append(entry)
+        """Write ``entries`` as the whole index (a cleaned segment's). The file is
+        created even when ``entries`` is empty: an empty index replaces the ones of
+        the segments it is written for."""
+        assert all(a.last_offset < b.last_offset for a, b in itertools.pairwise(entries)), (
+            "markers in order"
+        )
+        self.path.write_bytes(
+            b"".join(
+                _ENTRY.pack(
+                    ENTRY_VERSION,
+                    entry.producer_id,
+                    entry.first_offset,
+                    entry.last_offset,
+                    entry.last_stable_offset,
+                )
+                for entry in entries
+            )
+        )
+        self._entries = list(entries)
+        self._unflushed = True
 
     def collect(self, start: int, upper: int, into: list[AbortedTransaction]) -> bool:
         """Add the entries overlapping [start, upper) to ``into``; True when an entry's

@@ -61,3 +61,14 @@ def open_log(tmp_path: Path, clock: ManualClock, config: TopicConfig) -> Iterato
     yield factory
     for log in opened:
         log.close()
+
+
+@pytest.fixture
+def compact_log(open_log: OpenLog) -> OpenLog:
+    """``compact_log(**config_changes)``: ``open_log`` with cleanup.policy=compact."""
+
+    def factory(**changes: Any) -> PartitionLog:
+        changes.setdefault("cleanup_policy", "compact")
+        return open_log(**changes)
+
+    return factory

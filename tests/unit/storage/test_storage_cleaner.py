@@ -1,18 +1,34 @@
 """The log cleaner (compaction): what survives a pass, what never moves (offsets, the
 active segment, young records, producer state, leader epochs), tombstones and their
 delete horizon, the offset-map limit, throttling, and the crash-safe swap. Real files,
-a manual clock, and every codec wherever batches are rewritten."""
+a manual clock, and every codec wherever batches are rewritten. Transactions have
+their own module, ``test_storage_cleaner_transactions``."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cleaner_helpers import (
+    DAY_MS,
+    T0,
+    Pair,
+    Row,
+    append_pairs,
+    as_row,
+    clean,
+    compacted,
+    keyed_batch,
+    leftovers,
+    overwrite,
+    rows,
+    settle,
+)
 from conftest import OpenLog
 from storage_helpers import crash_image, decode, read_records
 
@@ -24,150 +40,18 @@ from sluice.protocol.records.batch import (
     Compression,
     TimestampType,
     parse_header,
-    set_base_offset,
 )
 from sluice.protocol.records.builder import (
-    ConsumerRecord,
-    ControlRecordType,
     RecordInput,
     build_batch,
-    build_control_batch,
 )
-from sluice.storage import CleaningStats, PartitionLog, cleaner
+from sluice.storage import PartitionLog, cleaner
 from sluice.storage.cleaner import (
     CLEANER_CHECKPOINT_NAME,
     CleanerCheckpoint,
     Throttler,
     read_cleaner_checkpoint,
 )
-
-T0 = 1_700_000_000_000
-DAY_MS = 86_400_000
-Pair = tuple[bytes | None, bytes | None]
-Row = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
-
-
-def keyed_batch(
-    codec: Compression,
-    pairs: Sequence[Pair],
-    *,
-    timestamp_ms: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-) -> bytearray:
-    """One produced batch of (key, value) records; record i has timestamp
-    ``timestamp_ms + i`` and a header naming it."""
-    records = [
-        RecordInput(
-            key=key,
-            value=value,
-            headers=[("n", b"%d" % i)],
-            timestamp_ms=timestamp_ms + i,
-        )
-        for i, (key, value) in enumerate(pairs)
-    ]
-    return bytearray(
-        build_batch(
-            records,
-            compression=codec,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            transactional=transactional,
-            timestamp_type=timestamp_type,
-        )
-    )
-
-
-def append_pairs(
-    log: PartitionLog,
-    codec: Compression,
-    pairs: Sequence[Pair],
-    *,
-    leader_epoch: int = 0,
-    **kwargs: Any,
-) -> None:
-    batch = keyed_batch(codec, pairs, timestamp_ms=log.clock.wall_ms(), **kwargs)
-    log.append(batch, leader_epoch=leader_epoch)
-
-
-def overwrite(
-    log: PartitionLog,
-    codec: Compression,
-    *,
-    batches: int,
-    keys: int,
-    per_batch: int = 5,
-    value_bytes: int = 30,
-    tag: bytes = b"",
-) -> None:
-    """``batches`` batches of ``per_batch`` records; record n of the run has key
-    ``k<n*7 % keys>`` and a value naming n."""
-    clock = log.clock
-    assert isinstance(clock, ManualClock)
-    n = 0
-    for _ in range(batches):
-        pairs: list[Pair] = []
-        for _ in range(per_batch):
-            pairs.append((b"k%d" % (n * 7 % keys), (tag + b"v%d-" % n).ljust(value_bytes, b".")))
-            n += 1
-        append_pairs(log, codec, pairs)
-        clock.advance(10)
-
-
-def settle(log: PartitionLog) -> None:
-    """Roll (so everything written is in inactive segments) and commit it all."""
-    log.roll()
-    log.update_high_watermark(log.log_end_offset)
-
-
-def rows(log: PartitionLog) -> list[Row]:
-    return [as_row(record) for record in read_records(log)]
-
-
-def as_row(record: ConsumerRecord) -> Row:
-    return (record.offset, record.timestamp_ms, record.key, record.value, record.headers)
-
-
-def compacted(before: Sequence[Row], end_offset: int) -> list[Row]:
-    """What one pass over [.., end_offset) must leave: the last record of each key below
-    ``end_offset`` (null keys all stay), everything from ``end_offset`` on."""
-    last: dict[bytes, int] = {}
-    for row in before:
-        if row[0] < end_offset and row[2] is not None:
-            last[row[2]] = row[0]
-    return [
-        row for row in before if row[0] >= end_offset or row[2] is None or last[row[2]] == row[0]
-    ]
-
-
-def clean(log: PartitionLog, now_ms: int | None = None, **kwargs: Any) -> CleaningStats | None:
-    """One whole pass: prepare, build, swap. None when there was nothing to do."""
-    clock = log.clock
-    plan = cleaner.prepare(log, clock.wall_ms() if now_ms is None else now_ms, **kwargs)
-    if plan is None:
-        return None
-    stats = plan.build()
-    assert log.swap_cleaned(plan)
-    assert log.cleaning_plan is None
-    return stats
-
-
-def leftovers(directory: Path) -> list[str]:
-    return sorted(n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap")))
-
-
-@pytest.fixture
-def compact_log(open_log: OpenLog) -> Callable[..., PartitionLog]:
-    def factory(**changes: Any) -> PartitionLog:
-        changes.setdefault("cleanup_policy", "compact")
-        return open_log(**changes)
-
-    return factory
-
 
 # -- what survives ----------------------------------------------------------------------
 
@@ -537,7 +421,7 @@ def test_a_corrupt_segment_fails_the_build_and_leaves_the_log_alone(
     assert log.cleaning_plan is None
 
 
-# -- producers, epochs, transactions -------------------------------------------------------
+# -- producers and leader epochs ---------------------------------------------------------------
 
 
 def test_producer_state_and_leader_epochs_survive(
@@ -621,51 +505,6 @@ def test_producer_state_and_leader_epochs_survive(
             assert not follows.duplicate
         finally:
             reopened.close()
-
-
-def test_transactional_and_control_batches_are_kept_as_they_are(
-    compact_log: Callable[..., PartitionLog], codec: Compression
-) -> None:
-    log = compact_log()
-    append_pairs(log, codec, [(b"k", b"plain-1")])
-    append_pairs(
-        log,
-        codec,
-        [(b"k", b"in-a-transaction")],
-        producer_id=9,
-        producer_epoch=0,
-        base_sequence=0,
-        transactional=True,
-    )
-    marker = bytearray(
-        build_control_batch(
-            ControlRecordType.COMMIT,
-            producer_id=9,
-            producer_epoch=0,
-            coordinator_epoch=1,
-            timestamp_ms=T0,
-        )
-    )
-    set_base_offset(marker, log.log_end_offset)
-    log.append_as_follower(marker)
-    append_pairs(log, codec, [(b"k", b"plain-2")])
-    settle(log)
-    transactional = [
-        segment.log_path.read_bytes()[position : position + header.size_bytes]
-        for segment in log.segments
-        for position, header in segment.iter_batches()
-        if header.is_transactional
-    ]
-    clean(log)
-    after = [
-        segment.log_path.read_bytes()[position : position + header.size_bytes]
-        for segment in log.segments
-        for position, header in segment.iter_batches()
-        if header.is_transactional
-    ]
-    assert after == transactional and len(after) == 2
-    values = [r[3] for r in rows(log)]
-    assert values[-1] == b"plain-2" and b"plain-1" not in values
 
 
 # -- limits: the offset map, grouping, throttling ----------------------------------------------
@@ -949,113 +788,3 @@ def test_a_hundred_thousand_overwrites_compact_exactly(
     assert [(r.offset, r.value) for r in read_records(log)] == [
         (n, b"value-%07d" % n) for n in range(total - keys, total)
     ]
-
-
-def test_aborted_transactions_survive_a_cleaning_and_a_crash_at_any_step(
-    compact_log: Callable[..., PartitionLog],
-    codec: Compression,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The aborted-transaction index of rewritten segments cannot be rebuilt from them:
-    a cleaned segment carries it (``.txnindex.cleaned`` → ``.swap`` → in place), and an
-    image of the directory taken before every rename and unlink of the swap reopens
-    with the same aborted transactions, before and after recovery."""
-    log = compact_log(segment_bytes=1500)
-    for producer_id in (9, 10):
-        append_pairs(
-            log,
-            codec,
-            [(b"k1", b"aborted %d" % producer_id)],
-            producer_id=producer_id,
-            producer_epoch=0,
-            base_sequence=0,
-            transactional=True,
-        )
-        log.append_marker(
-            producer_id=producer_id,
-            producer_epoch=0,
-            committed=False,
-            coordinator_epoch=0,
-            leader_epoch=0,
-        )
-        overwrite(log, codec, batches=10, keys=6)
-    settle(log)
-    append_pairs(log, codec, [(b"k1", b"in the active segment")])
-    log.update_high_watermark(log.log_end_offset)
-    log.flush()
-    aborted = log.aborted_transactions(0, log.log_end_offset)
-    assert [entry.producer_id for entry in aborted] == [9, 10]
-    images: list[Path] = []
-
-    def before(call: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            images.append(crash_image(log.directory, tmp_path / f"crash-{len(images):03d}"))
-            return call(*args, **kwargs)
-
-        return wrapper
-
-    plan = cleaner.prepare(log, log.clock.wall_ms())
-    assert plan is not None
-    plan.build()
-    for name in ("rename", "replace", "unlink"):
-        monkeypatch.setattr(os, name, before(getattr(os, name)))
-    assert log.swap_cleaned(plan)
-    monkeypatch.undo()
-    images.append(crash_image(log.directory, tmp_path / "crash-after"))
-    assert any(n.endswith(".txnindex.swap") for path in images for n in os.listdir(path))
-    assert log.aborted_transactions(0, log.log_end_offset) == aborted
-    for path in images:
-        for recover in (False, True):
-            copy = path if recover else shutil.copytree(path, path.with_name(f"{path.name}-0"))
-            reopened = PartitionLog.open(copy, log.config, log.clock, recover=recover)
-            try:
-                reopened.update_high_watermark(reopened.log_end_offset)
-                found = reopened.aborted_transactions(0, reopened.log_end_offset)
-                assert found == aborted, f"{path.name} recover={recover}"
-                assert leftovers(copy) == []
-            finally:
-                reopened.close()
-
-
-def test_the_data_of_aborted_transactions_goes_and_committed_data_stays(
-    compact_log: Callable[..., PartitionLog], codec: Compression
-) -> None:
-    log = compact_log(segment_bytes=600)
-
-    def transaction(producer_id: int, value: bytes, *, commit: bool) -> None:
-        append_pairs(
-            log,
-            codec,
-            [(b"k", value), (b"other", value)],
-            producer_id=producer_id,
-            producer_epoch=0,
-            base_sequence=0,
-            transactional=True,
-        )
-        log.append_marker(
-            producer_id=producer_id,
-            producer_epoch=0,
-            committed=commit,
-            coordinator_epoch=0,
-            leader_epoch=0,
-        )
-
-    append_pairs(log, codec, [(b"k", b"plain")])
-    transaction(9, b"aborted", commit=False)
-    transaction(10, b"committed", commit=True)
-    overwrite(log, codec, batches=6, keys=3)
-    settle(log)
-    append_pairs(log, codec, [(b"z", b"in the active segment")])
-    settle(log)
-    aborted = log.aborted_transactions(0, log.log_end_offset)
-
-    def values() -> list[bytes]:
-        return [row[3] for row in rows(log)]
-
-    assert b"aborted" in values()
-    clean(log)
-    assert b"aborted" not in values(), "the aborted transaction's records are gone"
-    assert values().count(b"committed") == 2, "a committed transaction is kept whole"
-    assert b"plain" in values(), "transactional records never shadow others"
-    assert log.aborted_transactions(0, log.log_end_offset) == aborted
