@@ -171,6 +171,7 @@ from sluice.storage.checkpoint import (
     write_offsets_checkpoint,
 )
 from sluice.storage.cleaner_transactions import CleanedTransactions, MarkerFate
+from sluice.storage.delays import is_parked_batch
 from sluice.storage.index import RELATIVE_OFFSET_MAX, OffsetIndex, TimeIndex
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.segment import (
@@ -1153,9 +1154,16 @@ class CleaningPlan:
         dropped: tuple[BatchHeader, bytes] | None = None
         for source in group:
             for _, header, data in self._read_batches(source, throttler, counters):
-                action, cleaned, max_timestamp_ms = self._clean_batch(
-                    header, data, offset_map, counters
-                )
+                parked = header.is_control and is_parked_batch(header, data)
+                if parked:
+                    # Delayed delivery's parked records: kept as they are (their
+                    # index points at them), and data of their producer's transaction.
+                    action, cleaned, max_timestamp_ms = _Action.KEEP, b"", header.max_timestamp
+                    transactions.written_data(header)
+                else:
+                    action, cleaned, max_timestamp_ms = self._clean_batch(
+                        header, data, offset_map, counters
+                    )
                 if dropped is not None:
                     writer.diverge()  # the dropped batch was not the last after all
                     dropped = None
@@ -1164,7 +1172,8 @@ class CleaningPlan:
                     dropped = (header, bytes(data) if header.records_count == 0 else b"")
                 elif action is _Action.KEEP:
                     writer.add(data, header, header.max_timestamp, same_as_source=True)
-                    transactions.written(header)
+                    if not parked:
+                        transactions.written(header)
                 else:
                     writer.add(cleaned, header, max_timestamp_ms, same_as_source=False)
                     transactions.written(parse_header(cleaned))

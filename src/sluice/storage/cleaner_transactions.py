@@ -103,6 +103,12 @@ class CleanedTransactions:
         elif header.is_transactional and header.producer_id >= 0:
             self._with_data.add(header.producer_id)
 
+    def written_data(self, header: BatchHeader) -> None:
+        """A control batch that is data, not a marker (delayed delivery's parked
+        records), went into a cleaned segment."""
+        if header.is_transactional and header.producer_id >= 0:
+            self._with_data.add(header.producer_id)
+
     def removed_marker(self, header: BatchHeader) -> None:
         """The marker ``header`` is not written (left out, or emptied at a segment's
         end)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cleaner_helpers import append_pairs, clean, rows, settle
 from conftest import OpenLog
 from storage_helpers import make_batch
 
+from sluice.common.clock import ManualClock
 from sluice.protocol.records.batch import Compression, TimestampType, parse_header
-from sluice.protocol.records.builder import decode_batch
+from sluice.protocol.records.builder import decode_batch, decode_batches
 from sluice.protocol.records.delayed import (
     Delivery,
     build_fired_batch,
@@ -194,3 +196,38 @@ def test_a_flush_purges_rows_finished_below_the_high_watermark(open_log: OpenLog
     log.flush()
     assert index.rows() == 1 and pending_offsets(log) == [2]
     assert log.delays.counts().fired == 2
+
+
+def test_the_cleaner_keeps_parked_batches_and_the_markers_of_their_transactions(
+    open_log: OpenLog, clock: ManualClock
+) -> None:
+    log = open_log(cleanup_policy="compact", delete_retention_ms=0, min_cleanable_dirty_ratio=0.0)
+    append_pairs(log, Compression.NONE, [(b"k", b"old")])
+    log.append(parked_batch((b"p0", b"p1")), leader_epoch=0)
+    log.append(
+        parked_batch((b"t0",), producer_id=3, base_sequence=0, transactional=True), leader_epoch=0
+    )
+    log.append_marker(
+        producer_id=3, producer_epoch=0, committed=True, coordinator_epoch=0, leader_epoch=0
+    )
+    append_pairs(log, Compression.NONE, [(b"k", b"new")])
+    settle(log)
+    before = pending_offsets(log)
+    assert before == [1, 2, 3]
+    for _ in range(3):  # the marker is given its horizon in one pass, removed in a later one
+        clean(log)
+        clock.advance(1000)
+        settle(log)
+    assert [row[3] for row in rows(log) if row[2] == b"k"] == [b"new"]  # the old value went
+    assert pending_offsets(log) == before
+    assert log.last_stable_offset == log.high_watermark  # no transaction reopened
+    kept = [
+        batch.header.base_offset
+        for batch in decode_batches(b"".join(s.read() for s in log.read(0, 1 << 20).slices))
+        if batch.header.is_control
+    ]
+    assert kept == [1, 3, 4]  # both parked batches and the commit marker
+    log.close()
+    reopened = open_log(cleanup_policy="compact")
+    assert reopened.last_stable_offset == reopened.log_end_offset
+    assert pending_offsets(reopened) == before
