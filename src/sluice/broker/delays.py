@@ -45,6 +45,7 @@ from sluice.protocol.records.delayed import (
     Delivery,
     ParkedRecord,
     build_fired_batch,
+    build_moved_batch,
     build_parked_batch,
     decode_parked,
     delivery_of,
@@ -288,12 +289,29 @@ class DelayScheduler:
             self.fired_records += len(chunk)
 
 
+def park_again_before_retention(partition: Partition, now_ms: int) -> int:
+    """On a leader: park again, at the log end, the ready records that retention would
+    otherwise delete with their segments. Returns how many moved."""
+    log_ = partition.log
+    if not partition.is_leader or log_.delays.index is None:
+        return 0
+    offsets = log_.delayed_records_blocking_retention(now_ms)
+    moved = 0
+    for chunk in _chunks(read_parked(log_, offsets)):
+        partition.append(bytearray(build_moved_batch(chunk)), acks=1)
+        moved += len(chunk)
+    return moved
+
+
 def read_parked(log_: PartitionLog, offsets: list[int]) -> list[ParkedRecord]:
     """The parked records at ``offsets``, in that order (one read and decode per batch)."""
     wanted = sorted(offsets)
     found: dict[int, ParkedRecord] = {}
     i = 0
     while i < len(wanted):
+        if wanted[i] < log_.log_start_offset:
+            i += 1  # deleted (DeleteRecords): nothing to deliver
+            continue
         read = log_.read(wanted[i], 1, min_one_batch=True)
         if not read.slices:
             break

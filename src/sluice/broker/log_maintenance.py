@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from sluice.broker.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.common.clock import Clock
@@ -125,6 +126,13 @@ class LogMaintenance:
             await asyncio.sleep(interval_s)
             now_ms = self._clock.wall_ms()
             for partition in self._replicas:
+                moved = park_again_before_retention(partition, now_ms)
+                if moved:
+                    log.info(
+                        "parked %d delayed record(s) of %s again before retention",
+                        moved,
+                        partition.topic_partition,
+                    )
                 deleted = partition.log.apply_retention(now_ms)
                 if deleted:
                     log.info(

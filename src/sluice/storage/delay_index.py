@@ -164,7 +164,13 @@ class DelayIndex:
                     record.offset if record.cancel and not transactional else None,
                 ),
             )
-            if not transactional and record.schedule_id is not None:
+            if record.moved_from is not None:
+                self._db.execute(
+                    f"UPDATE parked SET superseded_at = ?1, finished_at = ?1 "
+                    f"WHERE offset = ?2 AND {_READY}",
+                    (record.offset, record.moved_from),
+                )
+            elif not transactional and record.schedule_id is not None:
                 self._supersede(record.schedule_id, record.offset, at=record.offset)
 
     def apply_marker(self, producer_id: int, *, committed: bool, marker_offset: int) -> None:
@@ -285,6 +291,25 @@ class DelayIndex:
                 (limit,),
             )
         ]
+
+    def first_unfinished_offset(self) -> int | None:
+        """The lowest offset of a parked record not yet delivered, replaced, cancelled
+        or aborted: retention must keep the segment holding it."""
+        row = self._db.execute(
+            "SELECT offset FROM parked WHERE finished_at IS NULL ORDER BY offset LIMIT 1"
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def drop_below(self, offset: int) -> None:
+        """The log now starts at ``offset`` (DeleteRecords, or retention): forget the
+        rows below it, delivered or not."""
+        with self._transaction():
+            (fired,) = self._db.execute(
+                "SELECT count(*) FROM parked WHERE offset < ? AND fired_at IS NOT NULL",
+                (offset,),
+            ).fetchone()
+            self._db.execute("DELETE FROM parked WHERE offset < ?", (offset,))
+            self._set_meta("fired_purged", self._meta("fired_purged", 0) + fired)
 
     def ready_offsets_below(self, offset: int) -> list[int]:
         """Ready records parked below ``offset`` (what a segment deletion would lose)."""

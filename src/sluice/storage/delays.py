@@ -142,6 +142,13 @@ class PartitionDelays:
             assert self.index is not None
         return self.index
 
+    def first_unfinished_offset(self) -> int | None:
+        return None if self.index is None else self.index.first_unfinished_offset()
+
+    def drop_below(self, offset: int) -> None:
+        if self.index is not None:
+            self.index.drop_below(offset)
+
     def truncate(self, offset: int) -> None:
         if self.index is not None:
             self.index.truncate(offset)

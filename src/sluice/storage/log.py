@@ -1121,6 +1121,7 @@ class PartitionLog:
 
     def _after_log_start_moved(self) -> None:
         self._log_start_offset = max(self._log_start_offset, self._base_offsets[0])
+        self.delays.drop_below(self._log_start_offset)
         self._high_watermark = self._clamp(self._high_watermark)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.leader_epoch_cache.flush()
@@ -1134,32 +1135,51 @@ class PartitionLog:
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest whole segments past retention.ms (by their newest
         timestamp) or beyond retention.bytes. Never the active segment, never a segment
-        holding offsets at or above the high watermark. Only with cleanup.policy
-        including delete. Returns how many segments were deleted."""
-        if not self.config.delete:
-            return 0
-        now = self.clock.wall_ms() if now_ms is None else now_ms
+        holding offsets at or above the high watermark, never one holding a delayed
+        record still to deliver (see :meth:`delayed_records_blocking_retention`). Only
+        with cleanup.policy including delete. Returns how many segments were deleted."""
+        count = self._segments_past_retention(self.clock.wall_ms() if now_ms is None else now_ms)
+        first_unfinished = self.delays.first_unfinished_offset()
         deleted = 0
-
-        def deletable() -> bool:
-            return len(self._segments) > 1 and self._base_offsets[1] <= self._high_watermark
-
-        if self.config.retention_ms >= 0:
-            while deletable() and now - self._newest_timestamp_ms(self._segments[0]) > (
-                self.config.retention_ms
-            ):
-                self._delete_oldest_segment()
-                deleted += 1
-        if self.config.retention_bytes >= 0:
-            excess = self.size_bytes() - self.config.retention_bytes
-            while deletable() and excess >= self._segments[0].size_bytes:
-                excess -= self._segments[0].size_bytes
-                self._delete_oldest_segment()
-                deleted += 1
+        while deleted < count and (
+            first_unfinished is None or self._base_offsets[1] <= first_unfinished
+        ):
+            self._delete_oldest_segment()
+            deleted += 1
         if deleted:
             logger.info("%s: retention deleted %d segments", self.directory, deleted)
             self._after_log_start_moved()
         return deleted
+
+    def delayed_records_blocking_retention(self, now_ms: int) -> list[int]:
+        """Offsets of parked records, ready to deliver, in segments retention would
+        delete: the leader parks them again at the log end so that the segments can go
+        (a parked record of an undecided transaction waits for its decision)."""
+        count = self._segments_past_retention(now_ms)
+        if count == 0 or self.delays.index is None:
+            return []
+        return self.delays.index.ready_offsets_below(self._base_offsets[count])
+
+    def _segments_past_retention(self, now_ms: int) -> int:
+        """How many of the oldest segments retention lets go, delayed records aside."""
+        if not self.config.delete:
+            return 0
+        limit = len(self._segments) - 1  # never the active segment
+        while limit > 0 and self._base_offsets[limit] > self._high_watermark:
+            limit -= 1
+        count = 0
+        if self.config.retention_ms >= 0:
+            while count < limit and now_ms - self._newest_timestamp_ms(self._segments[count]) > (
+                self.config.retention_ms
+            ):
+                count += 1
+        if self.config.retention_bytes >= 0:
+            excess = self.size_bytes() - self.config.retention_bytes
+            excess -= sum(segment.size_bytes for segment in self._segments[:count])
+            while count < limit and excess >= self._segments[count].size_bytes:
+                excess -= self._segments[count].size_bytes
+                count += 1
+        return count
 
     # -- compaction -----------------------------------------------------------------
 

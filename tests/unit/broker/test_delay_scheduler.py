@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from sluice.broker.delays import LOAD_MAX, WINDOW_MS, DelayScheduler, park_if_delayed
+from sluice.broker.delays import (
+    LOAD_MAX,
+    WINDOW_MS,
+    DelayScheduler,
+    park_again_before_retention,
+    park_if_delayed,
+)
 from sluice.broker.partition import Partition
 from sluice.broker.purgatory import Purgatory
 from sluice.cluster.model import PartitionState
@@ -69,7 +75,10 @@ def produce(
 
 def fired_values(partition: Partition) -> list[bytes | None]:
     log = partition.log
-    data = b"".join(s.read() for s in log.read(0, 1 << 30, max_offset=log.log_end_offset).slices)
+    data = b"".join(
+        s.read()
+        for s in log.read(log.log_start_offset, 1 << 30, max_offset=log.log_end_offset).slices
+    )
     return [
         record.value
         for batch in decode_batches(data)
@@ -198,3 +207,46 @@ def test_records_parked_faster_than_they_fire_stay_bounded_in_memory(tmp_path: P
     while len(fired_values(partition)) < 30_000:
         scheduler.step(clock.wall_ms())
     assert len(set(fired_values(partition))) == 30_000
+
+
+def test_retention_keeps_a_pending_record_until_it_is_parked_again(tmp_path: Path) -> None:
+    clock = ManualClock()
+    config = TopicConfig(retention_ms=60_000, file_delete_delay_ms=0)
+    log = PartitionLog.create(tmp_path / "jobs-0", config, clock)
+    state = PartitionState(replicas=(0,), leader=0, leader_epoch=0, isr=(0,), version=0)
+    partition = Partition(TOPIC_PARTITION, log, state, 0, Purgatory(), clock)
+    scheduler = DelayScheduler(Replicas(partition), clock)
+    produce(partition, scheduler, clock, [(b"in-2-days", 2 * DAY_MS)])
+    log.roll()
+    plain = build_batch([RecordInput(None, b"plain", timestamp_ms=clock.wall_ms())])
+    partition.append(bytearray(plain), acks=1)
+    log.roll()
+    clock.advance(DAY_MS)
+    assert log.apply_retention() == 0  # the parked record's segment must stay
+    assert park_again_before_retention(partition, clock.wall_ms()) == 1
+    assert log.apply_retention() == 2
+    assert log.log_start_offset == 2 and log.delays.counts().pending == 1
+    assert park_again_before_retention(partition, clock.wall_ms()) == 0
+    clock.advance(DAY_MS)
+    scheduler.step(clock.wall_ms())
+    fired = [
+        record
+        for batch in decode_batches(b"".join(s.read() for s in log.read(2, 1 << 20).slices))
+        if not batch.header.is_control
+        for record in batch.records
+    ]
+    assert [record.value for record in fired] == [b"in-2-days"]
+    assert dict(fired[0].headers)["x-sluice-delayed-from"] == b"2"  # its parked copy
+
+
+def test_records_deleted_with_delete_records_are_not_delivered(tmp_path: Path) -> None:
+    clock = ManualClock()
+    partition = leader(tmp_path, clock)
+    scheduler = DelayScheduler(Replicas(partition), clock)
+    produce(partition, scheduler, clock, [(b"gone", 100), (b"also-gone", 200)])
+    produce(partition, scheduler, clock, [(b"stays", 300)])
+    scheduler.step(clock.wall_ms())
+    partition.log.delete_records_before(2)
+    clock.advance(1000)
+    scheduler.step(clock.wall_ms())
+    assert fired_values(partition) == [b"stays"]

@@ -10,6 +10,8 @@ its control records is::
     key   : version int16 = 0 | type int16 = PARKED_CONTROL_TYPE   (Kafka's control key)
     value : version int16 = 0 | due_ms int64 | flags int8 (1: cancel)
             | schedule id: int16 length (-1: none) + UTF-8
+            | moved_from int64 (-1: none; else the offset of the parked record this
+              one replaces, parked again at the log end before retention deletes it)
             | timestamp_ms int64 | key: int32 length (-1: null) + bytes
             | value: int32 length (-1: null) + bytes
             | header count int32, each: int16 length + UTF-8 key, int32 length (-1) + value
@@ -88,6 +90,7 @@ class ParkedRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    moved_from: int | None = None
 
 
 _ISO_ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
@@ -172,10 +175,13 @@ def _text(name: str, value: bytes | None) -> str:
 # -- parked batches -------------------------------------------------------------------
 
 
-def encode_parked_value(delivery: Delivery, record: ConsumerRecord) -> bytes:
+def encode_parked_value(
+    delivery: Delivery, record: ConsumerRecord, *, moved_from: int | None = None
+) -> bytes:
     parts = [
         _PARKED_HEAD.pack(0, delivery.due_ms, _FLAG_CANCEL if delivery.cancel else 0),
         _short_string(delivery.schedule_id),
+        _I64.pack(-1 if moved_from is None else moved_from),
         _I64.pack(record.timestamp_ms),
         _long_bytes(record.key),
         _long_bytes(record.value),
@@ -225,6 +231,7 @@ def decode_parked(record: ConsumerRecord) -> ParkedRecord:
         reader = _Reader(record.value)
         _version, due_ms, flags = reader.unpack(_PARKED_HEAD)
         schedule_id = reader.short_string()
+        (moved_from,) = reader.unpack(_I64)
         (timestamp_ms,) = reader.unpack(_I64)
         key = reader.long_bytes()
         value = reader.long_bytes()
@@ -248,6 +255,29 @@ def decode_parked(record: ConsumerRecord) -> ParkedRecord:
         key=key,
         value=value,
         headers=tuple(headers),
+        moved_from=None if moved_from < 0 else moved_from,
+    )
+
+
+def build_moved_batch(parked: Sequence[ParkedRecord]) -> bytes:
+    """A parked batch holding ``parked`` again (same due time, schedule id and record),
+    each naming the offset it replaces: how a parked record outlives its segment."""
+    return build_batch(
+        [
+            RecordInput(
+                key=PARKED_KEY,
+                value=encode_parked_value(
+                    Delivery(record.due_ms, record.schedule_id),
+                    ConsumerRecord(
+                        record.offset, record.timestamp_ms, record.key, record.value, record.headers
+                    ),
+                    moved_from=record.offset,
+                ),
+                timestamp_ms=record.timestamp_ms,
+            )
+            for record in parked
+        ],
+        control=True,
     )
 
 
