@@ -46,7 +46,8 @@ from typing import Any
 import confluent_kafka
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-export it
 
 MB = 1_000_000
 START_TIMEOUT_S = 60.0
@@ -522,10 +523,11 @@ def print_report(report: Report) -> None:
         print()
         print("| publish→ack latency | acks | samples | p50 | p99 | max | errors |")
         print("|---|---|---:|---:|---:|---:|---:|")
-        for r in report.latency:
+        for lat in report.latency:
             print(
-                f"| {r.rate_per_second:,} msg/s | {r.acks} | {r.samples:,} | {r.p50_ms:.2f} ms "
-                f"| {r.p99_ms:.2f} ms | {r.max_ms:.2f} ms | {r.errors} |"
+                f"| {lat.rate_per_second:,} msg/s | {lat.acks} | {lat.samples:,} "
+                f"| {lat.p50_ms:.2f} ms | {lat.p99_ms:.2f} ms | {lat.max_ms:.2f} ms "
+                f"| {lat.errors} |"
             )
     if report.memory:
         m = report.memory
