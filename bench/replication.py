@@ -35,7 +35,8 @@ from typing import Any
 
 import psutil
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-export it
 
 from local_cluster import LocalCluster, exit_on_sigterm, wait_until
 from produce_consume import describe_machine, producer_config, source_revision, spread
