@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,11 +46,13 @@ from typing import Any
 import confluent_kafka
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-export it
 
 MB = 1_000_000
 START_TIMEOUT_S = 60.0
 RSS_SAMPLE_INTERVAL_S = 0.1
+WARM_UP_TIMEOUT_S = 60.0
 
 
 # ── the machine ────────────────────────────────────────────────────────────────────────
@@ -246,6 +248,37 @@ def producer_config(bootstrap: str, acks: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def warm_up(producer: Producer, topic: str, partitions: int, transactional: bool = False) -> int:
+    """Send one record to every partition of ``topic`` and wait until all are acknowledged
+    (committed, in one transaction, when ``transactional``; ``init_transactions()`` must
+    have been called). Run before a clock starts, so that connecting, the first metadata
+    round trips, the producer id and, for a transaction, the coordinator lookup are not
+    timed. Returns the number of records written, which a count of the topic must add."""
+    if transactional:
+        producer.begin_transaction()
+    for partition in range(partitions):
+        producer.produce(topic, b"warm-up", partition=partition)
+    if transactional:
+        producer.commit_transaction(WARM_UP_TIMEOUT_S)
+    left = producer.flush(WARM_UP_TIMEOUT_S)
+    if left:
+        raise SystemExit(f"warm-up: {left} records not acknowledged in {WARM_UP_TIMEOUT_S}s")
+    return partitions
+
+
+def spread(values: Iterable[float | None], digits: int = 0) -> str:
+    """ "median (lowest–highest)" with ``digits`` decimals and thousands separators; None
+    values (a figure a run has not got) are left out, "–" when none is left."""
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return "–"
+    number = f"{{:,.{digits}f}}".format
+    middle = number(statistics.median(present))
+    if len(present) == 1:
+        return middle
+    return f"{middle} ({number(present[0])}–{number(present[-1])})"
+
+
 @dataclass
 class ThroughputResult:
     phase: str
@@ -355,9 +388,7 @@ def measure_latency(
 
         return on_delivery
 
-    # Warm up the connection and metadata so the first sample is not a cold start.
-    producer.produce(topic, payload, partition=0)
-    producer.flush(30)
+    warm_up(producer, topic, 1)  # the first sample is not a cold start
 
     total = int(rate_per_second * seconds)
     interval_s = 1.0 / rate_per_second
@@ -522,10 +553,11 @@ def print_report(report: Report) -> None:
         print()
         print("| publish→ack latency | acks | samples | p50 | p99 | max | errors |")
         print("|---|---|---:|---:|---:|---:|---:|")
-        for r in report.latency:
+        for lat in report.latency:
             print(
-                f"| {r.rate_per_second:,} msg/s | {r.acks} | {r.samples:,} | {r.p50_ms:.2f} ms "
-                f"| {r.p99_ms:.2f} ms | {r.max_ms:.2f} ms | {r.errors} |"
+                f"| {lat.rate_per_second:,} msg/s | {lat.acks} | {lat.samples:,} "
+                f"| {lat.p50_ms:.2f} ms | {lat.p99_ms:.2f} ms | {lat.max_ms:.2f} ms "
+                f"| {lat.errors} |"
             )
     if report.memory:
         m = report.memory

@@ -28,17 +28,18 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-export it
 
 from local_cluster import LocalCluster, exit_on_sigterm, wait_until
-from produce_consume import describe_machine, producer_config, source_revision
+from produce_consume import describe_machine, producer_config, source_revision, spread
 
 BROKERS = 3
 MESSAGE_BYTES = 1024
@@ -292,16 +293,6 @@ def run_rounds(cluster: LocalCluster, args: argparse.Namespace) -> Results:
                 file=sys.stderr,
             )
     return results
-
-
-def spread(values: Iterable[float], digits: int = 0) -> str:
-    """ "median (lowest–highest)" with ``digits`` decimals and thousands separators."""
-    ordered = sorted(values)
-    number = f"{{:,.{digits}f}}".format
-    median = number(statistics.median(ordered))
-    if len(ordered) == 1:
-        return median
-    return f"{median} ({number(ordered[0])}–{number(ordered[-1])})"
 
 
 def print_report(cluster: LocalCluster, results: Results, args: argparse.Namespace) -> None:
