@@ -10,10 +10,13 @@ before ``sent + delay`` would be early.
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
@@ -28,6 +31,9 @@ from client_helpers import (
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 Seen = dict[bytes, tuple[float, int, list[tuple[str, bytes]]]]
 """value → (time first seen, offset, headers)."""
@@ -280,3 +286,32 @@ def test_kill_9_with_records_pending_loses_and_repeats_nothing(
     assert all(last < end for last, end in zip(last_seen, ends, strict=True))
     with pytest.raises(AssertionError, match="gave up"):
         watch(broker.bootstrap, topic, lambda s: len(s) > count, partitions=2, timeout_s=1.0)
+
+
+def test_the_readme_examples_run(broker: BrokerProcess) -> None:
+    """The README's delayed-delivery examples, as a newcomer pastes them."""
+    section = README.read_text().split("## Delayed and scheduled delivery", 1)[1]
+    section = section.split("\n## ", 1)[0].replace("127.0.0.1:9092", broker.bootstrap)
+    blocks = dict((lang, body) for lang, body in CODE_BLOCK.findall(section))
+    assert set(blocks) == {"sh", "python"}, "the README's examples changed: update this test"
+    shell = subprocess.run(
+        ["sh", "-e"], input=blocks["sh"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shell.stdout == ""  # due in 30 s: nothing to read yet
+    python = subprocess.run(
+        [sys.executable, "-c", blocks["python"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert python.returncode == 0, python.stderr
+    # The parked copies are there, invisible: the end offset moved, nothing is readable.
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    try:
+        _, end = consumer.get_watermark_offsets(
+            ConfluentTopicPartition("reminders", 0), CLIENT_TIMEOUT_S
+        )
+    finally:
+        consumer.close()
+    assert end >= 1
