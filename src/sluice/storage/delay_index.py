@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 FILE_NAME: Final = "delays.sqlite"
 SCHEMA_VERSION: Final = 1
+CACHE_KIB: Final = 256
+"""SQLite's page cache per index (its default is 2 MiB): a broker may hold many."""
 
 _READY = (
     "decided_at IS NOT NULL AND aborted = 0 AND cancel = 0 "
@@ -120,6 +122,7 @@ class DelayIndex:
             connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             connection.executescript(_SCHEMA)
             index = cls(path, connection)
             version = index._meta("version", SCHEMA_VERSION)
