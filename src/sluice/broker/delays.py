@@ -30,7 +30,7 @@ import heapq
 import itertools
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from sluice.broker.partition import Partition
@@ -118,12 +118,8 @@ class _Tracked:
     in_heap: int = 0
 
 
-@dataclass(order=True)
-class _Entry:
-    due_ms: int
-    offset: int
-    generation: int
-    topic_partition: TopicPartition = field(compare=False)
+_Entry = tuple[int, int, int, TopicPartition]
+"""(due time, offset, generation, partition): tuples, compared in C by the heap."""
 
 
 class DelayScheduler:
@@ -160,7 +156,7 @@ class DelayScheduler:
 
     def _unload(self, topic_partition: TopicPartition, tracked: _Tracked) -> None:
         """Forget what is loaded of a partition; the next step loads it again."""
-        self._heap = [entry for entry in self._heap if entry.topic_partition != topic_partition]
+        self._heap = [entry for entry in self._heap if entry[3] != topic_partition]
         heapq.heapify(self._heap)
         tracked.in_heap = 0
         tracked.horizon = (-(2**63), -1)
@@ -169,7 +165,7 @@ class DelayScheduler:
     def _push(
         self, topic_partition: TopicPartition, tracked: _Tracked, due_ms: int, offset: int
     ) -> None:
-        heapq.heappush(self._heap, _Entry(due_ms, offset, tracked.generation, topic_partition))
+        heapq.heappush(self._heap, (due_ms, offset, tracked.generation, topic_partition))
         tracked.in_heap += 1
 
     @property
@@ -201,7 +197,7 @@ class DelayScheduler:
         """The heap's first due time, or when a partition's loaded window runs short."""
         candidates = [now_ms + int(LEADERS_SCAN_S * 1000)]
         if self._heap:
-            candidates.append(self._heap[0].due_ms)
+            candidates.append(self._heap[0][0])
         for tracked in self._tracked.values():
             if tracked.loaded_to_ms is not None:
                 candidates.append(tracked.loaded_to_ms - WINDOW_MS // 2)
@@ -254,13 +250,14 @@ class DelayScheduler:
 
     def _fire_due(self, now_ms: int) -> None:
         due: dict[TopicPartition, list[int]] = {}
-        while self._heap and self._heap[0].due_ms <= now_ms:
-            entry = heapq.heappop(self._heap)
-            tracked = self._tracked.get(entry.topic_partition)
-            if tracked is None or tracked.generation != entry.generation:
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms:
+            _, offset, generation, topic_partition = heapq.heappop(heap)
+            tracked = self._tracked.get(topic_partition)
+            if tracked is None or tracked.generation != generation:
                 continue
             tracked.in_heap -= 1
-            due.setdefault(entry.topic_partition, []).append(entry.offset)
+            due.setdefault(topic_partition, []).append(offset)
         for topic_partition, offsets in due.items():
             try:
                 self._fire(topic_partition, offsets)
@@ -276,7 +273,8 @@ class DelayScheduler:
         if partition is None or index is None or not partition.is_leader:
             self._tracked.pop(topic_partition, None)
             return
-        ready = [offset for offset in dict.fromkeys(offsets) if index.is_ready(offset)]
+        ready_set = index.ready_among(offsets)
+        ready = [offset for offset in dict.fromkeys(offsets) if offset in ready_set]
         timestamp_type = (
             TimestampType.LOG_APPEND_TIME
             if partition.log.config.message_timestamp_type == "LogAppendTime"
@@ -284,7 +282,9 @@ class DelayScheduler:
         )
         for chunk in _chunks(read_parked(partition.log, ready)):
             partition.append(
-                bytearray(build_fired_batch(chunk, timestamp_type=timestamp_type)), acks=1
+                bytearray(build_fired_batch(chunk, timestamp_type=timestamp_type)),
+                acks=1,
+                fired_origins=[record.offset for record in chunk],
             )
             self.fired_records += len(chunk)
 

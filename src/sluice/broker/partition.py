@@ -36,7 +36,7 @@ log end at once, through the same path.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -215,14 +215,16 @@ class Partition:
 
     # ── leader ─────────────────────────────────────────────────────────────────────
 
-    def append(self, batch: bytearray, *, acks: int) -> AppendResult:
+    def append(
+        self, batch: bytearray, *, acks: int, fired_origins: Sequence[int] | None = None
+    ) -> AppendResult:
         """Append one validated batch as leader. Synchronous: appends from pipelined
         requests happen in the order the requests arrived. acks=all is refused with
         NOT_ENOUGH_REPLICAS while the ISR is smaller than min.insync.replicas."""
         self.check_leader()
         if acks == -1:
             self.check_enough_replicas(errors.NotEnoughReplicas)
-        result = self.log.append(batch, leader_epoch=self.leader_epoch)
+        result = self.log.append(batch, leader_epoch=self.leader_epoch, fired_origins=fired_origins)
         if not result.duplicate:
             self.dirty = True
             if self.has_followers:

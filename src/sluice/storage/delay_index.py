@@ -25,8 +25,13 @@ fired: those are the records still to deliver. Rows that are finished below an o
 no truncation can reach (the high watermark) are purged.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL``: a crash may lose the last changes
-but not the database, and the replay from ``applied`` restores them. The file is created
-with an fsync of the directory, so a log that holds parked batches always has an index.
+but not the database, and the replay from ``applied`` restores them. Commits do not
+fsync; only checkpoints (the write-ahead log copied into the database) do, so they are
+not automatic: the flusher runs :meth:`DelayIndex.checkpoint` in its worker thread,
+through a second connection, and the appending thread never waits for an fsync here
+(an automatic checkpoint on it delayed due records by hundreds of milliseconds). The
+file is created with an fsync of the directory, so a log that holds parked batches
+always has an index.
 """
 
 from __future__ import annotations
@@ -106,6 +111,7 @@ class DelayIndex:
         self._db = connection
         self.applied = self._meta("applied", 0)
         """The log offset the index reflects: every batch below it is applied."""
+        self._checkpointer: sqlite3.Connection | None = None
         self.revision = 0
         """Counts the changes that make rows ready out of due order (a transaction's
         commit, a truncation): whoever loaded ready rows by due time loads again."""
@@ -122,6 +128,7 @@ class DelayIndex:
             connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute("PRAGMA wal_autocheckpoint=0")
             connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             connection.executescript(_SCHEMA)
             index = cls(path, connection)
@@ -144,7 +151,22 @@ class DelayIndex:
                 (directory / (FILE_NAME + suffix)).unlink()
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database (fsyncs it): on the flusher's
+        worker thread, with a connection of its own, while appends go on."""
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False
+            )
+        try:
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as e:
+            raise OSError(f"{self.path}: checkpoint failed: {e}") from e
 
     # -- changes, in log order ----------------------------------------------------------
 
@@ -261,6 +283,20 @@ class DelayIndex:
             (up_to_ms, due_ms, offset, limit),
         ).fetchall()
         return [DueRecord(due, at) for due, at in rows]
+
+    def ready_among(self, offsets: list[int]) -> set[int]:
+        """Which of ``offsets`` are ready records (one query per thousand)."""
+        ready: set[int] = set()
+        for start in range(0, len(offsets), 1000):
+            chunk = offsets[start : start + 1000]
+            marks = ",".join("?" * len(chunk))
+            ready.update(
+                offset
+                for (offset,) in self._db.execute(
+                    f"SELECT offset FROM parked WHERE offset IN ({marks}) AND {_READY}", chunk
+                )
+            )
+        return ready
 
     def is_ready(self, offset: int) -> bool:
         row = self._db.execute(

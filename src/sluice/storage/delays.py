@@ -11,7 +11,7 @@ whole log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from sluice.common import errors
@@ -25,8 +25,10 @@ from sluice.protocol.records.builder import (
 from sluice.protocol.records.delayed import (
     FIRED_PRODUCER_ID,
     decode_parked,
-    fired_origins,
     is_parked_key,
+)
+from sluice.protocol.records.delayed import (
+    fired_origins as origins_of,
 )
 from sluice.storage.delay_index import DelayCounts, DelayIndex, DelayIndexError, DueRecord
 
@@ -86,15 +88,18 @@ class PartitionDelays:
         *,
         marker: bool | None,
         log_end: int,
+        fired_origins: Sequence[int] | None = None,
     ) -> None:
         """One batch was written to the log (by the leader or copied by a follower) and
-        the log now ends at ``log_end``. Cheap for batches that do not matter."""
+        the log now ends at ``log_end``. Cheap for batches that do not matter. The
+        leader that built a fired batch names its origins (``fired_origins``), sparing a
+        decode."""
         if not may_matter(header) or (self.index is None and not header.is_control):
             return
         index_before = self.index
         if index_before is not None:
             with index_before.batch():
-                self.apply(header, data, marker=marker)
+                self.apply(header, data, marker=marker, fired_origins=fired_origins)
                 index_before.set_applied(log_end)
             return
         self.apply(header, data, marker=marker)
@@ -102,7 +107,12 @@ class PartitionDelays:
             self.index.set_applied(log_end)
 
     def apply(
-        self, header: BatchHeader, data: bytes | bytearray | memoryview, *, marker: bool | None
+        self,
+        header: BatchHeader,
+        data: bytes | bytearray | memoryview,
+        *,
+        marker: bool | None,
+        fired_origins: Sequence[int] | None = None,
     ) -> None:
         """Apply one batch at its offsets: parked records join the index, fired ones
         leave it, a marker (``marker``: committed; None when not known to be one)
@@ -126,7 +136,9 @@ class PartitionDelays:
                     if self.index.revision != revision and self.on_revision is not None:
                         self.on_revision()
         elif header.producer_id == FIRED_PRODUCER_ID and self.index is not None:
-            self.index.apply_fired(header.base_offset, fired_origins(decode_batch(data).records))
+            if fired_origins is None:
+                fired_origins = origins_of(decode_batch(data).records)
+            self.index.apply_fired(header.base_offset, fired_origins)
 
     def applied(self, log_end: int, *, purge_below: int) -> None:
         """On a flush: remember how far the index reflects the log, and forget rows

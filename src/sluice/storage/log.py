@@ -45,7 +45,7 @@ import bisect
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -189,6 +189,9 @@ class PendingFlush:
     descriptors: list[int]
     directory: Path | None
     log_end_offset: int
+    checkpoint: Callable[[], None] | None = None
+    """Moves the delay index's write-ahead log into its database (an fsync of its own),
+    here rather than on the appending thread."""
 
     def sync(self) -> None:
         try:
@@ -196,6 +199,8 @@ class PendingFlush:
                 os.fdatasync(descriptor)
             if self.directory is not None:
                 fsync_directory(self.directory)
+            if self.checkpoint is not None:
+                self.checkpoint()
         except OSError as e:
             raise errors.KafkaStorageError(f"fsync failed: {e}") from e
         finally:
@@ -709,14 +714,21 @@ class PartitionLog:
 
     @_storage_errors
     def append(
-        self, batch: bytearray, *, leader_epoch: int, now_ms: int | None = None
+        self,
+        batch: bytearray,
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+        fired_origins: Sequence[int] | None = None,
     ) -> AppendResult:
         """Append one produced batch (already checked with ``validate_produced``).
 
         Checks the producer's epoch and sequence, assigns offsets from the log end,
         stamps the leader epoch (and the time, for LogAppendTime), writes it. A
         duplicate of a remembered batch is not written; its original offsets are
-        returned with ``duplicate=True``. ``batch`` is modified in place."""
+        returned with ``duplicate=True``. ``batch`` is modified in place.
+        ``fired_origins``: for a fired batch of delayed delivery built here, the parked
+        offsets it delivers."""
         assert not self._closed, "append to a closed log"
         header = parse_header(batch)
         assert header.size_bytes == len(batch), "append takes exactly one whole batch"
@@ -737,7 +749,7 @@ class PartitionLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
-        return self._write(batch, header, leader_epoch, now_ms)
+        return self._write(batch, header, leader_epoch, now_ms, fired_origins=fired_origins)
 
     @_storage_errors
     def append_marker(
@@ -784,6 +796,8 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int | None,
         marker: tuple[bool, int] | None = None,
+        *,
+        fired_origins: Sequence[int] | None = None,
     ) -> AppendResult:
         """Assign offsets, stamp, write and remember one checked batch; ``marker`` is
         (committed, coordinator epoch) for a transaction marker."""
@@ -839,6 +853,7 @@ class PartitionLog:
                 batch,
                 marker=None if marker is None else marker[0],
                 log_end=self._log_end_offset,
+                fired_origins=fired_origins,
             )
         self._after_write(segment, header.records_count)
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
@@ -1312,7 +1327,13 @@ class PartitionLog:
         directory = self.directory if self._directory_dirty else None
         self._directory_dirty = False
         self._unflushed_messages = 0
-        return PendingFlush(descriptors, directory, self._log_end_offset)
+        index = self.delays.index
+        return PendingFlush(
+            descriptors,
+            directory,
+            self._log_end_offset,
+            None if index is None else index.checkpoint,
+        )
 
     @_storage_errors
     def complete_flush(self, pending: PendingFlush, *, write_checkpoints: bool = True) -> None:

@@ -65,6 +65,8 @@ _PARKED_HEAD = struct.Struct(">hqb")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_MOVED_TIME_KEY = struct.Struct(">qqi")
+"""moved_from, timestamp_ms and the key's length, read in one go."""
 _FLAG_CANCEL = 1
 PARKED_KEY: Final = _CONTROL_KEY.pack(CONTROL_RECORD_VERSION, PARKED_CONTROL_TYPE)
 
@@ -224,38 +226,66 @@ def is_parked_key(key: bytes | None) -> bool:
 
 
 def decode_parked(record: ConsumerRecord) -> ParkedRecord:
-    """A parked record back from its control record. Raises CorruptMessage."""
-    if not is_parked_key(record.key) or record.value is None:
+    """A parked record back from its control record. Raises CorruptMessage.
+
+    One flat pass with ``unpack_from`` (firing decodes every due record)."""
+    data = record.value
+    if not is_parked_key(record.key) or data is None:
         raise errors.CorruptMessage(f"record at offset {record.offset} is not a parked record")
     try:
-        reader = _Reader(record.value)
-        _version, due_ms, flags = reader.unpack(_PARKED_HEAD)
-        schedule_id = reader.short_string()
-        (moved_from,) = reader.unpack(_I64)
-        (timestamp_ms,) = reader.unpack(_I64)
-        key = reader.long_bytes()
-        value = reader.long_bytes()
-        (count,) = reader.unpack(_I32)
-        if count < 0 or count > len(record.value):
+        _version, due_ms, flags = _PARKED_HEAD.unpack_from(data, 0)
+        at = _PARKED_HEAD.size
+        (length,) = _I16.unpack_from(data, at)
+        at += 2
+        schedule_id = None
+        if length >= 0:
+            schedule_id = data[at : at + length].decode()
+            at += length
+        moved_from, timestamp_ms, length = _MOVED_TIME_KEY.unpack_from(data, at)
+        at += _MOVED_TIME_KEY.size
+        key = None
+        if length >= 0:
+            key = data[at : at + length]
+            at += length
+        (length,) = _I32.unpack_from(data, at)
+        at += 4
+        value = None
+        if length >= 0:
+            value = data[at : at + length]
+            at += length
+        (count,) = _I32.unpack_from(data, at)
+        at += 4
+        if not 0 <= count <= len(data):
             raise ValueError(f"header count {count}")
         headers = []
         for _ in range(count):
-            name = reader.short_string()
-            if name is None:
+            (length,) = _I16.unpack_from(data, at)
+            at += 2
+            if length < 0:
                 raise ValueError("null header key")
-            headers.append((name, reader.long_bytes()))
+            name = data[at : at + length].decode()
+            at += length
+            (length,) = _I32.unpack_from(data, at)
+            at += 4
+            header_value = None
+            if length >= 0:
+                header_value = data[at : at + length]
+                at += length
+            headers.append((name, header_value))
+        if at > len(data):
+            raise ValueError("value is truncated")
     except (struct.error, ValueError, UnicodeDecodeError) as e:
         raise errors.CorruptMessage(f"parked record at offset {record.offset}: {e}") from None
     return ParkedRecord(
-        offset=record.offset,
-        due_ms=due_ms,
-        schedule_id=schedule_id,
-        cancel=bool(flags & _FLAG_CANCEL),
-        timestamp_ms=timestamp_ms,
-        key=key,
-        value=value,
-        headers=tuple(headers),
-        moved_from=None if moved_from < 0 else moved_from,
+        record.offset,
+        due_ms,
+        schedule_id,
+        bool(flags & _FLAG_CANCEL),
+        timestamp_ms,
+        key,
+        value,
+        tuple(headers),
+        None if moved_from < 0 else moved_from,
     )
 
 
@@ -334,32 +364,3 @@ def _long_bytes(data: bytes | None) -> bytes:
     if data is None:
         return _I32.pack(-1)
     return _I32.pack(len(data)) + data
-
-
-class _Reader:
-    __slots__ = ("data", "position")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        values = layout.unpack_from(self.data, self.position)
-        self.position += layout.size
-        return values
-
-    def _take(self, length: int) -> bytes:
-        end = self.position + length
-        if end > len(self.data):
-            raise ValueError("value is truncated")
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def short_string(self) -> str | None:
-        (length,) = self.unpack(_I16)
-        return None if length < 0 else self._take(length).decode()
-
-    def long_bytes(self) -> bytes | None:
-        (length,) = self.unpack(_I32)
-        return None if length < 0 else self._take(length)
