@@ -44,7 +44,7 @@ from sluice.broker.fatal import (
     describe_os_error,
     what_to_do,
 )
-from sluice.broker.handlers.table import HANDLERS
+from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
@@ -317,7 +317,7 @@ class Broker:
             delays=self.delays,
             clock=self.clock,
         )
-        self._dispatcher = Dispatcher(HANDLERS, services)
+        self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
         # Bind now (a port in use fails here); accept clients once the group
         # coordinators are loaded (run).
         await self.server.start(start_serving=False)

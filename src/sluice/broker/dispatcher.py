@@ -6,7 +6,8 @@ A handler is ``async def handle(services, context, request) -> response`` where
 ``request`` is the kio message, and the response is a kio message (encoded here), ready
 response parts (Fetch), or None (acks=0 Produce: no response at all). The dispatcher is
 given the handler table (:mod:`sluice.broker.handlers.table`) and checks it against
-``versions.SUPPORTED`` when built.
+``versions.SUPPORTED`` when built; Sluice's own APIs (:mod:`sluice.protocol.private`)
+have a table of their own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.broker.context import RequestContext
 from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
-from sluice.protocol import codec
+from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import SUPPORTED, ApiKey
 
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[["BrokerServices", RequestContext, Any], Awaitable[Any]]
+PrivateHandler = Callable[
+    ["BrokerServices", RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]
+]
+"""A handler of one of Sluice's own APIs (:mod:`sluice.protocol.private`): JSON objects."""
 
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
@@ -92,14 +97,22 @@ def api_versions_fallback(correlation_id: int) -> bytes:
 
 
 class Dispatcher:
-    def __init__(self, handlers: Mapping[ApiKey, Handler], services: BrokerServices) -> None:
+    def __init__(
+        self,
+        handlers: Mapping[ApiKey, Handler],
+        services: BrokerServices,
+        private_handlers: Mapping[int, PrivateHandler] | None = None,
+    ) -> None:
         missing = set(SUPPORTED) - set(handlers)
         assert not missing, f"advertised APIs without handlers: {sorted(missing)}"
         self._handlers = handlers
+        self._private_handlers = private_handlers or {}
         self._services = services
 
     async def handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         api_key, version, correlation_id = codec.peek_header(frame)
+        if private.is_private(api_key):
+            return await self._handle_private(frame, connection)
         supported = SUPPORTED.get(ApiKey(api_key)) if api_key in ApiKey._value2member_map_ else None
         if supported is None:
             raise ProtocolError(f"unknown or unsupported API key {api_key}")
@@ -114,3 +127,15 @@ class Dispatcher:
         if response is None or isinstance(response, list | bytes):
             return response
         return codec.encode_response(correlation_id, response)
+
+    async def _handle_private(self, frame: bytes, connection: ConnectionInfo) -> Response:
+        """One of Sluice's own APIs: a JSON object in, a JSON object out."""
+        header, body_offset = codec.parse_request_header(frame)
+        handler = self._private_handlers.get(header.api_key)
+        if handler is None or header.api_version != 0:
+            raise ProtocolError(
+                f"Sluice API {header.api_key} version {header.api_version} is not served"
+            )
+        body = private.decode_request_body(frame, body_offset)
+        response = await handler(self._services, RequestContext(header, connection), body)
+        return framing.frame(private.encode_response_frame(header.correlation_id, response))

@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions`` and ``cluster`` talk to one through ``sluice.client``.
+``transactions``, ``delays`` and ``cluster`` talk to one through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import click
 from sluice import __version__
 from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
+from sluice.cli.delays import delays
 from sluice.cli.dev_cluster import dev_cluster
 from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
@@ -33,5 +34,6 @@ main.add_command(consume)
 main.add_command(groups)
 main.add_command(cluster)
 main.add_command(transactions)
+main.add_command(delays)
 main.add_command(dev_cluster)
 register_pipelines(main)

@@ -38,6 +38,7 @@ from sluice.common import errors
 from sluice.common.limits import FRAME_BYTES_MAX
 from sluice.protocol.codec import decode_response, encode_request, request_schema, response_schema
 from sluice.protocol.framing import FrameDecoder
+from sluice.protocol.private import is_private
 from sluice.protocol.versions import api_name
 
 CORRELATION_ID_MASK = 0x7FFF_FFFF
@@ -179,8 +180,8 @@ class ClientProtocol:
     def check_served(self, api_key: int, api_version: int) -> None:
         """Raise :class:`~sluice.common.errors.UnsupportedVersion` when the broker does not
         serve this version (checked only once versions were negotiated)."""
-        if not self._broker_ranges:
-            return
+        if not self._broker_ranges or is_private(api_key):
+            return  # Sluice's own APIs are not advertised
         low_high = self._broker_ranges.get(int(api_key))
         if low_high is None or not low_high[0] <= api_version <= low_high[1]:
             raise errors.UnsupportedVersion(

@@ -28,6 +28,7 @@ from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from sluice.common.errors import ProtocolError
+from sluice.protocol import private
 from sluice.protocol.bounds import checked_body
 from sluice.protocol.framing import frame
 from sluice.protocol.versions import ApiKey, request_is_flexible
@@ -200,7 +201,10 @@ def encode_response(correlation_id: int, payload: Any) -> bytes:
 
 
 def encode_request(correlation_id: int, client_id: str | None, payload: Any) -> bytes:
-    """A whole request frame for a kio request payload, size prefix included."""
+    """A whole request frame for a kio request payload (or one of Sluice's own,
+    :class:`~sluice.protocol.private.PrivateRequest`), size prefix included."""
+    if isinstance(payload, private.PrivateRequest):
+        return frame(private.encode_request_frame(correlation_id, client_id, payload))
     api_key = int(payload.__api_key__)
     version = int(payload.__version__)
     buffer = io.BytesIO()
@@ -217,7 +221,10 @@ def encode_request(correlation_id: int, client_id: str | None, payload: Any) -> 
 
 
 def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:
-    """(correlation_id, payload) of a response frame (without its size prefix)."""
+    """(correlation_id, payload) of a response frame (without its size prefix); the
+    payload of one of Sluice's own APIs is its JSON object."""
+    if private.is_private(api_key):
+        return private.decode_response_frame(frame_bytes)
     schema = response_schema(api_key, api_version)
     if schema is None:
         raise ProtocolError(f"no schema for API {api_key} version {api_version}")

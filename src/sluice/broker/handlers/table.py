@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sluice.broker.dispatcher import Handler
+from sluice.broker.dispatcher import Handler, PrivateHandler
 from sluice.broker.handlers import (
     admin_cluster,
     admin_configs,
@@ -15,6 +15,7 @@ from sluice.broker.handlers import (
     admin_records,
     admin_topics,
     api_versions,
+    delays,
     describe_topic_partitions,
     fetch,
     groups,
@@ -25,6 +26,7 @@ from sluice.broker.handlers import (
     produce,
     transactions,
 )
+from sluice.protocol import private
 from sluice.protocol.versions import ApiKey
 
 HANDLERS: Mapping[ApiKey, Handler] = {
@@ -72,3 +74,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin_partitions.handle_list_partition_reassignments,
     ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
 }
+
+
+PRIVATE_HANDLERS: Mapping[int, PrivateHandler] = {
+    private.DESCRIBE_DELAYS: delays.handle_describe_delays,
+}
+"""Sluice's own APIs (:mod:`sluice.protocol.private`), never advertised."""

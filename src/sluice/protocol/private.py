@@ -1,0 +1,99 @@
+"""Sluice's own APIs on the Kafka port, for what Kafka's protocol has no words for.
+
+They use API keys far above Kafka's (which stay below 100) and are never advertised in
+ApiVersions, so no Kafka client sees or sends them; Sluice's client and tools call them
+directly. A request is Kafka's request header (version 1: key, version, correlation id,
+client id) followed by a UTF-8 JSON object; a response is the correlation id followed by
+a JSON object. Both are small (admin calls), bounded by :data:`BODY_BYTES_MAX`.
+
+- ``DESCRIBE_DELAYS`` (32000) v0: the delayed records waiting in partitions led by the
+  broker asked. Request ``{"topic": str, "partitions": [int] | null, "limit": int}``;
+  response ``{"partitions": [{"partition", "error_code", "error_message", "leader",
+  "pending", "fired", "next_due_ms", "first": [{"offset", "due_ms", "schedule_id"}]}]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from sluice.common.errors import ProtocolError
+
+DESCRIBE_DELAYS: Final = 32_000
+PRIVATE_API_KEYS: Final = frozenset({DESCRIBE_DELAYS})
+PRIVATE_API_NAMES: Final = {DESCRIBE_DELAYS: "SluiceDescribeDelays"}
+BODY_BYTES_MAX: Final = 1024 * 1024
+
+_HEADER = struct.Struct(">hhih")
+_CORRELATION_ID = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class PrivateRequest:
+    """A request of one of Sluice's own APIs (quacks like a kio payload for the client:
+    ``__api_key__`` and ``__version__``)."""
+
+    api_key: int
+    body: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+
+    @property
+    def __api_key__(self) -> int:
+        return self.api_key
+
+    @property
+    def __version__(self) -> int:
+        return self.version
+
+
+def is_private(api_key: int) -> bool:
+    return api_key in PRIVATE_API_KEYS
+
+
+def encode_request_frame(
+    correlation_id: int, client_id: str | None, request: PrivateRequest
+) -> bytes:
+    """The request without its size prefix."""
+    client = b"" if client_id is None else client_id.encode()
+    header = _HEADER.pack(
+        request.api_key, request.version, correlation_id, -1 if client_id is None else len(client)
+    )
+    return header + client + _json(request.body)
+
+
+def decode_request_body(frame_bytes: bytes, body_offset: int) -> dict[str, Any]:
+    """The JSON object after the request header. Raises ProtocolError."""
+    return _object(frame_bytes[body_offset:], "request")
+
+
+def encode_response_frame(correlation_id: int, body: dict[str, Any]) -> bytes:
+    """The response without its size prefix."""
+    return _CORRELATION_ID.pack(correlation_id) + _json(body)
+
+
+def decode_response_frame(frame_bytes: bytes) -> tuple[int, dict[str, Any]]:
+    if len(frame_bytes) < _CORRELATION_ID.size:
+        raise ProtocolError("response is shorter than its correlation id")
+    (correlation_id,) = _CORRELATION_ID.unpack_from(frame_bytes, 0)
+    return int(correlation_id), _object(frame_bytes[_CORRELATION_ID.size :], "response")
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    if len(data) > BODY_BYTES_MAX:
+        raise ProtocolError(f"body of {len(data)} bytes is over {BODY_BYTES_MAX}")
+    return data
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    if len(data) > BODY_BYTES_MAX:
+        raise ProtocolError(f"{what} body of {len(data)} bytes is over {BODY_BYTES_MAX}")
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"{what} body is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} body is not a JSON object")
+    return value
