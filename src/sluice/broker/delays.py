@@ -72,9 +72,9 @@ LEADERS_SCAN_S: Final = 1.0
 
 def park_if_delayed(
     records: bytes, header: BatchHeader, config: TopicConfig, now_ms: int
-) -> tuple[bytes, list[Delivery | None]] | None:
+) -> tuple[bytes, list[Delivery]] | None:
     """The parked batch for a produced batch holding a delayed record, with each
-    record's delivery (None: deliver now); None when no record is delayed. Raises
+    record's delivery (due now for the others); None when no record is delayed. Raises
     InvalidRecord for a bad delay header (naming it)."""
     if header.producer_id == FIRED_PRODUCER_ID:
         raise errors.InvalidRecord(f"producer id {FIRED_PRODUCER_ID} is the broker's own")
@@ -85,12 +85,8 @@ def park_if_delayed(
     ]
     if all(delivery is None for delivery in deliveries):
         return None
-    parked = build_parked_batch(
-        header,
-        decoded.records,
-        [Delivery(now_ms) if delivery is None else delivery for delivery in deliveries],
-    )
-    return parked, deliveries
+    due = [Delivery(now_ms) if delivery is None else delivery for delivery in deliveries]
+    return build_parked_batch(header, decoded.records, due), due
 
 
 class Partitions(Protocol):

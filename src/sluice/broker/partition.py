@@ -46,6 +46,7 @@ from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
+from sluice.protocol.records.delayed import Delivery
 from sluice.storage import AppendResult, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,12 @@ class Partition:
     # ── leader ─────────────────────────────────────────────────────────────────────
 
     def append(
-        self, batch: bytearray, *, acks: int, fired_origins: Sequence[int] | None = None
+        self,
+        batch: bytearray,
+        *,
+        acks: int,
+        fired_origins: Sequence[int] | None = None,
+        parked: Sequence[Delivery] | None = None,
     ) -> AppendResult:
         """Append one validated batch as leader. Synchronous: appends from pipelined
         requests happen in the order the requests arrived. acks=all is refused with
@@ -224,7 +230,9 @@ class Partition:
         self.check_leader()
         if acks == -1:
             self.check_enough_replicas(errors.NotEnoughReplicas)
-        result = self.log.append(batch, leader_epoch=self.leader_epoch, fired_origins=fired_origins)
+        result = self.log.append(
+            batch, leader_epoch=self.leader_epoch, fired_origins=fired_origins, parked=parked
+        )
         if not result.duplicate:
             self.dirty = True
             if self.has_followers:

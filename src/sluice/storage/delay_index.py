@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -81,6 +81,14 @@ CREATE INDEX IF NOT EXISTS parked_finished ON parked (finished_at)
     WHERE finished_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+
+
+ParkedRow = tuple[int, int, str | None, bool, int | None]
+"""(offset, due time, schedule id, cancel, moved from) of one parked record."""
+
+
+def row_of(record: ParkedRecord) -> ParkedRow:
+    return (record.offset, record.due_ms, record.schedule_id, record.cancel, record.moved_from)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,32 +179,36 @@ class DelayIndex:
     # -- changes, in log order ----------------------------------------------------------
 
     def apply_parked(
-        self, records: Iterable[ParkedRecord], *, producer_id: int, transactional: bool
+        self, rows: Sequence[ParkedRow], *, producer_id: int, transactional: bool
     ) -> None:
         """A parked batch was appended. Rows of a transaction wait for its marker; the
-        others are decided at once (replacing or cancelling earlier ones)."""
-        for record in records:
-            self._db.execute(
-                "INSERT OR REPLACE INTO parked (offset, due_ms, schedule_id, cancel, "
-                "producer_id, decided_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.offset,
-                    record.due_ms,
-                    record.schedule_id,
-                    int(record.cancel),
-                    producer_id if transactional else None,
-                    None if transactional else record.offset,
-                    record.offset if record.cancel and not transactional else None,
-                ),
-            )
-            if record.moved_from is not None:
+        others are decided at once (replacing or cancelling earlier ones, in order)."""
+        insert = (
+            "INSERT OR REPLACE INTO parked (offset, due_ms, schedule_id, cancel, "
+            "producer_id, decided_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        owner = producer_id if transactional else None
+
+        def values(row: ParkedRow) -> tuple[object, ...]:
+            offset, due_ms, schedule_id, cancel, _ = row
+            decided = None if transactional else offset
+            finished = decided if cancel else None
+            return (offset, due_ms, schedule_id, int(cancel), owner, decided, finished)
+
+        if all(row[2] is None and row[4] is None for row in rows):
+            self._db.executemany(insert, [values(row) for row in rows])
+            return
+        for row in rows:
+            offset, _, schedule_id, _, moved_from = row
+            self._db.execute(insert, values(row))
+            if moved_from is not None:
                 self._db.execute(
                     f"UPDATE parked SET superseded_at = ?1, finished_at = ?1 "
                     f"WHERE offset = ?2 AND {_READY}",
-                    (record.offset, record.moved_from),
+                    (offset, moved_from),
                 )
-            elif not transactional and record.schedule_id is not None:
-                self._supersede(record.schedule_id, record.offset, at=record.offset)
+            elif not transactional and schedule_id is not None:
+                self._supersede(schedule_id, offset, at=offset)
 
     def apply_marker(self, producer_id: int, *, committed: bool, marker_offset: int) -> None:
         """A transaction marker: the producer's waiting rows are decided."""

@@ -24,13 +24,20 @@ from sluice.protocol.records.builder import (
 )
 from sluice.protocol.records.delayed import (
     FIRED_PRODUCER_ID,
+    Delivery,
     decode_parked,
     is_parked_key,
 )
 from sluice.protocol.records.delayed import (
     fired_origins as origins_of,
 )
-from sluice.storage.delay_index import DelayCounts, DelayIndex, DelayIndexError, DueRecord
+from sluice.storage.delay_index import (
+    DelayCounts,
+    DelayIndex,
+    DelayIndexError,
+    DueRecord,
+    row_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +96,22 @@ class PartitionDelays:
         marker: bool | None,
         log_end: int,
         fired_origins: Sequence[int] | None = None,
+        parked: Sequence[Delivery] | None = None,
     ) -> None:
         """One batch was written to the log (by the leader or copied by a follower) and
         the log now ends at ``log_end``. Cheap for batches that do not matter. The
-        leader that built a fired batch names its origins (``fired_origins``), sparing a
+        leader that built a fired batch names its origins (``fired_origins``), and the
+        one that built a parked batch each record's delivery (``parked``), sparing a
         decode."""
         if not may_matter(header) or (self.index is None and not header.is_control):
             return
         index_before = self.index
         if index_before is not None:
             with index_before.batch():
-                self.apply(header, data, marker=marker, fired_origins=fired_origins)
+                self.apply(header, data, marker=marker, fired_origins=fired_origins, parked=parked)
                 index_before.set_applied(log_end)
             return
-        self.apply(header, data, marker=marker)
+        self.apply(header, data, marker=marker, parked=parked)
         if self.index is not None:
             self.index.set_applied(log_end)
 
@@ -113,16 +122,24 @@ class PartitionDelays:
         *,
         marker: bool | None,
         fired_origins: Sequence[int] | None = None,
+        parked: Sequence[Delivery] | None = None,
     ) -> None:
         """Apply one batch at its offsets: parked records join the index, fired ones
         leave it, a marker (``marker``: committed; None when not known to be one)
         decides a transaction's rows."""
-        if header.is_control:
+        if header.is_control and parked is not None:
+            base = header.base_offset
+            self._index_for_parked().apply_parked(
+                [(base + i, d.due_ms, d.schedule_id, d.cancel, None) for i, d in enumerate(parked)],
+                producer_id=header.producer_id,
+                transactional=header.is_transactional,
+            )
+        elif header.is_control:
             records = decode_batch(data).records
             if records and is_parked_key(records[0].key):
                 index = self._index_for_parked()
                 index.apply_parked(
-                    [decode_parked(record) for record in records],
+                    [row_of(decode_parked(record)) for record in records],
                     producer_id=header.producer_id,
                     transactional=header.is_transactional,
                 )

@@ -70,7 +70,7 @@ from sluice.protocol.records.builder import (
     decode_batch,
     decode_control_record,
 )
-from sluice.protocol.records.delayed import is_parked_key
+from sluice.protocol.records.delayed import Delivery, is_parked_key
 from sluice.storage.checkpoint import (
     TEMP_SUFFIX,
     fsync_directory,
@@ -720,6 +720,7 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int | None = None,
         fired_origins: Sequence[int] | None = None,
+        parked: Sequence[Delivery] | None = None,
     ) -> AppendResult:
         """Append one produced batch (already checked with ``validate_produced``).
 
@@ -728,7 +729,8 @@ class PartitionLog:
         duplicate of a remembered batch is not written; its original offsets are
         returned with ``duplicate=True``. ``batch`` is modified in place.
         ``fired_origins``: for a fired batch of delayed delivery built here, the parked
-        offsets it delivers."""
+        offsets it delivers; ``parked``: for a parked batch built here, each record's
+        delivery."""
         assert not self._closed, "append to a closed log"
         header = parse_header(batch)
         assert header.size_bytes == len(batch), "append takes exactly one whole batch"
@@ -749,7 +751,9 @@ class PartitionLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
-        return self._write(batch, header, leader_epoch, now_ms, fired_origins=fired_origins)
+        return self._write(
+            batch, header, leader_epoch, now_ms, fired_origins=fired_origins, parked=parked
+        )
 
     @_storage_errors
     def append_marker(
@@ -798,6 +802,7 @@ class PartitionLog:
         marker: tuple[bool, int] | None = None,
         *,
         fired_origins: Sequence[int] | None = None,
+        parked: Sequence[Delivery] | None = None,
     ) -> AppendResult:
         """Assign offsets, stamp, write and remember one checked batch; ``marker`` is
         (committed, coordinator epoch) for a transaction marker."""
@@ -854,6 +859,7 @@ class PartitionLog:
                 marker=None if marker is None else marker[0],
                 log_end=self._log_end_offset,
                 fired_origins=fired_origins,
+                parked=parked,
             )
         self._after_write(segment, header.records_count)
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)

@@ -66,10 +66,9 @@ def produce(
     )
     parked = park_if_delayed(batch, parse_header(batch), partition.log.config, clock.wall_ms())
     assert parked is not None
-    result = partition.append(bytearray(parked[0]), acks=1)
+    result = partition.append(bytearray(parked[0]), acks=1, parked=parked[1])
     scheduler.parked(
-        TOPIC_PARTITION,
-        [(d.due_ms, result.base_offset + i) for i, d in enumerate(parked[1]) if d is not None],
+        TOPIC_PARTITION, [(d.due_ms, result.base_offset + i) for i, d in enumerate(parked[1])]
     )
 
 

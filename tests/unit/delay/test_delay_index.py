@@ -8,13 +8,20 @@ from pathlib import Path
 import pytest
 
 from sluice.protocol.records.delayed import ParkedRecord
-from sluice.storage.delay_index import FILE_NAME, DelayIndex, DelayIndexError, DueRecord
+from sluice.storage.delay_index import (
+    FILE_NAME,
+    DelayIndex,
+    DelayIndexError,
+    DueRecord,
+    ParkedRow,
+    row_of,
+)
 
 
 def parked(
     offset: int, due_ms: int, schedule_id: str | None = None, cancel: bool = False
-) -> ParkedRecord:
-    return ParkedRecord(offset, due_ms, schedule_id, cancel, 0, b"k", b"v", ())
+) -> ParkedRow:
+    return row_of(ParkedRecord(offset, due_ms, schedule_id, cancel, 0, b"k", b"v", ()))
 
 
 def index_at(tmp_path: Path) -> DelayIndex:
@@ -142,3 +149,11 @@ def test_a_failed_batch_rolls_back(tmp_path: Path) -> None:
         index.apply_parked([parked(0, 7)], producer_id=-1, transactional=False)
         raise RuntimeError("the append failed")
     assert due(index) == []
+
+
+def test_within_one_batch_the_later_record_of_a_schedule_id_wins(tmp_path: Path) -> None:
+    index = index_at(tmp_path)
+    index.apply_parked(
+        [parked(0, 5, "s"), parked(1, 9, "s"), parked(2, 7)], producer_id=-1, transactional=False
+    )
+    assert due(index) == [2, 1]

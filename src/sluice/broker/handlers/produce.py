@@ -287,14 +287,15 @@ def _append_checked(
     if check.watched_seen or config.sluice_delivery_delay_ms > 0:
         now_ms = services.clock.wall_ms()
         parked = park_if_delayed(records, parse_header(records), config, now_ms)
-    result = partition.append(bytearray(records if parked is None else parked[0]), acks=acks)
+    result = partition.append(
+        bytearray(records if parked is None else parked[0]),
+        acks=acks,
+        parked=None if parked is None else parked[1],
+    )
     if parked is not None and not result.duplicate:
         services.delays.parked(
             topic_partition,
-            [
-                (now_ms if delivery is None else delivery.due_ms, result.base_offset + i)
-                for i, delivery in enumerate(parked[1])
-            ],
+            [(d.due_ms, result.base_offset + i) for i, d in enumerate(parked[1])],
         )
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
