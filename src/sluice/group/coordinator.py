@@ -202,9 +202,14 @@ class GroupCoordinator:
         self._loading_metadata: dict[str, GroupMetadataValue | None] = {}
         self._loading = False
         self._transactional_offsets: dict[
-            int, dict[tuple[str, TopicPartition], OffsetCommitValue | None]
+            int, dict[tuple[str, TopicPartition], tuple[OffsetCommitValue | None, int]]
         ] = {}
-        """Producer id → offsets its open transaction committed (None: a tombstone)."""
+        """Producer id → offsets its open transaction committed (None: a tombstone),
+        each with its record's log position."""
+        self._log_position = 0
+        """Offset records of the partition so far, in log order (replayed, then
+        committed: the runtime reports appends in log order). Kafka compares the
+        offsets of the records in the log; this count orders them the same way."""
 
     # ================================================================= inspection
 
@@ -238,6 +243,7 @@ class GroupCoordinator:
             if group is None:
                 group = self._groups[decoded.group_id] = Group(decoded.group_id, -1)
             group.offsets[partition] = offset
+            group.offset_positions[partition] = self._next_log_position()
             return
         metadata = None if value is None else decode_group_metadata_value(value)
         self._loading_metadata[decoded.group_id] = metadata
@@ -252,8 +258,13 @@ class GroupCoordinator:
         partition = TopicPartition(decoded.topic, decoded.partition)
         pending = self._transactional_offsets.setdefault(producer_id, {})
         pending[(decoded.group_id, partition)] = (
-            None if value is None else decode_offset_commit_value(value)
+            None if value is None else decode_offset_commit_value(value),
+            self._next_log_position(),
         )
+
+    def _next_log_position(self) -> int:
+        self._log_position += 1
+        return self._log_position
 
     def replay_marker(self, producer_id: int, committed: bool) -> None:
         self._finish_transaction(producer_id, committed, now_ms=-1)
@@ -262,8 +273,14 @@ class GroupCoordinator:
         pending = self._transactional_offsets.pop(producer_id, None)
         if pending is None or not committed:
             return
-        for (group_id, partition), value in pending.items():
+        for (group_id, partition), (value, position) in pending.items():
             group = self._groups.get(group_id)
+            if (
+                group is not None
+                and partition in group.offsets
+                and group.offset_positions.get(partition, 0) > position
+            ):
+                continue  # a commit written after this one wins, as in Kafka
             if value is None:
                 if group is not None:
                     group.offsets.pop(partition, None)
@@ -271,6 +288,7 @@ class GroupCoordinator:
             if group is None or group.is_in(_DEAD):
                 group = self._groups[group_id] = Group(group_id, now_ms)
             group.offsets[partition] = value
+            group.offset_positions[partition] = position
 
     def has_pending_transactional_offset(self, group_id: str, partition: TopicPartition) -> bool:
         return any(
@@ -1149,11 +1167,13 @@ class GroupCoordinator:
                     del group.pending_offset_commits[partition]
                 if error is not None:
                     continue
+                position = self._next_log_position()
                 if transaction is None:
                     group.offsets[partition] = value
+                    group.offset_positions[partition] = position
                 else:
                     pending = self._transactional_offsets.setdefault(transaction[0], {})
-                    pending[(group.group_id, partition)] = value
+                    pending[(group.group_id, partition)] = (value, position)
             outcome = ErrorCode.none if error is None else _commit_error(error)
             errors = tuple(
                 (partition, outcome if result is None else result)

@@ -145,3 +145,42 @@ def test_a_transactional_commit_that_was_not_written_leaves_nothing_pending() ->
     assert fetched(coordinator, stable=True) == {TP: -1, TP1: -1}
     coordinator.complete_transaction(0, 2, PRODUCER, True)
     assert fetched(coordinator, stable=True) == {TP: -1, TP1: -1}
+
+
+def plain_commit(coordinator: GroupCoordinator, offset: int) -> list[Record]:
+    """An OffsetCommit of a simple consumer (no generation), written at once."""
+    request = OffsetCommitRequest(GROUP, -1, "", None, ((TP, OffsetToCommit(offset)),))
+    written: list[Record] = []
+    for effect in coordinator.commit_offsets(0, 9, request):
+        if isinstance(effect, Append):
+            written.extend(effect.records)
+            coordinator.append_completed(0, effect.append_id, None)
+    return written
+
+
+def test_a_commit_written_after_a_transactions_offset_wins_over_it() -> None:
+    """Kafka keeps the offset whose record is later in the log: a plain commit after a
+    TxnOffsetCommit (before the marker) is not overwritten when the marker lands, while
+    one written before it is."""
+    coordinator = GroupCoordinator()
+    coordinator.load_completed(0)
+    log: list[tuple[int | None, Record]] = []
+    commit_in_transaction(coordinator, 10, log)
+    log.extend((None, record) for record in plain_commit(coordinator, 30))
+    coordinator.complete_transaction(0, 2, PRODUCER, True)
+    assert committed(coordinator) == (30, ErrorCode.none)
+    # Loading the same log gives the same answer.
+    loaded = GroupCoordinator()
+    for producer_id, (key, value) in log:
+        if producer_id is None:
+            loaded.replay(key, value)
+        else:
+            loaded.replay_transactional(producer_id, key, value)
+    loaded.replay_marker(PRODUCER, True)
+    loaded.load_completed(0)
+    assert committed(loaded) == (30, ErrorCode.none)
+    # The other order: the transaction's offset is the later record, and wins.
+    plain_commit(coordinator, 40)
+    commit_in_transaction(coordinator, 50, log)
+    coordinator.complete_transaction(0, 3, PRODUCER, True)
+    assert committed(coordinator) == (50, ErrorCode.none)
