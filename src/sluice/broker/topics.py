@@ -40,6 +40,15 @@ from random import Random
 
 from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.replica_manager import ReplicaManager, partitions_allowed_by_open_files
+from sluice.broker.views import (
+    VIEW_FILTER,
+    VIEW_SOURCE,
+    View,
+    check_view_configs,
+    new_view,
+    view_of,
+    with_source_partitions,
+)
 from sluice.cluster import placement
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState, TopicId, TopicMetadata
@@ -123,15 +132,41 @@ class TopicManager:
         return self._applier.image
 
     def all(self) -> Mapping[str, TopicMetadata]:
-        return self._applier.image.topics
+        """Every topic, as requests see it (views with their source's partitions)."""
+        topics = self._applier.image.topics
+        return {name: self._as_seen(topic, topics) for name, topic in topics.items()}
 
     def get(self, name: str) -> TopicMetadata | None:
-        return self._applier.image.topics.get(name)
+        """The topic ``name`` as requests see it: a view (:mod:`sluice.broker.views`)
+        has the partitions, leaders and epochs of its source."""
+        topics = self._applier.image.topics
+        topic = topics.get(name)
+        return None if topic is None else self._as_seen(topic, topics)
 
     def by_id(self, topic_id: TopicId) -> TopicMetadata | None:
         """The topic with this id (requests of Fetch v13+, Produce v13, Metadata v12+ and
-        DeleteTopics v6 may name topics by id)."""
-        return self._applier.image.topic_by_id(topic_id)
+        DeleteTopics v6 may name topics by id), as :meth:`get` gives it."""
+        topic = self._applier.image.topic_by_id(topic_id)
+        return None if topic is None else self._as_seen(topic, self._applier.image.topics)
+
+    @staticmethod
+    def _as_seen(topic: TopicMetadata, topics: Mapping[str, TopicMetadata]) -> TopicMetadata:
+        source = topic.configs.get(VIEW_SOURCE)
+        if not source:
+            return topic
+        return with_source_partitions(topic, topics.get(source))
+
+    def view(self, name: str) -> View | None:
+        """The view ``name`` is, or None for an ordinary (or unknown) topic."""
+        topic = self._applier.image.topics.get(name)
+        return None if topic is None else view_of(topic)
+
+    def resolve(self, topic_partition: TopicPartition) -> tuple[TopicPartition, View | None]:
+        """Where a partition's records live: its own log, or its view's source's."""
+        view = self.view(topic_partition.topic)
+        if view is None:
+            return topic_partition, None
+        return TopicPartition(view.source, topic_partition.partition), view
 
     def require(self, name: str) -> TopicMetadata:
         topic = self.get(name)
@@ -157,6 +192,10 @@ class TopicManager:
         if name in self.image.topics or name in self._creating:
             raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
         checked = parse_topic_configs(configs)
+        if checked.get(VIEW_SOURCE):
+            return new_view(name, partition_count, checked, self.image.topics)
+        if checked.get(VIEW_FILTER):
+            raise errors.InvalidConfig(f"{VIEW_FILTER} is for views: give {VIEW_SOURCE} too")
         if assignments:
             # Kafka's order: the replication factor is checked first.
             if replication_factor != -1:
@@ -511,6 +550,15 @@ class TopicManager:
         if name in self._creating:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} is still being created")
         topic = self.require(name)
+        views = sorted(
+            view_name
+            for view_name, other in self.image.topics.items()
+            if other.configs.get(VIEW_SOURCE) == name
+        )
+        if views:
+            raise errors.PolicyViolation(
+                f"topic {name!r} is the source of view(s) {', '.join(views)}: delete them first"
+            )
         try:
             await self._store.delete_topic(name)
         except NoSuchTopic:
@@ -533,6 +581,12 @@ class TopicManager:
         """Grow a topic; ``assignments`` names the replicas of each added partition."""
 
         async def attempt(topic: TopicMetadata) -> TopicMetadata | None:
+            view = view_of(topic)
+            if view is not None:
+                raise errors.InvalidPartitions(
+                    f"{name!r} is a view: it has the partitions of {view.source!r}; add "
+                    f"partitions there"
+                )
             brokers = self.image.live_brokers()
             if assignments is None:
                 grown = placement.with_partitions(topic, new_count, brokers, self._random)
@@ -558,6 +612,7 @@ class TopicManager:
 
         async def attempt(topic: TopicMetadata) -> TopicMetadata | None:
             configs = overrides(topic)
+            check_view_configs(topic, configs)
             if validate_only:
                 return None
             return await self._store.set_topic_configs(name, configs, topic.version)

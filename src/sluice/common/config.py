@@ -214,6 +214,21 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             "this long after the broker accepts it (a record's x-sluice-deliver-at or "
             "x-sluice-delay-ms header wins); 0: at once",
         ),
+        ConfigKey(
+            "sluice.view.source",
+            "",
+            str,
+            "Sluice: makes this topic a read-only view of the named topic, showing the "
+            "records its sluice.view.filter matches at their source offsets; set at "
+            "creation only",
+        ),
+        ConfigKey(
+            "sluice.view.filter",
+            "",
+            str,
+            "Sluice: the filter of a view, over the x-sluice-tag header and other headers "
+            "(tag = 'red', tag in ('red', 'blue'), header.region = 'eu', and/or/not)",
+        ),
     ]
 }
 
@@ -259,6 +274,8 @@ class TopicConfig:
     unclean_leader_election_enable: bool = False
     reassignment_throttled_rate: int = 0
     sluice_delivery_delay_ms: int = 0
+    sluice_view_source: str = ""
+    sluice_view_filter: str = ""
 
     @classmethod
     def from_entries(

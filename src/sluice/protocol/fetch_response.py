@@ -59,6 +59,19 @@ class RecordsSlice(Protocol):
 
 ResponsePart = bytes | RecordsSlice
 
+
+@dataclass(frozen=True, slots=True)
+class RecordBytes:
+    """Records built in memory for a response (a view's rebuilt batches), sent as bytes
+    where the log's slices are sent zero-copy."""
+
+    data: bytes
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data)
+
+
 NodeEndpoint = tuple[int, str, int, str | None]
 """(node id, host, port, rack) of a broker named in a ``current_leader``."""
 
@@ -196,7 +209,7 @@ def encode_fetch_response(
                 pending = bytearray()
                 for part in result.records:
                     if part.size_bytes:
-                        parts.append(part)
+                        parts.append(part.data if isinstance(part, RecordBytes) else part)
                         total += part.size_bytes
             if flexible:
                 pending += _partition_tagged_fields(result)

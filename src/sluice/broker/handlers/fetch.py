@@ -32,6 +32,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.partition import log_end_key
+from sluice.broker.views import filter_records
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -101,7 +102,8 @@ def _read_partitions(
             try:
                 if name is None:
                     raise UnknownTopicId(f"no topic has id {fetch_topic.topic_id}")
-                partition = services.replicas.get(TopicPartition(name, wanted.partition))
+                source, view = services.topics.resolve(TopicPartition(name, wanted.partition))
+                partition = services.replicas.get(source)
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
                 partition_log = partition.log
                 high_watermark = partition.high_watermark
@@ -150,8 +152,11 @@ def _read_partitions(
                     )
                 failed = True
                 continue
-            result.records = read.slices
-            total += read.size_bytes
+            if view is None:
+                result.records = read.slices
+            else:
+                result.records = filter_records(read.slices, view.filter)
+            total += result.records_size_bytes
             budget -= read.size_bytes
         by_id = has_field(type(fetch_topic), "topic_id")
         key = (fetch_topic.topic_id or ZERO_TOPIC_ID) if by_id else fetch_topic.topic

@@ -117,7 +117,7 @@ async def handle_list_offsets(
                 )
                 if problem is not None:
                     raise errors.UnsupportedVersion(problem)
-                partition = services.replicas.get(tp)
+                partition = services.replicas.get(services.topics.resolve(tp)[0])
                 partition.check_leader(getattr(requested, "current_leader_epoch", -1))
                 timestamp, offset, epoch = _lookup(
                     partition, int(requested.timestamp), read_committed

@@ -30,7 +30,8 @@ UNDEFINED = -1
 def _end_of_epoch(services: BrokerServices, topic: str, wanted: Any) -> tuple[int, int, int]:
     """(error code, epoch, end offset) for one requested partition."""
     try:
-        partition = services.replicas.get(TopicPartition(topic, wanted.partition))
+        source, _ = services.topics.resolve(TopicPartition(topic, wanted.partition))
+        partition = services.replicas.get(source)
         partition.check_leader(int(wanted.current_leader_epoch))
     except KafkaError as e:
         return e.code, UNDEFINED, UNDEFINED

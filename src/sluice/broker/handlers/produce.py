@@ -177,6 +177,12 @@ def _start_one(
             )
         if services.topics.get(topic_partition.topic) is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
+        view = services.topics.view(topic_partition.topic)
+        if view is not None:
+            raise errors.InvalidTopicException(
+                f"topic {view.name!r} is a read-only view of {view.source!r}: produce to "
+                f"{view.source!r}"
+            )
         partition = services.replicas.get(topic_partition)
         config = partition.log.config
         if records is None:

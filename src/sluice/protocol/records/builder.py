@@ -22,6 +22,7 @@ broker appended it), as Kafka consumers read it.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ __all__ = [
     "decode_batch",
     "decode_batches",
     "decode_control_record",
+    "rebuild_batch",
 ]
 
 NO_PRODUCER_EPOCH: Final = -1
@@ -123,8 +125,13 @@ def build_batch(
     control: bool = False,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     base_timestamp_ms: int | None = None,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """One v2 batch holding ``records`` at offsets ``base_offset``, ``base_offset + 1``…
+    (or at ``base_offset + offset_deltas[i]``, increasing, with the batch covering up to
+    ``base_offset + last_offset_delta``: a batch with gaps, as compaction and views
+    leave).
 
     The base timestamp is ``base_timestamp_ms`` when given, else the first record
     timestamp that is set; records without a timestamp get the base timestamp, and with
@@ -136,6 +143,12 @@ def build_batch(
         raise ValueError("a batch needs at least one record")
     if len(records) > RECORDS_PER_BATCH_MAX:
         raise ValueError(f"{len(records)} records do not fit in one batch")
+    deltas = range(len(records)) if offset_deltas is None else offset_deltas
+    if len(deltas) != len(records) or any(b <= a for a, b in itertools.pairwise(deltas)):
+        raise ValueError("offset deltas must increase, one per record")
+    last_delta = deltas[-1] if last_offset_delta is None else last_offset_delta
+    if last_delta < deltas[-1] or deltas[0] < 0:
+        raise ValueError("the offset deltas must lie within the batch")
     if transactional and producer_id < 0:
         raise ValueError("a transactional batch needs a producer id")
     if base_timestamp_ms is None:
@@ -145,7 +158,7 @@ def build_batch(
         )
     max_timestamp_ms: int | None = None
     section = bytearray()
-    for offset_delta, record in enumerate(records):
+    for offset_delta, record in zip(deltas, records, strict=True):
         timestamp_ms = base_timestamp_ms if record.timestamp_ms is None else record.timestamp_ms
         if max_timestamp_ms is None or timestamp_ms > max_timestamp_ms:
             max_timestamp_ms = timestamp_ms
@@ -168,7 +181,7 @@ def build_batch(
     try:
         after_crc = _HEADER_AFTER_CRC.pack(
             attributes,
-            len(records) - 1,
+            last_delta,
             base_timestamp_ms,
             max_timestamp_ms,
             producer_id,
@@ -228,6 +241,35 @@ def build_control_batch(
         control=True,
         partition_leader_epoch=partition_leader_epoch,
         base_timestamp_ms=timestamp_ms,
+    )
+
+
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[ConsumerRecord], *, last_offset: int | None = None
+) -> bytes:
+    """The batch ``header`` describes, holding only ``records`` (some of its own, in
+    order): the same offsets, producer, attributes, codec and leader epoch; a new record
+    count and CRC. It still ends at the batch's last offset, unless ``last_offset``."""
+    return build_batch(
+        [RecordInput(r.key, r.value, r.headers, r.timestamp_ms) for r in records],
+        base_offset=header.base_offset,
+        compression=header.compression,
+        timestamp_type=(
+            TimestampType.LOG_APPEND_TIME
+            if header.attributes & ATTR_TIMESTAMP_TYPE
+            else TimestampType.CREATE_TIME
+        ),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        control=header.is_control,
+        partition_leader_epoch=header.partition_leader_epoch,
+        base_timestamp_ms=header.base_timestamp,
+        offset_deltas=[r.offset - header.base_offset for r in records],
+        last_offset_delta=(
+            header.last_offset_delta if last_offset is None else last_offset - header.base_offset
+        ),
     )
 
 
