@@ -6,10 +6,14 @@ problem, and the source protected while views use it."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +37,8 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka import KafkaConsumer
 from test_kafkajs import KAFKAJS_INSTALLED, NODE, kafkajs
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PARTITIONS = 3
 COLOURS = ["red", "blue", "green", "red", "blue"]
 RECORDS = 60
@@ -282,3 +288,26 @@ def test_a_source_with_views_is_kept_and_a_filter_can_change(
     assert got == want
     admin.delete_topics([view])[view].result(CLIENT_TIMEOUT_S)
     admin.delete_topics([name])[name].result(CLIENT_TIMEOUT_S)
+
+
+def test_the_readme_example_runs(broker: BrokerProcess, tmp_path: Path) -> None:
+    section = README.read_text().split("## Tag-filtered views", 1)[1].split("\n## ", 1)[0]
+    (block,) = [body for lang, body in CODE_BLOCK.findall(section) if lang == "sh"]
+    suffix = uuid.uuid4().hex[:6]
+    block = block.replace("127.0.0.1:9092", broker.bootstrap)
+    block = re.sub(r"(?<![\w-])(red-orders|orders)(?![\w-])", rf"\1-{suffix}", block)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "sluice"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sluice "$@"\n')
+    wrapper.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap,
+    }
+    done = subprocess.run(
+        ["sh", "-e"], input=block, capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "order 1", done.stdout

@@ -60,16 +60,14 @@ def topics() -> None:
 @click.option(
     "--partitions",
     type=click.IntRange(1, PARTITIONS_PER_TOPIC_MAX),
-    default=1,
-    show_default=True,
-    help="Number of partitions.",
+    default=None,
+    help="Number of partitions.  [default: 1; a view has its source's]",
 )
 @click.option(
     "--replication-factor",
     type=click.IntRange(1, REPLICATION_FACTOR_MAX),
-    default=1,
-    show_default=True,
-    help="Copies of each partition (at most the number of brokers).",
+    default=None,
+    help="Copies of each partition (at most the number of brokers).  [default: 1]",
 )
 @click.option(
     "--config",
@@ -83,15 +81,21 @@ def topics() -> None:
 def create(
     *,
     name: str,
-    partitions: int,
-    replication_factor: int,
+    partitions: int | None,
+    replication_factor: int | None,
     configs: Sequence[str],
     if_not_exists: bool,
     bootstrap_server: str,
 ) -> None:
-    """Create topic TOPIC."""
+    """Create topic TOPIC. With --config sluice.view.source=SOURCE and --config
+    "sluice.view.filter=EXPRESSION" it is a read-only view of SOURCE."""
     overrides = parse_key_values(configs, "--config")
     check_topic_configs(overrides)
+    view = bool(overrides.get("sluice.view.source"))
+    if partitions is None:
+        partitions = -1 if view else 1
+    if replication_factor is None:
+        replication_factor = -1 if view else 1
 
     async def create_topic() -> bool:
         async with open_cluster(bootstrap_server) as cluster:
@@ -108,7 +112,10 @@ def create(
             return True
 
     if run(create_topic):
-        click.echo(f"Created topic {name} with {partitions} partition(s).")
+        if view:
+            click.echo(f"Created view {name} of {overrides['sluice.view.source']}.")
+        else:
+            click.echo(f"Created topic {name} with {partitions} partition(s).")
 
 
 @topics.command(name="list")
