@@ -15,8 +15,18 @@ if TYPE_CHECKING:
     from sluice.client.exactly_once import Output as Output
     from sluice.client.exactly_once import run_exactly_once as run_exactly_once
     from sluice.client.producer_api import Producer as Producer
+    from sluice.client.retries import RetryPolicy as RetryPolicy
 
-__all__ = ["Admin", "Consumer", "Output", "Producer", "__version__", "run_exactly_once", "sync"]
+__all__ = [
+    "Admin",
+    "Consumer",
+    "Output",
+    "Producer",
+    "RetryPolicy",
+    "__version__",
+    "run_exactly_once",
+    "sync",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +44,10 @@ def __getattr__(name: str) -> Any:
         from sluice.client.consumer_api import Consumer  # noqa: PLC0415
 
         return Consumer
+    if name == "RetryPolicy":
+        from sluice.client.retries import RetryPolicy  # noqa: PLC0415
+
+        return RetryPolicy
     if name in ("Output", "run_exactly_once"):
         from sluice.client import exactly_once  # noqa: PLC0415
 

@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``delays`` and ``cluster`` talk to one through ``sluice.client``.
+``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
 from sluice.cli.delays import delays
 from sluice.cli.dev_cluster import dev_cluster
+from sluice.cli.dlq import dlq
 from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
@@ -35,5 +36,6 @@ main.add_command(groups)
 main.add_command(cluster)
 main.add_command(transactions)
 main.add_command(delays)
+main.add_command(dlq)
 main.add_command(dev_cluster)
 register_pipelines(main)

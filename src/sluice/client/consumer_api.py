@@ -68,6 +68,7 @@ from sluice.client.membership import (
     fetch_committed,
 )
 from sluice.client.messages import Request
+from sluice.client.retries import Retrier, RetryPolicy
 from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -251,10 +252,13 @@ class Consumer:
         delivery: Delivery = "at-least-once",
         rebalance_listener: ConsumerRebalanceListener | None = None,
         request_timeout_ms: int = 30_000,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         """Check the settings (``ValueError`` naming the bad one); connect in start().
         ``isolation_level`` None means read_committed for ``delivery="exactly-once"``,
-        else read_uncommitted (Kafka's default)."""
+        else read_uncommitted (Kafka's default). ``retry_policy`` gives the group retry
+        and dead-letter topics (:meth:`retry`, :meth:`dead_letter`): the consumer
+        creates them if needed and also reads its retry topic."""
         if delivery not in ("at-least-once", "at-most-once", "exactly-once"):
             raise ValueError(f"unknown delivery mode {delivery!r}")
         if isolation_level is None:
@@ -284,6 +288,8 @@ class Consumer:
             raise ValueError("auto_commit_interval_ms must be positive")
         if topics and group_id is None:
             raise ValueError("subscribing to topics needs a group_id (or use assign())")
+        if retry_policy is not None and group_id is None:
+            raise ValueError("retry_policy needs a group_id: retries belong to a group")
         self._assignors = assignors_named(list(partition_assignment_strategy))
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
@@ -305,6 +311,11 @@ class Consumer:
         self.request_timeout_ms = request_timeout_ms
         self._listener = rebalance_listener
         self._initial_topics = list(topics)
+        self._retrier = (
+            None
+            if retry_policy is None or group_id is None
+            else Retrier(retry_policy, group_id, bootstrap_servers, client_id)
+        )
 
         self._cluster: Cluster | None = None
         self._admin: Admin | None = None
@@ -352,6 +363,13 @@ class Consumer:
             self._tasks.append(
                 asyncio.create_task(self._guarded(self._auto_commit_loop()), name="committer")
             )
+        if self._retrier is not None and self._initial_topics:
+            partitions = [
+                len(metadata.partitions)
+                for metadata in (await self._cluster.metadata(self._initial_topics)).topics.values()
+                if metadata.partitions
+            ]
+            await self._retrier.ensure_topics(self._admin, max(partitions, default=1))
         if self._initial_topics:
             self.subscribe(self._initial_topics)
 
@@ -377,6 +395,8 @@ class Consumer:
                 task.cancel()
             if self._tasks:
                 await asyncio.wait(self._tasks)
+            if self._retrier is not None:
+                await self._retrier.close()
             if self._cluster is not None:
                 await self._cluster.close()
 
@@ -430,6 +450,8 @@ class Consumer:
         if not names and pattern is None:
             raise ValueError("subscribe() needs topics or a pattern")
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        if self._retrier is not None and names and self._retrier.retry_topic not in names:
+            names.append(self._retrier.retry_topic)
         if listener is not None:
             self._listener = listener
         self._subscribed = True
@@ -1104,6 +1126,29 @@ class Consumer:
             membership.member_id,
             self.group_instance_id,
         )
+
+    async def retry(self, record: ConsumerRecord, error: BaseException | str) -> str:
+        """Handling ``record`` failed: send it to the group's retry topic, to come back
+        after the policy's backoff for its attempt (or, out of attempts, to the
+        dead-letter topic), with the group's offset past it, in one transaction.
+        Returns the topic it went to. See :mod:`sluice.client.retries`."""
+        return await self._move(record, error, dead=False)
+
+    async def dead_letter(self, record: ConsumerRecord, error: BaseException | str) -> str:
+        """Send ``record`` to the group's dead-letter topic at once (the error is not
+        worth retrying), with the group's offset past it, in one transaction."""
+        return await self._move(record, error, dead=True)
+
+    async def _move(self, record: ConsumerRecord, error: BaseException | str, *, dead: bool) -> str:
+        if self._retrier is None:
+            raise ValueError("retry() and dead_letter() need a retry_policy")
+        self._raise_failure()
+        topic = await self._retrier.move(record, error, self.group_metadata(), dead=dead)
+        tp = record.topic_partition
+        # Committed by the transaction: never commit below it again.
+        self._committed[tp] = max(self._committed.get(tp, 0), record.offset + 1)
+        self._finished[tp] = max(self._finished.get(tp, 0), record.offset + 1)
+        return topic
 
     def positions(self) -> dict[TopicPartition, int]:
         """The next offset to hand out of each assigned partition whose position is

@@ -370,6 +370,16 @@ class Consumer:
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         self._loop_thread.run(self._consumer.commit(offsets))
 
+    def retry(self, record: consumer_api.ConsumerRecord, error: BaseException | str) -> str:
+        """See :meth:`sluice.Consumer.retry`."""
+        topic: str = self._loop_thread.run(self._consumer.retry(record, error))
+        return topic
+
+    def dead_letter(self, record: consumer_api.ConsumerRecord, error: BaseException | str) -> str:
+        """See :meth:`sluice.Consumer.dead_letter`."""
+        topic: str = self._loop_thread.run(self._consumer.dead_letter(record, error))
+        return topic
+
     def lag(self, partition: TopicPartition) -> int | None:
         result: int | None = self._call(self._consumer.lag, partition)
         return result
