@@ -11,10 +11,12 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from broker_process import BrokerProcess
@@ -177,3 +179,22 @@ def test_retry_then_dead_letter_then_replay(broker: BrokerProcess) -> None:
     assert all(
         "x-sluice-attempt" not in h and h["trace"].startswith(b"t") for h in replayed_headers
     )
+
+
+def test_the_readme_example_runs(broker: BrokerProcess) -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("## Retry and dead-letter topics", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    create_topic(broker.bootstrap, "payments")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send("payments", b"invoice-1").get(CLIENT_TIMEOUT_S)
+    producer.close()
+    done = subprocess.run(
+        [sys.executable, "-c", block.replace("127.0.0.1:9092", broker.bootstrap)],
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S * 2,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "charged b'invoice-1'"
