@@ -41,7 +41,9 @@ from sluice.protocol.records.builder import (
     decode_batch,
     rebuild_batch,
 )
+from sluice.protocol.records.tags import TAG_HEADER
 from sluice.storage.segment import FileSlice
+from sluice.storage.tag_summary import Combinations, TagSummaries
 
 VIEW_SOURCE: Final = "sluice.view.source"
 VIEW_FILTER: Final = "sluice.view.filter"
@@ -141,21 +143,44 @@ def with_source_partitions(view: TopicMetadata, source: TopicMetadata | None) ->
 # -- filtering fetched batches --------------------------------------------------------
 
 
-def filter_records(slices: Sequence[RecordsSlice], view_filter: ViewFilter) -> list[RecordsSlice]:
-    """What a view's consumer gets of the source's batches in ``slices``."""
+def filter_records(
+    slices: Sequence[RecordsSlice],
+    view_filter: ViewFilter,
+    summaries: TagSummaries | None = None,
+) -> list[RecordsSlice]:
+    """What a view's consumer gets of the source's batches in ``slices``. With the
+    partition's tag ``summaries``, a filter over tags alone decides most batches
+    without decoding them."""
     parts: list[RecordsSlice] = []
     skipped: tuple[int, int, int] | None = None
     """(first offset, last offset, timestamp) of the records left out since the last
     one sent: a gap between batches is fine anywhere but at the end of a response."""
+    tags_only = summaries is not None and view_filter.headers <= {TAG_HEADER}
     for part in slices:
         assert isinstance(part, FileSlice)
         data = part.read()
-        for position, header in iter_batches(data):
-            batch = data[position : position + header.size_bytes]
+        batches = list(iter_batches(data))
+        known = (
+            summaries.get(h.base_offset for _, h in batches if not h.is_control)
+            if tags_only and summaries is not None
+            else {}
+        )
+        for position, header in batches:
+            whole = FileSlice(part.file, part.position + position, header.size_bytes)
             if header.is_control:
-                parts.append(FileSlice(part.file, part.position + position, header.size_bytes))
+                parts.append(whole)
                 skipped = None
                 continue
+            decided = _decide(known.get(header.base_offset), view_filter)
+            if decided is True:
+                parts.append(whole)
+                skipped = None
+                continue
+            if decided is False:
+                first = header.base_offset if skipped is None else skipped[0]
+                skipped = (first, header.last_offset, header.max_timestamp)
+                continue
+            batch = data[position : position + header.size_bytes]
             records = decode_batch(batch).records
             matching = [r for r in records if view_filter.matches_record(r.headers)]
             if not matching:
@@ -164,7 +189,7 @@ def filter_records(slices: Sequence[RecordsSlice], view_filter: ViewFilter) -> l
                 continue
             skipped = None
             if len(matching) == len(records):
-                parts.append(FileSlice(part.file, part.position + position, header.size_bytes))
+                parts.append(whole)
                 continue
             last = matching[-1].offset
             parts.append(RecordBytes(rebuild_batch(header, matching, last_offset=last)))
@@ -173,6 +198,15 @@ def filter_records(slices: Sequence[RecordsSlice], view_filter: ViewFilter) -> l
     if skipped is not None:
         parts.append(RecordBytes(_skipped_range(*skipped)))
     return parts
+
+
+def _decide(summary: Combinations | None, view_filter: ViewFilter) -> bool | None:
+    """From a batch's tag summary: True when every record matches, False when none
+    does, None when it must be decoded to tell (or has no summary)."""
+    if not summary:
+        return None
+    outcomes = {view_filter.matches({TAG_HEADER: tags} if tags else {}) for tags in summary}
+    return outcomes.pop() if len(outcomes) == 1 else None
 
 
 def _skipped_range(first: int, last: int, timestamp_ms: int) -> bytes:

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-TAG_HEADER: Final = "x-sluice-tag"
+from sluice.protocol.records.tags import TAG_HEADER
+
 FILTER_BYTES_MAX: Final = 4096
 
 HeaderValues = Mapping[str, frozenset[bytes]]

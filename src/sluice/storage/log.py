@@ -95,6 +95,7 @@ from sluice.storage.segment import (
     LogSegment,
     parse_segment_file_name,
 )
+from sluice.storage.tag_summary import TagSummaries
 from sluice.storage.transaction_index import TRANSACTION_INDEX_SUFFIX, AbortedTransaction
 
 logger = logging.getLogger(__name__)
@@ -241,6 +242,9 @@ class PartitionLog:
         still be lost with this leader, so they still hold the last stable offset."""
         self.delays = PartitionDelays(directory)
         """The parked records of delayed delivery (an index only once some came)."""
+        self.tag_summaries: TagSummaries | None = None
+        """Per-batch tag summaries for views of this partition's topic, once a view's
+        fetch turned them on (:meth:`enable_tag_summaries`)."""
 
     # -- opening and recovery -------------------------------------------------------
 
@@ -436,6 +440,15 @@ class PartitionLog:
                     f"past the next segment's base offset {later[0].base_offset}"
                 )
             i += 1
+
+    def enable_tag_summaries(self) -> TagSummaries:
+        """Summarize the tags of every batch appended from now on (for views' fetches;
+        see :mod:`sluice.storage.tag_summary`). Rows of an earlier run are dropped: the
+        log may have been truncated and written again meanwhile, unwatched."""
+        if self.tag_summaries is None:
+            self.tag_summaries = TagSummaries(self.directory)
+            self.tag_summaries.forget(from_offset=0)
+        return self.tag_summaries
 
     def _batches_from(self, start: int) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
         """Every batch from the one holding ``start`` to the log end, with a function
@@ -852,6 +865,8 @@ class PartitionLog:
                 timestamp_ms=max_timestamp_ms,
                 transactional=header.is_transactional,
             )
+        if self.tag_summaries is not None and not header.is_control:
+            self.tag_summaries.appended(parse_header(batch), batch)
         if may_matter(header):
             self.delays.appended(
                 parse_header(batch),
@@ -915,6 +930,8 @@ class PartitionLog:
                 self.producer_state.replay(header)
             if may_matter(header):
                 self.delays.appended(header, data, marker=None, log_end=self._log_end_offset)
+            if self.tag_summaries is not None and not header.is_control:
+                self.tag_summaries.appended(header, data)
             records += header.records_count
         self.leader_epoch_cache.flush()
         if records:
@@ -1090,6 +1107,8 @@ class PartitionLog:
         self.leader_epoch_cache.flush()
         self._load_producer_state()
         self.delays.truncate(self._log_end_offset)
+        if self.tag_summaries is not None:
+            self.tag_summaries.forget(from_offset=self._log_end_offset)
         self._write_checkpoint()
 
     @_storage_errors
@@ -1113,6 +1132,8 @@ class PartitionLog:
         self._undecided.clear()
         self.producer_state.delete_snapshots_after(-1)
         self.delays.truncate(0)
+        if self.tag_summaries is not None:
+            self.tag_summaries.forget(from_offset=0)
         self._write_checkpoint()
 
     @_storage_errors
@@ -1143,6 +1164,8 @@ class PartitionLog:
     def _after_log_start_moved(self) -> None:
         self._log_start_offset = max(self._log_start_offset, self._base_offsets[0])
         self.delays.drop_below(self._log_start_offset)
+        if self.tag_summaries is not None:
+            self.tag_summaries.forget(below=self._log_start_offset)
         self._high_watermark = self._clamp(self._high_watermark)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.leader_epoch_cache.flush()
@@ -1237,6 +1260,10 @@ class PartitionLog:
                 now_ms=now_ms,
             )
             count = len(cleaned.replaces)
+            if self.tag_summaries is not None:
+                self.tag_summaries.forget_range(
+                    cleaned.replaces[0].base_offset, cleaned.replaces[-1].next_offset
+                )
             self._segments[first : first + count] = [segment]
             self._base_offsets[first : first + count] = [segment.base_offset]
         fsync_directory(self.directory)
@@ -1366,6 +1393,8 @@ class PartitionLog:
             self.producer_state.take_snapshot(self._log_end_offset)
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         self.delays.close()
+        if self.tag_summaries is not None:
+            self.tag_summaries.close()
         for segment in self._segments:
             segment.close()
         for _, segment in self._pending_deletes:

@@ -155,7 +155,9 @@ def _read_partitions(
             if view is None:
                 result.records = read.slices
             else:
-                result.records = filter_records(read.slices, view.filter)
+                result.records = filter_records(
+                    read.slices, view.filter, partition.log.enable_tag_summaries()
+                )
             total += result.records_size_bytes
             budget -= read.size_bytes
         by_id = has_field(type(fetch_topic), "topic_id")
