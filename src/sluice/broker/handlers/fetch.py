@@ -105,6 +105,8 @@ def _read_partitions(
                 source, view = services.topics.resolve(TopicPartition(name, wanted.partition))
                 partition = services.replicas.get(source)
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
+                if view is not None:
+                    partition.log.enable_tag_summaries()  # for the batches to come
                 partition_log = partition.log
                 high_watermark = partition.high_watermark
                 last_stable_offset = partition_log.last_stable_offset
@@ -156,7 +158,7 @@ def _read_partitions(
                 result.records = read.slices
             else:
                 result.records = filter_records(
-                    read.slices, view.filter, partition.log.enable_tag_summaries()
+                    read.slices, view.filter, partition.log.tag_summaries
                 )
             total += result.records_size_bytes
             budget -= read.size_bytes
