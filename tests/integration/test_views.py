@@ -295,7 +295,7 @@ def test_the_readme_example_runs(broker: BrokerProcess, tmp_path: Path) -> None:
     (block,) = [body for lang, body in CODE_BLOCK.findall(section) if lang == "sh"]
     suffix = uuid.uuid4().hex[:6]
     block = block.replace("127.0.0.1:9092", broker.bootstrap)
-    block = re.sub(r"(?<![\w-])(red-orders|orders)(?![\w-])", rf"\1-{suffix}", block)
+    block = re.sub(r"(?<![\w-])(red-purchases|purchases)(?![\w-])", rf"\1-{suffix}", block)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "sluice"
@@ -310,4 +310,4 @@ def test_the_readme_example_runs(broker: BrokerProcess, tmp_path: Path) -> None:
         ["sh", "-e"], input=block, capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "order 1", done.stdout
+    assert done.stdout.splitlines()[-1] == "purchase 1", done.stdout
