@@ -406,6 +406,7 @@ class Broker:
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
                 self.applier.add_listener(lambda delta: self.fetchers.sync())
+                self.applier.add_listener(lambda delta: self.delays.wake())
                 await self.applier.wait_for(
                     lambda image: self.config.node_id in image.brokers,
                     REGISTRATION_APPLIED_TIMEOUT_S,

@@ -128,17 +128,20 @@ class DelayScheduler:
         self._heap: list[_Entry] = []
         self._generations = itertools.count()
         self._wake = asyncio.Event()
+        self._leaders_seen_ms: int | None = None
+        """When the partitions led here were last looked at (None: look now)."""
         self.fired_records = 0
 
     def wake(self) -> None:
-        """Look again now (a manual clock moved, leadership changed)."""
+        """Look again now, at leadership too (metadata applied, a manual clock moved)."""
+        self._leaders_seen_ms = None
         self._wake.set()
 
     def parked(self, topic_partition: TopicPartition, due: Iterable[tuple[int, int]]) -> None:
         """Records (due time, offset) were just parked in a partition led here."""
         tracked = self._tracked.get(topic_partition)
         if tracked is None:
-            self._wake.set()  # a partition's first parked records: track it
+            self.wake()  # a partition's first parked records: track it
             return
         pushed = False
         for due_ms, offset in due:
@@ -175,9 +178,13 @@ class DelayScheduler:
             await self._sleep(self.step(now_ms) - now_ms)
 
     def step(self, now_ms: int) -> int:
-        """Follow leadership, load what the window needs, fire what is due at
+        """Follow leadership (when woken, or every LEADERS_SCAN_S: it looks at every
+        partition hosted here), load what the window needs, fire what is due at
         ``now_ms``; returns when to step next (wall-clock milliseconds)."""
-        self._follow_leadership()
+        seen = self._leaders_seen_ms
+        if seen is None or not seen <= now_ms < seen + int(LEADERS_SCAN_S * 1000):
+            self._follow_leadership()
+            self._leaders_seen_ms = now_ms
         self._refill(now_ms)
         self._fire_due(now_ms)
         return self._next_wake_ms(now_ms)

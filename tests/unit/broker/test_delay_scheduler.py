@@ -152,6 +152,9 @@ def test_a_follower_does_not_fire_and_a_new_leader_does(tmp_path: Path) -> None:
         PartitionState(replicas=(0, 1), leader=0, leader_epoch=2, isr=(0,), version=2)
     )
     scheduler.step(clock.wall_ms())
+    assert fired_values(partition) == []  # not noticed before the next look at leaders
+    scheduler.wake()  # what the broker does when it applies new metadata
+    scheduler.step(clock.wall_ms())
     assert fired_values(partition) == [b"a"]
     clock.advance(1000)
     scheduler.step(clock.wall_ms())
