@@ -22,7 +22,6 @@ Prints Markdown for docs/performance.md.
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import sys
 import threading
@@ -35,10 +34,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from produce_consume import (
     create_topic,
-    describe_machine,
+    print_run_header,
     producer_config,
     sluice_broker,
-    source_revision,
     warm_up,
 )
 
@@ -190,14 +188,7 @@ def main() -> None:
             file=sys.stderr,
         )
         backlog = measure_backlog(target.bootstrap, target.pid, data_dir, args.pending)
-    machine = describe_machine()
-    command = shlex.join([Path(sys.executable).name, *sys.argv])
-    print(f"Command: `{command}`, Sluice {source_revision()}")
-    print()
-    print("| | " + " | ".join(f"`{name}`" for name in machine) + " |")
-    print("|---" * (len(machine) + 1) + "|")
-    print("| machine | " + " | ".join(machine.values()) + " |")
-    print()
+    print_run_header()
     print(
         f"Timing: {timing.records:,} records at {args.rate:,}/s over {args.seconds:g} s, "
         f"each due {args.delay_ms} ms after it was sent."

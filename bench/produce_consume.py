@@ -27,6 +27,7 @@ import ipaddress
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import socket
@@ -102,6 +103,19 @@ def describe_machine() -> dict[str, str]:
 
 
 # ── the broker under test ──────────────────────────────────────────────────────────────
+
+
+def print_run_header() -> None:
+    """The command, the Sluice revision and the machine, as Markdown for
+    docs/performance.md (the head of a benchmark's report)."""
+    machine = describe_machine()
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    print(f"Command: `{command}`, Sluice {source_revision()}")
+    print()
+    print("| | " + " | ".join(f"`{name}`" for name in machine) + " |")
+    print("|---" * (len(machine) + 1) + "|")
+    print("| machine | " + " | ".join(machine.values()) + " |")
+    print()
 
 
 def free_loopback_port() -> int:

@@ -29,7 +29,6 @@ Prints Markdown for docs/performance.md.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 import uuid
@@ -44,10 +43,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from produce_consume import (
     create_topic,
-    describe_machine,
+    print_run_header,
     producer_config,
     sluice_broker,
-    source_revision,
     spread,
     warm_up,
 )
@@ -262,14 +260,7 @@ def main() -> None:
                 )
             assert target.pid is not None
             rss_mib.append(psutil.Process(target.pid).memory_info().rss / 2**20)
-    machine = describe_machine()
-    command = shlex.join([Path(sys.executable).name, *sys.argv])
-    print(f"Command: `{command}`, Sluice {source_revision()}")
-    print()
-    print("| | " + " | ".join(f"`{name}`" for name in machine) + " |")
-    print("|---" * (len(machine) + 1) + "|")
-    print("| machine | " + " | ".join(machine.values()) + " |")
-    print()
+    print_run_header()
     print(
         "| mode | records/s | MB/s | % of idempotent | transactions/s "
         f"| commit p50 ms | commit p99 ms | % of commits ≥ {SLOW_COMMIT_MS:.0f} ms "

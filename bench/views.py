@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import shlex
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -38,10 +36,9 @@ from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-
 
 from produce_consume import (
     cpu_seconds,
-    describe_machine,
+    print_run_header,
     producer_config,
     sluice_broker,
-    source_revision,
     spread,
 )
 
@@ -163,14 +160,7 @@ def main() -> None:
                     f"({filtered.delivered:,} of {high:,} delivered)",
                     file=sys.stderr,
                 )
-    machine = describe_machine()
-    command = shlex.join([Path(sys.executable).name, *sys.argv])
-    print(f"Command: `{command}`, Sluice {source_revision()}")
-    print()
-    print("| | " + " | ".join(f"`{name}`" for name in machine) + " |")
-    print("|---" * (len(machine) + 1) + "|")
-    print("| machine | " + " | ".join(machine.values()) + " |")
-    print()
+    print_run_header()
     print(
         "| layout | records delivered by the view | source records/s: reading the source "
         "| reading the view | broker CPU µs per source record: source | view |"
