@@ -10,7 +10,6 @@ before ``sent + delay`` would be early.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -31,9 +30,7 @@ from client_helpers import (
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+from readme_blocks import README_ADDRESS, blocks
 
 Seen = dict[bytes, tuple[float, int, list[tuple[str, bytes]]]]
 """value → (time first seen, offset, headers)."""
@@ -290,16 +287,17 @@ def test_kill_9_with_records_pending_loses_and_repeats_nothing(
 
 def test_the_readme_examples_run(broker: BrokerProcess) -> None:
     """The README's delayed-delivery examples, as a newcomer pastes them."""
-    section = README.read_text().split("## Delayed and scheduled delivery", 1)[1]
-    section = section.split("\n## ", 1)[0].replace("127.0.0.1:9092", broker.bootstrap)
-    blocks = dict((lang, body) for lang, body in CODE_BLOCK.findall(section))
-    assert set(blocks) == {"sh", "python"}, "the README's examples changed: update this test"
+    heading = "Delayed and scheduled delivery"
+    (sh,) = [block.replace(README_ADDRESS, broker.bootstrap) for block in blocks("sh", heading)]
+    (python_block,) = [
+        block.replace(README_ADDRESS, broker.bootstrap) for block in blocks("python", heading)
+    ]
     shell = subprocess.run(
-        ["sh", "-e"], input=blocks["sh"], capture_output=True, text=True, timeout=60, check=True
+        ["sh", "-e"], input=sh, capture_output=True, text=True, timeout=60, check=True
     )
     assert shell.stdout == ""  # due in 30 s: nothing to read yet
     python = subprocess.run(
-        [sys.executable, "-c", blocks["python"]],
+        [sys.executable, "-c", python_block],
         capture_output=True,
         text=True,
         timeout=60,

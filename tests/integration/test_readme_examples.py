@@ -18,26 +18,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_process import BrokerProcess
+from readme_blocks import README_ADDRESS, blocks, sluice_shell_environment
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_ADDRESS = "127.0.0.1:9092"
 BLOCK_TIMEOUT_S = 120.0
-CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-
-
-def readme_blocks(language: str) -> list[str]:
-    return [body for lang, body in CODE_BLOCK.findall(README.read_text()) if lang == language]
 
 
 def quick_start_cli_block() -> str:
-    (block,) = [b for b in readme_blocks("sh") if b.startswith("sluice topics create orders")]
+    (block,) = [b for b in blocks("sh") if b.startswith("sluice topics create orders")]
     return block
 
 
 def python_client_blocks() -> list[str]:
     """The Python examples of the "Python client" section, in README order."""
-    section = README.read_text().split("## Python client", 1)[1].split("\n## ", 1)[0]
-    return [body for lang, body in CODE_BLOCK.findall(section) if lang == "python"]
+    return blocks("python", "Python client")
 
 
 def run(argv: list[str], environment: dict[str, str], stdin: str | None = None) -> str:
@@ -59,15 +52,7 @@ def test_readme_blocks_run_in_order_on_a_fresh_broker(
     broker_factory: Callable[..., BrokerProcess], tmp_path: Path
 ) -> None:
     broker = broker_factory({"group.initial.rebalance.delay.ms": "0"})
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "sluice"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sluice "$@"\n')
-    wrapper.chmod(0o755)
-    environment = {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap,
-    }
+    environment = sluice_shell_environment(tmp_path, broker.bootstrap)
 
     cli_output = run(["sh", "-e"], environment, stdin=quick_start_cli_block())
     assert "first" in cli_output, cli_output

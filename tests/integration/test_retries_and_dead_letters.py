@@ -11,12 +11,10 @@ import asyncio
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from broker_process import BrokerProcess
@@ -24,6 +22,7 @@ from client_helpers import CLIENT_TIMEOUT_S, consumer_config, create_topic
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaProducer
+from readme_blocks import README_ADDRESS, blocks
 
 import sluice
 from sluice.client.retries import RetryPolicy
@@ -182,15 +181,13 @@ def test_retry_then_dead_letter_then_replay(broker: BrokerProcess) -> None:
 
 
 def test_the_readme_example_runs(broker: BrokerProcess) -> None:
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    section = readme.read_text().split("## Retry and dead-letter topics", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    (block,) = blocks("python", "Retry and dead-letter topics")
     create_topic(broker.bootstrap, "payments")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     producer.send("payments", b"invoice-1").get(CLIENT_TIMEOUT_S)
     producer.close()
     done = subprocess.run(
-        [sys.executable, "-c", block.replace("127.0.0.1:9092", broker.bootstrap)],
+        [sys.executable, "-c", block.replace(README_ADDRESS, broker.bootstrap)],
         capture_output=True,
         text=True,
         timeout=CLIENT_TIMEOUT_S * 2,

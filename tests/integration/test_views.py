@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,10 +34,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka import KafkaConsumer
+from readme_blocks import README_ADDRESS, blocks, sluice_shell_environment
 from test_kafkajs import KAFKAJS_INSTALLED, NODE, kafkajs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PARTITIONS = 3
 COLOURS = ["red", "blue", "green", "red", "blue"]
 RECORDS = 60
@@ -291,21 +289,11 @@ def test_a_source_with_views_is_kept_and_a_filter_can_change(
 
 
 def test_the_readme_example_runs(broker: BrokerProcess, tmp_path: Path) -> None:
-    section = README.read_text().split("## Tag-filtered views", 1)[1].split("\n## ", 1)[0]
-    (block,) = [body for lang, body in CODE_BLOCK.findall(section) if lang == "sh"]
+    (block,) = blocks("sh", "Tag-filtered views")
     suffix = uuid.uuid4().hex[:6]
-    block = block.replace("127.0.0.1:9092", broker.bootstrap)
+    block = block.replace(README_ADDRESS, broker.bootstrap)
     block = re.sub(r"(?<![\w-])(red-purchases|purchases)(?![\w-])", rf"\1-{suffix}", block)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "sluice"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sluice "$@"\n')
-    wrapper.chmod(0o755)
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap,
-    }
+    env = {**os.environ, **sluice_shell_environment(tmp_path, broker.bootstrap)}
     done = subprocess.run(
         ["sh", "-e"], input=block, capture_output=True, text=True, env=env, timeout=60, check=False
     )

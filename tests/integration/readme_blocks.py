@@ -1,0 +1,37 @@
+"""The README's code blocks, for the tests that run them as a newcomer would, and a
+shell environment in which ``sluice`` is this checkout's command."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_ADDRESS = "127.0.0.1:9092"
+"""The broker address the README's examples use; tests put their broker's instead."""
+CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks(language: str, heading: str | None = None) -> list[str]:
+    """The ``language`` blocks of the README, or of its ``## heading`` section only, in
+    order."""
+    text = README.read_text()
+    if heading is not None:
+        text = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return [body for lang, body in CODE_BLOCK.findall(text) if lang == language]
+
+
+def sluice_shell_environment(tmp_path: Path, bootstrap: str) -> dict[str, str]:
+    """Environment variables for ``sh`` running README commands: ``sluice`` on the PATH
+    runs this interpreter's Sluice, against ``bootstrap``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "sluice"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sluice "$@"\n')
+    wrapper.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SLUICE_BOOTSTRAP_SERVER": bootstrap,
+    }
