@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Final
 
 from sluice.protocol.records.delayed import ParkedRecord
+from sluice.storage import sqlite_files
 from sluice.storage.checkpoint import fsync_directory
 
 log = logging.getLogger(__name__)
@@ -133,11 +134,9 @@ class DelayIndex:
         if not existed and not create:
             return None
         try:
-            connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute("PRAGMA wal_autocheckpoint=0")
-            connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            connection = sqlite_files.connect(
+                path, synchronous="NORMAL", cache_kib=CACHE_KIB, autocheckpoint=False
+            )
             connection.executescript(_SCHEMA)
             index = cls(path, connection)
             version = index._meta("version", SCHEMA_VERSION)
@@ -154,9 +153,7 @@ class DelayIndex:
 
     @staticmethod
     def delete(directory: Path) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                (directory / (FILE_NAME + suffix)).unlink()
+        sqlite_files.remove(directory / FILE_NAME)
 
     def close(self) -> None:
         if self._checkpointer is not None:

@@ -18,7 +18,6 @@ so nothing here is needed for correctness: the file may be lost or removed at an
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 import struct
@@ -30,6 +29,7 @@ from sluice.common import errors
 from sluice.protocol.records.batch import BatchHeader, Compression
 from sluice.protocol.records.builder import decode_batch
 from sluice.protocol.records.tags import TAG_HEADER
+from sluice.storage import sqlite_files
 
 log = logging.getLogger(__name__)
 
@@ -91,24 +91,22 @@ class TagSummaries:
         self.path = directory / FILE_NAME
         self.broken = False
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=OFF")
-            self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-            self._db.execute(
+            self._db = self._connect()
+        except sqlite3.DatabaseError:
+            # Only an optimisation: start again from nothing.
+            sqlite_files.remove(self.path)
+            self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite_files.connect(self.path, synchronous="OFF", cache_kib=CACHE_KIB)
+        try:
+            connection.execute(
                 "CREATE TABLE IF NOT EXISTS batches (base_offset INTEGER PRIMARY KEY, summary BLOB)"
             )
         except sqlite3.DatabaseError:
-            # Only an optimisation: start again from nothing.
-            with contextlib.suppress(Exception):
-                self._db.close()
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    (directory / (FILE_NAME + suffix)).unlink()
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=OFF")
-            self._db.execute("CREATE TABLE batches (base_offset INTEGER PRIMARY KEY, summary BLOB)")
+            connection.close()
+            raise
+        return connection
 
     def appended(self, header: BatchHeader, batch: bytes | bytearray | memoryview) -> None:
         """A data batch was written at ``header.base_offset``."""
