@@ -865,19 +865,39 @@ class PartitionLog:
                 timestamp_ms=max_timestamp_ms,
                 transactional=header.is_transactional,
             )
-        if self.tag_summaries is not None and not header.is_control:
-            self.tag_summaries.appended(parse_header(batch), batch)
-        if may_matter(header):
-            self.delays.appended(
-                parse_header(batch),
+        if self.tag_summaries is not None or may_matter(header):
+            self._index_written(
+                parse_header(batch),  # with the offsets just assigned
                 batch,
                 marker=None if marker is None else marker[0],
-                log_end=self._log_end_offset,
                 fired_origins=fired_origins,
                 parked=parked,
             )
         self._after_write(segment, header.records_count)
         return AppendResult(base_offset, last_offset, log_append_time_ms, self._log_start_offset)
+
+    def _index_written(
+        self,
+        header: BatchHeader,
+        batch: bytes | bytearray | memoryview,
+        *,
+        marker: bool | None,
+        fired_origins: Sequence[int] | None,
+        parked: Sequence[Delivery] | None,
+    ) -> None:
+        """The side indexes of a batch just written (here, or copied from the leader):
+        tag summaries, delays. Cheap for the batches they do not concern."""
+        if self.tag_summaries is not None and not header.is_control:
+            self.tag_summaries.appended(header, batch)
+        if may_matter(header):
+            self.delays.appended(
+                header,
+                batch,
+                marker=marker,
+                log_end=self._log_end_offset,
+                fired_origins=fired_origins,
+                parked=parked,
+            )
 
     def _after_write(self, segment: LogSegment, records: int) -> None:
         if self._directory_unsynced:
@@ -928,10 +948,7 @@ class PartitionLog:
                 self._replay_marker(segment, data, header)
             else:
                 self.producer_state.replay(header)
-            if may_matter(header):
-                self.delays.appended(header, data, marker=None, log_end=self._log_end_offset)
-            if self.tag_summaries is not None and not header.is_control:
-                self.tag_summaries.appended(header, data)
+            self._index_written(header, data, marker=None, fired_origins=None, parked=None)
             records += header.records_count
         self.leader_epoch_cache.flush()
         if records:
