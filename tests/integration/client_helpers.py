@@ -6,7 +6,10 @@ callbacks, polled messages), never by sleeping.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -18,6 +21,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 CLIENT_TIMEOUT_S = 30.0
+COMMAND_TIMEOUT_S = 60.0
 
 _ILLEGAL_TOPIC_CHARACTERS = re.compile(r"[^a-zA-Z0-9._-]+")
 
@@ -181,3 +185,16 @@ def round_trip_one_message(bootstrap: str) -> None:
     (message,) = consume_exactly(bootstrap, [(name, 0)], 1)
     assert message.value() == value
     assert message.offset() == delivered.offset == 0
+
+
+def run_sluice(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``sluice ARGS…`` as a user runs it (a process of this interpreter), against
+    ``bootstrap``; the caller checks the exit status and the output."""
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLUICE_BOOTSTRAP_SERVER": bootstrap},
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )

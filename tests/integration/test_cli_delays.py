@@ -6,15 +6,13 @@ API closes its connection and the broker serves on."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import create_topic, produce_and_flush, producer_config
+from client_helpers import create_topic, produce_and_flush, producer_config, run_sluice
 from confluent_kafka import Producer
 from kafka_wire import KafkaConnection
 
@@ -28,20 +26,11 @@ from sluice.protocol.private import (
 
 pytestmark = pytest.mark.usefixtures("broker_still_serves_afterwards")
 
-COMMAND_TIMEOUT_S = 60.0
 HOUR_MS = 3_600_000
 
 
 def sluice(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap}
-    return subprocess.run(
-        [sys.executable, "-m", "sluice", "delays", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
+    return run_sluice(broker.bootstrap, "delays", *args)
 
 
 def listed(broker: BrokerProcess, topic: str) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import uuid
 from typing import Any
 
 from broker_process import BrokerProcess
-from client_helpers import CLIENT_TIMEOUT_S, consumer_config, create_topic
+from client_helpers import CLIENT_TIMEOUT_S, consumer_config, create_topic, run_sluice
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaProducer
@@ -28,17 +27,6 @@ import sluice
 from sluice.client.retries import RetryPolicy
 
 BACKOFF_MS = (150, 300)
-
-
-def sluice_cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sluice", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap},
-        timeout=CLIENT_TIMEOUT_S * 2,
-        check=False,
-    )
 
 
 async def handle_until(
@@ -147,10 +135,10 @@ def test_retry_then_dead_letter_then_replay(broker: BrokerProcess) -> None:
         consumer.close()
     assert [tp.offset for tp in committed] == ends
 
-    listed = sluice_cli(broker, "dlq", "list", "--format", "json")
+    listed = run_sluice(broker.bootstrap, "dlq", "list", "--format", "json")
     assert listed.returncode == 0, listed.stderr
     assert {"topic": f"{group}-dlq", "records": len(bad)} in json.loads(listed.stdout)
-    shown = sluice_cli(broker, "dlq", "show", f"{group}-dlq", "--format", "json")
+    shown = run_sluice(broker.bootstrap, "dlq", "show", f"{group}-dlq", "--format", "json")
     assert shown.returncode == 0, shown.stderr
     letters = json.loads(shown.stdout)
     assert {(d["original_topic"], d["value"], d["attempts"]) for d in letters} == {
@@ -166,7 +154,7 @@ def test_retry_then_dead_letter_then_replay(broker: BrokerProcess) -> None:
     assert kcat.stdout.count(f"x-sluice-original-topic={topic}") == len(bad)
 
     for _ in range(2):  # a second replay finds nothing left to replay
-        replayed = sluice_cli(broker, "dlq", "replay", f"{group}-dlq")
+        replayed = run_sluice(broker.bootstrap, "dlq", "replay", f"{group}-dlq")
         assert replayed.returncode == 0, replayed.stderr
     assert "replayed 0 record(s)" in replayed.stdout
     back = read_all(broker, topic, 2, len(values) + len(bad))
