@@ -1,6 +1,6 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli → broker | spark → group | txn | features → client | cluster | coordinator
+    cli → broker | spark → group | txn | share | features → client | cluster | coordinator
         → storage → protocol → common
 
 A package may import its own layer or any layer below, never above. On top of that:
@@ -31,6 +31,7 @@ LAYER = {
     "group": 4,
     "txn": 4,
     "features": 4,
+    "share": 4,
     "broker": 5,
     "spark": 5,
     "cli": 6,
@@ -40,8 +41,9 @@ FORBIDDEN_PACKAGES = {
     "group": {"client"},
     "txn": {"client"},
     "features": {"client"},
-    "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features"},
-    "client": {"storage", "cluster", "coordinator", "group", "txn", "features"},
+    "share": {"client"},
+    "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
+    "client": {"storage", "cluster", "coordinator", "group", "txn", "features", "share"},
 }
 NO_IO_PACKAGES = {"protocol", "storage", "common"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
