@@ -87,6 +87,11 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _bool_text(text: str) -> str:
+    """A boolean setting kept as text (group configs are strings)."""
+    return str(_bool(text)).lower()
+
+
 def _bool(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(f"{text!r} is not 'true' or 'false'")
@@ -445,6 +450,22 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     """How often the transaction coordinator looks for transactions past their
     timeout (and aborts them)."""
+    share_record_lock_duration_ms: int = 30_000
+    """group.share.record.lock.duration.ms: how long a share consumer holds the records
+    it fetched, unless its group sets share.record.lock.duration.ms."""
+    share_delivery_count_limit: int = 5
+    """group.share.delivery.count.limit: deliveries of a record to a share group before
+    it is archived (and sent to the group's dead-letter topic), unless the group sets
+    share.delivery.count.limit."""
+    share_partition_max_record_locks: int = 200
+    """group.share.partition.max.record.locks: the in-flight window of a share group on
+    one partition (records handed out but not finished, and those after them)."""
+    share_max_share_sessions: int = 2_000
+    """group.share.max.share.sessions: share sessions a broker keeps; a new one past
+    this is refused with SHARE_SESSION_LIMIT_REACHED."""
+    share_dead_letter_topic_prefix: str = "dlq."
+    """errors.deadletterqueue.topic.name.prefix: a share group's dead-letter topic must
+    start with this, so a group cannot be pointed at an ordinary topic (KIP-1191)."""
     log_cleaner_io_max_bytes_per_second: int = 50 * 1024 * 1024
     """Budget of the background log cleaner (reads plus writes), so compaction never
     starves produce and fetch of disk bandwidth."""
@@ -665,6 +686,17 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
         _long(1, 2**31 - 1),
     ),
+    "group.share.record.lock.duration.ms": (
+        "share_record_lock_duration_ms",
+        _long(1_000, 3_600_000),
+    ),
+    "group.share.delivery.count.limit": ("share_delivery_count_limit", _long(2, 10)),
+    "group.share.partition.max.record.locks": (
+        "share_partition_max_record_locks",
+        _long(100, 10_000),
+    ),
+    "group.share.max.share.sessions": ("share_max_share_sessions", _long(1, 1_000_000)),
+    "errors.deadletterqueue.topic.name.prefix": ("share_dead_letter_topic_prefix", str),
     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _long(1)),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long(10)),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
@@ -760,6 +792,30 @@ GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
             "how long a share group member holds the records it fetched",
         ),
         ConfigKey(
+            "share.delivery.count.limit",
+            "5",
+            _long(2, 10),
+            "deliveries of a record to the group before it is archived (dead-lettered)",
+        ),
+        ConfigKey(
+            "share.isolation.level",
+            "read_uncommitted",
+            _choice("read_uncommitted", "read_committed"),
+            "whether the group sees records of open and aborted transactions",
+        ),
+        ConfigKey(
+            "errors.deadletterqueue.topic.name",
+            "",
+            str,
+            "topic the group's rejected and archived records are copied to (KIP-1191)",
+        ),
+        ConfigKey(
+            "errors.deadletterqueue.copy.record.enable",
+            "false",
+            _bool_text,
+            "copy the record's key and value to the dead-letter topic, not only its origin",
+        ),
+        ConfigKey(
             "share.auto.offset.reset",
             "latest",
             _choice("latest", "earliest"),
@@ -778,6 +834,7 @@ BROKER_NAME_OF_GROUP_KEY: dict[str, str] = {
     "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
     "share.auto.offset.reset": "group.share.auto.offset.reset",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
 }
 """The broker setting each group config defaults to (its synonym in DescribeConfigs)."""
 
