@@ -228,13 +228,16 @@ def describe_group_configs(
     overrides: Mapping[str, str], names: Collection[str] | None = None
 ) -> list[DescribedConfig]:
     """Every group config (or those in ``names``): the group's override if it has one
-    (GROUP_CONFIG), else Kafka's default, listed under the broker setting it comes from."""
+    (GROUP_CONFIG), else Kafka's default, listed under the broker setting it comes from
+    (under its own name when no broker setting gives it: the dead-letter settings)."""
     return _describe_keys(
         GROUP_CONFIG_KEYS,
         overrides,
         ConfigSource.GROUP_CONFIG,
         lambda name, key: [
-            Synonym(BROKER_NAME_OF_GROUP_KEY[name], key.default, ConfigSource.DEFAULT_CONFIG)
+            Synonym(
+                BROKER_NAME_OF_GROUP_KEY.get(name, name), key.default, ConfigSource.DEFAULT_CONFIG
+            )
         ],
         names,
     )
