@@ -1,12 +1,13 @@
 """The README's protocol coverage table and ``versions.SUPPORTED`` say the same thing:
-one row per advertised API with its key, version range and first flexible version."""
+one row per advertised API with its key, version range and first flexible version.
+Internal (broker-to-broker) APIs are served but not advertised, and not listed."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from sluice.protocol.versions import SUPPORTED, ApiKey, VersionRange
+from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, VersionRange
 
 README = Path(__file__).parents[2] / "README.md"
 _ROW = re.compile(r"^\|\s*([A-Za-z]+)\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|")
@@ -67,7 +68,7 @@ def table_problems(
 
 
 def test_readme_table_lists_exactly_what_versions_py_advertises() -> None:
-    problems = table_problems(readme_rows(), SUPPORTED)
+    problems = table_problems(readme_rows(), ADVERTISED)
     assert not problems, "README protocol table and versions.SUPPORTED disagree:\n" + "\n".join(
         problems
     )
@@ -75,10 +76,17 @@ def test_readme_table_lists_exactly_what_versions_py_advertises() -> None:
 
 def test_the_check_names_the_row_to_add_or_fix() -> None:
     rows = readme_rows()
-    with_new_api = {**SUPPORTED, ApiKey.SASL_HANDSHAKE: VersionRange(0, 1, None)}
+    with_new_api = {**ADVERTISED, ApiKey.SASL_HANDSHAKE: VersionRange(0, 1, None)}
     assert table_problems(rows, with_new_api) == [
         "missing row (add it to the README table): | SaslHandshake | 17 | 0-1 | - | <notes> |"
     ]
-    raised = {**SUPPORTED, ApiKey.METADATA: VersionRange(0, 99, 9)}
+    raised = {**ADVERTISED, ApiKey.METADATA: VersionRange(0, 99, 9)}
     [problem] = table_problems(rows, raised)
     assert problem.endswith("make it: | Metadata | 3 | 0-99 | 9 | <notes> |")
+
+
+def test_internal_apis_are_served_but_not_in_the_table() -> None:
+    internal = {key for key, served in SUPPORTED.items() if served.internal}
+    assert ApiKey.WRITE_SHARE_GROUP_STATE in internal
+    assert not internal & set(ADVERTISED)
+    assert not {int(key) for key in internal} & set(readme_rows())

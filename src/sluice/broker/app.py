@@ -1,5 +1,6 @@
 """The broker process, wired together: metadata store, replica manager, topic manager,
-producer ids, group coordinators, the services handed to request handlers, the
+producer ids, the coordinators of the internal topics (groups, transactions, share
+state), the services handed to request handlers, the
 dispatcher and network server, and the log maintenance loops (flusher, retention,
 cleaner: :mod:`sluice.broker.log_maintenance`).
 
@@ -56,6 +57,7 @@ from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
+from sluice.broker.share_persister import BrokerSharePersister
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
@@ -68,6 +70,8 @@ from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.errors import KafkaStorageError
 from sluice.group.config import OFFSETS_COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, GroupConfig
 from sluice.group.runtime import GroupCoordinatorRuntime
+from sluice.share.config import SHARE_STATE_TOPIC, SHARE_STATE_WRITE_TIMEOUT_MS
+from sluice.share.state_runtime import ShareStateCoordinatorRuntime
 from sluice.storage import (
     clean_shutdown_marker_exists,
     remove_clean_shutdown_marker,
@@ -297,9 +301,27 @@ class Broker:
         verifier = TransactionVerifier(
             self.config.node_id, self.transactions, lambda: self.applier.image, self.peers
         )
+        share_state_topic = self.topics.get(SHARE_STATE_TOPIC)
+        self.share_states = ShareStateCoordinatorRuntime(
+            PartitionCoordinatorLog(
+                SHARE_STATE_TOPIC,
+                self.replicas,
+                self.purgatory,
+                self.clock,
+                self.config.share_coordinator_state_topic_num_partitions
+                if share_state_topic is None
+                else share_state_topic.partition_count,
+                SHARE_STATE_WRITE_TIMEOUT_MS,
+            ),
+            self.clock,
+        )
+        share_persister = BrokerSharePersister(
+            self.config.node_id, self.share_states, self.topics, self.peers
+        )
         self.hosting = (
             CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
+            CoordinatorHosting(SHARE_STATE_TOPIC, self.share_states, self.replicas),
         )
         services = BrokerServices(
             config=self.config,
@@ -315,6 +337,8 @@ class Broker:
             produce_checks=self.produce_checks,
             check_storage_error=self.fatal.check_storage_error,
             delays=self.delays,
+            share_states=self.share_states,
+            share_persister=share_persister,
             clock=self.clock,
         )
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
@@ -423,11 +447,13 @@ class Broker:
                 # connect while we load are refused and retry.
                 await self.groups.start(tasks, sorted(self.hosting[0].led_partitions()))
                 await self.transactions.start(tasks, sorted(self.hosting[1].led_partitions()))
+                await self.share_states.start(tasks, sorted(self.hosting[2].led_partitions()))
                 self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
                 await self._stopping.wait()
                 self.groups.stop()
                 self.transactions.stop()
+                self.share_states.stop()
                 self.maintenance.stop()
                 for task in background:
                     task.cancel()

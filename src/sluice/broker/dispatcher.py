@@ -21,7 +21,7 @@ from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import SUPPORTED, ApiKey
+from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.server import Response
@@ -46,7 +46,8 @@ FINALIZED_FEATURES_EPOCH = 1
 
 
 def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
-    """An ApiVersions response of ``version`` listing the ranges of ``SUPPORTED``; v3+
+    """An ApiVersions response of ``version`` listing the ranges of ``ADVERTISED`` (the
+    internal, broker-to-broker APIs are served but not listed); v3+
     also lists the supported and finalized features (``transaction.version``)."""
     module = response_module(ApiKey.API_VERSIONS, version)
     features: dict[str, Any] = {}
@@ -80,7 +81,7 @@ def api_versions_response(version: int, error_code: int = 0, *, with_ranges: boo
                 min_version=r.min_version,
                 max_version=r.max_version,
             )
-            for key, r in sorted(SUPPORTED.items())
+            for key, r in sorted(ADVERTISED.items())
         )
         if with_ranges
         else (),

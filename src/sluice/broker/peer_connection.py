@@ -14,7 +14,7 @@ import asyncio
 from typing import Any
 
 from sluice.protocol.client import NEGOTIATION_REQUEST, ClientProtocol, UndecodableResponse
-from sluice.protocol.versions import ApiKey
+from sluice.protocol.versions import SUPPORTED, ApiKey
 
 READ_CHUNK_BYTES = 256 * 1024
 
@@ -24,10 +24,15 @@ PEER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (3, 4),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.ADD_PARTITIONS_TO_TXN: (4, 4),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
 }
 """What the broker speaks to other brokers: Fetch v12 (the first with the follower's
 last fetched epoch, topics by name), OffsetForLeaderEpoch v3+ (with the replica id),
-WriteTxnMarkers v1, AddPartitionsToTxn v4 (verify only)."""
+WriteTxnMarkers v1, AddPartitionsToTxn v4 (verify only), the share-state APIs v0."""
 
 
 class PeerUnavailable(Exception):
@@ -55,6 +60,12 @@ class PeerConnection:
         self._protocol.negotiate(await self.request(NEGOTIATION_REQUEST, timeout_s))
 
     def version_for(self, api_key: ApiKey) -> int:
+        """The version agreed on; for an internal API (never advertised, so never
+        agreed on), the highest both this table and ``versions.SUPPORTED`` speak: the
+        other broker runs the same table."""
+        served = SUPPORTED.get(api_key)
+        if served is not None and served.internal:
+            return min(PEER_VERSIONS[api_key][1], served.max_version)
         return self._protocol.version_for(api_key)
 
     async def request(self, payload: Any, timeout_s: float) -> Any:

@@ -22,6 +22,8 @@ from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
 from sluice.common.ids import TopicPartition
 from sluice.group.runtime import GroupCoordinatorRuntime
+from sluice.share.state import SharePersister
+from sluice.share.state_runtime import ShareStateCoordinatorRuntime
 from sluice.txn.runtime import TransactionCoordinatorRuntime
 
 
@@ -50,4 +52,10 @@ class BrokerServices:
     broker (see :class:`sluice.broker.fatal.FatalStorageStop`)."""
     delays: DelayScheduler
     """Fires the delayed records parked in partitions led here."""
+    share_states: ShareStateCoordinatorRuntime
+    """The share coordinators of the ``__share_group_state`` partitions led here (the
+    internal share-state APIs)."""
+    share_persister: SharePersister
+    """Where a share-partition led here reads and writes its state: the share
+    coordinator of its key, here or on another broker (``BrokerSharePersister``)."""
     clock: Clock

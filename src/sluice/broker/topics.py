@@ -65,6 +65,7 @@ from sluice.common.config import BrokerConfig, parse_topic_configs
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
 from sluice.group.config import OFFSETS_TOPIC
+from sluice.share.config import SHARE_STATE_TOPIC
 from sluice.storage import PartitionLog
 from sluice.txn.config import TRANSACTION_STATE_TOPIC
 
@@ -357,6 +358,27 @@ class TopicManager:
                 "min.insync.replicas": str(
                     min(
                         self._config.transaction_state_log_min_isr,
+                        self._replicas_for(replication_factor),
+                    )
+                ),
+            },
+        )
+
+    async def ensure_share_state_topic(self) -> TopicMetadata:
+        """``__share_group_state`` (compacted), created with the broker's
+        share.coordinator.state.topic.* settings if it does not exist yet (on the first
+        share-partition state read or written)."""
+        replication_factor = self._config.share_coordinator_state_topic_replication_factor
+        return await self._ensure_internal_topic(
+            SHARE_STATE_TOPIC,
+            self._config.share_coordinator_state_topic_num_partitions,
+            replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self._config.share_coordinator_state_topic_segment_bytes),
+                "min.insync.replicas": str(
+                    min(
+                        self._config.share_coordinator_state_topic_min_isr,
                         self._replicas_for(replication_factor),
                     )
                 ),

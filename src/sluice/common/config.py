@@ -445,6 +445,12 @@ class BrokerConfig:
     fewer, as for ``__consumer_offsets``)."""
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 104_857_600
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    """Replicas of each ``__share_group_state`` partition (one per live broker when
+    fewer, as for ``__transaction_state``)."""
+    share_coordinator_state_topic_min_isr: int = 2
+    share_coordinator_state_topic_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
     """The longest transaction.timeout.ms a producer may ask for."""
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
@@ -679,6 +685,22 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _long(1, 32)),
     "transaction.state.log.segment.bytes": (
         "transaction_state_log_segment_bytes",
+        _long(14, 2**31 - 1),
+    ),
+    "share.coordinator.state.topic.num.partitions": (
+        "share_coordinator_state_topic_num_partitions",
+        _long(1, 1000),
+    ),
+    "share.coordinator.state.topic.replication.factor": (
+        "share_coordinator_state_topic_replication_factor",
+        _long(1, 32),
+    ),
+    "share.coordinator.state.topic.min.isr": (
+        "share_coordinator_state_topic_min_isr",
+        _long(1, 32),
+    ),
+    "share.coordinator.state.topic.segment.bytes": (
+        "share_coordinator_state_topic_segment_bytes",
         _long(14, 2**31 - 1),
     ),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _long(1, 2**31 - 1)),

@@ -8,8 +8,9 @@ before 2.11 and kcat turn compression off unless Produce's range starts at 0 and
 contains 4 and 10, and want FindCoordinator and InitProducerId v0. Versions from
 ``first_flexible`` on use compact types, tagged fields and request header v2 (KIP-482).
 
-The README's protocol coverage table lists the same ranges; a unit test keeps the two in
-step. An API appears here only once a handler serves it.
+The README's protocol coverage table lists the same ranges (those advertised: internal,
+broker-to-broker APIs are served but never listed); a unit test keeps the two in step.
+An API appears here only once a handler serves it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,11 @@ class VersionRange:
     """Lowest version actually served when it differs from what is advertised (Produce
     advertises 0 so old librdkafka keeps compression on, but answers 0-2 with
     UNSUPPORTED_VERSION)."""
+
+    internal: bool = False
+    """Served only to other brokers and never advertised in ApiVersions (Kafka's
+    broker-to-broker share-state APIs): a broker sending one uses its own table's
+    version, as the peer does not list it."""
 
     def advertises(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -175,9 +186,24 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
+    # Share-partition state (KIP-932), between brokers only (internal: not in
+    # ApiVersions): a share-partition's leader reads and writes its state at the share
+    # coordinator of its __share_group_state partition. Write v1 and ReadSummary v1 add
+    # a delivery-complete count, which Sluice does not keep.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
+    ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
+    ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
+    ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: VersionRange(0, 0, 0, internal=True),
 }
 """Not advertised: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69). Some
 clients (franz-go) switch to the KIP-848 protocol as soon as 68 is listed."""
+
+ADVERTISED: dict[ApiKey, VersionRange] = {
+    key: served for key, served in SUPPORTED.items() if not served.internal
+}
+"""What ApiVersions lists (and the README's coverage table): ``SUPPORTED`` without the
+internal, broker-to-broker APIs."""
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
 # shape depends on it, and a request we refuse must still be parsed far enough to answer.
@@ -223,6 +249,11 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE: 0,
+    ApiKey.WRITE_SHARE_GROUP_STATE: 0,
+    ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 0,
 }
 
 

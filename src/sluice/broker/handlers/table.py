@@ -24,6 +24,7 @@ from sluice.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    share_state,
     transactions,
 )
 from sluice.protocol import private
@@ -58,6 +59,12 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    # share-partition state, between brokers (internal: not advertised)
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: share_state.handle_initialize_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE: share_state.handle_read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: share_state.handle_write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: share_state.handle_delete_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: share_state.handle_read_share_group_state_summary,
     # administration
     ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
     ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,

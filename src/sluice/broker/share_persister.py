@@ -1,0 +1,322 @@
+"""The store of share-partition state as a share-partition's leader sees it: the share
+coordinator of the key's ``__share_group_state`` partition, here or on another broker.
+
+:class:`BrokerSharePersister` implements :class:`~sluice.share.state.SharePersister`.
+It creates ``__share_group_state`` on first need (as FindCoordinator creates
+``__transaction_state``), finds the leader of the key's partition in the metadata, and
+either calls the runtime hosted here or sends Kafka's internal share-state requests
+(InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+DeleteShareGroupState, ReadShareGroupStateSummary) to that broker through
+:class:`~sluice.broker.peers.Peers`. While leadership moves (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable broker) it
+retries a bounded number of times with a growing backoff, so the metadata can catch up;
+any other error, or the last of those, is raised as a KafkaError.
+
+On the wire a share-partition without state has start offset -1. A remote initialize
+asks the summary first and sends the next state epoch explicitly (the request carries
+it, and the response does not return it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from sluice.broker.peer_connection import PeerUnavailable
+from sluice.broker.peers import Peers
+from sluice.broker.topics import TopicManager
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.protocol.messages import make, request_module
+from sluice.protocol.versions import ApiKey
+from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
+from sluice.share.state_coordinator import INITIAL_STATE_EPOCH, ShareStateSummary
+from sluice.share.state_runtime import ShareStateCoordinatorRuntime
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+ATTEMPTS = 8
+"""Tries of one operation while the coordinator moves (about 6 s with the backoff)."""
+BACKOFF_INITIAL_S = 0.05
+BACKOFF_MAX_S = 1.0
+PEER_REQUEST_TIMEOUT_S = 30.0
+
+RETRIABLE = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+    }
+)
+"""Errors that mean "the coordinator is moving": look it up again and retry."""
+
+_CoordinatorNotAvailable = errors.for_code(ErrorCode.coordinator_not_available)
+
+NO_START_OFFSET = -1
+"""A share-partition without state, on the wire."""
+
+
+def _first_partition(response: Any) -> Any:
+    """The one partition result of a one-partition share-state response."""
+    for result in response.results:
+        for partition in result.partitions:
+            return partition
+    raise _CoordinatorNotAvailable("the share coordinator answered no partition")
+
+
+def _raise_for(partition: Any) -> None:
+    if partition.error_code != ErrorCode.none:
+        raise errors.for_code(partition.error_code)(partition.error_message or "")
+
+
+class BrokerSharePersister:
+    def __init__(
+        self,
+        node_id: int,
+        runtime: ShareStateCoordinatorRuntime,
+        topics: TopicManager,
+        peers: Peers,
+    ) -> None:
+        self._node_id = node_id
+        self._runtime = runtime
+        self._topics = topics
+        self._peers = peers
+
+    # ============================================================ SharePersister
+
+    async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareState | None:
+        return await self._at_coordinator(
+            key,
+            lambda: self._runtime.read(key, leader_epoch),
+            lambda node: self._read_remote(node, key, leader_epoch),
+        )
+
+    async def initialize(self, key: ShareStateKey, start_offset: int) -> ShareState:
+        return await self._at_coordinator(
+            key,
+            lambda: self._runtime.initialize(key, start_offset),
+            lambda node: self._initialize_remote(node, key, start_offset),
+        )
+
+    async def write(self, key: ShareStateKey, state: ShareState) -> None:
+        await self._at_coordinator(
+            key,
+            lambda: self._runtime.write(key, state),
+            lambda node: self._write_remote(node, key, state),
+        )
+
+    async def delete(self, key: ShareStateKey) -> None:
+        await self._at_coordinator(
+            key,
+            lambda: self._runtime.delete(key),
+            lambda node: self._delete_remote(node, key),
+        )
+
+    async def summary(self, key: ShareStateKey) -> ShareStateSummary | None:
+        """Start offset, state epoch and leader epoch (None: no state), for listings."""
+        return await self._at_coordinator(
+            key,
+            lambda: self._runtime.summary(key),
+            lambda node: self._summary_remote(node, key),
+        )
+
+    # ================================================================== routing
+
+    async def _at_coordinator(
+        self,
+        key: ShareStateKey,
+        local: Callable[[], Awaitable[_T]],
+        remote: Callable[[int], Awaitable[_T]],
+    ) -> _T:
+        last: KafkaError = _CoordinatorNotAvailable("no attempt")
+        backoff_s = BACKOFF_INITIAL_S
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(BACKOFF_MAX_S, backoff_s * 2)
+            try:
+                leader = await self._coordinator_of(key)
+                if leader == self._node_id:
+                    return await local()
+                return await remote(leader)
+            except (PeerUnavailable, errors.ProtocolError) as e:
+                last = _CoordinatorNotAvailable(f"share coordinator unreachable: {e}")
+            except KafkaError as e:
+                if e.code not in RETRIABLE:
+                    raise
+                last = e
+            log.debug("share state of %s: %s (attempt %d)", key.coordinator_key(), last, attempt)
+        raise last
+
+    async def _coordinator_of(self, key: ShareStateKey) -> int:
+        """The node leading the key's ``__share_group_state`` partition (creating the
+        topic on first need)."""
+        try:
+            topic = await self._topics.ensure_share_state_topic()
+        except KafkaError as e:
+            raise _CoordinatorNotAvailable(f"__share_group_state: {e}") from None
+        partition = self._runtime.coordinator_partition(key)
+        state = topic.partitions.get(partition)
+        if state is None or state.leader < 0:
+            raise _CoordinatorNotAvailable(f"__share_group_state-{partition} has no leader")
+        return state.leader
+
+    async def _send(self, node: int, api_key: ApiKey, build: Callable[[Any], Any]) -> Any:
+        return _first_partition(
+            await self._peers.request(
+                node,
+                api_key,
+                lambda version: build(request_module(api_key, version)),
+                PEER_REQUEST_TIMEOUT_S,
+            )
+        )
+
+    # =================================================================== remote
+
+    async def _read_remote(
+        self, node: int, key: ShareStateKey, leader_epoch: int
+    ) -> ShareState | None:
+        answer = await self._send(
+            node,
+            ApiKey.READ_SHARE_GROUP_STATE,
+            lambda m: make(
+                m.ReadShareGroupStateRequest,
+                group_id=key.group_id,
+                topics=(
+                    make(
+                        m.ReadStateData,
+                        topic_id=key.topic_id,
+                        partitions=(
+                            make(
+                                m.PartitionData, partition=key.partition, leader_epoch=leader_epoch
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        _raise_for(answer)
+        if answer.start_offset == NO_START_OFFSET:
+            return None
+        try:
+            batches = tuple(
+                StateBatch(
+                    b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count
+                )
+                for b in answer.state_batches
+            )
+        except ValueError as e:
+            raise errors.CorruptMessage(f"the share coordinator sent {e}") from None
+        return ShareState(answer.state_epoch, answer.start_offset, batches, leader_epoch)
+
+    async def _initialize_remote(
+        self, node: int, key: ShareStateKey, start_offset: int
+    ) -> ShareState:
+        current = await self._summary_remote(node, key)
+        state_epoch = INITIAL_STATE_EPOCH if current is None else current.state_epoch + 1
+        answer = await self._send(
+            node,
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            lambda m: make(
+                m.InitializeShareGroupStateRequest,
+                group_id=key.group_id,
+                topics=(
+                    make(
+                        m.InitializeStateData,
+                        topic_id=key.topic_id,
+                        partitions=(
+                            make(
+                                m.PartitionData,
+                                partition=key.partition,
+                                state_epoch=state_epoch,
+                                start_offset=start_offset,
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        _raise_for(answer)
+        leader_epoch = -1 if current is None else current.leader_epoch
+        return ShareState(state_epoch, start_offset, (), leader_epoch)
+
+    async def _write_remote(self, node: int, key: ShareStateKey, state: ShareState) -> None:
+        answer = await self._send(
+            node,
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            lambda m: make(
+                m.WriteShareGroupStateRequest,
+                group_id=key.group_id,
+                topics=(
+                    make(
+                        m.WriteStateData,
+                        topic_id=key.topic_id,
+                        partitions=(
+                            make(
+                                m.PartitionData,
+                                partition=key.partition,
+                                state_epoch=state.state_epoch,
+                                leader_epoch=state.leader_epoch,
+                                start_offset=state.start_offset,
+                                state_batches=tuple(
+                                    make(
+                                        m.StateBatch,
+                                        first_offset=b.first_offset,
+                                        last_offset=b.last_offset,
+                                        delivery_state=int(b.state),
+                                        delivery_count=b.delivery_count,
+                                    )
+                                    for b in state.batches
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        _raise_for(answer)
+
+    async def _delete_remote(self, node: int, key: ShareStateKey) -> None:
+        answer = await self._send(
+            node,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            lambda m: make(
+                m.DeleteShareGroupStateRequest,
+                group_id=key.group_id,
+                topics=(
+                    make(
+                        m.DeleteStateData,
+                        topic_id=key.topic_id,
+                        partitions=(make(m.PartitionData, partition=key.partition),),
+                    ),
+                ),
+            ),
+        )
+        _raise_for(answer)
+
+    async def _summary_remote(self, node: int, key: ShareStateKey) -> ShareStateSummary | None:
+        answer = await self._send(
+            node,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+            lambda m: make(
+                m.ReadShareGroupStateSummaryRequest,
+                group_id=key.group_id,
+                topics=(
+                    make(
+                        m.ReadStateSummaryData,
+                        topic_id=key.topic_id,
+                        partitions=(
+                            make(m.PartitionData, partition=key.partition, leader_epoch=-1),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        _raise_for(answer)
+        if answer.start_offset == NO_START_OFFSET:
+            return None
+        return ShareStateSummary(answer.state_epoch, answer.leader_epoch, answer.start_offset)
