@@ -57,7 +57,10 @@ from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
+from sluice.broker.share_dead_letters import DeadLetterWriter
+from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_persister import BrokerSharePersister
+from sluice.broker.share_sessions import ShareSessions
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
@@ -318,6 +321,22 @@ class Broker:
         share_persister = BrokerSharePersister(
             self.config.node_id, self.share_states, self.topics, self.peers
         )
+        self.share_partitions = SharePartitions(
+            self.config,
+            store,
+            self.replicas,
+            share_persister,
+            self.purgatory,
+            DeadLetterWriter(
+                self.config.node_id,
+                self.replicas,
+                self.topics,
+                self.purgatory,
+                self.peers,
+                lambda: self.applier.image,
+            ),
+            self.clock,
+        )
         self.hosting = (
             CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
@@ -339,6 +358,8 @@ class Broker:
             delays=self.delays,
             share_states=self.share_states,
             share_persister=share_persister,
+            share_partitions=self.share_partitions,
+            share_sessions=ShareSessions(self.config.share_max_share_sessions),
             clock=self.clock,
         )
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
@@ -427,10 +448,12 @@ class Broker:
                     tasks.create_task(self.isr_changes.run(), name="ISR changes"),
                     tasks.create_task(self.fetchers.run(), name="replica fetchers"),
                     tasks.create_task(self.delays.run(), name="delayed delivery"),
+                    tasks.create_task(self.share_partitions.run(tasks), name="share locks"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
                 self.applier.add_listener(lambda delta: self.fetchers.sync())
                 self.applier.add_listener(lambda delta: self.delays.wake())
+                self.applier.add_listener(lambda delta: self.share_partitions.unload_not_led())
                 await self.applier.wait_for(
                     lambda image: self.config.node_id in image.brokers,
                     REGISTRATION_APPLIED_TIMEOUT_S,

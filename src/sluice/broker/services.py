@@ -15,6 +15,8 @@ from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.share_partitions import SharePartitions
+from sluice.broker.share_sessions import ShareSessions
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers
 from sluice.cluster.store import MetadataStore
@@ -58,4 +60,8 @@ class BrokerServices:
     share_persister: SharePersister
     """Where a share-partition led here reads and writes its state: the share
     coordinator of its key, here or on another broker (``BrokerSharePersister``)."""
+    share_partitions: SharePartitions
+    """The share-partitions (share groups' in-flight records) of partitions led here."""
+    share_sessions: ShareSessions
+    """The share sessions of share-group members fetching from this broker."""
     clock: Clock

@@ -179,6 +179,10 @@ class SharePartitions:
         slot = (group_id, topic_partition)
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
+            settings = await self.settings(group_id)
+            if settings != hosted.settings:
+                hosted.settings = settings
+                hosted.share.config = self._share_config(settings)
             return hosted
         if hosted is not None:
             self._drop(hosted)
@@ -217,17 +221,17 @@ class SharePartitions:
                 else partition.high_watermark
             )
             state = await self._persister.initialize(key, start)
-        share = SharePartition(
-            state,
-            SharePartitionConfig(
-                max_record_locks=self._config.share_partition_max_record_locks,
-                delivery_count_limit=settings.delivery_count_limit,
-                lock_duration_ms=settings.lock_duration_ms,
-            ),
-        )
+        share = SharePartition(state, self._share_config(settings))
         share.skip_to(partition.log.log_start_offset)
         log.debug("share group %s: loaded %s at %d", group_id, topic_partition, share.start_offset)
         return HostedSharePartition(key, topic_partition, share, epoch, settings)
+
+    def _share_config(self, settings: ShareGroupSettings) -> SharePartitionConfig:
+        return SharePartitionConfig(
+            max_record_locks=self._config.share_partition_max_record_locks,
+            delivery_count_limit=settings.delivery_count_limit,
+            lock_duration_ms=settings.lock_duration_ms,
+        )
 
     def _drop(self, hosted: HostedSharePartition) -> None:
         hosted.dropped = True
@@ -267,8 +271,6 @@ class SharePartitions:
         member_id: str,
         max_records: int,
         max_bytes: int,
-        *,
-        whole_batches: bool = True,
     ) -> FetchedRecords:
         """Hand ``member_id`` records of the share-partition: first those waiting to be
         delivered again, then new ones from the log."""
@@ -281,9 +283,7 @@ class SharePartitions:
         upper = self._readable_end(hosted, partition)
         if remaining > 0 and share.room > 0 and share.end_offset < upper:
             batches = self._log_batches(hosted, partition, share.end_offset, upper, max_bytes)
-            acquired += share.acquire_new(
-                member_id, now_ms, batches, remaining, whole_batches=whole_batches
-            )
+            acquired += share.acquire_new(member_id, now_ms, batches, remaining)
         if acquired:
             self._wake.set()  # a new lock deadline
         return FetchedRecords(acquired, self._read_back(partition, acquired, upper))

@@ -62,6 +62,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -186,6 +188,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
+    # Share groups (KIP-932, handlers/share_fetch.py): v0 was early access, gone since
+    # Kafka 4.1; v1 is what librdkafka 2.15+ and the Java 4.2 client send; v2 adds the
+    # RENEW acknowledgement and the acquire modes.
+    ApiKey.SHARE_FETCH: VersionRange(1, 2, 0),
+    ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2, 0),
     # Share-partition state (KIP-932), between brokers only (internal: not in
     # ApiVersions): a share-partition's leader reads and writes its state at the share
     # coordinator of its __share_group_state partition. Write v1 and ReadSummary v1 add
@@ -249,6 +256,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,

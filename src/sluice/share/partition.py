@@ -186,13 +186,14 @@ class SharePartition:
         now_ms: int,
         batches: Iterable[LogBatch],
         max_records: int,
-        *,
-        whole_batches: bool = True,
     ) -> list[Acquired]:
         """Take records from the log past the window: ``batches`` as read from the log
-        at ``end_offset`` (the first may start below it). At most ``max_records``, but
-        with ``whole_batches`` (the batch-optimized acquire mode) a batch once begun is
-        taken to its end while the window has room."""
+        at ``end_offset`` (the first may start below it), at most ``max_records``.
+
+        Kafka lets a fetch exceed ``max_records`` to end on a batch boundary; Sluice cuts
+        inside the batch instead, so that the members of a group share a producer's big
+        batches rather than one member taking each whole (the batch is sent whole to each;
+        only the acquired offsets are the member's)."""
         acquired: list[int] = []
         for batch in batches:
             if batch.last_offset < self.end_offset:
@@ -203,9 +204,7 @@ class SharePartition:
                 self.end_offset = batch.last_offset + 1
                 continue
             first = max(batch.base_offset, self.end_offset)
-            limit = min(self.room, batch.last_offset - first + 1)
-            if not whole_batches:
-                limit = min(limit, max_records - len(acquired))
+            limit = min(self.room, batch.last_offset - first + 1, max_records - len(acquired))
             for offset in range(first, first + limit):
                 record = self._records[offset] = _Record(False, 0)
                 self._lock(record, member_id, now_ms)

@@ -120,9 +120,9 @@ def test_the_window_is_bounded_by_the_record_locks() -> None:
     assert share.acquire_new("b", 1, [data(0, 9)], max_records=100) == [Acquired(5, 6, 1)]
 
 
-def test_record_limit_mode_stops_inside_a_batch() -> None:
+def test_max_records_cuts_inside_a_batch_so_members_share_it() -> None:
     share = fresh()
-    got = share.acquire_new("a", 0, [data(0, 9)], max_records=3, whole_batches=False)
+    got = share.acquire_new("a", 0, [data(0, 9)], max_records=3)
     assert got == [Acquired(0, 2, 1)]
     assert share.acquire_new("b", 0, [data(0, 9)], 100) == [Acquired(3, 9, 1)]
 
@@ -154,7 +154,7 @@ def test_skip_to_finishes_records_deleted_from_the_log() -> None:
 
 def test_release_member_frees_only_its_records() -> None:
     share = fresh()
-    share.acquire_new("a", 0, [data(0, 1)], max_records=2, whole_batches=False)
+    share.acquire_new("a", 0, [data(0, 1)], max_records=2)
     share.acquire_new("b", 0, [data(2, 3)], max_records=2)
     share.release_member("a")
     assert share.holder(0) is None and share.holder(2) == "b"

@@ -24,6 +24,7 @@ from sluice.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    share_fetch,
     share_state,
     transactions,
 )
@@ -80,6 +81,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin_partitions.handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin_partitions.handle_list_partition_reassignments,
     ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
+    # share groups
+    ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
 }
 
 

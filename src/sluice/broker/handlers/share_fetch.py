@@ -1,0 +1,422 @@
+"""ShareFetch v1–2 and ShareAcknowledge v1–2: share-group members take records of the
+partitions this broker leads and acknowledge them one by one (KIP-932).
+
+A ShareFetch first applies the acknowledgements it carries (each partition's outcome in
+``acknowledge_error_code``), then acquires records for the member from the partitions of
+its share session (:mod:`sluice.broker.share_sessions`): the whole batches holding them
+go in ``records``, and ``acquired_records`` says which offsets are the member's (with
+their delivery counts); the client hands out only those. When nothing can be acquired it
+waits up to ``max_wait_ms`` for records to arrive or be released. Epoch -1 closes the
+session: no records, and what the member still holds is released.
+
+v2 adds the RENEW acknowledgement (a longer lock), ``is_renew_ack`` (a ShareFetch that
+only renews and acquires nothing) and ``share_acquire_mode``. Both modes get the same
+here: never more than ``max_records`` (what mode 1, record-limit, asks; mode 0 allows more
+to end on a batch boundary, and Sluice cuts inside the batch instead so that the members
+of a group share big producer batches). A RENEW in a v1 request is refused with
+INVALID_REQUEST, as Kafka does.
+
+Topics are named by id; an id no topic has is answered with UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sluice.broker.share_partitions import share_key
+from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, ShareSession
+from sluice.common import errors
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.common.limits import FETCH_WAIT_MS_MAX
+from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.protocol.versions import ApiKey
+from sluice.share.partition import AckType
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sluice.broker.context import RequestContext
+    from sluice.broker.services import BrokerServices
+
+DEFAULT_MAX_RECORDS = 500
+FIRST_RENEW_VERSION = 2
+_LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+
+
+@dataclass
+class _Outcome:
+    """What the response says of one partition."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    ack_error: ErrorCode = ErrorCode.none
+    ack_message: str | None = None
+    records: bytes | None = None
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)
+    leader: tuple[int, int] = (-1, -1)
+
+
+class _Partitions:
+    """The outcomes of one request, by partition, in the order first met."""
+
+    def __init__(self) -> None:
+        self.by_partition: dict[tuple[uuid.UUID, int], _Outcome] = {}
+
+    def of(self, topic_id: uuid.UUID, partition: int) -> _Outcome:
+        key = (topic_id, partition)
+        outcome = self.by_partition.get(key)
+        if outcome is None:
+            outcome = self.by_partition[key] = _Outcome(topic_id, partition)
+        return outcome
+
+
+def _name_of(services: BrokerServices, topic_id: uuid.UUID | None) -> str | None:
+    topic = None if topic_id is None else services.topics.by_id(topic_id)
+    return None if topic is None else topic.name
+
+
+def _topic_id(services: BrokerServices, name: str) -> uuid.UUID | None:
+    topic = services.topics.get(name)
+    return None if topic is None else topic.topic_id
+
+
+def _leader_of(services: BrokerServices, topic_partition: TopicPartition) -> tuple[int, int]:
+    topic = services.topics.get(topic_partition.topic)
+    state = None if topic is None else topic.partitions.get(topic_partition.partition)
+    return (-1, -1) if state is None else (state.leader, state.leader_epoch)
+
+
+def _fail(
+    services: BrokerServices, outcome: _Outcome, topic_partition: TopicPartition, e: KafkaError
+) -> None:
+    outcome.error, outcome.error_message = e.code, str(e) or None
+    if e.code in _LEADER_CHANGE_ERRORS:
+        outcome.leader = _leader_of(services, topic_partition)
+
+
+async def _acknowledge(
+    services: BrokerServices,
+    group_id: str,
+    member_id: str,
+    topics: Iterable[Any],
+    outcomes: _Partitions,
+    version: int,
+) -> None:
+    """Apply every partition's acknowledgement batches, concurrently across partitions."""
+
+    async def one(topic_id: uuid.UUID, partition: Any, name: str | None) -> None:
+        outcome = outcomes.of(topic_id, int(partition.partition_index))
+        batches = [
+            (int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types])
+            for b in partition.acknowledgement_batches
+        ]
+        if name is None:
+            outcome.ack_error = ErrorCode.unknown_topic_id
+            return
+        if version < FIRST_RENEW_VERSION and any(AckType.RENEW in t for _, _, t in batches):
+            outcome.ack_error = ErrorCode.invalid_request
+            outcome.ack_message = "RENEW needs ShareFetch/ShareAcknowledge v2"
+            return
+        topic_partition = TopicPartition(name, outcome.partition)
+        try:
+            hosted = await services.share_partitions.hosted(group_id, topic_partition, topic_id)
+            outcome.ack_error = await services.share_partitions.acknowledge(
+                hosted, member_id, batches
+            )
+        except KafkaError as e:
+            outcome.ack_error, outcome.ack_message = e.code, str(e) or None
+            if e.code in _LEADER_CHANGE_ERRORS:
+                outcome.leader = _leader_of(services, topic_partition)
+
+    work = [
+        one(topic.topic_id, partition, _name_of(services, topic.topic_id))
+        for topic in topics
+        for partition in topic.partitions
+        if partition.acknowledgement_batches
+    ]
+    await asyncio.gather(*work)
+
+
+async def _release_all(
+    services: BrokerServices, session: ShareSession, group_id: str, member_id: str
+) -> None:
+    for topic_partition in session.partitions:
+        hosted = services.share_partitions.loaded(group_id, topic_partition)
+        if hosted is not None:
+            await services.share_partitions.release(hosted, member_id)
+
+
+def _session(services: BrokerServices, group_id: str, member_id: str, epoch: int) -> ShareSession:
+    now_ms = services.clock.wall_ms()
+    if epoch == OPEN_EPOCH:
+        return services.share_sessions.open(group_id, member_id, now_ms)
+    return services.share_sessions.use(group_id, member_id, epoch, now_ms)
+
+
+def _update_partitions(
+    services: BrokerServices, session: ShareSession, request: Any, outcomes: _Partitions
+) -> None:
+    for topic in request.topics:
+        name = _name_of(services, topic.topic_id)
+        for partition in topic.partitions:
+            index = int(partition.partition_index)
+            if name is None:
+                outcome = outcomes.of(topic.topic_id, index)
+                outcome.error = ErrorCode.unknown_topic_id
+                continue
+            session.partitions[TopicPartition(name, index)] = None
+    for forgotten in request.forgotten_topics_data:
+        name = _name_of(services, forgotten.topic_id)
+        for index in forgotten.partitions:
+            if name is not None:
+                session.partitions.pop(TopicPartition(name, int(index)), None)
+
+
+async def _acquire(
+    services: BrokerServices,
+    session: ShareSession,
+    member_id: str,
+    request: Any,
+    outcomes: _Partitions,
+) -> int:
+    """Acquire records from the session's partitions; returns how many."""
+    max_records = int(request.max_records) if int(request.max_records) > 0 else DEFAULT_MAX_RECORDS
+    budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 1)
+    taken = 0
+    for topic_partition in session.ordered():
+        if taken >= max_records or budget <= 0:
+            break
+        topic_id = _topic_id(services, topic_partition.topic)
+        if topic_id is None:
+            continue
+        outcome = outcomes.of(topic_id, topic_partition.partition)
+        if outcome.error is not ErrorCode.none:
+            continue
+        try:
+            hosted = await services.share_partitions.hosted(
+                session.group_id, topic_partition, topic_id
+            )
+            fetched = await services.share_partitions.acquire(
+                hosted, member_id, max_records - taken, budget
+            )
+        except KafkaError as e:
+            _fail(services, outcome, topic_partition, e)
+            continue
+        if fetched.acquired:
+            outcome.records = (outcome.records or b"") + fetched.records
+            outcome.acquired += [
+                (a.first_offset, a.last_offset, a.delivery_count) for a in fetched.acquired
+            ]
+            taken += sum(a.last_offset - a.first_offset + 1 for a in fetched.acquired)
+            budget -= len(fetched.records)
+    return taken
+
+
+def _has_work(services: BrokerServices, session: ShareSession) -> bool:
+    return any(
+        services.share_partitions.has_work(session.group_id, tp) for tp in session.partitions
+    )
+
+
+async def _acquire_or_wait(
+    services: BrokerServices,
+    session: ShareSession,
+    member_id: str,
+    request: Any,
+    outcomes: _Partitions,
+) -> None:
+    wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+    while True:
+        taken = await _acquire(services, session, member_id, request, outcomes)
+        failed = any(o.error is not ErrorCode.none for o in outcomes.by_partition.values())
+        remaining = deadline - loop.time()
+        if taken or failed or remaining <= 0 or not session.partitions:
+            return
+        keys = [key for tp in session.partitions for key in (tp, share_key(session.group_id, tp))]
+        woken = await services.purgatory.wait_until(
+            keys, lambda: _has_work(services, session), remaining
+        )
+        if not woken:
+            return
+
+
+def _node_endpoints(
+    services: BrokerServices, module: ModuleType, outcomes: _Partitions
+) -> tuple[Any, ...]:
+    leaders = {o.leader[0] for o in outcomes.by_partition.values() if o.leader[0] >= 0}
+    return tuple(
+        make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in services.topics.image.live_brokers()
+        if b.node_id in leaders
+    )
+
+
+def _by_topic(outcomes: _Partitions) -> dict[uuid.UUID, list[_Outcome]]:
+    topics: dict[uuid.UUID, list[_Outcome]] = {}
+    for outcome in outcomes.by_partition.values():
+        topics.setdefault(outcome.topic_id, []).append(outcome)
+    return topics
+
+
+def _fetch_response(
+    services: BrokerServices,
+    version: int,
+    outcomes: _Partitions,
+    *,
+    error: ErrorCode = ErrorCode.none,
+    message: str | None = None,
+    lock_ms: int = 0,
+) -> Any:
+    module = response_module(ApiKey.SHARE_FETCH, version)
+    return make(
+        module.ShareFetchResponse,
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        acquisition_lock_timeout=lock_ms,
+        responses=tuple(
+            make(
+                module.ShareFetchableTopicResponse,
+                topic_id=topic_id,
+                partitions=tuple(
+                    make(
+                        module.PartitionData,
+                        partition_index=o.partition,
+                        error_code=o.error,
+                        error_message=o.error_message,
+                        acknowledge_error_code=o.ack_error,
+                        acknowledge_error_message=o.ack_message,
+                        current_leader=make(
+                            module.LeaderIdAndEpoch, leader_id=o.leader[0], leader_epoch=o.leader[1]
+                        ),
+                        records=o.records or b"",
+                        acquired_records=tuple(
+                            make(
+                                module.AcquiredRecords,
+                                first_offset=first,
+                                last_offset=last,
+                                delivery_count=count,
+                            )
+                            for first, last, count in o.acquired
+                        ),
+                    )
+                    for o in partitions
+                ),
+            )
+            for topic_id, partitions in _by_topic(outcomes).items()
+        ),
+        node_endpoints=_node_endpoints(services, module, outcomes),
+    )
+
+
+async def handle_share_fetch(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    outcomes = _Partitions()
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    epoch = int(request.share_session_epoch)
+    if not group_id or not member_id:
+        return _fetch_response(
+            services,
+            version,
+            outcomes,
+            error=ErrorCode.invalid_request,
+            message="a share fetch names its group and member",
+        )
+    if (
+        epoch == FINAL_EPOCH
+        and request.topics
+        and any(not p.acknowledgement_batches for t in request.topics for p in t.partitions)
+    ):
+        return _fetch_response(
+            services,
+            version,
+            outcomes,
+            error=ErrorCode.invalid_request,
+            message="the request closing a share session (epoch -1) fetches nothing",
+        )
+    try:
+        session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
+    except KafkaError as e:
+        return _fetch_response(services, version, outcomes, error=e.code, message=str(e) or None)
+    settings = await services.share_partitions.settings(group_id)
+    await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
+    if session is None:
+        closed = services.share_sessions.close(group_id, member_id)
+        if closed is not None:
+            await _release_all(services, closed, group_id, member_id)
+    else:
+        _update_partitions(services, session, request, outcomes)
+        if not getattr(request, "is_renew_ack", False):
+            await _acquire_or_wait(services, session, member_id, request, outcomes)
+    return _fetch_response(services, version, outcomes, lock_ms=settings.lock_duration_ms)
+
+
+async def handle_share_acknowledge(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = response_module(ApiKey.SHARE_ACKNOWLEDGE, version)
+    outcomes = _Partitions()
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    epoch = int(request.share_session_epoch)
+    error, message = ErrorCode.none, None
+    try:
+        if not group_id or not member_id:
+            raise errors.InvalidRequest("a share acknowledgement names its group and member")
+        if epoch == OPEN_EPOCH:
+            raise errors.for_code(ErrorCode.invalid_share_session_epoch)(
+                "ShareAcknowledge cannot open a share session (epoch 0)"
+            )
+        if epoch != FINAL_EPOCH:
+            _session(services, group_id, member_id, epoch)
+    except KafkaError as e:
+        error, message = e.code, str(e) or None
+    lock: dict[str, int] = {}
+    if has_field(module.ShareAcknowledgeResponse, "acquisition_lock_timeout"):  # v2
+        lock["acquisition_lock_timeout"] = (
+            (await services.share_partitions.settings(group_id)).lock_duration_ms if group_id else 0
+        )
+    if error is ErrorCode.none:
+        await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
+        if epoch == FINAL_EPOCH:
+            closed = services.share_sessions.close(group_id, member_id)
+            if closed is not None:
+                await _release_all(services, closed, group_id, member_id)
+    return make(
+        module.ShareAcknowledgeResponse,
+        **lock,
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        responses=tuple(
+            make(
+                module.ShareAcknowledgeTopicResponse,
+                topic_id=topic_id,
+                partitions=tuple(
+                    make(
+                        module.PartitionData,
+                        partition_index=o.partition,
+                        error_code=o.ack_error,
+                        error_message=o.ack_message,
+                        current_leader=make(
+                            module.LeaderIdAndEpoch, leader_id=o.leader[0], leader_epoch=o.leader[1]
+                        ),
+                    )
+                    for o in partitions
+                ),
+            )
+            for topic_id, partitions in _by_topic(outcomes).items()
+        ),
+        node_endpoints=_node_endpoints(services, module, outcomes),
+    )

@@ -1,0 +1,248 @@
+"""ShareFetch and ShareAcknowledge on a real broker, spoken on the wire: records handed to
+one member at a time, acknowledged one by one, released, rejected, redelivered when a
+lock expires or a session closes, dead-lettered after the delivery-count limit; share
+sessions' epochs; and acknowledgements that survive a broker restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import create_topic, produce_and_flush, producer_config
+from confluent_kafka import Consumer, Producer
+from kafka_wire import KafkaConnection
+from share_wire import ShareMember, ack_error, set_group_configs, topic_id
+
+from sluice.common.errors import ErrorCode
+
+LOCK_MS = 1_500
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("share-fetch") / "data",
+        overrides={
+            "group.share.record.lock.duration.ms": str(LOCK_MS),
+            "group.share.delivery.count.limit": "3",
+        },
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def queue(broker: BrokerProcess, topic: str) -> tuple[str, uuid.UUID, str]:
+    """A one-partition topic and a new group that already reads it (from the log end)."""
+    create_topic(broker.bootstrap, topic)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with KafkaConnection(broker.host, broker.port) as connection:
+        ids = topic_id(connection, topic)
+        ShareMember(connection, group, ids).fetch()  # the share-partition starts here
+    return topic, ids, group
+
+
+def produce(broker: BrokerProcess, topic: str, count: int, prefix: str = "m") -> None:
+    producer = Producer(producer_config(broker.bootstrap))
+    produce_and_flush(producer, topic, ({"value": f"{prefix}{i}".encode()} for i in range(count)))
+
+
+def test_each_record_goes_to_one_member_and_accepted_records_are_done(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 30)
+    with (
+        KafkaConnection(broker.host, broker.port) as one,
+        KafkaConnection(broker.host, broker.port) as two,
+    ):
+        a, b = ShareMember(one, group, ids), ShareMember(two, group, ids)
+        first = a.fetch(max_records=10)
+        second = b.fetch(max_records=10)
+        assert first and second
+        assert not {d.offset for d in first} & {d.offset for d in second}
+        assert all(d.delivery_count == 1 for d in first + second)
+        rest = a.fetch(acks=[(first[0].offset, first[-1].offset, [ACCEPT])], max_records=100)
+        assert ack_error(a.last_response) == 0
+        b.acknowledge([(second[0].offset, second[-1].offset, [ACCEPT])])
+        a.acknowledge([(rest[0].offset, rest[-1].offset, [ACCEPT])])
+        seen = sorted(d.offset for d in first + second + rest)
+        assert seen == list(range(30))
+        assert a.fetch(max_wait_ms=300) == []  # nothing left, nothing comes back
+
+
+def test_release_hands_the_record_to_the_next_fetch_with_its_count(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 3)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a, b = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        got = a.fetch()
+        assert [d.offset for d in got] == [0, 1, 2]
+        a.acknowledge([(0, 2, [ACCEPT, RELEASE, ACCEPT])])
+        again = b.fetch()
+        assert [(d.offset, d.value, d.delivery_count) for d in again] == [(1, b"m1", 2)]
+
+
+def test_a_member_cannot_acknowledge_records_it_does_not_hold(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 2)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a, b = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        a.fetch()
+        b.fetch()
+        assert b.acknowledge([(0, 1, [ACCEPT])]) == ErrorCode.invalid_record_state
+        assert a.acknowledge([(0, 1, [ACCEPT])]) == 0
+
+
+def test_an_expired_lock_redelivers_and_the_late_ack_is_refused(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 1)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a, b = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        assert [d.offset for d in a.fetch()] == [0]
+        taken = time.monotonic()
+        assert b.fetch() == []
+        # b waits in the purgatory until the lock ends and the record is its.
+        again = b.fetch(max_wait_ms=LOCK_MS * 4)
+        waited_ms = (time.monotonic() - taken) * 1000
+        assert [(d.offset, d.delivery_count) for d in again] == [(0, 2)]
+        assert waited_ms >= LOCK_MS * 0.9
+        assert a.acknowledge([(0, 0, [ACCEPT])]) == ErrorCode.invalid_record_state
+        assert b.acknowledge([(0, 0, [ACCEPT])]) == 0
+
+
+def test_renew_keeps_the_lock(broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 1)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a, b = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        a.fetch(version=2)
+        deadline = time.monotonic() + LOCK_MS * 2.5 / 1000
+        while time.monotonic() < deadline:
+            a.fetch(acks=[(0, 0, [RENEW])], version=2, max_wait_ms=LOCK_MS // 3)
+            assert ack_error(a.last_response) == 0
+            assert b.fetch() == []
+        # A RENEW in v1 is refused: it came with v2.
+        a.fetch(acks=[(0, 0, [RENEW])], version=1)
+        assert ack_error(a.last_response) == ErrorCode.invalid_request
+
+
+def test_closing_a_session_releases_what_it_holds_at_once(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 4)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a, b = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        assert len(a.fetch()) == 4
+        assert a.close(acks=[(0, 1, [ACCEPT])]) == 0
+        assert [(d.offset, d.delivery_count) for d in b.fetch()] == [(2, 2), (3, 2)]
+
+
+def test_share_session_epochs(broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]) -> None:
+    _, ids, group = queue
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert _raw_fetch(a, epoch=7).error_code == ErrorCode.share_session_not_found
+        a.fetch()
+        assert _raw_fetch(a, epoch=a.epoch + 3).error_code == ErrorCode.invalid_share_session_epoch
+        a.fetch()  # the right epoch still works
+        a.fetch()
+
+
+def _raw_fetch(member: ShareMember, epoch: int) -> Any:
+    """The answer to a ShareFetch carrying ``epoch`` (a top-level error expected)."""
+    with pytest.raises(AssertionError):
+        member.fetch(epoch=epoch)
+    return member.last_response
+
+
+def test_the_delivery_count_limit_and_reject_send_records_to_the_dead_letter_topic(
+    broker: BrokerProcess, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic)
+    dead_letters = f"dlq.{topic}"
+    create_topic(broker.bootstrap, dead_letters)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(broker, topic, 2, prefix="poison")
+    with KafkaConnection(broker.host, broker.port) as conn:
+        set_group_configs(
+            conn,
+            group,
+            {
+                "share.auto.offset.reset": "earliest",
+                "errors.deadletterqueue.topic.name": dead_letters,
+                "errors.deadletterqueue.copy.record.enable": "true",
+            },
+        )
+        a = ShareMember(conn, group, topic_id(conn, topic))
+        got = a.fetch()
+        assert [d.offset for d in got] == [0, 1]
+        a.acknowledge([(0, 0, [REJECT]), (1, 1, [RELEASE])])
+        for attempt in (2, 3):
+            again = a.fetch()
+            assert [(d.offset, d.delivery_count) for d in again] == [(1, attempt)]
+            a.acknowledge([(1, 1, [RELEASE])])
+        assert a.fetch(max_wait_ms=200) == []  # archived after 3 deliveries
+    letters = _consume_all(broker, dead_letters, 2)
+    by_reason = {dict(m.headers())["__dlq.errors.reason"]: m for m in letters}
+    rejected, exhausted = by_reason[b"rejected"], by_reason[b"delivery-count-limit"]
+    assert rejected.value() == b"poison0" and exhausted.value() == b"poison1"
+    headers = dict(exhausted.headers())
+    assert headers["__dlq.errors.topic"] == topic.encode()
+    assert headers["__dlq.errors.offset"] == b"1"
+    assert headers["__dlq.errors.group.id"] == group.encode()
+    assert headers["__dlq.errors.delivery.count"] == b"3"
+
+
+def _consume_all(broker: BrokerProcess, topic: str, count: int) -> list[object]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    found = []
+    deadline = time.monotonic() + 20
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                found.append(message)
+    finally:
+        consumer.close()
+    assert len(found) == count, found
+    return found
+
+
+def test_acknowledged_records_stay_done_across_a_restart(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce(broker, topic, 6)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert len(a.fetch()) == 6
+        a.acknowledge([(0, 2, [ACCEPT]), (4, 4, [ACCEPT])])
+    broker.restart()
+    with KafkaConnection(broker.host, broker.port) as conn:
+        b = ShareMember(conn, group, ids)
+        again = b.fetch()
+        # Acquired and not acknowledged: delivered again, counted; accepted: never.
+        assert [(d.offset, d.delivery_count) for d in again] == [(3, 2), (5, 2)]
