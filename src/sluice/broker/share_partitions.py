@@ -223,7 +223,13 @@ class SharePartitions:
             state = await self._persister.initialize(key, start)
         share = SharePartition(state, self._share_config(settings))
         share.skip_to(partition.log.log_start_offset)
-        log.debug("share group %s: loaded %s at %d", group_id, topic_partition, share.start_offset)
+        log.info(
+            "share group %s: %s led here at epoch %d, from offset %d",
+            group_id,
+            topic_partition,
+            epoch,
+            share.start_offset,
+        )
         return HostedSharePartition(key, topic_partition, share, epoch, settings)
 
     def _share_config(self, settings: ShareGroupSettings) -> SharePartitionConfig:
@@ -234,6 +240,12 @@ class SharePartitions:
         )
 
     def _drop(self, hosted: HostedSharePartition) -> None:
+        log.info(
+            "share group %s: %s dropped (%d record(s) acquired)",
+            hosted.key.group_id,
+            hosted.topic_partition,
+            hosted.share.acquired_count(),
+        )
         hosted.dropped = True
         slot = (hosted.key.group_id, hosted.topic_partition)
         if self._hosted.get(slot) is hosted:
