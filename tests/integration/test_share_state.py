@@ -11,11 +11,13 @@ does the fencing of a deposed leader's epoch.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from broker_process import BrokerProcess
 from kafka_wire import KafkaConnection, advertised_versions, metadata_request
 from kio.schema.delete_share_group_state.v0 import request as delete_v0
@@ -26,14 +28,18 @@ from kio.schema.initialize_share_group_state.v0 import request as initialize_v0
 from kio.schema.read_share_group_state.v0 import request as read_v0
 from kio.schema.read_share_group_state_summary.v0 import request as summary_v0
 from kio.schema.write_share_group_state.v0 import request as write_v0
+from share_state_harness import outside_persister
 
-from sluice.share.state import ShareStateKey
+from sluice.common.errors import KafkaError
+from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
+from sluice.share.state_coordinator import ShareStateSummary
 
 GROUP = "queue-orders"
 TOPIC_ID = uuid.UUID("5f6a0c1e-2b3d-4e5f-8a9b-0c1d2e3f4a5b")
 STATE_PARTITIONS = 3
 COORDINATOR_MOVING = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)
 LOAD_DEADLINE_S = 20.0
+SCENARIO_TIMEOUT_S = 60.0
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 
@@ -227,3 +233,46 @@ def test_a_share_key_that_is_not_group_topic_partition_is_refused(
             FindCoordinatorRequest(key_type=2, coordinator_keys=("g:not-a-topic-id:0", "g"))
         )
         assert [c.error_code for c in found.coordinators] == [ErrorCode.invalid_request] * 2
+
+
+def test_a_persister_on_another_node_reaches_the_share_coordinator(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """BrokerSharePersister's remote path: each SharePersister call becomes the internal
+    request to the coordinating broker, at the version of this side's own table."""
+    broker = broker_factory({"share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS)})
+    key = ShareStateKey(GROUP, TOPIC_ID, 7)
+    with KafkaConnection(broker.host, broker.port) as connection:
+        connection.request(
+            FindCoordinatorRequest(key_type=2, coordinator_keys=(key.coordinator_key(),))
+        )
+    persister, peers = outside_persister(lambda: [(broker.host, broker.port)], STATE_PARTITIONS)
+    batches = (
+        StateBatch(10, 14, DeliveryState.ACKNOWLEDGED, 1),
+        StateBatch(15, 15, DeliveryState.AVAILABLE, 4),
+    )
+
+    async def scenario() -> None:
+        try:
+            assert await persister.read(key, 1) is None
+            initialized = await persister.initialize(key, 10)
+            assert (initialized.state_epoch, initialized.start_offset) == (0, 10)
+            await persister.write(key, ShareState(0, 10, batches, 1))
+            assert await persister.read(key, 1) == ShareState(0, 10, batches, 1)
+            again = await persister.initialize(key, 20)
+            assert (again.state_epoch, again.start_offset, again.batches) == (1, 20, ())
+            with pytest.raises(KafkaError) as fenced:
+                await persister.write(key, ShareState(0, 20, (), 1))
+            assert fenced.value.code is ErrorCode.fenced_state_epoch
+            await persister.read(key, 2)
+            with pytest.raises(KafkaError) as deposed:
+                await persister.write(key, ShareState(1, 20, (), 1))
+            assert deposed.value.code is ErrorCode.fenced_leader_epoch
+            assert await persister.summary(key) == ShareStateSummary(1, 2, 20)
+            await persister.delete(key)
+            assert await persister.read(key, 2) is None
+            assert await persister.summary(key) is None
+        finally:
+            await peers.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT_S))
