@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
-from sluice.broker.topics import TopicManager
+from sluice.cluster.model import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.messages import make, request_module
@@ -73,18 +73,30 @@ def _raise_for(partition: Any) -> None:
         raise errors.for_code(partition.error_code)(partition.error_message or "")
 
 
+class ShareStateTopic(Protocol):
+    """Where ``__share_group_state`` is found (the broker's
+    :class:`~sluice.broker.topics.TopicManager`)."""
+
+    async def ensure_share_state_topic(self) -> TopicMetadata:
+        """The topic as the metadata now has it, created if it does not exist yet."""
+        ...
+
+
 class BrokerSharePersister:
     def __init__(
         self,
         node_id: int,
         runtime: ShareStateCoordinatorRuntime,
-        topics: TopicManager,
+        topics: ShareStateTopic,
         peers: Peers,
+        *,
+        attempts: int = ATTEMPTS,
     ) -> None:
         self._node_id = node_id
         self._runtime = runtime
         self._topics = topics
         self._peers = peers
+        self._attempts = attempts
 
     # ============================================================ SharePersister
 
@@ -134,7 +146,7 @@ class BrokerSharePersister:
     ) -> _T:
         last: KafkaError = _CoordinatorNotAvailable("no attempt")
         backoff_s = BACKOFF_INITIAL_S
-        for attempt in range(ATTEMPTS):
+        for attempt in range(self._attempts):
             if attempt:
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(BACKOFF_MAX_S, backoff_s * 2)

@@ -126,8 +126,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # in Kafka). v10 names topics by id: not served.
     ApiKey.OFFSET_COMMIT: VersionRange(2, 9, 8),
     ApiKey.OFFSET_FETCH: VersionRange(1, 9, 6),
-    # FindCoordinator v4+ looks up a batch of keys; v6 allows share-group keys (type 2),
-    # answered per key with an error until share groups exist.
+    # FindCoordinator v4+ looks up a batch of keys; v6 allows share coordinator keys
+    # (type 2, group:topic id:partition: the leader of its __share_group_state partition).
     ApiKey.FIND_COORDINATOR: VersionRange(0, 6, 3),
     ApiKey.JOIN_GROUP: VersionRange(0, 9, 6),
     ApiKey.HEARTBEAT: VersionRange(0, 4, 4),

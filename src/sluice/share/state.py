@@ -16,6 +16,7 @@ leader (an older leader epoch) is refused with FENCED_LEADER_EPOCH.
 
 from __future__ import annotations
 
+import base64
 import enum
 import uuid
 from dataclasses import dataclass, field
@@ -50,8 +51,22 @@ class ShareStateKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """The string hashed onto a ``__share_group_state`` partition (Kafka's rule)."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """The string hashed onto a ``__share_group_state`` partition (Kafka's rule,
+        ``SharePartitionKey.asCoordinatorKey``: the topic id in Kafka's text form,
+        URL-safe base64 without padding), also FindCoordinator's share key."""
+        topic_id = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
+        return f"{self.group_id}:{topic_id}:{self.partition}"
+
+    @classmethod
+    def from_coordinator_key(cls, text: str) -> ShareStateKey:
+        """The key :meth:`coordinator_key` wrote (FindCoordinator's share key); raises
+        ValueError for text that is not ``group:topic id:partition``."""
+        group_id, topic_id, partition = text.rsplit(":", 2)
+        if not group_id or len(topic_id) != 22 or not partition.isdigit():
+            raise ValueError(f"{text!r} is not group:topic id:partition")
+        return cls(
+            group_id, uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "==")), int(partition)
+        )
 
 
 @dataclass(frozen=True, slots=True)

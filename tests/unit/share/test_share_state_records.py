@@ -87,3 +87,13 @@ def test_values_that_are_not_ours_are_corrupt(data: bytes, problem: str) -> None
 def test_keys_that_are_not_ours_are_corrupt(data: bytes, problem: str) -> None:
     with pytest.raises(errors.CorruptMessage, match=problem):
         decode_key(data)
+
+
+def test_the_coordinator_key_is_kafkas_and_reads_back() -> None:
+    assert KEY.coordinator_key() == "queue-a:ABEiM0RVZneImaq7zN3u_w:3"
+    assert ShareStateKey.from_coordinator_key(KEY.coordinator_key()) == KEY
+    with_colons = ShareStateKey("a:b", TOPIC_ID, 12)
+    assert ShareStateKey.from_coordinator_key(with_colons.coordinator_key()) == with_colons
+    for text in ("g:x:0", "g", ":ABEiM0RVZneImaq7zN3u_w:3", "g:ABEiM0RVZneImaq7zN3u_w:-1"):
+        with pytest.raises(ValueError):
+            ShareStateKey.from_coordinator_key(text)

@@ -30,8 +30,9 @@ def test_state_is_routed_written_and_rebuilt_after_a_restart() -> None:
         batches = (StateBatch(10, 12, DeliveryState.ARCHIVED, 5),)
         async with ShareStateCoordinatorRuntime(state_log) as runtime:
             for key in KEYS:
+                # Kafka's key: the topic id in its URL-safe base64 form.
                 assert runtime.coordinator_partition(key) == partition_for(
-                    f"queue-a:{key.topic_id}:{key.partition}", PARTITIONS
+                    f"queue-a:AAAAAAAAAAAAAAAAAAAABw:{key.partition}", PARTITIONS
                 )
                 assert await runtime.read(key, 2) is None
                 assert await runtime.initialize(key, 10) == ShareState(0, 10, (), 2)

@@ -13,13 +13,15 @@ loads), and clients look the coordinator up again.
 Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
 topic or partition that does not exist is refused per partition with
 UNKNOWN_TOPIC_OR_PARTITION. FindCoordinator also finds transaction coordinators (key
-type 1): the leader of the transactional id's ``__transaction_state`` partition.
+type 1): the leader of the transactional id's ``__transaction_state`` partition; and
+share coordinators (key type 2, ``group:topic id:partition``): the leader of the
+share-partition's ``__share_group_state`` partition.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.common.errors import ErrorCode, KafkaError
@@ -42,6 +44,8 @@ from sluice.group.api import (
 from sluice.group.config import OFFSETS_TOPIC
 from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
 from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.share.config import SHARE_STATE_TOPIC
+from sluice.share.state import ShareStateKey
 from sluice.txn.config import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
@@ -113,7 +117,7 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
         return answer(error, message, -1, "", -1)
 
     if key_type == SHARE_KEY_TYPE:
-        return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
+        return await _find_share_coordinator(services, key, answer, unavailable)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION_KEY_TYPE and not key:
@@ -136,6 +140,35 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
     if state is None or state.leader not in live:
         return unavailable(
             ErrorCode.coordinator_not_available, f"{topic_name}-{partition} has no leader"
+        )
+    node = live[state.leader]
+    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+
+
+async def _find_share_coordinator(
+    services: BrokerServices,
+    key: str,
+    answer: Callable[[ErrorCode, str | None, int, str, int], dict[str, Any]],
+    unavailable: Callable[[ErrorCode, str], dict[str, Any]],
+) -> dict[str, Any]:
+    """A share coordinator (key type 2, ``group:topic id:partition``): the leader of the
+    share-partition's ``__share_group_state`` partition, the topic made on first use."""
+    try:
+        share_key = ShareStateKey.from_coordinator_key(key)
+    except ValueError as e:
+        return unavailable(ErrorCode.invalid_request, str(e))
+    try:
+        topic = await services.topics.ensure_share_state_topic()
+    except KafkaError as e:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC} cannot be created: {e}"
+        )
+    partition = services.share_states.coordinator_partition(share_key)
+    state = topic.partitions.get(partition)
+    live = {b.node_id: b for b in services.topics.image.live_brokers()}
+    if state is None or state.leader not in live:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC}-{partition} has no leader"
         )
     node = live[state.leader]
     return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
