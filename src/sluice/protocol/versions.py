@@ -61,6 +61,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # in Kafka). v10 names topics by id: not served.
     ApiKey.OFFSET_COMMIT: VersionRange(2, 9, 8),
     ApiKey.OFFSET_FETCH: VersionRange(1, 9, 6),
-    # FindCoordinator v4+ looks up a batch of keys; v6 allows share-group keys (type 2),
-    # answered per key with an error until share groups exist.
+    # FindCoordinator v4+ looks up a batch of keys; v6 allows share keys (type 2,
+    # "group:topic id:partition": the share-partition's __share_group_state leader).
     ApiKey.FIND_COORDINATOR: VersionRange(0, 6, 3),
     ApiKey.JOIN_GROUP: VersionRange(0, 9, 6),
     ApiKey.HEARTBEAT: VersionRange(0, 4, 4),
@@ -122,8 +124,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.SYNC_GROUP: VersionRange(0, 5, 4),
     # DescribeGroups v6 answers an unknown group with GROUP_ID_NOT_FOUND (KIP-1043).
     ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6, 5),
-    # ListGroups v3+ is flexible; v4 adds the state filter, v5 the type filter (every
-    # Sluice group is "classic").
+    # ListGroups v3+ is flexible; v4 adds the state filter, v5 the type filter
+    # ("classic" or "share").
     ApiKey.LIST_GROUPS: VersionRange(0, 5, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
@@ -175,6 +177,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
+    # Share groups (KIP-932, handlers/share_groups.py): membership and its description.
+    # v0 was the early-access version of Kafka 4.0, gone since 4.1 (no client sends it);
+    # v1 is what librdkafka 2.15+ and Java 4.1+ send.
+    ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1, 0),
 }
 """Not advertised: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69). Some
 clients (franz-go) switch to the KIP-848 protocol as soon as 68 is listed."""
@@ -223,6 +230,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
 }
 
 

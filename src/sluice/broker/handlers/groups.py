@@ -13,17 +13,29 @@ loads), and clients look the coordinator up again.
 Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
 topic or partition that does not exist is refused per partition with
 UNKNOWN_TOPIC_OR_PARTITION. FindCoordinator also finds transaction coordinators (key
-type 1): the leader of the transactional id's ``__transaction_state`` partition.
+type 1): the leader of the transactional id's ``__transaction_state`` partition, and
+share coordinators (key type 2, ``group:topic id:partition``, which Kafka's brokers ask
+for): the leader of the share-partition's ``__share_group_state`` partition. A share
+group's own coordinator is found with key type 0, like any group's.
+
+Share groups (KIP-932) live beside the classic groups: ListGroups lists them with group
+type ``share``; DescribeGroups describes a share group id as a classic group it is not
+(Dead; GROUP_ID_NOT_FOUND from v6); DeleteGroups deletes an Empty share group and then
+the share-partition state of every topic it ever subscribed to.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.placement import partition_for
 from sluice.group.api import (
     NO_LEADER_EPOCH,
     FetchedOffset,
@@ -42,6 +54,8 @@ from sluice.group.api import (
 from sluice.group.config import OFFSETS_TOPIC
 from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
 from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.share.config import SHARE_STATE_TOPIC
+from sluice.share.state import ShareStateKey
 from sluice.txn.config import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
@@ -57,12 +71,12 @@ TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 
 CLASSIC_GROUP_TYPE = "classic"
-"""The group type (ListGroups v5+) of every group: the classic group protocol."""
+"""The group type (ListGroups v5+) of a group of the classic group protocol."""
 
 CLIENT_HOST_UNKNOWN = ""
 
 
-def _client_host(context: RequestContext) -> str:
+def client_host(context: RequestContext) -> str:
     """The requesting client's address as Kafka shows it (``/127.0.0.1``)."""
     return f"/{context.client_host}" if context.client_host else CLIENT_HOST_UNKNOWN
 
@@ -113,7 +127,7 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
         return answer(error, message, -1, "", -1)
 
     if key_type == SHARE_KEY_TYPE:
-        return unavailable(ErrorCode.invalid_request, "share groups are not supported yet")
+        return _find_share_coordinator(services, key, answer, unavailable)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION_KEY_TYPE and not key:
@@ -141,6 +155,58 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
     return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
 
 
+def parse_share_key(key: str) -> ShareStateKey | None:
+    """A share coordinator key, ``group:topic id:partition`` (the group id may contain
+    colons; the topic id in Kafka's base64 form or as a UUID), or None if malformed."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    group_id, topic_text, partition_text = parts
+    try:
+        partition = int(partition_text)
+    except ValueError:
+        return None
+    try:
+        if len(topic_text) == 22:
+            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(topic_text + "=="))
+        else:
+            topic_id = uuid.UUID(topic_text)
+    except (ValueError, binascii.Error):
+        return None
+    if partition < 0:
+        return None
+    return ShareStateKey(group_id, topic_id, partition)
+
+
+def _find_share_coordinator(
+    services: BrokerServices,
+    key: str,
+    answer: Callable[[ErrorCode, str | None, int, str, int], dict[str, Any]],
+    unavailable: Callable[[ErrorCode, str], dict[str, Any]],
+) -> dict[str, Any]:
+    """The leader of the share-partition's ``__share_group_state`` partition (the
+    partition its state's key hashes to, as the share coordinator places it)."""
+    share_key = parse_share_key(key)
+    if share_key is None:
+        return unavailable(
+            ErrorCode.invalid_request, f"{key!r} is not a share key (group:topic id:partition)"
+        )
+    topic = services.topics.get(SHARE_STATE_TOPIC)
+    if topic is None:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC} does not exist"
+        )
+    partition = partition_for(share_key.coordinator_key(), topic.partition_count)
+    state = topic.partitions.get(partition)
+    live = {b.node_id: b for b in services.topics.image.live_brokers()}
+    if state is None or state.leader not in live:
+        return unavailable(
+            ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC}-{partition} has no leader"
+        )
+    node = live[state.leader]
+    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+
+
 # -------------------------------------------------------------------- JoinGroup
 
 
@@ -153,7 +219,7 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
         member_id=request.member_id,
         group_instance_id=_optional(request, "group_instance_id"),
         client_id=context.header.client_id or "",
-        client_host=_client_host(context),
+        client_host=client_host(context),
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=(
             session_timeout_ms if rebalance_timeout is None else millis(rebalance_timeout)
@@ -507,11 +573,12 @@ async def handle_list_groups(
     module = response_module(context.header.api_key, context.header.api_version)
     states = _optional(request, "states_filter")
     response = await services.groups.list_groups(list(states) if states else None)
-    # v5+ filters by group type (case-insensitive); every Sluice group is classic.
+    # v5+ filters by group type (case-insensitive): classic or share.
     types = _optional(request, "types_filter")
     listed = response.groups
-    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-        listed = ()
+    if types:
+        wanted = {t.lower() for t in types}
+        listed = tuple(g for g in listed if g.group_type in wanted)
     return make(
         module.ListGroupsResponse,
         throttle_time=0,
@@ -522,7 +589,7 @@ async def handle_list_groups(
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=g.group_type,
             )
             for g in listed
         ),
@@ -537,14 +604,49 @@ async def handle_delete_groups(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     response = await services.groups.delete_groups(list(request.groups_names))
+    errors = dict(response.errors)
+    for group_id, topics in response.share_topics:
+        error = await _delete_share_state(services, group_id, topics)
+        if error is not None:
+            errors[group_id] = error
     return make(
         module.DeleteGroupsResponse,
         throttle_time=0,
         results=tuple(
             make(module.DeletableGroupResult, group_id=group_id, error_code=error)
-            for group_id, error in response.errors
+            for group_id, error in errors.items()
         ),
     )
+
+
+async def _delete_share_state(
+    services: BrokerServices, group_id: str, topics: Sequence[str]
+) -> ErrorCode | None:
+    """Delete the share-partition state of a deleted share group: every partition of
+    every topic it ever subscribed to (topics since deleted have none left). The error
+    of the first deletion that failed, or None; the group itself is gone either way,
+    and the failure is logged."""
+    persister = getattr(services, "share_persister", None)
+    if persister is None:
+        return None  # no share-partition state is kept on this broker
+    first_error: ErrorCode | None = None
+    for name in topics:
+        topic = services.topics.get(name)
+        if topic is None:
+            continue
+        for partition in sorted(topic.partitions):
+            try:
+                await persister.delete(ShareStateKey(group_id, topic.topic_id, partition))
+            except KafkaError as e:
+                log.warning(
+                    "share group %s: the state of %s-%d was not deleted: %s",
+                    group_id,
+                    name,
+                    partition,
+                    e,
+                )
+                first_error = first_error or e.code
+    return first_error
 
 
 def _offset_delete_topics(

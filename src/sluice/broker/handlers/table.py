@@ -24,6 +24,7 @@ from sluice.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    share_groups,
     transactions,
 )
 from sluice.protocol import private
@@ -50,6 +51,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    # share groups
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
     # transactions
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
