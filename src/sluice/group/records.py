@@ -32,17 +32,23 @@ tombstone: the offset (or the whole group) is deleted, and compaction drops it l
     [x] = int32 count, then the entries
     all integers big-endian
 
-    key, version 11: share group metadata      share group metadata value (v0, flexible)
-    ┌───────┬─────────┐                        ┌──────┬───────┬──────────────────────┐
-    │ i16 11│ group s │                        │ i16 0│ epoch │ tagged fields        │
-    └───────┴─────────┘                        │      │ i32   │ (tag 1000: topics)   │
-                                               └──────┴───────┴──────────────────────┘
+    key, version 11: share group metadata
+    ┌───────┬─────────┐
+    │ i16 11│ group s │
+    └───────┴─────────┘
+
+    share group metadata value (v0, flexible):
+    ┌──────┬───────┬───────────────┬─────────────────────────────┐
+    │ i16 0│ epoch │ metadata_hash │ tagged fields               │
+    │      │ i32   │ i64 (0: none) │ (tag 1000: the topic names) │
+    └──────┴───────┴───────────────┴─────────────────────────────┘
     tagged fields: uvarint count, then each: uvarint tag │ uvarint size │ bytes
     tag 1000 (Sluice's): every topic the group ever subscribed to, a compact array of
     compact strings (uvarint count + 1, then uvarint length + 1 and UTF-8)
 
 The share group metadata record is Kafka's ShareGroupMetadata (key version 11, value
-v0: the group epoch, flexible), so Kafka's tools read it; the topic names ride in a
+v0: the group epoch and a hash of the subscribed topics' metadata, which Sluice leaves
+0, flexible), so Kafka's tools read it; the topic names ride in a
 tagged field of Sluice's own (Kafka keeps them in its ShareGroupStatePartitionMetadata
 record, version 15), which Kafka's readers skip as they skip every unknown tag. Deleting
 the group's share-partition state needs them.
@@ -71,6 +77,8 @@ SHARE_GROUP_METADATA_KEY_VERSION = 11
 """Kafka's key version of ShareGroupMetadata (Kafka's share-group records use 10–15;
 Sluice writes only this one)."""
 SHARE_GROUP_METADATA_VALUE_VERSION = 0
+NO_METADATA_HASH = 0
+"""The metadata hash Sluice writes (Kafka's "not computed"; Kafka recomputes it)."""
 SHARE_GROUP_TOPICS_TAG = 1_000
 """The tagged field of the share group metadata value that holds the topic names (a tag
 far from Kafka's own, which start at 0)."""
@@ -218,6 +226,7 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_share_group_metadata_value(value: ShareGroupMetadataValue) -> bytes:
     writer = _Writer(SHARE_GROUP_METADATA_VALUE_VERSION)
     writer.int32(value.epoch)
+    writer.int64(NO_METADATA_HASH)
     topics = _uvarint(len(value.subscribed_topic_names) + 1) + b"".join(
         _compact_string(name) for name in value.subscribed_topic_names
     )
@@ -440,10 +449,11 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
 
 
 def decode_share_group_metadata_value(data: bytes) -> ShareGroupMetadataValue:
-    """Unknown tagged fields (Kafka's metadata hash, tag 0) are skipped."""
+    """Tagged fields other than the topic names are skipped."""
     reader = _Reader(data, "share group metadata value")
     reader.version(0, SHARE_GROUP_METADATA_VALUE_VERSION)
     epoch = reader.int32()
+    reader.int64()  # Kafka's metadata hash: Sluice compares the topics themselves
     topics: tuple[str, ...] = ()
     for _ in range(reader.uvarint()):
         tag = reader.uvarint()

@@ -347,9 +347,12 @@ def test_the_record_round_trips_and_skips_unknown_tags() -> None:
     value = ShareGroupMetadataValue(7, ("a", "ü" * 3))
     encoded = encode_share_group_metadata_value(value)
     assert decode_share_group_metadata_value(encoded) == value
-    # Kafka's own value: epoch 7 and its metadata hash in tag 0, no topics.
-    kafka = bytes.fromhex("0000000000070100080000000000000001")
+    # Kafka's own value: version 0, epoch 7, a metadata hash, no tagged fields.
+    kafka = bytes.fromhex("0000" + "00000007" + "0123456789abcdef" + "00")
     assert decode_share_group_metadata_value(kafka) == ShareGroupMetadataValue(7, ())
+    # An unknown tagged field (tag 5, two bytes) before the topics is skipped.
+    tagged = encoded[:14] + b"\x02\x05\x02\xab\xcd" + encoded[15:]
+    assert decode_share_group_metadata_value(tagged) == value
     assert encode_key(ShareGroupMetadataKey("s"))[:2] == b"\x00\x0b"
 
 
