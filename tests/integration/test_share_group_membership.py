@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka_wire import KafkaConnection
 from kio.schema.delete_groups.v2 import request as delete_groups_v2
 from kio.schema.describe_groups.v5 import request as describe_groups_v5
+from kio.schema.describe_groups.v6 import request as describe_groups_v6
 from kio.schema.find_coordinator.v6 import request as find_coordinator_v6
 from kio.schema.incremental_alter_configs.v0 import request as incremental_v0
 from kio.schema.join_group.v5 import request as join_group_v5
@@ -281,6 +282,14 @@ def test_share_and_classic_groups_keep_to_their_type(broker: BrokerProcess, topi
         ),
     ).groups
     assert (classic_view.error_code, classic_view.group_state) == (ErrorCode.none, "Dead")
+    (classic_view_v6,) = request(
+        broker,
+        describe_groups_v6.DescribeGroupsRequest(
+            groups=(share_group,), include_authorized_operations=False
+        ),
+    ).groups
+    assert classic_view_v6.error_code == ErrorCode.group_id_not_found
+    assert classic_view_v6.error_message == f"Group {share_group} is not a classic group."
 
     groups = listed(broker)
     assert (groups[share_group].group_type, groups[share_group].protocol_type) == (

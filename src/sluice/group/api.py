@@ -175,6 +175,9 @@ class GroupDescription:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()
+    not_found_message: str | None = None
+    """Why a Dead description is no group here, when it is more than "not found" (a
+    share group's id: "not a classic group"); DescribeGroups v6+ answers with it."""
 
 
 @dataclass(frozen=True)

@@ -1283,6 +1283,13 @@ class GroupCoordinator:
                 descriptions.append(
                     GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
                 )
+            elif group_id in self._share_groups:
+                message = f"Group {group_id} is not a classic group."
+                descriptions.append(
+                    GroupDescription(
+                        group_id, ErrorCode.none, _DEAD.value, not_found_message=message
+                    )
+                )
             elif group is None or group.is_in(_DEAD):
                 descriptions.append(GroupDescription(group_id, ErrorCode.none, _DEAD.value))
             else:

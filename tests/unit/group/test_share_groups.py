@@ -151,7 +151,8 @@ def test_a_classic_group_id_is_not_a_share_group_and_back(harness: Harness) -> N
     assert description.error is ErrorCode.group_id_not_found
     assert description.error_message == "Group classic is not a share group."
     (classic,) = harness.coordinator.describe_groups(["s"])
-    assert classic.state == "Dead", "a share group is no classic group"
+    assert (classic.error, classic.state) == (ErrorCode.none, "Dead"), "no classic group"
+    assert classic.not_found_message == "Group s is not a classic group."
 
 
 def test_leaving_bumps_the_epoch_and_empties_the_group(harness: Harness) -> None:

@@ -562,7 +562,8 @@ def _described_group_error(description: Any, not_found_error: bool) -> dict[str,
     ):
         return {
             "error_code": ErrorCode.group_id_not_found,
-            "error_message": f"group {description.group_id!r} not found",
+            "error_message": description.not_found_message
+            or f"group {description.group_id!r} not found",
         }
     return {"error_code": description.error, "error_message": None}
 
