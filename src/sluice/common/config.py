@@ -758,6 +758,13 @@ GROUP_PROPERTY_NAMES = frozenset(
         "offsets.retention.minutes",
         "offsets.retention.check.interval.ms",
         "offset.metadata.max.bytes",
+        "group.share.session.timeout.ms",
+        "group.share.min.session.timeout.ms",
+        "group.share.max.session.timeout.ms",
+        "group.share.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
+        "group.share.max.size",
     }
 )
 """Names the group coordinator reads (``sluice.group.config``); kept here so the broker

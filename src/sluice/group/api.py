@@ -10,10 +10,13 @@ for the rebalance, SyncGroup for the leader's assignment).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
+from sluice.group.share_group import ShareTopic
 
 NO_GENERATION = -1
 NO_MEMBER_ID = ""
@@ -172,6 +175,9 @@ class GroupDescription:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()
+    not_found_message: str | None = None
+    """Why a Dead description is no group here, when it is more than "not found" (a
+    share group's id: "not a classic group"); DescribeGroups v6+ answers with it."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -193,12 +200,84 @@ class ListGroupsResponse:
 class DeleteGroupsResponse:
     errors: tuple[tuple[str, ErrorCode], ...]
     """(group id, error) in request order, each group once."""
+    share_topics: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(group id, every topic it ever subscribed to) of each share group deleted: their
+    share-partition state is to be deleted too."""
 
 
 @dataclass(frozen=True)
 class OffsetDeleteResponse:
     error: ErrorCode
     errors: tuple[tuple[TopicPartition, ErrorCode], ...] = ()
+
+
+# ------------------------------------------------------------------ share groups
+
+NO_MEMBER_EPOCH = -1
+JOIN_MEMBER_EPOCH = 0
+"""ShareGroupHeartbeat's member epoch 0 joins; -1 leaves."""
+LEAVE_MEMBER_EPOCH = -1
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatRequest:
+    group_id: str
+    member_id: str
+    """Chosen by the client (v1: a UUID string)."""
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: tuple[str, ...] | None
+    """None: unchanged since the last heartbeat."""
+    client_id: str
+    client_host: str
+    topics: Mapping[str, ShareTopic]
+    """The broker's topics now (name → id and partition count); only the subscribed
+    ones are looked at."""
+    group_configs: Mapping[str, str]
+    """The group's overrides (config resource GROUP): ``share.session.timeout.ms`` and
+    ``share.heartbeat.interval.ms`` override the broker's settings."""
+
+
+@dataclass(frozen=True)
+class ShareAssignedTopic:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponse:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = NO_MEMBER_EPOCH
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[ShareAssignedTopic, ...] | None = None
+    """None: unchanged (only sent when the member's epoch moves, or it joins or sends
+    its whole state)."""
+
+
+@dataclass(frozen=True)
+class ShareDescribedMember:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[ShareAssignedTopic, ...]
+
+
+@dataclass(frozen=True)
+class ShareGroupDescription:
+    group_id: str
+    error: ErrorCode
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ShareDescribedMember, ...] = ()
 
 
 Response = (
@@ -209,5 +288,6 @@ Response = (
     | OffsetCommitResponse
     | DeleteGroupsResponse
     | OffsetDeleteResponse
+    | ShareGroupHeartbeatResponse
 )
 """Every response the group coordinator replies with (the ``response`` of its Replies)."""

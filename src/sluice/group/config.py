@@ -54,6 +54,24 @@ class GroupConfig:
     offset_metadata_bytes_max: int = 4_096
     """offset.metadata.max.bytes: a committed offset's metadata string longer than this
     (in UTF-8) is refused with OFFSET_METADATA_TOO_LARGE."""
+    share_session_timeout_ms: int = 45_000
+    """group.share.session.timeout.ms: a share group member that sends no heartbeat for
+    this long is removed (a group's ``share.session.timeout.ms`` overrides it)."""
+    share_session_timeout_ms_min: int = 45_000
+    """group.share.min.session.timeout.ms: the lowest share session timeout a broker
+    setting may choose (Kafka's bound; lowered for tests)."""
+    share_session_timeout_ms_max: int = 60_000
+    """group.share.max.session.timeout.ms."""
+    share_heartbeat_interval_ms: int = 5_000
+    """group.share.heartbeat.interval.ms: how often share group members heartbeat (a
+    group's ``share.heartbeat.interval.ms`` overrides it)."""
+    share_heartbeat_interval_ms_min: int = 5_000
+    """group.share.min.heartbeat.interval.ms."""
+    share_heartbeat_interval_ms_max: int = 15_000
+    """group.share.max.heartbeat.interval.ms."""
+    share_group_size_max: int = 200
+    """group.share.max.size: members per share group; more get GROUP_MAX_SIZE_REACHED
+    (Kafka's default)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -66,6 +84,32 @@ class GroupConfig:
             raise ValueError("group.max.size must be at least 1")
         if self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offsets.retention.check.interval.ms must be at least 1")
+        if self.share_group_size_max < 1:
+            raise ValueError("group.share.max.size must be at least 1")
+        if not (
+            1
+            <= self.share_session_timeout_ms_min
+            <= self.share_session_timeout_ms
+            <= self.share_session_timeout_ms_max
+        ):
+            raise ValueError(
+                "group.share.session.timeout.ms must be within group.share.min.session"
+                ".timeout.ms and group.share.max.session.timeout.ms (at least 1)"
+            )
+        if not (
+            1
+            <= self.share_heartbeat_interval_ms_min
+            <= self.share_heartbeat_interval_ms
+            <= self.share_heartbeat_interval_ms_max
+        ):
+            raise ValueError(
+                "group.share.heartbeat.interval.ms must be within group.share.min.heartbeat"
+                ".interval.ms and group.share.max.heartbeat.interval.ms (at least 1)"
+            )
+        if self.share_heartbeat_interval_ms >= self.share_session_timeout_ms:
+            raise ValueError(
+                "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"
+            )
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
@@ -95,5 +139,12 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
     "offsets.retention.minutes": ("offsets_retention_ms", 60_000),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
     "offset.metadata.max.bytes": ("offset_metadata_bytes_max", 1),
+    "group.share.session.timeout.ms": ("share_session_timeout_ms", 1),
+    "group.share.min.session.timeout.ms": ("share_session_timeout_ms_min", 1),
+    "group.share.max.session.timeout.ms": ("share_session_timeout_ms_max", 1),
+    "group.share.heartbeat.interval.ms": ("share_heartbeat_interval_ms", 1),
+    "group.share.min.heartbeat.interval.ms": ("share_heartbeat_interval_ms_min", 1),
+    "group.share.max.heartbeat.interval.ms": ("share_heartbeat_interval_ms_max", 1),
+    "group.share.max.size": ("share_group_size_max", 1),
 }
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""

@@ -73,6 +73,8 @@ from sluice.group.api import (
     OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
+    ShareGroupDescription,
+    ShareGroupHeartbeatRequest,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -88,13 +90,17 @@ from sluice.group.records import (
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    decode_share_group_metadata_value,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
 )
+from sluice.group.share_coordinator import ShareGroups
+from sluice.group.share_group import ShareGroup
 from sluice.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, JoinWait
 
 log = logging.getLogger(__name__)
@@ -183,7 +189,7 @@ def _is_inconsistent(given: str | None, known: str | None) -> bool:
     return given is not None and known is not None and given != known
 
 
-def _tombstone(key: OffsetCommitKey | GroupMetadataKey) -> Record:
+def _tombstone(key: OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey) -> Record:
     return (encode_key(key), None)
 
 
@@ -210,6 +216,9 @@ class GroupCoordinator:
         """Offset records of the partition so far, in log order (replayed, then
         committed: the runtime reports appends in log order). Kafka compares the
         offsets of the records in the log; this count orders them the same way."""
+        self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
+        """The share groups (KIP-932) of the partition: one group id names either a
+        classic group here or a share group there, never both."""
 
     # ================================================================= inspection
 
@@ -219,6 +228,14 @@ class GroupCoordinator:
 
     def group_ids(self) -> list[str]:
         return sorted(self._groups)
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group's state, for tests and diagnostics (do not modify it)."""
+        return self._share_groups.group(group_id)
+
+    def _is_classic_group(self, group_id: str) -> bool:
+        group = self._groups.get(group_id)
+        return group is not None and not group.is_in(_DEAD)
 
     @property
     def appends_in_flight(self) -> int:
@@ -231,6 +248,10 @@ class GroupCoordinator:
         Raises CorruptMessage for bytes that are not a record of ours."""
         self._loading = True
         decoded = decode_key(key)
+        if isinstance(decoded, ShareGroupMetadataKey):
+            share_value = None if value is None else decode_share_group_metadata_value(value)
+            self._share_groups.replay(decoded.group_id, share_value)
+            return
         if isinstance(decoded, OffsetCommitKey):
             partition = TopicPartition(decoded.topic, decoded.partition)
             if value is None:
@@ -370,6 +391,9 @@ class GroupCoordinator:
         deadlines = [self._timers[0][0]] if self._timers else []
         if self._expiry_check_ms is not None:
             deadlines.append(self._expiry_check_ms)
+        share_deadline_ms = self._share_groups.next_deadline_ms()
+        if share_deadline_ms is not None:
+            deadlines.append(share_deadline_ms)
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> list[Effect]:
@@ -392,6 +416,7 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is not None:
                 effects += self._fire(group, kind, member_id, now_ms)
+        effects += self._share_groups.advance(now_ms, last_due_ms)
         if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
             effects += self._expire_offsets(now_ms)
@@ -514,6 +539,8 @@ class GroupCoordinator:
 
         if not _group_id_is_valid(request.group_id, allow_empty=False):
             return fail(ErrorCode.invalid_group_id)
+        if request.group_id in self._share_groups:
+            return fail(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         config = self._config
         if not (
             config.session_timeout_ms_min
@@ -1119,6 +1146,8 @@ class GroupCoordinator:
 
         if not _group_id_is_valid(request.group_id, allow_empty=True):
             return answer_all(ErrorCode.invalid_group_id)
+        if request.group_id in self._share_groups:
+            return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         group = self._groups.get(request.group_id)
         if group is None:
             if request.generation_id >= 0 and transaction is None:
@@ -1254,6 +1283,13 @@ class GroupCoordinator:
                 descriptions.append(
                     GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
                 )
+            elif group_id in self._share_groups:
+                message = f"Group {group_id} is not a classic group."
+                descriptions.append(
+                    GroupDescription(
+                        group_id, ErrorCode.none, _DEAD.value, not_found_message=message
+                    )
+                )
             elif group is None or group.is_in(_DEAD):
                 descriptions.append(GroupDescription(group_id, ErrorCode.none, _DEAD.value))
             else:
@@ -1271,7 +1307,8 @@ class GroupCoordinator:
             if wanted is not None and group.state.value.lower() not in wanted:
                 continue
             listings.append(GroupListing(group_id, group.protocol_type or "", group.state.value))
-        return tuple(listings)
+        listings += self._share_groups.list_groups(wanted)
+        return tuple(sorted(listings, key=lambda listing: listing.group_id))
 
     # ============================================================ DeleteGroups
 
@@ -1284,6 +1321,8 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         results: dict[str, ErrorCode | None] = {}
         deleting: list[tuple[Group, int]] = []
+        deleting_share: list[str] = []
+        share_topics: list[tuple[str, tuple[str, ...]]] = []
         records: list[Record] = []
         for group_id in group_ids:
             if group_id in results:
@@ -1291,6 +1330,13 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if not _group_id_is_valid(group_id, allow_empty=True):
                 results[group_id] = ErrorCode.invalid_group_id
+            elif group_id in self._share_groups:
+                results[group_id] = self._share_groups.deletion_error(group_id)
+                if results[group_id] is None:
+                    tombstone, topics = self._share_groups.start_deletion(group_id)
+                    records.append(tombstone)
+                    deleting_share.append(group_id)
+                    share_topics.append((group_id, topics))
             elif group is None or group.is_in(_DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_in(_EMPTY):
@@ -1300,7 +1346,7 @@ class GroupCoordinator:
                 deleting.append((group, group.state_timestamp_ms))
                 records += self._group_tombstones(group)
                 group.transition_to(_DEAD, now_ms)
-        if not deleting:
+        if not records:
             response = DeleteGroupsResponse(
                 tuple((gid, error or ErrorCode.none) for gid, error in results.items())
             )
@@ -1308,12 +1354,15 @@ class GroupCoordinator:
 
         def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             self._finish_removal(deleting, error)
+            for group_id in deleting_share:
+                self._share_groups.finish_deletion(group_id, error)
             outcome = ErrorCode.none if error is None else _delete_error(error)
             response = DeleteGroupsResponse(
                 tuple(
                     (group_id, outcome if result is None else result)
                     for group_id, result in results.items()
-                )
+                ),
+                tuple(share_topics) if error is None else (),
             )
             return [Reply(token, response)]
 
@@ -1339,6 +1388,18 @@ class GroupCoordinator:
                 log.warning("group %s: tombstones not written (%s)", group.group_id, error.name)
                 group.transition_to(_EMPTY, state_timestamp_ms)
 
+    # ============================================================= share groups
+
+    def share_group_heartbeat(
+        self, now_ms: int, token: RequestToken, request: ShareGroupHeartbeatRequest
+    ) -> list[Effect]:
+        """ShareGroupHeartbeat (KIP-932): see :mod:`~sluice.group.share_coordinator`."""
+        effects = self._advance(now_ms)
+        return effects + self._share_groups.heartbeat(now_ms, token, request)
+
+    def describe_share_groups(self, group_ids: Iterable[str]) -> tuple[ShareGroupDescription, ...]:
+        return self._share_groups.describe(group_ids)
+
     # ============================================================ OffsetDelete
 
     def delete_offsets(
@@ -1358,7 +1419,7 @@ class GroupCoordinator:
 
         if not _group_id_is_valid(group_id, allow_empty=True):
             return answer(OffsetDeleteResponse(ErrorCode.invalid_group_id))
-        group = self._groups.get(group_id)
+        group = self._groups.get(group_id)  # a share group id is not found here either
         if group is None or group.is_in(_DEAD):
             return answer(OffsetDeleteResponse(ErrorCode.group_id_not_found))
         if not group.is_in(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:

@@ -32,6 +32,27 @@ tombstone: the offset (or the whole group) is deleted, and compaction drops it l
     [x] = int32 count, then the entries
     all integers big-endian
 
+    key, version 11: share group metadata
+    ┌───────┬─────────┐
+    │ i16 11│ group s │
+    └───────┴─────────┘
+
+    share group metadata value (v0, flexible):
+    ┌──────┬───────┬───────────────┬─────────────────────────────┐
+    │ i16 0│ epoch │ metadata_hash │ tagged fields               │
+    │      │ i32   │ i64 (0: none) │ (tag 1000: the topic names) │
+    └──────┴───────┴───────────────┴─────────────────────────────┘
+    tagged fields: uvarint count, then each: uvarint tag │ uvarint size │ bytes
+    tag 1000 (Sluice's): every topic the group ever subscribed to, a compact array of
+    compact strings (uvarint count + 1, then uvarint length + 1 and UTF-8)
+
+The share group metadata record is Kafka's ShareGroupMetadata (key version 11, value
+v0: the group epoch and a hash of the subscribed topics' metadata, which Sluice leaves
+0, flexible), so Kafka's tools read it; the topic names ride in a
+tagged field of Sluice's own (Kafka keeps them in its ShareGroupStatePartitionMetadata
+record, version 15), which Kafka's readers skip as they skip every unknown tag. Deleting
+the group's share-partition state needs them.
+
 An empty ``protocol_type`` means a group that only stores offsets (a "simple" consumer
 that assigns partitions itself). Decoding checks every length against the bytes left
 and refuses trailing bytes; anything malformed raises ``CorruptMessage``.
@@ -52,6 +73,15 @@ OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION = 1
 """The only value version with an explicit expiry time (OffsetCommit v2-4 with a
 retention time)."""
 GROUP_METADATA_VALUE_VERSION = 3
+SHARE_GROUP_METADATA_KEY_VERSION = 11
+"""Kafka's key version of ShareGroupMetadata (Kafka's share-group records use 10–15;
+Sluice writes only this one)."""
+SHARE_GROUP_METADATA_VALUE_VERSION = 0
+NO_METADATA_HASH = 0
+"""The metadata hash Sluice writes (Kafka's "not computed"; Kafka recomputes it)."""
+SHARE_GROUP_TOPICS_TAG = 1_000
+"""The tagged field of the share group metadata value that holds the topic names (a tag
+far from Kafka's own, which start at 0)."""
 
 STRING_BYTES_MAX = 32_767
 """Longest string the int16 length prefix can describe."""
@@ -76,7 +106,20 @@ class GroupMetadataKey:
     group_id: str
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
+@dataclass(frozen=True)
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey
+
+
+@dataclass(frozen=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    """The group epoch."""
+    subscribed_topic_names: tuple[str, ...]
+    """Every topic the group has ever subscribed to, sorted."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +181,31 @@ class _Writer:
         self._parts.append(_I32.pack(len(value)))
         self._parts.append(value)
 
+    def raw(self, value: bytes) -> None:
+        self._parts.append(value)
+
     def getvalue(self) -> bytes:
         return b"".join(self._parts)
+
+
+def _uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (base-128, little-endian groups)."""
+    assert value >= 0
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _compact_string(value: str) -> bytes:
+    encoded = value.encode()
+    assert len(encoded) <= STRING_BYTES_MAX, "strings are bounded where they enter"
+    return _uvarint(len(encoded) + 1) + encoded
 
 
 def encode_key(key: RecordKey) -> bytes:
@@ -148,9 +214,26 @@ def encode_key(key: RecordKey) -> bytes:
         writer.string(key.group_id)
         writer.string(key.topic)
         writer.int32(key.partition)
+    elif isinstance(key, ShareGroupMetadataKey):
+        writer = _Writer(SHARE_GROUP_METADATA_KEY_VERSION)
+        writer.string(key.group_id)
     else:
         writer = _Writer(GROUP_METADATA_KEY_VERSION)
         writer.string(key.group_id)
+    return writer.getvalue()
+
+
+def encode_share_group_metadata_value(value: ShareGroupMetadataValue) -> bytes:
+    writer = _Writer(SHARE_GROUP_METADATA_VALUE_VERSION)
+    writer.int32(value.epoch)
+    writer.int64(NO_METADATA_HASH)
+    topics = _uvarint(len(value.subscribed_topic_names) + 1) + b"".join(
+        _compact_string(name) for name in value.subscribed_topic_names
+    )
+    writer.raw(_uvarint(1))  # one tagged field
+    writer.raw(_uvarint(SHARE_GROUP_TOPICS_TAG))
+    writer.raw(_uvarint(len(topics)))
+    writer.raw(topics)
     return writer.getvalue()
 
 
@@ -204,6 +287,9 @@ class _Reader:
     def _corrupt(self, problem: str) -> KafkaError:
         return CorruptMessage(f"{self._what}: {problem} at byte {self._position}")
 
+    def take(self, size: int) -> memoryview:
+        return self._take(size)
+
     def _take(self, size: int) -> memoryview:
         end = self._position + size
         if size < 0 or end > len(self._view):
@@ -251,6 +337,24 @@ class _Reader:
             raise self._corrupt(f"bytes length {length}")
         return bytes(self._take(length))
 
+    def uvarint(self) -> int:
+        value = 0
+        for shift in range(0, 35, 7):
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+        raise self._corrupt("varint longer than 5 bytes")
+
+    def compact_string(self) -> str:
+        length = self.uvarint() - 1
+        if length < 0:
+            raise self._corrupt("null where a string is required")
+        try:
+            return str(self._take(length), "utf-8")
+        except UnicodeDecodeError:
+            raise self._corrupt("string is not UTF-8") from None
+
     def count(self, entry_bytes_min: int) -> int:
         count = self.int32()
         if count < 0 or count * entry_bytes_min > self.remaining:
@@ -270,9 +374,13 @@ class _Reader:
 
 def decode_key(data: bytes) -> RecordKey:
     reader = _Reader(data, "__consumer_offsets key")
-    version = reader.version(0, GROUP_METADATA_KEY_VERSION)
+    version = reader.int16()
     key: RecordKey
-    if version == GROUP_METADATA_KEY_VERSION:
+    if version == SHARE_GROUP_METADATA_KEY_VERSION:
+        key = ShareGroupMetadataKey(reader.string())
+    elif not 0 <= version <= GROUP_METADATA_KEY_VERSION:
+        raise CorruptMessage(f"__consumer_offsets key: unknown version {version}")
+    elif version == GROUP_METADATA_KEY_VERSION:
         key = GroupMetadataKey(reader.string())
     else:
         key = OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -338,3 +446,25 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         current_state_timestamp_ms=current_state_timestamp_ms,
         members=tuple(members),
     )
+
+
+def decode_share_group_metadata_value(data: bytes) -> ShareGroupMetadataValue:
+    """Tagged fields other than the topic names are skipped."""
+    reader = _Reader(data, "share group metadata value")
+    reader.version(0, SHARE_GROUP_METADATA_VALUE_VERSION)
+    epoch = reader.int32()
+    reader.int64()  # Kafka's metadata hash: Sluice compares the topics themselves
+    topics: tuple[str, ...] = ()
+    for _ in range(reader.uvarint()):
+        tag = reader.uvarint()
+        size = reader.uvarint()
+        field = _Reader(bytes(reader.take(size)), "share group metadata value topics")
+        if tag != SHARE_GROUP_TOPICS_TAG:
+            continue
+        count = field.uvarint() - 1
+        if count < 0 or count > field.remaining:
+            raise CorruptMessage(f"share group metadata value: {count} topics in {size} bytes")
+        topics = tuple(field.compact_string() for _ in range(count))
+        field.end()
+    reader.end()
+    return ShareGroupMetadataValue(epoch, topics)

@@ -46,6 +46,9 @@ from sluice.group.api import (
     OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
+    ShareGroupDescription,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -169,6 +172,28 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         """Committed offsets; ``partitions`` None means every partition of the group."""
         return self._coordinator_for(group_id).fetch_offsets(group_id, partitions, require_stable)
 
+    async def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest
+    ) -> ShareGroupHeartbeatResponse:
+        return await self._call_for(
+            ShareGroupHeartbeatResponse,
+            request.group_id,
+            lambda c, now, token: c.share_group_heartbeat(now, token, request),
+        )
+
+    async def describe_share_groups(
+        self, group_ids: Sequence[str]
+    ) -> tuple[ShareGroupDescription, ...]:
+        descriptions = []
+        for group_id in group_ids:
+            try:
+                coordinator = self._coordinator_for(group_id)
+            except KafkaError as e:
+                descriptions.append(ShareGroupDescription(group_id, e.code))
+                continue
+            descriptions.extend(coordinator.describe_share_groups([group_id]))
+        return tuple(descriptions)
+
     async def describe_groups(self, group_ids: Sequence[str]) -> tuple[GroupDescription, ...]:
         descriptions = []
         for group_id in group_ids:
@@ -216,7 +241,10 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         )
         for response in responses:
             errors.update(response.errors)
-        return DeleteGroupsResponse(tuple((group_id, errors[group_id]) for group_id in requested))
+        return DeleteGroupsResponse(
+            tuple((group_id, errors[group_id]) for group_id in requested),
+            tuple(entry for response in responses for entry in response.share_topics),
+        )
 
     # ================================================================ plumbing
 

@@ -62,6 +62,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
     INITIALIZE_SHARE_GROUP_STATE = 83
@@ -135,8 +137,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.SYNC_GROUP: VersionRange(0, 5, 4),
     # DescribeGroups v6 answers an unknown group with GROUP_ID_NOT_FOUND (KIP-1043).
     ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6, 5),
-    # ListGroups v3+ is flexible; v4 adds the state filter, v5 the type filter (every
-    # Sluice group is "classic").
+    # ListGroups v3+ is flexible; v4 adds the state filter, v5 the type filter
+    # ("classic" or "share").
     ApiKey.LIST_GROUPS: VersionRange(0, 5, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
@@ -188,6 +190,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
+    # Share groups (KIP-932, handlers/share_groups.py): membership and its description.
+    # v0 was the early-access version of Kafka 4.0, gone since 4.1 (no client sends it);
+    # v1 is what librdkafka 2.15+ and Java 4.1+ send.
+    ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1, 0),
     # Share groups (KIP-932, handlers/share_fetch.py): v0 was early access, gone since
     # Kafka 4.1; v1 is what librdkafka 2.15+ and the Java 4.2 client send; v2 adds the
     # RENEW acknowledgement and the acquire modes.
@@ -256,6 +263,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,

@@ -59,14 +59,22 @@ class ShareStateKey:
 
     @classmethod
     def from_coordinator_key(cls, text: str) -> ShareStateKey:
-        """The key :meth:`coordinator_key` wrote (FindCoordinator's share key); raises
-        ValueError for text that is not ``group:topic id:partition``."""
-        group_id, topic_id, partition = text.rsplit(":", 2)
-        if not group_id or len(topic_id) != 22 or not partition.isdigit():
-            raise ValueError(f"{text!r} is not group:topic id:partition")
-        return cls(
-            group_id, uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "==")), int(partition)
-        )
+        """The key :meth:`coordinator_key` wrote (FindCoordinator's share key; the topic
+        id may also be written as a UUID); raises ValueError for text that is not
+        ``group:topic id:partition``."""
+        problem = ValueError(f"{text!r} is not group:topic id:partition")
+        parts = text.rsplit(":", 2)
+        if len(parts) != 3 or not parts[0] or not parts[2].isdigit():
+            raise problem
+        group_id, topic_text, partition = parts
+        try:
+            if len(topic_text) == 22:
+                topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(topic_text + "=="))
+            else:
+                topic_id = uuid.UUID(topic_text)
+        except ValueError:  # binascii.Error is one
+            raise problem from None
+        return cls(group_id, topic_id, int(partition))
 
 
 @dataclass(frozen=True, slots=True)

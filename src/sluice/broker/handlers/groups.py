@@ -13,9 +13,15 @@ loads), and clients look the coordinator up again.
 Kept from Kafka's request handling (not the coordinator's business): OffsetCommit for a
 topic or partition that does not exist is refused per partition with
 UNKNOWN_TOPIC_OR_PARTITION. FindCoordinator also finds transaction coordinators (key
-type 1): the leader of the transactional id's ``__transaction_state`` partition; and
-share coordinators (key type 2, ``group:topic id:partition``): the leader of the
-share-partition's ``__share_group_state`` partition.
+type 1): the leader of the transactional id's ``__transaction_state`` partition, and
+share coordinators (key type 2, ``group:topic id:partition``, which Kafka's brokers ask
+for): the leader of the share-partition's ``__share_group_state`` partition. A share
+group's own coordinator is found with key type 0, like any group's.
+
+Share groups (KIP-932) live beside the classic groups: ListGroups lists them with group
+type ``share``; DescribeGroups describes a share group id as a classic group it is not
+(Dead; GROUP_ID_NOT_FOUND from v6); DeleteGroups deletes an Empty share group and then
+the share-partition state of every topic it ever subscribed to.
 """
 
 from __future__ import annotations
@@ -61,12 +67,12 @@ TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 
 CLASSIC_GROUP_TYPE = "classic"
-"""The group type (ListGroups v5+) of every group: the classic group protocol."""
+"""The group type (ListGroups v5+) of a group of the classic group protocol."""
 
 CLIENT_HOST_UNKNOWN = ""
 
 
-def _client_host(context: RequestContext) -> str:
+def client_host(context: RequestContext) -> str:
     """The requesting client's address as Kafka shows it (``/127.0.0.1``)."""
     return f"/{context.client_host}" if context.client_host else CLIENT_HOST_UNKNOWN
 
@@ -186,7 +192,7 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
         member_id=request.member_id,
         group_instance_id=_optional(request, "group_instance_id"),
         client_id=context.header.client_id or "",
-        client_host=_client_host(context),
+        client_host=client_host(context),
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=(
             session_timeout_ms if rebalance_timeout is None else millis(rebalance_timeout)
@@ -529,7 +535,8 @@ def _described_group_error(description: Any, not_found_error: bool) -> dict[str,
     ):
         return {
             "error_code": ErrorCode.group_id_not_found,
-            "error_message": f"group {description.group_id!r} not found",
+            "error_message": description.not_found_message
+            or f"group {description.group_id!r} not found",
         }
     return {"error_code": description.error, "error_message": None}
 
@@ -540,11 +547,12 @@ async def handle_list_groups(
     module = response_module(context.header.api_key, context.header.api_version)
     states = _optional(request, "states_filter")
     response = await services.groups.list_groups(list(states) if states else None)
-    # v5+ filters by group type (case-insensitive); every Sluice group is classic.
+    # v5+ filters by group type (case-insensitive): classic or share.
     types = _optional(request, "types_filter")
     listed = response.groups
-    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-        listed = ()
+    if types:
+        wanted = {t.lower() for t in types}
+        listed = tuple(g for g in listed if g.group_type in wanted)
     return make(
         module.ListGroupsResponse,
         throttle_time=0,
@@ -555,7 +563,7 @@ async def handle_list_groups(
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=g.group_type,
             )
             for g in listed
         ),
@@ -570,14 +578,47 @@ async def handle_delete_groups(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     response = await services.groups.delete_groups(list(request.groups_names))
+    errors = dict(response.errors)
+    for group_id, topics in response.share_topics:
+        error = await _delete_share_state(services, group_id, topics)
+        if error is not None:
+            errors[group_id] = error
     return make(
         module.DeleteGroupsResponse,
         throttle_time=0,
         results=tuple(
             make(module.DeletableGroupResult, group_id=group_id, error_code=error)
-            for group_id, error in response.errors
+            for group_id, error in errors.items()
         ),
     )
+
+
+async def _delete_share_state(
+    services: BrokerServices, group_id: str, topics: Sequence[str]
+) -> ErrorCode | None:
+    """Delete the share-partition state of a deleted share group: every partition of
+    every topic it ever subscribed to (topics since deleted have none left). The error
+    of the first deletion that failed, or None; the group itself is gone either way,
+    and the failure is logged."""
+    persister = services.share_persister
+    first_error: ErrorCode | None = None
+    for name in topics:
+        topic = services.topics.get(name)
+        if topic is None:
+            continue
+        for partition in sorted(topic.partitions):
+            try:
+                await persister.delete(ShareStateKey(group_id, topic.topic_id, partition))
+            except KafkaError as e:
+                log.warning(
+                    "share group %s: the state of %s-%d was not deleted: %s",
+                    group_id,
+                    name,
+                    partition,
+                    e,
+                )
+                first_error = first_error or e.code
+    return first_error
 
 
 def _offset_delete_topics(

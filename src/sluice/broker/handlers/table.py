@@ -25,6 +25,7 @@ from sluice.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     share_fetch,
+    share_groups,
     share_state,
     transactions,
 )
@@ -52,6 +53,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    # share groups
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
     # transactions
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
