@@ -1,8 +1,9 @@
 """Which coordinators run here: a coordinator runtime follows the leadership of its
 internal topic's partitions on this broker.
 
-The coordinator of ``__consumer_offsets-7`` (a group coordinator) or of
-``__transaction_state-3`` (a transaction coordinator) is the partition's leader. After
+The coordinator of ``__consumer_offsets-7`` (a group coordinator), of
+``__transaction_state-3`` (a transaction coordinator) or of ``__share_group_state-5`` (a
+share coordinator) is the partition's leader. After
 each applied metadata change, :meth:`CoordinatorHosting.follow` loads the shards of the
 partitions this broker came to lead (each load its own task: loading replays the
 partition) and unloads those it no longer leads.

@@ -1,9 +1,11 @@
 """Requests from this broker to the others, outside replication: one connection per
 peer, opened on first use, one request at a time on it.
 
-The transaction coordinator's marker writer and the produce path's transaction
-verification use it; both send little (a request per transaction and partition
-leader), so a connection each, reused, is enough. A connection that fails is dropped
+The transaction coordinator's marker writer, the produce path's transaction
+verification and the share-state persister (a share-partition leader's state at
+another broker's share coordinator) use it; each sends little (a request per
+transaction and partition leader, per share-state read or write), so a connection each,
+reused, is enough. A connection that fails is dropped
 and opened again by the next request.
 """
 

@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-ATTEMPTS = 8
-"""Tries of one operation while the coordinator moves (about 6 s with the backoff)."""
+ATTEMPTS = 10
+"""Tries of one operation while the coordinator moves: about 5.5 s of backoff in all,
+enough for a new leader to load its partition; a broker's death takes longer to notice
+(the metadata store's session), and the caller's own retries cover that."""
 BACKOFF_INITIAL_S = 0.05
 BACKOFF_MAX_S = 1.0
 PEER_REQUEST_TIMEOUT_S = 30.0

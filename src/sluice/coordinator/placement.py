@@ -1,5 +1,6 @@
 """Which partition of a coordinator's topic (and so which broker) coordinates a key: a
-group on ``__consumer_offsets``, a transactional id on ``__transaction_state``.
+group on ``__consumer_offsets``, a transactional id on ``__transaction_state``, a
+share-partition (``group:topic id:partition``) on ``__share_group_state``.
 
 Kafka's rule, so clients and tools that compute it themselves agree:
 ``Utils.abs(groupId.hashCode()) % partitionCount``, where ``hashCode`` is Java's

@@ -78,7 +78,7 @@ def _refused(token: RequestToken, error: ErrorCode, message: str) -> list[Effect
     return [Reply(token, Outcome(error, message))]
 
 
-_Operation = Callable[[int], list[Effect]]
+_Operation = Callable[[], list[Effect]]
 
 
 class ShareStateCoordinator:
@@ -155,7 +155,7 @@ class ShareStateCoordinator:
     ) -> list[Effect]:
         """ReadShareGroupState: the state (None if there is none), recording
         ``leader_epoch`` as the newest leader's."""
-        return self._serialized(now_ms, key, lambda now: self._read(token, key, leader_epoch))
+        return self._serialized(key, lambda: self._read(token, key, leader_epoch))
 
     def initialize(
         self,
@@ -171,7 +171,7 @@ class ShareStateCoordinator:
         current one + 1 (:data:`INITIAL_STATE_EPOCH` for a share-partition without
         state)."""
         return self._serialized(
-            now_ms, key, lambda now: self._initialize(token, key, start_offset, state_epoch)
+            key, lambda: self._initialize(token, key, start_offset, state_epoch)
         )
 
     def write(
@@ -179,11 +179,11 @@ class ShareStateCoordinator:
     ) -> list[Effect]:
         """WriteShareGroupState: replace the state. A negative ``start_offset`` keeps the
         current one (Kafka: -1, "not being written")."""
-        return self._serialized(now_ms, key, lambda now: self._write(token, key, state))
+        return self._serialized(key, lambda: self._write(token, key, state))
 
     def delete(self, now_ms: int, token: RequestToken, key: ShareStateKey) -> list[Effect]:
         """DeleteShareGroupState: forget the share-partition (a tombstone)."""
-        return self._serialized(now_ms, key, lambda now: self._delete(token, key))
+        return self._serialized(key, lambda: self._delete(token, key))
 
     def append_completed(
         self, now_ms: int, append_id: int, error: ErrorCode | None
@@ -206,7 +206,7 @@ class ShareStateCoordinator:
             effects = [Reply(token, Outcome(state=stored))]
         waiting = self._busy.pop(key)
         while waiting:
-            effects += waiting.popleft()(now_ms)
+            effects += waiting.popleft()()
             if key in self._busy:
                 # That operation writes a record: the rest wait for it.
                 self._busy[key].extend(waiting)
@@ -215,12 +215,14 @@ class ShareStateCoordinator:
 
     # ================================================================== plumbing
 
-    def _serialized(self, now_ms: int, key: ShareStateKey, operation: _Operation) -> list[Effect]:
+    def _serialized(self, key: ShareStateKey, operation: _Operation) -> list[Effect]:
+        """Run ``operation`` now, or once the share-partition's record being written
+        is committed or failed."""
         waiting = self._busy.get(key)
         if waiting is not None:
             waiting.append(operation)
             return []
-        return operation(now_ms)
+        return operation()
 
     def _store(
         self, token: RequestToken, key: ShareStateKey, stored: ShareState | None

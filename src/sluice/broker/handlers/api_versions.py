@@ -1,4 +1,5 @@
-"""ApiVersions: the ranges in ``protocol.versions.SUPPORTED``.
+"""ApiVersions: the ranges in ``protocol.versions.ADVERTISED`` (the internal,
+broker-to-broker APIs are served but not listed).
 
 v3+ requests name the client software (KIP-511); it is kept on the connection for the
 life of the connection and logged at debug level. A v3+ answer lists one feature,
