@@ -357,13 +357,14 @@ def test_the_record_round_trips_and_skips_unknown_tags() -> None:
     assert encode_key(ShareGroupMetadataKey("s"))[:2] == b"\x00\x0b"
 
 
-def test_a_replayed_coordinator_starts_at_its_load_time() -> None:
+def test_a_reloaded_group_has_no_session_timers() -> None:
     harness = Harness()
     join(harness, "m1")
     coordinator = GroupCoordinator(harness.config)
     for key, value in harness.log:
         coordinator.replay(key, value)
     coordinator.load_completed(START_MS)
-    assert coordinator.next_deadline_ms() is not None  # only the offsets expiry check
+    retention_check_ms = START_MS + harness.config.offsets_retention_check_interval_ms
+    assert coordinator.next_deadline_ms() == retention_check_ms, "no member to expire"
     share = coordinator.share_group("s")
     assert share is not None and not share.members
