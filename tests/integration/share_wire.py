@@ -8,6 +8,7 @@ import datetime
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kafka_wire import KafkaConnection, decode_batches
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
@@ -15,6 +16,7 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.share_acknowledge.v1 import request as share_acknowledge_v1
 from kio.schema.share_fetch.v1 import request as share_fetch_v1
 from kio.schema.share_fetch.v2 import request as share_fetch_v2
+from kio.schema.share_group_heartbeat.v1 import request as share_heartbeat_v1
 
 GROUP_RESOURCE_TYPE = 32
 SET = 0
@@ -58,6 +60,25 @@ def set_group_configs(connection: KafkaConnection, group: str, configs: dict[str
         )
     )
     assert all(r.error_code == 0 for r in response.responses), response
+
+
+def share_heartbeat(
+    connection: KafkaConnection,
+    group: str,
+    member_id: str,
+    epoch: int,
+    topics: tuple[str, ...] | None = None,
+) -> Any:
+    """One ShareGroupHeartbeat: epoch 0 joins, -1 leaves."""
+    return connection.request(
+        share_heartbeat_v1.ShareGroupHeartbeatRequest(
+            group_id=group,
+            member_id=member_id,
+            member_epoch=share_heartbeat_v1.i32(epoch),
+            rack_id=None,
+            subscribed_topic_names=topics,
+        )
+    )
 
 
 class ShareMember:

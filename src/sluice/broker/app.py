@@ -360,6 +360,7 @@ class Broker:
             share_persister=share_persister,
             share_partitions=self.share_partitions,
             share_sessions=ShareSessions(self.config.share_max_share_sessions),
+            peers=self.peers,
             clock=self.clock,
         )
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from sluice.broker.delays import DelayScheduler
+from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
@@ -64,4 +65,6 @@ class BrokerServices:
     """The share-partitions (share groups' in-flight records) of partitions led here."""
     share_sessions: ShareSessions
     """The share sessions of share-group members fetching from this broker."""
+    peers: Peers
+    """Requests to the other brokers of the cluster."""
     clock: Clock

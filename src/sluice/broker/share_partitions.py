@@ -56,6 +56,11 @@ log = logging.getLogger(__name__)
 
 READ_BYTES_MAX = 1024 * 1024
 """Bytes read from the log per step of an acquisition or a read-back."""
+IDLE_MS = 10_000
+"""A share-partition nobody fetched from for this long, holding no lock, is forgotten
+(its state is all persisted): the next fetch loads it again, so a start offset reset
+by AlterShareGroupOffsets on another broker takes effect here (the reset needs an empty
+group, whose members' sessions ended longer ago than this)."""
 SETTINGS_TTL_MS = 5_000
 """How long a group's settings are used before they are read again from the metadata
 store (a config change reaches the share-partitions within this)."""
@@ -91,6 +96,7 @@ class HostedSharePartition:
     persisted: int = 0
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     dropped: bool = False
+    last_used_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,7 @@ class SharePartitions:
         slot = (group_id, topic_partition)
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
+            hosted.last_used_ms = self._clock.wall_ms()
             settings = await self.settings(group_id)
             if settings != hosted.settings:
                 hosted.settings = settings
@@ -199,6 +206,7 @@ class SharePartitions:
             finally:
                 del self._loading[slot]
             loading.set_result(hosted)
+            hosted.last_used_ms = self._clock.wall_ms()
             self._hosted[slot] = hosted
             return hosted
         return await asyncio.shield(loading)
@@ -231,6 +239,13 @@ class SharePartitions:
             share.start_offset,
         )
         return HostedSharePartition(key, topic_partition, share, epoch, settings)
+
+    def forget(self, group_id: str, topic_partition: TopicPartition) -> None:
+        """Drop the share-partition if it is loaded here: its state was replaced
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets), the next fetch loads it."""
+        hosted = self._hosted.get((group_id, topic_partition))
+        if hosted is not None:
+            self._drop(hosted)
 
     def _share_config(self, settings: ShareGroupSettings) -> SharePartitionConfig:
         return SharePartitionConfig(
@@ -426,6 +441,9 @@ class SharePartitions:
             now_ms = self._clock.wall_ms()
             earliest: int | None = None
             for hosted in list(self._hosted.values()):
+                if self._is_idle(hosted, now_ms):
+                    self._drop(hosted)
+                    continue
                 deadline = hosted.share.next_deadline_ms()
                 if deadline is not None and deadline <= now_ms:
                     archived = hosted.share.expire_locks(now_ms)
@@ -433,9 +451,20 @@ class SharePartitions:
                     deadline = hosted.share.next_deadline_ms()
                 if deadline is not None and (earliest is None or deadline < earliest):
                     earliest = deadline
+            if self._hosted:
+                idle_check = now_ms + IDLE_MS
+                earliest = idle_check if earliest is None else min(earliest, idle_check)
             timeout_s = None if earliest is None else max(earliest - now_ms, 1) / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout_s)
+
+    @staticmethod
+    def _is_idle(hosted: HostedSharePartition, now_ms: int) -> bool:
+        return (
+            now_ms - hosted.last_used_ms >= IDLE_MS
+            and hosted.share.acquired_count() == 0
+            and not hosted.write_lock.locked()
+        )
 
     async def _finish_quietly(self, hosted: HostedSharePartition, archived: list[Archived]) -> None:
         with contextlib.suppress(KafkaError):

@@ -71,6 +71,9 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # RENEW acknowledgement and the acquire modes.
     ApiKey.SHARE_FETCH: VersionRange(1, 2, 0),
     ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2, 0),
+    # Share groups' offsets for administrators (handlers/share_offsets.py);
+    # DescribeShareGroupOffsets v1 adds the lag.
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 1, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: VersionRange(0, 0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: VersionRange(0, 0, 0),
     # Share-partition state (KIP-932), between brokers only (internal: not in
     # ApiVersions): a share-partition's leader reads and writes its state at the share
     # coordinator of its __share_group_state partition. Write v1 and ReadSummary v1 add
@@ -267,6 +275,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
     ApiKey.READ_SHARE_GROUP_STATE: 0,
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,

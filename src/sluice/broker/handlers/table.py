@@ -26,6 +26,7 @@ from sluice.broker.handlers import (
     produce,
     share_fetch,
     share_groups,
+    share_offsets,
     share_state,
     transactions,
 )
@@ -88,6 +89,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     # share groups
     ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.handle_delete_share_group_offsets,
 }
 
 
