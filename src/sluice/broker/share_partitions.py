@@ -128,6 +128,8 @@ class SharePartitions:
         self._loading: dict[tuple[str, TopicPartition], asyncio.Future[HostedSharePartition]] = {}
         self._settings: dict[str, tuple[int, ShareGroupSettings]] = {}
         self._wake = asyncio.Event()
+        self._timer_target_ms: int | None = None
+        """When the lock timer wakes next (None: it sleeps until woken)."""
 
     # ================================================================ settings
 
@@ -312,7 +314,10 @@ class SharePartitions:
             batches = self._log_batches(hosted, partition, share.end_offset, upper, max_bytes)
             acquired += share.acquire_new(member_id, now_ms, batches, remaining)
         if acquired:
-            self._wake.set()  # a new lock deadline
+            deadline = share.next_deadline_ms()
+            target = self._timer_target_ms
+            if deadline is not None and (target is None or deadline < target):
+                self._wake.set()  # a lock ends before the timer would look
         return FetchedRecords(acquired, self._read_back(partition, acquired, upper))
 
     def _log_batches(
@@ -454,6 +459,7 @@ class SharePartitions:
             if self._hosted:
                 idle_check = now_ms + IDLE_MS
                 earliest = idle_check if earliest is None else min(earliest, idle_check)
+            self._timer_target_ms = earliest
             timeout_s = None if earliest is None else max(earliest - now_ms, 1) / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout_s)
