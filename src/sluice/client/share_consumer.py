@@ -52,7 +52,7 @@ import contextlib
 import datetime
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
@@ -242,7 +242,7 @@ class ShareConsumer:
             await self._cluster.close()
             raise
         self._membership_task = asyncio.create_task(
-            self._guarded(self._membership.run()), name="share-membership"
+            self._guarded(self._membership.run), name="share-membership"
         )
 
     async def close(self, *, finished: bool = True) -> None:
@@ -253,6 +253,10 @@ class ShareConsumer:
         if self._closed:
             return
         self._closed = True
+        if self._membership_task is not None:
+            # No heartbeat may follow the leave (it would join the group again).
+            self._membership_task.cancel()
+            await asyncio.wait({self._membership_task})
         try:
             if self._failure is None and self._membership is not None:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
@@ -267,9 +271,6 @@ class ShareConsumer:
                     await self._close_sessions()
                     await self._membership.leave()
         finally:
-            if self._membership_task is not None:
-                self._membership_task.cancel()
-                await asyncio.wait({self._membership_task})
             if self._cluster is not None:
                 await self._cluster.close()
 
@@ -285,9 +286,12 @@ class ShareConsumer:
     ) -> None:
         await self.close(finished=exc is None)
 
-    async def _guarded(self, body: Any) -> None:
+    async def _guarded(self, body: Callable[[], Awaitable[None]]) -> None:
+        """Run a background task; its failure is raised to the application. The
+        coroutine is made inside the task, so a task cancelled before it ran leaves
+        none behind unawaited."""
         try:
-            await body
+            await body()
         except asyncio.CancelledError:
             raise
         except BaseException as e:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -140,24 +141,29 @@ class ShareMembership:
         self.changed = asyncio.Event()
         """Set whenever the assignment changes (the fetcher clears it)."""
         self._wake = asyncio.Event()
+        self._heartbeat_lock = asyncio.Lock()
 
     async def run(self) -> None:
         """Heartbeat until cancelled. Raises errors that no rejoin can cure."""
         while True:
-            await self.heartbeat()
-            self._wake.clear()
-            try:
+            # The first heartbeat (the join) was sent by whoever started the member.
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.heartbeat_interval_ms / 1000):
                     await self._wake.wait()
-            except TimeoutError:
-                pass
+            self._wake.clear()
+            await self.heartbeat()
 
     def rejoin_soon(self) -> None:
         """Heartbeat now (the fetcher was told the member is unknown)."""
         self._wake.set()
 
     async def heartbeat(self) -> None:
-        """One ShareGroupHeartbeat; applies the answer."""
+        """One ShareGroupHeartbeat; applies the answer. Heartbeats go one at a time, so
+        each is sent with the epoch the previous one left."""
+        async with self._heartbeat_lock:
+            await self._heartbeat()
+
+    async def _heartbeat(self) -> None:
         joining = self.member_epoch == JOIN_EPOCH
         fields = {
             "group_id": self.group_id,
@@ -210,7 +216,8 @@ class ShareMembership:
         removes the member anyway."""
         if self.member_epoch == JOIN_EPOCH and not self.assigned.is_set():
             return
-        self.member_epoch = LEAVE_EPOCH
+        async with self._heartbeat_lock:
+            self.member_epoch = LEAVE_EPOCH
         fields = {
             "group_id": self.group_id,
             "member_id": self.member_id,
