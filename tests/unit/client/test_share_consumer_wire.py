@@ -71,6 +71,8 @@ class ShareBroker:
         self.fetches: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         """What the next ShareFetches answer (fields of the answer)."""
         self.heartbeat_codes: list[ErrorCode] = []
+        self.assignments: list[list[int]] = []
+        """The partitions the next heartbeats assign (a join without one: [0])."""
         """Error codes the next heartbeats answer, in order (then none)."""
         self.acknowledge_code = ErrorCode.none
         self.sent: list[tuple[int, Any]] = []
@@ -109,12 +111,13 @@ class ShareBroker:
                         "partitions": [
                             {
                                 "error_code": ErrorCode.none,
-                                "partition_index": 0,
+                                "partition_index": index,
                                 "leader_id": 0,
                                 "leader_epoch": 0,
                                 "replica_nodes": [0],
                                 "isr_nodes": [0],
                             }
+                            for index in (0, 1)
                         ],
                     }
                 ],
@@ -131,10 +134,13 @@ class ShareBroker:
         if api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
             code = self.heartbeat_codes.pop(0) if self.heartbeat_codes else ErrorCode.none
             joining = body.member_epoch == 0
-            if body.member_epoch > 0 or code != ErrorCode.none:
-                assignment = None
+            if code == ErrorCode.none and (joining or self.assignments):
+                partitions = self.assignments.pop(0) if self.assignments else [0]
+                assignment = {
+                    "topic_partitions": [{"topic_id": self.topic_id, "partitions": partitions}]
+                }
             else:
-                assignment = {"topic_partitions": [{"topic_id": self.topic_id, "partitions": [0]}]}
+                assignment = None
             return {
                 "throttle_time": ZERO,
                 "error_code": code,
@@ -161,8 +167,8 @@ class ShareBroker:
                         "topic_id": self.topic_id,
                         "partitions": [
                             {
-                                "partition_index": 0,
-                                "error_code": ErrorCode.none,
+                                "partition_index": index,
+                                "error_code": scripted.get("partition_error", ErrorCode.none),
                                 "acknowledge_error_code": scripted.get(
                                     "acknowledge_error_code", ErrorCode.none
                                 ),
@@ -173,6 +179,7 @@ class ShareBroker:
                                     for a, b, c in scripted.get("acquired", [])
                                 ],
                             }
+                            for index in scripted.get("partitions", [0])
                         ],
                     }
                 ],
@@ -423,3 +430,35 @@ def test_a_broker_without_share_groups_is_refused_at_start() -> None:
                 await consumer.start()
 
     asyncio.run(asyncio.wait_for(main(), TEST_TIMEOUT_S))
+
+
+def test_a_partition_the_assignment_drops_is_forgotten_by_the_session() -> None:
+    async def scenario(broker: ShareBroker, consumer: ShareConsumer) -> None:
+        assert consumer._membership is not None
+        broker.assignments = [[0, 1], [0]]
+        await consumer._membership.heartbeat()
+        assert consumer.assignment() == {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)}
+        assert await consumer.poll(0) == []
+        await consumer._membership.heartbeat()
+        assert consumer.assignment() == {TopicPartition(TOPIC, 0)}
+        assert await consumer.poll(0) == []
+
+    broker = run(scenario)
+    opening, shrinking, *_ = broker.requests(ApiKey.SHARE_FETCH)
+    assert (opening.share_session_epoch, _named(opening)) == (0, [0, 1])
+    assert (shrinking.share_session_epoch, _named(shrinking)) == (1, [])
+    forgotten = [(t.topic_id, list(t.partitions)) for t in shrinking.forgotten_topics_data]
+    assert forgotten == [(broker.topic_id, [1])]
+
+
+def test_a_moved_leader_makes_the_consumer_ask_for_metadata_again() -> None:
+    async def scenario(broker: ShareBroker, consumer: ShareConsumer) -> None:
+        asked_before = len(broker.requests(ApiKey.METADATA))
+        broker.fetches.put_nowait({"partition_error": ErrorCode.not_leader_or_follower})
+        broker.fetches.put_nowait({"records": _records(0, 1), "acquired": [(0, 0, 1)]})
+        (record,) = await _poll_records(consumer)
+        assert record.offset == 0
+        assert len(broker.requests(ApiKey.METADATA)) > asked_before
+        consumer.accept(record)
+
+    run(scenario)
