@@ -21,10 +21,8 @@ from client_helpers import (
 from confluent_kafka import Producer
 
 import sluice
-from sluice.client.admin import AlterConfigOp
 
 TIMEOUT_S = 30.0
-RESOURCE_TYPE_GROUP = 32
 T = TypeVar("T")
 
 
@@ -45,14 +43,11 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
     produce_and_flush(producer, topic, [{"value": b"job", "partition": 0} for _ in range(count)])
 
 
-async def share_group(bootstrap: str) -> str:
+def share_group(bootstrap: str) -> str:
+    """A new share group that starts at the earliest offset (set with the CLI)."""
     group_id = unique_group_id()
-    async with sluice.Admin(bootstrap) as admin:
-        await admin.incremental_alter_configs(
-            RESOURCE_TYPE_GROUP,
-            group_id,
-            [AlterConfigOp.set("share.auto.offset.reset", "earliest")],
-        )
+    configured = ok(bootstrap, "configure", group_id, "--set", "share.auto.offset.reset=earliest")
+    assert f"Configured share group {group_id}: share.auto.offset.reset=earliest." in configured
     return group_id
 
 
@@ -100,7 +95,7 @@ def test_list_and_describe_show_the_group_its_members_offsets_and_lag(
 ) -> None:
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 10)
-    group_id = run(share_group(broker.bootstrap))
+    group_id = share_group(broker.bootstrap)
     run(accept(broker.bootstrap, topic, group_id, 4))
 
     listed = json.loads(ok(broker.bootstrap, "list", "--format", "json"))
@@ -143,7 +138,7 @@ def test_reset_offsets_plans_then_executes_only_while_the_group_is_empty(
 ) -> None:
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 10)
-    group_id = run(share_group(broker.bootstrap))
+    group_id = share_group(broker.bootstrap)
     run(accept(broker.bootstrap, topic, group_id, 10))
     assert describe_json(broker.bootstrap, group_id)["partitions"][0]["start_offset"] == 10
 
@@ -197,10 +192,21 @@ def test_reset_offsets_needs_exactly_one_target(broker: BrokerProcess, topic: st
 def test_delete_removes_an_empty_group(broker: BrokerProcess, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 1)
-    group_id = run(share_group(broker.bootstrap))
+    group_id = share_group(broker.bootstrap)
     run(accept(broker.bootstrap, topic, group_id, 1))
 
     assert f"Deleted share group {group_id}." in ok(broker.bootstrap, "delete", group_id)
     listed = json.loads(ok(broker.bootstrap, "list", "--format", "json"))
     assert group_id not in [g["group"] for g in listed]
     assert "does not exist" in refused(broker.bootstrap, "delete", group_id)
+
+
+def test_configure_refuses_unknown_settings_and_bad_values(broker: BrokerProcess) -> None:
+    group_id = unique_group_id()
+    typo = refused(broker.bootstrap, "configure", group_id, "--set", "share.auto.ofset.reset=x")
+    assert "did you mean 'share.auto.offset.reset'?" in typo
+    bad = refused(broker.bootstrap, "configure", group_id, "--set", "share.auto.offset.reset=soon")
+    assert "soon" in bad
+    assert "give --set KEY=VALUE or --delete KEY" in refused(
+        broker.bootstrap, "configure", group_id
+    )

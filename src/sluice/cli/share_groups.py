@@ -12,7 +12,8 @@ refuses too if a consumer joins meanwhile. Targets, per partition (always inside
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -23,6 +24,7 @@ from sluice.cli.common import (
     echo_table,
     format_option,
     open_cluster,
+    parse_key_values,
     run,
 )
 from sluice.cli.groups import (
@@ -41,6 +43,7 @@ from sluice.client.admin_share_groups import (
     ShareGroupDescription,
     ShareGroupListing,
     SharePartitionOffset,
+    alter_share_group_configs,
     alter_share_group_offsets,
     delete_share_group_offsets,
     delete_share_groups,
@@ -48,6 +51,7 @@ from sluice.client.admin_share_groups import (
     list_share_groups,
     share_group_offsets,
 )
+from sluice.common.config import GROUP_CONFIG_KEYS
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 
@@ -430,6 +434,63 @@ def delete_offsets(*, group_id: str, topics: tuple[str, ...], bootstrap_server: 
     click.echo(
         f"Deleted the offsets of share group {group_id} for topic(s) {', '.join(sorted(outcomes))}."
     )
+
+
+def _check_group_config_names(names: Iterable[str]) -> None:
+    for name in names:
+        if name not in GROUP_CONFIG_KEYS:
+            close = difflib.get_close_matches(name, GROUP_CONFIG_KEYS, n=1)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else "known: " + ", ".join(sorted(GROUP_CONFIG_KEYS))
+            )
+            raise click.UsageError(f"unknown group config {name!r} ({hint})")
+
+
+@share_groups.command()
+@_group_argument
+@click.option(
+    "--set",
+    "set_texts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A group setting to set, e.g. share.auto.offset.reset=earliest (repeatable).",
+)
+@click.option(
+    "--delete",
+    "delete_names",
+    multiple=True,
+    metavar="KEY",
+    help="A group setting to remove, back to the broker's default (repeatable).",
+)
+@bootstrap_option
+def configure(
+    *,
+    group_id: str,
+    set_texts: tuple[str, ...],
+    delete_names: tuple[str, ...],
+    bootstrap_server: str,
+) -> None:
+    """Set or remove settings of share group GROUP (it need not exist yet).
+
+    For example, to read what a topic already holds rather than only new records:
+    --set share.auto.offset.reset=earliest.
+    """
+    configs = parse_key_values(set_texts, "--set")
+    if not configs and not delete_names:
+        raise click.UsageError("give --set KEY=VALUE or --delete KEY (repeatable)")
+    _check_group_config_names([*configs, *delete_names])
+
+    async def alter() -> None:
+        async with open_cluster(bootstrap_server) as cluster:
+            await alter_share_group_configs(
+                Admin(cluster), group_id, set_configs=configs, delete_configs=delete_names
+            )
+
+    run(alter)
+    changes = [f"{k}={v}" for k, v in configs.items()] + [f"-{k}" for k in delete_names]
+    click.echo(f"Configured share group {group_id}: {', '.join(changes)}.")
 
 
 __all__ = ["share_groups"]

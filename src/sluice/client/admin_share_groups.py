@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.client.admin import Admin
+from sluice.client.admin import RESOURCE_TYPE_GROUP, Admin, AlterConfigOp
 from sluice.client.cluster import run_all
 from sluice.client.connection import BrokerConnection
 from sluice.client.errors import UnsupportedApiError
@@ -269,6 +269,22 @@ async def delete_share_group_offsets(
         }
 
     return await admin.coordinators.call(group_id, attempt)
+
+
+async def alter_share_group_configs(
+    admin: Admin,
+    group_id: str,
+    *,
+    set_configs: Mapping[str, str] | None = None,
+    delete_configs: Iterable[str] = (),
+) -> None:
+    """Set or remove the group's own settings (``share.auto.offset.reset``,
+    ``share.record.lock.duration.ms``, …; IncrementalAlterConfigs on the group). A group
+    may be configured before it has members, so it starts where it should."""
+    operations = [AlterConfigOp.set(k, v) for k, v in (set_configs or {}).items()]
+    operations += [AlterConfigOp.delete(k) for k in delete_configs]
+    if operations:
+        await admin.incremental_alter_configs(RESOURCE_TYPE_GROUP, group_id, operations)
 
 
 async def delete_share_groups(
