@@ -18,13 +18,12 @@ from client_helpers import create_topic, produce_and_flush, producer_config, uni
 from confluent_kafka import Producer
 
 import sluice
-from sluice.client.admin import AlterConfigOp
+from sluice.client.admin_share_groups import alter_share_group_configs
 from sluice.client.errors import ClientError, UnsupportedApiError
 from sluice.client.share_records import ShareConsumerRecord
 from sluice.common.ids import TopicPartition
 
 TIMEOUT_S = 30.0
-RESOURCE_TYPE_GROUP = 32
 LOCK_DURATION_MS = 60_000
 """The longest lock a group may set: a record given back only by its lock's expiry
 would not come back within a test's deadline."""
@@ -52,13 +51,13 @@ async def share_group(bootstrap: str) -> str:
     """A new share group id, set to start at the earliest offset with long locks."""
     group_id = unique_group_id()
     async with sluice.Admin(bootstrap) as admin:
-        await admin.incremental_alter_configs(
-            RESOURCE_TYPE_GROUP,
+        await alter_share_group_configs(
+            admin,
             group_id,
-            [
-                AlterConfigOp.set("share.auto.offset.reset", "earliest"),
-                AlterConfigOp.set("share.record.lock.duration.ms", str(LOCK_DURATION_MS)),
-            ],
+            set_configs={
+                "share.auto.offset.reset": "earliest",
+                "share.record.lock.duration.ms": str(LOCK_DURATION_MS),
+            },
         )
     return group_id
 
