@@ -21,6 +21,7 @@ import sluice
 from sluice.client.admin_share_groups import alter_share_group_configs
 from sluice.client.errors import ClientError, UnsupportedApiError
 from sluice.client.share_records import ShareConsumerRecord
+from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 
 TIMEOUT_S = 30.0
@@ -291,3 +292,33 @@ def test_the_blocking_share_consumer(broker: BrokerProcess, topic: str) -> None:
                 offsets.append(record.offset)
         assert member.commit() == {TopicPartition(topic, 0): None}
     assert sorted(offsets) == [0, 1, 2]
+
+
+def test_accepting_after_the_lock_expired_is_reported_by_commit(
+    broker: BrokerProcess, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 1)
+
+    async def scenario() -> None:
+        group_id = await share_group(broker.bootstrap)
+        async with sluice.Admin(broker.bootstrap) as admin:
+            shortest_lock = {"share.record.lock.duration.ms": "15000"}
+            await alter_share_group_configs(admin, group_id, set_configs=shortest_lock)
+        async with (
+            consumer(broker.bootstrap, topic, group_id) as slow,
+            consumer(broker.bootstrap, topic, group_id) as other,
+        ):
+            (late,) = await first_records(slow, "the record")
+            # The lock ends after 15 s: the record goes to the other member.
+            deadline = time.monotonic() + TIMEOUT_S
+            while not (again := await other.poll(0.5)):
+                assert time.monotonic() < deadline, "the record was not redelivered"
+            assert [(r.offset, r.delivery_count) for r in again] == [(0, 2)]
+            slow.accept(late)
+            (error,) = (await slow.commit()).values()
+            assert error is not None and error.code == ErrorCode.invalid_record_state
+            other.accept(again[0])
+            assert await other.commit() == {TopicPartition(topic, 0): None}
+
+    run(scenario())
