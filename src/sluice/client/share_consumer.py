@@ -535,8 +535,11 @@ class ShareConsumer:
         healthy = True
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
-                if isinstance(outcome, ConnectionClosedError | RequestTimedOutError):
-                    healthy = False  # the session was reset; metadata is refreshed
+                if isinstance(outcome, ClientError | KafkaError) and outcome.retriable:
+                    # Leadership moving, a broker away: ask where the partitions are
+                    # and try again (a reset session is opened anew).
+                    healthy = False
+                    self._refresh_metadata = True
                     continue
                 raise outcome
             healthy = healthy and outcome
@@ -612,10 +615,13 @@ class ShareConsumer:
                     Request(ApiKey.SHARE_FETCH, fields),
                     timeout_s=connection.request_timeout_s + max_wait_ms / 1000,
                 )
-            except (ConnectionClosedError, RequestTimedOutError):
-                # Whether the broker saw this epoch is unknown: start a new session.
-                session.reset()
+            except ClientError as e:
                 self._restore_acks(acks)
+                if not e.retriable:
+                    raise
+                # Unreachable, or whether the broker saw this epoch is unknown: start a
+                # new session once metadata says where the partitions are.
+                session.reset()
                 self._refresh_metadata = True
                 raise
             except BaseException:

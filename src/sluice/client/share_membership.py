@@ -52,6 +52,9 @@ JOIN_EPOCH = 0
 HEARTBEAT_INTERVAL_MS_DEFAULT = 5000
 """Used until the coordinator says otherwise (Kafka's group.share.heartbeat.interval.ms)."""
 
+HEARTBEAT_RETRY_S = 0.5
+"""Pause before heartbeating again after a heartbeat that failed retriably."""
+
 _REJOIN_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
 
 
@@ -151,7 +154,15 @@ class ShareMembership:
                 async with asyncio.timeout(self.heartbeat_interval_ms / 1000):
                     await self._wake.wait()
             self._wake.clear()
-            await self.heartbeat()
+            try:
+                await self.heartbeat()
+            except (KafkaError, ClientError) as e:
+                if not e.retriable:
+                    raise
+                # The coordinator is away (moving, restarting): keep trying; if the
+                # session expires meanwhile, the next answer says so and we join again.
+                await asyncio.sleep(HEARTBEAT_RETRY_S)
+                self._wake.set()
 
     def rejoin_soon(self) -> None:
         """Heartbeat now (the fetcher was told the member is unknown)."""
