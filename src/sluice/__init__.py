@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from sluice.client.exactly_once import run_exactly_once as run_exactly_once
     from sluice.client.producer_api import Producer as Producer
     from sluice.client.retries import RetryPolicy as RetryPolicy
+    from sluice.client.share_consumer import ShareConsumer as ShareConsumer
 
 __all__ = [
     "Admin",
@@ -23,6 +24,7 @@ __all__ = [
     "Output",
     "Producer",
     "RetryPolicy",
+    "ShareConsumer",
     "__version__",
     "run_exactly_once",
     "sync",
@@ -44,6 +46,10 @@ def __getattr__(name: str) -> Any:
         from sluice.client.consumer_api import Consumer  # noqa: PLC0415
 
         return Consumer
+    if name == "ShareConsumer":
+        from sluice.client.share_consumer import ShareConsumer  # noqa: PLC0415
+
+        return ShareConsumer
     if name == "RetryPolicy":
         from sluice.client.retries import RetryPolicy  # noqa: PLC0415
 

@@ -11,6 +11,6 @@
         print([topic.name for topic in admin.list_topics()])
 """
 
-from sluice.client.sync import Admin, Consumer, Producer
+from sluice.client.sync import Admin, Consumer, Producer, ShareConsumer
 
-__all__ = ["Admin", "Consumer", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]

@@ -1,7 +1,8 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one through ``sluice.client``.
+``share-groups``, ``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one
+through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
 from sluice.cli.serve import serve
+from sluice.cli.share_groups import share_groups
 from sluice.cli.topics import topics
 from sluice.cli.transactions import transactions
 
@@ -33,6 +35,7 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
+main.add_command(share_groups)
 main.add_command(cluster)
 main.add_command(transactions)
 main.add_command(delays)

@@ -26,7 +26,13 @@ Modules, bottom up::
     admin         ``Admin(cluster)``: topics, partitions, records, configs, offsets,
                   groups and the cluster's description
     admin_api     ``sluice.Admin``: that admin client owning its own ``Cluster``
-    sync          blocking facades (``sluice.sync.Producer``, ``Consumer``, ``Admin``)
+    share_records the pure half of share groups (KIP-932): acquired records, GAP and
+                  acknowledgement batches, share session epochs
+    share_membership  a share group member's heartbeats and assignment (topic ids)
+    share_consumer    ``sluice.ShareConsumer``: share sessions, acknowledgements
+    admin_share_groups  share groups as an administrator sees them
+    sync          blocking facades (``sluice.sync.Producer``, ``Consumer``,
+                  ``ShareConsumer``, ``Admin``)
                   each running its client on a loop thread of its own
 
 Everything builds on ``Cluster`` and ``BrokerConnection`` rather than opening sockets

@@ -43,6 +43,7 @@ ADMIN_TIMEOUT_MS_DEFAULT = 30_000
 
 RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
+RESOURCE_TYPE_GROUP = 32
 
 NO_OFFSET = -1
 """ListOffsets' answer when no record matches (e.g. a timestamp after the last record);
@@ -766,6 +767,8 @@ class Admin:
             return f"topic {name!r}"
         if resource_type == RESOURCE_TYPE_BROKER:
             return f"broker {name}"
+        if resource_type == RESOURCE_TYPE_GROUP:
+            return f"group {name!r}"
         return f"resource {name!r} (type {resource_type})"
 
     # ── offsets ────────────────────────────────────────────────────────────────────

@@ -16,6 +16,7 @@ when an answer says a leader moved.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -133,6 +134,8 @@ class TopicMetadata:
     partitions: tuple[PartitionMetadata, ...]
     is_internal: bool = False
     error_code: ErrorCode = ErrorCode.none
+    topic_id: uuid.UUID | None = None
+    """The topic's id (Metadata v10+; None from older brokers)."""
 
     @property
     def replication_factor(self) -> int:
@@ -178,8 +181,20 @@ class ClusterMetadata:
             )
         return partition.leader_id
 
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        """The topic with id ``topic_id``, if this metadata holds it."""
+        for metadata in self.topics.values():
+            if metadata.topic_id == topic_id:
+                return metadata
+        return None
 
-def _parse_metadata(response: Any) -> ClusterMetadata:
+
+def _topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
+    return None if value is None or value.int == 0 else value
+
+
+def parse_metadata(response: Any) -> ClusterMetadata:
+    """A Metadata answer (any version) as :class:`ClusterMetadata`."""
     brokers = {
         int(b.node_id): BrokerMetadata(
             int(b.node_id), b.host, int(b.port), getattr(b, "rack", None)
@@ -213,6 +228,7 @@ def _parse_metadata(response: Any) -> ClusterMetadata:
             partitions=partitions,
             is_internal=bool(getattr(topic, "is_internal", False)),
             error_code=ErrorCode(topic.error_code),
+            topic_id=_topic_id(getattr(topic, "topic_id", None)),
         )
     return ClusterMetadata(
         cluster_id=getattr(response, "cluster_id", None),
@@ -341,7 +357,7 @@ class Cluster:
                 },
             )
         )
-        fresh = _parse_metadata(response)
+        fresh = parse_metadata(response)
         if self._metadata is not None and topics is not None:
             # Keep what we knew of other topics; a partial answer only updates its own.
             merged = dict(self._metadata.topics)

@@ -29,7 +29,7 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sluice.client import admin_api, consumer_api, producer_api
+from sluice.client import admin_api, consumer_api, producer_api, share_consumer
 from sluice.client.admin import (
     ADMIN_TIMEOUT_MS_DEFAULT,
     AlterConfigOp,
@@ -50,7 +50,7 @@ from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.builder import RecordInput
 
-__all__ = ["Admin", "Consumer", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]
 
 _T = TypeVar("_T")
 
@@ -413,6 +413,90 @@ class Consumer:
         self._loop_thread.close(lambda: self._consumer.close(finished=finished))
 
     def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close(finished=exc is None)
+
+
+# ── ShareConsumer ──────────────────────────────────────────────────────────────────────
+
+
+class ShareConsumer:
+    """:class:`sluice.ShareConsumer` with blocking methods; takes the same options.
+
+    The constructor connects and joins the share group; use it as a context manager or
+    call :meth:`close`::
+
+        with sluice.sync.ShareConsumer("jobs", group_id="workers",
+                                       acknowledgement_mode="explicit") as consumer:
+            for record in consumer.poll(timeout_s=1.0):
+                handle(record)
+                consumer.accept(record)
+            consumer.commit()
+    """
+
+    def __init__(self, *topics: str, **options: Any) -> None:
+        self._loop_thread = _LoopThread("sluice-share-consumer-loop")
+        self._consumer = self._loop_thread.start(self._create(topics, options))
+
+    @staticmethod
+    async def _create(
+        topics: Sequence[str], options: dict[str, Any]
+    ) -> share_consumer.ShareConsumer:
+        consumer = share_consumer.ShareConsumer(*topics, **options)
+        await consumer.start()
+        return consumer
+
+    def _call(self, function: Any, *arguments: Any) -> Any:
+        """Run a plain method of the async consumer in its loop thread."""
+
+        async def call() -> Any:
+            return function(*arguments)
+
+        return self._loop_thread.run(call())
+
+    @property
+    def member_id(self) -> str | None:
+        return self._consumer.member_id
+
+    def assignment(self) -> set[TopicPartition]:
+        result: set[TopicPartition] = self._call(self._consumer.assignment)
+        return result
+
+    def wait_for_assignment(self, timeout_s: float = 30.0) -> set[TopicPartition]:
+        return self._loop_thread.run(self._consumer.wait_for_assignment(timeout_s))
+
+    def poll(self, timeout_s: float = 0.0) -> list[share_consumer.ShareConsumerRecord]:
+        """Records acquired within ``timeout_s`` (see :meth:`sluice.ShareConsumer.poll`)."""
+        return self._loop_thread.run(self._consumer.poll(timeout_s))
+
+    def accept(self, record: share_consumer.ShareConsumerRecord) -> None:
+        self._call(self._consumer.accept, record)
+
+    def release(self, record: share_consumer.ShareConsumerRecord) -> None:
+        self._call(self._consumer.release, record)
+
+    def reject(self, record: share_consumer.ShareConsumerRecord) -> None:
+        self._call(self._consumer.reject, record)
+
+    def renew(self, record: share_consumer.ShareConsumerRecord) -> None:
+        self._call(self._consumer.renew, record)
+
+    def commit(self) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Send the acknowledgements; per partition the broker's error or None."""
+        return self._loop_thread.run(self._consumer.commit())
+
+    def close(self, *, finished: bool = True) -> None:
+        """Release what is held, close the sessions, leave the group, stop the thread."""
+        self._loop_thread.close(lambda: self._consumer.close(finished=finished))
+
+    def __enter__(self) -> ShareConsumer:
         return self
 
     def __exit__(

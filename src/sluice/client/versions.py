@@ -42,7 +42,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # of open transactions (require_stable, KIP-447); v8 batches groups.
     ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 4),  # v4+ answers with each group's state
+    ApiKey.LIST_GROUPS: (0, 5),  # v4+ answers with each group's state, v5 filters by type
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     # Group membership, as a consumer takes part (sluice.client.membership).
@@ -62,6 +62,16 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # Transactions, as an administrator sees them (sluice.client.admin_transactions).
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    # Share groups (KIP-932): membership, fetching and acknowledging
+    # (sluice.client.share_consumer; v2 adds the RENEW acknowledgement), and as an
+    # administrator sees them (sluice.client.admin_share_groups).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1 adds each partition's lag
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 

@@ -572,7 +572,12 @@ def test_groups_are_listed_from_every_broker_with_their_states() -> None:
         return {
             "error_code": ErrorCode.none,
             "groups": [
-                {"group_id": g, "protocol_type": "consumer", "group_state": "Stable"}
+                {
+                    "group_id": g,
+                    "protocol_type": "consumer",
+                    "group_state": "Stable",
+                    "group_type": "classic",
+                }
                 for g in on_broker[node]
             ],
         }
