@@ -12,19 +12,20 @@ batches of ``--batch-bytes``), then read to the end by:
    last ones by a commit before closing.
 
 Every reader is its own process (so that the readers share the two cores with the broker
-fairly, not one interpreter), each with a new topic. They make their client, wait for
-one start signal, then assign the partition (classic) or subscribe (share) and read: the
-clock runs from the signal (joining the group included) until the readers together have
-received every record (or ``--mode-seconds`` passed). The rate is records received per
-second; each reader reports the offsets it received, and the run stops unless every
-record was received once (a share group hands a record to one member at a time, and with
-the 30 s lock nothing expires here). Also printed: the broker's CPU time per record, and
-for share groups the acknowledgements it took to finish: the readers close (committing
-their last acknowledgements) and a fresh member then polls for ``--quiet-seconds`` and
-must get nothing. ``--runs`` repeats everything; the report gives the median and the
+fairly, not one interpreter), and every mode has a new topic. The readers make their
+client, wait for one start signal, then assign the partition (classic) or subscribe
+(share) and read. The time from the signal to the first records (joining the group
+included) is reported apart; the rate is the records received after that first poll,
+over the time from it until the readers together have received every record (or
+``--mode-seconds`` passed). Each reader reports the offsets it received, and the run
+stops unless every record was received once (a share group hands a record to one member
+at a time, and with the 30 s lock nothing expires here). For share groups it also checks
+that every record was acknowledged: the readers commit and close, and a fresh member
+then polls for ``--quiet-seconds`` and must get nothing. Also printed: the broker's CPU
+time per record. ``--runs`` repeats everything; the report gives the median and the
 lowest–highest. Prints Markdown for docs/performance.md.
 
-    .venv/bin/python bench/share_groups.py --runs 3                 # ~5 minutes
+    .venv/bin/python bench/share_groups.py --runs 3                 # ~1 minute
     .venv/bin/python bench/share_groups.py --records 20000          # a quick look
     .venv/bin/python bench/share_groups.py -o group.share.partition.max.record.locks=1000
 """
@@ -64,12 +65,25 @@ VALUE_BYTES = 100
 MODES: dict[str, int] = {"classic": 1, "share-1": 1, "share-4": 4, "share-8": 8}
 """Mode name → reader processes."""
 POLL_S = 0.1
+CLASSIC_BATCH = 500
+"""Records one consume() of the classic reader returns at most (a share consumer's poll
+returns what one ShareFetch acquired: at most the in-flight window)."""
 READY_TIMEOUT_S = 60.0
 FLUSH_TIMEOUT_S = 120.0
 CLOSE_TIMEOUT_S = 60.0
 
 
 # ── a reader process ───────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class Outcome:
+    offsets: list[int]
+    """Every offset this reader received."""
+    reached_at: float | None
+    """Wall time this reader saw the readers' total reach the target, if it did."""
+    first: tuple[float, int] | None
+    """Wall time of this reader's first records, and how many came in that poll."""
 
 
 def reader(
@@ -82,10 +96,10 @@ def reader(
     received: Any,  # multiprocessing.Value("q"): records received by all readers
     ready: Queue[str],
     start: multiprocessing.synchronize.Event,
-    results: Queue[tuple[list[int], float | None]],
+    results: Queue[Outcome],
 ) -> None:
-    """Read until the readers together have ``target`` records or ``seconds`` passed;
-    put (offsets received, wall time the target was reached by this reader or None)."""
+    """Read until the readers together have ``target`` records or ``seconds`` passed,
+    and put what this reader saw in ``results``."""
     consumer: Consumer | ShareConsumer
     if mode == "classic":
         consumer = Consumer(
@@ -113,16 +127,18 @@ def reader(
         consumer.subscribe([topic])
     offsets: list[int] = []
     reached_at: float | None = None
+    first: tuple[float, int] | None = None
     deadline = time.monotonic() + seconds
     while received.value < target and time.monotonic() < deadline:
         if isinstance(consumer, Consumer):
-            messages = consumer.consume(10_000, POLL_S)
+            messages = consumer.consume(CLASSIC_BATCH, POLL_S)
         else:
             messages = list(consumer.poll(POLL_S))
         got = [o for m in messages if m.error() is None and (o := m.offset()) is not None]
         if not got:
             continue
         offsets += got
+        first = first or (time.time(), len(got))
         with received.get_lock():
             received.value += len(got)
             if received.value >= target and reached_at is None:
@@ -132,7 +148,7 @@ def reader(
         # client's close() alone releases them (it sends no acknowledgement for them).
         consumer.commit_sync(CLOSE_TIMEOUT_S)
     consumer.close()
-    results.put((offsets, reached_at))
+    results.put(Outcome(offsets, reached_at, first))
 
 
 # ── one mode ───────────────────────────────────────────────────────────────────────────
@@ -141,12 +157,18 @@ def reader(
 @dataclass
 class ModeResult:
     records: int
+    first_record_s: float
+    """From the start signal to the first records anywhere (joining included)."""
+    drained: int
+    """Records received after the first poll that returned any."""
     seconds: float
+    """From that first poll to the last record."""
     broker_cpu_s: float | None
+    """Broker CPU time from the start signal until every reader was done."""
 
     @property
     def records_per_s(self) -> float:
-        return self.records / self.seconds
+        return self.drained / self.seconds
 
     @property
     def broker_cpu_us_per_record(self) -> float | None:
@@ -213,7 +235,7 @@ def run_mode(
     received = context.Value("q", 0)
     ready: Queue[str] = context.Queue()
     start = context.Event()
-    results: Queue[tuple[list[int], float | None]] = context.Queue()
+    results: Queue[Outcome] = context.Queue()
     processes = [
         context.Process(
             target=reader,
@@ -243,9 +265,13 @@ def run_mode(
     cpu_after = cpu_seconds(broker_pid)
     for process in processes:
         process.join(CLOSE_TIMEOUT_S)
-    offsets = [o for found, _ in outcomes for o in found]
-    reached = [at for _, at in outcomes if at is not None]
+    offsets = [o for outcome in outcomes for o in outcome.offsets]
+    reached = [o.reached_at for o in outcomes if o.reached_at is not None]
     ended = min(reached) if reached else started + args.mode_seconds
+    firsts = sorted(o.first for o in outcomes if o.first is not None)
+    if not firsts:
+        raise SystemExit(f"{mode}: no reader received anything in {args.mode_seconds}s")
+    first_at, first_count = firsts[0]
     distinct = len(set(offsets))
     if distinct != len(offsets):
         raise SystemExit(f"{mode}: {len(offsets) - distinct} records received twice")
@@ -254,7 +280,7 @@ def run_mode(
         if left:
             raise SystemExit(f"{mode}: {left} records were not acknowledged")
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return ModeResult(distinct, ended - started, cpu)
+    return ModeResult(distinct, first_at - started, distinct - first_count, ended - first_at, cpu)
 
 
 def main() -> None:
@@ -287,19 +313,24 @@ def main() -> None:
                 result = run_mode(target.bootstrap, target.pid, mode, args)
                 results[mode].append(result)
                 print(
-                    f"run {run + 1} {mode}: {result.records:,} records in "
-                    f"{result.seconds:.1f} s, {result.records_per_s:,.0f} records/s, broker "
+                    f"run {run + 1} {mode}: {result.records:,} records, first after "
+                    f"{result.first_record_s * 1000:.0f} ms, then {result.drained:,} in "
+                    f"{result.seconds:.2f} s: {result.records_per_s:,.0f} records/s, broker "
                     f"{spread([result.broker_cpu_us_per_record], 1)} µs CPU/record",
                     file=sys.stderr,
                 )
     print_run_header()
-    print("| readers | records | records/s | % of classic | broker CPU µs per record |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| readers | records | first record after, ms | records/s after it | % of classic "
+        "| broker CPU µs per record |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     baseline = results["classic"]
     for mode, runs in results.items():
         ratios = [r.records_per_s / b.records_per_s for r, b in zip(runs, baseline, strict=True)]
         print(
             f"| {mode} | {spread(r.records for r in runs)} "
+            f"| {spread(r.first_record_s * 1000 for r in runs)} "
             f"| {spread(r.records_per_s for r in runs)} "
             f"| {spread((100 * ratio for ratio in ratios), 1)} "
             f"| {spread((r.broker_cpu_us_per_record for r in runs), 1)} |"
