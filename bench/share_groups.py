@@ -27,7 +27,8 @@ lowest–highest. Prints Markdown for docs/performance.md.
 
     .venv/bin/python bench/share_groups.py --runs 3                 # ~1 minute
     .venv/bin/python bench/share_groups.py --records 20000          # a quick look
-    .venv/bin/python bench/share_groups.py -o group.share.partition.max.record.locks=1000
+    .venv/bin/python bench/share_groups.py -o group.share.partition.max.record.locks=5000 \
+        -c max.poll.records=2000
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def reader(
     ready: Queue[str],
     start: multiprocessing.synchronize.Event,
     results: Queue[Outcome],
+    share_config: dict[str, str],
 ) -> None:
     """Read until the readers together have ``target`` records or ``seconds`` passed,
     and put what this reader saw in ``results``."""
@@ -116,6 +118,7 @@ def reader(
                 "bootstrap.servers": bootstrap,
                 "group.id": group,
                 "share.acknowledgement.mode": "implicit",
+                **share_config,
             }
         )
     ready.put(mode)
@@ -250,6 +253,7 @@ def run_mode(
                 ready,
                 start,
                 results,
+                dict(setting.split("=", 1) for setting in args.share_config),
             ),
         )
         for _ in range(MODES[mode])
@@ -304,6 +308,14 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a broker setting (group.share.partition.max.record.locks=1000, ...)",
+    )
+    parser.add_argument(
+        "-c",
+        "--share-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a ShareConsumer setting (max.poll.records=2000, ...)",
     )
     args = parser.parse_args()
     results: dict[str, list[ModeResult]] = {mode: [] for mode in MODES}
