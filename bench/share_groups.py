@@ -110,6 +110,9 @@ def reader(
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
+                # Fetching ahead stops at queued.min.messages (100,000) and then waits
+                # fetch.queue.backoff.ms (1 s by default) even once the queue is drained.
+                "fetch.queue.backoff.ms": 1,
             }
         )
     else:
