@@ -20,9 +20,9 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -231,6 +231,35 @@ def _reset_target(
             "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
         )
     return chosen[0]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def reset_target_options(command: _F) -> _F:
+    """The targets both ``groups reset-offsets`` and ``share-groups reset-offsets`` take:
+    --to-earliest, --to-latest, --to-datetime and --to-offset."""
+    for option in reversed(
+        (
+            click.option("--to-earliest", is_flag=True, help="To the log start offset."),
+            click.option("--to-latest", is_flag=True, help="To the log end offset."),
+            click.option(
+                "--to-datetime",
+                "to_datetime_ms",
+                metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
+                callback=_datetime_ms,
+                help="To the first record at or after this time (local time without a zone).",
+            ),
+            click.option(
+                "--to-offset",
+                type=click.IntRange(min=0),
+                metavar="N",
+                help="To this offset, moved into [log start, log end] if outside.",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
 
 
 # ── errors and output ──────────────────────────────────────────────────────────────────
@@ -534,21 +563,7 @@ def _print_partitions(
 @click.option(
     "--all-topics", is_flag=True, help="Every partition the group has committed offsets for."
 )
-@click.option("--to-earliest", is_flag=True, help="To the log start offset.")
-@click.option("--to-latest", is_flag=True, help="To the log end offset.")
-@click.option(
-    "--to-datetime",
-    "to_datetime_ms",
-    metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
-    callback=_datetime_ms,
-    help="To the first record at or after this time (local time without a zone).",
-)
-@click.option(
-    "--to-offset",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="To this offset, moved into [log start, log end] if outside.",
-)
+@reset_target_options
 @click.option(
     "--shift-by",
     type=int,
@@ -613,7 +628,13 @@ def reset_offsets(
             else:
                 partitions = await _named_partitions(admin, topic_specs)
                 committed = await admin.list_group_offsets(group_id, partitions)
-            plan = await _plan(admin, target, partitions, committed, group_id)
+            plan = await plan_resets(
+                admin,
+                target,
+                partitions,
+                {tp: committed_offset.offset for tp, committed_offset in committed.items()},
+                group_id,
+            )
             if execute:
                 try:
                     await admin.alter_group_offsets(
@@ -648,13 +669,16 @@ def reset_offsets(
         )
 
 
-async def _plan(
+async def plan_resets(
     admin: Admin,
     target: ResetTarget,
     partitions: Sequence[TopicPartition],
-    committed: Mapping[TopicPartition, CommittedOffset],
+    current_offsets: Mapping[TopicPartition, int],
     group_id: str,
 ) -> list[PlannedReset]:
+    """Each partition's new offset for ``target``, from its current offset (none where
+    ``current_offsets`` has no entry) and the log's bounds (and the offset at the target
+    time for --to-datetime)."""
     starts = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
     ends = await admin.list_offsets(partitions, OffsetSpec.LATEST)
     at_time = (
@@ -664,8 +688,7 @@ async def _plan(
     )
     plan = []
     for topic_partition in partitions:
-        current = committed.get(topic_partition)
-        current_offset = None if current is None else current.offset
+        current_offset = current_offsets.get(topic_partition)
         try:
             offset = new_offset(
                 target,
