@@ -26,12 +26,13 @@ from typing import Any, Protocol, TypeVar
 
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
+from sluice.broker.share_state_batches import state_batch_messages, state_batches
 from sluice.cluster.model import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.messages import make, request_module
 from sluice.protocol.versions import ApiKey
-from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
+from sluice.share.state import ShareState, ShareStateKey
 from sluice.share.state_coordinator import INITIAL_STATE_EPOCH, ShareStateSummary
 from sluice.share.state_runtime import ShareStateCoordinatorRuntime
 
@@ -238,12 +239,7 @@ class BrokerSharePersister:
         if answer.start_offset == NO_START_OFFSET:
             return None
         try:
-            batches = tuple(
-                StateBatch(
-                    b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count
-                )
-                for b in answer.state_batches
-            )
+            batches = state_batches(answer.state_batches)
         except ValueError as e:
             raise errors.CorruptMessage(f"the share coordinator sent {e}") from None
         return ShareState(answer.state_epoch, answer.start_offset, batches, leader_epoch)
@@ -271,16 +267,7 @@ class BrokerSharePersister:
                 "state_epoch": state.state_epoch,
                 "leader_epoch": state.leader_epoch,
                 "start_offset": state.start_offset,
-                "state_batches": tuple(
-                    make(
-                        m.StateBatch,
-                        first_offset=b.first_offset,
-                        last_offset=b.last_offset,
-                        delivery_state=int(b.state),
-                        delivery_count=b.delivery_count,
-                    )
-                    for b in state.batches
-                ),
+                "state_batches": state_batch_messages(m, state.batches),
             },
         )
 
