@@ -645,18 +645,7 @@ def reset_offsets(
             return description, plan
 
     description, plan = run(reset)
-    echo_table(
-        [("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET")]
-        + [
-            (
-                p.topic_partition.topic,
-                str(p.topic_partition.partition),
-                _text(p.current_offset),
-                str(p.new_offset),
-            )
-            for p in plan
-        ]
-    )
+    echo_plan(plan, "OFFSET")
     if execute:
         click.echo(f"Reset the offsets of group {group_id} for {len(plan)} partition(s).")
         return
@@ -667,6 +656,23 @@ def reset_offsets(
             f"(state {description.state}): --execute is refused until its consumers stop.",
             err=True,
         )
+
+
+def echo_plan(plan: Sequence[PlannedReset], offset_name: str) -> None:
+    """Print a reset plan as a table; ``offset_name`` is what moves ("OFFSET" for a
+    group's committed offsets)."""
+    echo_table(
+        [("TOPIC", "PARTITION", f"CURRENT {offset_name}", f"NEW {offset_name}")]
+        + [
+            (
+                p.topic_partition.topic,
+                str(p.topic_partition.partition),
+                _text(p.current_offset),
+                str(p.new_offset),
+            )
+            for p in plan
+        ]
+    )
 
 
 async def plan_resets(

@@ -33,6 +33,7 @@ from sluice.cli.groups import (
     _named_partitions,
     _reset_target,
     _topic_specs,
+    echo_plan,
     plan_resets,
     reset_target_options,
 )
@@ -322,18 +323,7 @@ def reset_offsets(
             return description, plan
 
     description, plan = run(reset)
-    echo_table(
-        [("TOPIC", "PARTITION", "CURRENT START OFFSET", "NEW START OFFSET")]
-        + [
-            (
-                p.topic_partition.topic,
-                str(p.topic_partition.partition),
-                _text(p.current_offset),
-                str(p.new_offset),
-            )
-            for p in plan
-        ]
-    )
+    echo_plan(plan, "START OFFSET")
     if execute:
         click.echo(
             f"Reset the start offsets of share group {group_id} for {len(plan)} partition(s)."
