@@ -714,6 +714,26 @@ async def plan_resets(
     return plan
 
 
+def report_deletions(
+    outcomes: Mapping[str, KafkaError | None],
+    kind: str,
+    refusal: Callable[[KafkaError, str], KafkaError | click.ClickException],
+) -> None:
+    """Print each deleted group ("Deleted ``kind`` G."), then fail once with every group's
+    refusal (``refusal`` makes its one-line message)."""
+    problems = []
+    for group_id, outcome in outcomes.items():
+        if outcome is None:
+            click.echo(f"Deleted {kind} {group_id}.")
+            continue
+        refused = refusal(outcome, group_id)
+        problems.append(
+            refused.message if isinstance(refused, click.ClickException) else str(refused)
+        )
+    if problems:
+        raise click.ClickException("; ".join(problems))
+
+
 @groups.command()
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True, callback=_check_group_id)
 @bootstrap_option
@@ -727,18 +747,7 @@ def delete(*, group_ids: tuple[str, ...], bootstrap_server: str) -> None:
         async with open_cluster(bootstrap_server) as cluster:
             return await Admin(cluster).delete_groups(group_ids)
 
-    outcomes = run(delete_groups)
-    problems = []
-    for group_id, outcome in outcomes.items():
-        if outcome is None:
-            click.echo(f"Deleted group {group_id}.")
-            continue
-        refusal = _group_error(outcome, group_id)
-        problems.append(
-            refusal.message if isinstance(refusal, click.ClickException) else str(refusal)
-        )
-    if problems:
-        raise click.ClickException("; ".join(problems))
+    report_deletions(run(delete_groups), "group", _group_error)
 
 
 @groups.command(name="delete-offsets")

@@ -35,6 +35,7 @@ from sluice.cli.groups import (
     _topic_specs,
     echo_plan,
     plan_resets,
+    report_deletions,
     reset_target_options,
 )
 from sluice.client.admin import Admin
@@ -348,17 +349,7 @@ def delete(*, group_ids: tuple[str, ...], bootstrap_server: str) -> None:
         async with open_cluster(bootstrap_server) as cluster:
             return await delete_share_groups(Admin(cluster), group_ids)
 
-    problems = []
-    for group_id, outcome in run(delete_groups).items():
-        if outcome is None:
-            click.echo(f"Deleted share group {group_id}.")
-            continue
-        refusal = _share_group_error(outcome, group_id)
-        problems.append(
-            refusal.message if isinstance(refusal, click.ClickException) else str(refusal)
-        )
-    if problems:
-        raise click.ClickException("; ".join(problems))
+    report_deletions(run(delete_groups), "share group", _share_group_error)
 
 
 @share_groups.command(name="delete-offsets")
