@@ -10,17 +10,13 @@ Python blocks by replacing the address in their text).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from broker_process import BrokerProcess
-from readme_blocks import README_ADDRESS, blocks, sluice_shell_environment
-
-BLOCK_TIMEOUT_S = 120.0
+from readme_blocks import README_ADDRESS, blocks, run, sluice_shell_environment
 
 
 def quick_start_cli_block() -> str:
@@ -31,21 +27,6 @@ def quick_start_cli_block() -> str:
 def python_client_blocks() -> list[str]:
     """The Python examples of the "Python client" section, in README order."""
     return blocks("python", "Python client")
-
-
-def run(argv: list[str], environment: dict[str, str], stdin: str | None = None) -> str:
-    result = subprocess.run(
-        argv,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **environment},
-        timeout=BLOCK_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, f"{argv}\n{stdin}\nstdout:\n{result.stdout}\n{result.stderr}"
-    assert "Traceback" not in result.stderr, result.stderr
-    return result.stdout
 
 
 def test_readme_blocks_run_in_order_on_a_fresh_broker(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import share_wire
 from broker_process import BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, create_topic, unique_group_id
 from confluent_kafka import Consumer, TopicPartition
@@ -24,9 +25,7 @@ from kio.schema.find_coordinator.v6 import request as find_coordinator_v6
 from kio.schema.incremental_alter_configs.v0 import request as incremental_v0
 from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.list_groups.v5 import request as list_groups_v5
-from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.share_group_describe.v1 import request as share_describe_v1
-from kio.schema.share_group_heartbeat.v1 import request as share_heartbeat_v1
 
 from sluice.common.errors import ErrorCode
 
@@ -62,16 +61,10 @@ def heartbeat(
     topics: tuple[str, ...] | None = None,
 ) -> Any:
     """One ShareGroupHeartbeat, retried while the coordinator loads (after a start)."""
-    payload = share_heartbeat_v1.ShareGroupHeartbeatRequest(
-        group_id=group,
-        member_id=member_id,
-        member_epoch=share_heartbeat_v1.i32(epoch),
-        rack_id=None,
-        subscribed_topic_names=topics,
-    )
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while True:
-        response = request(broker, payload)
+        with KafkaConnection(broker.host, broker.port) as connection:
+            response = share_wire.share_heartbeat(connection, group, member_id, epoch, topics)
         if response.error_code not in RETRIED or time.monotonic() > deadline:
             return response
 
@@ -96,14 +89,8 @@ def describe(broker: BrokerProcess, *groups: str) -> tuple[Any, ...]:
 
 
 def topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
-    payload = metadata_v12.MetadataRequest(
-        topics=(metadata_v12.MetadataRequestTopic(topic_id=None, name=topic),),
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
-    (described,) = request(broker, payload).topics
-    assert described.topic_id is not None
-    return described.topic_id
+    with KafkaConnection(broker.host, broker.port) as connection:
+        return share_wire.topic_id(connection, topic)
 
 
 def listed(broker: BrokerProcess, types: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -5,32 +5,14 @@ one partition, the sluice.ShareConsumer example and the CLI."""
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from broker_process import BrokerProcess
-from readme_blocks import README_ADDRESS, blocks, sluice_shell_environment
+from readme_blocks import README_ADDRESS, blocks, run, sluice_shell_environment
 
 SECTION = "Queues on a topic: share groups"
-TIMEOUT_S = 120.0
-
-
-def run(argv: list[str], environment: dict[str, str], stdin: str | None = None) -> str:
-    done = subprocess.run(
-        argv,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **environment},
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, f"{argv}\n{stdin}\n{done.stdout}\n{done.stderr}"
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.stdout
 
 
 def test_the_share_group_section_runs(

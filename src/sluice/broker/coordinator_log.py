@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from sluice.broker.partition import settled_acks_all
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.common import errors
@@ -88,13 +89,13 @@ class PartitionCoordinatorLog:
             transactional=transaction is not None,
         )
         result = hosted.append(bytearray(batch), acks=-1)
-        wanted, epoch = result.last_offset + 1, hosted.leader_epoch
-        await self._purgatory.wait_until(
-            [topic_partition],
-            lambda: hosted.acks_all_outcome(wanted, epoch) is not False,
+        outcome = await settled_acks_all(
+            self._purgatory,
+            hosted,
+            result.last_offset + 1,
+            hosted.leader_epoch,
             self._append_timeout_ms / 1000,
         )
-        outcome = hosted.acks_all_outcome(wanted, epoch)
         if outcome is False:
             raise errors.RequestTimedOut(
                 f"{topic_partition}: coordinator write not replicated in time"

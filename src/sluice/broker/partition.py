@@ -375,3 +375,17 @@ class Partition:
             self.log.append_as_follower(records)
             self.dirty = True
         self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+
+
+async def settled_acks_all(
+    purgatory: Purgatory, hosted: Partition, end_offset: int, leader_epoch: int, timeout_s: float
+) -> KafkaError | bool:
+    """Wait until the acks=all append to ``hosted`` that ends before ``end_offset``, made
+    at ``leader_epoch``, is settled, or ``timeout_s`` passes; its
+    :meth:`Partition.acks_all_outcome` then (False: it timed out waiting for the ISR)."""
+    await purgatory.wait_until(
+        [hosted.topic_partition],
+        lambda: hosted.acks_all_outcome(end_offset, leader_epoch) is not False,
+        timeout_s,
+    )
+    return hosted.acks_all_outcome(end_offset, leader_epoch)

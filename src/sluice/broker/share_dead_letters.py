@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.broker.partition import settled_acks_all
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
 from sluice.broker.purgatory import Purgatory
@@ -169,13 +170,13 @@ class DeadLetterWriter:
     async def _append_here(self, destination: TopicPartition, batch: bytes) -> None:
         hosted = self._replicas.get(destination)
         result = hosted.append(bytearray(batch), acks=-1)
-        end_offset, epoch = result.last_offset + 1, hosted.leader_epoch
-        await self._purgatory.wait_until(
-            [destination],
-            lambda: hosted.acks_all_outcome(end_offset, epoch) is not False,
+        outcome = await settled_acks_all(
+            self._purgatory,
+            hosted,
+            result.last_offset + 1,
+            hosted.leader_epoch,
             WRITE_TIMEOUT_MS / 1000,
         )
-        outcome = hosted.acks_all_outcome(end_offset, epoch)
         if outcome is False:
             raise errors.RequestTimedOut(f"dead letters to {destination} not replicated in time")
         if isinstance(outcome, KafkaError):

@@ -26,12 +26,13 @@ from typing import Any, Protocol, TypeVar
 
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
+from sluice.broker.share_state_batches import state_batch_messages, state_batches
 from sluice.cluster.model import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.messages import make, request_module
 from sluice.protocol.versions import ApiKey
-from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
+from sluice.share.state import ShareState, ShareStateKey
 from sluice.share.state_coordinator import INITIAL_STATE_EPOCH, ShareStateSummary
 from sluice.share.state_runtime import ShareStateCoordinatorRuntime
 
@@ -60,6 +61,23 @@ _CoordinatorNotAvailable = errors.for_code(ErrorCode.coordinator_not_available)
 
 NO_START_OFFSET = -1
 """A share-partition without state, on the wire."""
+
+
+_REQUEST_CLASSES: dict[ApiKey, tuple[str, str]] = {
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (
+        "InitializeShareGroupStateRequest",
+        "InitializeStateData",
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE: ("ReadShareGroupStateRequest", "ReadStateData"),
+    ApiKey.WRITE_SHARE_GROUP_STATE: ("WriteShareGroupStateRequest", "WriteStateData"),
+    ApiKey.DELETE_SHARE_GROUP_STATE: ("DeleteShareGroupStateRequest", "DeleteStateData"),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (
+        "ReadShareGroupStateSummaryRequest",
+        "ReadStateSummaryData",
+    ),
+}
+"""Each share-state request's class and its per-topic class: one group, one topic and one
+partition each, so :meth:`BrokerSharePersister._ask` builds them all alike."""
 
 
 def _first_partition(response: Any) -> Any:
@@ -179,8 +197,27 @@ class BrokerSharePersister:
             raise _CoordinatorNotAvailable(f"__share_group_state-{partition} has no leader")
         return state.leader
 
-    async def _send(self, node: int, api_key: ApiKey, build: Callable[[Any], Any]) -> Any:
-        return _first_partition(
+    async def _ask(
+        self,
+        node: int,
+        key: ShareStateKey,
+        api_key: ApiKey,
+        partition_fields: Callable[[Any], dict[str, Any]] = lambda m: {},
+    ) -> Any:
+        """Send ``node`` the one-partition share-state request ``api_key`` for ``key`` and
+        return its partition's answer, raising the error it carries.
+
+        ``partition_fields`` gives the partition's fields beyond its index, from the
+        request's module (where a field is itself a message, such as the state batches).
+        """
+        request, topic_data = _REQUEST_CLASSES[api_key]
+
+        def build(m: Any) -> Any:
+            partition = make(m.PartitionData, partition=key.partition, **partition_fields(m))
+            topic = make(getattr(m, topic_data), topic_id=key.topic_id, partitions=(partition,))
+            return make(getattr(m, request), group_id=key.group_id, topics=(topic,))
+
+        answer = _first_partition(
             await self._peers.request(
                 node,
                 api_key,
@@ -188,41 +225,21 @@ class BrokerSharePersister:
                 PEER_REQUEST_TIMEOUT_S,
             )
         )
+        _raise_for(answer)
+        return answer
 
     # =================================================================== remote
 
     async def _read_remote(
         self, node: int, key: ShareStateKey, leader_epoch: int
     ) -> ShareState | None:
-        answer = await self._send(
-            node,
-            ApiKey.READ_SHARE_GROUP_STATE,
-            lambda m: make(
-                m.ReadShareGroupStateRequest,
-                group_id=key.group_id,
-                topics=(
-                    make(
-                        m.ReadStateData,
-                        topic_id=key.topic_id,
-                        partitions=(
-                            make(
-                                m.PartitionData, partition=key.partition, leader_epoch=leader_epoch
-                            ),
-                        ),
-                    ),
-                ),
-            ),
+        answer = await self._ask(
+            node, key, ApiKey.READ_SHARE_GROUP_STATE, lambda m: {"leader_epoch": leader_epoch}
         )
-        _raise_for(answer)
         if answer.start_offset == NO_START_OFFSET:
             return None
         try:
-            batches = tuple(
-                StateBatch(
-                    b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count
-                )
-                for b in answer.state_batches
-            )
+            batches = state_batches(answer.state_batches)
         except ValueError as e:
             raise errors.CorruptMessage(f"the share coordinator sent {e}") from None
         return ShareState(answer.state_epoch, answer.start_offset, batches, leader_epoch)
@@ -232,105 +249,35 @@ class BrokerSharePersister:
     ) -> ShareState:
         current = await self._summary_remote(node, key)
         state_epoch = INITIAL_STATE_EPOCH if current is None else current.state_epoch + 1
-        answer = await self._send(
+        await self._ask(
             node,
+            key,
             ApiKey.INITIALIZE_SHARE_GROUP_STATE,
-            lambda m: make(
-                m.InitializeShareGroupStateRequest,
-                group_id=key.group_id,
-                topics=(
-                    make(
-                        m.InitializeStateData,
-                        topic_id=key.topic_id,
-                        partitions=(
-                            make(
-                                m.PartitionData,
-                                partition=key.partition,
-                                state_epoch=state_epoch,
-                                start_offset=start_offset,
-                            ),
-                        ),
-                    ),
-                ),
-            ),
+            lambda m: {"state_epoch": state_epoch, "start_offset": start_offset},
         )
-        _raise_for(answer)
         leader_epoch = -1 if current is None else current.leader_epoch
         return ShareState(state_epoch, start_offset, (), leader_epoch)
 
     async def _write_remote(self, node: int, key: ShareStateKey, state: ShareState) -> None:
-        answer = await self._send(
+        await self._ask(
             node,
+            key,
             ApiKey.WRITE_SHARE_GROUP_STATE,
-            lambda m: make(
-                m.WriteShareGroupStateRequest,
-                group_id=key.group_id,
-                topics=(
-                    make(
-                        m.WriteStateData,
-                        topic_id=key.topic_id,
-                        partitions=(
-                            make(
-                                m.PartitionData,
-                                partition=key.partition,
-                                state_epoch=state.state_epoch,
-                                leader_epoch=state.leader_epoch,
-                                start_offset=state.start_offset,
-                                state_batches=tuple(
-                                    make(
-                                        m.StateBatch,
-                                        first_offset=b.first_offset,
-                                        last_offset=b.last_offset,
-                                        delivery_state=int(b.state),
-                                        delivery_count=b.delivery_count,
-                                    )
-                                    for b in state.batches
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
+            lambda m: {
+                "state_epoch": state.state_epoch,
+                "leader_epoch": state.leader_epoch,
+                "start_offset": state.start_offset,
+                "state_batches": state_batch_messages(m, state.batches),
+            },
         )
-        _raise_for(answer)
 
     async def _delete_remote(self, node: int, key: ShareStateKey) -> None:
-        answer = await self._send(
-            node,
-            ApiKey.DELETE_SHARE_GROUP_STATE,
-            lambda m: make(
-                m.DeleteShareGroupStateRequest,
-                group_id=key.group_id,
-                topics=(
-                    make(
-                        m.DeleteStateData,
-                        topic_id=key.topic_id,
-                        partitions=(make(m.PartitionData, partition=key.partition),),
-                    ),
-                ),
-            ),
-        )
-        _raise_for(answer)
+        await self._ask(node, key, ApiKey.DELETE_SHARE_GROUP_STATE)
 
     async def _summary_remote(self, node: int, key: ShareStateKey) -> ShareStateSummary | None:
-        answer = await self._send(
-            node,
-            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
-            lambda m: make(
-                m.ReadShareGroupStateSummaryRequest,
-                group_id=key.group_id,
-                topics=(
-                    make(
-                        m.ReadStateSummaryData,
-                        topic_id=key.topic_id,
-                        partitions=(
-                            make(m.PartitionData, partition=key.partition, leader_epoch=-1),
-                        ),
-                    ),
-                ),
-            ),
+        answer = await self._ask(
+            node, key, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, lambda m: {"leader_epoch": -1}
         )
-        _raise_for(answer)
         if answer.start_offset == NO_START_OFFSET:
             return None
         return ShareStateSummary(answer.state_epoch, answer.leader_epoch, answer.start_offset)

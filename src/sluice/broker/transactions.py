@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sluice.broker.partition import Partition
+from sluice.broker.partition import Partition, settled_acks_all
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
 from sluice.broker.purgatory import Purgatory
@@ -132,13 +132,13 @@ class TransactionMarkers:
         return ErrorCode.none
 
     async def _committed(self, hosted: Partition, end_offset: int) -> ErrorCode:
-        epoch = hosted.leader_epoch
-        await self._purgatory.wait_until(
-            [hosted.topic_partition],
-            lambda: hosted.acks_all_outcome(end_offset, epoch) is not False,
+        outcome = await settled_acks_all(
+            self._purgatory,
+            hosted,
+            end_offset,
+            hosted.leader_epoch,
             MARKER_WRITE_TIMEOUT_MS / 1000,
         )
-        outcome = hosted.acks_all_outcome(end_offset, epoch)
         if outcome is False:
             return ErrorCode.request_timed_out
         if isinstance(outcome, KafkaError):

@@ -20,9 +20,9 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -231,6 +231,35 @@ def _reset_target(
             "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
         )
     return chosen[0]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def reset_target_options(command: _F) -> _F:
+    """The targets both ``groups reset-offsets`` and ``share-groups reset-offsets`` take:
+    --to-earliest, --to-latest, --to-datetime and --to-offset."""
+    for option in reversed(
+        (
+            click.option("--to-earliest", is_flag=True, help="To the log start offset."),
+            click.option("--to-latest", is_flag=True, help="To the log end offset."),
+            click.option(
+                "--to-datetime",
+                "to_datetime_ms",
+                metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
+                callback=_datetime_ms,
+                help="To the first record at or after this time (local time without a zone).",
+            ),
+            click.option(
+                "--to-offset",
+                type=click.IntRange(min=0),
+                metavar="N",
+                help="To this offset, moved into [log start, log end] if outside.",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
 
 
 # ── errors and output ──────────────────────────────────────────────────────────────────
@@ -534,21 +563,7 @@ def _print_partitions(
 @click.option(
     "--all-topics", is_flag=True, help="Every partition the group has committed offsets for."
 )
-@click.option("--to-earliest", is_flag=True, help="To the log start offset.")
-@click.option("--to-latest", is_flag=True, help="To the log end offset.")
-@click.option(
-    "--to-datetime",
-    "to_datetime_ms",
-    metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
-    callback=_datetime_ms,
-    help="To the first record at or after this time (local time without a zone).",
-)
-@click.option(
-    "--to-offset",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="To this offset, moved into [log start, log end] if outside.",
-)
+@reset_target_options
 @click.option(
     "--shift-by",
     type=int,
@@ -613,7 +628,13 @@ def reset_offsets(
             else:
                 partitions = await _named_partitions(admin, topic_specs)
                 committed = await admin.list_group_offsets(group_id, partitions)
-            plan = await _plan(admin, target, partitions, committed, group_id)
+            plan = await plan_resets(
+                admin,
+                target,
+                partitions,
+                {tp: committed_offset.offset for tp, committed_offset in committed.items()},
+                group_id,
+            )
             if execute:
                 try:
                     await admin.alter_group_offsets(
@@ -624,18 +645,7 @@ def reset_offsets(
             return description, plan
 
     description, plan = run(reset)
-    echo_table(
-        [("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET")]
-        + [
-            (
-                p.topic_partition.topic,
-                str(p.topic_partition.partition),
-                _text(p.current_offset),
-                str(p.new_offset),
-            )
-            for p in plan
-        ]
-    )
+    echo_plan(plan, "OFFSET")
     if execute:
         click.echo(f"Reset the offsets of group {group_id} for {len(plan)} partition(s).")
         return
@@ -648,13 +658,33 @@ def reset_offsets(
         )
 
 
-async def _plan(
+def echo_plan(plan: Sequence[PlannedReset], offset_name: str) -> None:
+    """Print a reset plan as a table; ``offset_name`` is what moves ("OFFSET" for a
+    group's committed offsets)."""
+    echo_table(
+        [("TOPIC", "PARTITION", f"CURRENT {offset_name}", f"NEW {offset_name}")]
+        + [
+            (
+                p.topic_partition.topic,
+                str(p.topic_partition.partition),
+                _text(p.current_offset),
+                str(p.new_offset),
+            )
+            for p in plan
+        ]
+    )
+
+
+async def plan_resets(
     admin: Admin,
     target: ResetTarget,
     partitions: Sequence[TopicPartition],
-    committed: Mapping[TopicPartition, CommittedOffset],
+    current_offsets: Mapping[TopicPartition, int],
     group_id: str,
 ) -> list[PlannedReset]:
+    """Each partition's new offset for ``target``, from its current offset (none where
+    ``current_offsets`` has no entry) and the log's bounds (and the offset at the target
+    time for --to-datetime)."""
     starts = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
     ends = await admin.list_offsets(partitions, OffsetSpec.LATEST)
     at_time = (
@@ -664,8 +694,7 @@ async def _plan(
     )
     plan = []
     for topic_partition in partitions:
-        current = committed.get(topic_partition)
-        current_offset = None if current is None else current.offset
+        current_offset = current_offsets.get(topic_partition)
         try:
             offset = new_offset(
                 target,
@@ -685,6 +714,26 @@ async def _plan(
     return plan
 
 
+def report_deletions(
+    outcomes: Mapping[str, KafkaError | None],
+    kind: str,
+    refusal: Callable[[KafkaError, str], KafkaError | click.ClickException],
+) -> None:
+    """Print each deleted group ("Deleted ``kind`` G."), then fail once with every group's
+    refusal (``refusal`` makes its one-line message)."""
+    problems = []
+    for group_id, outcome in outcomes.items():
+        if outcome is None:
+            click.echo(f"Deleted {kind} {group_id}.")
+            continue
+        refused = refusal(outcome, group_id)
+        problems.append(
+            refused.message if isinstance(refused, click.ClickException) else str(refused)
+        )
+    if problems:
+        raise click.ClickException("; ".join(problems))
+
+
 @groups.command()
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True, callback=_check_group_id)
 @bootstrap_option
@@ -698,18 +747,7 @@ def delete(*, group_ids: tuple[str, ...], bootstrap_server: str) -> None:
         async with open_cluster(bootstrap_server) as cluster:
             return await Admin(cluster).delete_groups(group_ids)
 
-    outcomes = run(delete_groups)
-    problems = []
-    for group_id, outcome in outcomes.items():
-        if outcome is None:
-            click.echo(f"Deleted group {group_id}.")
-            continue
-        refusal = _group_error(outcome, group_id)
-        problems.append(
-            refusal.message if isinstance(refusal, click.ClickException) else str(refusal)
-        )
-    if problems:
-        raise click.ClickException("; ".join(problems))
+    report_deletions(run(delete_groups), "group", _group_error)
 
 
 @groups.command(name="delete-offsets")

@@ -13,7 +13,7 @@ refuses too if a consumer joins meanwhile. Targets, per partition (always inside
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import click
@@ -29,16 +29,16 @@ from sluice.cli.common import (
 )
 from sluice.cli.groups import (
     PlannedReset,
-    ResetKind,
-    ResetTarget,
     _check_group_id,
-    _datetime_ms,
     _named_partitions,
     _reset_target,
     _topic_specs,
-    new_offset,
+    echo_plan,
+    plan_resets,
+    report_deletions,
+    reset_target_options,
 )
-from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
+from sluice.client.admin import Admin
 from sluice.client.admin_share_groups import (
     ShareGroupDescription,
     ShareGroupListing,
@@ -253,21 +253,7 @@ def _print_offsets(offsets: Mapping[TopicPartition, SharePartitionOffset]) -> No
     callback=_topic_specs,
     help="A topic, or some of its partitions (repeatable).",
 )
-@click.option("--to-earliest", is_flag=True, help="To the log start offset.")
-@click.option("--to-latest", is_flag=True, help="To the log end offset.")
-@click.option(
-    "--to-datetime",
-    "to_datetime_ms",
-    metavar="YYYY-MM-DDTHH:mm:SS[Z|+hh:mm]",
-    callback=_datetime_ms,
-    help="To the first record at or after this time (local time without a zone).",
-)
-@click.option(
-    "--to-offset",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="To this offset, moved into [log start, log end] if outside.",
-)
+@reset_target_options
 @click.option(
     "--execute/--dry-run",
     default=False,
@@ -316,7 +302,13 @@ def reset_offsets(
                 if description is not None
                 else {}
             )
-            plan = await _plan(admin, target, partitions, current)
+            plan = await plan_resets(
+                admin,
+                target,
+                partitions,
+                {tp: o.start_offset for tp, o in current.items() if o.start_offset >= 0},
+                group_id,
+            )
             if execute:
                 try:
                     outcomes = await alter_share_group_offsets(
@@ -332,18 +324,7 @@ def reset_offsets(
             return description, plan
 
     description, plan = run(reset)
-    echo_table(
-        [("TOPIC", "PARTITION", "CURRENT START OFFSET", "NEW START OFFSET")]
-        + [
-            (
-                p.topic_partition.topic,
-                str(p.topic_partition.partition),
-                _text(p.current_offset),
-                str(p.new_offset),
-            )
-            for p in plan
-        ]
-    )
+    echo_plan(plan, "START OFFSET")
     if execute:
         click.echo(
             f"Reset the start offsets of share group {group_id} for {len(plan)} partition(s)."
@@ -358,34 +339,6 @@ def reset_offsets(
         )
 
 
-async def _plan(
-    admin: Admin,
-    target: ResetTarget,
-    partitions: Sequence[TopicPartition],
-    current: Mapping[TopicPartition, SharePartitionOffset],
-) -> list[PlannedReset]:
-    starts = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
-    ends = await admin.list_offsets(partitions, OffsetSpec.LATEST)
-    at_time = (
-        await admin.list_offsets(partitions, target.value)
-        if target.kind is ResetKind.DATETIME
-        else {}
-    )
-    plan = []
-    for tp in partitions:
-        known = current.get(tp)
-        current_offset = None if known is None or known.start_offset < 0 else known.start_offset
-        offset = new_offset(
-            target,
-            current_offset=current_offset,
-            log_start_offset=starts[tp].offset,
-            log_end_offset=ends[tp].offset,
-            offset_at_time=at_time[tp].offset if tp in at_time else NO_OFFSET,
-        )
-        plan.append(PlannedReset(tp, current_offset, offset))
-    return plan
-
-
 @share_groups.command()
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True, callback=_check_group_id)
 @bootstrap_option
@@ -396,17 +349,7 @@ def delete(*, group_ids: tuple[str, ...], bootstrap_server: str) -> None:
         async with open_cluster(bootstrap_server) as cluster:
             return await delete_share_groups(Admin(cluster), group_ids)
 
-    problems = []
-    for group_id, outcome in run(delete_groups).items():
-        if outcome is None:
-            click.echo(f"Deleted share group {group_id}.")
-            continue
-        refusal = _share_group_error(outcome, group_id)
-        problems.append(
-            refusal.message if isinstance(refusal, click.ClickException) else str(refusal)
-        )
-    if problems:
-        raise click.ClickException("; ".join(problems))
+    report_deletions(run(delete_groups), "share group", _share_group_error)
 
 
 @share_groups.command(name="delete-offsets")

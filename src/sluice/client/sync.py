@@ -71,6 +71,15 @@ class _LoopThread:
         assert threading.current_thread() is not self._thread, "would block its own loop"
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
 
+    def call(self, function: Any, *arguments: Any, **keywords: Any) -> Any:
+        """Run a plain (not async) method of the facade's client in this thread: the
+        client's state belongs to its loop."""
+
+        async def call() -> Any:
+            return function(*arguments, **keywords)
+
+        return self.run(call())
+
     def start(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         """Run a facade's start-up; if it fails, stop this thread too (the facade
         never comes to exist, so nothing else would)."""
@@ -291,14 +300,6 @@ class Consumer:
         await consumer.start()
         return consumer
 
-    def _call(self, function: Any, *arguments: Any, **keywords: Any) -> Any:
-        """Run a plain method of the async consumer in its loop thread."""
-
-        async def call() -> Any:
-            return function(*arguments, **keywords)
-
-        return self._loop_thread.run(call())
-
     # ── subscription and assignment ────────────────────────────────────────────────
 
     def subscribe(
@@ -308,16 +309,18 @@ class Consumer:
         pattern: str | re.Pattern[str] | None = None,
         listener: consumer_api.ConsumerRebalanceListener | None = None,
     ) -> None:
-        self._call(self._consumer.subscribe, list(topics), pattern=pattern, listener=listener)
+        self._loop_thread.call(
+            self._consumer.subscribe, list(topics), pattern=pattern, listener=listener
+        )
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call(self._consumer.assign, list(partitions))
+        self._loop_thread.call(self._consumer.assign, list(partitions))
 
     def unsubscribe(self) -> None:
         self._loop_thread.run(self._consumer.unsubscribe())
 
     def assignment(self) -> set[TopicPartition]:
-        result: set[TopicPartition] = self._call(self._consumer.assignment)
+        result: set[TopicPartition] = self._loop_thread.call(self._consumer.assignment)
         return result
 
     def wait_for_assignment(self, timeout_s: float = 30.0) -> set[TopicPartition]:
@@ -347,19 +350,19 @@ class Consumer:
     # ── positions ──────────────────────────────────────────────────────────────────
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._call(self._consumer.pause, *partitions)
+        self._loop_thread.call(self._consumer.pause, *partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._call(self._consumer.resume, *partitions)
+        self._loop_thread.call(self._consumer.resume, *partitions)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._call(self._consumer.seek, partition, offset)
+        self._loop_thread.call(self._consumer.seek, partition, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._call(self._consumer.seek_to_beginning, *partitions)
+        self._loop_thread.call(self._consumer.seek_to_beginning, *partitions)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._call(self._consumer.seek_to_end, *partitions)
+        self._loop_thread.call(self._consumer.seek_to_end, *partitions)
 
     def position(self, partition: TopicPartition) -> int:
         return self._loop_thread.run(self._consumer.position(partition))
@@ -381,15 +384,15 @@ class Consumer:
         return topic
 
     def lag(self, partition: TopicPartition) -> int | None:
-        result: int | None = self._call(self._consumer.lag, partition)
+        result: int | None = self._loop_thread.call(self._consumer.lag, partition)
         return result
 
     def group_metadata(self) -> GroupMetadata:
-        result: GroupMetadata = self._call(self._consumer.group_metadata)
+        result: GroupMetadata = self._loop_thread.call(self._consumer.group_metadata)
         return result
 
     def positions(self) -> dict[TopicPartition, int]:
-        result: dict[TopicPartition, int] = self._call(self._consumer.positions)
+        result: dict[TopicPartition, int] = self._loop_thread.call(self._consumer.positions)
         return result
 
     def rewind_to_committed(self) -> None:
@@ -453,20 +456,12 @@ class ShareConsumer:
         await consumer.start()
         return consumer
 
-    def _call(self, function: Any, *arguments: Any) -> Any:
-        """Run a plain method of the async consumer in its loop thread."""
-
-        async def call() -> Any:
-            return function(*arguments)
-
-        return self._loop_thread.run(call())
-
     @property
     def member_id(self) -> str | None:
         return self._consumer.member_id
 
     def assignment(self) -> set[TopicPartition]:
-        result: set[TopicPartition] = self._call(self._consumer.assignment)
+        result: set[TopicPartition] = self._loop_thread.call(self._consumer.assignment)
         return result
 
     def wait_for_assignment(self, timeout_s: float = 30.0) -> set[TopicPartition]:
@@ -477,16 +472,16 @@ class ShareConsumer:
         return self._loop_thread.run(self._consumer.poll(timeout_s))
 
     def accept(self, record: share_consumer.ShareConsumerRecord) -> None:
-        self._call(self._consumer.accept, record)
+        self._loop_thread.call(self._consumer.accept, record)
 
     def release(self, record: share_consumer.ShareConsumerRecord) -> None:
-        self._call(self._consumer.release, record)
+        self._loop_thread.call(self._consumer.release, record)
 
     def reject(self, record: share_consumer.ShareConsumerRecord) -> None:
-        self._call(self._consumer.reject, record)
+        self._loop_thread.call(self._consumer.reject, record)
 
     def renew(self, record: share_consumer.ShareConsumerRecord) -> None:
-        self._call(self._consumer.renew, record)
+        self._loop_thread.call(self._consumer.renew, record)
 
     def commit(self) -> dict[TopicPartition, errors.KafkaError | None]:
         """Send the acknowledgements; per partition the broker's error or None."""

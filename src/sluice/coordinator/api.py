@@ -154,3 +154,12 @@ class CoordinatorLog(Protocol):
     def read(self, partition: int) -> Iterable[LoggedRecord]:
         """Every record and marker now in the partition, in offset order (loading)."""
         ...
+
+
+def look_up_again(error: ErrorCode) -> ErrorCode:
+    """What a caller is told when a shard's records could not be written, as the
+    transaction and share-state coordinators answer (Kafka maps every write failure of
+    theirs the same way): look the coordinator up again."""
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator):
+        return ErrorCode.not_coordinator
+    return ErrorCode.coordinator_not_available

@@ -102,6 +102,7 @@ from sluice.group.records import (
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
 from sluice.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, JoinWait
+from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
 
@@ -135,45 +136,28 @@ _TimerEntry = tuple[int, int, str, _Timer, str]
 moves; a popped entry is checked against the group's current state."""
 
 
-def _write_error(error: ErrorCode) -> ErrorCode | None:
-    """What clients are told when records could not be written (Kafka's mapping), for
-    the errors every kind of write maps alike; None for the others."""
-    if error in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-    ):
-        return ErrorCode.coordinator_not_available
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    return None
-
-
-_TOO_LARGE = (ErrorCode.message_too_large, ErrorCode.record_list_too_large)
-
-
 def _store_error(error: ErrorCode) -> ErrorCode:
     """For a group-metadata write (JoinGroup, SyncGroup): a timeout means "rebalance
     again"."""
     if error is ErrorCode.request_timed_out:
         return ErrorCode.rebalance_in_progress
-    if error in _TOO_LARGE:
+    if error in TOO_LARGE:
         return ErrorCode.unknown_server_error
-    return _write_error(error) or error
+    return write_error(error) or error
 
 
 def _commit_error(error: ErrorCode) -> ErrorCode:
     """For an offset commit: too large means the commit is."""
-    if error in _TOO_LARGE:
+    if error in TOO_LARGE:
         return ErrorCode.invalid_commit_offset_size
-    return _write_error(error) or error
+    return write_error(error) or error
 
 
 def _delete_error(error: ErrorCode) -> ErrorCode:
     """For tombstones (DeleteGroups, OffsetDelete)."""
-    if error in _TOO_LARGE:
+    if error in TOO_LARGE:
         return ErrorCode.unknown_server_error
-    return _write_error(error) or error
+    return write_error(error) or error
 
 
 def _group_id_is_valid(group_id: str, *, allow_empty: bool) -> bool:

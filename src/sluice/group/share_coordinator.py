@@ -52,6 +52,7 @@ from sluice.group.share_group import (
     ShareMember,
     ShareTopic,
 )
+from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +70,11 @@ _SessionTimer = tuple[int, int, str, str]
 def _write_error(error: ErrorCode) -> ErrorCode:
     """What a member is told when the group's record could not be written (Kafka's
     mapping for coordinator writes)."""
-    if error in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
+    if error is ErrorCode.request_timed_out:
         return ErrorCode.coordinator_not_available
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+    if error in TOO_LARGE:
         return ErrorCode.unknown_server_error
-    return error
+    return write_error(error) or error
 
 
 def _assigned(

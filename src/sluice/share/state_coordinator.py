@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sluice.common.errors import ErrorCode
-from sluice.coordinator.api import Append, Effect, Reply, RequestToken
+from sluice.coordinator.api import Append, Effect, Reply, RequestToken, look_up_again
 from sluice.share.state import ShareState, ShareStateKey
 from sluice.share.state_records import (
     batches_problem,
@@ -64,14 +64,6 @@ class Outcome:
     error: ErrorCode = ErrorCode.none
     message: str = ""
     state: ShareState | None = field(default=None)
-
-
-def _write_error(error: ErrorCode) -> ErrorCode:
-    """What a caller is told when the record could not be written: look the coordinator
-    up again (as for every coordinator)."""
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator):
-        return ErrorCode.not_coordinator
-    return ErrorCode.coordinator_not_available
 
 
 def _refused(token: RequestToken, error: ErrorCode, message: str) -> list[Effect]:
@@ -192,7 +184,7 @@ class ShareStateCoordinator:
         effects: list[Effect]
         if error is not None:
             effects = _refused(
-                token, _write_error(error), f"writing the state failed: {error.name}"
+                token, look_up_again(error), f"writing the state failed: {error.name}"
             )
         else:
             if stored is None:

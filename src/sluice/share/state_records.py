@@ -32,6 +32,7 @@ import struct
 import uuid
 
 from sluice.common.errors import CorruptMessage
+from sluice.coordinator.record_reader import RecordReader
 from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
 
 KEY_VERSION = 0
@@ -93,50 +94,8 @@ def encode_value(state: ShareState) -> bytes:
     return b"".join(parts)
 
 
-class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
-        self._data = data
-        self._position = 0
-        self._what = what
-
-    def unpack(self, shape: struct.Struct) -> tuple[int | bytes, ...]:
-        try:
-            values: tuple[int | bytes, ...] = shape.unpack_from(self._data, self._position)
-        except struct.error:
-            raise CorruptMessage(f"{self._what} ends early") from None
-        self._position += shape.size
-        return values
-
-    def integer(self, shape: struct.Struct) -> int:
-        (value,) = self.unpack(shape)
-        assert isinstance(value, int)
-        return value
-
-    def string(self) -> str:
-        length = self.integer(_INT16)
-        end = self._position + length
-        if length < 0 or end > len(self._data):
-            raise CorruptMessage(f"{self._what}: a string runs past the end")
-        text = self._data[self._position : end]
-        self._position = end
-        try:
-            return text.decode()
-        except UnicodeDecodeError:
-            raise CorruptMessage(f"{self._what}: a string is not UTF-8") from None
-
-    def count(self, entry_bytes: int) -> int:
-        count = self.integer(_INT32)
-        if count < 0 or count * entry_bytes > len(self._data) - self._position:
-            raise CorruptMessage(f"{self._what}: {count} entries cannot fit")
-        return count
-
-    def end(self) -> None:
-        if self._position != len(self._data):
-            raise CorruptMessage(f"{self._what}: {len(self._data) - self._position} trailing bytes")
-
-
 def decode_key(data: bytes) -> ShareStateKey:
-    reader = _Reader(data, "share state key")
+    reader = RecordReader(data, "share state key")
     version = reader.integer(_INT16)
     if version != KEY_VERSION:
         raise CorruptMessage(f"share state key version {version} is not ours")
@@ -150,15 +109,15 @@ def decode_key(data: bytes) -> ShareStateKey:
 
 
 def decode_value(data: bytes) -> ShareState:
-    reader = _Reader(data, "share state value")
-    version, state_epoch, leader_epoch, start_offset = (int(v) for v in reader.unpack(_VALUE_HEAD))
+    reader = RecordReader(data, "share state value")
+    version, state_epoch, leader_epoch, start_offset = reader.integers(_VALUE_HEAD)
     if version != VALUE_VERSION:
         raise CorruptMessage(f"share state value version {version} is not ours")
     if start_offset < 0:
         raise CorruptMessage(f"share state value: start offset {start_offset}")
     batches = []
     for _ in range(reader.count(_BATCH.size)):
-        first, last, state, count = (int(v) for v in reader.unpack(_BATCH))
+        first, last, state, count = reader.integers(_BATCH)
         try:
             delivery_state = DeliveryState(state)
         except ValueError:

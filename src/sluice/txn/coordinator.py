@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-from sluice.coordinator.api import Append, Effect, Reply, RequestToken, Task
+from sluice.coordinator.api import Append, Effect, Reply, RequestToken, Task, look_up_again
 from sluice.txn.api import (
     AddPartitionsRequest,
     AddPartitionsResult,
@@ -123,14 +123,6 @@ class Transaction:
 
 
 Completion = Callable[[int, ErrorCode | None], list[Effect]]
-
-
-def _write_error(error: ErrorCode) -> ErrorCode:
-    """What a client is told when the log write failed: look the coordinator up again
-    (Kafka maps every write failure the same way)."""
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator):
-        return ErrorCode.not_coordinator
-    return ErrorCode.coordinator_not_available
 
 
 def _is_bumping_end_txn_retry(transaction: Transaction | None, request: EndTxnRequest) -> bool:
@@ -388,7 +380,7 @@ class TransactionCoordinator:
 
         def on_written(_now_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is not None:
-                return [Reply(token, ProducerIdAndEpoch(_write_error(error)))]
+                return [Reply(token, ProducerIdAndEpoch(look_up_again(error)))]
             answer = ProducerIdAndEpoch(
                 ErrorCode.none, transaction.producer_id, transaction.producer_epoch
             )
@@ -442,7 +434,7 @@ class TransactionCoordinator:
         )
 
         def on_written(_now_ms: int, error: ErrorCode | None) -> list[Effect]:
-            return answer_all(ErrorCode.none if error is None else _write_error(error))
+            return answer_all(ErrorCode.none if error is None else look_up_again(error))
 
         return [self._write(transaction, new, on_written)]
 
@@ -529,7 +521,7 @@ class TransactionCoordinator:
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is not None:
-                return answer(_write_error(error))
+                return answer(look_up_again(error))
             if transaction.next_producer_id >= 0:
                 reply = ProducerIdAndEpoch(ErrorCode.none, transaction.next_producer_id, 0)
             else:
@@ -560,7 +552,7 @@ class TransactionCoordinator:
         )
 
         def on_decided(decided_ms: int, error: ErrorCode | None) -> list[Effect]:
-            effects = then(None if error is None else _write_error(error))
+            effects = then(None if error is None else look_up_again(error))
             if error is None:
                 effects += self._send_markers(transaction, decided_ms)
             return effects

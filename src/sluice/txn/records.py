@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
+from sluice.coordinator.record_reader import RecordReader
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -98,58 +99,9 @@ def encode_value(value: TransactionValue) -> bytes:
     return b"".join(parts)
 
 
-class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
-        self._data = data
-        self._position = 0
-        self._what = what
-
-    def unpack(self, shape: struct.Struct) -> int:
-        try:
-            (value,) = shape.unpack_from(self._data, self._position)
-        except struct.error:
-            raise errors.CorruptMessage(f"{self._what} ends early") from None
-        self._position += shape.size
-        return int(value)
-
-    def head(self) -> tuple[int, ...]:
-        try:
-            values = _VALUE_HEAD.unpack_from(self._data, self._position)
-        except struct.error:
-            raise errors.CorruptMessage(f"{self._what} ends early") from None
-        self._position += _VALUE_HEAD.size
-        return tuple(int(v) for v in values)
-
-    def string(self) -> str:
-        length = self.unpack(_INT16)
-        end = self._position + length
-        if length < 0 or end > len(self._data):
-            raise errors.CorruptMessage(f"{self._what}: a string runs past the end")
-        text = self._data[self._position : end]
-        self._position = end
-        try:
-            return text.decode()
-        except UnicodeDecodeError:
-            raise errors.CorruptMessage(f"{self._what}: a string is not UTF-8") from None
-
-    def count(self, entry_bytes_min: int) -> int:
-        count = self.unpack(_INT32)
-        if count < 0:
-            return 0  # a null array
-        if count * entry_bytes_min > len(self._data) - self._position:
-            raise errors.CorruptMessage(f"{self._what}: {count} entries cannot fit")
-        return count
-
-    def end(self) -> None:
-        if self._position != len(self._data):
-            raise errors.CorruptMessage(
-                f"{self._what}: {len(self._data) - self._position} trailing bytes"
-            )
-
-
 def decode_key(data: bytes) -> str:
-    reader = _Reader(data, "transaction log key")
-    version = reader.unpack(_INT16)
+    reader = RecordReader(data, "transaction log key")
+    version = reader.integer(_INT16)
     if version != KEY_VERSION:
         raise errors.CorruptMessage(f"transaction log key version {version} is not ours")
     transactional_id = reader.string()
@@ -158,8 +110,8 @@ def decode_key(data: bytes) -> str:
 
 
 def decode_value(data: bytes) -> TransactionValue:
-    reader = _Reader(data, "transaction log value")
-    version, producer_id, producer_epoch, timeout_ms, state = reader.head()
+    reader = RecordReader(data, "transaction log value")
+    version, producer_id, producer_epoch, timeout_ms, state = reader.integers(_VALUE_HEAD)
     if version != VALUE_VERSION:
         raise errors.CorruptMessage(f"transaction log value version {version} is not ours")
     try:
@@ -167,12 +119,12 @@ def decode_value(data: bytes) -> TransactionValue:
     except ValueError:
         raise errors.CorruptMessage(f"transaction state {state} is unknown") from None
     partitions = set()
-    for _ in range(reader.count(6)):
+    for _ in range(reader.count(6, null_is_empty=True)):
         topic = reader.string()
-        for _ in range(reader.count(4)):
-            partitions.add(TopicPartition(topic, reader.unpack(_INT32)))
-    last_update_ms = reader.unpack(_INT64)
-    start_ms = reader.unpack(_INT64)
+        for _ in range(reader.count(4, null_is_empty=True)):
+            partitions.add(TopicPartition(topic, reader.integer(_INT32)))
+    last_update_ms = reader.integer(_INT64)
+    start_ms = reader.integer(_INT64)
     reader.end()
     return TransactionValue(
         producer_id,

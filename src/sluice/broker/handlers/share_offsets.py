@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.peer_connection import PeerUnavailable
@@ -230,65 +232,99 @@ async def handle_describe_share_group_offsets(
     return make(module.DescribeShareGroupOffsetsResponse, throttle_time=0, groups=tuple(groups))
 
 
-async def handle_alter_share_group_offsets(
-    services: BrokerServices, context: RequestContext, request: Any
+async def _answer_for_empty_group(
+    services: BrokerServices,
+    response: type[Any],
+    group_id: str,
+    answer_topics: Callable[[], Awaitable[list[Any]]],
 ) -> Any:
-    module = response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, context.header.api_version)
-    group_id = str(request.group_id)
+    """The Alter or Delete ``response``: the topics ``answer_topics`` gives, or only the
+    group's error when it is not an empty share group coordinated here."""
     try:
         _empty_share_group(services, group_id)
     except KafkaError as e:
         return make(
-            module.AlterShareGroupOffsetsResponse,
+            response,
             throttle_time=0,
             error_code=e.code,
             error_message=str(e) or None,
             responses=(),
         )
-    responses = []
-    for wanted in request.topics:
-        name = str(wanted.topic_name)
-        topic = services.topics.get(name)
-        answered = []
-        for partition in wanted.partitions:
-            index, start = int(partition.partition_index), int(partition.start_offset)
-            error, message = ErrorCode.none, None
-            if topic is None or index not in topic.partitions:
-                error, message = (
-                    ErrorCode.unknown_topic_or_partition,
-                    f"no partition {name}-{index}",
-                )
-            elif start < 0:
-                error, message = ErrorCode.invalid_request, f"start offset {start} is negative"
-            else:
-                try:
-                    key = ShareStateKey(group_id, topic.topic_id, index)
-                    await services.share_persister.initialize(key, start)
-                    services.share_partitions.forget(group_id, TopicPartition(name, index))
-                except KafkaError as e:
-                    error, message = e.code, str(e) or None
-            answered.append(
-                make(
-                    module.AlterShareGroupOffsetsResponsePartition,
-                    partition_index=index,
-                    error_code=error,
-                    error_message=message,
-                )
-            )
-        responses.append(
-            make(
-                module.AlterShareGroupOffsetsResponseTopic,
-                topic_name=name,
-                topic_id=ZERO_TOPIC_ID if topic is None else topic.topic_id,
-                partitions=tuple(answered),
-            )
-        )
     return make(
-        module.AlterShareGroupOffsetsResponse,
+        response,
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
-        responses=tuple(responses),
+        responses=tuple(await answer_topics()),
+    )
+
+
+async def _change_state(
+    services: BrokerServices,
+    key: ShareStateKey,
+    topic_partition: TopicPartition,
+    change: Callable[[ShareStateKey], Awaitable[Any]],
+) -> tuple[ErrorCode, str | None]:
+    """Apply ``change`` (initialize or delete) to the partition's stored state and drop
+    the share-partition loaded here, so its next use reads the new state; the error to
+    answer (NONE when it went through)."""
+    try:
+        await change(key)
+        services.share_partitions.forget(key.group_id, topic_partition)
+    except KafkaError as e:
+        return e.code, str(e) or None
+    return ErrorCode.none, None
+
+
+async def handle_alter_share_group_offsets(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    module = response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, context.header.api_version)
+    group_id = str(request.group_id)
+
+    async def answer_topics() -> list[Any]:
+        responses = []
+        for wanted in request.topics:
+            name = str(wanted.topic_name)
+            topic = services.topics.get(name)
+            answered = []
+            for partition in wanted.partitions:
+                index, start = int(partition.partition_index), int(partition.start_offset)
+                error, message = ErrorCode.none, None
+                if topic is None or index not in topic.partitions:
+                    error, message = (
+                        ErrorCode.unknown_topic_or_partition,
+                        f"no partition {name}-{index}",
+                    )
+                elif start < 0:
+                    error, message = ErrorCode.invalid_request, f"start offset {start} is negative"
+                else:
+                    error, message = await _change_state(
+                        services,
+                        ShareStateKey(group_id, topic.topic_id, index),
+                        TopicPartition(name, index),
+                        partial(services.share_persister.initialize, start_offset=start),
+                    )
+                answered.append(
+                    make(
+                        module.AlterShareGroupOffsetsResponsePartition,
+                        partition_index=index,
+                        error_code=error,
+                        error_message=message,
+                    )
+                )
+            responses.append(
+                make(
+                    module.AlterShareGroupOffsetsResponseTopic,
+                    topic_name=name,
+                    topic_id=ZERO_TOPIC_ID if topic is None else topic.topic_id,
+                    partitions=tuple(answered),
+                )
+            )
+        return responses
+
+    return await _answer_for_empty_group(
+        services, module.AlterShareGroupOffsetsResponse, group_id, answer_topics
     )
 
 
@@ -297,45 +333,39 @@ async def handle_delete_share_group_offsets(
 ) -> Any:
     module = response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, context.header.api_version)
     group_id = str(request.group_id)
-    try:
-        _empty_share_group(services, group_id)
-    except KafkaError as e:
-        return make(
-            module.DeleteShareGroupOffsetsResponse,
-            throttle_time=0,
-            error_code=e.code,
-            error_message=str(e) or None,
-            responses=(),
-        )
-    responses = []
-    for wanted in request.topics:
-        name = str(wanted.topic_name)
-        topic = services.topics.get(name)
-        error, message = ErrorCode.none, None
-        if topic is None:
-            error, message = ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
-        else:
-            for index in sorted(topic.partitions):
-                try:
-                    await services.share_persister.delete(
-                        ShareStateKey(group_id, topic.topic_id, index)
+
+    async def answer_topics() -> list[Any]:
+        responses = []
+        for wanted in request.topics:
+            name = str(wanted.topic_name)
+            topic = services.topics.get(name)
+            error, message = ErrorCode.none, None
+            if topic is None:
+                error, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    f"topic {name!r} does not exist",
+                )
+            else:
+                for index in sorted(topic.partitions):
+                    failed = await _change_state(
+                        services,
+                        ShareStateKey(group_id, topic.topic_id, index),
+                        TopicPartition(name, index),
+                        services.share_persister.delete,
                     )
-                    services.share_partitions.forget(group_id, TopicPartition(name, index))
-                except KafkaError as e:
-                    error, message = e.code, str(e) or None
-        responses.append(
-            make(
-                module.DeleteShareGroupOffsetsResponseTopic,
-                topic_name=name,
-                topic_id=ZERO_TOPIC_ID if topic is None else topic.topic_id,
-                error_code=error,
-                error_message=message,
+                    if failed[0] != ErrorCode.none:
+                        error, message = failed
+            responses.append(
+                make(
+                    module.DeleteShareGroupOffsetsResponseTopic,
+                    topic_name=name,
+                    topic_id=ZERO_TOPIC_ID if topic is None else topic.topic_id,
+                    error_code=error,
+                    error_message=message,
+                )
             )
-        )
-    return make(
-        module.DeleteShareGroupOffsetsResponse,
-        throttle_time=0,
-        error_code=ErrorCode.none,
-        error_message=None,
-        responses=tuple(responses),
+        return responses
+
+    return await _answer_for_empty_group(
+        services, module.DeleteShareGroupOffsetsResponse, group_id, answer_topics
     )

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.share_state_batches import state_batch_messages, state_batches
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.messages import make, response_module
-from sluice.share.state import DeliveryState, ShareState, ShareStateKey, StateBatch
+from sluice.share.state import ShareState, ShareStateKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -117,16 +118,7 @@ async def handle_read_share_group_state(
         return {
             "state_epoch": state.state_epoch,
             "start_offset": state.start_offset,
-            "state_batches": tuple(
-                make(
-                    module.StateBatch,
-                    first_offset=b.first_offset,
-                    last_offset=b.last_offset,
-                    delivery_state=int(b.state),
-                    delivery_count=b.delivery_count,
-                )
-                for b in state.batches
-            ),
+            "state_batches": state_batch_messages(module, state.batches),
         }
 
     return await _answer_each(
@@ -143,15 +135,7 @@ async def handle_read_share_group_state(
 
 def _state_written(partition: Any) -> ShareState:
     try:
-        batches = tuple(
-            StateBatch(
-                int(b.first_offset),
-                int(b.last_offset),
-                DeliveryState(b.delivery_state),
-                int(b.delivery_count),
-            )
-            for b in partition.state_batches
-        )
+        batches = state_batches(partition.state_batches)
     except ValueError as e:
         raise errors.InvalidRequest(f"a state batch: {e}") from None
     return ShareState(
