@@ -31,11 +31,13 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from tls_certs import CertificateAuthority, Leaf
 
-from sluice.broker.server import ConnectionInfo, Server
+from sluice.broker.server import TLS_WRITE_CHUNK_BYTES, ConnectionInfo, Server
 from sluice.broker.tls import TlsFiles, principal_from_peercert, server_context
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 KEY_PASSWORD = "broker-key-secret"
+LARGE_RECORD_BYTES = 1_000_000
+"""Below the default max.message.bytes, and several TLS write chunks."""
 
 
 class Certificates:
@@ -250,6 +252,34 @@ def test_kcat_produces_consumes_and_lists_over_ssl(tls_broker, certificates):
     assert consumed.splitlines() == ["0 one", "1 two", "2 three"]
     listing = json.loads(kcat("-L", "-J", "-t", topic))
     assert [b["name"] for b in listing["brokers"]] == [tls_broker.ssl_bootstrap]
+
+
+def test_a_record_larger_than_a_tls_write_chunk_is_fetched_whole(tls_broker, certificates):
+    """Over TLS, record bytes are copied through memory in TLS_WRITE_CHUNK_BYTES pieces
+    (no sendfile): a batch several chunks long arrives intact."""
+    assert TLS_WRITE_CHUNK_BYTES * 3 < LARGE_RECORD_BYTES
+    settings = _librdkafka_ssl(certificates)
+    topic = unique_topic_name("tls-large")
+    value = os.urandom(LARGE_RECORD_BYTES)
+    producer = Producer(
+        {"bootstrap.servers": tls_broker.ssl_bootstrap, "message.max.bytes": 2_000_000, **settings}
+    )
+    producer.produce(topic, value, partition=0)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tls_broker.ssl_bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            **settings,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(CLIENT_TIMEOUT_S)
+        assert message is not None and message.error() is None
+        assert message.value() == value
+    finally:
+        consumer.close()
 
 
 def test_mtls_listener_refuses_a_client_without_a_certificate(tls_broker, certificates):
