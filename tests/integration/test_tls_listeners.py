@@ -304,6 +304,8 @@ def test_mtls_listener_refuses_a_client_without_a_certificate(tls_broker, certif
     )
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
+    assert "listener MTLS: TLS handshake with" in tls_broker.log_text()
+    assert "peer did not return a certificate" in tls_broker.log_text()
     # The same client with a certificate of the trusted CA is served.
     _confluent_round_trip(
         tls_broker.mtls_bootstrap, _librdkafka_ssl(certificates, certificates.alice)
