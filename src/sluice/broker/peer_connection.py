@@ -11,8 +11,11 @@ not import the client library (the layering keeps the broker independent of it).
 from __future__ import annotations
 
 import asyncio
+import ssl
+from dataclasses import dataclass
 from typing import Any
 
+from sluice.cluster.model import BrokerInfo
 from sluice.protocol.client import NEGOTIATION_REQUEST, ClientProtocol, UndecodableResponse
 from sluice.protocol.versions import SUPPORTED, ApiKey
 
@@ -40,10 +43,31 @@ class PeerUnavailable(Exception):
     time; the message says which."""
 
 
+@dataclass(frozen=True)
+class InterBrokerListener:
+    """How this broker reaches the others: the listener name of
+    ``inter.broker.listener.name`` (each broker's endpoint of that name) and, for a TLS
+    listener, the client context (the truststore, and this broker's certificate for
+    listeners that ask for one)."""
+
+    name: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+
+    def address(self, broker: BrokerInfo) -> tuple[str, int]:
+        return broker.address(self.name)
+
+    def connection(self, broker: BrokerInfo, *, client_id: str) -> PeerConnection:
+        host, port = self.address(broker)
+        return PeerConnection(host, port, client_id=client_id, ssl_context=self.ssl_context)
+
+
 class PeerConnection:
-    def __init__(self, host: str, port: int, *, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, *, client_id: str, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.host = host
         self.port = port
+        self._ssl_context = ssl_context
         self._protocol = ClientProtocol(
             f"broker at {host}:{port}", PEER_VERSIONS, client_id=client_id
         )
@@ -54,8 +78,13 @@ class PeerConnection:
         """Connect and agree on versions; raises PeerUnavailable."""
         try:
             async with asyncio.timeout(timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        except (OSError, TimeoutError) as e:
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=self._ssl_context,
+                    server_hostname=self.host if self._ssl_context is not None else None,
+                )
+        except (OSError, TimeoutError, ssl.SSLError) as e:
             raise PeerUnavailable(f"cannot connect to {self.host}:{self.port}: {e!r}") from None
         self._protocol.negotiate(await self.request(NEGOTIATION_REQUEST, timeout_s))
 

@@ -36,11 +36,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import ssl
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from sluice.common.errors import ProtocolError
+from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
     IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
@@ -54,6 +57,8 @@ from sluice.protocol.framing import FrameDecoder
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 256 * 1024
+TLS_WRITE_CHUNK_BYTES = 256 * 1024
+"""Record bytes a TLS connection copies through memory at a time (no sendfile there)."""
 WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
@@ -74,17 +79,45 @@ Response = bytes | list[bytes | FileSlice] | None
 RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Response]]
 
 
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+
+
 class ConnectionInfo:
     """What handlers may know about the connection a request came on."""
 
-    def __init__(self, peer: str, host: str = "") -> None:
+    def __init__(
+        self,
+        peer: str,
+        host: str = "",
+        *,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
+        principal: str = ANONYMOUS_PRINCIPAL,
+    ) -> None:
         self.peer = peer
         self.host = host
         """The client's IP address, shown as a group member's host."""
+        self.listener_name = listener_name
+        """The listener the connection came in on: Metadata, FindCoordinator and the
+        other answers that name brokers give their endpoints on this listener."""
+        self.security_protocol = security_protocol
+        """That listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
+        self.principal = principal
+        """Who the client is, Kafka-style (``User:CN=alice,OU=eng`` from a verified TLS
+        client certificate); authentication sets it, authorization reads it."""
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
+
+
+@dataclass
+class ConnectionCounts:
+    """Open connections, all listeners together (``max.connections`` and
+    ``max.connections.per.ip`` count every listener's)."""
+
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    per_ip: dict[str, int] = field(default_factory=dict)
 
 
 class ConnectionIdle(Exception):
@@ -147,6 +180,11 @@ class RateLimitedLog:
 
 
 class Server:
+    """One listener: its address, name and security protocol, and for TLS listeners
+    the server context (``ssl_context``; its SNI callback may swap the context of each
+    connection for a reloaded one, see ``broker.tls``). ``principal_of`` names the
+    principal of a new connection from its verified peer certificate (None without)."""
+
     def __init__(
         self,
         host: str,
@@ -156,20 +194,30 @@ class Server:
         connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         max_connections: int = MAX_CONNECTIONS_DEFAULT,
         max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP_DEFAULT,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        principal_of: Callable[[dict[str, Any] | None], str] | None = None,
+        connection_counts: ConnectionCounts | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
         self._handle = handle
         self._connections_max_idle_ms = connections_max_idle_ms
         self._max_connections = max_connections
         self._max_connections_per_ip = max_connections_per_ip
         self._server: asyncio.Server | None = None
+        self._counts = connection_counts or ConnectionCounts()
         self._connections: set[asyncio.Task[None]] = set()
-        self._connections_per_ip: dict[str, int] = {}
         self._malformed_warnings = RateLimitedLog(
             log, logging.WARNING, "warnings about malformed requests"
         )
         self._refused_warnings = RateLimitedLog(log, logging.WARNING, "refused connections")
+        self._handshake_failures = RateLimitedLog(log, logging.INFO, "failed TLS handshakes")
         self._internal_errors = RateLimitedLog(log, logging.ERROR, "internal errors")
 
     async def start(self, *, start_serving: bool = True) -> None:
@@ -194,9 +242,9 @@ class Server:
 
     def _refusal(self, host: str) -> str | None:
         """Why a new connection from ``host`` must be refused, or None."""
-        if len(self._connections) >= self._max_connections:
+        if len(self._counts.tasks) >= self._max_connections:
             return f"max.connections={self._max_connections} connections are open"
-        if self._connections_per_ip.get(host, 0) >= self._max_connections_per_ip:
+        if self._counts.per_ip.get(host, 0) >= self._max_connections_per_ip:
             return (
                 f"{host} already has max.connections.per.ip="
                 f"{self._max_connections_per_ip} connections"
@@ -216,19 +264,29 @@ class Server:
             self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
             writer.transport.abort()
             return
+        self._counts.tasks.add(task)
         self._connections.add(task)
-        self._connections_per_ip[host] = self._connections_per_ip.get(host, 0) + 1
+        self._counts.per_ip[host] = self._counts.per_ip.get(host, 0) + 1
+        info = ConnectionInfo(
+            peer,
+            host,
+            listener_name=self.listener_name,
+            security_protocol=self.security_protocol,
+        )
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         try:
+            if self._ssl_context is not None and not await self._handshake(writer, peer, info):
+                return
+            writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
             await Connection(
                 reader,
                 writer,
                 self._handle,
-                ConnectionInfo(peer, host),
+                info,
                 idle_ms=self._connections_max_idle_ms,
+                zero_copy=self._ssl_context is None,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -245,13 +303,33 @@ class Server:
                 "closing connection from %s after an internal error", peer, exc_info=group
             )
         finally:
+            self._counts.tasks.discard(task)
             self._connections.discard(task)
-            remaining = self._connections_per_ip.pop(host, 1) - 1
+            remaining = self._counts.per_ip.pop(host, 1) - 1
             if remaining:
-                self._connections_per_ip[host] = remaining
+                self._counts.per_ip[host] = remaining
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _handshake(
+        self, writer: asyncio.StreamWriter, peer: str, info: ConnectionInfo
+    ) -> bool:
+        """TLS on an accepted connection (after the connection limits, so refused
+        clients cost no handshake); the principal from the verified client certificate.
+        False, logged (rate limited), when the handshake fails: a client without a
+        certificate the listener requires, one it does not trust, or not TLS at all."""
+        assert self._ssl_context is not None
+        try:
+            await writer.start_tls(self._ssl_context)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            self._handshake_failures.log(
+                "listener %s: TLS handshake with %s failed: %s", self.listener_name, peer, e
+            )
+            return False
+        if self._principal_of is not None:
+            info.principal = self._principal_of(writer.get_extra_info("peercert"))
+        return True
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection."""
@@ -267,6 +345,7 @@ class Server:
         for rate_limited in (
             self._malformed_warnings,
             self._refused_warnings,
+            self._handshake_failures,
             self._internal_errors,
         ):
             rate_limited.close()
@@ -296,7 +375,9 @@ class Connection:
         info: ConnectionInfo,
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
+        zero_copy: bool = True,
     ) -> None:
+        self._zero_copy = zero_copy
         self._reader = reader
         self._writer = writer
         self._handle = handle
@@ -414,7 +495,7 @@ class Connection:
     ) -> None:
         loop = self._loop
         writer = self._writer
-        zero_copy = _loop_has_sendfile(loop)
+        zero_copy = self._zero_copy and _loop_has_sendfile(loop)
         while True:
             task = await in_flight.get()
             if task is None:
@@ -429,7 +510,7 @@ class Connection:
                     if isinstance(part, bytes):
                         writer.write(part)
                     elif not zero_copy:
-                        writer.write(part.read())
+                        await self._write_slice(part)
                     else:
                         await self._drain()
                         await loop.sendfile(
@@ -438,6 +519,27 @@ class Connection:
                         self._last_activity = loop.time()
             self._unanswered_requests -= 1
             self._changed()
+            await self._drain()
+
+    async def _write_slice(self, part: FileSlice) -> None:
+        """Copy a file slice to the transport through memory, at most
+        TLS_WRITE_CHUNK_BYTES at a time (TLS encrypts in user space, so sendfile cannot
+        be used; chunks keep a large fetch from holding its whole size in memory)."""
+        if part.size_bytes <= TLS_WRITE_CHUNK_BYTES:
+            self._writer.write(part.read())
+            return
+        fd = part.file.fileno()
+        position, end = part.position, part.position + part.size_bytes
+        while position < end:
+            wanted = min(TLS_WRITE_CHUNK_BYTES, end - position)
+            chunk = os.pread(fd, wanted, position)
+            if len(chunk) != wanted:
+                raise KafkaStorageError(
+                    f"{getattr(part.file, 'name', '?')}: wanted {wanted} bytes at "
+                    f"{position}, the file has {len(chunk)}"
+                )
+            self._writer.write(chunk)
+            position += wanted
             await self._drain()
 
     async def _drain(self) -> None:
