@@ -24,6 +24,15 @@ from sluice.cluster.store import (
     TopicExists,
 )
 from sluice.cluster.zookeeper import ZooKeeperMetadataStore
+from sluice.common.authorizer import (
+    AccessControlEntry,
+    AclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
 
 STORE_TIMEOUT_S = 20.0
 """Bound of every scenario (a ZooKeeper round trip is milliseconds)."""
@@ -267,6 +276,38 @@ def test_group_configs_round_trip(open_store: OpenStore) -> None:
         await store.close()
         reopened = await open_store()
         assert await reopened.group_configs("h") == {"consumer.heartbeat.interval.ms": "3000"}
+        await reopened.close()
+
+    run(scenario)
+
+
+def _binding(name: str, principal: str = "User:alice") -> AclBinding:
+    return AclBinding(
+        ResourcePattern(ResourceType.TOPIC, name, PatternType.LITERAL),
+        AccessControlEntry(principal, "*", Operation.READ, Permission.ALLOW),
+    )
+
+
+def test_acls_are_added_removed_and_seen_by_other_brokers(open_store: OpenStore) -> None:
+    async def scenario() -> None:
+        first = await open_store()
+        assert first.image().acls == frozenset()
+        alice, bob = _binding("orders"), _binding("orders", "User:bob")
+        await first.create_acls([alice, bob])
+        assert first.image().acls == {alice, bob}
+        await first.create_acls([alice])  # already there: nothing changes
+        await first.delete_acls([bob, _binding("never-stored")])
+        assert first.image().acls == {alice}
+        if open_store.shared:
+            second = await open_store()
+            assert second.image().acls == {alice}
+            await second.create_acls([bob])
+            await eventually(first, lambda image: image.acls == {alice, bob})
+            await second.close()
+            await first.delete_acls([bob])
+        await first.close()
+        reopened = await open_store()
+        assert reopened.image().acls == {alice}
         await reopened.close()
 
     run(scenario)

@@ -7,11 +7,14 @@ File ``<data dir>/cluster-metadata.json``::
                            "partitions": {"0": {"replicas": [0], "leader": 0,
                                                 "leader_epoch": 2, "isr": [0],
                                                 "version": 5}, …}}},
-     "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}}}
+     "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}},
+     "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "LITERAL",
+               "principal": "User:alice", "host": "*", "operation": "READ",
+               "permission": "ALLOW"}, …]}
 
 A topic's ``version`` counts writes of its record (configs, partition count); each
-partition's ``version`` counts writes of its state. ``controller_epoch`` and
-``group_configs`` (per-group overrides, config resource GROUP) may be absent, and a
+partition's ``version`` counts writes of its state. ``controller_epoch``,
+``group_configs`` (per-group overrides, config resource GROUP) and ``acls`` may be absent, and a
 partition's ``version`` too: files written before they existed have none (0).
 
 Each change rewrites the whole document atomically (temp file, fsync, rename, fsync of
@@ -53,6 +56,7 @@ from sluice.cluster.store import (
     StaleVersion,
     TopicExists,
 )
+from sluice.common.authorizer import AclBinding
 from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
@@ -98,7 +102,14 @@ class EmbeddedMetadataStore:
         ):
             # Topics stored before they had ids were given one while loading: keep it.
             self._commit(topics={name: t.to_json() for name, t in sorted(self._topics.items())})
+        self._acls = self._acls_from_json(self._document.get("acls", []))
         self._image = self._make_image()
+
+    def _acls_from_json(self, data: Any) -> frozenset[AclBinding]:
+        try:
+            return frozenset(AclBinding.from_json(item) for item in data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise MetadataFileError(f"{self._path}: field 'acls' is malformed: {e!r}") from None
 
     def _topic_from_json(self, name: str, data: Any) -> TopicMetadata:
         """One topic of the file; a missing or malformed field is a MetadataFileError
@@ -159,6 +170,7 @@ class EmbeddedMetadataStore:
             brokers=MappingProxyType(dict(self._brokers)),
             controller=self._controller,
             topics=MappingProxyType(dict(self._topics)),
+            acls=self._acls,
         )
 
     def _publish(self) -> None:
@@ -339,6 +351,20 @@ class EmbeddedMetadataStore:
                 self._commit(group_configs=updated)
 
         await asyncio.to_thread(write)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._commit_acls(self._acls | set(bindings)))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._commit_acls(self._acls - set(bindings)))
+
+    def _commit_acls(self, acls: frozenset[AclBinding]) -> None:
+        """Store the ACLs, then adopt them and make the next image. Hold the lock."""
+        if acls == self._acls:
+            return
+        self._commit(acls=[binding.to_json() for binding in sorted(acls)])
+        self._acls = acls
+        self._image = self._make_image()
 
     async def allocate_producer_id_block(self, block_size: int) -> int:
         def allocate() -> int:

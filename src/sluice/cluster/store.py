@@ -20,6 +20,8 @@ Writes are conditional::
     partition ISR     the partition leader  the state's version (a leader change
                                             bumps it, so a deposed leader loses)
     new topic         any broker            the name is free (TopicExists)
+    ACLs              any broker            none: adding a binding present or removing
+                                            one absent changes nothing (Kafka's rule)
 
 so a writer that read a stale state, or a controller that was paused past its session
 and replaced, cannot overwrite what is newer. A write that fails changes nothing.
@@ -33,6 +35,7 @@ from typing import Protocol
 
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+from sluice.common.authorizer import AclBinding
 
 
 class MetadataStoreError(Exception):
@@ -147,6 +150,16 @@ class MetadataStore(Protocol):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace a group's config overrides durably; empty removes them."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACL bindings durably (those already stored stay as they are); the image
+        the caller sees next holds them."""
+        ...
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Remove ACL bindings durably (those not stored are ignored); the image the
+        caller sees next lacks them."""
         ...
 
     async def close(self) -> None:

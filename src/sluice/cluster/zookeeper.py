@@ -17,6 +17,9 @@ another Sluice cluster under another chroot) is never touched::
                    /producer_ids                {"next": N}
                    /group_configs/<group id>    {config name: value}; the id
                                                 percent-encoded (a group id may hold "/")
+                   /acls                        {"acls": [binding, …]}: every ACL in one
+                                                node, written conditionally on its version
+                                                (a node holds 1 MB: thousands of ACLs)
 
 Writes are ZooKeeper transactions (multi), so they are all or nothing. A topic is created
 with its partitions in one transaction and grown in one (the topic node's partition count
@@ -73,6 +76,7 @@ from sluice.cluster.store import (
     StaleVersion,
     TopicExists,
 )
+from sluice.common.authorizer import AclBinding
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,7 @@ _ALL = "all"
 _BROKERS = "brokers"
 _CONTROLLER = "controller"
 _TOPICS = "topics"
+_ACLS = "acls"
 
 
 def _dumps(document: Any) -> bytes:
@@ -130,6 +135,7 @@ class ZooKeeperMetadataStore:
         self._brokers: dict[int, BrokerInfo] = {}
         self._controller: ControllerInfo | None = None
         self._topics: dict[str, TopicMetadata] = {}
+        self._acls: frozenset[AclBinding] = frozenset()
         self._image = MetadataImage("")
         self._registration: BrokerInfo | None = None
         self._session_lost = False
@@ -176,6 +182,7 @@ class ZooKeeperMetadataStore:
         for path, initial in (
             (self._path("controller_epoch"), b"0"),
             (self._path("producer_ids"), _dumps({"next": 0})),
+            (self._path("acls"), _dumps({"acls": []})),
             (self._path("cluster_id"), self._new_cluster_id()),
         ):
             try:
@@ -268,6 +275,8 @@ class ZooKeeperMetadataStore:
             self._read_brokers()
         if everything or _CONTROLLER in dirty:
             self._read_controller()
+        if everything or _ACLS in dirty:
+            self._read_acls()
         if everything or _TOPICS in dirty:
             names = self._client.get_children(self._path("topics"), watch=self._watch(_TOPICS))
             for gone in set(self._topics) - set(names):
@@ -286,6 +295,7 @@ class ZooKeeperMetadataStore:
             MappingProxyType(dict(self._brokers)),
             self._controller,
             MappingProxyType(dict(self._topics)),
+            self._acls,
         )
         for listener in list(self._listeners):
             listener(self._image)
@@ -313,6 +323,10 @@ class ZooKeeperMetadataStore:
             data, _ = self._client.get(path, watch=self._watch(_CONTROLLER))
         document = json.loads(data)
         self._controller = ControllerInfo(int(document["node_id"]), int(document["epoch"]))
+
+    def _read_acls(self) -> None:
+        data, _ = self._client.get(self._path("acls"), watch=self._watch(_ACLS))
+        self._acls = frozenset(AclBinding.from_json(item) for item in json.loads(data)["acls"])
 
     def _read_topic(self, name: str) -> None:
         """The topic and all its partitions (each read sets its watch); gone if deleted."""
@@ -659,6 +673,35 @@ class ZooKeeperMetadataStore:
                 continue  # another broker took a block meanwhile
             return first
         raise MetadataStoreError("producer-id blocks kept being taken; try again")
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._change_acls(lambda acls: acls | set(bindings)))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._change_acls(lambda acls: acls - set(bindings)))
+
+    def _change_acls(
+        self, change: Callable[[frozenset[AclBinding]], frozenset[AclBinding]]
+    ) -> None:
+        """Read, change and write the ACL node conditionally on its version (another
+        broker may change it meanwhile), then publish the result."""
+        path = self._path("acls")
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            data, stat = self._client.get(path)
+            stored = frozenset(AclBinding.from_json(item) for item in json.loads(data)["acls"])
+            changed = change(stored)
+            if changed == stored:
+                break
+            document = {"acls": [binding.to_json() for binding in sorted(changed)]}
+            try:
+                self._client.set(path, _dumps(document), version=stat.version)
+            except BadVersionError:
+                continue
+            break
+        else:
+            raise MetadataStoreError("the ACLs kept changing; try again")
+        self._mark(_ACLS)
+        self._refresh_now()
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
         def read() -> dict[str, str]:
