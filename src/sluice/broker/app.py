@@ -35,6 +35,7 @@ from typing import IO
 
 from sluice.broker import meta_properties
 from sluice.broker.allocator import tune_allocator
+from sluice.broker.authorization import Authorizer
 from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
 from sluice.broker.delays import DelayScheduler
@@ -362,6 +363,7 @@ class Broker:
             share_sessions=ShareSessions(self.config.share_max_share_sessions),
             peers=self.peers,
             clock=self.clock,
+            authorizer=Authorizer(self.config, store),
         )
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
         # Bind now (a port in use fails here); accept clients once the group

@@ -81,6 +81,7 @@ class ConnectionInfo:
         self.peer = peer
         self.host = host
         """The client's IP address, shown as a group member's host."""
+        self.principal: str = "User:ANONYMOUS"
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``

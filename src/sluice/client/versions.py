@@ -72,6 +72,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1 adds each partition's lag
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # ACLs (sluice.client.admin_acls).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 

@@ -356,6 +356,48 @@ class AclIndex:
                 allowed = True
         return allowed
 
+    def authorize_any(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType
+    ) -> bool:
+        """Kafka's ``Authorizer.authorizeByResourceType``: true when some ALLOW of the
+        operation on the type, for this principal and host, names a resource no DENY of
+        it covers (a DENY of ``*`` covers them all)."""
+        if principal in self.super_users:
+            return True
+        denied_literal: set[str] = set()
+        denied_prefixes: list[str] = []
+        allowed: list[ResourcePattern] = []
+        found = False
+        for binding in self.bindings:
+            pattern, entry = binding.pattern, binding.entry
+            if pattern.resource_type is not resource_type:
+                continue
+            found = True
+            if entry.principal not in (principal, WILDCARD_PRINCIPAL):
+                continue
+            if entry.host not in (host, WILDCARD):
+                continue
+            if entry.operation not in (operation, Operation.ALL):
+                continue
+            if entry.permission is Permission.DENY:
+                if pattern.pattern_type is PatternType.LITERAL:
+                    denied_literal.add(pattern.name)
+                else:
+                    denied_prefixes.append(pattern.name)
+            else:
+                allowed.append(pattern)
+        if not found:
+            return self.allow_if_no_acl
+        if WILDCARD in denied_literal:
+            return False
+        for pattern in allowed:
+            if any(pattern.name.startswith(prefix) for prefix in denied_prefixes):
+                continue
+            if pattern.pattern_type is PatternType.LITERAL and pattern.name in denied_literal:
+                continue
+            return True
+        return False
+
     def authorized_operations(
         self, principal: str, host: str, resource_type: ResourceType, name: str
     ) -> int:

@@ -511,6 +511,16 @@ class BrokerConfig:
     client opens one connection per broker plus a bootstrap one, so 1,000 leaves room for
     hundreds of clients behind one NAT address while a runaway program on one host
     cannot take every slot of ``max.connections``."""
+    authorizer_enabled: bool = False
+    """authorizer.enabled: every request is authorized against the ACLs (Kafka's
+    ``authorizer.class.name`` set to its StandardAuthorizer); off, everyone may do
+    everything and the ACL APIs answer SECURITY_DISABLED."""
+    super_users: str = ""
+    """super.users: principals that may do everything, separated by ``;``
+    (``User:admin;User:broker``). The brokers' own principal belongs here."""
+    allow_everyone_if_no_acl_found: bool = False
+    """allow.everyone.if.no.acl.found: a resource no ACL applies to is open to everyone
+    (false, Kafka's default: denied to all but super users)."""
     max_broker_partitions: int = 20_000
     """Partitions this broker may host, all topics together (``__consumer_offsets``
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
@@ -743,6 +753,9 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),
     "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
     "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
+    "authorizer.enabled": ("authorizer_enabled", _bool),
+    "super.users": ("super_users", str),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
 }
 
 LISTENER_SETTINGS = ("listeners", "advertised.listeners")

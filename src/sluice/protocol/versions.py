@@ -45,6 +45,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -175,6 +178,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # leader change and for clients validating their position (librdkafka sends v2).
     # v3 adds the replica id; v0-1 were removed in Kafka 4.0.
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4, 4),
+    # ACLs (handlers/acls.py): v0 was removed in Kafka 4.0; v1 adds pattern types
+    # (PREFIXED), v2 is flexible, v3 only widens what USER resources may hold.
+    ApiKey.DESCRIBE_ACLS: VersionRange(1, 3, 2),
+    ApiKey.CREATE_ACLS: VersionRange(1, 3, 2),
+    ApiKey.DELETE_ACLS: VersionRange(1, 3, 2),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3, 2),
@@ -255,6 +263,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.END_TXN: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_ACLS: 2,
+    ApiKey.CREATE_ACLS: 2,
+    ApiKey.DELETE_ACLS: 2,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2,
     ApiKey.SASL_AUTHENTICATE: 2,

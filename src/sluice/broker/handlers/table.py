@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from sluice.broker.dispatcher import Handler, PrivateHandler
 from sluice.broker.handlers import (
+    acls,
     admin_cluster,
     admin_configs,
     admin_partitions,
@@ -76,6 +77,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.DELETE_RECORDS: admin_records.handle_delete_records,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     ApiKey.DESCRIBE_CONFIGS: admin_configs.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: admin_configs.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin_configs.handle_incremental_alter_configs,
