@@ -9,11 +9,24 @@ allow, and the tests add and remove ACLs between checks."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
+from kafka_wire import (
+    KafkaConnection,
+    Record,
+    create_topics_request,
+    encode_batch,
+    fetch_request,
+    list_offsets_request,
+    metadata_request,
+    only_partition,
+    produce_request,
+)
+from kio.schema.delete_topics.v3 import request as delete_topics_v3
 
 from sluice.client.admin_acls import create_acls, delete_acls, describe_acls
 from sluice.client.cluster import Cluster
@@ -187,3 +200,122 @@ def test_changing_acls_needs_alter_on_the_cluster(clean: BrokerProcess) -> None:
         clean.stop()
         clean.overrides = dict(AUTHORIZER)
         clean.start()
+
+
+# -- what a principal may do: topics -----------------------------------------------------
+
+TOPIC_DENIED = errors.ErrorCode.topic_authorization_failed
+
+
+def allow_topic(
+    broker: BrokerProcess, name: str, operation: Operation, **kwargs: Any
+) -> AclBinding:
+    granted = binding(ResourceType.TOPIC, name, operation, **kwargs)
+    add(broker, granted)
+    return granted
+
+
+def revoke(broker: BrokerProcess, granted: AclBinding) -> None:
+    pattern, entry = granted.pattern, granted.entry
+    removed = remove(
+        broker,
+        AclBindingFilter(
+            ResourcePatternFilter(pattern.resource_type, pattern.name, pattern.pattern_type),
+            EntryFilter(entry.principal, entry.host, entry.operation, entry.permission),
+        ),
+    )
+    assert removed == [granted]
+
+
+def visible_topics(connection: KafkaConnection) -> set[str]:
+    return {str(t.name) for t in connection.request(metadata_request(None)).topics}
+
+
+def topic_code(connection: KafkaConnection, name: str) -> int:
+    response = connection.request(metadata_request([name], allow_auto_topic_creation=False))
+    (found,) = response.topics
+    return int(found.error_code)
+
+
+def produce_code(connection: KafkaConnection, name: str) -> int:
+    batch = encode_batch([Record(key=b"k", value=b"v")])
+    return int(only_partition(connection.request(produce_request(name, 0, batch))).error_code)
+
+
+def fetch_code(connection: KafkaConnection, name: str) -> int:
+    return int(only_partition(connection.request(fetch_request(name, 0, 0))).error_code)
+
+
+def list_offsets_code(connection: KafkaConnection, name: str) -> int:
+    return int(only_partition(connection.request(list_offsets_request(name, 0, -1))).error_code)
+
+
+def create_code(connection: KafkaConnection, name: str) -> int:
+    return int(connection.request(create_topics_request(name)).topics[0].error_code)
+
+
+def delete_topics_request(name: str) -> delete_topics_v3.DeleteTopicsRequest:
+    return delete_topics_v3.DeleteTopicsRequest(
+        topic_names=(name,), timeout=datetime.timedelta(seconds=10)
+    )
+
+
+def test_topics_are_denied_by_default_and_allowed_operation_by_operation(
+    clean: BrokerProcess, topic: str
+) -> None:
+    with KafkaConnection(clean.host, clean.port) as connection:
+        # Nothing granted: nothing may be done, and nothing is seen.
+        assert create_code(connection, topic) == TOPIC_DENIED
+        add(clean, binding(ResourceType.TOPIC, topic, Operation.CREATE))
+        assert create_code(connection, topic) == 0
+        assert topic not in visible_topics(connection)  # CREATE does not imply DESCRIBE
+        assert topic_code(connection, topic) == TOPIC_DENIED
+        assert produce_code(connection, topic) == TOPIC_DENIED
+        assert fetch_code(connection, topic) == TOPIC_DENIED
+        assert list_offsets_code(connection, topic) == TOPIC_DENIED
+        # WRITE: produce, and (implied) DESCRIBE.
+        allow_topic(clean, topic, Operation.WRITE)
+        assert produce_code(connection, topic) == 0
+        assert topic in visible_topics(connection)
+        assert topic_code(connection, topic) == 0
+        assert list_offsets_code(connection, topic) == 0
+        assert fetch_code(connection, topic) == TOPIC_DENIED
+        # READ: fetch.
+        allow_topic(clean, topic, Operation.READ)
+        assert fetch_code(connection, topic) == 0
+        # A DENY of DESCRIBE hides the topic but leaves WRITE and READ.
+        deny = allow_topic(clean, topic, Operation.DESCRIBE, permission=Permission.DENY)
+        assert topic not in visible_topics(connection)
+        assert list_offsets_code(connection, topic) == TOPIC_DENIED
+        assert produce_code(connection, topic) == 0
+        revoke(clean, deny)
+        # A DENY of everything wins over every ALLOW.
+        deny = allow_topic(clean, topic, Operation.ALL, permission=Permission.DENY)
+        assert produce_code(connection, topic) == TOPIC_DENIED
+        assert fetch_code(connection, topic) == TOPIC_DENIED
+        revoke(clean, deny)
+        # Deleting needs DELETE.
+        delete = connection.request(delete_topics_request(topic))
+        assert int(delete.responses[0].error_code) == TOPIC_DENIED
+        allow_topic(clean, topic, Operation.DELETE)
+        delete = connection.request(delete_topics_request(topic))
+        assert int(delete.responses[0].error_code) == 0
+
+
+def test_host_and_prefixed_rules(clean: BrokerProcess, topic: str) -> None:
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+        elsewhere = allow_topic(clean, topic, Operation.READ, host="10.9.9.9")
+        assert fetch_code(connection, topic) == TOPIC_DENIED
+        revoke(clean, elsewhere)
+        allow_topic(clean, topic, Operation.READ, host=clean.host)
+        assert fetch_code(connection, topic) == 0
+        assert produce_code(connection, topic) == TOPIC_DENIED
+        allow_topic(clean, topic[:5], Operation.WRITE, pattern_type=PatternType.PREFIXED)
+        assert produce_code(connection, topic) == 0
+        # Auto-creation by Metadata needs CREATE (here on the cluster) and DESCRIBE.
+        fresh = topic + "-auto"
+        allow_topic(clean, fresh, Operation.DESCRIBE)
+        response = connection.request(metadata_request([fresh]))
+        assert int(response.topics[0].error_code) == 0
