@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import confluent_kafka
+import kafka
+import kafka.errors
 import pytest
 from broker_process import BrokerProcess
 from kafka_wire import (
@@ -319,3 +323,79 @@ def test_host_and_prefixed_rules(clean: BrokerProcess, topic: str) -> None:
         allow_topic(clean, fresh, Operation.DESCRIBE)
         response = connection.request(metadata_request([fresh]))
         assert int(response.topics[0].error_code) == 0
+
+
+# -- clients see the right exceptions ------------------------------------------------------
+
+
+def test_confluent_kafka_gets_authorization_errors(clean: BrokerProcess, topic: str) -> None:
+    add(clean, binding(ResourceType.TOPIC, topic, Operation.CREATE))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+    allow_topic(clean, topic, Operation.DESCRIBE)
+    reports: list[Any] = []
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": clean.bootstrap, "enable.idempotence": False, "acks": "all"}
+    )
+    producer.produce(topic, b"v", on_delivery=lambda error, _message: reports.append(error))
+    producer.flush(TIMEOUT_S)
+    assert [e.code() for e in reports] == [confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    idempotent = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": clean.bootstrap,
+            "enable.idempotence": True,
+            "message.timeout.ms": 5000,
+        }
+    )
+    deadline = time.monotonic() + TIMEOUT_S  # it asks for a producer id at once
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        while time.monotonic() < deadline:
+            idempotent.poll(0.2)
+    fatal = raised.value.args[0]
+    assert fatal.code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert fatal.fatal()
+    # READ on the topic but not on the group: the consumer's group is refused.
+    allow_topic(clean, topic, Operation.READ)
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": clean.bootstrap,
+            "group.id": f"{topic}-group",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        error = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while error is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is not None:
+                error = message.error()
+        assert error is not None
+        assert error.code() == confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_gets_authorization_errors(clean: BrokerProcess, topic: str) -> None:
+    add(clean, binding(ResourceType.TOPIC, topic, Operation.CREATE))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+    allow_topic(clean, topic, Operation.DESCRIBE)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=clean.bootstrap, request_timeout_ms=15_000, enable_idempotence=False
+    )
+    try:
+        with pytest.raises(kafka.errors.TopicAuthorizationFailedError):
+            producer.send(topic, b"v").get(timeout=TIMEOUT_S)
+    finally:
+        producer.close()
+    allow_topic(clean, topic, Operation.WRITE)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=clean.bootstrap, request_timeout_ms=15_000, enable_idempotence=False
+    )
+    try:
+        assert producer.send(topic, b"v").get(timeout=TIMEOUT_S).offset == 0
+    finally:
+        producer.close()
