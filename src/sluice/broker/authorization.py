@@ -22,7 +22,7 @@ from sluice.common.authorizer import (
     parse_super_users,
 )
 from sluice.common.config import BrokerConfig
-from sluice.common.errors import ErrorCode
+from sluice.common.errors import ErrorCode, for_code
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -84,6 +84,11 @@ class Authorizer:
             connection.principal, connection.host, need.operation, need.resource_type, name
         )
 
+    def require(self, context: RequestContext, need: Need, name: str = CLUSTER) -> None:
+        """Raise the refusal's error (a KafkaError) unless the request may do ``need``."""
+        if not self.allows(context, need, name):
+            raise for_code(need.error_code)(f"{need.operation.name} on {name!r} is not allowed")
+
     def allowed(self, context: RequestContext, need: Need, names: Iterable[str]) -> set[str]:
         """The names among ``names`` the request may do ``need`` on."""
         return {n for n in names if self.allows(context, need, n)}
@@ -99,10 +104,15 @@ class Authorizer:
         )
 
     def operations(self, context: RequestContext, resource_type: ResourceType, name: str) -> int:
-        """The ``authorized_operations`` bit field of the resource for this request."""
+        """The ``authorized_operations`` bit field of the resource for this request; for
+        the cluster, none without DESCRIBE on it (Kafka's rule)."""
         if not self.enabled:
             return sum(1 << int(op) for op in SUPPORTED_OPERATIONS[resource_type])
         connection = context.connection
+        if resource_type is ResourceType.CLUSTER and not self.index().authorize(
+            connection.principal, connection.host, Operation.DESCRIBE, resource_type, CLUSTER
+        ):
+            return 0
         return self.index().authorized_operations(
             connection.principal, connection.host, resource_type, name
         )

@@ -37,6 +37,10 @@ AlterConfigs refuses groups (INVALID_REQUEST), as it predates them.
 The logic is in plain functions over mappings (``describe_topic_configs``,
 ``describe_broker_configs``, ``replaced_overrides``, ``incrementally_altered_overrides``);
 the handlers only translate between them and kio messages.
+
+With the authorizer on: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic,
+the group, or the cluster for a broker's configs; a refused resource is answered
+TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -49,7 +53,17 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.authorization import CLUSTER, Need
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_ALTER_CONFIGS,
+    CLUSTER_DESCRIBE_CONFIGS,
+    GROUP_ALTER_CONFIGS,
+    GROUP_DESCRIBE_CONFIGS,
+    TOPIC_ALTER_CONFIGS,
+    TOPIC_DESCRIBE_CONFIGS,
+)
 from sluice.common import errors
+from sluice.common.authorizer import ResourceType as AclResourceType
 from sluice.common.config import (
     BROKER_NAME_OF_GROUP_KEY,
     BROKER_PROPERTIES,
@@ -65,7 +79,6 @@ from sluice.common.config import (
 )
 from sluice.common.errors import KafkaError
 from sluice.group.config import GROUP_PROPERTIES, GroupConfig
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
@@ -549,6 +562,30 @@ def _config_entry(module: ModuleType, entry: DescribedConfig, request: Any) -> A
     )
 
 
+_DESCRIBE_NEEDS: dict[int, Need] = {
+    ResourceType.TOPIC: TOPIC_DESCRIBE_CONFIGS,
+    ResourceType.BROKER: CLUSTER_DESCRIBE_CONFIGS,
+    ResourceType.GROUP: GROUP_DESCRIBE_CONFIGS,
+}
+_ALTER_NEEDS: dict[int, Need] = {
+    ResourceType.TOPIC: TOPIC_ALTER_CONFIGS,
+    ResourceType.BROKER: CLUSTER_ALTER_CONFIGS,
+    ResourceType.GROUP: GROUP_ALTER_CONFIGS,
+}
+
+
+def _authorize(
+    services: BrokerServices, context: RequestContext, resource: Any, needs: dict[int, Need]
+) -> None:
+    """Raise the refusal for a config resource the request may not read or change (a
+    broker's configs are the cluster's: Kafka authorizes them on the cluster)."""
+    need = needs.get(int(resource.resource_type))
+    if need is None:
+        return  # refused as unsupported
+    name = CLUSTER if need.resource_type is AclResourceType.CLUSTER else resource.resource_name
+    services.authorizer.require(context, need, name or "")
+
+
 async def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
     resource_type = int(resource.resource_type)
     names = resource.configuration_keys
@@ -573,6 +610,7 @@ async def handle_describe_configs(
         failure: KafkaError | None = None
         described: list[DescribedConfig] = []
         try:
+            _authorize(services, context, resource, _DESCRIBE_NEEDS)
             described = await _describe_resource(services, resource)
         except KafkaError as e:
             failure = e
@@ -626,9 +664,9 @@ async def _alter_resource(
 
 
 async def _alter(
-    services: BrokerServices, header: RequestHeader, request: Any, *, incremental: bool
+    services: BrokerServices, context: RequestContext, request: Any, *, incremental: bool
 ) -> Any:
-    module = response_module(header.api_key, header.api_version)
+    module = response_module(context.header.api_key, context.header.api_version)
     repeated = Counter((int(r.resource_type), r.resource_name) for r in request.resources)
     responses = []
     for resource in request.resources:
@@ -638,6 +676,7 @@ async def _alter(
                 raise errors.InvalidRequest(
                     f"resource {resource.resource_name!r} appears more than once in the request"
                 )
+            _authorize(services, context, resource, _ALTER_NEEDS)
             await _alter_resource(services, resource, bool(request.validate_only), incremental)
         except KafkaError as e:
             failure = e
@@ -659,10 +698,10 @@ async def _alter(
 async def handle_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return await _alter(services, context.header, request, incremental=False)
+    return await _alter(services, context, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return await _alter(services, context.header, request, incremental=True)
+    return await _alter(services, context, request, incremental=True)

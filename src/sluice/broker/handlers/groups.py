@@ -41,7 +41,6 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.authorization import Need
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_ACTION,
     CLUSTER_DESCRIBE,
@@ -53,7 +52,7 @@ from sluice.broker.handlers.acl_rules import (
     TRANSACTIONAL_DESCRIBE,
 )
 from sluice.common.authorizer import ResourceType
-from sluice.common.errors import ErrorCode, KafkaError, for_code
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import (
     NO_LEADER_EPOCH,
@@ -99,12 +98,6 @@ CLIENT_HOST_UNKNOWN = ""
 def client_host(context: RequestContext) -> str:
     """The requesting client's address as Kafka shows it (``/127.0.0.1``)."""
     return f"/{context.client_host}" if context.client_host else CLIENT_HOST_UNKNOWN
-
-
-def require(services: BrokerServices, context: RequestContext, need: Need, name: str) -> None:
-    """Raise the refusal's error unless the request may do ``need`` on ``name``."""
-    if not services.authorizer.allows(context, need, name):
-        raise for_code(need.error_code)(f"{need.operation.name} on {name!r} is not allowed")
 
 
 def _optional(request: Any, name: str, default: Any = None) -> Any:
@@ -250,7 +243,7 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
         require_known_member_id=context.header.api_version >= 4,
     )
     try:
-        require(services, context, GROUP_READ, request.group_id)
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.join_group(join)
     except KafkaError as e:
         response = JoinGroupResponse(e.code, member_id=request.member_id)
@@ -296,7 +289,7 @@ async def handle_sync_group(services: BrokerServices, context: RequestContext, r
         protocol_name=_optional(request, "protocol_name"),
     )
     try:
-        require(services, context, GROUP_READ, request.group_id)
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.sync_group(sync)
     except KafkaError as e:
         response = SyncGroupResponse(e.code)
@@ -325,7 +318,7 @@ async def handle_heartbeat(services: BrokerServices, context: RequestContext, re
         group_instance_id=_optional(request, "group_instance_id"),
     )
     try:
-        require(services, context, GROUP_READ, request.group_id)
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         error = (await services.groups.heartbeat(heartbeat)).error
     except KafkaError as e:
         error = e.code
@@ -350,7 +343,7 @@ async def handle_leave_group(
     else:
         identities = (MemberIdentity(request.member_id),)
     try:
-        require(services, context, GROUP_READ, request.group_id)
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.leave_group(
             LeaveGroupRequest(request.group_id, identities)
         )
@@ -517,7 +510,7 @@ async def _fetch_offsets(
             TopicPartition(t.name, int(index)) for t in topics for index in t.partition_indexes
         ]
     try:
-        require(services, context, GROUP_DESCRIBE, group_id)
+        services.authorizer.require(context, GROUP_DESCRIBE, group_id)
         wanted = partitions
         refused: set[str] = set()
         if partitions is not None:
@@ -761,7 +754,7 @@ async def handle_offset_delete(
     readable = services.authorizer.allowed(context, TOPIC_READ, {p.topic for p in requested})
     errors.update((p, TOPIC_READ.error_code) for p in requested if p.topic not in readable)
     try:
-        require(services, context, GROUP_DELETE, request.group_id)
+        services.authorizer.require(context, GROUP_DELETE, request.group_id)
         response = await services.groups.delete_offsets(
             request.group_id, [p for p in requested if p.topic in readable]
         )
