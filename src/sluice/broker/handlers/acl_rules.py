@@ -124,6 +124,6 @@ RULES: Mapping[ApiKey, tuple[Need, ...]] = {
 }
 
 PRIVATE_RULES: Mapping[str, tuple[Need, ...]] = {
-    "SluiceDescribeDelays": (TOPIC_DESCRIBE,),
+    "SluiceDescribeDelays": (TOPIC_READ,),
 }
 """Sluice's own APIs, by name."""

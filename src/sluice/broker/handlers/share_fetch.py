@@ -17,6 +17,10 @@ of a group share big producer batches). A RENEW in a v1 request is refused with
 INVALID_REQUEST, as Kafka does.
 
 Topics are named by id; an id no topic has is answered with UNKNOWN_TOPIC_ID.
+
+With the authorizer on, ShareFetch and ShareAcknowledge need READ on the group and on
+every topic they name; a request naming a topic it may not READ is refused as a whole
+(top-level TOPIC_AUTHORIZATION_FAILED) where Kafka answers those partitions alone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import GROUP_READ, TOPIC_READ
 from sluice.broker.share_partitions import share_key
 from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, ShareSession
 from sluice.common import errors
@@ -318,6 +323,18 @@ def _fetch_response(
     )
 
 
+def _authorize(
+    services: BrokerServices, context: RequestContext, group_id: str, topics: Any
+) -> None:
+    """READ on the group, and on each topic the request names (by id; an unknown id is
+    left to the partitions' own answer)."""
+    services.authorizer.require(context, GROUP_READ, group_id)
+    for topic in topics or ():
+        name = _name_of(services, topic.topic_id)
+        if name is not None:
+            services.authorizer.require(context, TOPIC_READ, name)
+
+
 async def handle_share_fetch(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
@@ -346,6 +363,7 @@ async def handle_share_fetch(
             message="the request closing a share session (epoch -1) fetches nothing",
         )
     try:
+        _authorize(services, context, group_id, request.topics)
         session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
     except KafkaError as e:
         return _fetch_response(services, version, outcomes, error=e.code, message=str(e) or None)
@@ -374,6 +392,7 @@ async def handle_share_acknowledge(
     try:
         if not group_id or not member_id:
             raise errors.InvalidRequest("a share acknowledgement names its group and member")
+        _authorize(services, context, group_id, request.topics)
         if epoch == OPEN_EPOCH:
             raise errors.for_code(ErrorCode.invalid_share_session_epoch)(
                 "ShareAcknowledge cannot open a share session (epoch 0)"

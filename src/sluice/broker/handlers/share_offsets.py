@@ -16,6 +16,11 @@ the group and its topics, and reach each share-partition's state through the per
   need the group to exist and be Empty (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND
   when there is no share group of that id): offsets of a group with members would move
   under their feet.
+
+With the authorizer on: describing needs DESCRIBE on the group and on each topic (the
+others are answered TOPIC_AUTHORIZATION_FAILED, or left out of a listing of every topic);
+altering READ on the group and each topic; deleting DELETE on the group and READ on each
+topic.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import (
+    GROUP_DELETE,
+    GROUP_DESCRIBE,
+    GROUP_READ,
+    TOPIC_DESCRIBE,
+    TOPIC_READ,
+)
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
@@ -150,6 +162,7 @@ async def handle_describe_share_group_offsets(
     for wanted in request.groups:
         group_id = str(wanted.group_id)
         try:
+            services.authorizer.require(context, GROUP_DESCRIBE, group_id)
             group = _share_group(services, group_id)
         except KafkaError as e:
             groups.append(
@@ -164,12 +177,17 @@ async def handle_describe_share_group_offsets(
             continue
         asked: list[tuple[str, list[int] | None]]
         if wanted.topics is None:
-            asked = [(name, None) for name in sorted(group.subscribed_topic_names_ever)]
+            asked = [
+                (name, None)
+                for name in sorted(group.subscribed_topic_names_ever)
+                if services.authorizer.allows(context, TOPIC_DESCRIBE, name)
+            ]
         else:
             asked = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in wanted.topics]
         topics = []
         for name, partitions in asked:
-            topic = services.topics.get(name)
+            denied = not services.authorizer.allows(context, TOPIC_DESCRIBE, name)
+            topic = None if denied else services.topics.get(name)
             if topic is None:
                 topics.append(
                     make(
@@ -183,8 +201,10 @@ async def handle_describe_share_group_offsets(
                                 start_offset=NO_OFFSET,
                                 leader_epoch=-1,
                                 lag=NO_LAG,
-                                error_code=ErrorCode.unknown_topic_or_partition,
-                                error_message=f"topic {name!r} does not exist",
+                                error_code=TOPIC_DESCRIBE.error_code
+                                if denied
+                                else ErrorCode.unknown_topic_or_partition,
+                                error_message=None if denied else f"topic {name!r} does not exist",
                             )
                             for p in partitions or ()
                         ),
@@ -236,6 +256,7 @@ async def handle_alter_share_group_offsets(
     module = response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, context.header.api_version)
     group_id = str(request.group_id)
     try:
+        services.authorizer.require(context, GROUP_READ, group_id)
         _empty_share_group(services, group_id)
     except KafkaError as e:
         return make(
@@ -253,7 +274,9 @@ async def handle_alter_share_group_offsets(
         for partition in wanted.partitions:
             index, start = int(partition.partition_index), int(partition.start_offset)
             error, message = ErrorCode.none, None
-            if topic is None or index not in topic.partitions:
+            if not services.authorizer.allows(context, TOPIC_READ, name):
+                error, message = TOPIC_READ.error_code, None
+            elif topic is None or index not in topic.partitions:
                 error, message = (
                     ErrorCode.unknown_topic_or_partition,
                     f"no partition {name}-{index}",
@@ -298,6 +321,7 @@ async def handle_delete_share_group_offsets(
     module = response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, context.header.api_version)
     group_id = str(request.group_id)
     try:
+        services.authorizer.require(context, GROUP_DELETE, group_id)
         _empty_share_group(services, group_id)
     except KafkaError as e:
         return make(
@@ -312,7 +336,9 @@ async def handle_delete_share_group_offsets(
         name = str(wanted.topic_name)
         topic = services.topics.get(name)
         error, message = ErrorCode.none, None
-        if topic is None:
+        if not services.authorizer.allows(context, TOPIC_READ, name):
+            error, message = TOPIC_READ.error_code, None
+        elif topic is None:
             error, message = ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
         else:
             for index in sorted(topic.partitions):
