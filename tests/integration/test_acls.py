@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -399,3 +402,72 @@ def test_kafka_python_gets_authorization_errors(clean: BrokerProcess, topic: str
         assert producer.send(topic, b"v").get(timeout=TIMEOUT_S).offset == 0
     finally:
         producer.close()
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def sluice_acls(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", "acls", *args, "--bootstrap-server", broker.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_the_acls_command_adds_lists_and_removes(clean: BrokerProcess) -> None:
+    added = sluice_acls(
+        clean,
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "read",
+        "--operation",
+        "describe",
+        "--topic",
+        "orders",
+        "--group",
+        "billing",
+    )
+    assert added.returncode == 0, added.stderr
+    denied = sluice_acls(
+        clean,
+        "add",
+        "--deny-principal",
+        "User:bob",
+        "--operation",
+        "write",
+        "--topic",
+        "pay",
+        "--resource-pattern-type",
+        "prefixed",
+    )
+    assert denied.returncode == 0, denied.stderr
+    listed_out = sluice_acls(clean, "list", "--principal", "User:alice", "--format", "json")
+    assert listed_out.returncode == 0, listed_out.stderr
+    assert sorted(
+        (a["resource_type"], a["name"], a["operation"]) for a in json.loads(listed_out.stdout)
+    ) == [
+        ("GROUP", "billing", "DESCRIBE"),
+        ("GROUP", "billing", "READ"),
+        ("TOPIC", "orders", "DESCRIBE"),
+        ("TOPIC", "orders", "READ"),
+    ]
+    matching = sluice_acls(clean, "list", "--topic", "payments", "--resource-pattern-type", "match")
+    assert "User:bob" in matching.stdout and "PREFIXED" in matching.stdout
+    assert "User:alice" not in matching.stdout
+    refused = sluice_acls(clean, "remove", "--principal", "User:alice")
+    assert refused.returncode != 0  # asked, and stdin is not a terminal
+    removed = sluice_acls(clean, "remove", "--principal", "User:alice", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.count("User:alice") == 4
+    left = {b.entry.principal for b in listed(clean)}
+    assert left == {ANONYMOUS, "User:bob"}
+    bad = sluice_acls(
+        clean, "add", "--allow-principal", "alice", "--operation", "read", "--topic", "t"
+    )
+    assert bad.returncode != 0
+    assert "principal" in bad.stderr

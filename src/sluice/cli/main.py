@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``share-groups``, ``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one
+``share-groups``, ``transactions``, ``delays``, ``dlq``, ``cluster`` and ``acls`` talk to one
 through ``sluice.client``.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from sluice import __version__
+from sluice.cli.acls import acls
 from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
 from sluice.cli.delays import delays
@@ -38,6 +39,7 @@ main.add_command(groups)
 main.add_command(share_groups)
 main.add_command(cluster)
 main.add_command(transactions)
+main.add_command(acls)
 main.add_command(delays)
 main.add_command(dlq)
 main.add_command(dev_cluster)
