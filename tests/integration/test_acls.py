@@ -9,6 +9,7 @@ allow, and the tests add and remove ACLs between checks."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -35,6 +36,7 @@ from kafka_wire import (
 )
 from kio.schema.delete_topics.v3 import request as delete_topics_v3
 
+from sluice.client.admin import Admin
 from sluice.client.admin_acls import create_acls, delete_acls, describe_acls
 from sluice.client.cluster import Cluster
 from sluice.common import errors
@@ -471,3 +473,97 @@ def test_the_acls_command_adds_lists_and_removes(clean: BrokerProcess) -> None:
     )
     assert bad.returncode != 0
     assert "principal" in bad.stderr
+
+
+# -- groups, transactional ids, authorized operations ---------------------------------------
+
+
+def test_groups_need_read_to_consume_and_describe_to_be_listed(
+    clean: BrokerProcess, topic: str
+) -> None:
+    group = f"{topic}-group"
+    add(clean, binding(ResourceType.TOPIC, topic, Operation.ALL))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+        assert produce_code(connection, topic) == 0
+    add(clean, binding(ResourceType.GROUP, group, Operation.READ))
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": clean.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        message = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while message is None and time.monotonic() < deadline:
+            polled = consumer.poll(1.0)
+            if polled is not None:
+                assert polled.error() is None, polled.error()
+                message = polled
+        assert message is not None and message.value() == b"v"
+        consumer.commit(message=message, asynchronous=False)
+    finally:
+        consumer.close()
+
+    async def groups_listed() -> list[str]:
+        async with Cluster(clean.bootstrap) as cluster:
+            return [g.group_id for g in await Admin(cluster).list_groups()]
+
+    # With DESCRIBE on the cluster every group is listed; without it, those the principal
+    # may DESCRIBE (READ implies it), and a DENY of DESCRIBE hides the group.
+    assert group in run(groups_listed())
+    deny_cluster = binding(
+        ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE, Permission.DENY
+    )
+    add(clean, deny_cluster)
+    try:
+        assert group in run(groups_listed())
+        add(clean, binding(ResourceType.GROUP, group, Operation.DESCRIBE, Permission.DENY))
+        assert group not in run(groups_listed())
+    finally:
+        revoke(clean, deny_cluster)
+
+
+def test_transactional_ids_need_write(clean: BrokerProcess, topic: str) -> None:
+    add(clean, binding(ResourceType.TOPIC, topic, Operation.ALL))
+    transactional_id = f"{topic}-tx"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": clean.bootstrap, "transactional.id": transactional_id}
+    )
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        producer.init_transactions(TIMEOUT_S)
+    denied = confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert raised.value.args[0].code() == denied
+    add(clean, binding(ResourceType.TRANSACTIONAL_ID, transactional_id, Operation.WRITE))
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": clean.bootstrap, "transactional.id": transactional_id}
+    )
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, b"in a transaction")
+    producer.commit_transaction(TIMEOUT_S)
+
+
+def test_authorized_operations_are_the_principals(clean: BrokerProcess, topic: str) -> None:
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+        allow_topic(clean, topic, Operation.READ)
+        request = dataclasses.replace(
+            metadata_request([topic]),
+            include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=True,
+        )
+        response = connection.request(request)
+    (described,) = response.topics
+    assert int(described.topic_authorized_operations) == (1 << Operation.READ) | (
+        1 << Operation.DESCRIBE
+    )
+    # ANONYMOUS holds ALTER, DESCRIBE and CREATE on the cluster.
+    assert int(response.cluster_authorized_operations) == sum(
+        1 << op for op in (Operation.ALTER, Operation.DESCRIBE, Operation.CREATE)
+    )
