@@ -116,6 +116,8 @@ class Broker:
             connections_max_idle_ms=config.connections_max_idle_ms,
             max_connections=config.max_connections,
             max_connections_per_ip=config.max_connections_per_ip,
+            security_protocol=config.security_protocol,
+            unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
         )
         self._dispatcher: Dispatcher | None = None
         self.store: MetadataStore | None = None

@@ -349,8 +349,32 @@ class BrokerConfigError(ValueError):
     """A broker setting that is unknown or has a bad value; the message says which."""
 
 
-LISTENER_PROTOCOLS_SERVED = ("PLAINTEXT",)
-"""Security protocols a listener may use today (TLS and SASL listeners come later)."""
+LISTENER_PROTOCOLS_SERVED = ("PLAINTEXT", "SASL_PLAINTEXT")
+"""Security protocols a listener may use today (TLS listeners come later)."""
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+"""Listeners whose clients must authenticate with SASL before anything but ApiVersions."""
+
+SASL_MECHANISMS_SERVED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    names = tuple(item.upper() for item in list_items(text))
+    unknown = [name for name in names if name not in SASL_MECHANISMS_SERVED]
+    if unknown or not names:
+        raise ValueError(
+            f"{', '.join(unknown) or 'an empty list'}: the mechanisms served are "
+            + ", ".join(SASL_MECHANISMS_SERVED)
+        )
+    return names
+
+
+def _sasl_mechanism(text: str) -> str:
+    names = _sasl_mechanisms(text)
+    if len(names) != 1:
+        raise ValueError("give one mechanism")
+    return names[0]
+
 
 NON_ROUTABLE_HOSTS = frozenset({"0.0.0.0", "::"})
 
@@ -376,15 +400,15 @@ class Listener:
 
 def parse_listener(setting: str, text: str) -> Listener:
     """The one listener in ``text``. Raises BrokerConfigError for anything else: bad
-    syntax, several listeners, or a protocol other than PLAINTEXT."""
+    syntax, several listeners, or a protocol other than PLAINTEXT and SASL_PLAINTEXT."""
     items = list_items(text)
     example = "PLAINTEXT://127.0.0.1:9092"
     if not items:
         raise BrokerConfigError(f"{setting} is empty; give one listener such as {example}")
     if len(items) > 1:
         raise BrokerConfigError(
-            f"{setting}={text}: Sluice serves one PLAINTEXT listener for now (TLS and SASL "
-            "listeners come in a later release); give exactly one"
+            f"{setting}={text}: Sluice serves one listener for now (several listeners come "
+            "in a later release); give exactly one"
         )
     match = _LISTENER.fullmatch(items[0])
     if match is None:
@@ -394,8 +418,8 @@ def parse_listener(setting: str, text: str) -> Listener:
     protocol = match["name"].upper()
     if protocol not in LISTENER_PROTOCOLS_SERVED:
         raise BrokerConfigError(
-            f"{setting}={items[0]}: {protocol} listeners are not supported yet (TLS and SASL "
-            f"come in a later release); use PLAINTEXT://host:port"
+            f"{setting}={items[0]}: {protocol} listeners are not supported yet (TLS comes "
+            f"in a later release); use PLAINTEXT:// or SASL_PLAINTEXT://host:port"
         )
     try:
         port = _port(match["port"])
@@ -516,6 +540,25 @@ class BrokerConfig:
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
     file open and some memory, and is opened at every start; the limit (the name KIP-578
     proposed) keeps one request from taking the broker past what it can serve."""
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS_SERVED
+    """sasl.enabled.mechanisms: what a SASL listener offers (PLAIN only over TLS, or
+    with ``sluice.sasl.plain.insecure.allow``)."""
+    sasl_plain_insecure_allow: bool = False
+    """sluice.sasl.plain.insecure.allow: offer PLAIN on a SASL_PLAINTEXT listener too,
+    where the password crosses the network in the clear."""
+    sasl_server_max_receive_size: int = 524_288
+    """sasl.server.max.receive.size: the largest request frame before authentication."""
+    connections_max_reauth_ms: int = 0
+    """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
+    authenticate again on the same connection before it ends, or the connection is
+    closed at its next request. 0: sessions never end."""
+    sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-512"
+    """sasl.mechanism.inter.broker.protocol: how this broker authenticates to the SASL
+    listeners of other brokers."""
+    inter_broker_sasl_username: str | None = None
+    """sluice.inter.broker.sasl.username: the user this broker authenticates as."""
+    inter_broker_sasl_password: str | None = None
+    """sluice.inter.broker.sasl.password (sensitive: never described)."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -531,6 +574,19 @@ class BrokerConfig:
     DescribeConfigs), by Kafka's name where there is one."""
     _given_address: tuple[str | None, int | None] = field(default=(None, None), repr=False)
     """host and port given by --host/--port or the host/port settings (not by listeners)."""
+
+    @property
+    def security_protocol(self) -> str:
+        """The security protocol of the listener (PLAINTEXT unless ``listeners`` says)."""
+        return self.listeners.protocol if self.listeners is not None else "PLAINTEXT"
+
+    def sasl_mechanisms_offered(self, security_protocol: str) -> tuple[str, ...]:
+        """What SaslHandshake offers on a listener of ``security_protocol``: PLAIN sends
+        the password itself, so only over TLS unless explicitly allowed."""
+        plain_allowed = security_protocol == "SASL_SSL" or self.sasl_plain_insecure_allow
+        return tuple(
+            name for name in self.sasl_enabled_mechanisms if name != "PLAIN" or plain_allowed
+        )
 
     def set_address(self, host: str | None, port: int | None, *, origin: str) -> None:
         """Listen on ``host`` / ``port`` (``--host``/``--port`` or the ``host``/``port``
@@ -743,7 +799,20 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),
     "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
     "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sluice.sasl.plain.insecure.allow": ("sasl_plain_insecure_allow", _bool),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
+    "sasl.mechanism.inter.broker.protocol": (
+        "sasl_mechanism_inter_broker_protocol",
+        _sasl_mechanism,
+    ),
+    "sluice.inter.broker.sasl.username": ("inter_broker_sasl_username", str),
+    "sluice.inter.broker.sasl.password": ("inter_broker_sasl_password", str),
 }
+
+SENSITIVE_BROKER_PROPERTIES = frozenset({"sluice.inter.broker.sasl.password"})
+"""Broker settings DescribeConfigs never shows the value of."""
 
 LISTENER_SETTINGS = ("listeners", "advertised.listeners")
 """Kafka's listener settings, applied by :meth:`BrokerConfig._apply` itself (one setting

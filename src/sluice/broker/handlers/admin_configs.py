@@ -55,6 +55,7 @@ from sluice.common.config import (
     BROKER_PROPERTIES,
     BROKER_TOPIC_DEFAULTS,
     GROUP_CONFIG_KEYS,
+    SENSITIVE_BROKER_PROPERTIES,
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
     ConfigKey,
@@ -97,6 +98,7 @@ class ConfigType(IntEnum):
     INT = 3
     LONG = 5
     LIST = 7
+    PASSWORD = 9
 
 
 class AlterConfigOp(IntEnum):
@@ -279,6 +281,8 @@ def _text(value: object) -> str | None:
         return "true" if value else "false"
     if isinstance(value, Path):
         return os.fspath(value)
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
     return str(value)
 
 
@@ -287,6 +291,10 @@ def _broker_property_type(name: str, value: object) -> ConfigType:
         return ConfigType.BOOLEAN
     if isinstance(value, int):
         return ConfigType.LONG if name.endswith(".ms") else ConfigType.INT
+    if isinstance(value, tuple):
+        return ConfigType.LIST
+    if name in SENSITIVE_BROKER_PROPERTIES:
+        return ConfigType.PASSWORD
     return ConfigType.STRING
 
 
@@ -379,6 +387,9 @@ def describe_broker_configs(
         if names is not None and name not in names:
             return
         synonyms = _static_synonyms(name, value, default, _given(config, name))
+        sensitive = name in SENSITIVE_BROKER_PROPERTIES
+        if sensitive:
+            synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
         effective = synonyms[0]
         described.append(
             DescribedConfig(
@@ -386,7 +397,7 @@ def describe_broker_configs(
                 value=effective.value,
                 source=effective.source,
                 read_only=True,
-                sensitive=False,
+                sensitive=sensitive,
                 config_type=config_type,
                 documentation=documentation,
                 synonyms=tuple(synonyms),

@@ -122,6 +122,9 @@ def test_refused_client_final() -> None:
     other_nonce = RFC7677_CLIENT_FINAL.replace(b"hNlF", b"hNlG")
     with pytest.raises(SaslAuthenticationFailed, match="nonce"):
         started().final(other_nonce)
+    cut_nonce = RFC7677_CLIENT_FINAL.replace(b"$k0,", b",")
+    with pytest.raises(SaslAuthenticationFailed, match="nonce"):
+        started().final(cut_nonce)
     with pytest.raises(SaslAuthenticationFailed, match="channel bindings"):
         started().final(RFC7677_CLIENT_FINAL.replace(b"c=biws", b"c=eSws"))
     with pytest.raises(SaslAuthenticationFailed, match="no extensions"):
