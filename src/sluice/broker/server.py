@@ -41,11 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import ssl
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from sluice.common.errors import ProtocolError
+from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
     IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
@@ -59,6 +62,8 @@ from sluice.protocol.framing import FrameDecoder
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 256 * 1024
+TLS_WRITE_CHUNK_BYTES = 256 * 1024
+"""Record bytes a TLS connection copies through memory at a time (no sendfile there)."""
 WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
@@ -79,6 +84,9 @@ Response = bytes | list[bytes | FileSlice] | None
 RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Response]]
 
 
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+
+
 class ConnectionInfo:
     """What handlers may know about the connection a request came on."""
 
@@ -87,17 +95,21 @@ class ConnectionInfo:
         peer: str,
         host: str = "",
         *,
+        listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
-        listener_name: str | None = None,
+        principal: str = ANONYMOUS_PRINCIPAL,
     ) -> None:
         self.peer = peer
         self.host = host
         """The client's IP address, shown as a group member's host."""
+        self.listener_name = listener_name
+        """The listener the connection came in on: Metadata, FindCoordinator and the
+        other answers that name brokers give their endpoints on this listener."""
         self.security_protocol = security_protocol
-        """PLAINTEXT, SASL_PLAINTEXT, ...: the listener's security protocol."""
-        self.listener_name = listener_name or security_protocol
-        self.principal = "User:ANONYMOUS"
-        """Who the client is: ``User:<name>`` once it authenticated with SASL."""
+        """That listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
+        self.principal = principal
+        """Who the client is, Kafka-style (``User:CN=alice,OU=eng`` from a verified TLS
+        client certificate); authentication sets it, authorization reads it."""
         self.authenticated = not security_protocol.startswith("SASL_")
         """Whether requests other than ApiVersions and the SASL APIs are served."""
         self.sasl_mechanism: str | None = None
@@ -115,6 +127,15 @@ class ConnectionInfo:
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
+
+
+@dataclass
+class ConnectionCounts:
+    """Open connections, all listeners together (``max.connections`` and
+    ``max.connections.per.ip`` count every listener's)."""
+
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    per_ip: dict[str, int] = field(default_factory=dict)
 
 
 class ConnectionIdle(Exception):
@@ -181,6 +202,11 @@ class RateLimitedLog:
 
 
 class Server:
+    """One listener: its address, name and security protocol, and for TLS listeners
+    the server context (``ssl_context``; its SNI callback may swap the context of each
+    connection for a reloaded one, see ``broker.tls``). ``principal_of`` names the
+    principal of a new connection from its verified peer certificate (None without)."""
+
     def __init__(
         self,
         host: str,
@@ -190,20 +216,27 @@ class Server:
         connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         max_connections: int = MAX_CONNECTIONS_DEFAULT,
         max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP_DEFAULT,
+        listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        principal_of: Callable[[dict[str, Any] | None], str] | None = None,
+        connection_counts: ConnectionCounts | None = None,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self.host = host
-        self.security_protocol = security_protocol
         self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self.port = port
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
         self._handle = handle
         self._connections_max_idle_ms = connections_max_idle_ms
         self._max_connections = max_connections
         self._max_connections_per_ip = max_connections_per_ip
         self._server: asyncio.Server | None = None
+        self._counts = connection_counts or ConnectionCounts()
         self._connections: set[asyncio.Task[None]] = set()
-        self._connections_per_ip: dict[str, int] = {}
         self._malformed_warnings = RateLimitedLog(
             log, logging.WARNING, "warnings about malformed requests"
         )
@@ -218,6 +251,7 @@ class Server:
             self.host,
             self.port,
             reuse_address=True,
+            ssl=self._ssl_context,
             # The stream buffers up to twice its limit before it stops reading the socket.
             limit=READ_CHUNK_BYTES // 2,
             start_serving=start_serving,
@@ -232,9 +266,9 @@ class Server:
 
     def _refusal(self, host: str) -> str | None:
         """Why a new connection from ``host`` must be refused, or None."""
-        if len(self._connections) >= self._max_connections:
+        if len(self._counts.tasks) >= self._max_connections:
             return f"max.connections={self._max_connections} connections are open"
-        if self._connections_per_ip.get(host, 0) >= self._max_connections_per_ip:
+        if self._counts.per_ip.get(host, 0) >= self._max_connections_per_ip:
             return (
                 f"{host} already has max.connections.per.ip="
                 f"{self._max_connections_per_ip} connections"
@@ -254,8 +288,17 @@ class Server:
             self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
             writer.transport.abort()
             return
+        self._counts.tasks.add(task)
         self._connections.add(task)
-        self._connections_per_ip[host] = self._connections_per_ip.get(host, 0) + 1
+        self._counts.per_ip[host] = self._counts.per_ip.get(host, 0) + 1
+        info = ConnectionInfo(
+            peer,
+            host,
+            listener_name=self.listener_name,
+            security_protocol=self.security_protocol,
+        )
+        if self._principal_of is not None:
+            info.principal = self._principal_of(writer.get_extra_info("peercert"))
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -265,8 +308,9 @@ class Server:
                 reader,
                 writer,
                 self._handle,
-                ConnectionInfo(peer, host, security_protocol=self.security_protocol),
+                info,
                 idle_ms=self._connections_max_idle_ms,
+                zero_copy=self._ssl_context is None,
                 unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
             ).run()
         except* ProtocolError as group:
@@ -286,10 +330,11 @@ class Server:
                 "closing connection from %s after an internal error", peer, exc_info=group
             )
         finally:
+            self._counts.tasks.discard(task)
             self._connections.discard(task)
-            remaining = self._connections_per_ip.pop(host, 1) - 1
+            remaining = self._counts.per_ip.pop(host, 1) - 1
             if remaining:
-                self._connections_per_ip[host] = remaining
+                self._counts.per_ip[host] = remaining
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -337,8 +382,10 @@ class Connection:
         info: ConnectionInfo,
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
+        zero_copy: bool = True,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
+        self._zero_copy = zero_copy
         self._reader = reader
         self._writer = writer
         self._handle = handle
@@ -471,7 +518,7 @@ class Connection:
     ) -> None:
         loop = self._loop
         writer = self._writer
-        zero_copy = _loop_has_sendfile(loop)
+        zero_copy = self._zero_copy and _loop_has_sendfile(loop)
         while True:
             task = await in_flight.get()
             if task is None:
@@ -486,7 +533,7 @@ class Connection:
                     if isinstance(part, bytes):
                         writer.write(part)
                     elif not zero_copy:
-                        writer.write(part.read())
+                        await self._write_slice(part)
                     else:
                         await self._drain()
                         await loop.sendfile(
@@ -498,6 +545,27 @@ class Connection:
             await self._drain()
             if close_after:
                 raise ConnectionClosedAfterResponse
+
+    async def _write_slice(self, part: FileSlice) -> None:
+        """Copy a file slice to the transport through memory, at most
+        TLS_WRITE_CHUNK_BYTES at a time (TLS encrypts in user space, so sendfile cannot
+        be used; chunks keep a large fetch from holding its whole size in memory)."""
+        if part.size_bytes <= TLS_WRITE_CHUNK_BYTES:
+            self._writer.write(part.read())
+            return
+        fd = part.file.fileno()
+        position, end = part.position, part.position + part.size_bytes
+        while position < end:
+            wanted = min(TLS_WRITE_CHUNK_BYTES, end - position)
+            chunk = os.pread(fd, wanted, position)
+            if len(chunk) != wanted:
+                raise KafkaStorageError(
+                    f"{getattr(part.file, 'name', '?')}: wanted {wanted} bytes at "
+                    f"{position}, the file has {len(chunk)}"
+                )
+            self._writer.write(chunk)
+            position += wanted
+            await self._drain()
 
     async def _drain(self) -> None:
         self._writer_blocked = True

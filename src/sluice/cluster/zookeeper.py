@@ -5,8 +5,9 @@ Everything lives under ``<chroot>/sluice``, so a ZooKeeper that also serves Kafk
 another Sluice cluster under another chroot) is never touched::
 
     <chroot>/sluice/cluster_id                  the cluster's id, made once
-                   /brokers/<node id>           ephemeral {"node_id", "host", "port", "rack"};
-                                                the broker epoch is the znode's czxid
+                   /brokers/<node id>           ephemeral {"node_id", "host", "port", "rack",
+                                                "endpoints"}; the broker epoch is the
+                                                znode's czxid
                    /controller                  ephemeral {"node_id", "epoch"}
                    /controller_epoch            the epoch; its znode version equals it
                    /topics/<name>               {"topic_id", "configs", "partition_count"};
@@ -416,7 +417,7 @@ class ZooKeeperMetadataStore:
         self._registration = broker
         self._mark(_BROKERS)
         self._refresh_now()
-        return BrokerInfo(broker.node_id, broker.host, broker.port, broker.rack, stat.czxid)
+        return dataclasses.replace(broker, epoch=stat.czxid)
 
     def _wait_until_gone(self, path: str, deadline: float) -> None:
         """Wait (until the monotonic ``deadline``) for the node at ``path`` to go."""

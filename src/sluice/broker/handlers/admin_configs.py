@@ -55,7 +55,9 @@ from sluice.common.config import (
     BROKER_PROPERTIES,
     BROKER_TOPIC_DEFAULTS,
     GROUP_CONFIG_KEYS,
+    LISTENER_SECURITY_SETTINGS,
     SENSITIVE_BROKER_PROPERTIES,
+    SENSITIVE_SECURITY_SETTINGS,
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
     ConfigKey,
@@ -329,13 +331,15 @@ def _static_synonyms(
 
 
 def _listener_settings(config: BrokerConfig) -> list[tuple[str, str | None, str | None, str]]:
-    """(name, value, default, documentation) of Kafka's listener settings."""
+    """(name, value, default, documentation) of Kafka's listener settings. The global
+    security settings are listed (``ssl.key.password`` never: its value is hidden as
+    Kafka hides sensitive ones, so it is left out)."""
     built_in = BrokerConfig()
-    listeners = str(config.listeners or Listener("PLAINTEXT", config.host, config.port))
+    listeners = ",".join(map(str, config.listener_list()))
     default_listeners = str(Listener("PLAINTEXT", built_in.host, built_in.port))
     advertised: str | None = None
-    if config.advertised_listeners is not None:
-        advertised = str(config.advertised_listeners)
+    if config.advertised_listeners:
+        advertised = ",".join(map(str, config.advertised_listeners))
     elif config.advertised_host or config.advertised_port:
         advertised = str(
             Listener(
@@ -344,15 +348,35 @@ def _listener_settings(config: BrokerConfig) -> list[tuple[str, str | None, str 
                 config.advertised_port or config.port,
             )
         )
-    return [
-        ("listeners", listeners, default_listeners, "where the broker listens (one listener)"),
+
+    def protocol_map(mapping: dict[str, str]) -> str:
+        return ",".join(f"{name}:{protocol}" for name, protocol in mapping.items())
+
+    rows: list[tuple[str, str | None, str | None, str]] = [
+        ("listeners", listeners, default_listeners, "where the broker listens"),
         (
             "advertised.listeners",
             advertised,
             None,
-            "the address clients are told to use; when null, the listener's",
+            "the addresses clients are told to use; when null, the listeners'",
+        ),
+        (
+            "listener.security.protocol.map",
+            protocol_map(config.listener_security_protocol_map),
+            protocol_map(built_in.listener_security_protocol_map),
+            "the security protocol of each listener name",
+        ),
+        (
+            "inter.broker.listener.name",
+            config.inter_broker_listener(),
+            None,
+            "the listener other brokers connect to",
         ),
     ]
+    for name in LISTENER_SECURITY_SETTINGS:
+        if name not in SENSITIVE_SECURITY_SETTINGS:
+            rows.append((name, config.security_settings.get(name), None, "a TLS or SASL setting"))
+    return rows
 
 
 def _group_coordinator_settings(config: BrokerConfig) -> list[tuple[str, str, str]]:

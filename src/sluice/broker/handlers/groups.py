@@ -90,9 +90,14 @@ async def handle_find_coordinator(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
+    listener = context.connection.listener_name
     if has_field(type(request), "coordinator_keys"):  # v4+: a batch of keys, one answer each
         coordinators = [
-            make(module.Coordinator, key=key, **await _find_coordinator(services, key_type, key))
+            make(
+                module.Coordinator,
+                key=key,
+                **await _find_coordinator(services, key_type, key, listener),
+            )
             for key in request.coordinator_keys
         ]
         return make(
@@ -101,12 +106,15 @@ async def handle_find_coordinator(
     return make(
         module.FindCoordinatorResponse,
         throttle_time=0,
-        **await _find_coordinator(services, key_type, request.key),
+        **await _find_coordinator(services, key_type, request.key, listener),
     )
 
 
-async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
-    """The coordinator of one key, as FindCoordinator's fields."""
+async def _find_coordinator(
+    services: BrokerServices, key_type: int, key: str, listener: str
+) -> dict[str, Any]:
+    """The coordinator of one key, as FindCoordinator's fields, its address on the
+    listener the request came in on."""
 
     def answer(
         error: ErrorCode, message: str | None, node_id: int, host: str, port: int
@@ -123,7 +131,7 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
         return answer(error, message, -1, "", -1)
 
     if key_type == SHARE_KEY_TYPE:
-        return await _find_share_coordinator(services, key, answer, unavailable)
+        return await _find_share_coordinator(services, key, listener, answer, unavailable)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION_KEY_TYPE and not key:
@@ -148,12 +156,13 @@ async def _find_coordinator(services: BrokerServices, key_type: int, key: str) -
             ErrorCode.coordinator_not_available, f"{topic_name}-{partition} has no leader"
         )
     node = live[state.leader]
-    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+    return answer(ErrorCode.none, None, node.node_id, *node.address(listener))
 
 
 async def _find_share_coordinator(
     services: BrokerServices,
     key: str,
+    listener: str,
     answer: Callable[[ErrorCode, str | None, int, str, int], dict[str, Any]],
     unavailable: Callable[[ErrorCode, str], dict[str, Any]],
 ) -> dict[str, Any]:
@@ -177,7 +186,7 @@ async def _find_share_coordinator(
             ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC}-{partition} has no leader"
         )
     node = live[state.leader]
-    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+    return answer(ErrorCode.none, None, node.node_id, *node.address(listener))
 
 
 # -------------------------------------------------------------------- JoinGroup

@@ -86,7 +86,9 @@ async def handle_sasl_handshake(
 ) -> Any:
     connection = context.connection
     version = context.header.api_version
-    offered = services.config.sasl_mechanisms_offered(connection.security_protocol)
+    offered = services.config.sasl_mechanisms_offered(
+        connection.listener_name, connection.security_protocol
+    )
     if connection.security_protocol not in SASL_PROTOCOLS or connection.sasl_mechanism:
         connection.close_after_response = True
         return _handshake_response(version, ErrorCode.illegal_sasl_state, offered)
