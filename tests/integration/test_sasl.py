@@ -6,8 +6,10 @@ the connection; re-authentication (KIP-368) keeps a connection going."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +17,16 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, free_port
 from client_helpers import unique_topic_name
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from confluent_kafka.admin import ScramMechanism as ScramMechanism_
 from kafka import KafkaConsumer, KafkaProducer
 from kafka_wire import ConnectionClosedError, KafkaConnection, metadata_request
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -380,3 +389,127 @@ def test_librdkafka_re_authenticates_across_several_sessions(
     assert not failures
     assert delivered == sent
     assert "expired (connections.max.reauth.ms)" not in reauth_broker.log_text()[log_before:]
+
+
+# -- users: the CLI and Kafka's admin API ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_listener_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """PLAINTEXT on its --port (administration on the loopback) and SASL_PLAINTEXT for
+    clients, with no user to begin with."""
+    process = BrokerProcess(tmp_path_factory.mktemp("sasl-users") / "data")
+    process.sasl_port = free_port()  # type: ignore[attr-defined]
+    process.overrides = {
+        "listeners": (
+            f"PLAINTEXT://{process.host}:{process.port},"
+            f"SASL_PLAINTEXT://{process.host}:{process.sasl_port}"  # type: ignore[attr-defined]
+        ),
+        "sluice.sasl.plain.insecure.allow": "true",
+    }
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def sluice_users(broker: BrokerProcess, *args: str, stdin: str | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", "users", *args, "--bootstrap-server", broker.bootstrap],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def can_log_in(broker: BrokerProcess, user: str, password: str, mechanism: str) -> bool:
+    """A SaslHandshake and exchange on the SASL listener: True if it authenticates."""
+    port = broker.sasl_port  # type: ignore[attr-defined]
+    with KafkaConnection(broker.host, port) as connection:
+        handshake = connection.request(SaslHandshakeRequest(mechanism=mechanism))
+        assert handshake.error_code == 0
+        if mechanism == "PLAIN":
+            answer = connection.request(
+                SaslAuthenticateRequest(auth_bytes=plain_token(user, password))
+            )
+            return bool(answer.error_code == 0)
+        client = ScramClient(ScramMechanism.by_name(mechanism), user, password)
+        first = connection.request(SaslAuthenticateRequest(auth_bytes=client.first()))
+        assert first.error_code == 0
+        final = connection.request(
+            SaslAuthenticateRequest(auth_bytes=client.final(first.auth_bytes))
+        )
+        if final.error_code:
+            return False
+        client.verify(final.auth_bytes)
+        return True
+
+
+def test_users_cli_create_list_passwd_delete(two_listener_broker: BrokerProcess) -> None:
+    broker = two_listener_broker
+    created = sluice_users(
+        broker, "create", "carol", "--mechanism", "SCRAM-SHA-512", "--password-stdin",
+        stdin="first-secret\n",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert can_log_in(broker, "carol", "first-secret", "SCRAM-SHA-512")
+    assert can_log_in(broker, "carol", "first-secret", "PLAIN")
+    assert not can_log_in(broker, "carol", "other", "SCRAM-SHA-512")
+    assert not can_log_in(broker, "carol", "first-secret", "SCRAM-SHA-256")
+
+    again = sluice_users(broker, "create", "carol", "--password-stdin", stdin="x\n")
+    assert again.returncode == 1
+    assert "already has SCRAM-SHA-512 credentials" in again.stderr
+
+    listed = sluice_users(broker, "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["carol"] == [
+        {"mechanism": "SCRAM-SHA-512", "iterations": 4096}
+    ]
+
+    changed = sluice_users(broker, "passwd", "carol", "--password-stdin", stdin="second\n")
+    assert changed.returncode == 0, changed.stderr
+    assert not can_log_in(broker, "carol", "first-secret", "SCRAM-SHA-512")
+    assert can_log_in(broker, "carol", "second", "SCRAM-SHA-512")
+
+    deleted = sluice_users(broker, "delete", "carol")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not can_log_in(broker, "carol", "second", "SCRAM-SHA-512")
+    assert "carol" not in json.loads(sluice_users(broker, "list", "--format", "json").stdout)
+
+    missing = sluice_users(broker, "passwd", "carol", "--password-stdin", stdin="x\n")
+    assert missing.returncode == 1
+    assert "does not exist" in missing.stderr
+    gone = sluice_users(broker, "delete", "carol")
+    assert gone.returncode == 1
+    assert "has no credentials" in gone.stderr
+    empty = sluice_users(broker, "create", "dave", "--password-stdin", stdin="\n")
+    assert empty.returncode == 2
+    assert "the password is empty" in empty.stderr
+
+
+def test_confluent_kafka_admin_manages_scram_users(two_listener_broker: BrokerProcess) -> None:
+    broker = two_listener_broker
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    upsert = UserScramCredentialUpsertion(
+        "erin", ScramCredentialInfo(ScramMechanism_.SCRAM_SHA_256, 8192), b"erin-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(CLIENT_TIMEOUT_S)
+    assert can_log_in(broker, "erin", "erin-secret", "SCRAM-SHA-256")
+    described = admin.describe_user_scram_credentials(["erin"])
+    description = described["erin"].result(CLIENT_TIMEOUT_S)
+    assert [(info.mechanism, info.iterations) for info in description.scram_credential_infos] == [
+        (ScramMechanism_.SCRAM_SHA_256, 8192)
+    ]
+    missing = admin.describe_user_scram_credentials(["nobody"])["nobody"]
+    with pytest.raises(KafkaException) as raised:
+        missing.result(CLIENT_TIMEOUT_S)
+    assert raised.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism_.SCRAM_SHA_256)
+    for future in admin.alter_user_scram_credentials([deletion]).values():
+        future.result(CLIENT_TIMEOUT_S)
+    assert not can_log_in(broker, "erin", "erin-secret", "SCRAM-SHA-256")

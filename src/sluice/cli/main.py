@@ -1,7 +1,7 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``share-groups``, ``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one
+``share-groups``, ``transactions``, ``delays``, ``dlq``, ``users`` and ``cluster`` talk to one
 through ``sluice.client``.
 """
 
@@ -22,6 +22,7 @@ from sluice.cli.serve import serve
 from sluice.cli.share_groups import share_groups
 from sluice.cli.topics import topics
 from sluice.cli.transactions import transactions
+from sluice.cli.users import users
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,5 +41,6 @@ main.add_command(cluster)
 main.add_command(transactions)
 main.add_command(delays)
 main.add_command(dlq)
+main.add_command(users)
 main.add_command(dev_cluster)
 register_pipelines(main)
