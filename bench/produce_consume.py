@@ -145,13 +145,16 @@ class Target:
 
 
 @contextmanager
-def sluice_broker(data_dir: Path | None, overrides: list[str]) -> Iterator[Target]:
-    """Start ``python -m sluice serve`` and stop it with SIGTERM afterwards."""
+def sluice_broker(
+    data_dir: Path | None, overrides: list[str], port: int | None = None
+) -> Iterator[Target]:
+    """Start ``python -m sluice serve`` (on ``port``, else a free one) and stop it with
+    SIGTERM afterwards."""
     owned_dir = None
     if data_dir is None:
         owned_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
         data_dir = owned_dir / "data"
-    port = free_loopback_port()
+    port = port or free_loopback_port()
     log_path = data_dir.parent / "broker.log"
     argv = [sys.executable, "-m", "sluice", "serve", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--data-dir", str(data_dir)]

@@ -33,6 +33,7 @@ from sluice.common.authorizer import (
     ResourcePattern,
     ResourceType,
 )
+from sluice.protocol.sasl import ScramMechanism, make_credential
 
 STORE_TIMEOUT_S = 20.0
 """Bound of every scenario (a ZooKeeper round trip is milliseconds)."""
@@ -308,6 +309,37 @@ def test_acls_are_added_removed_and_seen_by_other_brokers(open_store: OpenStore)
         await first.close()
         reopened = await open_store()
         assert reopened.image().acls == {alice}
+        await reopened.close()
+
+    run(scenario)
+
+
+def test_scram_credentials_round_trip(open_store: OpenStore) -> None:
+    sha256, sha512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+    alice_512 = make_credential(sha512, "a-secret")
+    alice_256 = make_credential(sha256, "a-secret", iterations=8192)
+    bob = make_credential(sha512, "b-secret")
+
+    async def scenario() -> None:
+        store = await open_store()
+        assert await store.scram_credentials("alice") == {}
+        assert await store.scram_users() == []
+        await store.set_scram_credential("alice", sha512, alice_512)
+        await store.set_scram_credential("alice", sha256, alice_256)
+        await store.set_scram_credential("team/bob", sha512, make_credential(sha512, "old"))
+        await store.set_scram_credential("team/bob", sha512, bob)
+        assert await store.scram_credentials("alice") == {sha512: alice_512, sha256: alice_256}
+        assert await store.scram_credentials("team/bob") == {sha512: bob}
+        assert await store.scram_users() == ["alice", "team/bob"]
+        assert await store.delete_scram_credential("alice", sha256)
+        assert not await store.delete_scram_credential("alice", sha256)
+        assert not await store.delete_scram_credential("carol", sha256)
+        assert await store.delete_scram_credential("team/bob", sha512)
+        assert await store.scram_users() == ["alice"]
+        await store.close()
+        reopened = await open_store()
+        assert await reopened.scram_credentials("alice") == {sha512: alice_512}
+        assert await reopened.scram_credentials("team/bob") == {}
         await reopened.close()
 
     run(scenario)

@@ -1,5 +1,5 @@
 """Broker configs under Kafka's names: ``listeners`` / ``advertised.listeners`` accepted
-by ``sluice serve`` in Kafka's syntax (one PLAINTEXT listener), Metadata advertising the
+by ``sluice serve`` in Kafka's syntax, Metadata advertising the
 advertised listener, one-line errors for what is not served or contradicts itself, and
 DescribeConfigs on the broker listing Kafka's names with their sources, read-only flags
 and synonyms."""
@@ -118,12 +118,40 @@ def test_advertised_listener_on_the_same_port_serves_clients(tmp_path):
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        (["-o", "listeners=SSL://127.0.0.1:9093"], "SSL listeners are not supported yet"),
+        (
+            ["-o", "listeners=SASL_SSL://127.0.0.1:9093"],
+            "has no certificate: set ssl.keystore.location",
+        ),
+        (["-o", "listeners=SSL://127.0.0.1:9093"], "has no certificate: set ssl.keystore.location"),
         (
             ["-o", "listeners=PLAINTEXT://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9094"],
-            "one PLAINTEXT listener",
+            "the listener name PLAINTEXT is given twice",
         ),
-        (["-o", "listeners=127.0.0.1:9093"], "is not PROTOCOL://host:port"),
+        (
+            ["-o", "listeners=INTERNAL://127.0.0.1:9093"],
+            "listener INTERNAL has no security protocol",
+        ),
+        (
+            [
+                "-o",
+                "listeners=PLAINTEXT://127.0.0.1:9093,CLIENTS://127.0.0.1:9094",
+                "-o",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENTS:PLAINTEXT",
+                "-o",
+                "inter.broker.listener.name=INTERNAL",
+            ],
+            "inter.broker.listener.name=INTERNAL names no listener",
+        ),
+        (
+            [
+                "-o",
+                "listeners=PLAINTEXT://127.0.0.1:9093",
+                "-o",
+                "advertised.listeners=SSL://127.0.0.1:9093",
+            ],
+            "advertised.listeners names SSL, which is not among the listeners",
+        ),
+        (["-o", "listeners=127.0.0.1:9093"], "is not NAME://host:port"),
         (
             ["--port", "9095", "--listeners", "PLAINTEXT://127.0.0.1:9093"],
             "--host/--port (127.0.0.1:9095) disagree with listeners=PLAINTEXT://127.0.0.1:9093",
@@ -138,7 +166,19 @@ def test_advertised_listener_on_the_same_port_serves_clients(tmp_path):
             "nonroutable meta-address 0.0.0.0",
         ),
     ],
-    ids=["ssl", "two", "no-protocol", "option-conflict", "setting-conflict", "any", "adv-any"],
+    ids=[
+        "sasl",
+        "ssl-no-keystore",
+        "same-name",
+        "unmapped",
+        "inter-broker",
+        "advertised-unknown",
+        "no-protocol",
+        "option-conflict",
+        "setting-conflict",
+        "any",
+        "adv-any",
+    ],
 )
 def test_listener_settings_sluice_cannot_serve_are_one_line_errors(tmp_path, arguments, expected):
     line = _serve_fails(tmp_path, *arguments)

@@ -50,27 +50,39 @@ from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
+from sluice.broker.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
-from sluice.broker.server import ConnectionInfo, Response, Server
+from sluice.broker.server import ConnectionCounts, ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
 from sluice.broker.share_dead_letters import DeadLetterWriter
 from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_persister import BrokerSharePersister
 from sluice.broker.share_sessions import ShareSessions
+from sluice.broker.tls import (
+    ReloadingServerContext,
+    TlsFiles,
+    client_context,
+    principal_from_peercert,
+)
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
-from sluice.cluster.model import BrokerInfo
+from sluice.cluster.model import BrokerInfo, Endpoint
 from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
 from sluice.cluster.zookeeper import ZooKeeperMetadataStore
 from sluice.common.clock import SYSTEM_CLOCK, Clock
-from sluice.common.config import BrokerConfig, BrokerConfigError
+from sluice.common.config import (
+    SASL_PROTOCOLS,
+    TLS_SECURITY_PROTOCOLS,
+    BrokerConfig,
+    BrokerConfigError,
+)
 from sluice.common.errors import KafkaStorageError
 from sluice.group.config import OFFSETS_COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, GroupConfig
 from sluice.group.runtime import GroupCoordinatorRuntime
@@ -110,14 +122,11 @@ class Broker:
         self.replicas = ReplicaManager(
             config.node_id, self.data_dir, clock, self.purgatory, config.topic_defaults
         )
-        self.server = Server(
-            config.host,
-            config.port,
-            self._handle,
-            connections_max_idle_ms=config.connections_max_idle_ms,
-            max_connections=config.max_connections,
-            max_connections_per_ip=config.max_connections_per_ip,
-        )
+        config.check_listeners()
+        self.servers = self._listener_servers()
+        self.server = self.servers[0]
+        """The first listener's server."""
+        self.inter_broker = self._inter_broker_listener()
         self._dispatcher: Dispatcher | None = None
         self.store: MetadataStore | None = None
         self.peers: Peers | None = None
@@ -126,6 +135,78 @@ class Broker:
         self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
+
+    def _listener_servers(self) -> list[Server]:
+        """One server per listener, TLS ones with their (reloading) server context;
+        the connection limits count all of them together."""
+        config = self.config
+        counts = ConnectionCounts()
+        servers = []
+        for listener in config.listener_list():
+            protocol = config.security_protocol(listener.name)
+            tls_context = None
+            if protocol in TLS_SECURITY_PROTOCOLS:
+                tls_context = ReloadingServerContext(
+                    TlsFiles.of_listener(config, listener.name), f"listener {listener.name}"
+                ).context
+            servers.append(
+                Server(
+                    listener.host or "0.0.0.0",
+                    listener.port,
+                    self._handle,
+                    connections_max_idle_ms=config.connections_max_idle_ms,
+                    max_connections=config.max_connections,
+                    max_connections_per_ip=config.max_connections_per_ip,
+                    listener_name=listener.name,
+                    security_protocol=protocol,
+                    ssl_context=tls_context,
+                    principal_of=principal_from_peercert if tls_context else None,
+                    connection_counts=counts,
+                    unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
+                )
+            )
+        return servers
+
+    def _inter_broker_listener(self) -> InterBrokerListener:
+        """The listener this broker uses to reach the others, with a TLS client context
+        when its protocol is SSL (or SASL_SSL)."""
+        config = self.config
+        name = config.inter_broker_listener()
+        protocol = config.security_protocol(name)
+        sasl = None
+        if protocol in SASL_PROTOCOLS:
+            sasl = InterBrokerSasl(
+                config.sasl_mechanism_inter_broker_protocol,
+                config.inter_broker_sasl_username or "",
+                config.inter_broker_sasl_password or "",
+            )
+        if protocol not in TLS_SECURITY_PROTOCOLS:
+            return InterBrokerListener(name, sasl=sasl)
+        files = TlsFiles.of_listener(config, name)
+        return InterBrokerListener(
+            name, client_context(files, f"inter-broker listener {name}"), sasl=sasl
+        )
+
+    def _advertised_endpoints(self) -> tuple[Endpoint, ...]:
+        """Each listener's advertised endpoint, once the servers are bound (a port 0
+        listener is advertised with the port it got): the advertised.listeners entry of
+        its name, else where it listens (advertised.host, or this machine's name for a
+        listener without a host)."""
+        config = self.config
+        advertised = {listener.name: listener for listener in config.advertised_listeners}
+        endpoints = []
+        for index, server in enumerate(self.servers):
+            name = server.listener_name
+            given = advertised.get(name)
+            if given is not None:
+                host, port = given.host or socket.getfqdn(), given.port
+            else:
+                host = self._advertised_host(server.host, index)
+                port = server.port
+                if index == 0 and config.advertised_port:
+                    port = config.advertised_port
+            endpoints.append(Endpoint(name, host, port, server.security_protocol))
+        return tuple(endpoints)
 
     async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         assert self._dispatcher is not None, "requests arrive only after start()"
@@ -227,7 +308,11 @@ class Broker:
             self.config.node_id, store.image(), self.replicas, self._metadata_storage_error
         )
         self.fetchers = ReplicaFetchers(
-            self.config, self.replicas, lambda: self.applier.image, self._replication_storage_error
+            self.config,
+            self.replicas,
+            lambda: self.applier.image,
+            self._replication_storage_error,
+            self.inter_broker,
         )
         self.replicas.partition_exists = lambda tp: self.applier.image.partition(tp) is not None
         self.topics = TopicManager(store, self.replicas, self.applier, self.config)
@@ -272,7 +357,7 @@ class Broker:
             group_config,
             self.clock,
         )
-        self.peers = Peers(self.config.node_id, lambda: self.applier.image)
+        self.peers = Peers(self.config.node_id, lambda: self.applier.image, self.inter_broker)
         self.markers = TransactionMarkers(
             self.config.node_id,
             self.replicas,
@@ -368,10 +453,18 @@ class Broker:
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
         # Bind now (a port in use fails here); accept clients once the group
         # coordinators are loaded (run).
-        await self.server.start(start_serving=False)
-        advertised_port = self.config.advertised_port or self.server.port
+        for server in self.servers:
+            await server.start(start_serving=False)
+        endpoints = self._advertised_endpoints()
+        inter_broker = next(
+            e for e in endpoints if e.listener == self.config.inter_broker_listener()
+        )
         self.node = BrokerInfo(
-            self.config.node_id, self._advertised_host, advertised_port, self.config.rack
+            self.config.node_id,
+            inter_broker.host,
+            inter_broker.port,
+            self.config.rack,
+            endpoints=endpoints,
         )
         try:
             self.node = await store.register_broker(self.node)
@@ -391,26 +484,26 @@ class Broker:
         )
 
     async def _start_serving(self) -> None:
-        await self.server.start_serving()
+        for server in self.servers:
+            await server.start_serving()
         log.info(
-            "sluice broker %d ready on %s:%d (data in %s, %d partition(s))",
+            "sluice broker %d ready on %s (data in %s, %d partition(s))",
             self.config.node_id,
-            self.config.host,
-            self.server.port,
+            ", ".join(
+                f"{s.listener_name} {s.host}:{s.port} ({s.security_protocol})" for s in self.servers
+            ),
             self.data_dir,
             len(self.replicas),
         )
 
-    @property
-    def _advertised_host(self) -> str:
-        """advertised.listeners (or advertised.host), else the listening host; a
-        listener with no host is advertised under this machine's name, as in Kafka."""
+    def _advertised_host(self, listening_host: str, index: int) -> str:
+        """advertised.host, else the listening host; a listener with no host is
+        advertised under this machine's name, as in Kafka."""
         if self.config.advertised_host:
             return self.config.advertised_host
-        listener = self.config.listeners
-        if listener is not None and not listener.host:
+        if self.config.listeners and not self.config.listeners[index].host:
             return socket.getfqdn()
-        return self.config.host
+        return listening_host
 
     async def _ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted) on a single node's first start. Its
@@ -487,7 +580,8 @@ class Broker:
             await self.shutdown()
 
     async def shutdown(self) -> None:
-        await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if self.peers is not None:
             await self.peers.close()
         await self.topics.close()

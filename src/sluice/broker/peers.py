@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from sluice.broker.peer_connection import PeerConnection, PeerUnavailable
+from sluice.broker.peer_connection import InterBrokerListener, PeerConnection, PeerUnavailable
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
 from sluice.protocol.versions import ApiKey
@@ -24,8 +24,14 @@ CONNECT_TIMEOUT_S = 5.0
 
 
 class Peers:
-    def __init__(self, node_id: int, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        image: Callable[[], MetadataImage],
+        listener: InterBrokerListener | None = None,
+    ) -> None:
         self._node_id = node_id
+        self._listener = listener or InterBrokerListener()
         self._image = image
         self._connections: dict[int, PeerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -49,8 +55,8 @@ class Peers:
                     broker = self._image().brokers.get(node_id)
                     if broker is None:
                         raise PeerUnavailable(f"broker {node_id} is not live")
-                    connection = PeerConnection(
-                        broker.host, broker.port, client_id=f"broker-{self._node_id}"
+                    connection = self._listener.connection(
+                        broker, client_id=f"broker-{self._node_id}"
                     )
                     await connection.open(CONNECT_TIMEOUT_S)
                     self._connections[node_id] = connection

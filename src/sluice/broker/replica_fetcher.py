@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.broker.partition import Partition
-from sluice.broker.peer_connection import PeerConnection, PeerUnavailable
+from sluice.broker.peer_connection import InterBrokerListener, PeerConnection, PeerUnavailable
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import NO_LEADER
@@ -157,8 +157,10 @@ class ReplicaFetcher:
         config: BrokerConfig,
         on_storage_error: Callable[[BaseException], None],
         throttle: ReplicationThrottle | None = None,
+        listener: InterBrokerListener | None = None,
     ) -> None:
         self.leader = leader
+        self._listener = listener or InterBrokerListener()
         self._config = config
         self._throttle = throttle or ReplicationThrottle()
         self._on_storage_error = on_storage_error
@@ -191,7 +193,13 @@ class ReplicaFetcher:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
-            connection = PeerConnection(host, port, client_id=f"broker-{self._config.node_id}")
+            connection = PeerConnection(
+                host,
+                port,
+                client_id=f"broker-{self._config.node_id}",
+                ssl_context=self._listener.ssl_context,
+                sasl=self._listener.sasl,
+            )
             try:
                 await connection.open(CONNECT_TIMEOUT_MS / 1000)
                 while self._followed:
@@ -443,8 +451,10 @@ class ReplicaFetchers:
         replicas: ReplicaManager,
         image: Callable[[], MetadataImage],
         on_storage_error: Callable[[BaseException], None],
+        listener: InterBrokerListener | None = None,
     ) -> None:
         self._config = config
+        self._listener = listener or InterBrokerListener()
         self._replicas = replicas
         self._image = image
         self._on_storage_error = on_storage_error
@@ -482,7 +492,7 @@ class ReplicaFetchers:
             if broker is not None:
                 wanted[partition.topic_partition] = (
                     partition,
-                    (leader_id, broker.host, broker.port),
+                    (leader_id, *self._listener.address(broker)),
                 )
         for topic_partition, address in list(self._assigned.items()):
             if wanted.get(topic_partition, (None, None))[1] != address:
@@ -492,7 +502,7 @@ class ReplicaFetchers:
             entry = self._fetchers.get(address)
             if entry is None:
                 fetcher = ReplicaFetcher(
-                    address, self._config, self._on_storage_error, self._throttle
+                    address, self._config, self._on_storage_error, self._throttle, self._listener
                 )
                 task = self._task_group.create_task(
                     fetcher.run(), name=f"replica fetcher for broker {address[0]}"

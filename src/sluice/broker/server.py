@@ -25,6 +25,11 @@ address, are closed as soon as they are accepted, as Kafka does. A connection wi
 bytes moving for ``connections.max.idle.ms`` (while no handler is working for it), or
 one that has held an incomplete frame that long, is closed.
 
+On a SASL listener a connection is unauthenticated until SaslAuthenticate succeeds: its
+frames may be at most ``sasl.server.max.receive.size`` and each request is answered
+before the next is read (the dispatcher serves only ApiVersions and the SASL APIs then,
+and a failed authentication closes the connection once its answer is written).
+
 A peer that sends bytes we cannot parse has its connection closed; everyone else keeps
 being served. A handler that raises something other than a Kafka error is a bug: it is
 logged with its traceback and its connection closed. These warnings are rate limited
@@ -36,11 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import ssl
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from sluice.common.errors import ProtocolError
+from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
     IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
@@ -54,6 +62,8 @@ from sluice.protocol.framing import FrameDecoder
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 256 * 1024
+TLS_WRITE_CHUNK_BYTES = 256 * 1024
+"""Record bytes a TLS connection copies through memory at a time (no sendfile there)."""
 WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
@@ -74,22 +84,66 @@ Response = bytes | list[bytes | FileSlice] | None
 RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Response]]
 
 
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+
+
 class ConnectionInfo:
     """What handlers may know about the connection a request came on."""
 
-    def __init__(self, peer: str, host: str = "") -> None:
+    def __init__(
+        self,
+        peer: str,
+        host: str = "",
+        *,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
+        principal: str = ANONYMOUS_PRINCIPAL,
+    ) -> None:
         self.peer = peer
         self.host = host
         """The client's IP address, shown as a group member's host."""
-        self.principal: str = "User:ANONYMOUS"
+        self.listener_name = listener_name
+        """The listener the connection came in on: Metadata, FindCoordinator and the
+        other answers that name brokers give their endpoints on this listener."""
+        self.security_protocol = security_protocol
+        """That listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
+        self.principal = principal
+        """Who the client is, Kafka-style (``User:CN=alice,OU=eng`` from a verified TLS
+        client certificate); authentication sets it, authorization reads it."""
+        self.authenticated = not security_protocol.startswith("SASL_")
+        """Whether requests other than ApiVersions and the SASL APIs are served."""
+        self.sasl_mechanism: str | None = None
+        """The mechanism SaslHandshake chose, until its exchange ends."""
+        self.sasl_exchange: object | None = None
+        """The mechanism's server state while an exchange is under way."""
+        self.sasl_legacy_framing = False
+        """SaslHandshake v0 was used: Kafka's legacy framing, raw tokens that follow."""
+        self.sasl_session_ends_ms: int | None = None
+        """When the SASL session ends (connections.max.reauth.ms, monotonic ms), or None."""
+        self.close_after_response = False
+        """Close the connection once the response being computed is written (a failed
+        SASL authentication)."""
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
 
 
+@dataclass
+class ConnectionCounts:
+    """Open connections, all listeners together (``max.connections`` and
+    ``max.connections.per.ip`` count every listener's)."""
+
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    per_ip: dict[str, int] = field(default_factory=dict)
+
+
 class ConnectionIdle(Exception):
     """No bytes moved (or a frame stayed incomplete) for connections.max.idle.ms."""
+
+
+class ConnectionClosedAfterResponse(Exception):
+    """A handler asked for the connection to be closed once its answer was written."""
 
 
 class RateLimitedLog:
@@ -148,6 +202,11 @@ class RateLimitedLog:
 
 
 class Server:
+    """One listener: its address, name and security protocol, and for TLS listeners
+    the server context (``ssl_context``; its SNI callback may swap the context of each
+    connection for a reloaded one, see ``broker.tls``). ``principal_of`` names the
+    principal of a new connection from its verified peer certificate (None without)."""
+
     def __init__(
         self,
         host: str,
@@ -157,16 +216,27 @@ class Server:
         connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         max_connections: int = MAX_CONNECTIONS_DEFAULT,
         max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP_DEFAULT,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        principal_of: Callable[[dict[str, Any] | None], str] | None = None,
+        connection_counts: ConnectionCounts | None = None,
+        unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self.host = host
+        self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self.port = port
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
         self._handle = handle
         self._connections_max_idle_ms = connections_max_idle_ms
         self._max_connections = max_connections
         self._max_connections_per_ip = max_connections_per_ip
         self._server: asyncio.Server | None = None
+        self._counts = connection_counts or ConnectionCounts()
         self._connections: set[asyncio.Task[None]] = set()
-        self._connections_per_ip: dict[str, int] = {}
         self._malformed_warnings = RateLimitedLog(
             log, logging.WARNING, "warnings about malformed requests"
         )
@@ -181,6 +251,7 @@ class Server:
             self.host,
             self.port,
             reuse_address=True,
+            ssl=self._ssl_context,
             # The stream buffers up to twice its limit before it stops reading the socket.
             limit=READ_CHUNK_BYTES // 2,
             start_serving=start_serving,
@@ -195,9 +266,9 @@ class Server:
 
     def _refusal(self, host: str) -> str | None:
         """Why a new connection from ``host`` must be refused, or None."""
-        if len(self._connections) >= self._max_connections:
+        if len(self._counts.tasks) >= self._max_connections:
             return f"max.connections={self._max_connections} connections are open"
-        if self._connections_per_ip.get(host, 0) >= self._max_connections_per_ip:
+        if self._counts.per_ip.get(host, 0) >= self._max_connections_per_ip:
             return (
                 f"{host} already has max.connections.per.ip="
                 f"{self._max_connections_per_ip} connections"
@@ -217,8 +288,17 @@ class Server:
             self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
             writer.transport.abort()
             return
+        self._counts.tasks.add(task)
         self._connections.add(task)
-        self._connections_per_ip[host] = self._connections_per_ip.get(host, 0) + 1
+        self._counts.per_ip[host] = self._counts.per_ip.get(host, 0) + 1
+        info = ConnectionInfo(
+            peer,
+            host,
+            listener_name=self.listener_name,
+            security_protocol=self.security_protocol,
+        )
+        if self._principal_of is not None:
+            info.principal = self._principal_of(writer.get_extra_info("peercert"))
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -228,8 +308,10 @@ class Server:
                 reader,
                 writer,
                 self._handle,
-                ConnectionInfo(peer, host),
+                info,
                 idle_ms=self._connections_max_idle_ms,
+                zero_copy=self._ssl_context is None,
+                unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -237,6 +319,8 @@ class Server:
             )
         except* ConnectionIdle as group:
             log.debug("closing connection from %s: %s", peer, group.exceptions[0])
+        except* ConnectionClosedAfterResponse:
+            log.debug("closed connection from %s after its answer", peer)
         except* (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
         except* asyncio.CancelledError:
@@ -246,10 +330,11 @@ class Server:
                 "closing connection from %s after an internal error", peer, exc_info=group
             )
         finally:
+            self._counts.tasks.discard(task)
             self._connections.discard(task)
-            remaining = self._connections_per_ip.pop(host, 1) - 1
+            remaining = self._counts.per_ip.pop(host, 1) - 1
             if remaining:
-                self._connections_per_ip[host] = remaining
+                self._counts.per_ip[host] = remaining
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -297,12 +382,16 @@ class Connection:
         info: ConnectionInfo,
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
+        zero_copy: bool = True,
+        unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
+        self._zero_copy = zero_copy
         self._reader = reader
         self._writer = writer
         self._handle = handle
         self._info = info
-        self._decoder = FrameDecoder(FRAME_BYTES_MAX)
+        self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
+        self._decoder = FrameDecoder(self._frame_bytes_max())
         self._idle_s = idle_ms / 1000
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -320,7 +409,7 @@ class Connection:
         self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        in_flight: asyncio.Queue[asyncio.Task[Response] | None] = asyncio.Queue()
+        in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
             writer_task = tasks.create_task(self._write_responses(in_flight))
             watchdog = tasks.create_task(self._close_when_idle())
@@ -335,13 +424,17 @@ class Connection:
                     self._last_activity = self._loop.time()
                     self._decoder.receive(data)
                     completed_a_frame = False
-                    while (frame := self._decoder.next_frame()) is not None:
+                    while (frame := self._next_frame()) is not None:
                         completed_a_frame = True
                         self._unanswered_requests += 1
                         request = tasks.create_task(self._run_handler(frame))
                         in_flight.put_nowait(request)
                         del frame
-                        if self._unanswered_requests > 1:
+                        if not self._info.authenticated:
+                            # Before authentication one request at a time: the next
+                            # frame's limit and admission depend on this one's outcome.
+                            await asyncio.wait((request,))
+                        elif self._unanswered_requests > 1:
                             # Let the handler run first: if it answers at once, its
                             # response is counted before the next request is admitted.
                             await asyncio.sleep(0)
@@ -354,6 +447,15 @@ class Connection:
                 watchdog.cancel()
                 if not writer_task.done():
                     in_flight.put_nowait(None)
+
+    def _frame_bytes_max(self) -> int:
+        if self._info.authenticated:
+            return FRAME_BYTES_MAX
+        return self._unauthenticated_frame_bytes_max
+
+    def _next_frame(self) -> bytes | None:
+        self._decoder.frame_bytes_max = self._frame_bytes_max()
+        return self._decoder.next_frame()
 
     def _has_room(self) -> bool:
         return (
@@ -377,17 +479,18 @@ class Connection:
     def _changed(self) -> None:
         self._state_changed.set()
 
-    async def _run_handler(self, frame: bytes) -> Response:
+    async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
         self._running_request_bytes += len(frame)
         try:
             response = await self._handle(frame, self._info)
+            close_after = self._info.close_after_response
         finally:
             self._running_handlers -= 1
             self._running_request_bytes -= len(frame)
             self._changed()
         self._queued_response_bytes += _in_memory_bytes(response)
-        return response
+        return response, close_after
 
     async def _close_when_idle(self) -> None:
         """Raise ConnectionIdle once no bytes have moved for the idle time while no
@@ -411,17 +514,17 @@ class Connection:
             await asyncio.sleep(deadline - now)
 
     async def _write_responses(
-        self, in_flight: asyncio.Queue[asyncio.Task[Response] | None]
+        self, in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None]
     ) -> None:
         loop = self._loop
         writer = self._writer
-        zero_copy = _loop_has_sendfile(loop)
+        zero_copy = self._zero_copy and _loop_has_sendfile(loop)
         while True:
             task = await in_flight.get()
             if task is None:
                 await self._drain()
                 return
-            response = await task
+            response, close_after = await task
             self._queued_response_bytes -= _in_memory_bytes(response)
             if isinstance(response, bytes):
                 writer.write(response)
@@ -430,7 +533,7 @@ class Connection:
                     if isinstance(part, bytes):
                         writer.write(part)
                     elif not zero_copy:
-                        writer.write(part.read())
+                        await self._write_slice(part)
                     else:
                         await self._drain()
                         await loop.sendfile(
@@ -439,6 +542,29 @@ class Connection:
                         self._last_activity = loop.time()
             self._unanswered_requests -= 1
             self._changed()
+            await self._drain()
+            if close_after:
+                raise ConnectionClosedAfterResponse
+
+    async def _write_slice(self, part: FileSlice) -> None:
+        """Copy a file slice to the transport through memory, at most
+        TLS_WRITE_CHUNK_BYTES at a time (TLS encrypts in user space, so sendfile cannot
+        be used; chunks keep a large fetch from holding its whole size in memory)."""
+        if part.size_bytes <= TLS_WRITE_CHUNK_BYTES:
+            self._writer.write(part.read())
+            return
+        fd = part.file.fileno()
+        position, end = part.position, part.position + part.size_bytes
+        while position < end:
+            wanted = min(TLS_WRITE_CHUNK_BYTES, end - position)
+            chunk = os.pread(fd, wanted, position)
+            if len(chunk) != wanted:
+                raise KafkaStorageError(
+                    f"{getattr(part.file, 'name', '?')}: wanted {wanted} bytes at "
+                    f"{position}, the file has {len(chunk)}"
+                )
+            self._writer.write(chunk)
+            position += wanted
             await self._drain()
 
     async def _drain(self) -> None:

@@ -63,14 +63,16 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--listeners",
     envvar="SLUICE_LISTENERS",
-    metavar="PLAINTEXT://HOST:PORT",
-    help="Kafka's listeners setting: where to listen (instead of --host/--port).",
+    metavar="NAME://HOST:PORT[,...]",
+    help="Kafka's listeners setting: where to listen (the first instead of --host/--port); "
+    "names map to security protocols with -o listener.security.protocol.map=...",
 )
 @click.option(
     "--advertised-listeners",
     envvar="SLUICE_ADVERTISED_LISTENERS",
-    metavar="PLAINTEXT://HOST:PORT",
-    help="Kafka's advertised.listeners: the address clients are told to connect to.",
+    metavar="NAME://HOST:PORT[,...]",
+    help="Kafka's advertised.listeners: the addresses clients are told to connect to, "
+    "by listener name.",
 )
 @click.option(
     "--advertised-host",
@@ -143,7 +145,8 @@ def serve(
     -o overrides, then the explicit options (--data-dir, --host, --port, --node-id,
     --advertised-host, --zookeeper, --rack).
     The address may be given as Kafka's listeners / advertised.listeners
-    (PLAINTEXT://host:port, one listener) or as --host/--port, not as both.
+    (NAME://host:port, comma separated; TLS settings under Kafka's ssl.* names) or as
+    --host/--port, not as both.
     """
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     # kazoo announces every connection at INFO; the metadata store logs what matters.
@@ -162,6 +165,7 @@ def serve(
         }
         config.apply_properties({k: v for k, v in options.items() if v is not None})
         config.set_address(host, port, origin="--host/--port")
+        config.check_listeners()
         config.check_advertised_address()
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None

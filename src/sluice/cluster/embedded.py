@@ -10,11 +10,14 @@ File ``<data dir>/cluster-metadata.json``::
      "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}},
      "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "LITERAL",
                "principal": "User:alice", "host": "*", "operation": "READ",
-               "permission": "ALLOW"}, …]}
+               "permission": "ALLOW"}, …],
+     "scram_users": {"alice": {"SCRAM-SHA-512": {"salt": …, "stored_key": …,
+                                                 "server_key": …, "iterations": 4096}}}}
 
 A topic's ``version`` counts writes of its record (configs, partition count); each
 partition's ``version`` counts writes of its state. ``controller_epoch``,
-``group_configs`` (per-group overrides, config resource GROUP) and ``acls`` may be absent, and a
+``group_configs`` (per-group overrides, config resource GROUP), ``acls`` and
+``scram_users`` (SCRAM credentials, base64: never a password) may be absent, and a
 partition's ``version`` too: files written before they existed have none (0).
 
 Each change rewrites the whole document atomically (temp file, fsync, rename, fsync of
@@ -57,6 +60,7 @@ from sluice.cluster.store import (
     TopicExists,
 )
 from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
@@ -365,6 +369,46 @@ class EmbeddedMetadataStore:
         self._commit(acls=[binding.to_json() for binding in sorted(acls)])
         self._acls = acls
         self._image = self._make_image()
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        stored = self._document.get("scram_users", {}).get(user, {})
+        return {
+            ScramMechanism.by_name(name): ScramCredential.from_json(data)
+            for name, data in stored.items()
+        }
+
+    async def scram_users(self) -> list[str]:
+        return sorted(self._document.get("scram_users", {}))
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        def write() -> None:
+            with self._lock:
+                users = dict(self._document.get("scram_users") or {})
+                users[user] = {
+                    **users.get(user, {}),
+                    mechanism.mechanism_name: credential.to_json(),
+                }
+                self._commit(scram_users=users)
+
+        await asyncio.to_thread(write)
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        def write() -> bool:
+            with self._lock:
+                users = dict(self._document.get("scram_users") or {})
+                mechanisms = dict(users.get(user, {}))
+                if mechanisms.pop(mechanism.mechanism_name, None) is None:
+                    return False
+                if mechanisms:
+                    users[user] = mechanisms
+                else:
+                    del users[user]
+                self._commit(scram_users=users)
+                return True
+
+        return await asyncio.to_thread(write)
 
     async def allocate_producer_id_block(self, block_size: int) -> int:
         def allocate() -> int:

@@ -38,25 +38,86 @@ NO_LEADER = -1
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One advertised listener of a broker: its name, address and security protocol."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "listener": self.listener,
+            "host": self.host,
+            "port": self.port,
+            "security_protocol": self.security_protocol,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Endpoint:
+        return cls(
+            str(data["listener"]),
+            str(data["host"]),
+            int(data["port"]),
+            str(data.get("security_protocol", data["listener"])),
+        )
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
     """A live broker as registered in the metadata store. ``epoch`` tells one
     registration from the next of the same node id (Kafka's broker epoch): the store
     gives it, and it grows each time the broker registers, so the controller sees a
-    restart even when no moment passed without the broker registered."""
+    restart even when no moment passed without the broker registered.
+
+    ``host`` and ``port`` are the inter-broker listener's address (what other brokers
+    connect to); ``endpoints`` lists every advertised listener. A registration stored
+    before listeners had names holds only ``host`` and ``port``: it reads as one
+    endpoint-less broker whose address serves every listener name."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """The advertised endpoint of ``listener``; for a registration without
+        endpoints, its one address; None when the broker does not have that listener."""
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint
+        if not self.endpoints:
+            return Endpoint(listener, self.host, self.port, "PLAINTEXT")
+        return None
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """Where a client that came in on ``listener`` reaches this broker: that
+        listener's endpoint, else (a broker without that listener, in a cluster whose
+        brokers are configured differently) the inter-broker address."""
+        endpoint = self.endpoint(listener)
+        return (endpoint.host, endpoint.port) if endpoint is not None else (self.host, self.port)
 
     def to_json(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": self.rack}
+        data: dict[str, Any] = {
+            "node_id": self.node_id,
+            "host": self.host,
+            "port": self.port,
+            "rack": self.rack,
+        }
+        if self.endpoints:
+            data["endpoints"] = [endpoint.to_json() for endpoint in self.endpoints]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], epoch: int = -1) -> BrokerInfo:
         rack = data.get("rack")
-        return cls(int(data["node_id"]), str(data["host"]), int(data["port"]), rack, epoch)
+        endpoints = tuple(Endpoint.from_json(e) for e in data.get("endpoints", ()))
+        return cls(
+            int(data["node_id"]), str(data["host"]), int(data["port"]), rack, epoch, endpoints
+        )
 
 
 @dataclass(frozen=True)

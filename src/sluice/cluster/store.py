@@ -36,6 +36,7 @@ from typing import Protocol
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 
 
 class MetadataStoreError(Exception):
@@ -160,6 +161,26 @@ class MetadataStore(Protocol):
     async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
         """Remove ACL bindings durably (those not stored are ignored); the image the
         caller sees next lacks them."""
+        ...
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        """A user's SCRAM credentials (salt, keys, iterations; never a password), by
+        mechanism; empty for an unknown user. Read from the store itself, not the image,
+        so a credential changed on another broker counts at once."""
+        ...
+
+    async def scram_users(self) -> list[str]:
+        """Every user with at least one SCRAM credential."""
+        ...
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        """Store (or replace) a user's credential for one mechanism durably."""
+        ...
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        """Remove a user's credential for one mechanism; False if there was none."""
         ...
 
     async def close(self) -> None:

@@ -5,8 +5,9 @@ Everything lives under ``<chroot>/sluice``, so a ZooKeeper that also serves Kafk
 another Sluice cluster under another chroot) is never touched::
 
     <chroot>/sluice/cluster_id                  the cluster's id, made once
-                   /brokers/<node id>           ephemeral {"node_id", "host", "port", "rack"};
-                                                the broker epoch is the znode's czxid
+                   /brokers/<node id>           ephemeral {"node_id", "host", "port", "rack",
+                                                "endpoints"}; the broker epoch is the
+                                                znode's czxid
                    /controller                  ephemeral {"node_id", "epoch"}
                    /controller_epoch            the epoch; its znode version equals it
                    /topics/<name>               {"topic_id", "configs", "partition_count"};
@@ -20,6 +21,10 @@ another Sluice cluster under another chroot) is never touched::
                    /acls                        {"acls": [binding, …]}: every ACL in one
                                                 node, written conditionally on its version
                                                 (a node holds 1 MB: thousands of ACLs)
+                   /config/users/<user>         {mechanism: {"salt", "stored_key",
+                                                "server_key", "iterations"}}: SCRAM
+                                                credentials (base64; never a password),
+                                                the name percent-encoded
 
 Writes are ZooKeeper transactions (multi), so they are all or nothing. A topic is created
 with its partitions in one transaction and grown in one (the topic node's partition count
@@ -77,6 +82,7 @@ from sluice.cluster.store import (
     TopicExists,
 )
 from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +157,9 @@ class ZooKeeperMetadataStore:
     def _group_path(self, group_id: str) -> str:
         return self._path("group_configs", urllib.parse.quote(group_id, safe=""))
 
+    def _user_path(self, user: str) -> str:
+        return self._path("config", "users", urllib.parse.quote(user, safe=""))
+
     def _partition_path(self, name: str, index: int) -> str:
         return self._path("topics", name, "partitions", str(index))
 
@@ -177,7 +186,7 @@ class ZooKeeperMetadataStore:
                 "is it running and is the address right? (--zookeeper host:port[/chroot])"
             ) from None
         self._client.add_listener(self._on_state)
-        for part in ("brokers", "topics", "group_configs"):
+        for part in ("brokers", "topics", "group_configs", "config/users"):
             self._client.ensure_path(self._path(part))
         for path, initial in (
             (self._path("controller_epoch"), b"0"),
@@ -422,7 +431,7 @@ class ZooKeeperMetadataStore:
         self._registration = broker
         self._mark(_BROKERS)
         self._refresh_now()
-        return BrokerInfo(broker.node_id, broker.host, broker.port, broker.rack, stat.czxid)
+        return dataclasses.replace(broker, epoch=stat.czxid)
 
     def _wait_until_gone(self, path: str, deadline: float) -> None:
         """Wait (until the monotonic ``deadline``) for the node at ``path`` to go."""
@@ -733,3 +742,66 @@ class ZooKeeperMetadataStore:
                 self._client.create(path, data)
 
         await asyncio.to_thread(write)
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        def read() -> dict[ScramMechanism, ScramCredential]:
+            try:
+                data, _ = self._client.get(self._user_path(user))
+            except NoNodeError:
+                return {}
+            return {
+                ScramMechanism.by_name(name): ScramCredential.from_json(value)
+                for name, value in json.loads(data).items()
+            }
+
+        return await asyncio.to_thread(read)
+
+    async def scram_users(self) -> list[str]:
+        children = await asyncio.to_thread(self._client.get_children, self._path("config", "users"))
+        return sorted(urllib.parse.unquote(child) for child in children)
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        def change(stored: dict[str, Any]) -> dict[str, Any] | None:
+            return {**stored, mechanism.mechanism_name: credential.to_json()}
+
+        await asyncio.to_thread(self._change_user, user, change)
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        found = False
+
+        def change(stored: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal found
+            found = mechanism.mechanism_name in stored
+            return {k: v for k, v in stored.items() if k != mechanism.mechanism_name}
+
+        await asyncio.to_thread(self._change_user, user, change)
+        return found
+
+    def _change_user(
+        self, user: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> None:
+        """Read, change and write one user's node, conditional on its version (another
+        broker may change the same user's other mechanism meanwhile); an empty result
+        removes the node."""
+        path = self._user_path(user)
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            try:
+                data, stat = self._client.get(path)
+                stored, version = dict(json.loads(data)), stat.version
+            except NoNodeError:
+                stored, version = {}, None
+            updated = change(stored)
+            try:
+                if version is None:
+                    if updated:
+                        self._client.create(path, _dumps(updated))
+                elif updated:
+                    self._client.set(path, _dumps(updated), version=version)
+                else:
+                    self._client.delete(path, version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # changed meanwhile: read it again
+            return
+        raise MetadataStoreError(f"user {user!r} kept being changed; try again")

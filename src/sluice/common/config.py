@@ -349,59 +349,132 @@ class BrokerConfigError(ValueError):
     """A broker setting that is unknown or has a bad value; the message says which."""
 
 
-LISTENER_PROTOCOLS_SERVED = ("PLAINTEXT",)
-"""Security protocols a listener may use today (TLS and SASL listeners come later)."""
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocols, each also a listener name that maps to itself."""
+
+SERVED_SECURITY_PROTOCOLS: set[str] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+"""Security protocols a listener may use in this build: the one place that says so."""
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+"""Listeners whose clients must authenticate with SASL before anything but ApiVersions."""
+
+SASL_MECHANISMS_SERVED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+"""Sluice's default of ``sasl.enabled.mechanisms`` (Kafka's is GSSAPI, not served)."""
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    names = tuple(item.upper() for item in list_items(text))
+    unknown = [name for name in names if name not in SASL_MECHANISMS_SERVED]
+    if unknown or not names:
+        raise ValueError(
+            f"{', '.join(unknown) or 'an empty list'}: the mechanisms served are "
+            + ", ".join(SASL_MECHANISMS_SERVED)
+        )
+    return names
+
+
+def _sasl_mechanism(text: str) -> str:
+    names = _sasl_mechanisms(text)
+    if len(names) != 1:
+        raise ValueError("give one mechanism")
+    return names[0]
+
+
+TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+"""Protocols whose connections are wrapped in TLS."""
+
+DEFAULT_SECURITY_PROTOCOL_MAP = {protocol: protocol for protocol in SECURITY_PROTOCOLS}
+"""Kafka's default ``listener.security.protocol.map``: each protocol name to itself."""
+
+LISTENER_SECURITY_SETTINGS: dict[str, Callable[[str], Any]] = {
+    "ssl.keystore.type": lambda text: _choice("PEM")(text.upper()),
+    "ssl.keystore.location": str,
+    "ssl.key.password": str,
+    "ssl.truststore.type": lambda text: _choice("PEM")(text.upper()),
+    "ssl.truststore.location": str,
+    "ssl.client.auth": lambda text: _choice("none", "requested", "required")(text.lower()),
+    "ssl.endpoint.identification.algorithm": lambda text: _choice("", "https")(text.lower()),
+    "ssl.enabled.protocols": lambda text: ",".join(
+        _choice("TLSv1.2", "TLSv1.3")(item) for item in list_items(text)
+    ),
+    "ssl.cipher.suites": str,
+    "sasl.enabled.mechanisms": lambda text: ",".join(_sasl_mechanisms(text)),
+}
+"""Security settings under Kafka's names, given globally (``ssl.keystore.location``) or
+for one listener (``listener.name.<listener>.ssl.keystore.location``, the listener name
+in lower case as Kafka writes it), each with its parser. Only PEM key and trust stores
+are read: ``ssl.keystore.location`` names one PEM file with the private key and the
+certificate chain (the key encrypted under ``ssl.key.password`` or not), and
+``ssl.truststore.location`` a PEM bundle of CA certificates."""
+
+SENSITIVE_SECURITY_SETTINGS = frozenset({"ssl.key.password"})
+"""Never shown by DescribeConfigs."""
 
 NON_ROUTABLE_HOSTS = frozenset({"0.0.0.0", "::"})
 
 _LISTENER = re.compile(
     r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]\s]*):(?P<port>\d+)"
 )
+_LISTENER_PREFIX = re.compile(r"listener\.name\.(?P<name>[A-Za-z0-9_]+)\.(?P<key>.+)")
 
 
 @dataclass(frozen=True)
 class Listener:
     """One entry of Kafka's ``listeners`` / ``advertised.listeners``:
-    ``PLAINTEXT://host:port``. An empty host means every interface (and, advertised,
-    this machine's name), as in Kafka."""
+    ``NAME://host:port``, where the name is a security protocol (``SSL``) or a name that
+    ``listener.security.protocol.map`` maps to one (``INTERNAL``). An empty host means
+    every interface (and, advertised, this machine's name), as in Kafka."""
 
-    protocol: str
+    name: str
     host: str
     port: int
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.protocol}://{host}:{self.port}"
+        return f"{self.name}://{host}:{self.port}"
 
 
-def parse_listener(setting: str, text: str) -> Listener:
-    """The one listener in ``text``. Raises BrokerConfigError for anything else: bad
-    syntax, several listeners, or a protocol other than PLAINTEXT."""
+def parse_listeners(setting: str, text: str) -> tuple[Listener, ...]:
+    """The listeners in ``text`` (comma separated). Raises BrokerConfigError for bad
+    syntax, an empty list or a name given twice (which protocol each name has, and
+    whether it is served, is checked by :meth:`BrokerConfig.check_listeners` once every
+    setting is in)."""
     items = list_items(text)
-    example = "PLAINTEXT://127.0.0.1:9092"
+    example = "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"
     if not items:
-        raise BrokerConfigError(f"{setting} is empty; give one listener such as {example}")
-    if len(items) > 1:
-        raise BrokerConfigError(
-            f"{setting}={text}: Sluice serves one PLAINTEXT listener for now (TLS and SASL "
-            "listeners come in a later release); give exactly one"
-        )
-    match = _LISTENER.fullmatch(items[0])
-    if match is None:
-        raise BrokerConfigError(
-            f"{setting}={items[0]} is not PROTOCOL://host:port; for example {example}"
-        )
-    protocol = match["name"].upper()
-    if protocol not in LISTENER_PROTOCOLS_SERVED:
-        raise BrokerConfigError(
-            f"{setting}={items[0]}: {protocol} listeners are not supported yet (TLS and SASL "
-            f"come in a later release); use PLAINTEXT://host:port"
-        )
-    try:
-        port = _port(match["port"])
-    except ValueError as e:
-        raise BrokerConfigError(f"{setting}={items[0]}: port {e}") from None
-    return Listener(protocol, match["host"].strip("[]"), port)
+        raise BrokerConfigError(f"{setting} is empty; give listeners such as {example}")
+    listeners: list[Listener] = []
+    for item in items:
+        match = _LISTENER.fullmatch(item)
+        if match is None:
+            raise BrokerConfigError(
+                f"{setting}={item} is not NAME://host:port; for example {example}"
+            )
+        try:
+            port = _port(match["port"])
+        except ValueError as e:
+            raise BrokerConfigError(f"{setting}={item}: port {e}") from None
+        listener = Listener(match["name"].upper(), match["host"].strip("[]"), port)
+        if any(other.name == listener.name for other in listeners):
+            raise BrokerConfigError(
+                f"{setting}={text}: the listener name {listener.name} is given twice; "
+                "each listener needs a name of its own"
+            )
+        listeners.append(listener)
+    return tuple(listeners)
+
+
+def _security_protocol_map(text: str) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for item in list_items(text):
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}, e.g. INTERNAL:SSL,EXTERNAL:SASL_SSL"
+            )
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
 
 
 @dataclass
@@ -526,21 +599,63 @@ class BrokerConfig:
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
     file open and some memory, and is opened at every start; the limit (the name KIP-578
     proposed) keeps one request from taking the broker past what it can serve."""
+    sasl_plain_insecure_allow: bool = False
+    """sluice.sasl.plain.insecure.allow: offer PLAIN on a SASL_PLAINTEXT listener too,
+    where the password crosses the network in the clear."""
+    sasl_server_max_receive_size: int = 524_288
+    """sasl.server.max.receive.size: the largest request frame before authentication."""
+    connections_max_reauth_ms: int = 0
+    """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
+    authenticate again on the same connection before it ends, or the connection is
+    closed at its next request. 0: sessions never end."""
+    sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-512"
+    """sasl.mechanism.inter.broker.protocol: how this broker authenticates to the SASL
+    listeners of other brokers."""
+    inter_broker_sasl_username: str | None = None
+    """sluice.inter.broker.sasl.username: the user this broker authenticates as."""
+    inter_broker_sasl_password: str | None = None
+    """sluice.inter.broker.sasl.password (sensitive: never described)."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
-    listeners: Listener | None = None
-    """``listeners`` when given: it set ``host`` and ``port`` (an empty host is 0.0.0.0)."""
-    advertised_listeners: Listener | None = None
-    """``advertised.listeners`` when given: the address Metadata hands to clients."""
+    listeners: tuple[Listener, ...] = ()
+    """``listeners`` when given: the first one set ``host`` and ``port`` (an empty host is
+    0.0.0.0). Empty: one PLAINTEXT listener on ``host``/``port``."""
+    advertised_listeners: tuple[Listener, ...] = ()
+    """``advertised.listeners`` when given: the addresses Metadata hands to clients, by
+    listener name (a listener not named here is advertised as it listens)."""
     advertised_port: int | None = None
-    """The port clients are told, when it differs from ``port``."""
+    """The port clients are told, when it differs from ``port`` (single listener)."""
+    listener_security_protocol_map: dict[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_SECURITY_PROTOCOL_MAP)
+    )
+    """``listener.security.protocol.map``: listener name → security protocol."""
+    inter_broker_listener_name: str | None = None
+    """``inter.broker.listener.name``: the listener other brokers connect to (their
+    replica fetchers and requests); None: the first listener."""
+    security_settings: dict[str, str] = field(default_factory=dict)
+    """``ssl.*`` / ``sasl.enabled.mechanisms`` given for every listener."""
+    listener_security_settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``listener.name.<name>.ssl.*``: per listener name (upper case), winning over
+    ``security_settings``."""
     static_names: set[str] = field(default_factory=set)
     """Settings given in the config file, with -o or as options (STATIC_BROKER_CONFIG in
     DescribeConfigs), by Kafka's name where there is one."""
     _given_address: tuple[str | None, int | None] = field(default=(None, None), repr=False)
     """host and port given by --host/--port or the host/port settings (not by listeners)."""
+
+    def sasl_mechanisms_offered(
+        self, listener_name: str, security_protocol: str
+    ) -> tuple[str, ...]:
+        """What SaslHandshake offers on a listener: its ``sasl.enabled.mechanisms``
+        (``listener.name.<name>.`` or global; all three served by default), PLAIN only
+        over TLS unless ``sluice.sasl.plain.insecure.allow`` (PLAIN sends the password
+        itself)."""
+        enabled = self.listener_setting(listener_name, "sasl.enabled.mechanisms")
+        names = _sasl_mechanisms(enabled) if enabled else SASL_MECHANISMS_SERVED
+        plain_allowed = security_protocol == "SASL_SSL" or self.sasl_plain_insecure_allow
+        return tuple(name for name in names if name != "PLAIN" or plain_allowed)
 
     def set_address(self, host: str | None, port: int | None, *, origin: str) -> None:
         """Listen on ``host`` / ``port`` (``--host``/``--port`` or the ``host``/``port``
@@ -556,9 +671,11 @@ class BrokerConfig:
         self._check_address(origin)
 
     def _check_address(self, origin: str) -> None:
-        listener = self.listeners
+        if not self.listeners:
+            return
+        listener = self.listeners[0]
         given_host, given_port = self._given_address
-        if listener is None or (given_host is None and given_port is None):
+        if given_host is None and given_port is None:
             return
         if (given_host is not None and given_host != (listener.host or "0.0.0.0")) or (
             given_port is not None and given_port != listener.port
@@ -569,27 +686,113 @@ class BrokerConfig:
                 "once, either as listeners or as --host/--port"
             )
 
+    def listener_list(self) -> tuple[Listener, ...]:
+        """The listeners the broker serves: ``listeners``, or one PLAINTEXT listener on
+        ``host``/``port``."""
+        return self.listeners or (Listener("PLAINTEXT", self.host, self.port),)
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener (``listener.security.protocol.map``).
+        Raises BrokerConfigError for a name the map lacks."""
+        protocol = self.listener_security_protocol_map.get(listener_name.upper())
+        if protocol is None:
+            raise BrokerConfigError(
+                f"listener {listener_name} has no security protocol: add it to "
+                f"listener.security.protocol.map, e.g. {listener_name}:SSL"
+            )
+        return protocol
+
+    def inter_broker_listener(self) -> str:
+        """The listener name other brokers use: inter.broker.listener.name, else the
+        first listener (PLAINTEXT by default, as in Kafka)."""
+        return self.inter_broker_listener_name or self.listener_list()[0].name
+
+    def listener_setting(self, listener_name: str, key: str) -> str | None:
+        """A security setting for one listener: its ``listener.name.<name>.`` form,
+        else the global one, else None."""
+        own = self.listener_security_settings.get(listener_name.upper(), {})
+        if key in own:
+            return own[key]
+        return self.security_settings.get(key)
+
+    def check_listeners(self) -> None:
+        """Refuse listener settings that cannot be served, once every setting is in:
+        a name without a security protocol, a protocol this build does not serve, a TLS
+        listener without a keystore, advertised listeners or an inter-broker listener
+        that name no listener. Raises BrokerConfigError with what to change."""
+        listeners = self.listener_list()
+        names = [listener.name for listener in listeners]
+        ports = [listener.port for listener in listeners if listener.port != 0]
+        if len(set(ports)) != len(ports):
+            raise BrokerConfigError(
+                f"listeners={','.join(map(str, listeners))}: each listener needs a port of its own"
+            )
+        for listener in listeners:
+            protocol = self.security_protocol(listener.name)
+            if protocol not in SERVED_SECURITY_PROTOCOLS:
+                raise BrokerConfigError(
+                    f"listener {listener}: {protocol} listeners are not served by this "
+                    "broker; use " + " or ".join(sorted(SERVED_SECURITY_PROTOCOLS))
+                )
+            if protocol in TLS_SECURITY_PROTOCOLS and not self.listener_setting(
+                listener.name, "ssl.keystore.location"
+            ):
+                raise BrokerConfigError(
+                    f"listener {listener} uses {protocol} but has no certificate: set "
+                    f"ssl.keystore.location (or listener.name.{listener.name.lower()}."
+                    "ssl.keystore.location) to a PEM file with the private key and the "
+                    "certificate chain"
+                )
+        for advertised in self.advertised_listeners:
+            if advertised.name not in names:
+                raise BrokerConfigError(
+                    f"advertised.listeners names {advertised.name}, which is not among "
+                    f"the listeners ({', '.join(names)})"
+                )
+        for name in self.listener_security_settings:
+            if name not in names:
+                raise BrokerConfigError(
+                    f"listener.name.{name.lower()}.* is set but no listener is named {name} "
+                    f"(listeners: {', '.join(names)})"
+                )
+        if self.inter_broker_listener() not in names:
+            raise BrokerConfigError(
+                f"inter.broker.listener.name={self.inter_broker_listener_name} names no "
+                f"listener (listeners: {', '.join(names)})"
+            )
+        inter_broker = self.inter_broker_listener()
+        if (
+            self.zookeeper_connect
+            and self.security_protocol(inter_broker) in SASL_PROTOCOLS
+            and not (self.inter_broker_sasl_username and self.inter_broker_sasl_password)
+        ):
+            raise BrokerConfigError(
+                f"the inter-broker listener {inter_broker} uses SASL: set "
+                "sluice.inter.broker.sasl.username and sluice.inter.broker.sasl.password "
+                f"(a user with {self.sasl_mechanism_inter_broker_protocol} credentials)"
+            )
+
     def check_advertised_address(self) -> None:
         """Refuse to hand clients a non-routable address taken from a listener setting,
         as Kafka does. (``--host 0.0.0.0`` without listeners keeps advertising it.)"""
-        if self.advertised_listeners is not None:
-            if self.advertised_listeners.host in NON_ROUTABLE_HOSTS:
+        for advertised in self.advertised_listeners:
+            if advertised.host in NON_ROUTABLE_HOSTS:
                 raise BrokerConfigError(
                     "advertised.listeners cannot use the nonroutable meta-address "
-                    f"{self.advertised_listeners.host}. Use a routable IP address."
+                    f"{advertised.host}. Use a routable IP address."
                 )
-            return
-        listener = self.listeners
-        if (
-            listener is not None
-            and listener.host in NON_ROUTABLE_HOSTS
-            and not self.advertised_host
-        ):
-            raise BrokerConfigError(
-                f"listeners={self.listeners} binds every interface; set "
-                "advertised.listeners to the address clients should use, e.g. "
-                f"advertised.listeners=PLAINTEXT://broker1.example:{listener.port}"
-            )
+        advertised_names = {listener.name for listener in self.advertised_listeners}
+        for listener in self.listeners:
+            if (
+                listener.host in NON_ROUTABLE_HOSTS
+                and listener.name not in advertised_names
+                and not self.advertised_host
+            ):
+                raise BrokerConfigError(
+                    f"listeners={listener} binds every interface; set "
+                    "advertised.listeners to the address clients should use, e.g. "
+                    f"advertised.listeners={listener.name}://broker1.example:{listener.port}"
+                )
 
     def apply_properties(self, properties: Mapping[str, str]) -> None:
         """Set values from Kafka-style ``name=value`` properties. Raises BrokerConfigError."""
@@ -604,17 +807,31 @@ class BrokerConfig:
 
     def _apply(self, name: str, text: str) -> None:
         if name == "listeners":
-            listener = parse_listener(name, text)
-            self.listeners = listener
-            self.host = listener.host or "0.0.0.0"
-            self.port = listener.port
+            listeners = parse_listeners(name, text)
+            self.listeners = listeners
+            self.host = listeners[0].host or "0.0.0.0"
+            self.port = listeners[0].port
             self._check_address("the host/port settings")
             return
         if name == "advertised.listeners":
-            listener = parse_listener(name, text)
-            self.advertised_listeners = listener
-            self.advertised_host = listener.host or None
-            self.advertised_port = listener.port
+            self.advertised_listeners = parse_listeners(name, text)
+            return
+        if name == "listener.security.protocol.map":
+            self.listener_security_protocol_map = _security_protocol_map(text)
+            return
+        if name == "inter.broker.listener.name":
+            if not text:
+                raise ValueError("is empty; name one of the listeners")
+            self.inter_broker_listener_name = text.upper()
+            return
+        if name in LISTENER_SECURITY_SETTINGS:
+            self.security_settings[name] = LISTENER_SECURITY_SETTINGS[name](text)
+            return
+        prefixed = _LISTENER_PREFIX.fullmatch(name)
+        if prefixed is not None and prefixed["key"] in LISTENER_SECURITY_SETTINGS:
+            key = prefixed["key"]
+            own = self.listener_security_settings.setdefault(prefixed["name"].upper(), {})
+            own[key] = LISTENER_SECURITY_SETTINGS[key](text)
             return
         if name in ("host", "port"):
             host = text if name == "host" else None
@@ -756,11 +973,30 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "authorizer.enabled": ("authorizer_enabled", _bool),
     "super.users": ("super_users", str),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
+    "sluice.sasl.plain.insecure.allow": ("sasl_plain_insecure_allow", _bool),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
+    "sasl.mechanism.inter.broker.protocol": (
+        "sasl_mechanism_inter_broker_protocol",
+        _sasl_mechanism,
+    ),
+    "sluice.inter.broker.sasl.username": ("inter_broker_sasl_username", str),
+    "sluice.inter.broker.sasl.password": ("inter_broker_sasl_password", str),
 }
 
-LISTENER_SETTINGS = ("listeners", "advertised.listeners")
+SENSITIVE_BROKER_PROPERTIES = frozenset({"sluice.inter.broker.sasl.password"})
+"""Broker settings DescribeConfigs never shows the value of."""
+
+LISTENER_SETTINGS = (
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    *LISTENER_SECURITY_SETTINGS,
+)
 """Kafka's listener settings, applied by :meth:`BrokerConfig._apply` itself (one setting
-sets both host and port)."""
+sets both host and port; the security settings also take Kafka's
+``listener.name.<name>.`` prefix)."""
 
 GROUP_PROPERTY_NAMES = frozenset(
     {

@@ -59,6 +59,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -149,6 +151,15 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_GROUPS: VersionRange(0, 2, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
     ApiKey.API_VERSIONS: VersionRange(0, 4, 3),
+    # SASL (handlers/sasl.py): SaslHandshake v1 is followed by SaslAuthenticate, which
+    # every client in use sends; v0's raw tokens (Kafka's legacy framing) are refused.
+    # SaslAuthenticate v1 returns the session lifetime (KIP-368), v2 is flexible.
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1, None),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2, 2),
+    # SCRAM users (handlers/admin_users.py), as kafka-configs and the admin clients
+    # manage them.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0, 0),
     # CreateTopics v5+ returns the topic's partitions, replication factor and configs,
     # v7 its id. DeleteTopics v6 accepts topics by id.
     ApiKey.CREATE_TOPICS: VersionRange(2, 7, 5),
@@ -274,6 +285,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
     ApiKey.ELECT_LEADERS: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.DESCRIBE_CLUSTER: 0,

@@ -17,6 +17,11 @@ def test_every_private_api_has_a_rule() -> None:
     assert names == set(PRIVATE_RULES)
 
 
-def test_only_api_versions_needs_nothing() -> None:
-    """ApiVersions comes before authentication; everything else asks for something."""
-    assert [key.name for key, needs in RULES.items() if not needs] == ["API_VERSIONS"]
+def test_only_what_comes_before_authentication_needs_nothing() -> None:
+    """ApiVersions and the SASL APIs come before authentication; everything else asks
+    for something."""
+    assert {key.name for key, needs in RULES.items() if not needs} == {
+        "API_VERSIONS",
+        "SASL_HANDSHAKE",
+        "SASL_AUTHENTICATE",
+    }

@@ -125,8 +125,8 @@ async def handle_describe_cluster(
             make(
                 module.DescribeClusterBroker,
                 broker_id=b.node_id,
-                host=b.host,
-                port=b.port,
+                host=b.address(context.connection.listener_name)[0],
+                port=b.address(context.connection.listener_name)[1],
                 rack=b.rack,
                 is_fenced=False,
             )

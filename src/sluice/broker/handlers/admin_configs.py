@@ -69,6 +69,9 @@ from sluice.common.config import (
     BROKER_PROPERTIES,
     BROKER_TOPIC_DEFAULTS,
     GROUP_CONFIG_KEYS,
+    LISTENER_SECURITY_SETTINGS,
+    SENSITIVE_BROKER_PROPERTIES,
+    SENSITIVE_SECURITY_SETTINGS,
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
     ConfigKey,
@@ -110,6 +113,7 @@ class ConfigType(IntEnum):
     INT = 3
     LONG = 5
     LIST = 7
+    PASSWORD = 9
 
 
 class AlterConfigOp(IntEnum):
@@ -292,6 +296,8 @@ def _text(value: object) -> str | None:
         return "true" if value else "false"
     if isinstance(value, Path):
         return os.fspath(value)
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
     return str(value)
 
 
@@ -300,6 +306,10 @@ def _broker_property_type(name: str, value: object) -> ConfigType:
         return ConfigType.BOOLEAN
     if isinstance(value, int):
         return ConfigType.LONG if name.endswith(".ms") else ConfigType.INT
+    if isinstance(value, tuple):
+        return ConfigType.LIST
+    if name in SENSITIVE_BROKER_PROPERTIES:
+        return ConfigType.PASSWORD
     return ConfigType.STRING
 
 
@@ -334,13 +344,15 @@ def _static_synonyms(
 
 
 def _listener_settings(config: BrokerConfig) -> list[tuple[str, str | None, str | None, str]]:
-    """(name, value, default, documentation) of Kafka's listener settings."""
+    """(name, value, default, documentation) of Kafka's listener settings. The global
+    security settings are listed (``ssl.key.password`` never: its value is hidden as
+    Kafka hides sensitive ones, so it is left out)."""
     built_in = BrokerConfig()
-    listeners = str(config.listeners or Listener("PLAINTEXT", config.host, config.port))
+    listeners = ",".join(map(str, config.listener_list()))
     default_listeners = str(Listener("PLAINTEXT", built_in.host, built_in.port))
     advertised: str | None = None
-    if config.advertised_listeners is not None:
-        advertised = str(config.advertised_listeners)
+    if config.advertised_listeners:
+        advertised = ",".join(map(str, config.advertised_listeners))
     elif config.advertised_host or config.advertised_port:
         advertised = str(
             Listener(
@@ -349,15 +361,35 @@ def _listener_settings(config: BrokerConfig) -> list[tuple[str, str | None, str 
                 config.advertised_port or config.port,
             )
         )
-    return [
-        ("listeners", listeners, default_listeners, "where the broker listens (one listener)"),
+
+    def protocol_map(mapping: dict[str, str]) -> str:
+        return ",".join(f"{name}:{protocol}" for name, protocol in mapping.items())
+
+    rows: list[tuple[str, str | None, str | None, str]] = [
+        ("listeners", listeners, default_listeners, "where the broker listens"),
         (
             "advertised.listeners",
             advertised,
             None,
-            "the address clients are told to use; when null, the listener's",
+            "the addresses clients are told to use; when null, the listeners'",
+        ),
+        (
+            "listener.security.protocol.map",
+            protocol_map(config.listener_security_protocol_map),
+            protocol_map(built_in.listener_security_protocol_map),
+            "the security protocol of each listener name",
+        ),
+        (
+            "inter.broker.listener.name",
+            config.inter_broker_listener(),
+            None,
+            "the listener other brokers connect to",
         ),
     ]
+    for name in LISTENER_SECURITY_SETTINGS:
+        if name not in SENSITIVE_SECURITY_SETTINGS:
+            rows.append((name, config.security_settings.get(name), None, "a TLS or SASL setting"))
+    return rows
 
 
 def _group_coordinator_settings(config: BrokerConfig) -> list[tuple[str, str, str]]:
@@ -392,6 +424,9 @@ def describe_broker_configs(
         if names is not None and name not in names:
             return
         synonyms = _static_synonyms(name, value, default, _given(config, name))
+        sensitive = name in SENSITIVE_BROKER_PROPERTIES
+        if sensitive:
+            synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
         effective = synonyms[0]
         described.append(
             DescribedConfig(
@@ -399,7 +434,7 @@ def describe_broker_configs(
                 value=effective.value,
                 source=effective.source,
                 read_only=True,
-                sensitive=False,
+                sensitive=sensitive,
                 config_type=config_type,
                 documentation=documentation,
                 synonyms=tuple(synonyms),

@@ -192,9 +192,12 @@ def _read_partitions(
 
 
 def _leader_endpoints(
-    services: BrokerServices, topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]]
+    services: BrokerServices,
+    topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]],
+    listener: str,
 ) -> list[NodeEndpoint]:
-    """Endpoints of the brokers named as current leaders (v16+)."""
+    """Endpoints of the brokers named as current leaders (v16+), on the listener the
+    request came in on."""
     leaders = {
         result.current_leader[0]
         for _, results in topics
@@ -202,7 +205,7 @@ def _leader_endpoints(
         if result.current_leader is not None
     }
     return [
-        (b.node_id, b.host, b.port, b.rack)
+        (b.node_id, *b.address(listener), b.rack)
         for b in services.topics.image.live_brokers()
         if b.node_id in leaders
     ]
@@ -253,5 +256,5 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
         context.header.correlation_id,
         topics,
         error_code=ErrorCode.none,
-        node_endpoints=_leader_endpoints(services, topics),
+        node_endpoints=_leader_endpoints(services, topics, context.connection.listener_name),
     )

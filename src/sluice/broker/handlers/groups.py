@@ -113,12 +113,13 @@ async def handle_find_coordinator(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
+    listener = context.connection.listener_name
     if has_field(type(request), "coordinator_keys"):  # v4+: a batch of keys, one answer each
         coordinators = [
             make(
                 module.Coordinator,
                 key=key,
-                **await _find_coordinator(services, context, key_type, key),
+                **await _find_coordinator(services, context, key_type, key, listener),
             )
             for key in request.coordinator_keys
         ]
@@ -128,7 +129,7 @@ async def handle_find_coordinator(
     return make(
         module.FindCoordinatorResponse,
         throttle_time=0,
-        **await _find_coordinator(services, context, key_type, request.key),
+        **await _find_coordinator(services, context, key_type, request.key, listener),
     )
 
 
@@ -140,9 +141,10 @@ _COORDINATOR_KEY_NEEDS = {
 
 
 async def _find_coordinator(
-    services: BrokerServices, context: RequestContext, key_type: int, key: str
+    services: BrokerServices, context: RequestContext, key_type: int, key: str, listener: str
 ) -> dict[str, Any]:
-    """The coordinator of one key, as FindCoordinator's fields."""
+    """The coordinator of one key, as FindCoordinator's fields, its address on the
+    listener the request came in on."""
 
     def answer(
         error: ErrorCode, message: str | None, node_id: int, host: str, port: int
@@ -164,7 +166,7 @@ async def _find_coordinator(
         if not services.authorizer.allows(context, need, resource):
             return unavailable(need.error_code, f"{need.operation.name} is not allowed")
     if key_type == SHARE_KEY_TYPE:
-        return await _find_share_coordinator(services, key, answer, unavailable)
+        return await _find_share_coordinator(services, key, listener, answer, unavailable)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return unavailable(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION_KEY_TYPE and not key:
@@ -189,12 +191,13 @@ async def _find_coordinator(
             ErrorCode.coordinator_not_available, f"{topic_name}-{partition} has no leader"
         )
     node = live[state.leader]
-    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+    return answer(ErrorCode.none, None, node.node_id, *node.address(listener))
 
 
 async def _find_share_coordinator(
     services: BrokerServices,
     key: str,
+    listener: str,
     answer: Callable[[ErrorCode, str | None, int, str, int], dict[str, Any]],
     unavailable: Callable[[ErrorCode, str], dict[str, Any]],
 ) -> dict[str, Any]:
@@ -218,7 +221,7 @@ async def _find_share_coordinator(
             ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC}-{partition} has no leader"
         )
     node = live[state.leader]
-    return answer(ErrorCode.none, None, node.node_id, node.host, node.port)
+    return answer(ErrorCode.none, None, node.node_id, *node.address(listener))
 
 
 # -------------------------------------------------------------------- JoinGroup

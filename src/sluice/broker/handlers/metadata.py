@@ -93,6 +93,7 @@ def _error_entry(
 async def handle_metadata(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     authorizer = services.authorizer
+    listener = context.connection.listener_name
     # v0 has no null: an empty list there means all topics.
     if request.topics is None or (context.header.api_version == 0 and not request.topics):
         entries = [
@@ -158,8 +159,8 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
             make(
                 module.MetadataResponseBroker,
                 node_id=b.node_id,
-                host=b.host,
-                port=b.port,
+                host=b.address(listener)[0],
+                port=b.address(listener)[1],
                 rack=b.rack,
             )
             for b in services.topics.image.live_brokers()

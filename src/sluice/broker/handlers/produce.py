@@ -519,7 +519,13 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
         ),
         throttle_time=0,
         node_endpoints=tuple(
-            make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            make(
+                module.NodeEndpoint,
+                node_id=b.node_id,
+                host=b.address(context.connection.listener_name)[0],
+                port=b.address(context.connection.listener_name)[1],
+                rack=b.rack,
+            )
             for b in services.topics.image.live_brokers()
             if b.node_id in leaders
         )

@@ -255,11 +255,17 @@ async def _acquire_or_wait(
 
 
 def _node_endpoints(
-    services: BrokerServices, module: ModuleType, outcomes: _Partitions
+    services: BrokerServices, module: ModuleType, outcomes: _Partitions, listener: str
 ) -> tuple[Any, ...]:
     leaders = {o.leader[0] for o in outcomes.by_partition.values() if o.leader[0] >= 0}
     return tuple(
-        make(module.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        make(
+            module.NodeEndpoint,
+            node_id=b.node_id,
+            host=b.address(listener)[0],
+            port=b.address(listener)[1],
+            rack=b.rack,
+        )
         for b in services.topics.image.live_brokers()
         if b.node_id in leaders
     )
@@ -275,6 +281,7 @@ def _by_topic(outcomes: _Partitions) -> dict[uuid.UUID, list[_Outcome]]:
 def _fetch_response(
     services: BrokerServices,
     version: int,
+    listener: str,
     outcomes: _Partitions,
     *,
     error: ErrorCode = ErrorCode.none,
@@ -319,7 +326,7 @@ def _fetch_response(
             )
             for topic_id, partitions in _by_topic(outcomes).items()
         ),
-        node_endpoints=_node_endpoints(services, module, outcomes),
+        node_endpoints=_node_endpoints(services, module, outcomes, listener),
     )
 
 
@@ -346,6 +353,7 @@ async def handle_share_fetch(
         return _fetch_response(
             services,
             version,
+            context.connection.listener_name,
             outcomes,
             error=ErrorCode.invalid_request,
             message="a share fetch names its group and member",
@@ -358,6 +366,7 @@ async def handle_share_fetch(
         return _fetch_response(
             services,
             version,
+            context.connection.listener_name,
             outcomes,
             error=ErrorCode.invalid_request,
             message="the request closing a share session (epoch -1) fetches nothing",
@@ -366,7 +375,14 @@ async def handle_share_fetch(
         _authorize(services, context, group_id, request.topics)
         session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
     except KafkaError as e:
-        return _fetch_response(services, version, outcomes, error=e.code, message=str(e) or None)
+        return _fetch_response(
+            services,
+            version,
+            context.connection.listener_name,
+            outcomes,
+            error=e.code,
+            message=str(e) or None,
+        )
     settings = await services.share_partitions.settings(group_id)
     await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
     if session is None:
@@ -377,7 +393,13 @@ async def handle_share_fetch(
         _update_partitions(services, session, request, outcomes)
         if not getattr(request, "is_renew_ack", False):
             await _acquire_or_wait(services, session, member_id, request, outcomes)
-    return _fetch_response(services, version, outcomes, lock_ms=settings.lock_duration_ms)
+    return _fetch_response(
+        services,
+        version,
+        context.connection.listener_name,
+        outcomes,
+        lock_ms=settings.lock_duration_ms,
+    )
 
 
 async def handle_share_acknowledge(
@@ -437,5 +459,7 @@ async def handle_share_acknowledge(
             )
             for topic_id, partitions in _by_topic(outcomes).items()
         ),
-        node_endpoints=_node_endpoints(services, module, outcomes),
+        node_endpoints=_node_endpoints(
+            services, module, outcomes, context.connection.listener_name
+        ),
     )
