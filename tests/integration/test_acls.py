@@ -35,6 +35,8 @@ from kafka_wire import (
     produce_request,
 )
 from kio.schema.delete_topics.v3 import request as delete_topics_v3
+from kio.schema.describe_log_dirs.v1 import request as describe_log_dirs_v1
+from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
 from sluice.client.admin import Admin
 from sluice.client.admin_acls import create_acls, delete_acls, describe_acls
@@ -567,3 +569,41 @@ def test_authorized_operations_are_the_principals(clean: BrokerProcess, topic: s
     assert int(response.cluster_authorized_operations) == sum(
         1 << op for op in (Operation.ALTER, Operation.DESCRIBE, Operation.CREATE)
     )
+
+
+# -- cluster actions -------------------------------------------------------------------------
+
+
+def test_cluster_apis_need_their_cluster_operation(clean: BrokerProcess, topic: str) -> None:
+    """ANONYMOUS holds ALTER and DESCRIBE on the cluster but not CLUSTER_ACTION: requests
+    brokers send each other are refused; a DENY of DESCRIBE refuses DescribeLogDirs and
+    empties the cluster's authorized operations."""
+    cluster_denied = errors.ErrorCode.cluster_authorization_failed
+    markers = write_txn_markers_v1.WriteTxnMarkersRequest(
+        markers=(
+            write_txn_markers_v1.WritableTxnMarker(
+                producer_id=1,
+                producer_epoch=0,
+                transaction_result=True,
+                topics=(
+                    write_txn_markers_v1.WritableTxnMarkerTopic(name=topic, partition_indexes=(0,)),
+                ),
+                coordinator_epoch=0,
+            ),
+        )
+    )
+    log_dirs = describe_log_dirs_v1.DescribeLogDirsRequest(topics=None)
+    with KafkaConnection(clean.host, clean.port) as connection:
+        (marker,) = connection.request(markers).markers
+        assert int(marker.topics[0].partitions[0].error_code) == cluster_denied
+        assert len(connection.request(log_dirs).results) == 1
+        deny = binding(ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE, Permission.DENY)
+        add(clean, deny)
+        try:
+            assert connection.request(log_dirs).results == ()
+            request = dataclasses.replace(
+                metadata_request([]), include_cluster_authorized_operations=True
+            )
+            assert int(connection.request(request).cluster_authorized_operations) == 0
+        finally:
+            revoke(clean, deny)

@@ -387,13 +387,13 @@ def _refused_topics(
     """The topics this request may not write to, with the error answering them (Kafka's
     order: the transactional id, then idempotence, then each topic's WRITE)."""
     authorizer = services.authorizer
+    if not authorizer.enabled:
+        return {}
     names = {
         name
         for t in request.topic_data
         if (name := _topic_name(services, t) if has_field(type(t), "topic_id") else str(t.name))
     }
-    if not authorizer.enabled:
-        return {}
     transactional_id = request.transactional_id
     if transactional_id is not None:
         if not authorizer.allows(context, TRANSACTIONAL_WRITE, transactional_id):
