@@ -34,6 +34,7 @@ from kafka_wire import (
     only_partition,
     produce_request,
 )
+from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v3 import request as delete_topics_v3
 from kio.schema.describe_log_dirs.v1 import request as describe_log_dirs_v1
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
@@ -607,3 +608,32 @@ def test_cluster_apis_need_their_cluster_operation(clean: BrokerProcess, topic: 
             assert int(connection.request(request).cluster_authorized_operations) == 0
         finally:
             revoke(clean, deny)
+
+
+def test_created_topics_show_their_configs_only_with_describe_configs(
+    clean: BrokerProcess, topic: str
+) -> None:
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+
+    def create(name: str) -> Any:
+        request = create_topics_v7.CreateTopicsRequest(
+            topics=(
+                create_topics_v7.CreatableTopic(
+                    name=name, num_partitions=2, replication_factor=1, assignments=(), configs=()
+                ),
+            ),
+            timeout=datetime.timedelta(seconds=10),
+        )
+        with KafkaConnection(clean.host, clean.port) as connection:
+            (result,) = connection.request(request).topics
+        return result
+
+    hidden = create(topic)
+    assert int(hidden.error_code) == 0
+    assert int(hidden.num_partitions) == 2
+    assert hidden.configs == ()
+    assert int(hidden.topic_config_error_code) == TOPIC_DENIED
+    allow_topic(clean, topic + "-shown", Operation.DESCRIBE_CONFIGS)
+    shown = create(topic + "-shown")
+    assert int(shown.topic_config_error_code) == 0
+    assert any(c.name == "retention.ms" for c in shown.configs)

@@ -148,9 +148,11 @@ def _created_topic_result(
     topic: TopicMetadata | None,
     failure: Any,
     validate_only: bool,
+    configs_allowed: bool = True,
 ) -> Any:
     """One CreateTopics answer; v5+ describe the topic, v7+ name its id (the zero id
-    with ``validate_only``: no topic was made)."""
+    with ``validate_only``: no topic was made). Without DESCRIBE_CONFIGS on the topic its
+    configs are left out and ``topic_config_error_code`` says why, as in Kafka."""
     result_class = module.CreatableTopicResult
     outcome = {
         "name": name,
@@ -161,6 +163,16 @@ def _created_topic_result(
         return make(result_class, **outcome)
     if topic is None:
         return make(result_class, **outcome, configs=(), topic_id=ZERO_TOPIC_ID)
+    if not configs_allowed:
+        return make(
+            result_class,
+            **outcome,
+            topic_id=ZERO_TOPIC_ID if validate_only else topic.topic_id,
+            num_partitions=topic.partition_count,
+            replication_factor=len(topic.partitions[0].replicas),
+            configs=(),
+            topic_config_error_code=TOPIC_DESCRIBE_CONFIGS.error_code,
+        )
     configs = tuple(
         make(
             module.CreatableTopicConfigs,
@@ -211,9 +223,10 @@ async def handle_create_topics(
             module,
             services,
             name,
-            created.get(name) if authorizer.allows(context, TOPIC_DESCRIBE_CONFIGS, name) else None,
+            created.get(name),
             failure,
             validate_only,
+            authorizer.allows(context, TOPIC_DESCRIBE_CONFIGS, name),
         )
         for name, failure in outcomes
     )

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_ACTION,
     GROUP_READ,
+    TOPIC_DESCRIBE,
     TOPIC_READ,
     TOPIC_WRITE,
     TRANSACTIONAL_DESCRIBE,
@@ -439,12 +440,18 @@ async def handle_describe_transactions(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    authorizer = services.authorizer
+    allowed = authorizer.allowed(context, TRANSACTIONAL_DESCRIBE, request.transactional_ids)
+    described = {
+        d.transactional_id: d
+        for d in services.transactions.describe(
+            [t for t in request.transactional_ids if t in allowed]
+        )
+    }
     states = []
-    allowed = services.authorizer.allowed(
-        context, TRANSACTIONAL_DESCRIBE, request.transactional_ids
-    )
     for transactional_id in request.transactional_ids:
-        if transactional_id not in allowed:
+        found = described.get(transactional_id)
+        if found is None:  # refused (a description exists for every id asked)
             states.append(
                 make(
                     module.TransactionState,
@@ -458,22 +465,24 @@ async def handle_describe_transactions(
                     topics=(),
                 )
             )
-    for described in services.transactions.describe(
-        [t for t in request.transactional_ids if t in allowed]
-    ):
+            continue
+        # Kafka lists only the partitions of topics the principal may DESCRIBE.
+        partitions = [
+            p for p in found.partitions if authorizer.allows(context, TOPIC_DESCRIBE, p.topic)
+        ]
         states.append(
             make(
                 module.TransactionState,
-                error_code=described.error,
-                transactional_id=described.transactional_id,
-                transaction_state=described.state,
-                transaction_timeout=described.timeout_ms,
-                transaction_start_time=_timestamp(described.start_ms),
-                producer_id=described.producer_id,
-                producer_epoch=described.producer_epoch,
+                error_code=found.error,
+                transactional_id=found.transactional_id,
+                transaction_state=found.state,
+                transaction_timeout=found.timeout_ms,
+                transaction_start_time=_timestamp(found.start_ms),
+                producer_id=found.producer_id,
+                producer_epoch=found.producer_epoch,
                 topics=tuple(
                     make(module.TopicData, topic=name, partitions=tuple(i for i, _ in entries))
-                    for name, entries in _by_topic((p, None) for p in described.partitions).items()
+                    for name, entries in _by_topic((p, None) for p in partitions).items()
                 ),
             )
         )
