@@ -38,6 +38,8 @@ from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v3 import request as delete_topics_v3
 from kio.schema.describe_log_dirs.v1 import request as describe_log_dirs_v1
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
+from share_wire import ShareMember
+from share_wire import topic_id as share_topic_id
 
 from sluice.client.admin import Admin
 from sluice.client.admin_acls import create_acls, delete_acls, describe_acls
@@ -217,6 +219,7 @@ def test_changing_acls_needs_alter_on_the_cluster(clean: BrokerProcess) -> None:
 # -- what a principal may do: topics -----------------------------------------------------
 
 TOPIC_DENIED = errors.ErrorCode.topic_authorization_failed
+GROUP_DENIED = errors.ErrorCode.group_authorization_failed
 
 
 def allow_topic(
@@ -637,3 +640,35 @@ def test_created_topics_show_their_configs_only_with_describe_configs(
     shown = create(topic + "-shown")
     assert int(shown.topic_config_error_code) == 0
     assert any(c.name == "retention.ms" for c in shown.configs)
+
+
+# -- share groups ----------------------------------------------------------------------------
+
+
+def test_share_fetch_needs_read_on_the_group_and_on_the_topic(
+    clean: BrokerProcess, topic: str
+) -> None:
+    group = f"{topic}-share"
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+    read_topic = allow_topic(clean, topic, Operation.READ)
+    allow_topic(clean, topic, Operation.WRITE)
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+        ids = share_topic_id(connection, topic)
+        refused = ShareMember(connection, group, ids)
+        with pytest.raises(AssertionError):
+            refused.fetch()
+        assert int(refused.last_response.error_code) == GROUP_DENIED  # type: ignore[attr-defined]
+        add(clean, binding(ResourceType.GROUP, group, Operation.READ))
+        member = ShareMember(connection, group, ids)
+        member.fetch()  # the share-partition starts at the log end
+        assert produce_code(connection, topic) == 0
+        delivered = member.fetch(max_wait_ms=5000)
+        assert [d.value for d in delivered] == [b"v"]
+        revoke(clean, read_topic)  # WRITE still implies DESCRIBE
+        with pytest.raises(AssertionError):  # the helper insists on error 0
+            member.fetch()
+        (answered,) = member.last_response.responses  # type: ignore[attr-defined]
+        assert int(answered.partitions[0].error_code) == TOPIC_DENIED
+        ack = member.acknowledge([(delivered[0].offset, delivered[0].offset, [1])])
+        assert ack == TOPIC_DENIED
