@@ -34,6 +34,7 @@ from confluent_kafka.admin import ScramMechanism as ScramMechanism_
 from kafka import KafkaConsumer, KafkaProducer
 from kafka_wire import ConnectionClosedError, KafkaConnection, metadata_request
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from tls_certs import CertificateAuthority
 
@@ -641,3 +642,45 @@ def test_plain_is_offered_over_tls_but_not_over_plaintext(
         answer = connection.request(SaslHandshakeRequest(mechanism="PLAIN"))
         assert answer.error_code == 33
         assert "PLAIN" not in answer.mechanisms
+
+
+def test_legacy_framing_after_handshake_v0_is_refused_clearly(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(SaslHandshakeRequestV0(mechanism="PLAIN"))
+        assert answer.error_code == 0
+        # Kafka's legacy framing: the raw PLAIN token as its own frame.
+        token = plain_token("alice", USERS["alice"])
+        connection.send_bytes(len(token).to_bytes(4, "big") + token)
+        assert connection.wait_closed_by_peer()
+    assert "legacy framing) is not supported" in broker.log_text()
+
+
+def test_sasl_authenticate_after_handshake_v0_is_served(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert connection.request(SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+        answer = connection.request(
+            SaslAuthenticateRequest(auth_bytes=plain_token("alice", USERS["alice"]))
+        )
+        assert answer.error_code == 0
+        assert connection.request(metadata_request([])).brokers
+
+
+def test_sasl_authenticate_without_a_handshake_is_an_illegal_state(
+    broker: BrokerProcess,
+) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(
+            SaslAuthenticateRequest(auth_bytes=plain_token("alice", USERS["alice"]))
+        )
+        assert answer.error_code == 34  # ILLEGAL_SASL_STATE
+        assert connection.wait_closed_by_peer()
+
+
+def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_state(
+    two_listener_broker: BrokerProcess,
+) -> None:
+    broker = two_listener_broker
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+        assert answer.error_code == 34
+        assert connection.wait_closed_by_peer()
