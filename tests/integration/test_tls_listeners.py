@@ -26,7 +26,7 @@ from aiokafka.helpers import create_ssl_context
 from broker_process import HOST, BrokerProcess, free_port
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic_name
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from tls_certs import CertificateAuthority, Leaf
@@ -154,6 +154,39 @@ def test_metadata_advertises_the_listener_the_client_came_in_on(tls_broker, cert
     assert _advertised(
         tls_broker.mtls_bootstrap, **_librdkafka_ssl(certificates, certificates.alice)
     ) == {(0, tls_broker.mtls_bootstrap)}
+
+
+def test_describe_cluster_and_find_coordinator_answer_with_the_ssl_endpoint(
+    tls_broker, certificates
+):
+    settings = {"bootstrap.servers": tls_broker.ssl_bootstrap, **_librdkafka_ssl(certificates)}
+    admin = AdminClient(settings)
+    described = admin.describe_cluster().result(timeout=CLIENT_TIMEOUT_S)
+    assert [(n.id, n.port) for n in described.nodes] == [(0, tls_broker.ssl_port)]
+    # A committed offset goes to the group coordinator, which librdkafka reaches at the
+    # address FindCoordinator gave: over TLS only if that is the SSL endpoint.
+    topic = unique_topic_name("tls-coordinator")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(CLIENT_TIMEOUT_S)
+    group = f"g-{uuid.uuid4().hex}"
+    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=CLIENT_TIMEOUT_S)
+        assert committed.offset == 7
+    finally:
+        consumer.close()
+
+
+def test_describe_configs_shows_listener_settings_but_not_the_key_password(tls_broker):
+    admin = AdminClient({"bootstrap.servers": tls_broker.bootstrap, "socket.timeout.ms": 10_000})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
+    assert configs["listeners"].value == tls_broker.overrides["listeners"]
+    assert configs["listener.security.protocol.map"].value == "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL"
+    assert configs["inter.broker.listener.name"].value == "PLAINTEXT"
+    assert configs["ssl.keystore.location"].value == tls_broker.overrides["ssl.keystore.location"]
+    assert "ssl.key.password" not in configs
+    assert KEY_PASSWORD not in repr({name: entry.value for name, entry in configs.items()})
 
 
 def test_confluent_kafka_produces_and_consumes_over_ssl(tls_broker, certificates):
@@ -292,6 +325,8 @@ def test_mtls_listener_refuses_a_client_without_a_certificate(tls_broker, certif
     )
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
+    assert "listener MTLS: TLS handshake with" in tls_broker.log_text()
+    assert "peer did not return a certificate" in tls_broker.log_text()
     # The same client with a certificate of the trusted CA is served.
     _confluent_round_trip(
         tls_broker.mtls_bootstrap, _librdkafka_ssl(certificates, certificates.alice)

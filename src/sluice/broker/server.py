@@ -241,6 +241,7 @@ class Server:
             log, logging.WARNING, "warnings about malformed requests"
         )
         self._refused_warnings = RateLimitedLog(log, logging.WARNING, "refused connections")
+        self._handshake_failures = RateLimitedLog(log, logging.INFO, "failed TLS handshakes")
         self._internal_errors = RateLimitedLog(log, logging.ERROR, "internal errors")
 
     async def start(self, *, start_serving: bool = True) -> None:
@@ -251,7 +252,6 @@ class Server:
             self.host,
             self.port,
             reuse_address=True,
-            ssl=self._ssl_context,
             # The stream buffers up to twice its limit before it stops reading the socket.
             limit=READ_CHUNK_BYTES // 2,
             start_serving=start_serving,
@@ -297,13 +297,13 @@ class Server:
             listener_name=self.listener_name,
             security_protocol=self.security_protocol,
         )
-        if self._principal_of is not None:
-            info.principal = self._principal_of(writer.get_extra_info("peercert"))
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         try:
+            if self._ssl_context is not None and not await self._handshake(writer, peer, info):
+                return
+            writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
             await Connection(
                 reader,
                 writer,
@@ -339,6 +339,25 @@ class Server:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    async def _handshake(
+        self, writer: asyncio.StreamWriter, peer: str, info: ConnectionInfo
+    ) -> bool:
+        """TLS on an accepted connection (after the connection limits, so refused
+        clients cost no handshake); the principal from the verified client certificate.
+        False, logged (rate limited), when the handshake fails: a client without a
+        certificate the listener requires, one it does not trust, or not TLS at all."""
+        assert self._ssl_context is not None
+        try:
+            await writer.start_tls(self._ssl_context)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            self._handshake_failures.log(
+                "listener %s: TLS handshake with %s failed: %s", self.listener_name, peer, e
+            )
+            return False
+        if self._principal_of is not None:
+            info.principal = self._principal_of(writer.get_extra_info("peercert"))
+        return True
+
     async def stop(self) -> None:
         """Stop accepting, then close every connection."""
         if self._server is not None:
@@ -353,6 +372,7 @@ class Server:
         for rate_limited in (
             self._malformed_warnings,
             self._refused_warnings,
+            self._handshake_failures,
             self._internal_errors,
         ):
             rate_limited.close()
