@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -684,3 +685,29 @@ def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_state(
         answer = connection.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
         assert answer.error_code == 34
         assert connection.wait_closed_by_peer()
+
+
+def test_the_cli_authenticates_with_the_sasl_environment(broker: BrokerProcess) -> None:
+    def users_list(password: str) -> Any:
+        return subprocess.run(
+            [sys.executable, "-m", "sluice", "users", "list", "--format", "json",
+             "--bootstrap-server", broker.bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={
+                **os.environ,
+                "SLUICE_SASL_MECHANISM": "SCRAM-SHA-512",
+                "SLUICE_SASL_USERNAME": "alice",
+                "SLUICE_SASL_PASSWORD": password,
+            },
+        )  # fmt: skip
+
+    listed = users_list(USERS["alice"])
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(json.loads(listed.stdout)) == ["alice", "bob"]
+    refused = users_list("wrong")
+    assert refused.returncode == 1
+    assert "Authentication failed" in refused.stderr
+    assert "Traceback" not in refused.stderr
