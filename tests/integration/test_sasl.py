@@ -1,13 +1,18 @@
-"""SASL on a SASL_PLAINTEXT listener: confluent-kafka, kafka-python, aiokafka and kcat
-authenticate with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN; wrong passwords, requests
-before authentication, oversized frames before authentication and expired sessions close
-the connection; re-authentication (KIP-368) keeps a connection going."""
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: confluent-kafka, kafka-python, aiokafka
+and kcat authenticate with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN; wrong passwords,
+requests before authentication, oversized frames before authentication and expired
+sessions close the connection; re-authentication (KIP-368) keeps a connection going;
+``sluice users`` and confluent-kafka's admin API manage the users.
+
+Certificates are made by the tests (``tls_certs``), never committed."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -30,7 +35,9 @@ from confluent_kafka.admin import ScramMechanism as ScramMechanism_
 from kafka import KafkaConsumer, KafkaProducer
 from kafka_wire import ConnectionClosedError, KafkaConnection, metadata_request
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from tls_certs import CertificateAuthority
 
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.protocol.sasl import ScramClient, ScramMechanism, make_credential, plain_token
@@ -513,3 +520,194 @@ def test_confluent_kafka_admin_manages_scram_users(two_listener_broker: BrokerPr
     for future in admin.alter_user_scram_credentials([deletion]).values():
         future.result(CLIENT_TIMEOUT_S)
     assert not can_log_in(broker, "erin", "erin-secret", "SCRAM-SHA-256")
+
+
+# -- SASL_SSL -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_broker(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[BrokerProcess, Path]]:
+    """SASL_PLAINTEXT on its --port and SASL_SSL for clients, PLAIN allowed only over
+    TLS (the default); yields the broker and the CA certificate clients trust."""
+    directory = tmp_path_factory.mktemp("sasl-ssl")
+    ca = CertificateAuthority.create(directory / "certificates")
+    keystore = ca.issue("broker", "/CN=broker", server=True)
+    seed_users(directory / "data", USERS)
+    process = BrokerProcess(directory / "data")
+    process.ssl_port = free_port()  # type: ignore[attr-defined]
+    process.overrides = {
+        "listeners": (
+            f"SASL_PLAINTEXT://{process.host}:{process.port},"
+            f"SASL_SSL://{process.host}:{process.ssl_port}"  # type: ignore[attr-defined]
+        ),
+        "ssl.keystore.location": str(keystore.keystore),
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    process.start()
+    try:
+        yield process, ca.certificate
+    finally:
+        process.stop()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_sasl_ssl_with_every_client(
+    sasl_ssl_broker: tuple[BrokerProcess, Path], mechanism: str
+) -> None:
+    broker, ca_file = sasl_ssl_broker
+    bootstrap = f"{broker.host}:{broker.ssl_port}"  # type: ignore[attr-defined]
+    librdkafka = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca_file),
+        "sasl.mechanism": mechanism,
+        "sasl.username": "alice",
+        "sasl.password": USERS["alice"],
+    }
+    produce_and_consume_with_librdkafka(librdkafka, unique_topic_name("sasl-ssl-confluent"))
+
+    python_clients = {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": USERS["bob"],
+    }
+    topic = unique_topic_name("sasl-ssl-kafka-python")
+    context = ssl.create_default_context(cafile=str(ca_file))
+    producer = KafkaProducer(acks="all", ssl_context=context, **python_clients)
+    producer.send(topic, b"kafka-python", partition=0).get(timeout=CLIENT_TIMEOUT_S)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=20_000,
+        ssl_context=context,
+        **python_clients,
+    )
+    try:
+        assert [m.value for m in consumer][:1] == [b"kafka-python"]
+    finally:
+        consumer.close()
+
+    async def with_aiokafka() -> bytes | None:
+        topic = unique_topic_name("sasl-ssl-aiokafka")
+        producer = AIOKafkaProducer(acks="all", ssl_context=context, **python_clients)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"aiokafka", partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, auto_offset_reset="earliest", ssl_context=context, **python_clients
+        )
+        await consumer.start()
+        try:
+            return (await asyncio.wait_for(consumer.getone(), CLIENT_TIMEOUT_S)).value
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(with_aiokafka()) == b"aiokafka"
+
+    if KCAT is not None:
+        topic = unique_topic_name("sasl-ssl-kcat")
+        settings = [f"{k}={v}" for k, v in librdkafka.items() if k != "bootstrap.servers"]
+        arguments = [KCAT, "-b", bootstrap, *(x for s in settings for x in ("-X", s))]
+        produced = subprocess.run(
+            [*arguments, "-P", "-t", topic, "-p", "0"],
+            input="over tls\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert produced.returncode == 0, produced.stderr
+        consumed = subprocess.run(
+            [*arguments, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert consumed.returncode == 0, consumed.stderr
+        assert consumed.stdout.splitlines() == ["over tls"]
+
+
+def test_plain_is_offered_over_tls_but_not_over_plaintext(
+    sasl_ssl_broker: tuple[BrokerProcess, Path],
+) -> None:
+    broker, _ = sasl_ssl_broker
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(SaslHandshakeRequest(mechanism="PLAIN"))
+        assert answer.error_code == 33
+        assert "PLAIN" not in answer.mechanisms
+
+
+def test_legacy_framing_after_handshake_v0_is_refused_clearly(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(SaslHandshakeRequestV0(mechanism="PLAIN"))
+        assert answer.error_code == 0
+        # Kafka's legacy framing: the raw PLAIN token as its own frame.
+        token = plain_token("alice", USERS["alice"])
+        connection.send_bytes(len(token).to_bytes(4, "big") + token)
+        assert connection.wait_closed_by_peer()
+    assert "legacy framing) is not supported" in broker.log_text()
+
+
+def test_sasl_authenticate_after_handshake_v0_is_served(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert connection.request(SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+        answer = connection.request(
+            SaslAuthenticateRequest(auth_bytes=plain_token("alice", USERS["alice"]))
+        )
+        assert answer.error_code == 0
+        assert connection.request(metadata_request([])).brokers
+
+
+def test_sasl_authenticate_without_a_handshake_is_an_illegal_state(
+    broker: BrokerProcess,
+) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(
+            SaslAuthenticateRequest(auth_bytes=plain_token("alice", USERS["alice"]))
+        )
+        assert answer.error_code == 34  # ILLEGAL_SASL_STATE
+        assert connection.wait_closed_by_peer()
+
+
+def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_state(
+    two_listener_broker: BrokerProcess,
+) -> None:
+    broker = two_listener_broker
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = connection.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+        assert answer.error_code == 34
+        assert connection.wait_closed_by_peer()
+
+
+def test_the_cli_authenticates_with_the_sasl_environment(broker: BrokerProcess) -> None:
+    def users_list(password: str) -> Any:
+        return subprocess.run(
+            [sys.executable, "-m", "sluice", "users", "list", "--format", "json",
+             "--bootstrap-server", broker.bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={
+                **os.environ,
+                "SLUICE_SASL_MECHANISM": "SCRAM-SHA-512",
+                "SLUICE_SASL_USERNAME": "alice",
+                "SLUICE_SASL_PASSWORD": password,
+            },
+        )  # fmt: skip
+
+    listed = users_list(USERS["alice"])
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(json.loads(listed.stdout)) == ["alice", "bob"]
+    refused = users_list("wrong")
+    assert refused.returncode == 1
+    assert "Authentication failed" in refused.stderr
+    assert "Traceback" not in refused.stderr

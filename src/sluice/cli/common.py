@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, TopicMetadata, parse_bootstrap
+from sluice.client.connection import SaslSettings
 from sluice.client.errors import ClientError
 from sluice.common import errors
 from sluice.common.config import TOPIC_CONFIG_KEYS, parse_topic_configs
@@ -57,9 +58,23 @@ def bootstrap_option(function: F) -> F:
     )(function)
 
 
+SASL_ENV_VARS = ("SLUICE_SASL_MECHANISM", "SLUICE_SASL_USERNAME", "SLUICE_SASL_PASSWORD")
+"""With these set, every command authenticates (a SASL_PLAINTEXT listener)."""
+
+
+def sasl_settings_from_environment() -> SaslSettings | None:
+    mechanism, username, password = (os.environ.get(name) for name in SASL_ENV_VARS)
+    if not (mechanism or username or password):
+        return None
+    if not (mechanism and username and password):
+        raise click.UsageError(f"SASL needs all of {', '.join(SASL_ENV_VARS)}")
+    return SaslSettings(mechanism.upper(), username, password)
+
+
 def open_cluster(bootstrap_server: str) -> Cluster:
-    """A :class:`Cluster` for the CLI (lazy: nothing connects until first used)."""
-    return Cluster(bootstrap_server, client_id=CLIENT_ID)
+    """A :class:`Cluster` for the CLI (lazy: nothing connects until first used),
+    authenticating with SASL when the SLUICE_SASL_* variables say so."""
+    return Cluster(bootstrap_server, client_id=CLIENT_ID, sasl=sasl_settings_from_environment())
 
 
 # ── k=v options ────────────────────────────────────────────────────────────────────────

@@ -26,6 +26,7 @@ from sluice.client.connection import (
     CONNECT_TIMEOUT_S_DEFAULT,
     REQUEST_TIMEOUT_S_DEFAULT,
     BrokerConnection,
+    SaslSettings,
 )
 from sluice.client.errors import BrokerUnreachableError, ClientError
 from sluice.client.messages import Request
@@ -255,9 +256,12 @@ class Cluster:
         client_id: str = "sluice",
         connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
+        sasl: SaslSettings | None = None,
     ) -> None:
-        """Parse the bootstrap addresses (``ValueError`` if malformed); connect lazily."""
+        """Parse the bootstrap addresses (``ValueError`` if malformed); connect lazily.
+        With ``sasl``, every connection authenticates (a SASL_PLAINTEXT listener)."""
         self.bootstrap_addresses = parse_bootstrap(bootstrap)
+        self.sasl = sasl
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -285,6 +289,7 @@ class Cluster:
                 client_id=self.client_id,
                 connect_timeout_s=self.connect_timeout_s,
                 request_timeout_s=self.request_timeout_s,
+                sasl=self.sasl,
             )
             self._connections[(host, port)] = connection
             return connection

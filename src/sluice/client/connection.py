@@ -34,10 +34,12 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from sluice.client.errors import (
+    AuthenticationFailedError,
     BrokerUnreachableError,
     ClientError,
     ConnectionClosedError,
@@ -45,7 +47,7 @@ from sluice.client.errors import (
     RequestTimedOutError,
     UnsupportedApiError,
 )
-from sluice.client.messages import VersionedRequest
+from sluice.client.messages import Request, VersionedRequest
 from sluice.client.versions import CLIENT_VERSIONS
 from sluice.common import errors
 from sluice.common.limits import FRAME_BYTES_MAX
@@ -55,7 +57,27 @@ from sluice.protocol.client import (
     Response,
     UndecodableResponse,
 )
-from sluice.protocol.versions import api_name
+from sluice.protocol.sasl import (
+    PLAIN,
+    SaslAuthenticationFailed,
+    ScramClient,
+    ScramMechanism,
+    plain_token,
+)
+from sluice.protocol.versions import ApiKey, api_name
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    """SASL credentials for a SASL_PLAINTEXT listener: the connection authenticates with
+    them right after it negotiates versions. (No re-authentication: a connection whose
+    session ends is closed by the broker and opened again on next use.)"""
+
+    mechanism: str
+    """SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN."""
+    username: str
+    password: str = field(repr=False)
+
 
 CONNECT_TIMEOUT_S_DEFAULT = 10.0
 """How long opening the socket plus the ApiVersions exchange may take."""
@@ -102,8 +124,10 @@ class BrokerConnection:
         client_id: str | None = "sluice",
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
+        sasl: SaslSettings | None = None,
     ) -> None:
         """Prepare a connection; nothing happens on the network until :meth:`open`."""
+        self._sasl = sasl
         assert in_flight_requests_max > 0
         self.host = host
         self.port = port
@@ -137,6 +161,7 @@ class BrokerConnection:
         connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
+        sasl: SaslSettings | None = None,
     ) -> BrokerConnection:
         """Open a connection and negotiate API versions with the broker.
 
@@ -150,6 +175,7 @@ class BrokerConnection:
             client_id=client_id,
             request_timeout_s=request_timeout_s,
             in_flight_requests_max=in_flight_requests_max,
+            sasl=sasl,
         )
         await connection.open(connect_timeout_s)
         return connection
@@ -177,6 +203,8 @@ class BrokerConnection:
         )
         try:
             await self._negotiate(connect_timeout_s)
+            if self._sasl is not None:
+                await self._authenticate(self._sasl, connect_timeout_s)
         except BaseException:
             await self.close()
             raise
@@ -184,6 +212,38 @@ class BrokerConnection:
     async def _negotiate(self, timeout_s: float) -> None:
         response = await self.request(NEGOTIATION_REQUEST, timeout_s=timeout_s)
         self._protocol.negotiate(response)
+
+    async def _authenticate(self, sasl: SaslSettings, timeout_s: float) -> None:
+        """SaslHandshake and SaslAuthenticate; AuthenticationFailedError if refused."""
+        handshake = await self.request(
+            Request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.mechanism}), timeout_s=timeout_s
+        )
+        if handshake.error_code:
+            raise AuthenticationFailedError(
+                f"{self.address} does not offer SASL {sasl.mechanism} (it offers "
+                f"{', '.join(handshake.mechanisms) or 'nothing'})"
+            )
+
+        async def exchange(token: bytes) -> bytes:
+            answer = await self.request(
+                Request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}), timeout_s=timeout_s
+            )
+            if answer.error_code:
+                raise AuthenticationFailedError(
+                    f"{self.address}: {answer.error_message or 'authentication failed'}"
+                )
+            return bytes(answer.auth_bytes)
+
+        if sasl.mechanism == PLAIN:
+            await exchange(plain_token(sasl.username, sasl.password))
+            return
+        try:
+            client = ScramClient(
+                ScramMechanism.by_name(sasl.mechanism), sasl.username, sasl.password
+            )
+            client.verify(await exchange(client.final(await exchange(client.first()))))
+        except (SaslAuthenticationFailed, ValueError) as e:
+            raise AuthenticationFailedError(f"{self.address}: SASL {sasl.mechanism}: {e}") from None
 
     # ── state ──────────────────────────────────────────────────────────────────────
 

@@ -49,3 +49,7 @@ class UnsupportedApiError(ClientError):
 
 class MalformedResponseError(ClientError):
     """The broker sent bytes this client cannot parse; the connection is closed."""
+
+
+class AuthenticationFailedError(ClientError):
+    """SASL authentication with the broker failed; the message says why."""

@@ -61,6 +61,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     # Transactions, as an administrator sees them (sluice.client.admin_transactions).
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
