@@ -70,7 +70,7 @@ def test_rate_counts_at_least_all_but_one_window() -> None:
     assert rate.measure(119.5) == pytest.approx(11_000 / 10.5)
 
 
-def test_throttle_time_is_kafkas_formula_capped_at_one_window() -> None:
+def test_throttle_time_is_kafkas_formula_capped_at_the_whole_window() -> None:
     config = WindowConfig(samples=11, sample_seconds=1)
     rate = SampledRate(config)
     rate.record(1000, now=0.0)
@@ -79,11 +79,13 @@ def test_throttle_time_is_kafkas_formula_capped_at_one_window() -> None:
     rate.record(11_000, now=0.0)
     # observed 1100/s against 1000/s over a 10 s window: 1 s.
     assert throttle_ms(rate, bound=1000, now=0.0) == 1000
+    rate.record(9_000, now=0.0)
+    assert throttle_ms(rate, bound=1000, now=0.0) == 10_000
     rate = SampledRate(config)
     rate.record(10_500, now=0.0)
     assert throttle_ms(rate, bound=1000, now=0.0) == 500
     rate.record(1_000_000, now=0.0)
-    assert throttle_ms(rate, bound=1000, now=0.0) == 1000
+    assert throttle_ms(rate, bound=1000, now=0.0) == 11_000
     rate.unrecord(1_000_000, now=0.0)
     assert throttle_ms(rate, bound=1000, now=0.0) == 500
 

@@ -39,6 +39,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
@@ -109,6 +110,12 @@ class ConnectionInfo:
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
+        self.muted_until = 0.0
+        """``time.monotonic()`` until which nothing more is read from the connection: a
+        client over its quota is muted for its throttle time (KIP-219)."""
+
+    def mute_for(self, seconds: float) -> None:
+        self.muted_until = max(self.muted_until, time.monotonic() + seconds)
 
 
 @dataclass
@@ -444,6 +451,8 @@ class Connection:
         )
 
     async def _wait_for_room(self) -> None:
+        while (muted_s := self._info.muted_until - time.monotonic()) > 0:
+            await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
         if self._has_room():
             return
         paused_with_partial_frame = self._partial_frame_since is not None

@@ -15,6 +15,7 @@ from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
+from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_sessions import ShareSessions
@@ -68,3 +69,5 @@ class BrokerServices:
     peers: Peers
     """Requests to the other brokers of the cluster."""
     clock: Clock
+    quotas: ClientQuotas | None = None
+    """Client quotas: recorded after each request, its throttle time in the response."""

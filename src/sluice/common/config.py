@@ -566,6 +566,11 @@ class BrokerConfig:
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
     file open and some memory, and is opened at every start; the limit (the name KIP-578
     proposed) keeps one request from taking the broker past what it can serve."""
+    quota_window_num: int = 11
+    """Samples a client quota's rate is measured over (Kafka's quota.window.num)."""
+    quota_window_size_seconds: int = 1
+    """Length of one sample (Kafka's quota.window.size.seconds). One throttle lasts at
+    most the whole window, ``quota.window.num`` samples."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -899,6 +904,8 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),
     "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
     "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
+    "quota.window.num": ("quota_window_num", _long(2, 1000)),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _long(1, 3600)),
 }
 
 LISTENER_SETTINGS = (

@@ -17,8 +17,9 @@ A rate is measured over ``quota.window.num`` samples of ``quota.window.size.seco
 (Kafka's SampledStat and Rate: the elapsed time counts at least ``num - 1`` whole
 windows, so a quiet client may burst about that many windows' worth at first). When a
 recording takes the rate past the bound, the throttle time is Kafka's
-``(observed - bound) / bound × window``, capped at one sample window (Kafka's
-maxThrottleTimeMs).
+``(observed - bound) / bound × window``, capped at the whole window the rate is measured
+over (``quota.window.num × quota.window.size.seconds``), so one throttle never outlasts
+the measurement; a bound of 0 throttles every recording for one sample window.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ QUOTA_WINDOW_NUM_DEFAULT = 11
 QUOTA_WINDOW_SIZE_SECONDS_DEFAULT = 1
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class QuotaEntity:
     """Who a quota is for: a user, a client id, or both (None: not part of the entity;
     ``<default>``: any)."""
@@ -173,7 +174,7 @@ class SampledRate:
 
 def throttle_ms(rate: SampledRate, bound: float, now: float) -> int:
     """How long a client whose rate is ``rate`` is throttled: 0 within the bound, else
-    ``(observed - bound) / bound × window`` capped at one sample window."""
+    ``(observed - bound) / bound × window``, capped at the whole window."""
     if bound <= 0:
         return int(rate.config.sample_seconds * 1000)
     observed = rate.measure(now)
@@ -181,7 +182,8 @@ def throttle_ms(rate: SampledRate, bound: float, now: float) -> int:
         return 0
     window_ms = rate.window_seconds(now) * 1000
     throttle = (observed - bound) / bound * window_ms
-    return int(min(throttle, rate.config.sample_seconds * 1000))
+    whole_window_ms = rate.config.samples * rate.config.sample_seconds * 1000
+    return int(min(throttle, whole_window_ms))
 
 
 def parse_quota_value(quota_type: str, value: float) -> float:

@@ -82,12 +82,15 @@ def replica_id_of(request: Any) -> int:
 
 
 def _read_partitions(
-    services: BrokerServices, request: Any, replica_id: int
+    services: BrokerServices, request: Any, replica_id: int, quota_bytes: int | None = None
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed); a
-    ``replica_id`` of 0 or more is the fetching follower's."""
+    ``replica_id`` of 0 or more is the fetching follower's; ``quota_bytes``, what the
+    client's fetch quota lets one response hold (None: no quota)."""
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
     budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
+    if quota_bytes is not None:
+        budget = min(budget, quota_bytes)
     total = 0
     failed = False
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
@@ -208,7 +211,9 @@ def _diverging_epoch(
 
 async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     replica_id = replica_id_of(request)
-    topics, total, failed = _read_partitions(services, request, replica_id)
+    quotas = services.quotas
+    quota_bytes = None if quotas is None or replica_id >= 0 else quotas.fetch_bytes_max(context)
+    topics, total, failed = _read_partitions(services, request, replica_id, quota_bytes)
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
@@ -223,7 +228,7 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
 
         def enough() -> bool:
             nonlocal topics, total, failed
-            topics, total, failed = _read_partitions(services, request, replica_id)
+            topics, total, failed = _read_partitions(services, request, replica_id, quota_bytes)
             return total >= min_bytes or failed
 
         await services.purgatory.wait_until(keys, enough, wait_ms / 1000)

@@ -12,6 +12,7 @@ from sluice.broker.handlers import (
     admin_configs,
     admin_partitions,
     admin_producers,
+    admin_quotas,
     admin_records,
     admin_topics,
     api_versions,
@@ -86,6 +87,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin_partitions.handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin_partitions.handle_list_partition_reassignments,
     ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: admin_quotas.handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: admin_quotas.handle_alter_client_quotas,
     # share groups
     ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
