@@ -158,6 +158,9 @@ class Broker:
                     ssl_context=tls_context,
                     principal_of=principal_from_peercert if tls_context else None,
                     connection_counts=counts,
+                    max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+                    listener_max_connections=config.listener_max_connections.get(listener.name),
+                    request_max_bytes=config.socket_request_max_bytes,
                 )
             )
         return servers

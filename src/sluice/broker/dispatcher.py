@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
 from sluice.broker.quotas import TimedCoroutine
+from sluice.broker.request_limits import check_named_partitions
 from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
@@ -124,6 +125,7 @@ class Dispatcher:
             raise ProtocolError(f"API {ApiKey(api_key).name} version {version} is not supported")
         header, body_offset = codec.parse_request_header(frame)
         request = codec.decode_request_body(header, frame, body_offset)
+        check_named_partitions(request, self._services.config.request_max_partitions)
         context = RequestContext(header, connection)
         handling = TimedCoroutine(self._handlers[ApiKey(api_key)](self._services, context, request))
         response = await handling

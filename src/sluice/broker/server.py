@@ -20,8 +20,11 @@ paused reader leaves the bytes in the kernel, and TCP pushes back on the client.
 each request it starts while others are pending, the reader yields once, so a handler
 that answers at once has its response counted before the next request is admitted.
 
-Connections beyond ``max.connections``, or beyond ``max.connections.per.ip`` from one
-address, are closed as soon as they are accepted, as Kafka does. A connection with no
+Connections beyond ``max.connections``, beyond a listener's
+``listener.name.<name>.max.connections``, or beyond ``max.connections.per.ip`` from one
+address (``max.connections.per.ip.overrides`` for named ones), are closed as soon as they
+are accepted, as Kafka does. A frame's length prefix above ``socket.request.max.bytes``
+closes its connection before the body is read. A connection with no
 bytes moving for ``connections.max.idle.ms`` (while no handler is working for it), or
 one that has held an incomplete frame that long, is closed.
 
@@ -40,7 +43,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
@@ -206,6 +209,9 @@ class Server:
         ssl_context: ssl.SSLContext | None = None,
         principal_of: Callable[[dict[str, Any] | None], str] | None = None,
         connection_counts: ConnectionCounts | None = None,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        listener_max_connections: int | None = None,
+        request_max_bytes: int = FRAME_BYTES_MAX,
     ) -> None:
         self.host = host
         self.port = port
@@ -217,6 +223,9 @@ class Server:
         self._connections_max_idle_ms = connections_max_idle_ms
         self._max_connections = max_connections
         self._max_connections_per_ip = max_connections_per_ip
+        self._max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self._listener_max_connections = listener_max_connections
+        self._request_max_bytes = request_max_bytes
         self._server: asyncio.Server | None = None
         self._counts = connection_counts or ConnectionCounts()
         self._connections: set[asyncio.Task[None]] = set()
@@ -251,11 +260,21 @@ class Server:
         """Why a new connection from ``host`` must be refused, or None."""
         if len(self._counts.tasks) >= self._max_connections:
             return f"max.connections={self._max_connections} connections are open"
-        if self._counts.per_ip.get(host, 0) >= self._max_connections_per_ip:
+        listener_max = self._listener_max_connections
+        if listener_max is not None and len(self._connections) >= listener_max:
             return (
-                f"{host} already has max.connections.per.ip="
-                f"{self._max_connections_per_ip} connections"
+                f"listener.name.{self.listener_name.lower()}.max.connections={listener_max} "
+                "connections are open on this listener"
             )
+        if host in self._max_connections_per_ip_overrides:
+            per_ip, setting = (
+                self._max_connections_per_ip_overrides[host],
+                "max.connections.per.ip.overrides",
+            )
+        else:
+            per_ip, setting = self._max_connections_per_ip, "max.connections.per.ip"
+        if self._counts.per_ip.get(host, 0) >= per_ip:
+            return f"{host} already has {setting}={per_ip} connections"
         return None
 
     async def _on_connection(
@@ -294,6 +313,7 @@ class Server:
                 info,
                 idle_ms=self._connections_max_idle_ms,
                 zero_copy=self._ssl_context is None,
+                request_max_bytes=self._request_max_bytes,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -383,13 +403,14 @@ class Connection:
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         zero_copy: bool = True,
+        request_max_bytes: int = FRAME_BYTES_MAX,
     ) -> None:
         self._zero_copy = zero_copy
         self._reader = reader
         self._writer = writer
         self._handle = handle
         self._info = info
-        self._decoder = FrameDecoder(FRAME_BYTES_MAX)
+        self._decoder = FrameDecoder(request_max_bytes)
         self._idle_s = idle_ms / 1000
         loop = asyncio.get_running_loop()
         self._loop = loop
