@@ -8,13 +8,14 @@ samples would need ten seconds' worth before a test could see the rate).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import consumer_config, create_topic, producer_config
+from client_helpers import consumer_config, create_topic, producer_config, run_sluice
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_wire import CLIENT_ID, KafkaConnection, metadata_request
 from kio.schema.alter_client_quotas.v1.request import (
@@ -207,3 +208,34 @@ def test_a_client_over_its_request_percentage_gets_throttle_times(broker: Any) -
         assert max(throttled) > 0, throttled
     finally:
         _alter(broker, [("client-id", client_id)], [("request_percentage", 0, True)])
+
+
+def test_sluice_quotas_sets_lists_and_removes(broker: BrokerProcess) -> None:
+    entity = ["--user", "carol", "--client-id-default"]
+    done = run_sluice(
+        broker.bootstrap,
+        "quotas",
+        "set",
+        *entity,
+        "producer_byte_rate=1048576",
+        "request_percentage=50",
+    )
+    assert done.returncode == 0, done.stderr
+    listed = run_sluice(broker.bootstrap, "quotas", "list", "--user", "carol", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {
+            "entity": {"user": "carol", "client-id": None},
+            "values": {"producer_byte_rate": 1048576.0, "request_percentage": 50.0},
+        }
+    ]
+    text = run_sluice(broker.bootstrap, "quotas", "list", "--user", "carol").stdout
+    assert "producer_byte_rate  1048576" in text
+    assert "request_percentage" in text and "user=carol, client-id=<default>" in text
+    refused = run_sluice(broker.bootstrap, "quotas", "set", *entity, "producer_byte_rate=-5")
+    assert refused.returncode != 0 and "producer_byte_rate" in refused.stderr
+    removed = run_sluice(broker.bootstrap, "quotas", "remove", *entity)
+    assert removed.returncode == 0, removed.stderr
+    assert "producer_byte_rate, request_percentage" in removed.stdout
+    listed = run_sluice(broker.bootstrap, "quotas", "list", "--user", "carol", "--format", "json")
+    assert json.loads(listed.stdout) == []
