@@ -579,6 +579,12 @@ class BrokerConfig:
     """Topics and partitions one request may name (``sluice.request.max.partitions``;
     Kafka has no such limit): more closes the connection before the request is handled,
     so one frame cannot make the broker walk millions of partitions."""
+    produce_max_decompressed_bytes: int = 134_217_728
+    """Most bytes a compressed produced batch's records may inflate to
+    (``sluice.produce.max.decompressed.bytes``; also at most 64 times the topic's
+    ``max.message.bytes``): past it the batch is refused with MESSAGE_TOO_LARGE as soon
+    as the decompression gets there. 128 MiB, what Sluice consumers decompress, is also
+    the most it may be set to."""
     quota_window_num: int = 11
     """Samples a client quota's rate is measured over (Kafka's quota.window.num)."""
     quota_window_size_seconds: int = 1
@@ -939,6 +945,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     ),
     "socket.request.max.bytes": ("socket_request_max_bytes", _long(1024, 2**31 - 1)),
     "sluice.request.max.partitions": ("request_max_partitions", _long(1, 2**31 - 1)),
+    "sluice.produce.max.decompressed.bytes": (
+        "produce_max_decompressed_bytes",
+        _long(1024, 134_217_728),
+    ),
     "quota.window.num": ("quota_window_num", _long(2, 1000)),
     "quota.window.size.seconds": ("quota_window_size_seconds", _long(1, 3600)),
 }
