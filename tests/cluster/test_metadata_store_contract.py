@@ -24,6 +24,16 @@ from sluice.cluster.store import (
     TopicExists,
 )
 from sluice.cluster.zookeeper import ZooKeeperMetadataStore
+from sluice.common.authorizer import (
+    AccessControlEntry,
+    AclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from sluice.protocol.sasl import ScramMechanism, make_credential
 
 STORE_TIMEOUT_S = 20.0
 """Bound of every scenario (a ZooKeeper round trip is milliseconds)."""
@@ -267,6 +277,69 @@ def test_group_configs_round_trip(open_store: OpenStore) -> None:
         await store.close()
         reopened = await open_store()
         assert await reopened.group_configs("h") == {"consumer.heartbeat.interval.ms": "3000"}
+        await reopened.close()
+
+    run(scenario)
+
+
+def _binding(name: str, principal: str = "User:alice") -> AclBinding:
+    return AclBinding(
+        ResourcePattern(ResourceType.TOPIC, name, PatternType.LITERAL),
+        AccessControlEntry(principal, "*", Operation.READ, Permission.ALLOW),
+    )
+
+
+def test_acls_are_added_removed_and_seen_by_other_brokers(open_store: OpenStore) -> None:
+    async def scenario() -> None:
+        first = await open_store()
+        assert first.image().acls == frozenset()
+        alice, bob = _binding("orders"), _binding("orders", "User:bob")
+        await first.create_acls([alice, bob])
+        assert first.image().acls == {alice, bob}
+        await first.create_acls([alice])  # already there: nothing changes
+        await first.delete_acls([bob, _binding("never-stored")])
+        assert first.image().acls == {alice}
+        if open_store.shared:
+            second = await open_store()
+            assert second.image().acls == {alice}
+            await second.create_acls([bob])
+            await eventually(first, lambda image: image.acls == {alice, bob})
+            await second.close()
+            await first.delete_acls([bob])
+        await first.close()
+        reopened = await open_store()
+        assert reopened.image().acls == {alice}
+        await reopened.close()
+
+    run(scenario)
+
+
+def test_scram_credentials_round_trip(open_store: OpenStore) -> None:
+    sha256, sha512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+    alice_512 = make_credential(sha512, "a-secret")
+    alice_256 = make_credential(sha256, "a-secret", iterations=8192)
+    bob = make_credential(sha512, "b-secret")
+
+    async def scenario() -> None:
+        store = await open_store()
+        assert await store.scram_credentials("alice") == {}
+        assert await store.scram_users() == []
+        await store.set_scram_credential("alice", sha512, alice_512)
+        await store.set_scram_credential("alice", sha256, alice_256)
+        await store.set_scram_credential("team/bob", sha512, make_credential(sha512, "old"))
+        await store.set_scram_credential("team/bob", sha512, bob)
+        assert await store.scram_credentials("alice") == {sha512: alice_512, sha256: alice_256}
+        assert await store.scram_credentials("team/bob") == {sha512: bob}
+        assert await store.scram_users() == ["alice", "team/bob"]
+        assert await store.delete_scram_credential("alice", sha256)
+        assert not await store.delete_scram_credential("alice", sha256)
+        assert not await store.delete_scram_credential("carol", sha256)
+        assert await store.delete_scram_credential("team/bob", sha512)
+        assert await store.scram_users() == ["alice"]
+        await store.close()
+        reopened = await open_store()
+        assert await reopened.scram_credentials("alice") == {sha512: alice_512}
+        assert await reopened.scram_credentials("team/bob") == {}
         await reopened.close()
 
     run(scenario)

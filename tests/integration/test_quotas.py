@@ -43,6 +43,7 @@ JAVA_LIKE_BATCHING = {"batch.size": 16_384, "max.in.flight.requests.per.connecti
 flight) would put half the run in the first two requests, read before any throttle."""
 NONE = 0
 INVALID_REQUEST = 42
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +240,12 @@ def test_sluice_quotas_sets_lists_and_removes(broker: BrokerProcess) -> None:
     assert "producer_byte_rate, request_percentage" in removed.stdout
     listed = run_sluice(broker.bootstrap, "quotas", "list", "--user", "carol", "--format", "json")
     assert json.loads(listed.stdout) == []
+
+
+def test_quotas_need_the_cluster_config_operations_with_the_authorizer_on(broker_factory) -> None:
+    """No ACLs and no super users: ANONYMOUS may neither describe nor alter quotas."""
+    locked = broker_factory({"authorizer.enabled": "true"})
+    answer = _describe(locked, [])
+    assert int(answer.error_code) == CLUSTER_AUTHORIZATION_FAILED
+    altered = _alter(locked, [("client-id", "x")], [("producer_byte_rate", 1.0, False)])
+    assert [int(e.error_code) for e in altered.entries] == [CLUSTER_AUTHORIZATION_FAILED]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sluice.broker.authorization import Authorizer
 from sluice.broker.context import RequestContext
 from sluice.broker.handlers.admin_configs import (
     STATIC_BROKER_CONFIGS_MESSAGE,
@@ -202,7 +203,12 @@ def services(tmp_path: Path) -> Iterator[Any]:
         assert creation is not None
         await creation
         return SimpleNamespace(
-            config=config, topics=topics, store=store, replicas=replicas, applying=applying
+            config=config,
+            topics=topics,
+            store=store,
+            replicas=replicas,
+            applying=applying,
+            authorizer=Authorizer(config, store),
         )
 
     namespace = runner.run(start())

@@ -60,7 +60,15 @@ def test_defaults_are_one_plaintext_listener_which_is_the_inter_broker_one() -> 
 @pytest.mark.parametrize(
     ("properties", "expected"),
     [
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "SASL_PLAINTEXT listeners are not"),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                "zookeeper.connect": "127.0.0.1:2181",
+                "sluice.inter.broker.sasl.username": "broker",
+            },
+            "set sluice.inter.broker.sasl.username and sluice.inter.broker.sasl.password",
+        ),
+        ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "ssl.keystore.location"),
         ({"listeners": "SSL://127.0.0.1:9093"}, "ssl.keystore.location"),
         ({"listeners": "OTHER://127.0.0.1:9093"}, "listener OTHER has no security protocol"),
         (
@@ -93,6 +101,7 @@ def test_combinations_that_cannot_be_served_are_refused(
     ("name", "value", "expected"),
     [
         ("ssl.client.auth", "sometimes", "not one of none, requested, required"),
+        ("sasl.enabled.mechanisms", "GSSAPI", "GSSAPI: the mechanisms served are SCRAM-SHA-256"),
         ("ssl.keystore.type", "JKS", "not one of PEM"),
         ("listener.security.protocol.map", "INTERNAL=SSL", "is not NAME:PROTOCOL"),
         ("ssl.enabled.protocols", "TLSv1.1", "not one of TLSv1.2, TLSv1.3"),

@@ -76,8 +76,8 @@ def test_readme_table_lists_exactly_what_versions_py_advertises() -> None:
 
 def test_the_check_names_the_row_to_add_or_fix() -> None:
     rows = readme_rows()
-    with_new_api = {**ADVERTISED, ApiKey.SASL_HANDSHAKE: VersionRange(0, 1, None)}
-    assert table_problems(rows, with_new_api) == [
+    without_row = {key: row for key, row in rows.items() if key != ApiKey.SASL_HANDSHAKE}
+    assert table_problems(without_row, ADVERTISED) == [
         "missing row (add it to the README table): | SaslHandshake | 17 | 0-1 | - | <notes> |"
     ]
     raised = {**ADVERTISED, ApiKey.METADATA: VersionRange(0, 99, 9)}

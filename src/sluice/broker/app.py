@@ -35,6 +35,7 @@ from typing import IO
 
 from sluice.broker import meta_properties
 from sluice.broker.allocator import tune_allocator
+from sluice.broker.authorization import Authorizer
 from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
 from sluice.broker.delays import DelayScheduler
@@ -49,7 +50,7 @@ from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
-from sluice.broker.peer_connection import InterBrokerListener
+from sluice.broker.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
@@ -77,7 +78,12 @@ from sluice.cluster.model import BrokerInfo, Endpoint
 from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
 from sluice.cluster.zookeeper import ZooKeeperMetadataStore
 from sluice.common.clock import SYSTEM_CLOCK, Clock
-from sluice.common.config import TLS_SECURITY_PROTOCOLS, BrokerConfig, BrokerConfigError
+from sluice.common.config import (
+    SASL_PROTOCOLS,
+    TLS_SECURITY_PROTOCOLS,
+    BrokerConfig,
+    BrokerConfigError,
+)
 from sluice.common.errors import KafkaStorageError
 from sluice.common.quotas import WindowConfig
 from sluice.group.config import OFFSETS_COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, GroupConfig
@@ -161,6 +167,7 @@ class Broker:
                     max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
                     listener_max_connections=config.listener_max_connections.get(listener.name),
                     request_max_bytes=config.socket_request_max_bytes,
+                    unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
                 )
             )
         return servers
@@ -168,11 +175,22 @@ class Broker:
     def _inter_broker_listener(self) -> InterBrokerListener:
         """The listener this broker uses to reach the others, with a TLS client context
         when its protocol is SSL (or SASL_SSL)."""
-        name = self.config.inter_broker_listener()
-        if self.config.security_protocol(name) not in TLS_SECURITY_PROTOCOLS:
-            return InterBrokerListener(name)
-        files = TlsFiles.of_listener(self.config, name)
-        return InterBrokerListener(name, client_context(files, f"inter-broker listener {name}"))
+        config = self.config
+        name = config.inter_broker_listener()
+        protocol = config.security_protocol(name)
+        sasl = None
+        if protocol in SASL_PROTOCOLS:
+            sasl = InterBrokerSasl(
+                config.sasl_mechanism_inter_broker_protocol,
+                config.inter_broker_sasl_username or "",
+                config.inter_broker_sasl_password or "",
+            )
+        if protocol not in TLS_SECURITY_PROTOCOLS:
+            return InterBrokerListener(name, sasl=sasl)
+        files = TlsFiles.of_listener(config, name)
+        return InterBrokerListener(
+            name, client_context(files, f"inter-broker listener {name}"), sasl=sasl
+        )
 
     def _advertised_endpoints(self) -> tuple[Endpoint, ...]:
         """Each listener's advertised endpoint, once the servers are bound (a port 0
@@ -440,6 +458,7 @@ class Broker:
             peers=self.peers,
             clock=self.clock,
             quotas=self.quotas,
+            authorizer=Authorizer(self.config, store),
         )
         await self.quotas.load()
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)

@@ -1,8 +1,8 @@
 """What a handler knows about the request it answers, beyond the request itself.
 
 The dispatcher builds one :class:`RequestContext` per request; handlers read it and
-never reach for the connection any other way. When authentication exists, the
-authenticated principal belongs here too.
+never reach for the connection any other way; the connection carries the principal the
+authorizer checks.
 """
 
 from __future__ import annotations

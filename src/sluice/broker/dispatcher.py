@@ -23,7 +23,7 @@ from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey
+from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, api_name
 
 if TYPE_CHECKING:
     from sluice.broker.server import Response
@@ -45,6 +45,12 @@ commit and abort, Produce v12 and TxnOffsetCommit v5 add partitions implicitly. 
 from 0 and finalized at 2, as a Kafka 4 cluster finalizes it; clients that do not look
 at features (librdkafka, kafka-python, aiokafka) keep using version 1."""
 FINALIZED_FEATURES_EPOCH = 1
+
+SERVED_BEFORE_AUTHENTICATION = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
+"""What a SASL listener serves before authentication, and after a session expired
+(KIP-368: the client authenticates again on the same connection)."""
 
 
 def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
@@ -99,6 +105,12 @@ def api_versions_fallback(correlation_id: int) -> bytes:
     return codec.encode_response(correlation_id, response)
 
 
+def _is_sasl_authenticate(frame: bytes) -> bool:
+    return len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == (
+        ApiKey.SASL_AUTHENTICATE
+    )
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -113,7 +125,13 @@ class Dispatcher:
         self._services = services
 
     async def handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
+        if connection.sasl_legacy_framing and not _is_sasl_authenticate(frame):
+            raise ProtocolError(
+                "SaslHandshake v0 followed by a raw SASL token (Kafka's legacy framing) is "
+                "not supported; send SaslHandshake v1 and SaslAuthenticate"
+            )
         api_key, version, correlation_id = codec.peek_header(frame)
+        self._check_authentication(api_key, connection)
         if private.is_private(api_key):
             return await self._handle_private(frame, connection)
         supported = SUPPORTED.get(ApiKey(api_key)) if api_key in ApiKey._value2member_map_ else None
@@ -136,6 +154,24 @@ class Dispatcher:
         if response is None or isinstance(response, list | bytes):
             return response
         return codec.encode_response(correlation_id, response)
+
+    def _check_authentication(self, api_key: int, connection: ConnectionInfo) -> None:
+        """Close (as Kafka does) a connection that sends anything but ApiVersions and the
+        SASL APIs before it authenticated, or after its SASL session ended."""
+        if api_key in SERVED_BEFORE_AUTHENTICATION:
+            return
+        if not connection.authenticated:
+            raise ProtocolError(
+                f"{api_name(api_key)} request before SASL authentication on a "
+                f"{connection.security_protocol} listener"
+            )
+        ends = connection.sasl_session_ends_ms
+        if ends is not None and self._services.clock.monotonic_ms() >= ends:
+            raise ProtocolError(
+                f"{api_name(api_key)} request after the SASL session of "
+                f"{connection.principal} expired (connections.max.reauth.ms) without "
+                "re-authentication"
+            )
 
     async def _handle_private(self, frame: bytes, connection: ConnectionInfo) -> Response:
         """One of Sluice's own APIs: a JSON object in, a JSON object out."""

@@ -198,6 +198,7 @@ class ReplicaFetcher:
                 port,
                 client_id=f"broker-{self._config.node_id}",
                 ssl_context=self._listener.ssl_context,
+                sasl=self._listener.sasl,
             )
             try:
                 await connection.open(CONNECT_TIMEOUT_MS / 1000)

@@ -28,6 +28,11 @@ closes its connection before the body is read. A connection with no
 bytes moving for ``connections.max.idle.ms`` (while no handler is working for it), or
 one that has held an incomplete frame that long, is closed.
 
+On a SASL listener a connection is unauthenticated until SaslAuthenticate succeeds: its
+frames may be at most ``sasl.server.max.receive.size`` and each request is answered
+before the next is read (the dispatcher serves only ApiVersions and the SASL APIs then,
+and a failed authentication closes the connection once its answer is written).
+
 A peer that sends bytes we cannot parse has its connection closed; everyone else keeps
 being served. A handler that raises something other than a Kafka error is a bug: it is
 logged with its traceback and its connection closed. These warnings are rate limited
@@ -109,6 +114,19 @@ class ConnectionInfo:
         self.principal = principal
         """Who the client is, Kafka-style (``User:CN=alice,OU=eng`` from a verified TLS
         client certificate); authentication sets it, authorization reads it."""
+        self.authenticated = not security_protocol.startswith("SASL_")
+        """Whether requests other than ApiVersions and the SASL APIs are served."""
+        self.sasl_mechanism: str | None = None
+        """The mechanism SaslHandshake chose, until its exchange ends."""
+        self.sasl_exchange: object | None = None
+        """The mechanism's server state while an exchange is under way."""
+        self.sasl_legacy_framing = False
+        """SaslHandshake v0 was used: Kafka's legacy framing, raw tokens that follow."""
+        self.sasl_session_ends_ms: int | None = None
+        """When the SASL session ends (connections.max.reauth.ms, monotonic ms), or None."""
+        self.close_after_response = False
+        """Close the connection once the response being computed is written (a failed
+        SASL authentication)."""
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
@@ -132,6 +150,10 @@ class ConnectionCounts:
 
 class ConnectionIdle(Exception):
     """No bytes moved (or a frame stayed incomplete) for connections.max.idle.ms."""
+
+
+class ConnectionClosedAfterResponse(Exception):
+    """A handler asked for the connection to be closed once its answer was written."""
 
 
 class RateLimitedLog:
@@ -212,8 +234,10 @@ class Server:
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
         listener_max_connections: int | None = None,
         request_max_bytes: int = FRAME_BYTES_MAX,
+        unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self.host = host
+        self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self.port = port
         self.listener_name = listener_name
         self.security_protocol = security_protocol
@@ -314,6 +338,7 @@ class Server:
                 idle_ms=self._connections_max_idle_ms,
                 zero_copy=self._ssl_context is None,
                 request_max_bytes=self._request_max_bytes,
+                unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -321,6 +346,8 @@ class Server:
             )
         except* ConnectionIdle as group:
             log.debug("closing connection from %s: %s", peer, group.exceptions[0])
+        except* ConnectionClosedAfterResponse:
+            log.debug("closed connection from %s after its answer", peer)
         except* (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
         except* asyncio.CancelledError:
@@ -404,13 +431,16 @@ class Connection:
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         zero_copy: bool = True,
         request_max_bytes: int = FRAME_BYTES_MAX,
+        unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self._zero_copy = zero_copy
         self._reader = reader
         self._writer = writer
         self._handle = handle
         self._info = info
-        self._decoder = FrameDecoder(request_max_bytes)
+        self._request_max_bytes = request_max_bytes
+        self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
+        self._decoder = FrameDecoder(self._frame_bytes_max())
         self._idle_s = idle_ms / 1000
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -428,7 +458,7 @@ class Connection:
         self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        in_flight: asyncio.Queue[asyncio.Task[Response] | None] = asyncio.Queue()
+        in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
             writer_task = tasks.create_task(self._write_responses(in_flight))
             watchdog = tasks.create_task(self._close_when_idle())
@@ -443,13 +473,17 @@ class Connection:
                     self._last_activity = self._loop.time()
                     self._decoder.receive(data)
                     completed_a_frame = False
-                    while (frame := self._decoder.next_frame()) is not None:
+                    while (frame := self._next_frame()) is not None:
                         completed_a_frame = True
                         self._unanswered_requests += 1
                         request = tasks.create_task(self._run_handler(frame))
                         in_flight.put_nowait(request)
                         del frame
-                        if self._unanswered_requests > 1:
+                        if not self._info.authenticated:
+                            # Before authentication one request at a time: the next
+                            # frame's limit and admission depend on this one's outcome.
+                            await asyncio.wait((request,))
+                        elif self._unanswered_requests > 1:
                             # Let the handler run first: if it answers at once, its
                             # response is counted before the next request is admitted.
                             await asyncio.sleep(0)
@@ -462,6 +496,15 @@ class Connection:
                 watchdog.cancel()
                 if not writer_task.done():
                     in_flight.put_nowait(None)
+
+    def _frame_bytes_max(self) -> int:
+        if self._info.authenticated:
+            return self._request_max_bytes
+        return min(self._unauthenticated_frame_bytes_max, self._request_max_bytes)
+
+    def _next_frame(self) -> bytes | None:
+        self._decoder.frame_bytes_max = self._frame_bytes_max()
+        return self._decoder.next_frame()
 
     def _has_room(self) -> bool:
         return (
@@ -487,17 +530,18 @@ class Connection:
     def _changed(self) -> None:
         self._state_changed.set()
 
-    async def _run_handler(self, frame: bytes) -> Response:
+    async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
         self._running_request_bytes += len(frame)
         try:
             response = await self._handle(frame, self._info)
+            close_after = self._info.close_after_response
         finally:
             self._running_handlers -= 1
             self._running_request_bytes -= len(frame)
             self._changed()
         self._queued_response_bytes += _in_memory_bytes(response)
-        return response
+        return response, close_after
 
     async def _close_when_idle(self) -> None:
         """Raise ConnectionIdle once no bytes have moved for the idle time while no
@@ -521,7 +565,7 @@ class Connection:
             await asyncio.sleep(deadline - now)
 
     async def _write_responses(
-        self, in_flight: asyncio.Queue[asyncio.Task[Response] | None]
+        self, in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None]
     ) -> None:
         loop = self._loop
         writer = self._writer
@@ -531,7 +575,7 @@ class Connection:
             if task is None:
                 await self._drain()
                 return
-            response = await task
+            response, close_after = await task
             self._queued_response_bytes -= _in_memory_bytes(response)
             if isinstance(response, bytes):
                 writer.write(response)
@@ -550,6 +594,8 @@ class Connection:
             self._unanswered_requests -= 1
             self._changed()
             await self._drain()
+            if close_after:
+                raise ConnectionClosedAfterResponse
 
     async def _write_slice(self, part: FileSlice) -> None:
         """Copy a file slice to the transport through memory, at most

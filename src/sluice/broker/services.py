@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from sluice.broker.authorization import Authorizer
 from sluice.broker.delays import DelayScheduler
 from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
@@ -69,5 +70,7 @@ class BrokerServices:
     peers: Peers
     """Requests to the other brokers of the cluster."""
     clock: Clock
+    authorizer: Authorizer
+    """Whether the request's principal may do an operation (the ACLs, indexed)."""
     quotas: ClientQuotas | None = None
     """Client quotas: recorded after each request, its throttle time in the response."""

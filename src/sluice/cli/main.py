@@ -1,8 +1,8 @@
 """The ``sluice`` command group; each subcommand lives in its own module.
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
-``share-groups``, ``transactions``, ``delays``, ``dlq`` and ``cluster`` talk to one
-through ``sluice.client``.
+``share-groups``, ``transactions``, ``delays``, ``dlq``, ``users``, ``cluster`` and
+``acls`` talk to one through ``sluice.client``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from sluice import __version__
+from sluice.cli.acls import acls
 from sluice.cli.cluster import cluster
 from sluice.cli.consume import consume
 from sluice.cli.delays import delays
@@ -23,6 +24,7 @@ from sluice.cli.serve import serve
 from sluice.cli.share_groups import share_groups
 from sluice.cli.topics import topics
 from sluice.cli.transactions import transactions
+from sluice.cli.users import users
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,7 +42,9 @@ main.add_command(share_groups)
 main.add_command(cluster)
 main.add_command(quotas)
 main.add_command(transactions)
+main.add_command(acls)
 main.add_command(delays)
 main.add_command(dlq)
+main.add_command(users)
 main.add_command(dev_cluster)
 register_pipelines(main)

@@ -63,6 +63,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     # Transactions, as an administrator sees them (sluice.client.admin_transactions).
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     # Share groups (KIP-932): membership, fetching and acknowledging
     # (sluice.client.share_consumer; v2 adds the RENEW acknowledgement), and as an
@@ -74,6 +76,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1 adds each partition's lag
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # ACLs (sluice.client.admin_acls).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 """(lowest, highest) version of each API that the client code is written against."""
 

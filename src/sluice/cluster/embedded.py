@@ -7,11 +7,17 @@ File ``<data dir>/cluster-metadata.json``::
                            "partitions": {"0": {"replicas": [0], "leader": 0,
                                                 "leader_epoch": 2, "isr": [0],
                                                 "version": 5}, …}}},
-     "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}}}
+     "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}},
+     "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "LITERAL",
+               "principal": "User:alice", "host": "*", "operation": "READ",
+               "permission": "ALLOW"}, …],
+     "scram_users": {"alice": {"SCRAM-SHA-512": {"salt": …, "stored_key": …,
+                                                 "server_key": …, "iterations": 4096}}}}
 
 A topic's ``version`` counts writes of its record (configs, partition count); each
-partition's ``version`` counts writes of its state. ``controller_epoch`` and
-``group_configs`` (per-group overrides, config resource GROUP) may be absent, and a
+partition's ``version`` counts writes of its state. ``controller_epoch``,
+``group_configs`` (per-group overrides, config resource GROUP), ``acls`` and
+``scram_users`` (SCRAM credentials, base64: never a password) may be absent, and a
 partition's ``version`` too: files written before they existed have none (0).
 
 Each change rewrites the whole document atomically (temp file, fsync, rename, fsync of
@@ -53,6 +59,8 @@ from sluice.cluster.store import (
     StaleVersion,
     TopicExists,
 )
+from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 from sluice.storage.checkpoint import write_file_atomically
 
 FORMAT_VERSION = 1
@@ -98,7 +106,14 @@ class EmbeddedMetadataStore:
         ):
             # Topics stored before they had ids were given one while loading: keep it.
             self._commit(topics={name: t.to_json() for name, t in sorted(self._topics.items())})
+        self._acls = self._acls_from_json(self._document.get("acls", []))
         self._image = self._make_image()
+
+    def _acls_from_json(self, data: Any) -> frozenset[AclBinding]:
+        try:
+            return frozenset(AclBinding.from_json(item) for item in data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise MetadataFileError(f"{self._path}: field 'acls' is malformed: {e!r}") from None
 
     def _topic_from_json(self, name: str, data: Any) -> TopicMetadata:
         """One topic of the file; a missing or malformed field is a MetadataFileError
@@ -159,6 +174,7 @@ class EmbeddedMetadataStore:
             brokers=MappingProxyType(dict(self._brokers)),
             controller=self._controller,
             topics=MappingProxyType(dict(self._topics)),
+            acls=self._acls,
         )
 
     def _publish(self) -> None:
@@ -339,6 +355,60 @@ class EmbeddedMetadataStore:
                 self._commit(group_configs=updated)
 
         await asyncio.to_thread(write)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._commit_acls(self._acls | set(bindings)))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._commit_acls(self._acls - set(bindings)))
+
+    def _commit_acls(self, acls: frozenset[AclBinding]) -> None:
+        """Store the ACLs, then adopt them and make the next image. Hold the lock."""
+        if acls == self._acls:
+            return
+        self._commit(acls=[binding.to_json() for binding in sorted(acls)])
+        self._acls = acls
+        self._image = self._make_image()
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        stored = self._document.get("scram_users", {}).get(user, {})
+        return {
+            ScramMechanism.by_name(name): ScramCredential.from_json(data)
+            for name, data in stored.items()
+        }
+
+    async def scram_users(self) -> list[str]:
+        return sorted(self._document.get("scram_users", {}))
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        def write() -> None:
+            with self._lock:
+                users = dict(self._document.get("scram_users") or {})
+                users[user] = {
+                    **users.get(user, {}),
+                    mechanism.mechanism_name: credential.to_json(),
+                }
+                self._commit(scram_users=users)
+
+        await asyncio.to_thread(write)
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        def write() -> bool:
+            with self._lock:
+                users = dict(self._document.get("scram_users") or {})
+                mechanisms = dict(users.get(user, {}))
+                if mechanisms.pop(mechanism.mechanism_name, None) is None:
+                    return False
+                if mechanisms:
+                    users[user] = mechanisms
+                else:
+                    del users[user]
+                self._commit(scram_users=users)
+                return True
+
+        return await asyncio.to_thread(write)
 
     async def allocate_producer_id_block(self, block_size: int) -> int:
         def allocate() -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicId, TopicMetadata
+from sluice.common.authorizer import AclBinding
 from sluice.common.ids import TopicPartition
 
 
@@ -39,14 +40,16 @@ class ControllerInfo:
 
 @dataclass(frozen=True)
 class MetadataImage:
-    """The cluster as one broker last saw it: the live brokers, the controller and every
-    topic with its partitions."""
+    """The cluster as one broker last saw it: the live brokers, the controller, every
+    topic with its partitions, and the ACLs."""
 
     cluster_id: str
     brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: MappingProxyType({}))
     """Live (registered) brokers by node id."""
     controller: ControllerInfo | None = None
     topics: Mapping[str, TopicMetadata] = field(default_factory=lambda: MappingProxyType({}))
+    acls: frozenset[AclBinding] = frozenset()
+    """Every ACL binding (the authorizer indexes them when they change)."""
     _by_id: dict[TopicId, TopicMetadata] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

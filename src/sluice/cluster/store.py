@@ -20,6 +20,8 @@ Writes are conditional::
     partition ISR     the partition leader  the state's version (a leader change
                                             bumps it, so a deposed leader loses)
     new topic         any broker            the name is free (TopicExists)
+    ACLs              any broker            none: adding a binding present or removing
+                                            one absent changes nothing (Kafka's rule)
 
 so a writer that read a stale state, or a controller that was paused past its session
 and replaced, cannot overwrite what is newer. A write that fails changes nothing.
@@ -33,6 +35,8 @@ from typing import Protocol
 
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 
 
 class MetadataStoreError(Exception):
@@ -158,6 +162,35 @@ class MetadataStore(Protocol):
 
     async def set_client_quotas(self, entity_key: str, quotas: Mapping[str, float]) -> None:
         """Replace one entity's quota values durably; empty removes the entity."""
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACL bindings durably (those already stored stay as they are); the image
+        the caller sees next holds them."""
+        ...
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Remove ACL bindings durably (those not stored are ignored); the image the
+        caller sees next lacks them."""
+        ...
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        """A user's SCRAM credentials (salt, keys, iterations; never a password), by
+        mechanism; empty for an unknown user. Read from the store itself, not the image,
+        so a credential changed on another broker counts at once."""
+        ...
+
+    async def scram_users(self) -> list[str]:
+        """Every user with at least one SCRAM credential."""
+        ...
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        """Store (or replace) a user's credential for one mechanism durably."""
+        ...
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        """Remove a user's credential for one mechanism; False if there was none."""
         ...
 
     async def close(self) -> None:

@@ -18,6 +18,13 @@ another Sluice cluster under another chroot) is never touched::
                    /producer_ids                {"next": N}
                    /group_configs/<group id>    {config name: value}; the id
                                                 percent-encoded (a group id may hold "/")
+                   /acls                        {"acls": [binding, …]}: every ACL in one
+                                                node, written conditionally on its version
+                                                (a node holds 1 MB: thousands of ACLs)
+                   /config/users/<user>         {mechanism: {"salt", "stored_key",
+                                                "server_key", "iterations"}}: SCRAM
+                                                credentials (base64; never a password),
+                                                the name percent-encoded
 
 Writes are ZooKeeper transactions (multi), so they are all or nothing. A topic is created
 with its partitions in one transaction and grown in one (the topic node's partition count
@@ -74,6 +81,8 @@ from sluice.cluster.store import (
     StaleVersion,
     TopicExists,
 )
+from sluice.common.authorizer import AclBinding
+from sluice.protocol.sasl import ScramCredential, ScramMechanism
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,7 @@ _ALL = "all"
 _BROKERS = "brokers"
 _CONTROLLER = "controller"
 _TOPICS = "topics"
+_ACLS = "acls"
 
 
 def _dumps(document: Any) -> bytes:
@@ -131,6 +141,7 @@ class ZooKeeperMetadataStore:
         self._brokers: dict[int, BrokerInfo] = {}
         self._controller: ControllerInfo | None = None
         self._topics: dict[str, TopicMetadata] = {}
+        self._acls: frozenset[AclBinding] = frozenset()
         self._image = MetadataImage("")
         self._registration: BrokerInfo | None = None
         self._session_lost = False
@@ -145,6 +156,9 @@ class ZooKeeperMetadataStore:
 
     def _group_path(self, group_id: str) -> str:
         return self._path("group_configs", urllib.parse.quote(group_id, safe=""))
+
+    def _user_path(self, user: str) -> str:
+        return self._path("config", "users", urllib.parse.quote(user, safe=""))
 
     def _partition_path(self, name: str, index: int) -> str:
         return self._path("topics", name, "partitions", str(index))
@@ -172,11 +186,12 @@ class ZooKeeperMetadataStore:
                 "is it running and is the address right? (--zookeeper host:port[/chroot])"
             ) from None
         self._client.add_listener(self._on_state)
-        for part in ("brokers", "topics", "group_configs"):
+        for part in ("brokers", "topics", "group_configs", "config/users"):
             self._client.ensure_path(self._path(part))
         for path, initial in (
             (self._path("controller_epoch"), b"0"),
             (self._path("producer_ids"), _dumps({"next": 0})),
+            (self._path("acls"), _dumps({"acls": []})),
             (self._path("cluster_id"), self._new_cluster_id()),
         ):
             try:
@@ -269,6 +284,8 @@ class ZooKeeperMetadataStore:
             self._read_brokers()
         if everything or _CONTROLLER in dirty:
             self._read_controller()
+        if everything or _ACLS in dirty:
+            self._read_acls()
         if everything or _TOPICS in dirty:
             names = self._client.get_children(self._path("topics"), watch=self._watch(_TOPICS))
             for gone in set(self._topics) - set(names):
@@ -287,6 +304,7 @@ class ZooKeeperMetadataStore:
             MappingProxyType(dict(self._brokers)),
             self._controller,
             MappingProxyType(dict(self._topics)),
+            self._acls,
         )
         for listener in list(self._listeners):
             listener(self._image)
@@ -314,6 +332,10 @@ class ZooKeeperMetadataStore:
             data, _ = self._client.get(path, watch=self._watch(_CONTROLLER))
         document = json.loads(data)
         self._controller = ControllerInfo(int(document["node_id"]), int(document["epoch"]))
+
+    def _read_acls(self) -> None:
+        data, _ = self._client.get(self._path("acls"), watch=self._watch(_ACLS))
+        self._acls = frozenset(AclBinding.from_json(item) for item in json.loads(data)["acls"])
 
     def _read_topic(self, name: str) -> None:
         """The topic and all its partitions (each read sets its watch); gone if deleted."""
@@ -661,6 +683,35 @@ class ZooKeeperMetadataStore:
             return first
         raise MetadataStoreError("producer-id blocks kept being taken; try again")
 
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._change_acls(lambda acls: acls | set(bindings)))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda: self._change_acls(lambda acls: acls - set(bindings)))
+
+    def _change_acls(
+        self, change: Callable[[frozenset[AclBinding]], frozenset[AclBinding]]
+    ) -> None:
+        """Read, change and write the ACL node conditionally on its version (another
+        broker may change it meanwhile), then publish the result."""
+        path = self._path("acls")
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            data, stat = self._client.get(path)
+            stored = frozenset(AclBinding.from_json(item) for item in json.loads(data)["acls"])
+            changed = change(stored)
+            if changed == stored:
+                break
+            document = {"acls": [binding.to_json() for binding in sorted(changed)]}
+            try:
+                self._client.set(path, _dumps(document), version=stat.version)
+            except BadVersionError:
+                continue
+            break
+        else:
+            raise MetadataStoreError("the ACLs kept changing; try again")
+        self._mark(_ACLS)
+        self._refresh_now()
+
     async def group_configs(self, group_id: str) -> dict[str, str]:
         def read() -> dict[str, str]:
             try:
@@ -733,3 +784,66 @@ class ZooKeeperMetadataStore:
                 self._client.create(path, data, makepath=True)
 
         await asyncio.to_thread(write)
+
+    async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
+        def read() -> dict[ScramMechanism, ScramCredential]:
+            try:
+                data, _ = self._client.get(self._user_path(user))
+            except NoNodeError:
+                return {}
+            return {
+                ScramMechanism.by_name(name): ScramCredential.from_json(value)
+                for name, value in json.loads(data).items()
+            }
+
+        return await asyncio.to_thread(read)
+
+    async def scram_users(self) -> list[str]:
+        children = await asyncio.to_thread(self._client.get_children, self._path("config", "users"))
+        return sorted(urllib.parse.unquote(child) for child in children)
+
+    async def set_scram_credential(
+        self, user: str, mechanism: ScramMechanism, credential: ScramCredential
+    ) -> None:
+        def change(stored: dict[str, Any]) -> dict[str, Any] | None:
+            return {**stored, mechanism.mechanism_name: credential.to_json()}
+
+        await asyncio.to_thread(self._change_user, user, change)
+
+    async def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> bool:
+        found = False
+
+        def change(stored: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal found
+            found = mechanism.mechanism_name in stored
+            return {k: v for k, v in stored.items() if k != mechanism.mechanism_name}
+
+        await asyncio.to_thread(self._change_user, user, change)
+        return found
+
+    def _change_user(
+        self, user: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> None:
+        """Read, change and write one user's node, conditional on its version (another
+        broker may change the same user's other mechanism meanwhile); an empty result
+        removes the node."""
+        path = self._user_path(user)
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            try:
+                data, stat = self._client.get(path)
+                stored, version = dict(json.loads(data)), stat.version
+            except NoNodeError:
+                stored, version = {}, None
+            updated = change(stored)
+            try:
+                if version is None:
+                    if updated:
+                        self._client.create(path, _dumps(updated))
+                elif updated:
+                    self._client.set(path, _dumps(updated), version=version)
+                else:
+                    self._client.delete(path, version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # changed meanwhile: read it again
+            return
+        raise MetadataStoreError(f"user {user!r} kept being changed; try again")

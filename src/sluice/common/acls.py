@@ -1,10 +1,11 @@
 """Kafka's ACL operations, for the ``authorized_operations`` fields of Metadata,
 DescribeCluster and DescribeGroups.
 
-Sluice has no authorizer, so every principal may do every operation Kafka supports on a
-resource, and a client asking for its authorized operations gets all of them as a bit
-field (bit n set for operation code n), which is what Kafka answers without an
-authorizer (``AuthHelper.authorizedOperations`` over ``AclEntry.supportedOperations``).
+The fields are bit fields (bit n set for operation code n). Without the authorizer every
+principal may do every operation Kafka supports on a resource, and a client asking for
+its authorized operations gets all of them, which is what Kafka answers without an
+authorizer (``AuthHelper.authorizedOperations`` over ``AclEntry.supportedOperations``);
+with it, :mod:`sluice.common.authorizer` decides each bit.
 """
 
 from __future__ import annotations

@@ -352,10 +352,33 @@ class BrokerConfigError(ValueError):
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's security protocols, each also a listener name that maps to itself."""
 
-SERVED_SECURITY_PROTOCOLS: set[str] = {"PLAINTEXT", "SSL"}
-"""Security protocols a listener may use in this build: the one place that says so.
-SASL authentication adds SASL_PLAINTEXT and SASL_SSL here; until then a SASL listener
-is accepted by the syntax and refused with a clear message at start."""
+SERVED_SECURITY_PROTOCOLS: set[str] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+"""Security protocols a listener may use in this build: the one place that says so."""
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+"""Listeners whose clients must authenticate with SASL before anything but ApiVersions."""
+
+SASL_MECHANISMS_SERVED = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+"""Sluice's default of ``sasl.enabled.mechanisms`` (Kafka's is GSSAPI, not served)."""
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    names = tuple(item.upper() for item in list_items(text))
+    unknown = [name for name in names if name not in SASL_MECHANISMS_SERVED]
+    if unknown or not names:
+        raise ValueError(
+            f"{', '.join(unknown) or 'an empty list'}: the mechanisms served are "
+            + ", ".join(SASL_MECHANISMS_SERVED)
+        )
+    return names
+
+
+def _sasl_mechanism(text: str) -> str:
+    names = _sasl_mechanisms(text)
+    if len(names) != 1:
+        raise ValueError("give one mechanism")
+    return names[0]
+
 
 TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 """Protocols whose connections are wrapped in TLS."""
@@ -375,7 +398,7 @@ LISTENER_SECURITY_SETTINGS: dict[str, Callable[[str], Any]] = {
         _choice("TLSv1.2", "TLSv1.3")(item) for item in list_items(text)
     ),
     "ssl.cipher.suites": str,
-    "sasl.enabled.mechanisms": str,
+    "sasl.enabled.mechanisms": lambda text: ",".join(_sasl_mechanisms(text)),
 }
 """Security settings under Kafka's names, given globally (``ssl.keystore.location``) or
 for one listener (``listener.name.<listener>.ssl.keystore.location``, the listener name
@@ -561,6 +584,16 @@ class BrokerConfig:
     client opens one connection per broker plus a bootstrap one, so 1,000 leaves room for
     hundreds of clients behind one NAT address while a runaway program on one host
     cannot take every slot of ``max.connections``."""
+    authorizer_enabled: bool = False
+    """authorizer.enabled: every request is authorized against the ACLs (Kafka's
+    ``authorizer.class.name`` set to its StandardAuthorizer); off, everyone may do
+    everything and the ACL APIs answer SECURITY_DISABLED."""
+    super_users: str = ""
+    """super.users: principals that may do everything, separated by ``;``
+    (``User:admin;User:broker``). The brokers' own principal belongs here."""
+    allow_everyone_if_no_acl_found: bool = False
+    """allow.everyone.if.no.acl.found: a resource no ACL applies to is open to everyone
+    (false, Kafka's default: denied to all but super users)."""
     max_broker_partitions: int = 20_000
     """Partitions this broker may host, all topics together (``__consumer_offsets``
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
@@ -590,6 +623,22 @@ class BrokerConfig:
     quota_window_size_seconds: int = 1
     """Length of one sample (Kafka's quota.window.size.seconds). One throttle lasts at
     most the whole window, ``quota.window.num`` samples."""
+    sasl_plain_insecure_allow: bool = False
+    """sluice.sasl.plain.insecure.allow: offer PLAIN on a SASL_PLAINTEXT listener too,
+    where the password crosses the network in the clear."""
+    sasl_server_max_receive_size: int = 524_288
+    """sasl.server.max.receive.size: the largest request frame before authentication."""
+    connections_max_reauth_ms: int = 0
+    """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
+    authenticate again on the same connection before it ends, or the connection is
+    closed at its next request. 0: sessions never end."""
+    sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-512"
+    """sasl.mechanism.inter.broker.protocol: how this broker authenticates to the SASL
+    listeners of other brokers."""
+    inter_broker_sasl_username: str | None = None
+    """sluice.inter.broker.sasl.username: the user this broker authenticates as."""
+    inter_broker_sasl_password: str | None = None
+    """sluice.inter.broker.sasl.password (sensitive: never described)."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
     group_properties: dict[str, str] = field(default_factory=dict)
@@ -619,6 +668,18 @@ class BrokerConfig:
     DescribeConfigs), by Kafka's name where there is one."""
     _given_address: tuple[str | None, int | None] = field(default=(None, None), repr=False)
     """host and port given by --host/--port or the host/port settings (not by listeners)."""
+
+    def sasl_mechanisms_offered(
+        self, listener_name: str, security_protocol: str
+    ) -> tuple[str, ...]:
+        """What SaslHandshake offers on a listener: its ``sasl.enabled.mechanisms``
+        (``listener.name.<name>.`` or global; all three served by default), PLAIN only
+        over TLS unless ``sluice.sasl.plain.insecure.allow`` (PLAIN sends the password
+        itself)."""
+        enabled = self.listener_setting(listener_name, "sasl.enabled.mechanisms")
+        names = _sasl_mechanisms(enabled) if enabled else SASL_MECHANISMS_SERVED
+        plain_allowed = security_protocol == "SASL_SSL" or self.sasl_plain_insecure_allow
+        return tuple(name for name in names if name != "PLAIN" or plain_allowed)
 
     def set_address(self, host: str | None, port: int | None, *, origin: str) -> None:
         """Listen on ``host`` / ``port`` (``--host``/``--port`` or the ``host``/``port``
@@ -695,8 +756,7 @@ class BrokerConfig:
             if protocol not in SERVED_SECURITY_PROTOCOLS:
                 raise BrokerConfigError(
                     f"listener {listener}: {protocol} listeners are not served by this "
-                    "broker yet (SASL authentication is missing); use "
-                    + " or ".join(sorted(SERVED_SECURITY_PROTOCOLS))
+                    "broker; use " + " or ".join(sorted(SERVED_SECURITY_PROTOCOLS))
                 )
             if protocol in TLS_SECURITY_PROTOCOLS and not self.listener_setting(
                 listener.name, "ssl.keystore.location"
@@ -723,6 +783,17 @@ class BrokerConfig:
             raise BrokerConfigError(
                 f"inter.broker.listener.name={self.inter_broker_listener_name} names no "
                 f"listener (listeners: {', '.join(names)})"
+            )
+        inter_broker = self.inter_broker_listener()
+        if (
+            self.zookeeper_connect
+            and self.security_protocol(inter_broker) in SASL_PROTOCOLS
+            and not (self.inter_broker_sasl_username and self.inter_broker_sasl_password)
+        ):
+            raise BrokerConfigError(
+                f"the inter-broker listener {inter_broker} uses SASL: set "
+                "sluice.inter.broker.sasl.username and sluice.inter.broker.sasl.password "
+                f"(a user with {self.sasl_mechanism_inter_broker_protocol} credentials)"
             )
 
     def check_advertised_address(self) -> None:
@@ -951,7 +1022,22 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     ),
     "quota.window.num": ("quota_window_num", _long(2, 1000)),
     "quota.window.size.seconds": ("quota_window_size_seconds", _long(1, 3600)),
+    "authorizer.enabled": ("authorizer_enabled", _bool),
+    "super.users": ("super_users", str),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
+    "sluice.sasl.plain.insecure.allow": ("sasl_plain_insecure_allow", _bool),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
+    "sasl.mechanism.inter.broker.protocol": (
+        "sasl_mechanism_inter_broker_protocol",
+        _sasl_mechanism,
+    ),
+    "sluice.inter.broker.sasl.username": ("inter_broker_sasl_username", str),
+    "sluice.inter.broker.sasl.password": ("inter_broker_sasl_password", str),
 }
+
+SENSITIVE_BROKER_PROPERTIES = frozenset({"sluice.inter.broker.sasl.password"})
+"""Broker settings DescribeConfigs never shows the value of."""
 
 LISTENER_SETTINGS = (
     "listeners",

@@ -94,3 +94,4 @@ UnsupportedCompressionType: type[KafkaError] = _BY_CODE[ErrorCode.unsupported_co
 PolicyViolation: type[KafkaError] = _BY_CODE[ErrorCode.policy_violation]
 InvalidRecord: type[KafkaError] = _BY_CODE[ErrorCode.invalid_record]
 KafkaStorageError: type[KafkaError] = _BY_CODE[ErrorCode.kafka_storage_error]
+ResourceNotFound: type[KafkaError] = _BY_CODE[ErrorCode.resource_not_found]

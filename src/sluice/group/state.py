@@ -47,7 +47,6 @@ import enum
 import struct
 from collections import Counter
 
-from sluice.common.acls import GROUP_AUTHORIZED_OPERATIONS
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.group.api import DescribedMember, GroupDescription, JoinedMember
@@ -57,10 +56,6 @@ from sluice.group.records import OffsetCommitValue
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """Kafka consumers' protocol type; their subscriptions can be read (for OffsetDelete and
 offset expiry of topics no member subscribes to)."""
-
-AUTHORIZED_OPERATIONS_ALL = GROUP_AUTHORIZED_OPERATIONS
-"""READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS and ALTER_CONFIGS, the operations on a group
-(without ACLs all are allowed)."""
 
 
 class GroupState(enum.Enum):

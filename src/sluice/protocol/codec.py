@@ -152,7 +152,9 @@ def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: 
     ) as e:
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {e}") from None
     trailing = len(frame_bytes) - body_offset - size
-    if trailing and not _trailing_bytes_tolerated(payload, trailing):
+    if trailing and not _trailing_bytes_tolerated(
+        payload, frame_bytes[len(frame_bytes) - trailing :]
+    ):
         raise ProtocolError(
             f"{schema.__name__} v{version} has {len(frame_bytes) - body_offset - size} "
             "trailing bytes"
@@ -167,10 +169,19 @@ the real fields follow. Kafka reads the zeros as the remaining fields and ignore
 left; so does Sluice, for exactly this request and no other."""
 
 
-def _trailing_bytes_tolerated(payload: Any, trailing: int) -> bool:
+LIBRDKAFKA_ALTER_SCRAM_EXTRA_TAGS = b"\x00"
+"""librdkafka (2.x) ends AlterUserScramCredentials v0 with one more empty tagged-field
+section than the schema has; Kafka ignores what is left after the fields, and Sluice
+ignores exactly that byte on exactly this request."""
+
+
+def _trailing_bytes_tolerated(payload: Any, trailing: bytes) -> bool:
+    api_key = int(payload.__api_key__)
+    if api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        return trailing == LIBRDKAFKA_ALTER_SCRAM_EXTRA_TAGS
     return (
-        trailing == LIBRDKAFKA_ALL_TOPICS_METADATA_JUNK_BYTES
-        and int(payload.__api_key__) == ApiKey.METADATA
+        len(trailing) == LIBRDKAFKA_ALL_TOPICS_METADATA_JUNK_BYTES
+        and api_key == ApiKey.METADATA
         and bool(payload.__flexible__)
         and payload.topics is None
     )

@@ -26,6 +26,16 @@ class FrameDecoder:
         """Where the unread part of ``_buffer`` begins (``receive``/``next_frame``)."""
 
     @property
+    def frame_bytes_max(self) -> int:
+        return self._frame_bytes_max
+
+    @frame_bytes_max.setter
+    def frame_bytes_max(self, value: int) -> None:
+        """Change the limit for the frames not yet taken (a SASL connection's limit
+        before authentication is smaller)."""
+        self._frame_bytes_max = value
+
+    @property
     def buffered_bytes(self) -> int:
         return len(self._buffer) - self._start
 

@@ -45,6 +45,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -58,6 +61,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -148,6 +153,15 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_GROUPS: VersionRange(0, 2, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0, None),
     ApiKey.API_VERSIONS: VersionRange(0, 4, 3),
+    # SASL (handlers/sasl.py): SaslHandshake v1 is followed by SaslAuthenticate, which
+    # every client in use sends; v0's raw tokens (Kafka's legacy framing) are refused.
+    # SaslAuthenticate v1 returns the session lifetime (KIP-368), v2 is flexible.
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1, None),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2, 2),
+    # SCRAM users (handlers/admin_users.py), as kafka-configs and the admin clients
+    # manage them.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0, 0),
     # CreateTopics v5+ returns the topic's partitions, replication factor and configs,
     # v7 its id. DeleteTopics v6 accepts topics by id.
     ApiKey.CREATE_TOPICS: VersionRange(2, 7, 5),
@@ -177,6 +191,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # leader change and for clients validating their position (librdkafka sends v2).
     # v3 adds the replica id; v0-1 were removed in Kafka 4.0.
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4, 4),
+    # ACLs (handlers/acls.py): v0 was removed in Kafka 4.0; v1 adds pattern types
+    # (PREFIXED), v2 is flexible, v3 only widens what USER resources may hold.
+    ApiKey.DESCRIBE_ACLS: VersionRange(1, 3, 2),
+    ApiKey.CREATE_ACLS: VersionRange(1, 3, 2),
+    ApiKey.DELETE_ACLS: VersionRange(1, 3, 2),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3, 2),
@@ -260,6 +279,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.END_TXN: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_ACLS: 2,
+    ApiKey.CREATE_ACLS: 2,
+    ApiKey.DELETE_ACLS: 2,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2,
     ApiKey.SASL_AUTHENTICATE: 2,
@@ -268,6 +290,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
     ApiKey.ELECT_LEADERS: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.DESCRIBE_CLUSTER: 0,

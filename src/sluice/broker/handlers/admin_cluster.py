@@ -4,9 +4,10 @@ admin tools see it.
 - **DescribeCluster** answers like a Kafka broker's listener: the live brokers, this
   broker as the controller, the cluster id. Endpoint type 2 (controllers, KIP-919) is
   refused with MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST at v0) as a broker refuses it;
-  unknown types with UNSUPPORTED_ENDPOINT_TYPE. Sluice has no authorizer, so a client
-  asking for the cluster's authorized operations gets every cluster operation, as Kafka
-  without an authorizer answers. No broker is ever fenced.
+  unknown types with UNSUPPORTED_ENDPOINT_TYPE. A client asking for the cluster's
+  authorized operations gets those its principal may do (none without DESCRIBE on the
+  cluster; every one when the authorizer is off), as Kafka answers. No broker is ever
+  fenced.
 - **DescribeLogDirs** describes the one data directory: each hosted partition's size
   (the bytes of its segment files), its offset lag (high watermark minus log end offset,
   never negative: 0 on a leader) and, from v4, the volume's total and usable bytes. A null
@@ -18,6 +19,9 @@ admin tools see it.
   No types means all of those; asking for any other type (broker loggers, 8, which
   Sluice cannot describe) answers UNSUPPORTED_VERSION, Kafka's answer for a type it does
   not list.
+
+With the authorizer on, DescribeLogDirs needs DESCRIBE and ListConfigResources
+DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED, no results).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from collections import defaultdict
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from sluice.broker.authorization import CLUSTER
+from sluice.broker.handlers.acl_rules import CLUSTER_DESCRIBE, CLUSTER_DESCRIBE_CONFIGS
+from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED
+from sluice.common.authorizer import ResourceType as AclResourceType
 from sluice.common.errors import ErrorCode
 from sluice.protocol.messages import has_field, make, response_module
 
@@ -126,7 +133,7 @@ async def handle_describe_cluster(
             for b in live
         ),
         cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS
+            services.authorizer.operations(context, AclResourceType.CLUSTER, CLUSTER)
             if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED
         ),
@@ -147,6 +154,13 @@ async def handle_describe_log_dirs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    if not services.authorizer.allows(context, CLUSTER_DESCRIBE):
+        return make(
+            module.DescribeLogDirsResponse,
+            throttle_time=0,
+            error_code=CLUSTER_DESCRIBE.error_code,
+            results=(),
+        )
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {
@@ -225,6 +239,8 @@ async def handle_list_config_resources(
             ),
         )
 
+    if not services.authorizer.allows(context, CLUSTER_DESCRIBE_CONFIGS):
+        return answer(CLUSTER_DESCRIBE_CONFIGS.error_code, [])
     if not has_field(type(request), "resource_types"):
         # v0 is ListClientMetricsResources: client-metrics subscriptions only, and Sluice
         # has none (it serves no client telemetry).

@@ -37,6 +37,10 @@ AlterConfigs refuses groups (INVALID_REQUEST), as it predates them.
 The logic is in plain functions over mappings (``describe_topic_configs``,
 ``describe_broker_configs``, ``replaced_overrides``, ``incrementally_altered_overrides``);
 the handlers only translate between them and kio messages.
+
+With the authorizer on: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic,
+the group, or the cluster for a broker's configs; a refused resource is answered
+TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -49,13 +53,24 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.authorization import CLUSTER, Need
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_ALTER_CONFIGS,
+    CLUSTER_DESCRIBE_CONFIGS,
+    GROUP_ALTER_CONFIGS,
+    GROUP_DESCRIBE_CONFIGS,
+    TOPIC_ALTER_CONFIGS,
+    TOPIC_DESCRIBE_CONFIGS,
+)
 from sluice.common import errors
+from sluice.common.authorizer import ResourceType as AclResourceType
 from sluice.common.config import (
     BROKER_NAME_OF_GROUP_KEY,
     BROKER_PROPERTIES,
     BROKER_TOPIC_DEFAULTS,
     GROUP_CONFIG_KEYS,
     LISTENER_SECURITY_SETTINGS,
+    SENSITIVE_BROKER_PROPERTIES,
     SENSITIVE_SECURITY_SETTINGS,
     TOPIC_CONFIG_KEYS,
     BrokerConfig,
@@ -67,7 +82,6 @@ from sluice.common.config import (
 )
 from sluice.common.errors import KafkaError
 from sluice.group.config import GROUP_PROPERTIES, GroupConfig
-from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
@@ -99,6 +113,7 @@ class ConfigType(IntEnum):
     INT = 3
     LONG = 5
     LIST = 7
+    PASSWORD = 9
 
 
 class AlterConfigOp(IntEnum):
@@ -283,6 +298,8 @@ def _text(value: object) -> str | None:
         return os.fspath(value)
     if isinstance(value, dict):  # max.connections.per.ip.overrides: Kafka's host:count list
         return ",".join(f"{key}:{count}" for key, count in value.items())
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
     return str(value)
 
 
@@ -291,6 +308,10 @@ def _broker_property_type(name: str, value: object) -> ConfigType:
         return ConfigType.BOOLEAN
     if isinstance(value, int):
         return ConfigType.LONG if name.endswith(".ms") else ConfigType.INT
+    if isinstance(value, tuple):
+        return ConfigType.LIST
+    if name in SENSITIVE_BROKER_PROPERTIES:
+        return ConfigType.PASSWORD
     return ConfigType.STRING
 
 
@@ -405,6 +426,9 @@ def describe_broker_configs(
         if names is not None and name not in names:
             return
         synonyms = _static_synonyms(name, value, default, _given(config, name))
+        sensitive = name in SENSITIVE_BROKER_PROPERTIES
+        if sensitive:
+            synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
         effective = synonyms[0]
         described.append(
             DescribedConfig(
@@ -412,7 +436,7 @@ def describe_broker_configs(
                 value=effective.value,
                 source=effective.source,
                 read_only=True,
-                sensitive=False,
+                sensitive=sensitive,
                 config_type=config_type,
                 documentation=documentation,
                 synonyms=tuple(synonyms),
@@ -575,6 +599,30 @@ def _config_entry(module: ModuleType, entry: DescribedConfig, request: Any) -> A
     )
 
 
+_DESCRIBE_NEEDS: dict[int, Need] = {
+    ResourceType.TOPIC: TOPIC_DESCRIBE_CONFIGS,
+    ResourceType.BROKER: CLUSTER_DESCRIBE_CONFIGS,
+    ResourceType.GROUP: GROUP_DESCRIBE_CONFIGS,
+}
+_ALTER_NEEDS: dict[int, Need] = {
+    ResourceType.TOPIC: TOPIC_ALTER_CONFIGS,
+    ResourceType.BROKER: CLUSTER_ALTER_CONFIGS,
+    ResourceType.GROUP: GROUP_ALTER_CONFIGS,
+}
+
+
+def _authorize(
+    services: BrokerServices, context: RequestContext, resource: Any, needs: dict[int, Need]
+) -> None:
+    """Raise the refusal for a config resource the request may not read or change (a
+    broker's configs are the cluster's: Kafka authorizes them on the cluster)."""
+    need = needs.get(int(resource.resource_type))
+    if need is None:
+        return  # refused as unsupported
+    name = CLUSTER if need.resource_type is AclResourceType.CLUSTER else resource.resource_name
+    services.authorizer.require(context, need, name or "")
+
+
 async def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
     resource_type = int(resource.resource_type)
     names = resource.configuration_keys
@@ -599,6 +647,7 @@ async def handle_describe_configs(
         failure: KafkaError | None = None
         described: list[DescribedConfig] = []
         try:
+            _authorize(services, context, resource, _DESCRIBE_NEEDS)
             described = await _describe_resource(services, resource)
         except KafkaError as e:
             failure = e
@@ -652,9 +701,9 @@ async def _alter_resource(
 
 
 async def _alter(
-    services: BrokerServices, header: RequestHeader, request: Any, *, incremental: bool
+    services: BrokerServices, context: RequestContext, request: Any, *, incremental: bool
 ) -> Any:
-    module = response_module(header.api_key, header.api_version)
+    module = response_module(context.header.api_key, context.header.api_version)
     repeated = Counter((int(r.resource_type), r.resource_name) for r in request.resources)
     responses = []
     for resource in request.resources:
@@ -664,6 +713,7 @@ async def _alter(
                 raise errors.InvalidRequest(
                     f"resource {resource.resource_name!r} appears more than once in the request"
                 )
+            _authorize(services, context, resource, _ALTER_NEEDS)
             await _alter_resource(services, resource, bool(request.validate_only), incremental)
         except KafkaError as e:
             failure = e
@@ -685,10 +735,10 @@ async def _alter(
 async def handle_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return await _alter(services, context.header, request, incremental=False)
+    return await _alter(services, context, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    return await _alter(services, context.header, request, incremental=True)
+    return await _alter(services, context, request, incremental=True)

@@ -16,12 +16,16 @@ NO_REASSIGNMENT_IN_PROGRESS.
 
 The requests' ``timeout`` is not waited on: every decision here is made and stored
 before the answer.
+
+With the authorizer on, ElectLeaders and AlterPartitionReassignments need ALTER and
+ListPartitionReassignments DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import CLUSTER_ALTER, CLUSTER_DESCRIBE
 from sluice.cluster import leadership
 from sluice.cluster.leadership import ElectionOutcome, ElectionType
 from sluice.common import errors
@@ -115,6 +119,7 @@ async def handle_elect_leaders(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
+        services.authorizer.require(context, CLUSTER_ALTER)
         kind = (
             leadership.election_type(int(request.election_type))
             if has_field(type(request), "election_type")
@@ -188,6 +193,15 @@ async def handle_alter_partition_reassignments(
     allow_replication_factor_change = bool(
         getattr(request, "allow_replication_factor_change", True)
     )
+    if not services.authorizer.allows(context, CLUSTER_ALTER):
+        return make(
+            module.AlterPartitionReassignmentsResponse,
+            throttle_time=0,
+            allow_replication_factor_change=allow_replication_factor_change,
+            error_code=CLUSTER_ALTER.error_code,
+            error_message=None,
+            responses=(),
+        )
     responses = []
     for topic in request.topics:
         partitions = []
@@ -230,6 +244,14 @@ async def handle_list_partition_reassignments(
     """The reassignments in progress: of every topic, or of the named partitions
     (unknown ones are left out, as Kafka leaves them out)."""
     module = response_module(context.header.api_key, context.header.api_version)
+    if not services.authorizer.allows(context, CLUSTER_DESCRIBE):
+        return make(
+            module.ListPartitionReassignmentsResponse,
+            throttle_time=0,
+            error_code=CLUSTER_DESCRIBE.error_code,
+            error_message=None,
+            topics=(),
+        )
     image = services.topics.image
     wanted: dict[str, set[int] | None]
     if request.topics is None:

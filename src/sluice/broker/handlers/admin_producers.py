@@ -9,12 +9,15 @@ Every replica answers, leader or not, as in Kafka. A topic name that is not vali
 answers INVALID_TOPIC_EXCEPTION; a topic or partition that does not exist,
 UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host,
 NOT_LEADER_OR_FOLLOWER.
+
+With the authorizer on, each topic needs READ (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import TOPIC_READ
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
@@ -84,7 +87,11 @@ async def handle_describe_producers(
     module = response_module(context.header.api_key, context.header.api_version)
     topics = []
     for requested in request.topics:
-        topic_error = _topic_error(services, requested.name)
+        topic_error = (
+            _topic_error(services, requested.name)
+            if services.authorizer.allows(context, TOPIC_READ, requested.name)
+            else errors.for_code(TOPIC_READ.error_code)(f"may not read {requested.name!r}")
+        )
         partitions = tuple(
             _partition_error(module, int(index), topic_error)
             if topic_error is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import CLUSTER_ALTER_CONFIGS, CLUSTER_DESCRIBE_CONFIGS
 from sluice.common.errors import ErrorCode
 from sluice.common.quotas import (
     CLIENT_ID,
@@ -35,6 +36,10 @@ MATCH_SPECIFIED = 2
 
 
 class InvalidQuotaRequest(ValueError):
+    pass
+
+
+class _NotAuthorized(Exception):
     pass
 
 
@@ -88,6 +93,14 @@ async def handle_describe_client_quotas(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     quotas = _quotas(services)
+    if not services.authorizer.allows(context, CLUSTER_DESCRIBE_CONFIGS):
+        return make(
+            module.DescribeClientQuotasResponse,
+            throttle_time=0,
+            error_code=CLUSTER_DESCRIBE_CONFIGS.error_code,
+            error_message=None,
+            entries=None,
+        )
     for component in request.components:
         if str(component.entity_type) not in ENTITY_TYPES or int(component.match_type) not in (
             MATCH_EXACT,
@@ -130,10 +143,13 @@ async def handle_alter_client_quotas(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     quotas = _quotas(services)
+    allowed = services.authorizer.allows(context, CLUSTER_ALTER_CONFIGS)
     answers = []
     for entry in request.entries:
         error, message = ErrorCode.none, None
         try:
+            if not allowed:
+                raise _NotAuthorized
             entity = _entity_of(entry.entity)
             values = dict(quotas.quotas.get(entity, {}))
             for op in entry.ops:
@@ -143,6 +159,8 @@ async def handle_alter_client_quotas(
                     values[str(op.key)] = parse_quota_value(str(op.key), float(op.value))
             if not request.validate_only:
                 await quotas.store(entity, values)
+        except _NotAuthorized:
+            error = ErrorCode(CLUSTER_ALTER_CONFIGS.error_code)
         except (InvalidQuotaRequest, ValueError) as e:
             error, message = ErrorCode.invalid_request, str(e)
         answers.append(

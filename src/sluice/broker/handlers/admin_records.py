@@ -8,12 +8,15 @@ log start offset deletes nothing and answers the current one. The answer's
 
 The leader answers at once: followers catch up with the log start offset when they next
 fetch, so the request's ``timeout`` is not waited on.
+
+With the authorizer on, each topic needs DELETE (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import TOPIC_DELETE
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
@@ -53,6 +56,7 @@ async def handle_delete_records(
             tp = TopicPartition(requested_topic.name, requested.partition_index)
             error_code, low_watermark = 0, -1
             try:
+                services.authorizer.require(context, TOPIC_DELETE, tp.topic)
                 low_watermark = _delete_before(services, tp, int(requested.offset))
             except KafkaError as e:
                 error_code = e.code

@@ -24,9 +24,15 @@ Internal topics (``__consumer_offsets``…) cannot be deleted or given more part
 groups are placed by hashing onto ``__consumer_offsets``' partitions, so either would
 lose committed offsets. Kafka's own tools refuse both (``kafka-topics``: "is a kafka
 internal topic and is not allowed to be marked for deletion", "the number of partitions
-for the internal topic … cannot be changed") but its broker relies on ACLs; Sluice has no
-ACLs, so its broker refuses them, with INVALID_TOPIC_EXCEPTION, the code Kafka's broker
-gives the internal-topic operations it does refuse (produce, DeleteRecords).
+for the internal topic … cannot be changed") but its broker relies on ACLs; Sluice's
+broker refuses them whatever the ACLs, with INVALID_TOPIC_EXCEPTION, the code Kafka's
+broker gives the internal-topic operations it does refuse (produce, DeleteRecords).
+
+With the authorizer on (:mod:`sluice.broker.handlers.acl_rules`): creating a topic needs
+CREATE on the cluster or the topic, and its configs are returned only with
+DESCRIBE_CONFIGS on it; deleting needs DELETE (a topic named by an id the principal may
+not DESCRIBE is answered UNKNOWN_TOPIC_ID, so ids do not reveal topics); adding
+partitions needs ALTER. Refused topics are answered TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -37,6 +43,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_CREATE,
+    TOPIC_ALTER,
+    TOPIC_CREATE,
+    TOPIC_DELETE,
+    TOPIC_DESCRIBE,
+    TOPIC_DESCRIBE_CONFIGS,
+)
 from sluice.broker.handlers.admin_configs import describe_topic_configs
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
@@ -50,6 +64,7 @@ if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
 
+TopicAuthorizationFailed = errors.for_code(ErrorCode.topic_authorization_failed)
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 
 
@@ -133,9 +148,11 @@ def _created_topic_result(
     topic: TopicMetadata | None,
     failure: Any,
     validate_only: bool,
+    configs_allowed: bool = True,
 ) -> Any:
     """One CreateTopics answer; v5+ describe the topic, v7+ name its id (the zero id
-    with ``validate_only``: no topic was made)."""
+    with ``validate_only``: no topic was made). Without DESCRIBE_CONFIGS on the topic its
+    configs are left out and ``topic_config_error_code`` says why, as in Kafka."""
     result_class = module.CreatableTopicResult
     outcome = {
         "name": name,
@@ -146,6 +163,16 @@ def _created_topic_result(
         return make(result_class, **outcome)
     if topic is None:
         return make(result_class, **outcome, configs=(), topic_id=ZERO_TOPIC_ID)
+    if not configs_allowed:
+        return make(
+            result_class,
+            **outcome,
+            topic_id=ZERO_TOPIC_ID if validate_only else topic.topic_id,
+            num_partitions=topic.partition_count,
+            replication_factor=len(topic.partitions[0].replicas),
+            configs=(),
+            topic_config_error_code=TOPIC_DESCRIBE_CONFIGS.error_code,
+        )
     configs = tuple(
         make(
             module.CreatableTopicConfigs,
@@ -174,8 +201,12 @@ async def handle_create_topics(
     validate_only = bool(request.validate_only)
     created: dict[str, TopicMetadata] = {}
     pending: dict[str, asyncio.Future[TopicMetadata]] = {}
+    authorizer = services.authorizer
+    may_create_any = authorizer.allows(context, CLUSTER_CREATE)
 
     async def create(topic: Any) -> None:
+        if not may_create_any and not authorizer.allows(context, TOPIC_CREATE, str(topic.name)):
+            raise TopicAuthorizationFailed(f"may not create topic {topic.name!r}")
         _create_one(services, topic, validate_only, created, pending)
 
     outcomes = await _per_topic(request.topics, lambda t: str(t.name), create)
@@ -188,7 +219,15 @@ async def handle_create_topics(
             failures[name] = e
     outcomes = [(n, failures.get(n, f)) for n, f in outcomes]
     results = tuple(
-        _created_topic_result(module, services, name, created.get(name), failure, validate_only)
+        _created_topic_result(
+            module,
+            services,
+            name,
+            created.get(name),
+            failure,
+            validate_only,
+            authorizer.allows(context, TOPIC_DESCRIBE_CONFIGS, name),
+        )
         for name, failure in outcomes
     )
     return make(module.CreateTopicsResponse, throttle_time=0, topics=results)
@@ -223,11 +262,15 @@ async def handle_delete_topics(
             if name is not None:
                 raise errors.InvalidRequest("give a topic's name or its id, not both")
             topic = services.topics.by_id(topic_id)
-            if topic is None:
+            if topic is None or not services.authorizer.allows(context, TOPIC_DESCRIBE, topic.name):
                 raise UnknownTopicId(f"no topic has id {topic_id}")
+            if not services.authorizer.allows(context, TOPIC_DELETE, topic.name):
+                raise TopicAuthorizationFailed(f"may not delete topic {topic.name!r}")
         elif name is None:
             raise errors.InvalidRequest("a topic to delete needs a name or an id")
         else:
+            if not services.authorizer.allows(context, TOPIC_DELETE, name):
+                raise TopicAuthorizationFailed(f"may not delete topic {name!r}")
             topic = services.topics.require(name)
         _refuse_internal(topic.name, "cannot be deleted")
         await services.topics.delete(topic.name)
@@ -268,8 +311,12 @@ async def handle_create_partitions(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)
-    outcomes = await _per_topic(
-        request.topics, lambda t: str(t.name), lambda t: _add_partitions(services, t, validate_only)
-    )
+
+    async def add(topic: Any) -> None:
+        if not services.authorizer.allows(context, TOPIC_ALTER, str(topic.name)):
+            raise TopicAuthorizationFailed(f"may not add partitions to topic {topic.name!r}")
+        await _add_partitions(services, topic, validate_only)
+
+    outcomes = await _per_topic(request.topics, lambda t: str(t.name), add)
     results = tuple(_result(module.CreatePartitionsTopicResult, n, f) for n, f in outcomes)
     return make(module.CreatePartitionsResponse, throttle_time=0, results=results)

@@ -8,12 +8,15 @@ led by another broker answers NOT_LEADER_OR_FOLLOWER with that broker's id (only
 leader's index is certain to be up to date); an unknown topic or partition,
 UNKNOWN_TOPIC_OR_PARTITION. A request that is not the documented object closes the
 connection, as a malformed Kafka request does.
+
+With the authorizer on, the topic needs READ (its delayed records are its records).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.broker.handlers.acl_rules import TOPIC_READ
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.common.ids import TopicPartition
 
@@ -44,6 +47,12 @@ async def handle_describe_delays(
     services: BrokerServices, context: RequestContext, body: dict[str, Any]
 ) -> dict[str, Any]:
     name, requested, limit = _request_fields(body)
+    if not services.authorizer.allows(context, TOPIC_READ, name):
+        return {
+            "error_code": int(TOPIC_READ.error_code),
+            "error_message": f"may not read topic {name!r}",
+            "partitions": [],
+        }
     topic = services.topics.get(name)
     if topic is None:
         return {

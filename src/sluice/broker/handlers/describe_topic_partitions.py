@@ -14,6 +14,10 @@ cursor's topic are skipped. As in Kafka, a named topic that does not exist is an
 with UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name), and a
 cursor whose topic is not among the named topics, or whose partition is negative, makes
 every topic INVALID_REQUEST.
+
+With the authorizer on, a topic needs DESCRIBE: every topic's listing leaves the others
+out, a named one is answered TOPIC_AUTHORIZATION_FAILED; authorized operations are the
+principal's.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import TOPIC_DESCRIBE
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
+from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import topic_name_problem
 from sluice.common.limits import DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX
@@ -35,10 +41,6 @@ if TYPE_CHECKING:
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
-
-TOPIC_AUTHORIZED_OPERATIONS_ALL = sum(1 << operation for operation in (3, 4, 5, 6, 7, 8, 10, 11))
-"""READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS: the
-operations on a topic (without ACLs all are allowed)."""
 
 
 def _partitions(
@@ -85,7 +87,11 @@ async def handle_describe_topic_partitions(
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     if every_topic:
-        names = sorted(name for name in services.topics.all() if name >= cursor_topic)
+        names = sorted(
+            name
+            for name in services.topics.all()
+            if name >= cursor_topic and services.authorizer.allows(context, TOPIC_DESCRIBE, name)
+        )
     else:
         names = sorted({t.name for t in request.topics if t.name >= cursor_topic})
         if cursor is not None and cursor.topic_name not in names:
@@ -104,6 +110,9 @@ async def handle_describe_topic_partitions(
         if remaining == 0:
             next_cursor = make(module.Cursor, topic_name=name, partition_index=0)
             break
+        if not services.authorizer.allows(context, TOPIC_DESCRIBE, name):
+            topics.append(_topic(module, name, TOPIC_DESCRIBE.error_code))
+            continue
         topic = services.topics.get(name)
         if topic is None:
             if not every_topic:
@@ -123,7 +132,9 @@ async def handle_describe_topic_partitions(
                 ErrorCode.none,
                 topic_id=topic.topic_id,
                 partitions=tuple(partitions),
-                topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS_ALL,
+                topic_authorized_operations=services.authorizer.operations(
+                    context, ResourceType.TOPIC, name
+                ),
             )
         )
         following = first + len(partitions)

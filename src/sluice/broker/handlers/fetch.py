@@ -24,6 +24,9 @@ From v13 topics are named by id, in the request and in the answer; an id no topi
 UNKNOWN_TOPIC_ID for each of its partitions. From v16 a NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH answer names the partition's current leader and epoch, and the
 response lists those leaders' endpoints (KIP-951), so the client need not ask Metadata.
+
+With the authorizer on, a consumer needs READ on each topic and a follower CLUSTER_ACTION
+on the cluster; the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
 from sluice.broker.partition import log_end_key
 from sluice.broker.views import filter_records
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -54,6 +58,7 @@ READ_COMMITTED = 1
 FIRST_CURRENT_LEADER_VERSION = 16
 _LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
+TopicAuthorizationFailed = errors.for_code(ErrorCode.topic_authorization_failed)
 
 
 def _topic_name(services: BrokerServices, fetch_topic: Any) -> str | None:
@@ -81,12 +86,32 @@ def replica_id_of(request: Any) -> int:
     return int(getattr(request, "replica_id", -1))
 
 
+def _refused_topics(
+    services: BrokerServices, context: RequestContext, request: Any, replica_id: int
+) -> frozenset[str]:
+    """The topics the request may not read: all of them for a follower without
+    CLUSTER_ACTION, those without READ for a consumer (Kafka answers both
+    TOPIC_AUTHORIZATION_FAILED)."""
+    authorizer = services.authorizer
+    if not authorizer.enabled:
+        return frozenset()
+    names = {name for t in request.topics if (name := _topic_name(services, t)) is not None}
+    if replica_id >= 0:
+        return frozenset() if authorizer.allows(context, CLUSTER_ACTION) else frozenset(names)
+    return frozenset(names - authorizer.allowed(context, TOPIC_READ, names))
+
+
 def _read_partitions(
-    services: BrokerServices, request: Any, replica_id: int, quota_bytes: int | None = None
+    services: BrokerServices,
+    request: Any,
+    replica_id: int,
+    refused: frozenset[str],
+    quota_bytes: int | None = None,
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed); a
-    ``replica_id`` of 0 or more is the fetching follower's; ``quota_bytes``, what the
-    client's fetch quota lets one response hold (None: no quota)."""
+    ``replica_id`` of 0 or more is the fetching follower's; ``refused`` topics are
+    answered TOPIC_AUTHORIZATION_FAILED; ``quota_bytes``, what the client's fetch quota
+    lets one response hold (None: no quota)."""
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
     budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
     if quota_bytes is not None:
@@ -105,6 +130,8 @@ def _read_partitions(
             try:
                 if name is None:
                     raise UnknownTopicId(f"no topic has id {fetch_topic.topic_id}")
+                if name in refused:
+                    raise TopicAuthorizationFailed(f"may not read topic {name!r}")
                 source, view = services.topics.resolve(TopicPartition(name, wanted.partition))
                 partition = services.replicas.get(source)
                 partition.check_leader(getattr(wanted, "current_leader_epoch", -1))
@@ -213,7 +240,8 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
     replica_id = replica_id_of(request)
     quotas = services.quotas
     quota_bytes = None if quotas is None or replica_id >= 0 else quotas.fetch_bytes_max(context)
-    topics, total, failed = _read_partitions(services, request, replica_id, quota_bytes)
+    refused = _refused_topics(services, context, request, replica_id)
+    topics, total, failed = _read_partitions(services, request, replica_id, refused, quota_bytes)
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
@@ -228,7 +256,9 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
 
         def enough() -> bool:
             nonlocal topics, total, failed
-            topics, total, failed = _read_partitions(services, request, replica_id, quota_bytes)
+            topics, total, failed = _read_partitions(
+                services, request, replica_id, refused, quota_bytes
+            )
             return total >= min_bytes or failed
 
         await services.purgatory.wait_until(keys, enough, wait_ms / 1000)

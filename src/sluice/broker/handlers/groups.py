@@ -22,19 +22,42 @@ Share groups (KIP-932) live beside the classic groups: ListGroups lists them wit
 type ``share``; DescribeGroups describes a share group id as a classic group it is not
 (Dead; GROUP_ID_NOT_FOUND from v6); DeleteGroups deletes an Empty share group and then
 the share-partition state of every topic it ever subscribed to.
+
+With the authorizer on (:mod:`sluice.broker.handlers.acl_rules`): FindCoordinator needs
+DESCRIBE on the group or transactional id (CLUSTER_ACTION for share coordinator keys);
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on the group, and
+OffsetCommit READ on each topic; OffsetFetch DESCRIBE on the group and on each topic (a
+fetch of every partition leaves out the topics it may not DESCRIBE); DescribeGroups
+DESCRIBE and DeleteGroups DELETE on each group; ListGroups lists every group with
+DESCRIBE on the cluster, else those it may DESCRIBE; OffsetDelete DELETE on the group and
+READ on each topic. Refusals answer GROUP_AUTHORIZATION_FAILED or
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_ACTION,
+    CLUSTER_DESCRIBE,
+    GROUP_DELETE,
+    GROUP_DESCRIBE,
+    GROUP_READ,
+    TOPIC_DESCRIBE,
+    TOPIC_READ,
+    TRANSACTIONAL_DESCRIBE,
+)
+from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import (
     NO_LEADER_EPOCH,
     FetchedOffset,
+    GroupDescription,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -48,7 +71,7 @@ from sluice.group.api import (
     SyncGroupResponse,
 )
 from sluice.group.config import OFFSETS_TOPIC
-from sluice.group.state import AUTHORIZED_OPERATIONS_ALL, GroupState
+from sluice.group.state import GroupState
 from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.share.config import SHARE_STATE_TOPIC
 from sluice.share.state import ShareStateKey
@@ -96,7 +119,7 @@ async def handle_find_coordinator(
             make(
                 module.Coordinator,
                 key=key,
-                **await _find_coordinator(services, key_type, key, listener),
+                **await _find_coordinator(services, context, key_type, key, listener),
             )
             for key in request.coordinator_keys
         ]
@@ -106,12 +129,19 @@ async def handle_find_coordinator(
     return make(
         module.FindCoordinatorResponse,
         throttle_time=0,
-        **await _find_coordinator(services, key_type, request.key, listener),
+        **await _find_coordinator(services, context, key_type, request.key, listener),
     )
 
 
+_COORDINATOR_KEY_NEEDS = {
+    GROUP_KEY_TYPE: GROUP_DESCRIBE,
+    TRANSACTION_KEY_TYPE: TRANSACTIONAL_DESCRIBE,
+    SHARE_KEY_TYPE: CLUSTER_ACTION,
+}
+
+
 async def _find_coordinator(
-    services: BrokerServices, key_type: int, key: str, listener: str
+    services: BrokerServices, context: RequestContext, key_type: int, key: str, listener: str
 ) -> dict[str, Any]:
     """The coordinator of one key, as FindCoordinator's fields, its address on the
     listener the request came in on."""
@@ -130,6 +160,11 @@ async def _find_coordinator(
     def unavailable(error: ErrorCode, message: str) -> dict[str, Any]:
         return answer(error, message, -1, "", -1)
 
+    need = _COORDINATOR_KEY_NEEDS.get(key_type)
+    if need is not None:
+        resource = "kafka-cluster" if need.resource_type is ResourceType.CLUSTER else key
+        if not services.authorizer.allows(context, need, resource):
+            return unavailable(need.error_code, f"{need.operation.name} is not allowed")
     if key_type == SHARE_KEY_TYPE:
         return await _find_share_coordinator(services, key, listener, answer, unavailable)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
@@ -211,6 +246,7 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
         require_known_member_id=context.header.api_version >= 4,
     )
     try:
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.join_group(join)
     except KafkaError as e:
         response = JoinGroupResponse(e.code, member_id=request.member_id)
@@ -256,6 +292,7 @@ async def handle_sync_group(services: BrokerServices, context: RequestContext, r
         protocol_name=_optional(request, "protocol_name"),
     )
     try:
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.sync_group(sync)
     except KafkaError as e:
         response = SyncGroupResponse(e.code)
@@ -284,6 +321,7 @@ async def handle_heartbeat(services: BrokerServices, context: RequestContext, re
         group_instance_id=_optional(request, "group_instance_id"),
     )
     try:
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         error = (await services.groups.heartbeat(heartbeat)).error
     except KafkaError as e:
         error = e.code
@@ -308,6 +346,7 @@ async def handle_leave_group(
     else:
         identities = (MemberIdentity(request.member_id),)
     try:
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         response = await services.groups.leave_group(
             LeaveGroupRequest(request.group_id, identities)
         )
@@ -367,8 +406,14 @@ async def handle_offset_commit(
             requested.append((TopicPartition(topic.name, int(p.partition_index)), offset))
     errors: dict[TopicPartition, ErrorCode] = {}
     known = []
+    group_allowed = services.authorizer.allows(context, GROUP_READ, request.group_id)
+    readable = services.authorizer.allowed(context, TOPIC_READ, {p.topic for p, _ in requested})
     for partition, offset in requested:
-        if _partition_exists(services, partition):
+        if not group_allowed:
+            errors[partition] = GROUP_READ.error_code
+        elif partition.topic not in readable:
+            errors[partition] = TOPIC_READ.error_code
+        elif _partition_exists(services, partition):
             known.append((partition, offset))
         else:
             errors[partition] = ErrorCode.unknown_topic_or_partition
@@ -420,7 +465,7 @@ async def handle_offset_fetch(
         answers = []
         for group in request.groups:
             response = await _fetch_offsets(
-                services, group.group_id, group.topics, request.require_stable
+                services, context, group.group_id, group.topics, request.require_stable
             )
             answers.append(
                 make(
@@ -436,7 +481,11 @@ async def handle_offset_fetch(
             )
         return make(module.OffsetFetchResponse, throttle_time=0, groups=tuple(answers))
     response = await _fetch_offsets(
-        services, request.group_id, request.topics, _optional(request, "require_stable", False)
+        services,
+        context,
+        request.group_id,
+        request.topics,
+        _optional(request, "require_stable", False),
     )
     return make(
         module.OffsetFetchResponse,
@@ -449,7 +498,11 @@ async def handle_offset_fetch(
 
 
 async def _fetch_offsets(
-    services: BrokerServices, group_id: str, topics: Sequence[Any] | None, require_stable: bool
+    services: BrokerServices,
+    context: RequestContext,
+    group_id: str,
+    topics: Sequence[Any] | None,
+    require_stable: bool,
 ) -> OffsetFetchResponse:
     """One group's committed offsets for ``topics`` (None: every partition it has);
     ``require_stable`` (v7+, KIP-447): offsets pending in an open transaction answer
@@ -460,7 +513,31 @@ async def _fetch_offsets(
             TopicPartition(t.name, int(index)) for t in topics for index in t.partition_indexes
         ]
     try:
-        return await services.groups.fetch_offsets(group_id, partitions, require_stable)
+        services.authorizer.require(context, GROUP_DESCRIBE, group_id)
+        wanted = partitions
+        refused: set[str] = set()
+        if partitions is not None:
+            names = {p.topic for p in partitions}
+            refused = names - services.authorizer.allowed(context, TOPIC_DESCRIBE, names)
+            wanted = [p for p in partitions if p.topic not in refused]
+        response = await services.groups.fetch_offsets(group_id, wanted, require_stable)
+        if partitions is None:  # every partition: only the topics it may DESCRIBE
+            names = {f.partition.topic for f in response.offsets}
+            allowed = services.authorizer.allowed(context, TOPIC_DESCRIBE, names)
+            return dataclasses.replace(
+                response,
+                offsets=tuple(f for f in response.offsets if f.partition.topic in allowed),
+            )
+        if refused:
+            found = {f.partition: f for f in response.offsets}
+            return dataclasses.replace(
+                response,
+                offsets=tuple(
+                    found.get(p) or FetchedOffset(p, error=TOPIC_DESCRIBE.error_code)
+                    for p in partitions
+                ),
+            )
+        return response
     except KafkaError as e:
         # v2+ has a top-level error; v1 only per partition.
         return OffsetFetchResponse(
@@ -499,7 +576,10 @@ async def handle_describe_groups(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     include_operations = bool(_optional(request, "include_authorized_operations", False))
-    descriptions = await services.groups.describe_groups(list(request.groups))
+    allowed = services.authorizer.allowed(context, GROUP_DESCRIBE, request.groups)
+    described = await services.groups.describe_groups([g for g in request.groups if g in allowed])
+    by_id = {d.group_id: d for d in described}
+    descriptions = [by_id[g] if g in allowed else _refused_description(g) for g in request.groups]
     # v6+ (KIP-1043) answers a group that does not exist with GROUP_ID_NOT_FOUND; older
     # versions describe it as Dead with no error.
     not_found_error = context.header.api_version >= 6
@@ -527,12 +607,18 @@ async def handle_describe_groups(
                     for m in d.members
                 ),
                 authorized_operations=(
-                    AUTHORIZED_OPERATIONS_ALL if include_operations else -(2**31)
+                    services.authorizer.operations(context, ResourceType.GROUP, d.group_id)
+                    if include_operations
+                    else -(2**31)
                 ),
             )
             for d in descriptions
         ),
     )
+
+
+def _refused_description(group_id: str) -> GroupDescription:
+    return GroupDescription(group_id=group_id, error=GROUP_DESCRIBE.error_code, state="")
 
 
 def _described_group_error(description: Any, not_found_error: bool) -> dict[str, Any]:
@@ -559,6 +645,10 @@ async def handle_list_groups(
     # v5+ filters by group type (case-insensitive): classic or share.
     types = _optional(request, "types_filter")
     listed = response.groups
+    if not services.authorizer.allows(context, CLUSTER_DESCRIBE):
+        listed = tuple(
+            g for g in listed if services.authorizer.allows(context, GROUP_DESCRIBE, g.group_id)
+        )
     if types:
         wanted = {t.lower() for t in types}
         listed = tuple(g for g in listed if g.group_type in wanted)
@@ -586,8 +676,14 @@ async def handle_delete_groups(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
-    response = await services.groups.delete_groups(list(request.groups_names))
-    errors = dict(response.errors)
+    allowed = services.authorizer.allowed(context, GROUP_DELETE, request.groups_names)
+    response = await services.groups.delete_groups(
+        [g for g in request.groups_names if g in allowed]
+    )
+    errors = {
+        g: ErrorCode.none if g in allowed else GROUP_DELETE.error_code for g in request.groups_names
+    }
+    errors.update(response.errors)
     for group_id, topics in response.share_topics:
         error = await _delete_share_state(services, group_id, topics)
         if error is not None:
@@ -658,8 +754,13 @@ async def handle_offset_delete(
         TopicPartition(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions
     ]
     errors: dict[TopicPartition, Any] = {}
+    readable = services.authorizer.allowed(context, TOPIC_READ, {p.topic for p in requested})
+    errors.update((p, TOPIC_READ.error_code) for p in requested if p.topic not in readable)
     try:
-        response = await services.groups.delete_offsets(request.group_id, requested)
+        services.authorizer.require(context, GROUP_DELETE, request.group_id)
+        response = await services.groups.delete_offsets(
+            request.group_id, [p for p in requested if p.topic in readable]
+        )
     except KafkaError as e:
         top_error = e.code
     else:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import TOPIC_DESCRIBE
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
@@ -103,6 +104,9 @@ async def handle_list_offsets(
         for partition in topic.partitions
     )
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    describable = services.authorizer.allowed(
+        context, TOPIC_DESCRIBE, {str(t.name) for t in request.topics}
+    )
     topics = []
     for requested_topic in request.topics:
         partitions = []
@@ -112,6 +116,8 @@ async def handle_list_offsets(
             try:
                 if named[requested_topic.name, requested.partition_index] > 1:
                     raise errors.InvalidRequest(f"{tp} appears more than once in the request")
+                if tp.topic not in describable:
+                    raise errors.for_code(TOPIC_DESCRIBE.error_code)(f"may not describe {tp}")
                 problem = special_timestamp_problem(
                     int(requested.timestamp), context.header.api_version
                 )

@@ -4,8 +4,14 @@ Auto-creation happens inside the request (clients treat UNKNOWN_TOPIC_OR_PARTITI
 retriable for a while, but a topic that appears at once is what users expect): the
 response waits until the topics are created, while the event loop serves others
 (``services.topics``). ``topics`` null means all topics; an empty list means none.
-Authorized operations (v8-10), when asked for, are every operation Kafka supports on the
-cluster or topic: Sluice has no authorizer (:mod:`sluice.common.acls`).
+Authorized operations (v8-10), when asked for, are those the principal may do on the
+cluster or topic (every one Kafka supports when the authorizer is off).
+
+With the authorizer on (:mod:`sluice.broker.handlers.acl_rules`), as in Kafka: a request
+for all topics lists only those the principal may DESCRIBE; a named topic it may not
+DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (whether it exists or not, so names do
+not leak); a missing topic is auto-created only with CREATE on the cluster or on the
+topic, and otherwise answered TOPIC_AUTHORIZATION_FAILED.
 
 v10+ answers carry each topic's id; from v12 a requested topic may be named by its id
 alone (name null): such a topic is never auto-created, and an unknown id is answered with
@@ -17,13 +23,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.authorization import CLUSTER
+from sluice.broker.handlers.acl_rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
-from sluice.common.acls import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_AUTHORIZED_OPERATIONS,
-    TOPIC_AUTHORIZED_OPERATIONS,
-)
+from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED
+from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import topic_name_problem
 from sluice.protocol.messages import has_field, make, response_module
@@ -36,7 +41,11 @@ if TYPE_CHECKING:
 
 
 def _topic_entry(
-    module: ModuleType, services: BrokerServices, topic: TopicMetadata, request: Any
+    module: ModuleType,
+    services: BrokerServices,
+    context: RequestContext,
+    topic: TopicMetadata,
+    request: Any,
 ) -> Any:
     live = {b.node_id for b in services.topics.image.live_brokers()}
     partitions = []
@@ -62,7 +71,7 @@ def _topic_entry(
         is_internal=topic.name.startswith(INTERNAL_TOPIC_PREFIX),
         partitions=tuple(partitions),
         topic_authorized_operations=(
-            TOPIC_AUTHORIZED_OPERATIONS
+            services.authorizer.operations(context, ResourceType.TOPIC, topic.name)
             if getattr(request, "include_topic_authorized_operations", False)
             else AUTHORIZED_OPERATIONS_OMITTED
         ),
@@ -83,12 +92,14 @@ def _error_entry(
 
 async def handle_metadata(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    authorizer = services.authorizer
     listener = context.connection.listener_name
     # v0 has no null: an empty list there means all topics.
     if request.topics is None or (context.header.api_version == 0 and not request.topics):
         entries = [
-            _topic_entry(module, services, t, request)
-            for _, t in sorted(services.topics.all().items())
+            _topic_entry(module, services, context, t, request)
+            for name, t in sorted(services.topics.all().items())
+            if authorizer.allows(context, TOPIC_DESCRIBE, name)
         ]
     else:
         allow_auto_create = (
@@ -100,8 +111,20 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
         valid = [
             r.name for r in request.topics if r.name is not None and not topic_name_problem(r.name)
         ]
+        describable = authorizer.allowed(context, TOPIC_DESCRIBE, valid)
+        may_create_any = authorizer.allows(context, CLUSTER_CREATE)
+        wanted = [
+            name
+            for name in valid
+            if name in describable
+            and (
+                services.topics.get(name) is not None
+                or may_create_any
+                or authorizer.allows(context, TOPIC_CREATE, name)
+            )
+        ]
         # Every new name in one creation batch, off the event loop (``services.topics``).
-        found = await services.topics.ensure_all(valid) if allow_auto_create else {}
+        found = await services.topics.ensure_all(wanted) if allow_auto_create else {}
         for requested in request.topics:
             name = requested.name
             topic_id = getattr(requested, "topic_id", None)
@@ -109,11 +132,17 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
                 by_id = services.topics.by_id(topic_id)
                 if by_id is None:
                     entries.append(_error_entry(module, None, ErrorCode.unknown_topic_id, topic_id))
+                elif not authorizer.allows(context, TOPIC_DESCRIBE, by_id.name):
+                    refused = ErrorCode.topic_authorization_failed
+                    entries.append(_error_entry(module, None, refused))
                 else:
-                    entries.append(_topic_entry(module, services, by_id, request))
+                    entries.append(_topic_entry(module, services, context, by_id, request))
                 continue
             if name is None or topic_name_problem(name) is not None:
                 entries.append(_error_entry(module, name or "", ErrorCode.invalid_topic_exception))
+                continue
+            if name not in describable or (allow_auto_create and name not in wanted):
+                entries.append(_error_entry(module, name, ErrorCode.topic_authorization_failed))
                 continue
             topic = found.get(name) if allow_auto_create else services.topics.get(name)
             if isinstance(topic, KafkaError):
@@ -122,7 +151,7 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
             if topic is None:
                 entries.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(module, services, topic, request))
+                entries.append(_topic_entry(module, services, context, topic, request))
     return make(
         module.MetadataResponse,
         throttle_time=0,
@@ -140,7 +169,7 @@ async def handle_metadata(services: BrokerServices, context: RequestContext, req
         controller_id=services.topics.image.controller_id,
         topics=tuple(entries),
         cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS
+            services.authorizer.operations(context, ResourceType.CLUSTER, CLUSTER)
             if getattr(request, "include_cluster_authorized_operations", False)
             else AUTHORIZED_OPERATIONS_OMITTED
         ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_DESCRIBE
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.protocol.messages import make, response_module
@@ -43,11 +44,23 @@ async def handle_offset_for_leader_epoch(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, context.header.api_version)
+    authorizer = services.authorizer
+    names = {str(t.topic) for t in request.topics}
+    refused: dict[str, int] = {}
+    if int(getattr(request, "replica_id", -1)) >= 0:  # a follower (v3+)
+        if not authorizer.allows(context, CLUSTER_ACTION):
+            refused = dict.fromkeys(names, CLUSTER_ACTION.error_code)
+    else:
+        allowed = authorizer.allowed(context, TOPIC_DESCRIBE, names)
+        refused = {n: TOPIC_DESCRIBE.error_code for n in names - allowed}
     topics = []
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            code, epoch, end_offset = _end_of_epoch(services, str(topic.topic), wanted)
+            if str(topic.topic) in refused:
+                code, epoch, end_offset = refused[str(topic.topic)], -1, -1
+            else:
+                code, epoch, end_offset = _end_of_epoch(services, str(topic.topic), wanted)
             partitions.append(
                 make(
                     module.EpochEndOffset,

@@ -38,6 +38,13 @@ v13 names topics by id (no auto-creation then): an id no topic has is answered w
 UNKNOWN_TOPIC_ID for each of its partitions. From v10 a NOT_LEADER_OR_FOLLOWER answer
 names the partition's current leader and epoch, and the response lists those leaders'
 endpoints (KIP-951).
+
+With the authorizer on (:mod:`sluice.broker.handlers.acl_rules`): a transactional request
+needs WRITE on its transactional id (else every partition is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an idempotent one IDEMPOTENT_WRITE on the cluster
+or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED), and each topic WRITE (else
+TOPIC_AUTHORIZATION_FAILED); a missing topic is created only with CREATE on the cluster
+or the topic.
 """
 
 from __future__ import annotations
@@ -51,6 +58,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.delays import SLUICE_HEADER_PREFIX, park_if_delayed
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_CREATE,
+    IDEMPOTENT_WRITE,
+    TOPIC_CREATE,
+    TOPIC_WRITE,
+    TRANSACTIONAL_WRITE,
+)
 from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -357,10 +371,57 @@ async def _wait_for_replication(
             outcome.error_message = settled_as.message
 
 
+def _has_idempotent_batch(request: Any) -> bool:
+    for topic_data in request.topic_data:
+        for partition_data in topic_data.partition_data:
+            try:
+                if partition_data.records and parse_header(partition_data.records).has_producer_id:
+                    return True
+            except KafkaError:
+                continue  # refused when appended
+    return False
+
+
+def _refused_topics(
+    services: BrokerServices, context: RequestContext, request: Any
+) -> dict[str, ErrorCode]:
+    """The topics this request may not write to, with the error answering them (Kafka's
+    order: the transactional id, then idempotence, then each topic's WRITE)."""
+    authorizer = services.authorizer
+    if not authorizer.enabled:
+        return {}
+    names = {
+        name
+        for t in request.topic_data
+        if (name := _topic_name(services, t) if has_field(type(t), "topic_id") else str(t.name))
+    }
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if not authorizer.allows(context, TRANSACTIONAL_WRITE, transactional_id):
+            return dict.fromkeys(names, TRANSACTIONAL_WRITE.error_code)
+    elif (
+        _has_idempotent_batch(request)
+        and not authorizer.allows(context, IDEMPOTENT_WRITE)
+        and not authorizer.allows_any(context, TOPIC_WRITE)
+    ):
+        return dict.fromkeys(names, IDEMPOTENT_WRITE.error_code)
+    refused = {
+        n: TOPIC_WRITE.error_code for n in names if not authorizer.allows(context, TOPIC_WRITE, n)
+    }
+    may_create_any = authorizer.allows(context, CLUSTER_CREATE)
+    for name in names - set(refused):
+        if services.topics.get(name) is None and not (
+            may_create_any or authorizer.allows(context, TOPIC_CREATE, name)
+        ):
+            refused[name] = ErrorCode.unknown_topic_or_partition
+    return refused
+
+
 async def handle_produce(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     if context.header.api_version < PRODUCE_VERSION_MIN_SERVED:
         return _legacy_unsupported(context.header, request)
     acks = int(request.acks)
+    refused = _refused_topics(services, context, request)
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
     # What to answer, by the topic key of the request (name, or id from v13): the
     # partition whose outcome it is, or the outcome itself for a topic id nobody has.
@@ -369,7 +430,9 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
     missing = [
         str(t.name)
         for t in request.topic_data
-        if not has_field(type(t), "topic_id") and services.topics.get(str(t.name)) is None
+        if not has_field(type(t), "topic_id")
+        and services.topics.get(str(t.name)) is None
+        and str(t.name) not in refused
     ]
     turn: asyncio.Future[None] | None = None
     if (missing and acks in (0, 1, -1)) or (previous is not None and not previous.done()):
@@ -407,6 +470,9 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                 outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
                 if acks not in (0, 1, -1):
                     outcome.error_code = ErrorCode.invalid_required_acks
+                    continue
+                if name in refused:
+                    outcome.error_code = refused[name]
                     continue
                 later = _start_one(
                     services,

@@ -17,16 +17,22 @@ of a group share big producer batches). A RENEW in a v1 request is refused with
 INVALID_REQUEST, as Kafka does.
 
 Topics are named by id; an id no topic has is answered with UNKNOWN_TOPIC_ID.
+
+With the authorizer on, ShareFetch and ShareAcknowledge need READ on the group (else the
+request is answered GROUP_AUTHORIZATION_FAILED) and on each topic (else its partitions
+are answered TOPIC_AUTHORIZATION_FAILED, acknowledgements included, and stay out of the
+share session).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import GROUP_READ, TOPIC_READ
 from sluice.broker.share_partitions import share_key
 from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, ShareSession
 from sluice.common import errors
@@ -66,8 +72,10 @@ class _Outcome:
 class _Partitions:
     """The outcomes of one request, by partition, in the order first met."""
 
-    def __init__(self) -> None:
+    def __init__(self, may_read: Callable[[str], bool] = lambda name: True) -> None:
         self.by_partition: dict[tuple[uuid.UUID, int], _Outcome] = {}
+        self.may_read = may_read
+        """Whether the request may READ a topic (its partitions are refused otherwise)."""
 
     def of(self, topic_id: uuid.UUID, partition: int) -> _Outcome:
         key = (topic_id, partition)
@@ -120,6 +128,9 @@ async def _acknowledge(
         if name is None:
             outcome.ack_error = ErrorCode.unknown_topic_id
             return
+        if not outcomes.may_read(name):
+            outcome.ack_error = TOPIC_READ.error_code
+            return
         if version < FIRST_RENEW_VERSION and any(AckType.RENEW in t for _, _, t in batches):
             outcome.ack_error = ErrorCode.invalid_request
             outcome.ack_message = "RENEW needs ShareFetch/ShareAcknowledge v2"
@@ -171,6 +182,9 @@ def _update_partitions(
                 outcome = outcomes.of(topic.topic_id, index)
                 outcome.error = ErrorCode.unknown_topic_id
                 continue
+            if not outcomes.may_read(name):
+                outcomes.of(topic.topic_id, index).error = TOPIC_READ.error_code
+                continue
             session.partitions[TopicPartition(name, index)] = None
     for forgotten in request.forgotten_topics_data:
         name = _name_of(services, forgotten.topic_id)
@@ -197,6 +211,8 @@ async def _acquire(
         if topic_id is None:
             continue
         outcome = outcomes.of(topic_id, topic_partition.partition)
+        if not outcomes.may_read(topic_partition.topic):  # READ revoked during the session
+            outcome.error = TOPIC_READ.error_code
         if outcome.error is not ErrorCode.none:
             continue
         try:
@@ -325,11 +341,15 @@ def _fetch_response(
     )
 
 
+def _outcomes(services: BrokerServices, context: RequestContext) -> _Partitions:
+    return _Partitions(lambda name: services.authorizer.allows(context, TOPIC_READ, name))
+
+
 async def handle_share_fetch(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
-    outcomes = _Partitions()
+    outcomes = _outcomes(services, context)
     group_id, member_id = request.group_id or "", request.member_id or ""
     epoch = int(request.share_session_epoch)
     if not group_id or not member_id:
@@ -355,6 +375,7 @@ async def handle_share_fetch(
             message="the request closing a share session (epoch -1) fetches nothing",
         )
     try:
+        services.authorizer.require(context, GROUP_READ, group_id)
         session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
     except KafkaError as e:
         return _fetch_response(
@@ -389,13 +410,14 @@ async def handle_share_acknowledge(
 ) -> Any:
     version = context.header.api_version
     module = response_module(ApiKey.SHARE_ACKNOWLEDGE, version)
-    outcomes = _Partitions()
+    outcomes = _outcomes(services, context)
     group_id, member_id = request.group_id or "", request.member_id or ""
     epoch = int(request.share_session_epoch)
     error, message = ErrorCode.none, None
     try:
         if not group_id or not member_id:
             raise errors.InvalidRequest("a share acknowledgement names its group and member")
+        services.authorizer.require(context, GROUP_READ, group_id)
         if epoch == OPEN_EPOCH:
             raise errors.for_code(ErrorCode.invalid_share_session_epoch)(
                 "ShareAcknowledge cannot open a share session (epoch 0)"

@@ -9,6 +9,10 @@ its ``__consumer_offsets`` partition). The handler adds what the coordinator can
 know by itself: the broker's topics (names, ids, partition counts) and the group's
 config overrides from the metadata store (``share.session.timeout.ms``,
 ``share.heartbeat.interval.ms``).
+
+With the authorizer on, a heartbeat needs READ on the group and DESCRIBE on each topic it
+subscribes to (GROUP_ or TOPIC_AUTHORIZATION_FAILED), ShareGroupDescribe DESCRIBE on each
+group, whose authorized operations are the principal's.
 """
 
 from __future__ import annotations
@@ -16,11 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
 from sluice.broker.handlers.groups import client_host
+from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
-from sluice.group.api import ShareAssignedTopic, ShareGroupHeartbeatRequest
+from sluice.group.api import (
+    ShareAssignedTopic,
+    ShareGroupDescription,
+    ShareGroupHeartbeatRequest,
+)
 from sluice.group.share_group import ShareTopic
-from sluice.group.state import AUTHORIZED_OPERATIONS_ALL
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
@@ -67,6 +76,9 @@ async def handle_share_group_heartbeat(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
+        services.authorizer.require(context, GROUP_READ, request.group_id)
+        for name in request.subscribed_topic_names or ():
+            services.authorizer.require(context, TOPIC_DESCRIBE, name)
         group_configs = await services.store.group_configs(request.group_id)
         heartbeat = ShareGroupHeartbeatRequest(
             group_id=request.group_id,
@@ -121,15 +133,25 @@ async def handle_share_group_describe(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
-    operations = (
-        AUTHORIZED_OPERATIONS_ALL
-        if request.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED
+    allowed = services.authorizer.allowed(context, GROUP_DESCRIBE, request.group_ids)
+    described = await services.groups.describe_share_groups(
+        [g for g in request.group_ids if g in allowed]
     )
-    descriptions = await services.groups.describe_share_groups(list(request.group_ids))
+    by_id = {d.group_id: d for d in described}
+    descriptions = [
+        by_id[g]
+        if g in allowed
+        else ShareGroupDescription(g, GROUP_DESCRIBE.error_code, "may not describe the group")
+        for g in request.group_ids
+    ]
     groups = []
     for d in descriptions:
         failed = d.error is not ErrorCode.none
+        operations = (
+            services.authorizer.operations(context, ResourceType.GROUP, d.group_id)
+            if request.include_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
         groups.append(
             make(
                 module.DescribedGroup,

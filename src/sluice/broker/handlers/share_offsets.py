@@ -16,6 +16,11 @@ the group and its topics, and reach each share-partition's state through the per
   need the group to exist and be Empty (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND
   when there is no share group of that id): offsets of a group with members would move
   under their feet.
+
+With the authorizer on: describing needs DESCRIBE on the group and on each topic (the
+others are answered TOPIC_AUTHORIZATION_FAILED, or left out of a listing of every topic);
+altering READ on the group and each topic; deleting DELETE on the group and READ on each
+topic.
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.authorization import Need
+from sluice.broker.handlers.acl_rules import (
+    GROUP_DELETE,
+    GROUP_DESCRIBE,
+    GROUP_READ,
+    TOPIC_DESCRIBE,
+    TOPIC_READ,
+)
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
@@ -152,6 +165,7 @@ async def handle_describe_share_group_offsets(
     for wanted in request.groups:
         group_id = str(wanted.group_id)
         try:
+            services.authorizer.require(context, GROUP_DESCRIBE, group_id)
             group = _share_group(services, group_id)
         except KafkaError as e:
             groups.append(
@@ -166,12 +180,17 @@ async def handle_describe_share_group_offsets(
             continue
         asked: list[tuple[str, list[int] | None]]
         if wanted.topics is None:
-            asked = [(name, None) for name in sorted(group.subscribed_topic_names_ever)]
+            asked = [
+                (name, None)
+                for name in sorted(group.subscribed_topic_names_ever)
+                if services.authorizer.allows(context, TOPIC_DESCRIBE, name)
+            ]
         else:
             asked = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in wanted.topics]
         topics = []
         for name, partitions in asked:
-            topic = services.topics.get(name)
+            denied = not services.authorizer.allows(context, TOPIC_DESCRIBE, name)
+            topic = None if denied else services.topics.get(name)
             if topic is None:
                 topics.append(
                     make(
@@ -185,8 +204,10 @@ async def handle_describe_share_group_offsets(
                                 start_offset=NO_OFFSET,
                                 leader_epoch=-1,
                                 lag=NO_LAG,
-                                error_code=ErrorCode.unknown_topic_or_partition,
-                                error_message=f"topic {name!r} does not exist",
+                                error_code=TOPIC_DESCRIBE.error_code
+                                if denied
+                                else ErrorCode.unknown_topic_or_partition,
+                                error_message=None if denied else f"topic {name!r} does not exist",
                             )
                             for p in partitions or ()
                         ),
@@ -234,13 +255,17 @@ async def handle_describe_share_group_offsets(
 
 async def _answer_for_empty_group(
     services: BrokerServices,
+    context: RequestContext,
+    rule: Need,
     response: type[Any],
     group_id: str,
     answer_topics: Callable[[], Awaitable[list[Any]]],
 ) -> Any:
     """The Alter or Delete ``response``: the topics ``answer_topics`` gives, or only the
-    group's error when it is not an empty share group coordinated here."""
+    group's error when the principal may not (``rule`` on the group) or it is not an
+    empty share group coordinated here."""
     try:
+        services.authorizer.require(context, rule, group_id)
         _empty_share_group(services, group_id)
     except KafkaError as e:
         return make(
@@ -291,7 +316,9 @@ async def handle_alter_share_group_offsets(
             for partition in wanted.partitions:
                 index, start = int(partition.partition_index), int(partition.start_offset)
                 error, message = ErrorCode.none, None
-                if topic is None or index not in topic.partitions:
+                if not services.authorizer.allows(context, TOPIC_READ, name):
+                    error, message = TOPIC_READ.error_code, None
+                elif topic is None or index not in topic.partitions:
                     error, message = (
                         ErrorCode.unknown_topic_or_partition,
                         f"no partition {name}-{index}",
@@ -324,7 +351,12 @@ async def handle_alter_share_group_offsets(
         return responses
 
     return await _answer_for_empty_group(
-        services, module.AlterShareGroupOffsetsResponse, group_id, answer_topics
+        services,
+        context,
+        GROUP_READ,
+        module.AlterShareGroupOffsetsResponse,
+        group_id,
+        answer_topics,
     )
 
 
@@ -340,7 +372,9 @@ async def handle_delete_share_group_offsets(
             name = str(wanted.topic_name)
             topic = services.topics.get(name)
             error, message = ErrorCode.none, None
-            if topic is None:
+            if not services.authorizer.allows(context, TOPIC_READ, name):
+                error, message = TOPIC_READ.error_code, None
+            elif topic is None:
                 error, message = (
                     ErrorCode.unknown_topic_or_partition,
                     f"topic {name!r} does not exist",
@@ -367,5 +401,10 @@ async def handle_delete_share_group_offsets(
         return responses
 
     return await _answer_for_empty_group(
-        services, module.DeleteShareGroupOffsetsResponse, group_id, answer_topics
+        services,
+        context,
+        GROUP_DELETE,
+        module.DeleteShareGroupOffsetsResponse,
+        group_id,
+        answer_topics,
     )

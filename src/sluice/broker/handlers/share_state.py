@@ -9,6 +9,9 @@ sender looks the leader up again). They are served but never advertised in ApiVe
 (``VersionRange.internal``). Each partition of a request is answered on its own: a
 share-partition without state reads as start offset -1 (state epoch 0, Kafka's
 "uninitialized"); an InitializeShareGroupState with state epoch -1 takes the next one.
+
+With the authorizer on, each needs CLUSTER_ACTION on the cluster (the brokers' principal
+is a super user); others are answered CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
 from sluice.broker.share_state_batches import state_batch_messages, state_batches
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -38,6 +42,7 @@ def _no_fields(e: KafkaError) -> dict[str, Any]:
 
 
 async def _answer_each(
+    services: BrokerServices,
     context: RequestContext,
     request: Any,
     names: tuple[str, str],
@@ -50,11 +55,14 @@ async def _answer_each(
     still has)."""
     module = response_module(context.header.api_key, context.header.api_version)
     response_class, result_class = names
+    between_brokers = services.authorizer.allows(context, CLUSTER_ACTION)
     results = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
             try:
+                if not between_brokers:
+                    raise errors.for_code(CLUSTER_ACTION.error_code)("needs CLUSTER_ACTION")
                 if topic.topic_id is None or topic.topic_id.int == 0:
                     raise errors.InvalidRequest("a share-partition is named by its topic id")
                 key = ShareStateKey(request.group_id, topic.topic_id, int(partition.partition))
@@ -88,6 +96,7 @@ async def handle_initialize_share_group_state(
         return {}
 
     return await _answer_each(
+        services,
         context,
         request,
         ("InitializeShareGroupStateResponse", "InitializeStateResult"),
@@ -122,6 +131,7 @@ async def handle_read_share_group_state(
         }
 
     return await _answer_each(
+        services,
         context,
         request,
         ("ReadShareGroupStateResponse", "ReadStateResult"),
@@ -154,7 +164,7 @@ async def handle_write_share_group_state(
         return {}
 
     return await _answer_each(
-        context, request, ("WriteShareGroupStateResponse", "WriteStateResult"), write
+        services, context, request, ("WriteShareGroupStateResponse", "WriteStateResult"), write
     )
 
 
@@ -169,7 +179,7 @@ async def handle_delete_share_group_state(
         return {}
 
     return await _answer_each(
-        context, request, ("DeleteShareGroupStateResponse", "DeleteStateResult"), delete
+        services, context, request, ("DeleteShareGroupStateResponse", "DeleteStateResult"), delete
     )
 
 
@@ -197,6 +207,7 @@ async def handle_read_share_group_state_summary(
         }
 
     return await _answer_each(
+        services,
         context,
         request,
         ("ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult"),

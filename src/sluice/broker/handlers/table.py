@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from sluice.broker.dispatcher import Handler, PrivateHandler
 from sluice.broker.handlers import (
+    acls,
     admin_cluster,
     admin_configs,
     admin_partitions,
@@ -15,6 +16,7 @@ from sluice.broker.handlers import (
     admin_quotas,
     admin_records,
     admin_topics,
+    admin_users,
     api_versions,
     delays,
     describe_topic_partitions,
@@ -25,6 +27,7 @@ from sluice.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    sasl,
     share_fetch,
     share_groups,
     share_offsets,
@@ -41,6 +44,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle_offset_for_leader_epoch,
     ApiKey.METADATA: metadata.handle_metadata,
     ApiKey.API_VERSIONS: api_versions.handle_api_versions,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle_init_producer_id,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle_describe_topic_partitions,
     # groups
@@ -77,6 +82,9 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.DELETE_RECORDS: admin_records.handle_delete_records,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     ApiKey.DESCRIBE_CONFIGS: admin_configs.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: admin_configs.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin_configs.handle_incremental_alter_configs,
@@ -89,6 +97,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: admin_quotas.handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: admin_quotas.handle_alter_client_quotas,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: admin_users.handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: admin_users.handle_alter_user_scram_credentials,
     # share groups
     ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,

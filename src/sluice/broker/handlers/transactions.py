@@ -14,6 +14,14 @@ Versions from before KIP-588 do not know PRODUCER_FENCED: they are told
 INVALID_PRODUCER_EPOCH, which they treat the same way. Transaction version 2 (KIP-890
 part 2): EndTxn v5 bumps the producer epoch at every commit and abort and returns the
 new one; TxnOffsetCommit v5 adds its partition to the transaction itself.
+
+With the authorizer on (:mod:`sluice.broker.handlers.acl_rules`): AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn and TxnOffsetCommit need WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddPartitionsToTxn WRITE on each topic,
+AddOffsetsToTxn and TxnOffsetCommit READ on the group and TxnOffsetCommit READ on each
+topic; the brokers' requests (AddPartitionsToTxn v4, WriteTxnMarkers) need CLUSTER_ACTION
+(CLUSTER_AUTHORIZATION_FAILED); DescribeTransactions and ListTransactions show only the
+transactional ids the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -24,6 +32,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.handlers.acl_rules import (
+    CLUSTER_ACTION,
+    GROUP_READ,
+    TOPIC_DESCRIBE,
+    TOPIC_READ,
+    TOPIC_WRITE,
+    TRANSACTIONAL_DESCRIBE,
+    TRANSACTIONAL_WRITE,
+)
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.api import NO_LEADER_EPOCH, OffsetCommitRequest, OffsetToCommit
@@ -106,6 +123,13 @@ async def handle_add_partitions_to_txn(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if has_field(type(request), "transactions"):  # v4: batched, from brokers
+        if not services.authorizer.allows(context, CLUSTER_ACTION):
+            return make(
+                module.AddPartitionsToTxnResponse,
+                throttle_time=0,
+                error_code=CLUSTER_ACTION.error_code,
+                results_by_transaction=(),
+            )
         results = []
         for transaction in request.transactions:
             errors = await _add_partitions(
@@ -130,7 +154,12 @@ async def handle_add_partitions_to_txn(
             error_code=ErrorCode.none,
             results_by_transaction=tuple(results),
         )
-    errors = await _add_partitions(
+    errors = _refused_partitions(
+        services,
+        context,
+        request.v3_and_below_transactional_id,
+        request.v3_and_below_topics,
+    ) or await _add_partitions(
         services,
         context,
         request.v3_and_below_transactional_id,
@@ -144,6 +173,25 @@ async def handle_add_partitions_to_txn(
         throttle_time=0,
         results_by_topic_v3_and_below=_partition_results(module, errors),
     )
+
+
+def _refused_partitions(
+    services: BrokerServices, context: RequestContext, transactional_id: str, topics: Any
+) -> dict[TopicPartition, ErrorCode]:
+    """A client's AddPartitionsToTxn (v3 and below) needs WRITE on the transactional id
+    and on each topic; when refused, the refused partitions are answered with the error
+    and the others OPERATION_NOT_ATTEMPTED. Empty when allowed."""
+    requested = [TopicPartition(t.name, int(index)) for t in topics for index in t.partitions]
+    authorizer = services.authorizer
+    if not authorizer.allows(context, TRANSACTIONAL_WRITE, transactional_id):
+        return dict.fromkeys(requested, TRANSACTIONAL_WRITE.error_code)
+    writable = authorizer.allowed(context, TOPIC_WRITE, {p.topic for p in requested})
+    if all(p.topic in writable for p in requested):
+        return {}
+    return {
+        p: ErrorCode.operation_not_attempted if p.topic in writable else TOPIC_WRITE.error_code
+        for p in requested
+    }
 
 
 def _partition_results(module: Any, errors: dict[TopicPartition, ErrorCode]) -> tuple[Any, ...]:
@@ -205,6 +253,8 @@ async def handle_add_offsets_to_txn(
     module = response_module(context.header.api_key, context.header.api_version)
     error = ErrorCode.none
     try:
+        services.authorizer.require(context, TRANSACTIONAL_WRITE, request.transactional_id)
+        services.authorizer.require(context, GROUP_READ, request.group_id)
         await services.topics.ensure_offsets_topic()
         partition = TopicPartition(
             OFFSETS_TOPIC, services.groups.coordinator_partition(request.group_id)
@@ -236,6 +286,7 @@ async def handle_end_txn(services: BrokerServices, context: RequestContext, requ
         bump_epoch=context.header.api_version >= 5,
     )
     try:
+        services.authorizer.require(context, TRANSACTIONAL_WRITE, request.transactional_id)
         answer = await services.transactions.end_txn(end)
     except KafkaError as e:
         answer = ProducerIdAndEpoch(e.code)
@@ -266,8 +317,19 @@ async def handle_txn_offset_commit(
             requested.append((TopicPartition(topic.name, int(p.partition_index)), offset))
     errors: dict[TopicPartition, ErrorCode] = {}
     known = []
+    authorizer = services.authorizer
+    refusal: ErrorCode | None = None
+    if not authorizer.allows(context, TRANSACTIONAL_WRITE, request.transactional_id):
+        refusal = TRANSACTIONAL_WRITE.error_code
+    elif not authorizer.allows(context, GROUP_READ, request.group_id):
+        refusal = GROUP_READ.error_code
+    readable = authorizer.allowed(context, TOPIC_READ, {p.topic for p, _ in requested})
     for partition, offset in requested:
-        if services.topics.image.partition(partition) is not None:
+        if refusal is not None:
+            errors[partition] = refusal
+        elif partition.topic not in readable:
+            errors[partition] = TOPIC_READ.error_code
+        elif services.topics.image.partition(partition) is not None:
             known.append((partition, offset))
         else:
             errors[partition] = ErrorCode.unknown_topic_or_partition
@@ -331,11 +393,15 @@ async def handle_write_txn_markers(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     results = []
+    between_brokers = services.authorizer.allows(context, CLUSTER_ACTION)
     for marker in request.markers:
         errors: dict[TopicPartition, ErrorCode] = {}
         for topic in marker.topics:
             for index in topic.partition_indexes:
                 topic_partition = TopicPartition(topic.name, int(index))
+                if not between_brokers:
+                    errors[topic_partition] = CLUSTER_ACTION.error_code
+                    continue
                 errors[topic_partition] = await services.markers.append_here(
                     topic_partition,
                     producer_id=int(marker.producer_id),
@@ -374,21 +440,49 @@ async def handle_describe_transactions(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    authorizer = services.authorizer
+    allowed = authorizer.allowed(context, TRANSACTIONAL_DESCRIBE, request.transactional_ids)
+    described = {
+        d.transactional_id: d
+        for d in services.transactions.describe(
+            [t for t in request.transactional_ids if t in allowed]
+        )
+    }
     states = []
-    for described in services.transactions.describe(request.transactional_ids):
+    for transactional_id in request.transactional_ids:
+        found = described.get(transactional_id)
+        if found is None:  # refused (a description exists for every id asked)
+            states.append(
+                make(
+                    module.TransactionState,
+                    error_code=TRANSACTIONAL_DESCRIBE.error_code,
+                    transactional_id=transactional_id,
+                    transaction_state="",
+                    transaction_timeout=0,
+                    transaction_start_time=_timestamp(-1),
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=(),
+                )
+            )
+            continue
+        # Kafka lists only the partitions of topics the principal may DESCRIBE.
+        partitions = [
+            p for p in found.partitions if authorizer.allows(context, TOPIC_DESCRIBE, p.topic)
+        ]
         states.append(
             make(
                 module.TransactionState,
-                error_code=described.error,
-                transactional_id=described.transactional_id,
-                transaction_state=described.state,
-                transaction_timeout=described.timeout_ms,
-                transaction_start_time=_timestamp(described.start_ms),
-                producer_id=described.producer_id,
-                producer_epoch=described.producer_epoch,
+                error_code=found.error,
+                transactional_id=found.transactional_id,
+                transaction_state=found.state,
+                transaction_timeout=found.timeout_ms,
+                transaction_start_time=_timestamp(found.start_ms),
+                producer_id=found.producer_id,
+                producer_epoch=found.producer_epoch,
                 topics=tuple(
                     make(module.TopicData, topic=name, partitions=tuple(i for i, _ in entries))
-                    for name, entries in _by_topic((p, None) for p in described.partitions).items()
+                    for name, entries in _by_topic((p, None) for p in partitions).items()
                 ),
             )
         )
@@ -446,5 +540,6 @@ async def handle_list_transactions(
                 transaction_state=entry.state,
             )
             for entry in listed
+            if services.authorizer.allows(context, TRANSACTIONAL_DESCRIBE, entry.transactional_id)
         ),
     )
