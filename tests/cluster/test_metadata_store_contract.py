@@ -380,3 +380,24 @@ def test_a_reopened_store_holds_what_was_written(open_store: OpenStore) -> None:
         await reopened.close()
 
     run(scenario)
+
+
+def test_client_quotas_round_trip(open_store: OpenStore) -> None:
+    async def scenario() -> None:
+        store = await open_store()
+        assert await store.client_quotas() == {}
+        await store.set_client_quotas("client-id=app", {"producer_byte_rate": 1024.0})
+        await store.set_client_quotas(
+            "user=CN=a/b,client-id=<default>", {"consumer_byte_rate": 2048.0}
+        )
+        await store.set_client_quotas("user=<default>", {"request_percentage": 12.5})
+        await store.set_client_quotas("user=<default>", {})
+        await store.close()
+        reopened = await open_store()
+        assert await reopened.client_quotas() == {
+            "client-id=app": {"producer_byte_rate": 1024.0},
+            "user=CN=a/b,client-id=<default>": {"consumer_byte_rate": 2048.0},
+        }
+        await reopened.close()
+
+    run(scenario)

@@ -330,3 +330,17 @@ def test_pipelined_batches_keep_their_order_when_one_is_checked_in_a_thread(
         for n in range(4)
     ]
     assert base_offsets == [0, 30_000, 30_001, 30_002]
+
+
+def test_sluice_produce_max_decompressed_bytes_lowers_the_ceiling(broker_factory, topic):
+    """4 MiB of zeros pass on an ordinary topic (64 MiB allowed), and are refused by a
+    broker whose sluice.produce.max.decompressed.bytes is 2 MiB."""
+    payload = gzip_bomb_of_one_record(4 << 20)
+    batch = with_records_section(build_batch(records(1), compression=Compression.GZIP), payload)
+    for setting, expected in ((None, NONE), ("2097152", MESSAGE_TOO_LARGE)):
+        overrides = {} if setting is None else {"sluice.produce.max.decompressed.bytes": setting}
+        broker = broker_factory(overrides)
+        with KafkaConnection(broker.host, broker.port) as connection:
+            create(connection, topic)
+            result = produce(connection, topic, batch)
+            assert result.error_code == expected, (setting, result)

@@ -68,6 +68,8 @@ def _default_value(cls: type[Any], field: dataclasses.Field[Any], hint: Any) -> 
     if kind == "error_code":
         return ErrorCode.none
     target = arguments[0] if arguments else hint
+    if kind == "float64":
+        return target(0.0)
     return target(0)
 
 

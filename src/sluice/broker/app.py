@@ -55,6 +55,7 @@ from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
+from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.server import ConnectionCounts, ConnectionInfo, Response, Server
@@ -84,6 +85,7 @@ from sluice.common.config import (
     BrokerConfigError,
 )
 from sluice.common.errors import KafkaStorageError
+from sluice.common.quotas import WindowConfig
 from sluice.group.config import OFFSETS_COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, GroupConfig
 from sluice.group.runtime import GroupCoordinatorRuntime
 from sluice.share.config import SHARE_STATE_TOPIC, SHARE_STATE_WRITE_TIMEOUT_MS
@@ -162,6 +164,9 @@ class Broker:
                     ssl_context=tls_context,
                     principal_of=principal_from_peercert if tls_context else None,
                     connection_counts=counts,
+                    max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+                    listener_max_connections=config.listener_max_connections.get(listener.name),
+                    request_max_bytes=config.socket_request_max_bytes,
                     unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
                 )
             )
@@ -428,6 +433,10 @@ class Broker:
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
             CoordinatorHosting(SHARE_STATE_TOPIC, self.share_states, self.replicas),
         )
+        self.quotas = ClientQuotas(
+            store,
+            WindowConfig(self.config.quota_window_num, self.config.quota_window_size_seconds),
+        )
         services = BrokerServices(
             config=self.config,
             store=store,
@@ -448,8 +457,10 @@ class Broker:
             share_sessions=ShareSessions(self.config.share_max_share_sessions),
             peers=self.peers,
             clock=self.clock,
+            quotas=self.quotas,
             authorizer=Authorizer(self.config, store),
         )
+        await self.quotas.load()
         self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
         # Bind now (a port in use fails here); accept clients once the group
         # coordinators are loaded (run).
@@ -545,6 +556,7 @@ class Broker:
                     tasks.create_task(self.fetchers.run(), name="replica fetchers"),
                     tasks.create_task(self.delays.run(), name="delayed delivery"),
                     tasks.create_task(self.share_partitions.run(tasks), name="share locks"),
+                    tasks.create_task(self.quotas.refresh_forever(), name="client quotas"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
                 self.applier.add_listener(lambda delta: self.fetchers.sync())

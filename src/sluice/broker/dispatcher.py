@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
+from sluice.broker.quotas import TimedCoroutine
+from sluice.broker.request_limits import check_named_partitions
 from sluice.broker.server import ConnectionInfo
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
@@ -141,8 +143,14 @@ class Dispatcher:
             raise ProtocolError(f"API {ApiKey(api_key).name} version {version} is not supported")
         header, body_offset = codec.parse_request_header(frame)
         request = codec.decode_request_body(header, frame, body_offset)
+        check_named_partitions(request, self._services.config.request_max_partitions)
         context = RequestContext(header, connection)
-        response = await self._handlers[ApiKey(api_key)](self._services, context, request)
+        handling = TimedCoroutine(self._handlers[ApiKey(api_key)](self._services, context, request))
+        response = await handling
+        if self._services.quotas is not None:
+            response = self._services.quotas.apply(
+                context, request, len(frame), response, handling.seconds
+            )
         if response is None or isinstance(response, list | bytes):
             return response
         return codec.encode_response(correlation_id, response)

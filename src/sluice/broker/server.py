@@ -20,8 +20,11 @@ paused reader leaves the bytes in the kernel, and TCP pushes back on the client.
 each request it starts while others are pending, the reader yields once, so a handler
 that answers at once has its response counted before the next request is admitted.
 
-Connections beyond ``max.connections``, or beyond ``max.connections.per.ip`` from one
-address, are closed as soon as they are accepted, as Kafka does. A connection with no
+Connections beyond ``max.connections``, beyond a listener's
+``listener.name.<name>.max.connections``, or beyond ``max.connections.per.ip`` from one
+address (``max.connections.per.ip.overrides`` for named ones), are closed as soon as they
+are accepted, as Kafka does. A frame's length prefix above ``socket.request.max.bytes``
+closes its connection before the body is read. A connection with no
 bytes moving for ``connections.max.idle.ms`` (while no handler is working for it), or
 one that has held an incomplete frame that long, is closed.
 
@@ -44,7 +47,8 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
@@ -127,6 +131,12 @@ class ConnectionInfo:
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
+        self.muted_until = 0.0
+        """``time.monotonic()`` until which nothing more is read from the connection: a
+        client over its quota is muted for its throttle time (KIP-219)."""
+
+    def mute_for(self, seconds: float) -> None:
+        self.muted_until = max(self.muted_until, time.monotonic() + seconds)
 
 
 @dataclass
@@ -221,6 +231,9 @@ class Server:
         ssl_context: ssl.SSLContext | None = None,
         principal_of: Callable[[dict[str, Any] | None], str] | None = None,
         connection_counts: ConnectionCounts | None = None,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        listener_max_connections: int | None = None,
+        request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self.host = host
@@ -234,6 +247,9 @@ class Server:
         self._connections_max_idle_ms = connections_max_idle_ms
         self._max_connections = max_connections
         self._max_connections_per_ip = max_connections_per_ip
+        self._max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self._listener_max_connections = listener_max_connections
+        self._request_max_bytes = request_max_bytes
         self._server: asyncio.Server | None = None
         self._counts = connection_counts or ConnectionCounts()
         self._connections: set[asyncio.Task[None]] = set()
@@ -268,11 +284,21 @@ class Server:
         """Why a new connection from ``host`` must be refused, or None."""
         if len(self._counts.tasks) >= self._max_connections:
             return f"max.connections={self._max_connections} connections are open"
-        if self._counts.per_ip.get(host, 0) >= self._max_connections_per_ip:
+        listener_max = self._listener_max_connections
+        if listener_max is not None and len(self._connections) >= listener_max:
             return (
-                f"{host} already has max.connections.per.ip="
-                f"{self._max_connections_per_ip} connections"
+                f"listener.name.{self.listener_name.lower()}.max.connections={listener_max} "
+                "connections are open on this listener"
             )
+        if host in self._max_connections_per_ip_overrides:
+            per_ip, setting = (
+                self._max_connections_per_ip_overrides[host],
+                "max.connections.per.ip.overrides",
+            )
+        else:
+            per_ip, setting = self._max_connections_per_ip, "max.connections.per.ip"
+        if self._counts.per_ip.get(host, 0) >= per_ip:
+            return f"{host} already has {setting}={per_ip} connections"
         return None
 
     async def _on_connection(
@@ -311,6 +337,7 @@ class Server:
                 info,
                 idle_ms=self._connections_max_idle_ms,
                 zero_copy=self._ssl_context is None,
+                request_max_bytes=self._request_max_bytes,
                 unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
             ).run()
         except* ProtocolError as group:
@@ -403,6 +430,7 @@ class Connection:
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         zero_copy: bool = True,
+        request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
     ) -> None:
         self._zero_copy = zero_copy
@@ -410,6 +438,7 @@ class Connection:
         self._writer = writer
         self._handle = handle
         self._info = info
+        self._request_max_bytes = request_max_bytes
         self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self._decoder = FrameDecoder(self._frame_bytes_max())
         self._idle_s = idle_ms / 1000
@@ -470,8 +499,8 @@ class Connection:
 
     def _frame_bytes_max(self) -> int:
         if self._info.authenticated:
-            return FRAME_BYTES_MAX
-        return self._unauthenticated_frame_bytes_max
+            return self._request_max_bytes
+        return min(self._unauthenticated_frame_bytes_max, self._request_max_bytes)
 
     def _next_frame(self) -> bytes | None:
         self._decoder.frame_bytes_max = self._frame_bytes_max()
@@ -486,6 +515,8 @@ class Connection:
         )
 
     async def _wait_for_room(self) -> None:
+        while (muted_s := self._info.muted_until - time.monotonic()) > 0:
+            await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
         if self._has_room():
             return
         paused_with_partial_frame = self._partial_frame_since is not None

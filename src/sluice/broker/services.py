@@ -16,6 +16,7 @@ from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
+from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_sessions import ShareSessions
@@ -71,3 +72,5 @@ class BrokerServices:
     clock: Clock
     authorizer: Authorizer
     """Whether the request's principal may do an operation (the ACLs, indexed)."""
+    quotas: ClientQuotas | None = None
+    """Client quotas: recorded after each request, its throttle time in the response."""

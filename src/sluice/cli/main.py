@@ -19,6 +19,7 @@ from sluice.cli.dlq import dlq
 from sluice.cli.groups import groups
 from sluice.cli.pipelines import register_pipelines
 from sluice.cli.produce import produce
+from sluice.cli.quotas import quotas
 from sluice.cli.serve import serve
 from sluice.cli.share_groups import share_groups
 from sluice.cli.topics import topics
@@ -39,6 +40,7 @@ main.add_command(consume)
 main.add_command(groups)
 main.add_command(share_groups)
 main.add_command(cluster)
+main.add_command(quotas)
 main.add_command(transactions)
 main.add_command(acls)
 main.add_command(delays)

@@ -31,6 +31,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # The cluster, as an administrator sees it (describe_cluster falls back to Metadata
     # on brokers without DescribeCluster).
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),

@@ -421,3 +421,23 @@ class EmbeddedMetadataStore:
 
     async def close(self) -> None:
         self._listeners.clear()
+
+    # -- client quotas: the document's "client_quotas" {entity key: {type: value}} ----------
+
+    async def client_quotas(self) -> dict[str, dict[str, float]]:
+        stored = self._document.get("client_quotas", {})
+        return {key: dict(values) for key, values in stored.items()}
+
+    async def set_client_quotas(self, entity_key: str, quotas: Mapping[str, float]) -> None:
+        """Replace one entity's quotas (already checked); empty removes the entity."""
+
+        def write() -> None:
+            with self._lock:
+                updated = dict(self._document.get("client_quotas") or {})
+                if quotas:
+                    updated[entity_key] = dict(sorted(quotas.items()))
+                else:
+                    updated.pop(entity_key, None)
+                self._commit(client_quotas=updated)
+
+        await asyncio.to_thread(write)

@@ -153,6 +153,16 @@ class MetadataStore(Protocol):
         """Replace a group's config overrides durably; empty removes them."""
         ...
 
+    # -- client quotas (KIP-13/55: entity key -> {quota type: value}) -------------------
+
+    async def client_quotas(self) -> dict[str, dict[str, float]]:
+        """Every stored client quota: entity key (``user=alice,client-id=app``, see
+        :class:`sluice.common.quotas.QuotaEntity`) to its values; empty when none."""
+        ...
+
+    async def set_client_quotas(self, entity_key: str, quotas: Mapping[str, float]) -> None:
+        """Replace one entity's quota values durably; empty removes the entity."""
+
     async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
         """Add ACL bindings durably (those already stored stay as they are); the image
         the caller sees next holds them."""

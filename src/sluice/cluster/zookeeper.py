@@ -743,6 +743,48 @@ class ZooKeeperMetadataStore:
 
         await asyncio.to_thread(write)
 
+    # -- client quotas: /client_quotas/<entity key> {type: value}, the key percent-encoded -
+
+    def _client_quota_path(self, entity_key: str = "") -> str:
+        if not entity_key:
+            return self._path("client_quotas")
+        return self._path("client_quotas", urllib.parse.quote(entity_key, safe=""))
+
+    async def client_quotas(self) -> dict[str, dict[str, float]]:
+        def read() -> dict[str, dict[str, float]]:
+            try:
+                children = self._client.get_children(self._client_quota_path())
+            except NoNodeError:
+                return {}
+            found: dict[str, dict[str, float]] = {}
+            for child in children:
+                key = urllib.parse.unquote(child)
+                try:
+                    data, _ = self._client.get(self._client_quota_path(key))
+                except NoNodeError:
+                    continue  # removed meanwhile
+                found[key] = {name: float(value) for name, value in json.loads(data).items()}
+            return found
+
+        return await asyncio.to_thread(read)
+
+    async def set_client_quotas(self, entity_key: str, quotas: Mapping[str, float]) -> None:
+        def write() -> None:
+            path = self._client_quota_path(entity_key)
+            if not quotas:
+                try:
+                    self._client.delete(path)
+                except NoNodeError:
+                    pass
+                return
+            data = _dumps(dict(sorted(quotas.items())))
+            try:
+                self._client.set(path, data)
+            except NoNodeError:
+                self._client.create(path, data, makepath=True)
+
+        await asyncio.to_thread(write)
+
     async def scram_credentials(self, user: str) -> dict[ScramMechanism, ScramCredential]:
         def read() -> dict[ScramMechanism, ScramCredential]:
             try:

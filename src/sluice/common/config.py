@@ -599,6 +599,30 @@ class BrokerConfig:
     included). Creating more is refused with POLICY_VIOLATION. Each partition keeps one
     file open and some memory, and is opened at every start; the limit (the name KIP-578
     proposed) keeps one request from taking the broker past what it can serve."""
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    """``max.connections.per.ip.overrides`` (Kafka's ``host:count,…``): a per-address
+    limit instead of ``max.connections.per.ip`` (0 refuses the address)."""
+    listener_max_connections: dict[str, int] = field(default_factory=dict)
+    """``listener.name.<name>.max.connections``: open connections of one listener at
+    most (upper-case listener name), within ``max.connections``."""
+    socket_request_max_bytes: int = 104_857_600
+    """Largest request frame (Kafka's socket.request.max.bytes): a larger length prefix
+    closes the connection before its body is read."""
+    request_max_partitions: int = 100_000
+    """Topics and partitions one request may name (``sluice.request.max.partitions``;
+    Kafka has no such limit): more closes the connection before the request is handled,
+    so one frame cannot make the broker walk millions of partitions."""
+    produce_max_decompressed_bytes: int = 134_217_728
+    """Most bytes a compressed produced batch's records may inflate to
+    (``sluice.produce.max.decompressed.bytes``; also at most 64 times the topic's
+    ``max.message.bytes``): past it the batch is refused with MESSAGE_TOO_LARGE as soon
+    as the decompression gets there. 128 MiB, what Sluice consumers decompress, is also
+    the most it may be set to."""
+    quota_window_num: int = 11
+    """Samples a client quota's rate is measured over (Kafka's quota.window.num)."""
+    quota_window_size_seconds: int = 1
+    """Length of one sample (Kafka's quota.window.size.seconds). One throttle lasts at
+    most the whole window, ``quota.window.num`` samples."""
     sasl_plain_insecure_allow: bool = False
     """sluice.sasl.plain.insecure.allow: offer PLAIN on a SASL_PLAINTEXT listener too,
     where the password crosses the network in the clear."""
@@ -833,6 +857,10 @@ class BrokerConfig:
             own = self.listener_security_settings.setdefault(prefixed["name"].upper(), {})
             own[key] = LISTENER_SECURITY_SETTINGS[key](text)
             return
+        if prefixed is not None and prefixed["key"] == "max.connections":
+            listener = prefixed["name"].upper()
+            self.listener_max_connections[listener] = _long(0, 2**31 - 1)(text)
+            return
         if name in ("host", "port"):
             host = text if name == "host" else None
             port = _port(text) if name == "port" else None
@@ -872,6 +900,18 @@ class BrokerConfig:
             )
         attribute, parse = setting
         setattr(self, attribute, parse(text))
+
+
+def _per_host_counts(text: str) -> dict[str, int]:
+    """Kafka's ``max.connections.per.ip.overrides``: ``host:count`` items, comma
+    separated (an IPv6 address keeps its colons: the count is after the last one)."""
+    counts: dict[str, int] = {}
+    for item in list_items(text):
+        host, separator, count = item.rpartition(":")
+        if not separator or not host:
+            raise ValueError(f"{item!r} is not host:count")
+        counts[host] = _long(0, 2**31 - 1)(count)
+    return counts
 
 
 def _port(text: str) -> int:
@@ -970,6 +1010,18 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),
     "max.connections.per.ip": ("max_connections_per_ip", _long(1, 2**31 - 1)),
     "max.broker.partitions": ("max_broker_partitions", _long(1, 2**31 - 1)),
+    "max.connections.per.ip.overrides": (
+        "max_connections_per_ip_overrides",
+        _per_host_counts,
+    ),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _long(1024, 2**31 - 1)),
+    "sluice.request.max.partitions": ("request_max_partitions", _long(1, 2**31 - 1)),
+    "sluice.produce.max.decompressed.bytes": (
+        "produce_max_decompressed_bytes",
+        _long(1024, 134_217_728),
+    ),
+    "quota.window.num": ("quota_window_num", _long(2, 1000)),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _long(1, 3600)),
     "authorizer.enabled": ("authorizer_enabled", _bool),
     "super.users": ("super_users", str),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),

@@ -95,7 +95,8 @@ are bounded by bytes (a full 1 MiB batch of the smallest records holds ~150,000)
 PRODUCED_RECORDS_EXPANSION_MAX = 64
 """A compressed produced batch's records may take at most this many times the topic's
 ``max.message.bytes`` once decompressed (64 MiB with the default 1 MiB), and never more
-than a Sluice consumer decompresses (``DECOMPRESSED_BYTES_MAX``, 128 MiB). Ordinary data
+than a Sluice consumer decompresses (``DECOMPRESSED_BYTES_MAX``, 128 MiB; the broker
+setting ``sluice.produce.max.decompressed.bytes`` may lower that). Ordinary data
 compresses 2-20 times; a batch that expands further is refused with MESSAGE_TOO_LARGE as
 soon as the decompressed size passes the limit, instead of being stored for every
 consumer to inflate (a 520 KB gzip batch can hold 512 MiB of zeros)."""

@@ -59,6 +59,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -211,6 +213,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2, 0),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0, 0),
+    # Client quotas (KIP-546, handlers/admin_quotas.py): v1 is flexible, nothing else.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: VersionRange(0, 1, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: VersionRange(0, 1, 1),
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1, 0),
     # Share groups (KIP-932, handlers/share_groups.py): membership and its description.
     # v0 was the early-access version of Kafka 4.0, gone since 4.1 (no client sends it);
@@ -290,6 +295,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,

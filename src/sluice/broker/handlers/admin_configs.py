@@ -296,6 +296,8 @@ def _text(value: object) -> str | None:
         return "true" if value else "false"
     if isinstance(value, Path):
         return os.fspath(value)
+    if isinstance(value, dict):  # max.connections.per.ip.overrides: Kafka's host:count list
+        return ",".join(f"{key}:{count}" for key, count in value.items())
     if isinstance(value, tuple):
         return ",".join(str(item) for item in value)
     return str(value)

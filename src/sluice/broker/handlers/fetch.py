@@ -102,13 +102,20 @@ def _refused_topics(
 
 
 def _read_partitions(
-    services: BrokerServices, request: Any, replica_id: int, refused: frozenset[str]
+    services: BrokerServices,
+    request: Any,
+    replica_id: int,
+    refused: frozenset[str],
+    quota_bytes: int | None = None,
 ) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartitionResult]]], int, bool]:
     """(results by topic, record bytes found, whether any partition failed); a
     ``replica_id`` of 0 or more is the fetching follower's; ``refused`` topics are
-    answered TOPIC_AUTHORIZATION_FAILED."""
+    answered TOPIC_AUTHORIZATION_FAILED; ``quota_bytes``, what the client's fetch quota
+    lets one response hold (None: no quota)."""
     # Bounded by the broker's fetch.max.bytes too, whatever the client asks (KIP-74).
     budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 0)
+    if quota_bytes is not None:
+        budget = min(budget, quota_bytes)
     total = 0
     failed = False
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
@@ -231,8 +238,10 @@ def _diverging_epoch(
 
 async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     replica_id = replica_id_of(request)
+    quotas = services.quotas
+    quota_bytes = None if quotas is None or replica_id >= 0 else quotas.fetch_bytes_max(context)
     refused = _refused_topics(services, context, request, replica_id)
-    topics, total, failed = _read_partitions(services, request, replica_id, refused)
+    topics, total, failed = _read_partitions(services, request, replica_id, refused, quota_bytes)
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
     if total < min_bytes and not failed and wait_ms > 0:
@@ -247,7 +256,9 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
 
         def enough() -> bool:
             nonlocal topics, total, failed
-            topics, total, failed = _read_partitions(services, request, replica_id, refused)
+            topics, total, failed = _read_partitions(
+                services, request, replica_id, refused, quota_bytes
+            )
             return total >= min_bytes or failed
 
         await services.purgatory.wait_until(keys, enough, wait_ms / 1000)

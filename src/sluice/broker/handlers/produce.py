@@ -211,6 +211,7 @@ def _start_one(
             max_message_bytes=config.max_message_bytes,
             keys_required=config.compact,
             watch_for=SLUICE_HEADER_PREFIX,
+            decompressed_ceiling_bytes=services.config.produce_max_decompressed_bytes,
         )
         checks = services.produce_checks
         if check.fits_event_loop:

@@ -13,6 +13,7 @@ from sluice.broker.handlers import (
     admin_configs,
     admin_partitions,
     admin_producers,
+    admin_quotas,
     admin_records,
     admin_topics,
     admin_users,
@@ -94,6 +95,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin_partitions.handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin_partitions.handle_list_partition_reassignments,
     ApiKey.DESCRIBE_PRODUCERS: admin_producers.handle_describe_producers,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: admin_quotas.handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: admin_quotas.handle_alter_client_quotas,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: admin_users.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: admin_users.handle_alter_user_scram_credentials,
     # share groups

@@ -43,10 +43,15 @@ from sluice.protocol.records.walk import RecordsWalker, tile_records
 __all__ = ["ProducedRecordsCheck", "decompressed_bytes_max"]
 
 
-def decompressed_bytes_max(max_message_bytes: int) -> int:
+def decompressed_bytes_max(
+    max_message_bytes: int, ceiling_bytes: int = DECOMPRESSED_BYTES_MAX
+) -> int:
     """The most a produced batch's records may decompress to on a topic with this
-    ``max.message.bytes``; see ``PRODUCED_RECORDS_EXPANSION_MAX``."""
-    return min(DECOMPRESSED_BYTES_MAX, PRODUCED_RECORDS_EXPANSION_MAX * max_message_bytes)
+    ``max.message.bytes``; see ``PRODUCED_RECORDS_EXPANSION_MAX``. ``ceiling_bytes``
+    (the broker's ``sluice.produce.max.decompressed.bytes``) may lower the ceiling,
+    never raise it past what consumers decompress."""
+    ceiling = min(ceiling_bytes, DECOMPRESSED_BYTES_MAX)
+    return min(ceiling, PRODUCED_RECORDS_EXPANSION_MAX * max_message_bytes)
 
 
 class ProducedRecordsCheck:
@@ -61,6 +66,7 @@ class ProducedRecordsCheck:
         max_message_bytes: int,
         keys_required: bool = False,
         watch_for: bytes | None = None,
+        decompressed_ceiling_bytes: int = DECOMPRESSED_BYTES_MAX,
     ) -> None:
         self._batch = batch
         self._watch_for = watch_for
@@ -70,7 +76,9 @@ class ProducedRecordsCheck:
         self._watch_tail = b""
         self._count = header.records_count
         self.compressed = header.compression != Compression.NONE
-        self.decompressed_bytes_max = decompressed_bytes_max(max_message_bytes)
+        self.decompressed_bytes_max = decompressed_bytes_max(
+            max_message_bytes, decompressed_ceiling_bytes
+        )
         self.done = False
         """True once every record has been checked and found whole."""
         self._walker: RecordsWalker | None = None
