@@ -16,6 +16,7 @@ from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.handlers.table import HANDLERS
 from sluice.broker.server import ConnectionInfo
 from sluice.common.clock import ManualClock
+from sluice.common.config import BrokerConfig
 from sluice.common.errors import ProtocolError
 from sluice.protocol import private
 from sluice.protocol.codec import encode_request
@@ -37,7 +38,7 @@ API_VERSIONS = _frame(ApiVersionsRequest())
 
 
 def _dispatcher(clock: ManualClock) -> Dispatcher:
-    services: Any = SimpleNamespace(clock=clock)
+    services: Any = SimpleNamespace(clock=clock, config=BrokerConfig(), quotas=None)
     return Dispatcher(HANDLERS, services)
 
 
