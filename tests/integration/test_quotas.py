@@ -156,6 +156,7 @@ def test_a_producer_is_held_to_its_byte_rate(broker: Any, topic: str) -> None:
     elapsed = time.monotonic() - started
     producer.poll(0)
     rate = TOTAL_BYTES / elapsed
+    print(f"{TOTAL_BYTES} bytes in {elapsed:.1f} s: {rate:,.0f} B/s, quota {QUOTA_BYTES_PER_S:,}")
     low, high = RATE_BAND
     assert low * QUOTA_BYTES_PER_S <= rate <= high * QUOTA_BYTES_PER_S, (rate, elapsed)
     assert throttles and max(throttles) > 0, "no response carried a throttle time"
@@ -192,6 +193,7 @@ def test_a_consumer_is_held_to_its_byte_rate(broker: Any, topic: str) -> None:
         consumer.close()
     assert received == MESSAGES
     rate = TOTAL_BYTES / elapsed
+    print(f"{TOTAL_BYTES} bytes in {elapsed:.1f} s: {rate:,.0f} B/s, quota {QUOTA_BYTES_PER_S:,}")
     low, high = RATE_BAND
     assert low * QUOTA_BYTES_PER_S <= rate <= high * QUOTA_BYTES_PER_S, (rate, elapsed)
     assert throttles and max(throttles) > 0, "no fetch response carried a throttle time"
