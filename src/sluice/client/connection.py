@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -45,9 +46,11 @@ from sluice.client.errors import (
     ConnectionClosedError,
     MalformedResponseError,
     RequestTimedOutError,
+    TlsHandshakeError,
     UnsupportedApiError,
 )
 from sluice.client.messages import Request, VersionedRequest
+from sluice.client.tls import TlsSettings
 from sluice.client.versions import CLIENT_VERSIONS
 from sluice.common import errors
 from sluice.common.limits import FRAME_BYTES_MAX
@@ -69,7 +72,7 @@ from sluice.protocol.versions import ApiKey, api_name
 
 @dataclass(frozen=True)
 class SaslSettings:
-    """SASL credentials for a SASL_PLAINTEXT listener: the connection authenticates with
+    """SASL credentials for a SASL_PLAINTEXT or SASL_SSL listener: the connection authenticates with
     them right after it negotiates versions. (No re-authentication: a connection whose
     session ends is closed by the broker and opened again on next use.)"""
 
@@ -96,6 +99,11 @@ anything is buffered. Fetch answers are bounded by the request's max_bytes, far 
 
 READ_CHUNK_BYTES = 256 * 1024
 """Bytes asked of the socket per read by the reader task."""
+
+_CERTIFICATE_HINT = (
+    " (the broker refused the client's certificate: is ssl_certfile signed by a CA the "
+    "listener trusts, and does the listener require one?)"
+)
 
 
 @contextlib.contextmanager
@@ -125,9 +133,13 @@ class BrokerConnection:
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
         sasl: SaslSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
-        """Prepare a connection; nothing happens on the network until :meth:`open`."""
+        """Prepare a connection; nothing happens on the network until :meth:`open`.
+        With ``tls`` the socket is wrapped in TLS before anything is sent; with
+        ``sasl`` the connection authenticates after negotiating versions."""
         self._sasl = sasl
+        self._tls = tls
         assert in_flight_requests_max > 0
         self.host = host
         self.port = port
@@ -162,12 +174,14 @@ class BrokerConnection:
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
         sasl: SaslSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> BrokerConnection:
         """Open a connection and negotiate API versions with the broker.
 
         Raises :class:`BrokerUnreachableError` when no connection can be made, and
         :class:`ConnectionClosedError` or :class:`RequestTimedOutError` when the broker accepts the
-        connection but does not answer ApiVersions.
+        connection but does not answer ApiVersions, and :class:`TlsHandshakeError` when
+        the broker's certificate is refused.
         """
         connection = cls(
             host,
@@ -176,6 +190,7 @@ class BrokerConnection:
             request_timeout_s=request_timeout_s,
             in_flight_requests_max=in_flight_requests_max,
             sasl=sasl,
+            tls=tls,
         )
         await connection.open(connect_timeout_s)
         return connection
@@ -183,9 +198,27 @@ class BrokerConnection:
     async def open(self, connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT) -> None:
         """Open the socket, start the reader task and negotiate versions."""
         assert self._writer is None, "a BrokerConnection is opened once"
+        # The context is made at each connect, so new connections read renewed files.
+        context = None if self._tls is None else self._tls.context()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=context,
+                    server_hostname=None if context is None else self.host,
+                )
+        except ssl.SSLCertVerificationError as e:
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed: its certificate was "
+                f"refused ({e.verify_message}); check that ssl_cafile holds the CA that "
+                f"signed it and that the certificate names {self.host}"
+            ) from None
+        except ssl.SSLError as e:
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed ({e.reason or e}); "
+                "is it a TLS (SSL or SASL_SSL) listener?"
+            ) from None
         except ConnectionRefusedError:
             raise BrokerUnreachableError(self.host, self.port, "connection refused") from None
         except TimeoutError:
@@ -370,6 +403,13 @@ class BrokerConnection:
             while True:
                 try:
                     data = await reader.read(READ_CHUNK_BYTES)
+                except ssl.SSLError as e:
+                    # TLS 1.3 clients learn that the broker refused their certificate
+                    # only here, from the alert it sends after the handshake.
+                    raise ConnectionClosedError(
+                        f"TLS connection to broker at {self.address} broke: {e.reason or e}"
+                        f"{_CERTIFICATE_HINT if 'CERTIFICATE' in str(e.reason) else ''}"
+                    ) from None
                 except OSError as e:
                     raise ConnectionClosedError(
                         f"connection to broker at {self.address} broke: {e.strerror or e}"
