@@ -219,6 +219,14 @@ class BrokerConnection:
                 f"TLS handshake with broker at {self.address} failed ({e.reason or e}); "
                 "is it a TLS (SSL or SASL_SSL) listener?"
             ) from None
+        except (ConnectionResetError, ConnectionAbortedError) as e:
+            if context is None:
+                raise BrokerUnreachableError(self.host, self.port, e.strerror or str(e)) from None
+            # A plaintext listener reads the ClientHello as a bad frame and hangs up.
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed: the broker closed the "
+                "connection; is it a TLS (SSL or SASL_SSL) listener?"
+            ) from None
         except ConnectionRefusedError:
             raise BrokerUnreachableError(self.host, self.port, "connection refused") from None
         except TimeoutError:
@@ -235,7 +243,16 @@ class BrokerConnection:
             self._read_responses(), name=f"sluice-client-reader-{self.address}"
         )
         try:
-            await self._negotiate(connect_timeout_s)
+            try:
+                await self._negotiate(connect_timeout_s)
+            except ConnectionClosedError as e:
+                if context is not None:
+                    raise
+                # A TLS listener reads ApiVersions as a bad ClientHello and hangs up.
+                raise ConnectionClosedError(
+                    f"{e} before answering ApiVersions; if it is a TLS listener, use "
+                    "security_protocol SSL or SASL_SSL"
+                ) from None
             if self._sasl is not None:
                 await self._authenticate(self._sasl, connect_timeout_s)
         except BaseException:
