@@ -72,8 +72,8 @@ from sluice.protocol.versions import ApiKey, api_name
 
 @dataclass(frozen=True)
 class SaslSettings:
-    """SASL credentials for a SASL_PLAINTEXT or SASL_SSL listener: the connection authenticates with
-    them right after it negotiates versions. (No re-authentication: a connection whose
+    """SASL credentials for a SASL_PLAINTEXT or SASL_SSL listener: the connection
+    authenticates with them right after it negotiates versions. (No re-authentication: a connection whose
     session ends is closed by the broker and opened again on next use.)"""
 
     mechanism: str
@@ -101,9 +101,10 @@ READ_CHUNK_BYTES = 256 * 1024
 """Bytes asked of the socket per read by the reader task."""
 
 _CERTIFICATE_HINT = (
-    " (the broker refused the client's certificate: is ssl_certfile signed by a CA the "
-    "listener trusts, and does the listener require one?)"
+    "; the broker refused the client's certificate or its absence: does the listener "
+    "require one (ssl_certfile), and does it trust the CA that signed it?"
 )
+"""Said when OpenSSL's reason for a broken TLS connection is about certificates."""
 
 
 @contextlib.contextmanager
@@ -215,9 +216,13 @@ class BrokerConnection:
                 f"signed it and that the certificate names {self.host}"
             ) from None
         except ssl.SSLError as e:
+            hint = (
+                _CERTIFICATE_HINT
+                if "CERTIFICATE" in str(e.reason)
+                else "; is it a TLS (SSL or SASL_SSL) listener?"
+            )
             raise TlsHandshakeError(
-                f"TLS handshake with broker at {self.address} failed ({e.reason or e}); "
-                "is it a TLS (SSL or SASL_SSL) listener?"
+                f"TLS handshake with broker at {self.address} failed ({e.reason or e}){hint}"
             ) from None
         except (ConnectionResetError, ConnectionAbortedError) as e:
             if context is None:
@@ -423,9 +428,9 @@ class BrokerConnection:
                 except ssl.SSLError as e:
                     # TLS 1.3 clients learn that the broker refused their certificate
                     # only here, from the alert it sends after the handshake.
+                    hint = _CERTIFICATE_HINT if "CERTIFICATE" in str(e.reason) else ""
                     raise ConnectionClosedError(
-                        f"TLS connection to broker at {self.address} broke: {e.reason or e}"
-                        f"{_CERTIFICATE_HINT if 'CERTIFICATE' in str(e.reason) else ''}"
+                        f"TLS connection to broker at {self.address} broke: {e.reason or e}{hint}"
                     ) from None
                 except OSError as e:
                     raise ConnectionClosedError(
