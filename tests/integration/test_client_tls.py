@@ -97,12 +97,10 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, CLIENT_TIMEOUT_S * 2))
 
 
-async def round_trip(bootstrap: str, **security: Any) -> tuple[str, list[bytes | None]]:
+async def round_trip(bootstrap: str, **security: Any) -> None:
     """Create a topic with sluice.Admin, write records to it with sluice.Producer and
     read them back with sluice.Consumer (in a group), all with ``security``."""
-    topic = unique_topic_name("client-tls")
-    async with sluice.Admin(bootstrap, **security) as admin:
-        await admin.create_topics([NewTopic(topic)])
+    topic = await create_topic(bootstrap, **security)
     values = [b"value %d" % i for i in range(RECORDS)]
     async with sluice.Producer(bootstrap, **security) as producer:
         sent = [await producer.send(topic, value, partition=0) for value in values]
@@ -117,7 +115,13 @@ async def round_trip(bootstrap: str, **security: Any) -> tuple[str, list[bytes |
         read = [(await consumer.getone()).value for _ in values]
         assert consumer.assignment() == {TopicPartition(topic, 0)}
     assert read == values
-    return topic, read
+
+
+async def create_topic(bootstrap: str, **security: Any) -> str:
+    topic = unique_topic_name("client-tls")
+    async with sluice.Admin(bootstrap, **security) as admin:
+        await admin.create_topics([NewTopic(topic)])
+    return topic
 
 
 def ssl_options(certificates: Certificates) -> dict[str, Any]:
@@ -261,7 +265,7 @@ def sluice_command(
 
 
 def test_sluice_topics_list_over_ssl(broker: TlsBroker, certificates: Certificates) -> None:
-    topic, _ = run(round_trip(broker.bootstrap))
+    topic = run(create_topic(broker.bootstrap))
     listed = sluice_command(
         f"{HOST}:{broker.ssl_port}",
         "topics",
@@ -276,7 +280,7 @@ def test_sluice_topics_list_over_ssl(broker: TlsBroker, certificates: Certificat
 def test_sluice_topics_list_with_a_client_certificate(
     broker: TlsBroker, certificates: Certificates
 ) -> None:
-    topic, _ = run(round_trip(broker.bootstrap))
+    topic = run(create_topic(broker.bootstrap))
     listed = sluice_command(
         f"{HOST}:{broker.mtls_port}",
         "topics",
