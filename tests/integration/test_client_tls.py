@@ -199,9 +199,8 @@ def test_a_listener_requiring_a_client_certificate_refuses_a_client_without_one(
         async with sluice.Admin(f"{HOST}:{broker.mtls_port}", **ssl_options(certificates)):
             pass
 
-    with pytest.raises((ConnectionClosedError, TlsHandshakeError)) as raised:
+    with pytest.raises(ConnectionClosedError, match="refused the client's certificate"):
         run(connect())
-    assert "certificate" in str(raised.value).lower(), raised.value
 
 
 def test_a_broker_certificate_of_another_ca_is_refused_with_a_clear_error(

@@ -73,8 +73,9 @@ from sluice.protocol.versions import ApiKey, api_name
 @dataclass(frozen=True)
 class SaslSettings:
     """SASL credentials for a SASL_PLAINTEXT or SASL_SSL listener: the connection
-    authenticates with them right after it negotiates versions. (No re-authentication: a connection whose
-    session ends is closed by the broker and opened again on next use.)"""
+    authenticates with them right after it negotiates versions. (No re-authentication:
+    a connection whose session ends is closed by the broker and opened again on next
+    use.)"""
 
     mechanism: str
     """SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN."""
@@ -252,7 +253,11 @@ class BrokerConnection:
                 await self._negotiate(connect_timeout_s)
             except ConnectionClosedError as e:
                 if context is not None:
-                    raise
+                    # Under TLS 1.3 a listener that refuses the client's certificate (or
+                    # its absence) does so after the handshake: the first read ends.
+                    raise ConnectionClosedError(
+                        f"{e} right after the TLS handshake{_CERTIFICATE_HINT}"
+                    ) from None
                 # A TLS listener reads ApiVersions as a bad ClientHello and hangs up.
                 raise ConnectionClosedError(
                     f"{e} before answering ApiVersions; if it is a TLS listener, use "
