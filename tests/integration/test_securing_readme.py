@@ -1,7 +1,8 @@
 """The README's "Securing Sluice" walkthrough, taken from README.md and run in order as a
 newcomer runs it: the openssl commands, users created on a plaintext broker, the broker
-restarted with the section's properties, the administrator's commands over SASL, and
-the Python example (alice writes, a wrong password writes nothing).
+restarted with the section's properties, the administrator's commands over SASL (on
+the plaintext listener, then on the TLS one with Sluice's client), and the Python
+example (alice writes, a wrong password writes nothing).
 
 Adapted, and only this: the walkthrough's ports 9092 and 9093 become free loopback
 ports, the two ``sluice serve`` runs the text describes are started by the test (on the
@@ -45,7 +46,7 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
             "127.0.0.1:9093", f"127.0.0.1:{client_port}"
         )
 
-    certificates, create_users, administer = blocks("sh", SECTION)
+    certificates, create_users, administer, administer_over_tls = blocks("sh", SECTION)
     (properties,) = blocks("properties", SECTION)
     (example,) = blocks("python", SECTION)
     environment = sluice_shell_environment(tmp_path, f"127.0.0.1:{admin_port}")
@@ -74,8 +75,10 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     secure.start()
     try:
         run(["sh", "-e"], tmp_path, environment, stdin=administer)
+        described = run(["sh", "-e"], tmp_path, environment, stdin=ported(administer_over_tls))
         output = run([sys.executable, "-c", ported(example)], tmp_path, environment)
     finally:
         secure.stop()
+    assert "payments" in described, described
     lines = [line for line in output.splitlines() if line.startswith("undelivered:")]
     assert lines == ["undelivered: 0", "undelivered: 1"], output

@@ -33,6 +33,8 @@ class Leaf:
     certificate: Path
     keystore: Path
     serial: int
+    encrypted_key: Path | None = None
+    """The key encrypted under the ``key_password`` it was issued with, if any."""
 
 
 @dataclass(frozen=True)
@@ -129,4 +131,5 @@ class CertificateAuthority:
         keystore.write_text(
             stored_key.read_text() + certificate.read_text() + self.certificate.read_text()
         )
-        return Leaf(key, certificate, keystore, serial)
+        encrypted_key = None if key_password is None else stored_key
+        return Leaf(key, certificate, keystore, serial, encrypted_key)

@@ -21,6 +21,8 @@ import click
 from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, TopicMetadata, parse_bootstrap
 from sluice.client.connection import SaslSettings
 from sluice.client.errors import ClientError
+from sluice.client.security import security_from_options
+from sluice.client.tls import TlsSettings
 from sluice.common import errors
 from sluice.common.config import TOPIC_CONFIG_KEYS, parse_topic_configs
 from sluice.common.errors import ErrorCode, KafkaError
@@ -59,22 +61,65 @@ def bootstrap_option(function: F) -> F:
 
 
 SASL_ENV_VARS = ("SLUICE_SASL_MECHANISM", "SLUICE_SASL_USERNAME", "SLUICE_SASL_PASSWORD")
-"""With these set, every command authenticates (a SASL_PLAINTEXT listener)."""
+"""With these set, every command authenticates (SASL_PLAINTEXT, or SASL_SSL)."""
+
+SECURITY_ENV_VARS = {
+    "security_protocol": "SLUICE_SECURITY_PROTOCOL",
+    "ssl_cafile": "SLUICE_SSL_CA_LOCATION",
+    "ssl_certfile": "SLUICE_SSL_CERTIFICATE_LOCATION",
+    "ssl_keyfile": "SLUICE_SSL_KEY_LOCATION",
+    "ssl_password": "SLUICE_SSL_KEY_PASSWORD",
+    "ssl_check_hostname": "SLUICE_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM",
+    "sasl_mechanism": "SLUICE_SASL_MECHANISM",
+    "sasl_plain_username": "SLUICE_SASL_USERNAME",
+    "sasl_plain_password": "SLUICE_SASL_PASSWORD",
+}
+"""The client's security options and the variables that set them for every command
+(named after librdkafka's properties: ``security.protocol``, ``ssl.ca.location``, ...)."""
 
 
-def sasl_settings_from_environment() -> SaslSettings | None:
-    mechanism, username, password = (os.environ.get(name) for name in SASL_ENV_VARS)
-    if not (mechanism or username or password):
-        return None
-    if not (mechanism and username and password):
+def security_from_environment() -> tuple[TlsSettings | None, SaslSettings | None]:
+    """The TLS and SASL settings the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and
+    SLUICE_SASL_* variables give; a usage error naming the variable when they do not
+    fit together. Without SLUICE_SECURITY_PROTOCOL, the SASL variables alone mean
+    SASL_PLAINTEXT and no variables PLAINTEXT."""
+    values = {option: os.environ.get(name) or None for option, name in SECURITY_ENV_VARS.items()}
+    mechanism, username, password = (os.environ.get(name) or None for name in SASL_ENV_VARS)
+    if (mechanism or username or password) and not (mechanism and username and password):
         raise click.UsageError(f"SASL needs all of {', '.join(SASL_ENV_VARS)}")
-    return SaslSettings(mechanism.upper(), username, password)
+    protocol = values.pop("security_protocol") or ("SASL_PLAINTEXT" if mechanism else "PLAINTEXT")
+    identification = (values.pop("ssl_check_hostname") or "https").lower()
+    if identification not in ("https", "none"):
+        raise click.UsageError(
+            f"{SECURITY_ENV_VARS['ssl_check_hostname']} must be https (check the broker's "
+            f"certificate names its host) or none, not {identification!r}"
+        )
+    try:
+        tls, sasl = security_from_options(
+            protocol,
+            ssl_cafile=values["ssl_cafile"],
+            ssl_certfile=values["ssl_certfile"],
+            ssl_keyfile=values["ssl_keyfile"],
+            ssl_password=values["ssl_password"],
+            ssl_check_hostname=identification == "https",
+            sasl_mechanism=mechanism,
+            sasl_plain_username=username,
+            sasl_plain_password=password,
+        )
+    except ValueError as e:
+        message = str(e)
+        for option, name in SECURITY_ENV_VARS.items():
+            message = message.replace(option, name)
+        raise click.UsageError(message) from None
+    return tls, sasl
 
 
 def open_cluster(bootstrap_server: str) -> Cluster:
     """A :class:`Cluster` for the CLI (lazy: nothing connects until first used),
-    authenticating with SASL when the SLUICE_SASL_* variables say so."""
-    return Cluster(bootstrap_server, client_id=CLIENT_ID, sasl=sasl_settings_from_environment())
+    with TLS and SASL as the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and SLUICE_SASL_*
+    variables say."""
+    tls, sasl = security_from_environment()
+    return Cluster(bootstrap_server, client_id=CLIENT_ID, sasl=sasl, tls=tls)
 
 
 # ── k=v options ────────────────────────────────────────────────────────────────────────

@@ -56,7 +56,7 @@ from sluice.client.cluster import (
     PartitionMetadata,
     TopicMetadata,
 )
-from sluice.client.connection import BrokerConnection
+from sluice.client.connection import BrokerConnection, SaslSettings
 from sluice.client.consumer import ConsumedRecord, FetchedPartition, fetch_partitions
 from sluice.client.errors import (
     BrokerUnreachableError,
@@ -64,11 +64,13 @@ from sluice.client.errors import (
     ConnectionClosedError,
     MalformedResponseError,
     RequestTimedOutError,
+    TlsHandshakeError,
     UnsupportedApiError,
 )
 from sluice.client.messages import Request
 from sluice.client.partitioner import murmur2, partition_for_key
 from sluice.client.producer import Acks, ProduceResult, produce_batch, produce_batches
+from sluice.client.tls import TlsSettings
 
 __all__ = [
     "Acks",
@@ -94,6 +96,9 @@ __all__ = [
     "ProduceResult",
     "Request",
     "RequestTimedOutError",
+    "SaslSettings",
+    "TlsHandshakeError",
+    "TlsSettings",
     "TopicMetadata",
     "UnsupportedApiError",
     "fetch_partitions",

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Unpack
 
 from sluice.client import admin
 from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from sluice.client.groups import COORDINATOR_TIMEOUT_S_DEFAULT
+from sluice.client.security import SecurityOptions, security_from_options
 
 __all__ = ["Admin"]
 
@@ -48,8 +50,12 @@ class Admin(admin.Admin):
         client_id: str = "sluice-admin",
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS_DEFAULT,
+        **security: Unpack[SecurityOptions],
     ) -> None:
-        """Check the options (and parse ``bootstrap_servers``); connect in :meth:`start`."""
+        """Check the options (and parse ``bootstrap_servers``); connect in :meth:`start`.
+        ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
+        (:mod:`sluice.client.security`)."""
+        tls, sasl = security_from_options(**security)
         if request_timeout_ms <= 0:
             raise ValueError(
                 f"admin option request_timeout_ms must be positive, not {request_timeout_ms}"
@@ -70,6 +76,8 @@ class Admin(admin.Admin):
                 client_id=client_id,
                 connect_timeout_s=request_timeout_s,
                 request_timeout_s=request_timeout_s,
+                sasl=sasl,
+                tls=tls,
             ),
             coordinator_timeout_s=default_api_timeout_ms / 1000,
         )

@@ -30,6 +30,7 @@ from sluice.client.connection import (
 )
 from sluice.client.errors import BrokerUnreachableError, ClientError
 from sluice.client.messages import Request
+from sluice.client.tls import TlsSettings
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import NodeId, TopicPartition
@@ -257,11 +258,17 @@ class Cluster:
         connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         sasl: SaslSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         """Parse the bootstrap addresses (``ValueError`` if malformed); connect lazily.
-        With ``sasl``, every connection authenticates (a SASL_PLAINTEXT listener)."""
+        With ``tls``, every connection is TLS (an SSL listener; its files are checked
+        now, ``ValueError`` if unusable); with ``sasl``, every connection authenticates
+        (SASL_PLAINTEXT; both: SASL_SSL)."""
         self.bootstrap_addresses = parse_bootstrap(bootstrap)
         self.sasl = sasl
+        self.tls = tls
+        if tls is not None:
+            tls.context()  # unusable files fail here rather than at the first connect
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -290,6 +297,7 @@ class Cluster:
                 connect_timeout_s=self.connect_timeout_s,
                 request_timeout_s=self.request_timeout_s,
                 sasl=self.sasl,
+                tls=self.tls,
             )
             self._connections[(host, port)] = connection
             return connection

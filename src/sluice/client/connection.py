@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -45,9 +46,11 @@ from sluice.client.errors import (
     ConnectionClosedError,
     MalformedResponseError,
     RequestTimedOutError,
+    TlsHandshakeError,
     UnsupportedApiError,
 )
 from sluice.client.messages import Request, VersionedRequest
+from sluice.client.tls import TlsSettings
 from sluice.client.versions import CLIENT_VERSIONS
 from sluice.common import errors
 from sluice.common.limits import FRAME_BYTES_MAX
@@ -69,9 +72,10 @@ from sluice.protocol.versions import ApiKey, api_name
 
 @dataclass(frozen=True)
 class SaslSettings:
-    """SASL credentials for a SASL_PLAINTEXT listener: the connection authenticates with
-    them right after it negotiates versions. (No re-authentication: a connection whose
-    session ends is closed by the broker and opened again on next use.)"""
+    """SASL credentials for a SASL_PLAINTEXT or SASL_SSL listener: the connection
+    authenticates with them right after it negotiates versions. (No re-authentication:
+    a connection whose session ends is closed by the broker and opened again on next
+    use.)"""
 
     mechanism: str
     """SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN."""
@@ -96,6 +100,12 @@ anything is buffered. Fetch answers are bounded by the request's max_bytes, far 
 
 READ_CHUNK_BYTES = 256 * 1024
 """Bytes asked of the socket per read by the reader task."""
+
+_CERTIFICATE_HINT = (
+    "; the broker refused the client's certificate or its absence: does the listener "
+    "require one (ssl_certfile), and does it trust the CA that signed it?"
+)
+"""Said when OpenSSL's reason for a broken TLS connection is about certificates."""
 
 
 @contextlib.contextmanager
@@ -125,9 +135,13 @@ class BrokerConnection:
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
         sasl: SaslSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
-        """Prepare a connection; nothing happens on the network until :meth:`open`."""
+        """Prepare a connection; nothing happens on the network until :meth:`open`.
+        With ``tls`` the socket is wrapped in TLS before anything is sent; with
+        ``sasl`` the connection authenticates after negotiating versions."""
         self._sasl = sasl
+        self._tls = tls
         assert in_flight_requests_max > 0
         self.host = host
         self.port = port
@@ -162,12 +176,14 @@ class BrokerConnection:
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         in_flight_requests_max: int = IN_FLIGHT_REQUESTS_MAX_DEFAULT,
         sasl: SaslSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> BrokerConnection:
         """Open a connection and negotiate API versions with the broker.
 
         Raises :class:`BrokerUnreachableError` when no connection can be made, and
         :class:`ConnectionClosedError` or :class:`RequestTimedOutError` when the broker accepts the
-        connection but does not answer ApiVersions.
+        connection but does not answer ApiVersions, and :class:`TlsHandshakeError` when
+        the broker's certificate is refused.
         """
         connection = cls(
             host,
@@ -176,6 +192,7 @@ class BrokerConnection:
             request_timeout_s=request_timeout_s,
             in_flight_requests_max=in_flight_requests_max,
             sasl=sasl,
+            tls=tls,
         )
         await connection.open(connect_timeout_s)
         return connection
@@ -183,9 +200,39 @@ class BrokerConnection:
     async def open(self, connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT) -> None:
         """Open the socket, start the reader task and negotiate versions."""
         assert self._writer is None, "a BrokerConnection is opened once"
+        # The context is made at each connect, so new connections read renewed files.
+        context = None if self._tls is None else self._tls.context()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=context,
+                    server_hostname=None if context is None else self.host,
+                )
+        except ssl.SSLCertVerificationError as e:
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed: its certificate was "
+                f"refused ({e.verify_message}); check that ssl_cafile holds the CA that "
+                f"signed it and that the certificate names {self.host}"
+            ) from None
+        except ssl.SSLError as e:
+            hint = (
+                _CERTIFICATE_HINT
+                if "CERTIFICATE" in str(e.reason)
+                else "; is it a TLS (SSL or SASL_SSL) listener?"
+            )
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed ({e.reason or e}){hint}"
+            ) from None
+        except (ConnectionResetError, ConnectionAbortedError) as e:
+            if context is None:
+                raise BrokerUnreachableError(self.host, self.port, e.strerror or str(e)) from None
+            # A plaintext listener reads the ClientHello as a bad frame and hangs up.
+            raise TlsHandshakeError(
+                f"TLS handshake with broker at {self.address} failed: the broker closed the "
+                "connection; is it a TLS (SSL or SASL_SSL) listener?"
+            ) from None
         except ConnectionRefusedError:
             raise BrokerUnreachableError(self.host, self.port, "connection refused") from None
         except TimeoutError:
@@ -202,7 +249,20 @@ class BrokerConnection:
             self._read_responses(), name=f"sluice-client-reader-{self.address}"
         )
         try:
-            await self._negotiate(connect_timeout_s)
+            try:
+                await self._negotiate(connect_timeout_s)
+            except ConnectionClosedError as e:
+                if context is not None:
+                    # Under TLS 1.3 a listener that refuses the client's certificate (or
+                    # its absence) does so after the handshake: the first read ends.
+                    raise ConnectionClosedError(
+                        f"{e} right after the TLS handshake{_CERTIFICATE_HINT}"
+                    ) from None
+                # A TLS listener reads ApiVersions as a bad ClientHello and hangs up.
+                raise ConnectionClosedError(
+                    f"{e} before answering ApiVersions; if it is a TLS listener, use "
+                    "security_protocol SSL or SASL_SSL"
+                ) from None
             if self._sasl is not None:
                 await self._authenticate(self._sasl, connect_timeout_s)
         except BaseException:
@@ -370,6 +430,13 @@ class BrokerConnection:
             while True:
                 try:
                     data = await reader.read(READ_CHUNK_BYTES)
+                except ssl.SSLError as e:
+                    # TLS 1.3 clients learn that the broker refused their certificate
+                    # only here, from the alert it sends after the handshake.
+                    hint = _CERTIFICATE_HINT if "CERTIFICATE" in str(e.reason) else ""
+                    raise ConnectionClosedError(
+                        f"TLS connection to broker at {self.address} broke: {e.reason or e}{hint}"
+                    ) from None
                 except OSError as e:
                     raise ConnectionClosedError(
                         f"connection to broker at {self.address} broke: {e.strerror or e}"

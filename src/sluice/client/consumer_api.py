@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.assignors import assignors_named
@@ -69,6 +69,7 @@ from sluice.client.membership import (
 )
 from sluice.client.messages import Request
 from sluice.client.retries import Retrier, RetryPolicy
+from sluice.client.security import SecurityOptions, security_from_options
 from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -253,12 +254,16 @@ class Consumer:
         rebalance_listener: ConsumerRebalanceListener | None = None,
         request_timeout_ms: int = 30_000,
         retry_policy: RetryPolicy | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
         """Check the settings (``ValueError`` naming the bad one); connect in start().
         ``isolation_level`` None means read_committed for ``delivery="exactly-once"``,
         else read_uncommitted (Kafka's default). ``retry_policy`` gives the group retry
         and dead-letter topics (:meth:`retry`, :meth:`dead_letter`): the consumer
-        creates them if needed and also reads its retry topic."""
+        creates them if needed and also reads its retry topic. ``security`` holds
+        ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
+        (:mod:`sluice.client.security`)."""
+        self._tls, self._sasl = security_from_options(**security)
         if delivery not in ("at-least-once", "at-most-once", "exactly-once"):
             raise ValueError(f"unknown delivery mode {delivery!r}")
         if isolation_level is None:
@@ -354,6 +359,8 @@ class Consumer:
             self.bootstrap_servers,
             client_id=self.client_id,
             request_timeout_s=self.request_timeout_ms / 1000,
+            sasl=self._sasl,
+            tls=self._tls,
         )
         await self._cluster.metadata([])
         self._admin = Admin(self._cluster)

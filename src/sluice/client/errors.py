@@ -53,3 +53,8 @@ class MalformedResponseError(ClientError):
 
 class AuthenticationFailedError(ClientError):
     """SASL authentication with the broker failed; the message says why."""
+
+
+class TlsHandshakeError(ClientError):
+    """The TLS handshake with the broker failed (its certificate was refused, or the
+    listener does not speak TLS); the message says why."""

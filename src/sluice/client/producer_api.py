@@ -55,7 +55,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from sluice.client.accumulator import ProducerBatch, RecordAccumulator, record_size_bytes
 from sluice.client.cluster import Cluster
@@ -63,6 +63,7 @@ from sluice.client.connection import BrokerConnection
 from sluice.client.errors import BrokerUnreachableError, ClientError, RequestTimedOutError
 from sluice.client.messages import Request
 from sluice.client.partitioner import partition_for_key
+from sluice.client.security import SecurityOptions, security_from_options
 from sluice.client.transactions import (
     GroupMetadata,
     PreparedTransaction,
@@ -285,6 +286,7 @@ class Producer:
         partitioner: Partitioner | None = None,
         clock: Clock = SYSTEM_CLOCK,
         random_source: random.Random | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
         """Check the options; nothing happens on the network until :meth:`start`.
 
@@ -293,7 +295,10 @@ class Producer:
         librdkafka's ``murmur2_random``); keyless records always use a sticky partition
         per topic that changes each time its batch is sent. ``transactional_id`` makes
         the producer transactional (idempotent, acks="all"; see the module docstring).
+        ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
+        (:mod:`sluice.client.security`).
         """
+        tls, sasl = security_from_options(**security)
         acks_value = _parse_acks(acks)
         compression = _COMPRESSION_BY_NAME.get((compression_type or "none").lower())
         if compression is None:
@@ -346,6 +351,8 @@ class Producer:
             client_id=client_id,
             connect_timeout_s=request_timeout_s,
             request_timeout_s=request_timeout_s,
+            sasl=sasl,
+            tls=tls,
         )
         self._transactions = (
             None

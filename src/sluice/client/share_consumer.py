@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from sluice.client.cluster import Cluster
 from sluice.client.errors import (
@@ -66,6 +66,7 @@ from sluice.client.errors import (
 )
 from sluice.client.groups import GroupCoordinators
 from sluice.client.messages import Request
+from sluice.client.security import SecurityOptions, security_from_options
 from sluice.client.share_membership import ShareMembership, TopicIds
 from sluice.client.share_records import (
     FINAL_EPOCH,
@@ -159,8 +160,12 @@ class ShareConsumer:
         fetch_max_bytes: int = 50 * 1024 * 1024,
         request_timeout_ms: int = 30_000,
         rack_id: str | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
-        """Check the settings (``ValueError`` naming the bad one); connect in start()."""
+        """Check the settings (``ValueError`` naming the bad one); connect in start().
+        ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
+        (:mod:`sluice.client.security`)."""
+        self._tls, self._sasl = security_from_options(**security)
         if not topics:
             raise ValueError("a ShareConsumer needs at least one topic to read")
         if not group_id:
@@ -214,6 +219,8 @@ class ShareConsumer:
             self.bootstrap_servers,
             client_id=self.client_id,
             request_timeout_s=self.request_timeout_ms / 1000,
+            sasl=self._sasl,
+            tls=self._tls,
         )
         try:
             connection = await self._cluster.any_connection()
