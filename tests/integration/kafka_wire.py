@@ -323,6 +323,23 @@ def advertised_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
 FIND_COORDINATOR = 10
 
 
+def open_many(host: str, port: int, count: int) -> tuple[list[KafkaConnection], int]:
+    """Open ``count`` connections; return those the broker answers (ApiVersions) and how
+    many it closed."""
+    kept: list[KafkaConnection] = []
+    refused = 0
+    for _ in range(count):
+        connection = KafkaConnection(host, port, timeout_s=5)
+        try:
+            connection.request(api_versions_request())
+        except (ConnectionClosedError, ConnectionResetError, BrokenPipeError):
+            connection.close()
+            refused += 1
+        else:
+            kept.append(connection)
+    return kept, refused
+
+
 def librdkafka_enables_lz4(host: str, port: int) -> bool:
     """librdkafka derives its "LZ4" feature from FindCoordinator v0 being advertised (old
     brokers got both at once); without it, it silently sends lz4 batches uncompressed."""

@@ -17,7 +17,6 @@ import time
 import psutil
 from client_helpers import round_trip_one_message
 from kafka_wire import (
-    ConnectionClosedError,
     KafkaConnection,
     Record,
     api_versions_request,
@@ -26,6 +25,7 @@ from kafka_wire import (
     fetch_request,
     metadata_request,
     only_partition,
+    open_many,
     produce_request,
 )
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -129,25 +129,9 @@ def test_fifty_connections_that_never_read_replies_hold_bounded_memory(broker_fa
     round_trip_one_message(broker.bootstrap)
 
 
-def _accepted_and_kept(host: str, port: int, count: int) -> tuple[list[KafkaConnection], int]:
-    """Open ``count`` connections; return those the broker answers and how many it closed."""
-    kept: list[KafkaConnection] = []
-    refused = 0
-    for _ in range(count):
-        connection = KafkaConnection(host, port, timeout_s=5)
-        try:
-            connection.request(api_versions_request())
-        except (ConnectionClosedError, ConnectionResetError, BrokenPipeError):
-            connection.close()
-            refused += 1
-        else:
-            kept.append(connection)
-    return kept, refused
-
-
 def test_connections_beyond_max_connections_per_ip_are_closed_and_slots_come_back(broker_factory):
     broker = broker_factory({"max.connections.per.ip": "5"})
-    kept, refused = _accepted_and_kept(broker.host, broker.port, 8)
+    kept, refused = open_many(broker.host, broker.port, 8)
     try:
         assert (len(kept), refused) == (5, 3)
         for connection in kept:  # those admitted keep working
@@ -157,7 +141,7 @@ def test_connections_beyond_max_connections_per_ip_are_closed_and_slots_come_bac
             connection.close()
     deadline = time.monotonic() + 10
     while True:  # the slots are given back once the connections are gone
-        again, refused = _accepted_and_kept(broker.host, broker.port, 5)
+        again, refused = open_many(broker.host, broker.port, 5)
         for connection in again:
             connection.close()
         if refused == 0 or time.monotonic() > deadline:
@@ -169,7 +153,7 @@ def test_connections_beyond_max_connections_per_ip_are_closed_and_slots_come_bac
 
 def test_connections_beyond_max_connections_are_closed(broker_factory):
     broker = broker_factory({"max.connections": "3"})
-    kept, refused = _accepted_and_kept(broker.host, broker.port, 5)
+    kept, refused = open_many(broker.host, broker.port, 5)
     try:
         assert (len(kept), refused) == (3, 2)
     finally:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from client_helpers import round_trip_one_message
 from kafka_wire import (
-    ConnectionClosedError,
     KafkaConnection,
     api_versions_request,
     fetch_many_request,
     metadata_request,
+    open_many,
 )
 
 NONE = 0
@@ -28,22 +28,6 @@ IDLE_CONNECTIONS_MAX = 300
 IDLE_RSS_GROWTH_BYTES_MAX = 48 * MiB
 """An idle connection holds a task, a stream and its small buffers (tens of KB at most):
 300 of them stay far below this; the 100 over max.connections hold nothing."""
-
-
-def _accepted_and_kept(host: str, port: int, count: int) -> tuple[list[KafkaConnection], int]:
-    """Open ``count`` connections; return those the broker answers and how many it closed."""
-    kept: list[KafkaConnection] = []
-    refused = 0
-    for _ in range(count):
-        connection = KafkaConnection(host, port, timeout_s=5)
-        try:
-            connection.request(api_versions_request())
-        except (ConnectionClosedError, ConnectionResetError, BrokenPipeError):
-            connection.close()
-            refused += 1
-        else:
-            kept.append(connection)
-    return kept, refused
 
 
 def _rss_bytes(pid: int) -> int:
@@ -82,7 +66,7 @@ def test_max_connections_per_ip_overrides_win_over_the_general_limit(broker_fact
     broker = broker_factory(
         {"max.connections.per.ip": "50", "max.connections.per.ip.overrides": "127.0.0.1:2"}
     )
-    kept, refused = _accepted_and_kept(broker.host, broker.port, 4)
+    kept, refused = open_many(broker.host, broker.port, 4)
     try:
         assert (len(kept), refused) == (2, 2)
     finally:
@@ -93,7 +77,7 @@ def test_max_connections_per_ip_overrides_win_over_the_general_limit(broker_fact
 
 def test_a_listener_max_connections_bounds_that_listener(broker_factory):
     broker = broker_factory({"listener.name.plaintext.max.connections": "3"})
-    kept, refused = _accepted_and_kept(broker.host, broker.port, 5)
+    kept, refused = open_many(broker.host, broker.port, 5)
     try:
         assert (len(kept), refused) == (3, 2)
     finally:
@@ -114,7 +98,7 @@ def test_hundreds_of_idle_connections_hold_bounded_memory_and_are_closed_when_id
     )
     round_trip_one_message(broker.bootstrap)
     before = _rss_bytes(broker.pid)
-    kept, refused = _accepted_and_kept(broker.host, broker.port, IDLE_CONNECTIONS)
+    kept, refused = open_many(broker.host, broker.port, IDLE_CONNECTIONS)
     try:
         assert (len(kept), refused) == (
             IDLE_CONNECTIONS_MAX,
