@@ -34,6 +34,9 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 		else echo "node or npm is missing: run 'sudo apt-get install nodejs npm' (the kafkajs tests need it)"; fi; }
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+		else echo "chromium is missing: run 'sudo apt-get install chromium chromium-driver' (the web console tests need it)"; fi; }
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix $(JS_TESTS) --no-audit --no-fund --loglevel=error; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -1,15 +1,16 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli → broker | spark → group | txn | share | features → client | cluster | coordinator
-        → storage → protocol → common
+    cli | testing → broker | spark | console → group | txn | share | features
+        → client | cluster | coordinator → storage → protocol → common
 
 A package may import its own layer or any layer below, never above. On top of that:
 the broker never imports the client library (nor do group, txn and features, which sit
-above the client but run inside the broker), Spark reads and writes only through the
-client, and protocol/ and storage/ never import asyncio or sockets. Within the layers,
-no module imports itself back through others: the module import graph has no cycle,
-counting imports made only for type checking (a type-only back reference is still a
-cycle in the design) and imports inside functions.
+above the client but run inside the broker), Spark and the web console read and write
+only through the client (so the console works against any Kafka cluster), and
+protocol/ and storage/ never import asyncio or sockets. Within the layers, no module
+imports itself back through others: the module import graph has no cycle, counting
+imports made only for type checking (a type-only back reference is still a cycle in the
+design) and imports inside functions.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ LAYER = {
     "share": 4,
     "broker": 5,
     "spark": 5,
+    "console": 5,
     "cli": 6,
+    "testing": 6,
 }
 FORBIDDEN_PACKAGES = {
     "broker": {"client"},
@@ -43,6 +46,7 @@ FORBIDDEN_PACKAGES = {
     "features": {"client"},
     "share": {"client"},
     "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
+    "console": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "client": {"storage", "cluster", "coordinator", "group", "txn", "features", "share"},
 }
 NO_IO_PACKAGES = {"protocol", "storage", "common"}
