@@ -628,6 +628,11 @@ class BrokerConfig:
     where the password crosses the network in the clear."""
     sasl_server_max_receive_size: int = 524_288
     """sasl.server.max.receive.size: the largest request frame before authentication."""
+    http_host: str | None = None
+    """http.host: where the HTTP listener (``/metrics``, ``/health``, ``/ready``, the web
+    console) listens; None: the host of the first Kafka listener."""
+    http_port: int = 8080
+    """http.port: the HTTP listener's port; 0 turns the listener off."""
     connections_max_reauth_ms: int = 0
     """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
     authenticate again on the same connection before it ends, or the connection is
@@ -1027,6 +1032,8 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
     "sluice.sasl.plain.insecure.allow": ("sasl_plain_insecure_allow", _bool),
     "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
+    "http.host": ("http_host", str),
+    "http.port": ("http_port", _long(0, 65535)),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
     "sasl.mechanism.inter.broker.protocol": (
         "sasl_mechanism_inter_broker_protocol",
