@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -260,3 +261,34 @@ def test_the_pytest_plugin_loads_from_the_entry_point_alone(tmp_path: Path) -> N
     disabled = run("-p", "no:sluice")
     assert disabled.returncode != 0
     assert "fixture 'sluice_broker' not found" in disabled.stdout
+
+
+def test_the_examples_of_docs_testing_md_pass(tmp_path: Path) -> None:
+    """Every test in docs/testing.md, run by pytest as a user's test file."""
+    document = (REPOSITORY / "docs" / "testing.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", document, re.DOTALL | re.MULTILINE)
+    tests = [block for block in blocks if "def test_" in block]
+    assert len(tests) >= 5
+    (tmp_path / "test_examples.py").write_text("import confluent_kafka\n\n" + "\n\n".join(tests))
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(
+            """
+            from sluice.testing import pytest_plugin
+
+            def pytest_configure(config):
+                if not config.pluginmanager.has_plugin("sluice"):
+                    config.pluginmanager.register(pytest_plugin, "sluice")
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_examples.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY / "src")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert f"{len(tests)} passed" in result.stdout

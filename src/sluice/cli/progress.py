@@ -31,11 +31,13 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TransferSpeedColumn,
 )
+from rich.text import Text
 
 NO_PROGRESS_ENV_VAR = "SLUICE_NO_PROGRESS"
 
@@ -93,6 +95,13 @@ class Bar:
         self._progress.update(self._task, completed=completed, description=description, **fields)
 
 
+class _CountColumn(MofNCompleteColumn):
+    """N/TOTAL, or nothing while the total is unknown (rather than N/?)."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.total is not None else Text("")
+
+
 @contextlib.contextmanager
 def progress_bar(
     description: str,
@@ -104,7 +113,7 @@ def progress_bar(
     **fields: Any,
 ) -> Iterator[Bar]:
     """A bar on standard error while the block runs (a pulsing one until ``total`` is
-    known). ``unit="bytes"`` shows sizes and a rate, ``"items"`` N/TOTAL (given a total);
+    known). ``unit="bytes"`` shows sizes and a rate, ``"items"`` N/TOTAL (once known);
     ``detail`` is a rich template of more text after it, from ``fields``."""
     if not enabled:
         yield Bar(None, None)
@@ -116,8 +125,8 @@ def progress_bar(
     ]
     if unit == "bytes":
         columns += [DownloadColumn(), TransferSpeedColumn()]
-    elif total is not None:
-        columns.append(MofNCompleteColumn())
+    else:
+        columns.append(_CountColumn())
     if detail:
         columns.append(TextColumn(detail))
     columns.append(TimeElapsedColumn())
