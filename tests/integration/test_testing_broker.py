@@ -40,8 +40,15 @@ def thread_broker() -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 def process_broker() -> Iterator[Broker]:
-    with Broker(mode="process") as broker:
+    # `sluice serve` reads options from SLUICE_* variables; the test broker ignores them.
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("SLUICE_CONFIG", "/nonexistent/server.properties")
+        environment.setenv("SLUICE_PORT", "1")
+        broker = Broker(mode="process").start()
+    try:
         yield broker
+    finally:
+        broker.stop()
 
 
 def confluent_round_trip(broker: Broker, partitions: int = 1) -> None:

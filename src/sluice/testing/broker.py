@@ -357,12 +357,15 @@ class Broker:
         return argv
 
     def _environment(self) -> dict[str, str]:
-        """This process's environment, with the directory this ``sluice`` was imported
-        from first on the child's path (it runs the same code, installed or not)."""
+        """This process's environment without the SLUICE_* variables (``sluice serve``
+        reads its options from them: a developer's SLUICE_CONFIG or SLUICE_PORT must not
+        reach the test broker), and with the directory this ``sluice`` was imported from
+        first on the child's path (it runs the same code, installed or not)."""
         source = str(Path(sluice.__file__).resolve().parents[1])
         path = os.environ.get("PYTHONPATH")
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
         return {
-            **os.environ,
+            **inherited,
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": source if not path else f"{source}{os.pathsep}{path}",
         }
