@@ -221,6 +221,18 @@ def test_factory(sluice_broker_factory, sluice_broker):
 """
 
 
+USER_CONFTEST = textwrap.dedent(
+    """
+    # The plugin, for an installed sluice whose metadata predates its entry point.
+    from sluice.testing import pytest_plugin
+
+    def pytest_configure(config):
+        if not config.pluginmanager.has_plugin("sluice"):
+            config.pluginmanager.register(pytest_plugin, "sluice")
+    """
+)
+
+
 def _entry_points_site(tmp_path: Path) -> Path:
     """A directory holding the entry points ``pip install sluice`` writes from
     pyproject.toml (a development install may predate them), as a distribution's
@@ -270,6 +282,27 @@ def test_the_pytest_plugin_loads_from_the_entry_point_alone(tmp_path: Path) -> N
     assert "fixture 'sluice_broker' not found" in disabled.stdout
 
 
+def test_a_failed_test_reports_the_process_brokers_log(tmp_path: Path) -> None:
+    (tmp_path / "test_failing.py").write_text(
+        "def test_fails(sluice_broker):\n    assert sluice_broker.mode == 'thread'\n"
+    )
+    (tmp_path / "conftest.py").write_text(USER_CONFTEST)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        [*command, "-o", "sluice_broker_mode=process", "test_failing.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 failed" in result.stdout
+    assert "sluice broker log 127.0.0.1:" in result.stdout
+    assert "ready on" in result.stdout
+
+
 def test_the_examples_of_docs_testing_md_pass(tmp_path: Path) -> None:
     """Every test in docs/testing.md, run by pytest as a user's test file."""
     document = (REPOSITORY / "docs" / "testing.md").read_text()
@@ -277,17 +310,7 @@ def test_the_examples_of_docs_testing_md_pass(tmp_path: Path) -> None:
     tests = [block for block in blocks if "def test_" in block]
     assert len(tests) >= 5
     (tmp_path / "test_examples.py").write_text("import confluent_kafka\n\n" + "\n\n".join(tests))
-    (tmp_path / "conftest.py").write_text(
-        textwrap.dedent(
-            """
-            from sluice.testing import pytest_plugin
-
-            def pytest_configure(config):
-                if not config.pluginmanager.has_plugin("sluice"):
-                    config.pluginmanager.register(pytest_plugin, "sluice")
-            """
-        )
-    )
+    (tmp_path / "conftest.py").write_text(USER_CONFTEST)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_examples.py"],
         cwd=tmp_path,

@@ -371,10 +371,13 @@ class Broker:
         }
 
     def _start_process(self) -> None:
-        for attempt in range(PROCESS_PORT_ATTEMPTS):
-            port = _free_port()
-            if self._spawn(port) or attempt == PROCESS_PORT_ATTEMPTS - 1:
+        for _attempt in range(PROCESS_PORT_ATTEMPTS):
+            if self._spawn(_free_port()):
                 return
+        raise BrokerStartError(
+            f"the broker found its port taken {PROCESS_PORT_ATTEMPTS} times in a row; its "
+            f"log:\n{self._log_tail()}"
+        )
 
     def _spawn(self, port: int) -> bool:
         """Start the process on ``port`` and wait until it accepts connections: True;

@@ -17,13 +17,17 @@ ini options (``pytest.ini``, ``[tool.pytest.ini_options]``, or ``-o name=value``
 ``sluice_broker_settings`` (``name=value`` lines: settings of the session broker, and
 the defaults of the factory's brokers). ``-p no:sluice`` turns the plugin off.
 
+When a test that used a process-mode broker fails, the tail of that broker's log is
+added to the test's report.
+
 This module imports nothing of Sluice until a fixture is used, so having the plugin
 installed costs a test run that uses no broker nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -117,3 +121,34 @@ def sluice_broker_factory(
         yield factory
     finally:
         factory.stop_all()
+
+
+LOG_TAIL_CHARACTERS = 10_000
+
+
+def _brokers_used_by(item: pytest.Item) -> list[Broker]:
+    module = sys.modules.get("sluice.testing.broker")
+    if module is None:  # no test has used a broker yet
+        return []
+    found: list[Broker] = []
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, module.Broker):
+            found.append(value)
+        elif isinstance(value, BrokerFactory):
+            found.extend(value.brokers)
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for broker in _brokers_used_by(item):
+            log = broker.log_text()
+            if log:
+                report.sections.append(
+                    (f"sluice broker log {broker.bootstrap}", log[-LOG_TAIL_CHARACTERS:])
+                )
+    return report
