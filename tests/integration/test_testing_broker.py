@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -163,6 +164,7 @@ def test_keep_data_and_a_given_data_dir_outlive_stop(tmp_path: Path) -> None:
     with Broker(keep_data=True) as kept:
         kept_dir = kept.data_dir
     assert (kept_dir / "meta.properties").exists()
+    shutil.rmtree(kept_dir.parent)
     given = tmp_path / "given"
     topic = unique_topic_name("durable")
     with Broker(data_dir=given) as first:
