@@ -19,7 +19,20 @@ from broker_process import BrokerProcess
 from client_helpers import round_trip_one_message, unique_topic_name
 from kafka_wire import KafkaConnection
 
+from sluice.testing import pytest_plugin
+
 _THIS_DIRECTORY = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # sluice.testing's fixtures (sluice_broker...) come from the pytest11 entry point of
+    # an installed sluice; a development install made before the entry point existed
+    # lacks it, so register the plugin here then (under the entry point's name, so
+    # `-p no:sluice` still turns it off).
+    if not config.pluginmanager.has_plugin("sluice") and not config.pluginmanager.is_blocked(
+        "sluice"
+    ):
+        config.pluginmanager.register(pytest_plugin, "sluice")
 
 
 @pytest.hookimpl(tryfirst=True)

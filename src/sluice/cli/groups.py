@@ -13,6 +13,10 @@ Where a reset goes, per partition (always inside [log start offset, log end offs
   offset if there is none;
 - ``--to-offset N``: N, moved into the range if outside it (as Kafka does);
 - ``--shift-by N``: the committed offset plus N (N may be negative), moved into the range.
+
+At a terminal, ``reset-offsets`` shows its steps (finding the partitions, reading their
+logs' bounds, committing) as a progress bar on standard error, then prints the plan; all
+the new offsets are committed in one request, so a reset is never half done.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from sluice.cli.common import (
     run,
     topic_missing,
 )
+from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 from sluice.client.admin import ACTIVE_MEMBER_CODES, NO_OFFSET, Admin, OffsetSpec
 from sluice.client.groups import GroupDescription, GroupListing, MemberDescription
 from sluice.client.groups import OffsetAndMetadata as CommittedOffset
@@ -571,6 +576,7 @@ def _print_partitions(
     help="By N from the committed offset (negative: back), kept inside the log.",
 )
 @click.option("--execute", is_flag=True, help="Apply the plan (without it: only print it).")
+@progress_option
 @bootstrap_option
 def reset_offsets(
     *,
@@ -583,6 +589,7 @@ def reset_offsets(
     to_offset: int | None,
     shift_by: int | None,
     execute: bool,
+    no_progress: bool,
     bootstrap_server: str,
 ) -> None:
     """Move the committed offsets of GROUP (a dry run without --execute).
@@ -602,9 +609,20 @@ def reset_offsets(
     )
 
     async def reset() -> tuple[GroupDescription, list[PlannedReset]]:
+        with progress_bar(
+            f"resetting offsets of {group_id}" if execute else f"planning a reset of {group_id}",
+            enabled=progress_enabled(no_progress),
+            total=4 if execute else 3,
+            detail="{task.fields[step]}",
+            step="describing the group",
+        ) as bar:
+            return await reset_with(bar)
+
+    async def reset_with(bar: Bar) -> tuple[GroupDescription, list[PlannedReset]]:
         async with open_cluster(bootstrap_server) as cluster:
             admin = Admin(cluster)
             (description,) = await admin.describe_groups([group_id])
+            bar.update(completed=1, step="finding the partitions")
             if execute and description.is_active:
                 raise click.ClickException(_active_message(description, "reset the offsets of"))
             if all_topics:
@@ -628,6 +646,7 @@ def reset_offsets(
             else:
                 partitions = await _named_partitions(admin, topic_specs)
                 committed = await admin.list_group_offsets(group_id, partitions)
+            bar.update(completed=2, step=f"reading the logs of {len(partitions)} partition(s)")
             plan = await plan_resets(
                 admin,
                 target,
@@ -636,12 +655,14 @@ def reset_offsets(
                 group_id,
             )
             if execute:
+                bar.update(completed=3, step=f"committing {len(plan)} offset(s)")
                 try:
                     await admin.alter_group_offsets(
                         group_id, {p.topic_partition: CommittedOffset(p.new_offset) for p in plan}
                     )
                 except KafkaError as e:
                     raise _group_error(e, group_id) from None
+            bar.update(completed=4 if execute else 3, step="done")
             return description, plan
 
     description, plan = run(reset)

@@ -2,6 +2,11 @@
 
 Both start a local Spark (``--master local[*]``) unless told another master, and need
 the ``spark`` extra (``pip install 'sluice[spark]'``) and Java 17.
+
+At a terminal both show their phase and the rows done on standard error
+(:mod:`sluice.cli.progress`): ``archive`` the rows of each micro-batch as Spark reports
+them, ``replay`` the rows it is about to write, counted first (one more pass over the
+archive's selected rows, made only when the bar is shown).
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from typing import Any, TypeVar
 import click
 
 from sluice.cli.common import bootstrap_option
+from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 
 MASTER_DEFAULT = "local[*]"
+ARCHIVE_POLL_INTERVAL_S = 0.5
+"""How often the archive's bar reads the query's progress."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +53,21 @@ def _pipelines(command: str) -> ModuleType:
 
 def _spark(master: str, app_name: str) -> object:
     return _pipelines(app_name.removeprefix("sluice-")).spark_session(master, app_name)
+
+
+def _follow_archive(query: Any, bar: Bar) -> None:
+    """Wait for the archive query to end, adding each finished micro-batch's rows to the
+    bar (Spark keeps the recent batches' progress; a batch is counted once)."""
+    rows_by_batch: dict[int, int] = {}
+
+    def count() -> None:
+        for progress in query.recentProgress:
+            rows_by_batch[int(progress["batchId"])] = int(progress["numInputRows"])
+        bar.update(rows=sum(rows_by_batch.values()), batches=len(rows_by_batch))
+
+    while not query.awaitTermination(ARCHIVE_POLL_INTERVAL_S):
+        count()
+    count()
 
 
 def _utc(value: datetime.datetime | None) -> datetime.datetime | None:
@@ -83,6 +106,7 @@ def _utc(value: datetime.datetime | None) -> datetime.datetime | None:
     help="Seconds between micro-batches when running continuously.",
 )
 @_master_option
+@progress_option
 def archive(
     bootstrap_server: str,
     topics: tuple[str, ...],
@@ -94,6 +118,7 @@ def archive(
     until_end: bool,
     trigger_interval: float,
     master: str,
+    no_progress: bool,
 ) -> None:
     """Copy topics into Parquet, exactly once, partitioned by topic and date."""
     if bool(topics) == (pattern is not None):
@@ -110,13 +135,25 @@ def archive(
         until_end=until_end,
         trigger_interval_s=trigger_interval,
     )
-    spark = _spark(master, "sluice-archive")
-    try:
-        pipelines.run_archive(spark, job)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    finally:
-        spark.stop()  # type: ignore[attr-defined]
+    with progress_bar(
+        "archive: starting Spark",
+        enabled=progress_enabled(no_progress),
+        detail="{task.fields[rows]} rows in {task.fields[batches]} batch(es)",
+        rows=0,
+        batches=0,
+    ) as bar:
+        spark = _spark(master, "sluice-archive")
+        try:
+            if bar.shown:
+                bar.update(description="archiving")
+                _follow_archive(pipelines.start_archive(spark, job), bar)
+                bar.update(description="archived")
+            else:
+                pipelines.run_archive(spark, job)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        finally:
+            spark.stop()  # type: ignore[attr-defined]
 
 
 @click.command()
@@ -135,6 +172,7 @@ def archive(
     help="Write each record to its source partition number, or hash its key.",
 )
 @_master_option
+@progress_option
 def replay(
     bootstrap_server: str,
     archive_path: str,
@@ -146,6 +184,7 @@ def replay(
     to_offset: int | None,
     keep_partitions: bool,
     master: str,
+    no_progress: bool,
 ) -> None:
     """Re-publish archived records into a topic, keys, headers and order kept."""
     pipelines = _pipelines("replay")
@@ -160,11 +199,25 @@ def replay(
         to_offset=to_offset,
         keep_partitions=keep_partitions,
     )
-    spark = _spark(master, "sluice-replay")
-    try:
-        pipelines.run_replay(spark, job)
-    finally:
-        spark.stop()  # type: ignore[attr-defined]
+    with progress_bar(
+        "replay: starting Spark",
+        enabled=progress_enabled(no_progress),
+        detail="{task.fields[rows]} rows",
+        rows="?",
+    ) as bar:
+        spark = _spark(master, "sluice-replay")
+        try:
+            if bar.shown:
+                bar.update(description="replay: reading the archive")
+                frame = pipelines.replay_frame(spark, job)
+                rows = frame.count()
+                bar.update(description=f"replay: writing into {topic}", total=rows, rows=rows)
+                pipelines.write_replay(frame, job)
+                bar.update(description="replayed", completed=rows)
+            else:
+                pipelines.run_replay(spark, job)
+        finally:
+            spark.stop()  # type: ignore[attr-defined]
 
 
 def register_pipelines(group: click.Group) -> None:

@@ -6,6 +6,9 @@ and sent (one batch per partition, at most :data:`BATCH_BYTES_MAX` each) and
 acknowledged before the next chunk is read, which keeps records of one partition in
 input order.
 
+At a terminal (standard error), input that is not typed there gets a progress bar: the
+bytes read of a file (out of its size) and the records sent (:mod:`sluice.cli.progress`).
+
 Partition of a record: ``--partition`` if given; else murmur2 of the key (the Java
 client's rule); records without a key go to one partition per chunk, taking partitions
 in turn.
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import stat
 import sys
 import threading
 from collections.abc import Sequence
@@ -31,6 +36,7 @@ from sluice.cli.common import (
     raise_if_unknown_topic,
     run,
 )
+from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 from sluice.client.cluster import Cluster, TopicMetadata
 from sluice.client.partitioner import partition_for_key
 from sluice.client.producer import Acks, produce_batches
@@ -113,6 +119,7 @@ async def _produce(
     partition: int | None,
     acks: Acks,
     compression: Compression,
+    bar: Bar,
 ) -> int:
     async with open_cluster(bootstrap_server) as cluster:
         metadata = await _ready_topic(cluster, topic)
@@ -163,8 +170,23 @@ async def _produce(
                 }
                 await produce_batches(cluster, round_batches, acks=acks, compression=compression)
                 sent += sum(len(records) for records in round_batches.values())
+            bar.advance(len(chunk))
+            bar.update(records=sent)
             if at_end:
                 return sent
+
+
+def _input_size(stream: BinaryIO) -> int | None:
+    """The bytes left to read in ``stream`` when it is a regular file (``< file``),
+    else None (a pipe or a terminal has no size)."""
+    try:
+        descriptor = stream.fileno()
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        return max(0, status.st_size - os.lseek(descriptor, 0, os.SEEK_CUR))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _read_in_daemon_thread(stream: BinaryIO) -> asyncio.Future[bytes]:
@@ -237,6 +259,7 @@ def _read_some(stream: BinaryIO) -> bytes:
     show_default=True,
     help="Codec for record batches.",
 )
+@progress_option
 @bootstrap_option
 def produce(
     *,
@@ -246,9 +269,13 @@ def produce(
     partition: int | None,
     acks: str,
     compression: str,
+    no_progress: bool,
     bootstrap_server: str,
 ) -> None:
-    """Send each line of standard input to TOPIC as one record."""
+    """Send each line of standard input to TOPIC as one record.
+
+    At a terminal, input from a file or a pipe shows a progress bar on standard error
+    (not lines typed at the terminal); --no-progress turns it off."""
     if key_separator == "":
         raise click.UsageError("--key-separator cannot be empty")
     headers = tuple(
@@ -257,18 +284,32 @@ def produce(
     )
     separator = key_separator.encode() if key_separator is not None else None
 
+    stdin = sys.stdin.buffer
+    # Lines typed at the terminal get no bar: it would be drawn over what is typed.
+    show_bar = progress_enabled(no_progress) and not stdin.isatty()
+
     async def produce_stdin() -> int:
+        size = _input_size(stdin) if show_bar else None
         try:
-            return await _produce(
-                sys.stdin.buffer,
-                bootstrap_server,
-                topic,
-                separator=separator,
-                headers=headers,
-                partition=partition,
-                acks=_ACKS[acks],
-                compression=_COMPRESSION[compression],
-            )
+            with progress_bar(
+                "producing",
+                enabled=show_bar,
+                total=size,
+                unit="bytes",
+                detail="{task.fields[records]} records sent",
+                records=0,
+            ) as bar:
+                return await _produce(
+                    stdin,
+                    bootstrap_server,
+                    topic,
+                    separator=separator,
+                    headers=headers,
+                    partition=partition,
+                    acks=_ACKS[acks],
+                    compression=_COMPRESSION[compression],
+                    bar=bar,
+                )
         except KafkaError as e:
             raise_if_unknown_topic(e, topic)
             raise

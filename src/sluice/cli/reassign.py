@@ -10,13 +10,16 @@ assignment, to roll back with, as ``{"current": …, "proposed": …}``; a plan 
 that whole document, and then its proposed plan is the one used); ``--execute`` submits
 one (the added replicas copy the partitions, the old ones leave once the new ones are in
 sync); ``--verify`` says, per partition, whether the move is complete, and exits with
-status 1 until all are; ``--cancel`` puts partitions back where they were.
+status 1 until all are; ``--cancel`` puts partitions back where they were. With
+``--wait``, ``--execute`` and ``--verify`` first wait while any move of the plan is in
+progress (at a terminal, with a progress bar of the partitions moved on standard error).
 ``decommission`` plans the moves that empty one broker, and submits them with
 ``--execute``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Any
 import click
 
 from sluice.cli.common import bootstrap_option, echo_json, echo_table, open_cluster, run
+from sluice.cli.progress import progress_bar, progress_enabled, progress_option
 from sluice.client.admin import Admin, AlterConfigOp
 from sluice.cluster import moves
 from sluice.cluster.model import BrokerInfo
@@ -36,6 +40,8 @@ PLAN_VERSION = 1
 THROTTLE_CONFIG = "reassignment.throttled.rate"
 """The topic config ``--throttle`` sets (Kafka keeps its throttle rates as broker
 configs; Sluice's broker configs are static, so the rate lives with the topic)."""
+WAIT_POLL_INTERVAL_S = 1.0
+"""How often ``--wait`` asks which moves are still in progress."""
 
 
 def plan_document(assignment: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
@@ -145,6 +151,12 @@ def _comma_list(text: str, what: str) -> list[str]:
     help="--execute: copy to each added replica at most this fast (per topic and broker); "
     "--verify removes the throttle once every move is complete.",
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="--execute/--verify: wait while any move of the plan is in progress.",
+)
+@progress_option
 @bootstrap_option
 def reassign(
     *,
@@ -153,6 +165,8 @@ def reassign(
     broker_list: str | None,
     plan_path: Path | None,
     throttle_bytes_per_s: int | None,
+    wait: bool,
+    no_progress: bool,
     bootstrap_server: str,
 ) -> None:
     """Move partition replicas between brokers (like kafka-reassign-partitions).
@@ -161,6 +175,7 @@ def reassign(
     sluice topics reassign --generate --topics orders --brokers 0,1,2,3 > plan.json
     sluice topics reassign --execute --plan plan.json
     sluice topics reassign --verify --plan plan.json
+    sluice topics reassign --verify --wait --plan plan.json
     """
     if action is None:
         raise click.UsageError("give one of --generate, --execute, --verify or --cancel")
@@ -174,13 +189,20 @@ def reassign(
     plan = read_plan(plan_path)
     if throttle_bytes_per_s is not None and action != "execute":
         raise click.UsageError("--throttle goes with --execute")
+    if wait and action not in ("execute", "verify"):
+        raise click.UsageError("--wait goes with --execute or --verify")
     if action == "execute":
         if throttle_bytes_per_s is not None:
             _set_throttle(sorted({tp.topic for tp in plan}), throttle_bytes_per_s, bootstrap_server)
         _submit(plan, bootstrap_server)
+        if wait:
+            _wait_for_moves(plan, bootstrap_server, progress_enabled(no_progress))
+            _verify(plan, bootstrap_server)
     elif action == "cancel":
         _submit(dict.fromkeys(plan), bootstrap_server)
     else:
+        if wait:
+            _wait_for_moves(plan, bootstrap_server, progress_enabled(no_progress))
         _verify(plan, bootstrap_server)
 
 
@@ -250,12 +272,43 @@ def _submit(targets: Mapping[TopicPartition, Sequence[int] | None], bootstrap_se
         raise click.exceptions.Exit(1)
 
 
+async def _moves_state(
+    admin: Admin, plan: Mapping[TopicPartition, tuple[int, ...]]
+) -> tuple[dict[TopicPartition, tuple[int, ...]], set[TopicPartition]]:
+    """Every partition's replicas now, and the plan's partitions still moving."""
+    ongoing = await admin.list_partition_reassignments(list(plan))
+    return await _current(admin), set(ongoing)
+
+
+def _wait_for_moves(
+    plan: Mapping[TopicPartition, tuple[int, ...]], bootstrap_server: str, show_bar: bool
+) -> None:
+    """Return once no partition of the plan is being moved (complete, or never started:
+    a partition that is not moving will not complete by waiting)."""
+
+    async def wait() -> None:
+        async with open_cluster(bootstrap_server) as connected:
+            admin = Admin(connected)
+            with progress_bar("moving partitions", enabled=show_bar, total=len(plan)) as bar:
+                while True:
+                    current, ongoing = await _moves_state(admin, plan)
+                    done = sum(
+                        1
+                        for tp, target in plan.items()
+                        if tp not in ongoing and current.get(tp) == target
+                    )
+                    bar.update(completed=done)
+                    if not ongoing:
+                        return
+                    await asyncio.sleep(WAIT_POLL_INTERVAL_S)  # until the next look
+
+    run(wait)
+
+
 def _verify(plan: Mapping[TopicPartition, tuple[int, ...]], bootstrap_server: str) -> None:
     async def gather() -> tuple[dict[TopicPartition, tuple[int, ...]], set[TopicPartition]]:
         async with open_cluster(bootstrap_server) as connected:
-            admin = Admin(connected)
-            ongoing = await admin.list_partition_reassignments(list(plan))
-            return await _current(admin), set(ongoing)
+            return await _moves_state(Admin(connected), plan)
 
     current, ongoing = run(gather)
     rows = [["PARTITION", "TARGET", "NOW", "STATE"]]

@@ -154,9 +154,13 @@ def replay_frame(spark: Any, job: ReplayJob) -> Any:
 
 def run_replay(spark: Any, job: ReplayJob) -> None:
     """Produce the selected archive rows into ``job.topic`` (at-least-once)."""
+    write_replay(replay_frame(spark, job), job)
+
+
+def write_replay(frame: Any, job: ReplayJob) -> None:
+    """Produce the rows of :func:`replay_frame` into ``job.topic``."""
     (
-        replay_frame(spark, job)
-        .write.format("sluice")
+        frame.write.format("sluice")
         .option("bootstrap.servers", job.bootstrap_servers)
         .option("topic", job.topic)
         .mode("append")
