@@ -73,12 +73,11 @@ async def _serve(app: web.Application, host: str, port: int, bootstrap: str) -> 
             await site.start()
         except OSError as e:
             raise click.ClickException(f"cannot serve on {host}:{port}: {e.strerror}") from None
-        bound_port = port
-        server = site._server  # noqa: SLF001 (aiohttp exposes the bound port only here)
-        if server is not None and getattr(server, "sockets", None):
-            bound_port = int(server.sockets[0].getsockname()[1])
+        bound_port = int(runner.addresses[0][1]) if runner.addresses else port
         shown_host = f"[{host}]" if ":" in host else host
-        click.echo(f"Sluice console for {bootstrap} at http://{shown_host}:{bound_port}/", err=False)
+        click.echo(
+            f"Sluice console for {bootstrap} at http://{shown_host}:{bound_port}/", err=False
+        )
         sys.stdout.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

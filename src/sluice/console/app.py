@@ -126,9 +126,7 @@ def _format_rate(rate: float | None) -> str:
     return f"{rate:,.1f}/s"
 
 
-def render(
-    request: web.Request, template: str, status: int = 200, **context: Any
-) -> web.Response:
+def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
     settings = request.app[SETTINGS_KEY]
     sampler = request.app.get(SAMPLER_KEY)
     body = (
@@ -366,9 +364,9 @@ async def _read(
     for _ in range(FETCH_ROUNDS_MAX):
         if position >= end or len(records) >= limit:
             break
-        fetched = (await fetch_partitions(admin.cluster, {topic_partition: position}, max_wait_ms=0))[
-            topic_partition
-        ]
+        fetched = (
+            await fetch_partitions(admin.cluster, {topic_partition: position}, max_wait_ms=0)
+        )[topic_partition]
         records.extend(fetched.records)
         if fetched.next_offset <= position:
             break
@@ -382,10 +380,15 @@ def _shown(record: ConsumedRecord, value_format: formatting.ValueFormat) -> dict
         "timestamp": formatting.format_timestamp_ms(record.timestamp_ms),
         "timestamp_ms": record.timestamp_ms,
         "timestamp_type": "LogAppendTime" if record.timestamp_type else "CreateTime",
-        "key": formatting.format_bytes(record.key, "text" if value_format == "json" else value_format),
+        "key": formatting.format_bytes(
+            record.key, "text" if value_format == "json" else value_format
+        ),
         "value": formatting.format_bytes(record.value, value_format),
         "headers": [
-            (name, formatting.format_bytes(value, "text" if value_format == "json" else value_format))
+            (
+                name,
+                formatting.format_bytes(value, "text" if value_format == "json" else value_format),
+            )
             for name, value in record.headers
         ],
     }

@@ -184,9 +184,7 @@ class Sampler:
 
     def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
         for topic_partition, offset in offsets.items():
-            points = self._end_offsets.setdefault(
-                topic_partition, deque(maxlen=self.points_max)
-            )
+            points = self._end_offsets.setdefault(topic_partition, deque(maxlen=self.points_max))
             points.append((now, offset))
         for name in self.topics:
             rate = self._topic_rate_now(name)
@@ -196,8 +194,8 @@ class Sampler:
                 )
         for gone in set(self._end_offsets) - set(offsets):
             del self._end_offsets[gone]
-        for gone in set(self._topic_rates) - set(self.topics):
-            del self._topic_rates[gone]
+        for gone_topic in set(self._topic_rates) - set(self.topics):
+            del self._topic_rates[gone_topic]
 
     def _record_groups(
         self,
@@ -211,16 +209,12 @@ class Sampler:
             seen.add(group_id)
             history = self.groups.setdefault(group_id, GroupHistory())
             history.description = description
-            history.events.extend(
-                diff_snapshots(history.track, GroupSnapshot.of(description, now))
-            )
+            history.events.extend(diff_snapshots(history.track, GroupSnapshot.of(description, now)))
             lags: dict[TopicPartition, PartitionLag] = {}
             for topic_partition, offset in committed.get(group_id, {}).items():
                 end = self.end_offset(topic_partition)
                 if end is not None:
-                    lags[topic_partition] = PartitionLag(
-                        topic_partition, offset.offset, end
-                    )
+                    lags[topic_partition] = PartitionLag(topic_partition, offset.offset, end)
             history.lag = dict(sorted(lags.items()))
             history.total_lag.append((now, float(sum(lag.lag for lag in lags.values()))))
             while len(history.total_lag) > self.points_max:

@@ -122,9 +122,7 @@ class GroupTrack:
     generation: int = 0
 
 
-REBALANCING_STATES = frozenset(
-    {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE}
-)
+REBALANCING_STATES = frozenset({GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE})
 
 
 def diff_snapshots(track: GroupTrack, current: GroupSnapshot) -> list[TimelineEvent]:
