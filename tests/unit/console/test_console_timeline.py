@@ -8,6 +8,7 @@ from sluice.console.timeline import (
     GroupSnapshot,
     GroupTrack,
     MemberSnapshot,
+    TimelineEvent,
     diff_snapshots,
 )
 
@@ -25,7 +26,7 @@ def snapshot(time_s: float, state: str, *members: MemberSnapshot) -> GroupSnapsh
     return GroupSnapshot(time_s, state, "range" if members else "", tuple(members))
 
 
-def kinds(events: list) -> list[EventKind]:  # type: ignore[type-arg]
+def kinds(events: list[TimelineEvent]) -> list[EventKind]:
     return [event.kind for event in events]
 
 
@@ -46,7 +47,7 @@ def test_a_member_joining_through_a_rebalance_opens_the_next_generation() -> Non
     )
     assert kinds(rebalancing) == [EventKind.STATE_CHANGED, EventKind.MEMBER_JOINED]
     assert rebalancing[0].summary == "state Stable → PreparingRebalance"
-    assert "member b joined (client-b from /127.0.0.1)" == rebalancing[1].summary
+    assert rebalancing[1].summary == "member b joined (client-b from /127.0.0.1)"
     stable = diff_snapshots(
         track,
         snapshot(3, GroupState.STABLE, member("a", {"t": [0]}), member("b", {"t": [1]})),

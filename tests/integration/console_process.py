@@ -1,0 +1,103 @@
+"""A real ``python -m sluice console`` process on a free loopback port, for tests.
+
+Ready means it printed its URL (it does so once it listens); the wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from sluice.cli.loopback import HOST, free_port
+
+START_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    status: int
+    text: str
+
+
+class ConsoleProcess:
+    def __init__(self, bootstrap: str, *arguments: str) -> None:
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sluice",
+                "console",
+                "--bootstrap",
+                bootstrap,
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                *arguments,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.first_line = self._first_line()
+
+    def _first_line(self) -> str:
+        assert self.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if selector.select(timeout=deadline - time.monotonic()):
+                    line = self.process.stdout.readline().decode()
+                    if line.startswith("Sluice console"):
+                        return line.strip()
+                    if not line:
+                        break
+        self.stop()
+        raise RuntimeError(f"sluice console did not start: {self.process.returncode}")
+
+    def get(self, path: str) -> Page:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
+                return Page(response.status, response.read().decode())
+        except urllib.error.HTTPError as e:
+            return Page(e.code, e.read().decode())
+
+    def post(self, path: str, fields: dict[str, str], *, origin: str | None = "same") -> Page:
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if origin == "same":
+            headers["Origin"] = self.url
+        elif origin is not None:
+            headers["Origin"] = origin
+        request = urllib.request.Request(
+            self.url + path,
+            data=urllib.parse.urlencode(fields).encode(),
+            headers=headers,
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return Page(response.status, response.read().decode())
+        except urllib.error.HTTPError as e:
+            return Page(e.code, e.read().decode())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
