@@ -24,7 +24,7 @@ from sluice.cli.common import (
 )
 from sluice.client.admin_api import Admin
 from sluice.console import make_app
-from sluice.console.sampler import Sampler
+from sluice.console.sampler import INTERVAL_S_DEFAULT, Sampler
 
 HOST_DEFAULT = "127.0.0.1"
 PORT_DEFAULT = 8080
@@ -51,7 +51,14 @@ def _bootstrap_alias(function: Callable[..., Any]) -> Callable[..., Any]:
     help="Port to serve on (0: any free port).",
 )
 @click.option("--read-only", is_flag=True, help="Never write: no produce form.")
-def console(bootstrap_server: str, host: str, port: int, read_only: bool) -> None:
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, None),
+    default=INTERVAL_S_DEFAULT,
+    show_default=True,
+    help="Seconds between samples of offsets and groups (rates, lag, timeline).",
+)
+def console(bootstrap_server: str, host: str, port: int, read_only: bool, interval: float) -> None:
     """Serve the web console for the cluster at --bootstrap-server.
 
     Pages show the brokers, topics (configs, partitions, offsets, produce rates), the
@@ -60,7 +67,9 @@ def console(bootstrap_server: str, host: str, port: int, read_only: bool) -> Non
     variables, as for every other command.
     """
     options = security_options_from_environment()
-    app = make_app(bootstrap_server, dict(options), read_only=read_only)
+    app = make_app(
+        bootstrap_server, dict(options), read_only=read_only, sample_interval_s=interval
+    )
     run(lambda: _serve(app, host, port, bootstrap_server))
 
 

@@ -50,6 +50,8 @@ MESSAGES_LIMIT_DEFAULT = 20
 MESSAGES_LIMIT_MAX = 500
 FETCH_ROUNDS_MAX = 20
 """Fetches one page of the message browser may take (batches can be small)."""
+REFRESH_S_MIN = 1.0
+"""Pages refresh their live parts as often as the sampler samples, at most once a second."""
 RESERVED_PATHS = ("/metrics", "/health", "/ready")
 """Served by the broker when it mounts the console; never routes of the console."""
 
@@ -136,6 +138,7 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
             bootstrap=settings["bootstrap"],
             read_only=settings["read_only"],
             interval_s=settings["interval_s"],
+            refresh_ms=int(max(settings["interval_s"], REFRESH_S_MIN) * 1000),
             sampler=sampler,
             path=request.path,
             **context,

@@ -3,7 +3,7 @@
 // everything else stay as the user left them. Nothing runs on pages without them.
 (function () {
   "use strict";
-  var REFRESH_MS = 5000;
+  var REFRESH_MS = parseInt(document.body.dataset.refreshMs, 10) || 5000;
   var marked = document.querySelectorAll("[data-refresh][id]");
   if (marked.length === 0) { return; }
   function refresh() {
