@@ -207,11 +207,14 @@ async def cluster_page(request: web.Request) -> web.Response:
             for replica in partition.replica_ids:
                 replicas[replica] = replicas.get(replica, 0) + 1
             under_replicated += len(partition.isr_ids) < len(partition.replica_ids)
+    show_internal = request.query.get("internal") == "1"
     return render(
         request,
         "cluster.html",
         description=description,
         topics=topics,
+        listed=[t for t in topics if show_internal or not t.is_internal],
+        show_internal=show_internal,
         leaders=leaders,
         replicas=replicas,
         under_replicated=under_replicated,

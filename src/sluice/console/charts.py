@@ -54,7 +54,7 @@ def format_number(value: float) -> str:
         return f"{value / 1000:g}k"
     if value == int(value):
         return str(int(value))
-    return f"{value:.2f}"
+    return f"{value:.3g}"
 
 
 def _clock(time_s: float) -> str:

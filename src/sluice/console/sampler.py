@@ -128,8 +128,6 @@ class Sampler:
         self.listings: list[GroupListing] = []
         self._end_offsets: dict[TopicPartition, deque[tuple[float, int]]] = {}
         self._topic_rates: dict[str, deque[tuple[float, float]]] = {}
-        self.sampled = asyncio.Event()
-        """Set after every sample (tests and ``sluice top`` wait on it)."""
 
     # ── sampling ───────────────────────────────────────────────────────────────────
 
@@ -145,8 +143,10 @@ class Sampler:
         try:
             await self._sample()
         except (ClientError, KafkaError, OSError) as e:
-            self.last_error = f"{type(e).__name__}: {e}"
-            log.warning("console sample failed: %s", self.last_error)
+            error = f"{type(e).__name__}: {e}"
+            if error != self.last_error:  # once per distinct failure, not every interval
+                log.warning("console sample failed: %s", error)
+            self.last_error = error
             raise
         self.last_error = None
 
@@ -179,8 +179,6 @@ class Sampler:
         self._record_groups(now, descriptions, committed)
         self.samples += 1
         self.last_sample_s = now
-        self.sampled.set()
-        self.sampled = asyncio.Event()
 
     def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
         for topic_partition, offset in offsets.items():
