@@ -28,7 +28,9 @@ class Page:
 
 
 class ConsoleProcess:
-    def __init__(self, bootstrap: str, *arguments: str) -> None:
+    def __init__(
+        self, bootstrap: str, *arguments: str, environment: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.process = subprocess.Popen(
@@ -47,7 +49,7 @@ class ConsoleProcess:
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**(os.environ if environment is None else environment), "PYTHONUNBUFFERED": "1"},
         )
         self.first_line = self._first_line()
 
