@@ -5,6 +5,7 @@ record, only once confirmed, only with the form's token, never in read-only mode
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -19,8 +20,10 @@ from console_process import ConsoleProcess
 
 from sluice.cli.loopback import free_port
 from sluice.client.admin import NewTopic, OffsetSpec
+from sluice.client.admin_api import Admin as AsyncAdmin
 from sluice.client.groups import OffsetAndMetadata
 from sluice.common.ids import TopicPartition
+from sluice.console.sampler import Sampler
 from sluice.sync import Admin, Producer
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
@@ -129,6 +132,16 @@ def test_unknown_topic_is_a_404_page_saying_so(console: ConsoleProcess) -> None:
     assert console.get("/topics/no-such-topic-here/messages").status == 404
     assert console.get("/groups/no-such-group-here").status == 404
     assert console.get("/nothing/here").status == 404
+
+
+def test_a_bad_query_is_a_400_page_saying_why(console: ConsoleProcess, admin: Admin) -> None:
+    topic = new_topic(admin)
+    bad_offset = console.get(f"/topics/{topic}/messages?offset=abc")
+    assert bad_offset.status == 400
+    assert "offset must be a whole number, not &#39;abc&#39;" in bad_offset.text
+    bad_time = console.get(f"/topics/{topic}/messages?timestamp=yesterday")
+    assert bad_time.status == 400
+    assert "neither milliseconds nor ISO 8601" in bad_time.text
 
 
 def _produce_browsable(producer: Producer, topic: str) -> None:
@@ -332,3 +345,34 @@ def test_top_prints_topic_rates_and_group_lag(
     cells = [cell.strip() for cell in group_line.split("│")]
     assert cells[4] == "4"  # total lag: 7 produced - 3 committed
     assert cells[5] == f"{topic}-1 (4)"
+
+
+def test_sampler_rates_lag_and_timeline_from_a_real_broker(
+    broker: BrokerProcess, admin: Admin, producer: Producer
+) -> None:
+    topic = new_topic(admin, partitions=2)
+    group = unique_group_id()
+    admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(0)})
+    times = iter([99.0, 100.0, 102.0])  # created, first sample, second sample
+
+    async def scenario() -> Sampler:
+        async with AsyncAdmin(broker.bootstrap) as client:
+            sampler = Sampler(client, clock=lambda: next(times))
+            await sampler.sample_once()
+            for _ in range(6):
+                producer.send_and_wait(topic, b"x", partition=0)
+            await sampler.sample_once()
+            return sampler
+
+    sampler = asyncio.run(scenario())
+    assert sampler.partition_rate(TopicPartition(topic, 0)) == 3.0  # 6 records in 2 s
+    assert sampler.partition_rate(TopicPartition(topic, 1)) == 0.0
+    (rate,) = [rate for rate in sampler.topic_rates() if rate.topic == topic]
+    assert (rate.partitions, rate.records_per_s) == (2, 3.0)
+    assert sampler.topic_rate_series(topic) == [(102.0, 3.0)]
+    history = sampler.group(group)
+    assert history is not None
+    assert [lag.lag for lag in history.lag.values()] == [6]
+    assert list(history.total_lag) == [(100.0, 0.0), (102.0, 6.0)]
+    (first_seen,) = sampler.timeline(group)
+    assert first_seen.summary == "first seen: Empty, 0 member(s)"

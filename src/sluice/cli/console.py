@@ -67,9 +67,7 @@ def console(bootstrap_server: str, host: str, port: int, read_only: bool, interv
     variables, as for every other command.
     """
     options = security_options_from_environment()
-    app = make_app(
-        bootstrap_server, dict(options), read_only=read_only, sample_interval_s=interval
-    )
+    app = make_app(bootstrap_server, dict(options), read_only=read_only, sample_interval_s=interval)
     run(lambda: _serve(app, host, port, bootstrap_server))
 
 

@@ -160,6 +160,8 @@ async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResp
         return await handler(request)
     except web.HTTPNotFound:
         return _error(request, 404, "Not found", f"There is no page at {request.path}.")
+    except web.HTTPBadRequest as e:
+        return _error(request, 400, "Bad request", e.text or "The request does not make sense.")
     except errors.UnknownTopicOrPartition as e:
         return _error(request, 404, "Unknown topic or partition", _kafka_detail(e))
     except BrokerUnreachableError as e:
