@@ -6,14 +6,15 @@ Ready means it printed its URL (it does so once it listens); the wait has a dead
 from __future__ import annotations
 
 import os
-import selectors
+import queue
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice.cli.loopback import HOST, free_port
 
@@ -25,6 +26,7 @@ REQUEST_TIMEOUT_S = 30.0
 class Page:
     status: int
     text: str
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ConsoleProcess:
@@ -51,29 +53,45 @@ class ConsoleProcess:
             stderr=subprocess.STDOUT,
             env={**(os.environ if environment is None else environment), "PYTHONUNBUFFERED": "1"},
         )
+        self.output: list[str] = []
         self.first_line = self._first_line()
 
     def _first_line(self) -> str:
+        """The line announcing the URL; anything logged before it is kept in ``output``.
+        A thread reads the pipe, so a deadline bounds the wait whatever the buffering."""
         assert self.process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if selector.select(timeout=deadline - time.monotonic()):
-                    line = self.process.stdout.readline().decode()
-                    if line.startswith("Sluice console"):
-                        return line.strip()
-                    if not line:
-                        break
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = self.process.stdout
+
+        def read() -> None:
+            for raw in stdout:
+                lines.put(raw.decode(errors="replace"))
+            lines.put("")
+
+        threading.Thread(target=read, name="console-output", daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if line.startswith("Sluice console"):
+                return line.strip()
+            if not line:
+                break
+            self.output.append(line)
         self.stop()
-        raise RuntimeError(f"sluice console did not start: {self.process.returncode}")
+        raise RuntimeError(
+            f"sluice console did not start (exit code {self.process.returncode}): "
+            + "".join(self.output)
+        )
 
     def get(self, path: str) -> Page:
         try:
             with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
-                return Page(response.status, response.read().decode())
+                return Page(response.status, response.read().decode(), dict(response.headers))
         except urllib.error.HTTPError as e:
-            return Page(e.code, e.read().decode())
+            return Page(e.code, e.read().decode(), dict(e.headers))
 
     def post(self, path: str, fields: dict[str, str], *, origin: str | None = "same") -> Page:
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -89,9 +107,9 @@ class ConsoleProcess:
         )
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                return Page(response.status, response.read().decode())
+                return Page(response.status, response.read().decode(), dict(response.headers))
         except urllib.error.HTTPError as e:
-            return Page(e.code, e.read().decode())
+            return Page(e.code, e.read().decode(), dict(e.headers))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -101,5 +119,3 @@ class ConsoleProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()

@@ -119,6 +119,9 @@ def test_topic_page_lists_partitions_offsets_and_configs(
     assert partitions[1][4:7] == ["0", "4", "4"]  # start, end, records
     assert partitions[0][5] == "0"
     assert "<svg" in page.text
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert "script-src" not in page.headers["Content-Security-Policy"]  # default-src 'self'
+    assert page.headers["Content-Security-Policy"].startswith("default-src 'self'")
     configs = re.findall(r'<tr class="non-default"><td>([^<]+)</td>\s*<td>([^<]*)</td>', page.text)
     assert ("retention.ms", "123456") in configs
     listing = console.get("/topics")
