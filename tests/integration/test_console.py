@@ -257,6 +257,10 @@ def test_produce_writes_exactly_one_record_only_once_confirmed(
     )
     assert end_offset(admin, topic, 1) == 1
     assert end_offset(admin, topic, 0) == 0
+    # The result is a page of its own (post/redirect/get): loading it again writes nothing.
+    again = console.get(f"/topics/{topic}/produced?partition=1&offset=0")
+    assert 'at offset <b id="produced-offset">0</b>' in again.text
+    assert end_offset(admin, topic, 1) == 1
     shown = rows(console.get(f"/topics/{topic}/messages?partition=1&offset=0").text, "messages")
     assert len(shown) == 1
     assert shown[0][2] == "k<1>" and shown[0][4] == '{"hello": "world"}'

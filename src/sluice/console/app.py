@@ -21,7 +21,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -113,6 +113,7 @@ def make_app(
     app.router.add_get("/topics/{name}", topic_page)
     app.router.add_get("/topics/{name}/messages", messages_page)
     app.router.add_post("/topics/{name}/produce", produce)
+    app.router.add_get("/topics/{name}/produced", produced_page)
     app.router.add_get("/groups", groups_page)
     app.router.add_get("/groups/{group_id:.+}", group_page)  # group ids may hold "/"
     app.router.add_static("/static", STATIC)
@@ -503,7 +504,21 @@ async def produce(request: web.Request) -> web.Response:
         TopicPartition(name, partition),
         [RecordInput(key, value_text.encode(), tuple(headers))],
     )
-    return render(request, "produced.html", topic=topic, partition=partition, result=result)
+    # Post/redirect/get: reloading the result page must not write the record again.
+    raise web.HTTPSeeOther(
+        f"/topics/{quote(name)}/produced?partition={partition}&offset={result.base_offset}"
+    )
+
+
+async def produced_page(request: web.Request) -> web.Response:
+    """Where a confirmed test record went (the produce form redirects here)."""
+    admin = request.app[ADMIN_KEY]
+    topic = await admin.describe_topic(request.match_info["name"])
+    partition = _int_query(request, "partition", None)
+    offset = _int_query(request, "offset", None)
+    if partition is None or offset is None:
+        raise web.HTTPBadRequest(text="partition and offset are needed")
+    return render(request, "produced.html", topic=topic, partition=partition, offset=offset)
 
 
 # ── groups ─────────────────────────────────────────────────────────────────────────────
