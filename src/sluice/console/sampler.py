@@ -18,7 +18,6 @@ Nothing is stored on disk: the history covers the time the process has been runn
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -134,8 +133,14 @@ class Sampler:
     async def run(self) -> None:
         """Sample every ``interval_s`` until cancelled."""
         while True:
-            with contextlib.suppress(ClientError, KafkaError, OSError):
+            try:
                 await self.sample_once()
+            except (ClientError, KafkaError, OSError):
+                pass  # recorded in last_error; the next sample tries again
+            except Exception as e:
+                # A bug must not stop the sampling for the life of the console.
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.exception("console sample failed")
             await asyncio.sleep(self.interval_s)
 
     async def sample_once(self) -> None:
