@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from broker_process import HOST, BrokerProcess, free_port
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic_name
+from console_process import ConsoleProcess
 from test_sasl import seed_users
 from tls_certs import CertificateAuthority
 
@@ -292,6 +293,34 @@ def test_sluice_topics_list_with_a_client_certificate(
     )
     assert listed.returncode == 0, listed.stderr
     assert topic in listed.stdout.splitlines()
+
+
+def test_sluice_console_with_a_client_certificate(
+    broker: TlsBroker, certificates: Certificates
+) -> None:
+    topic = run(create_topic(broker.bootstrap))
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("SLUICE_SSL_", "SLUICE_SASL_", "SLUICE_SECURITY_"))
+    }
+    console = ConsoleProcess(
+        f"{HOST}:{broker.mtls_port}",
+        environment={
+            **environment,
+            "SLUICE_SECURITY_PROTOCOL": "SSL",
+            "SLUICE_SSL_CA_LOCATION": str(certificates.ca.certificate),
+            "SLUICE_SSL_CERTIFICATE_LOCATION": str(certificates.client.certificate),
+            "SLUICE_SSL_KEY_LOCATION": str(certificates.client.encrypted_key),
+            "SLUICE_SSL_KEY_PASSWORD": CLIENT_KEY_PASSWORD,
+        },
+    )
+    try:
+        page = console.get(f"/topics/{topic}")
+    finally:
+        console.stop()
+    assert page.status == 200, page.text
+    assert f'<span id="topic-name">{topic}</span>' in page.text
 
 
 def test_sluice_over_ssl_trusting_another_ca_fails_in_one_line(

@@ -21,7 +21,7 @@ import click
 from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster, TopicMetadata, parse_bootstrap
 from sluice.client.connection import SaslSettings
 from sluice.client.errors import ClientError
-from sluice.client.security import security_from_options
+from sluice.client.security import SecurityOptions, security_from_options
 from sluice.client.tls import TlsSettings
 from sluice.common import errors
 from sluice.common.config import TOPIC_CONFIG_KEYS, parse_topic_configs
@@ -78,11 +78,12 @@ SECURITY_ENV_VARS = {
 (named after librdkafka's properties: ``security.protocol``, ``ssl.ca.location``, ...)."""
 
 
-def security_from_environment() -> tuple[TlsSettings | None, SaslSettings | None]:
-    """The TLS and SASL settings the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and
-    SLUICE_SASL_* variables give; a usage error naming the variable when they do not
-    fit together. Without SLUICE_SECURITY_PROTOCOL, the SASL variables alone mean
-    SASL_PLAINTEXT and no variables PLAINTEXT."""
+def security_options_from_environment() -> SecurityOptions:
+    """The client's security keywords (``security_protocol``, ``ssl_*``, ``sasl_*``) as
+    the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and SLUICE_SASL_* variables give them; a
+    usage error naming the variable when they do not fit together. Without
+    SLUICE_SECURITY_PROTOCOL, the SASL variables alone mean SASL_PLAINTEXT and no
+    variables PLAINTEXT."""
     values = {option: os.environ.get(name) or None for option, name in SECURITY_ENV_VARS.items()}
     mechanism, username, password = (os.environ.get(name) or None for name in SASL_ENV_VARS)
     if (mechanism or username or password) and not (mechanism and username and password):
@@ -94,24 +95,37 @@ def security_from_environment() -> tuple[TlsSettings | None, SaslSettings | None
             f"{SECURITY_ENV_VARS['ssl_check_hostname']} must be https (check the broker's "
             f"certificate names its host) or none, not {identification!r}"
         )
+    options: SecurityOptions = {
+        "security_protocol": protocol,
+        "ssl_cafile": values["ssl_cafile"],
+        "ssl_certfile": values["ssl_certfile"],
+        "ssl_keyfile": values["ssl_keyfile"],
+        "ssl_password": values["ssl_password"],
+        "ssl_check_hostname": identification == "https",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": username,
+        "sasl_plain_password": password,
+    }
+    security_settings(options)  # refuse options that do not fit together now
+    return options
+
+
+def security_settings(options: SecurityOptions) -> tuple[TlsSettings | None, SaslSettings | None]:
+    """The TLS and SASL settings of ``options``; a usage error naming the variable that
+    sets a bad one."""
     try:
-        tls, sasl = security_from_options(
-            protocol,
-            ssl_cafile=values["ssl_cafile"],
-            ssl_certfile=values["ssl_certfile"],
-            ssl_keyfile=values["ssl_keyfile"],
-            ssl_password=values["ssl_password"],
-            ssl_check_hostname=identification == "https",
-            sasl_mechanism=mechanism,
-            sasl_plain_username=username,
-            sasl_plain_password=password,
-        )
+        return security_from_options(**options)
     except ValueError as e:
         message = str(e)
         for option, name in SECURITY_ENV_VARS.items():
             message = message.replace(option, name)
         raise click.UsageError(message) from None
-    return tls, sasl
+
+
+def security_from_environment() -> tuple[TlsSettings | None, SaslSettings | None]:
+    """The TLS and SASL settings the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and
+    SLUICE_SASL_* variables give (:func:`security_options_from_environment`)."""
+    return security_settings(security_options_from_environment())
 
 
 def open_cluster(bootstrap_server: str) -> Cluster:

@@ -2,7 +2,8 @@
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
 ``share-groups``, ``transactions``, ``delays``, ``dlq``, ``users``, ``cluster`` and
-``acls`` talk to one through ``sluice.client``.
+``acls`` talk to one through ``sluice.client``; ``console`` serves the web console and
+``top`` shows produce rates and group lag in the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import click
 from sluice import __version__
 from sluice.cli.acls import acls
 from sluice.cli.cluster import cluster
+from sluice.cli.console import console, top
 from sluice.cli.consume import consume
 from sluice.cli.delays import delays
 from sluice.cli.dev_cluster import dev_cluster
@@ -47,4 +49,6 @@ main.add_command(delays)
 main.add_command(dlq)
 main.add_command(users)
 main.add_command(dev_cluster)
+main.add_command(console)
+main.add_command(top)
 register_pipelines(main)

@@ -18,8 +18,10 @@ from typing import Any
 
 from sluice.client.cluster import BrokerMetadata, Cluster, TopicMetadata, run_all
 from sluice.client.connection import BrokerConnection
+from sluice.client.errors import ConnectionClosedError
 from sluice.client.groups import (
     CONSUMER_PROTOCOL_TYPE,
+    COORDINATOR_RETRY_CODES,
     COORDINATOR_TIMEOUT_S_DEFAULT,
     GroupCoordinators,
     GroupDescription,
@@ -897,11 +899,64 @@ class Admin:
 
     async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
         """State, protocol and members (with decoded assignments) of each group, in the
-        order asked. A group that does not exist is described with state ``Dead``."""
+        order asked. A group that does not exist is described with state ``Dead``.
+
+        Groups with the same coordinator are described in one request to it; a group
+        whose coordinator turns out busy or moved (or whose connection drops) is asked
+        about again on its own, with the usual retries."""
         wanted = list(dict.fromkeys(group_ids))
+        nodes: dict[str, NodeId] = {}
+
+        async def locate(group_id: str) -> None:
+            nodes[group_id] = await self.coordinators.node_of(group_id)
+
+        await run_all(locate(group_id) for group_id in wanted)
+        by_node: dict[NodeId, list[str]] = defaultdict(list)
+        for group_id in wanted:
+            by_node[nodes[group_id]].append(group_id)
         descriptions: dict[str, GroupDescription] = {}
-        await run_all(self._describe_group(group_id, descriptions) for group_id in wanted)
+        await run_all(
+            self._describe_groups_on(node_id, groups, descriptions)
+            for node_id, groups in by_node.items()
+        )
+        await run_all(
+            self._describe_group(group_id, descriptions)
+            for group_id in wanted
+            if group_id not in descriptions
+        )
         return [descriptions[group_id] for group_id in wanted]
+
+    async def _describe_groups_on(
+        self, node_id: NodeId, group_ids: list[str], descriptions: dict[str, GroupDescription]
+    ) -> None:
+        """One DescribeGroups for every group ``node_id`` coordinates; groups it does not
+        answer for (now) are left out of ``descriptions``."""
+        try:
+            connection = await self.cluster.connection(node_id)
+            response = await connection.request(
+                Request(
+                    ApiKey.DESCRIBE_GROUPS,
+                    {"groups": group_ids, "include_authorized_operations": False},
+                )
+            )
+        except ConnectionClosedError:
+            for group_id in group_ids:
+                self.coordinators.forget(group_id)
+            return
+        asked = set(group_ids)
+        for described in response.groups:
+            group_id = described.group_id
+            if group_id not in asked:
+                continue
+            if described.error_code in COORDINATOR_RETRY_CODES:
+                self.coordinators.forget(group_id)
+            elif described.error_code == ErrorCode.group_id_not_found:
+                descriptions[group_id] = GroupDescription(group_id, GroupState.DEAD, "", "")
+            else:
+                raise_for_group(
+                    described.error_code, group_id, getattr(described, "error_message", None)
+                )
+                descriptions[group_id] = _group_description(described)
 
     async def _describe_group(
         self, group_id: str, descriptions: dict[str, GroupDescription]

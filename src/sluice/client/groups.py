@@ -280,6 +280,15 @@ class GroupCoordinators:
         self._known[group_id] = node.node_id
         return node
 
+    async def node_of(self, group_id: str) -> NodeId:
+        """The node id of ``group_id``'s coordinator: the one remembered, else looked up
+        (retried while none is available)."""
+        node_id = self._known.get(group_id)
+        if node_id is not None:
+            return node_id
+        found = await retry_coordinator_errors(lambda: self._look_up(group_id), self.timeout_s)
+        return found.node_id
+
     async def _connection(self, group_id: str) -> BrokerConnection:
         node_id = self._known.get(group_id)
         if node_id is None:

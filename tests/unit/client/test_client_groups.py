@@ -666,3 +666,65 @@ def test_every_group_request_builds_at_every_client_version(api_key: int) -> Non
         header, body_offset = parse_request_header(frame)
         assert header.api_version == version
         decode_request_body(header, frame, body_offset)
+
+
+def test_groups_of_one_coordinator_are_described_in_one_request() -> None:
+    homes = {"a": 1, "b": 2, "c": 1, "gone": 1}
+
+    def find(_node: int, _version: int, request: Any) -> dict[str, Any]:
+        key = request.key if hasattr(request, "key") else request.coordinator_keys[0]
+        return coordinator_is(homes[key])(_node, _version, request)
+
+    def describe(node: int, _version: int, request: Any) -> dict[str, Any]:
+        answers = []
+        for group_id in request.groups:
+            assert homes[group_id] == node, f"{group_id} asked at {node}"
+            if group_id == "gone":
+                answers.append(
+                    {**described(group_id, "Dead", []), "error_code": ErrorCode.group_id_not_found}
+                )
+            else:
+                answers.append(described(group_id, "Empty", []))
+        return {"groups": answers}
+
+    cluster = ScriptedCluster({ApiKey.FIND_COORDINATOR: find, ApiKey.DESCRIBE_GROUPS: describe})
+    descriptions = run(admin_for(cluster).describe_groups(["c", "gone", "b", "a", "c"]))
+    assert [(d.group_id, d.state) for d in descriptions] == [
+        ("c", GroupState.EMPTY),
+        ("gone", GroupState.DEAD),
+        ("b", GroupState.EMPTY),
+        ("a", GroupState.EMPTY),
+    ]
+    sent = sorted(
+        (node, sorted(body.groups)) for node, body in cluster.sent_of(ApiKey.DESCRIBE_GROUPS)
+    )
+    assert sent == [(1, ["a", "c", "gone"]), (2, ["b"])]
+
+
+def test_a_group_whose_coordinator_moved_is_asked_again_on_its_own() -> None:
+    homes = {"stays": [1, 1], "moves": [1, 2]}
+
+    def find(node: int, version: int, request: Any) -> dict[str, Any]:
+        key = request.key if hasattr(request, "key") else request.coordinator_keys[0]
+        return coordinator_is(homes[key].pop(0))(node, version, request)
+
+    def describe(node: int, _version: int, request: Any) -> dict[str, Any]:
+        answers = []
+        for group_id in request.groups:
+            if group_id == "moves" and node == 1:
+                answers.append(
+                    {**described(group_id, "Empty", []), "error_code": ErrorCode.not_coordinator}
+                )
+            else:
+                answers.append(described(group_id, "Stable" if node == 2 else "Empty", []))
+        return {"groups": answers}
+
+    cluster = ScriptedCluster({ApiKey.FIND_COORDINATOR: find, ApiKey.DESCRIBE_GROUPS: describe})
+    stays, moves = run(admin_for(cluster).describe_groups(["stays", "moves"]))
+    assert (stays.state, moves.state) == (GroupState.EMPTY, GroupState.STABLE)
+    assert [
+        (node, list(body.groups)) for node, body in cluster.sent_of(ApiKey.DESCRIBE_GROUPS)
+    ] == [
+        (1, ["stays", "moves"]),
+        (2, ["moves"]),
+    ]

@@ -1,0 +1,266 @@
+"""The console's sampler: end offsets, committed offsets and group descriptions every few
+seconds, kept in bounded in-memory history.
+
+Each sample asks the cluster, through the client only:
+
+- Metadata for every topic (internal ones left out), at most ``max_topics`` of them;
+- ListOffsets (latest) for all their partitions: one request per partition leader;
+- ListGroups (one request per broker), then for at most ``max_groups`` groups
+  DescribeGroups and OffsetFetch, each sent to the group's coordinator.
+
+From consecutive samples it derives produce rates (records/s per partition and topic),
+each group's lag per partition (end offset − committed offset, never negative) and the
+group's rebalance timeline (:mod:`sluice.console.timeline`). History is ring buffers:
+``history_s`` seconds of points per series, a bounded number of timeline events per group.
+Nothing is stored on disk: the history covers the time the process has been running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sluice.client.admin import Admin, OffsetSpec
+from sluice.client.cluster import TopicMetadata
+from sluice.client.errors import ClientError
+from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
+from sluice.common.errors import KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.console.timeline import GroupSnapshot, GroupTrack, TimelineEvent, diff_snapshots
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S_DEFAULT = 2.0
+HISTORY_S_DEFAULT = 30 * 60.0
+"""Thirty minutes of points per series."""
+MAX_TOPICS_DEFAULT = 200
+MAX_GROUPS_DEFAULT = 50
+"""Caps on what one sample asks about, so a large cluster costs a bounded amount."""
+TIMELINE_EVENTS_MAX = 500
+"""Events kept per group (the oldest go first)."""
+
+
+def rate_per_s(before: tuple[float, int], after: tuple[float, int]) -> float:
+    """Records per second between two (time, end offset) points; 0 when the offset went
+    back (the topic was recreated) or no time passed."""
+    elapsed = after[0] - before[0]
+    if elapsed <= 0 or after[1] < before[1]:
+        return 0.0
+    return (after[1] - before[1]) / elapsed
+
+
+def lag_of(end_offset: int, committed: int) -> int:
+    """Records the group has yet to read in a partition; never negative (a committed
+    offset read after the end offset can be ahead of it)."""
+    return max(end_offset - committed, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    topic_partition: TopicPartition
+    committed: int
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return lag_of(self.end_offset, self.committed)
+
+
+@dataclass(slots=True)
+class GroupHistory:
+    """What the sampler keeps of one group."""
+
+    track: GroupTrack = field(default_factory=GroupTrack)
+    events: deque[TimelineEvent] = field(default_factory=lambda: deque(maxlen=TIMELINE_EVENTS_MAX))
+    lag: dict[TopicPartition, PartitionLag] = field(default_factory=dict)
+    total_lag: deque[tuple[float, float]] = field(default_factory=deque)
+    description: GroupDescription | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRate:
+    topic: str
+    partitions: int
+    records_per_s: float | None
+    """None until two samples exist."""
+
+
+class Sampler:
+    """Samples the cluster through an :class:`Admin` it does not own.
+
+    ``run()`` samples every ``interval_s`` until cancelled; ``sample_once()`` takes one
+    sample (``sluice top`` and tests drive it directly). A failed sample is logged and
+    kept in :attr:`last_error`; the next one tries again.
+    """
+
+    def __init__(
+        self,
+        admin: Admin,
+        *,
+        interval_s: float = INTERVAL_S_DEFAULT,
+        history_s: float = HISTORY_S_DEFAULT,
+        max_topics: int = MAX_TOPICS_DEFAULT,
+        max_groups: int = MAX_GROUPS_DEFAULT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"sampler interval must be positive, not {interval_s}")
+        self.admin = admin
+        self.interval_s = interval_s
+        self.history_s = history_s
+        self.max_topics = max_topics
+        self.max_groups = max_groups
+        self.clock = clock
+        self.points_max = max(int(history_s / interval_s), 2)
+        self.samples = 0
+        self.started_s = clock()
+        self.last_sample_s: float | None = None
+        self.last_error: str | None = None
+        self.topics: dict[str, TopicMetadata] = {}
+        self.topics_capped = False
+        self.groups_capped = False
+        self.groups: dict[str, GroupHistory] = {}
+        self.listings: list[GroupListing] = []
+        self._end_offsets: dict[TopicPartition, deque[tuple[float, int]]] = {}
+        self._topic_rates: dict[str, deque[tuple[float, float]]] = {}
+
+    # ── sampling ───────────────────────────────────────────────────────────────────
+
+    async def run(self) -> None:
+        """Sample every ``interval_s`` until cancelled."""
+        while True:
+            try:
+                await self.sample_once()
+            except (ClientError, KafkaError, OSError):
+                pass  # recorded in last_error; the next sample tries again
+            except Exception as e:
+                # A bug must not stop the sampling for the life of the console.
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.exception("console sample failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def sample_once(self) -> None:
+        """One sample of topics, end offsets, groups and their committed offsets."""
+        try:
+            await self._sample()
+        except (ClientError, KafkaError, OSError) as e:
+            error = f"{type(e).__name__}: {e}"
+            if error != self.last_error:  # once per distinct failure, not every interval
+                log.warning("console sample failed: %s", error)
+            self.last_error = error
+            raise
+        self.last_error = None
+
+    async def _sample(self) -> None:
+        topics = await self.admin.list_topics()
+        self.topics_capped = len(topics) > self.max_topics
+        self.topics = {topic.name: topic for topic in topics[: self.max_topics]}
+        # Groups that only store offsets (empty protocol type: consumers that assign
+        # partitions themselves) are kept too: their lag is worth showing.
+        listings = await self.admin.list_groups()
+        self.groups_capped = len(listings) > self.max_groups
+        self.listings = listings[: self.max_groups]
+        group_ids = [listing.group_id for listing in self.listings]
+        descriptions = await self.admin.describe_groups(group_ids) if group_ids else []
+        committed = dict(
+            zip(
+                group_ids,
+                await asyncio.gather(*(self.admin.list_group_offsets(g) for g in group_ids)),
+                strict=True,
+            )
+        )
+        wanted = {p.topic_partition for topic in self.topics.values() for p in topic.partitions}
+        for offsets in committed.values():
+            wanted.update(tp for tp in offsets if tp.topic in self.topics)
+        end_offsets = (
+            await self.admin.list_offsets(sorted(wanted), OffsetSpec.LATEST) if wanted else {}
+        )
+        now = self.clock()
+        self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
+        self._record_groups(now, descriptions, committed)
+        self.samples += 1
+        self.last_sample_s = now
+
+    def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
+        for topic_partition, offset in offsets.items():
+            points = self._end_offsets.setdefault(topic_partition, deque(maxlen=self.points_max))
+            points.append((now, offset))
+        for name in self.topics:
+            rate = self._topic_rate_now(name)
+            if rate is not None:
+                self._topic_rates.setdefault(name, deque(maxlen=self.points_max)).append(
+                    (now, rate)
+                )
+        for gone in set(self._end_offsets) - set(offsets):
+            del self._end_offsets[gone]
+        for gone_topic in set(self._topic_rates) - set(self.topics):
+            del self._topic_rates[gone_topic]
+
+    def _record_groups(
+        self,
+        now: float,
+        descriptions: Iterable[GroupDescription],
+        committed: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+    ) -> None:
+        seen = set()
+        for description in descriptions:
+            group_id = description.group_id
+            seen.add(group_id)
+            history = self.groups.setdefault(group_id, GroupHistory())
+            history.description = description
+            history.events.extend(diff_snapshots(history.track, GroupSnapshot.of(description, now)))
+            lags: dict[TopicPartition, PartitionLag] = {}
+            for topic_partition, offset in committed.get(group_id, {}).items():
+                end = self.end_offset(topic_partition)
+                if end is not None:
+                    lags[topic_partition] = PartitionLag(topic_partition, offset.offset, end)
+            history.lag = dict(sorted(lags.items()))
+            history.total_lag.append((now, float(sum(lag.lag for lag in lags.values()))))
+            while len(history.total_lag) > self.points_max:
+                history.total_lag.popleft()
+        for gone in set(self.groups) - seen:
+            # Groups deleted (or past the cap) are forgotten with their timeline.
+            del self.groups[gone]
+
+    # ── reading the history ────────────────────────────────────────────────────────
+
+    def end_offset(self, topic_partition: TopicPartition) -> int | None:
+        points = self._end_offsets.get(topic_partition)
+        return points[-1][1] if points else None
+
+    def partition_rate(self, topic_partition: TopicPartition) -> float | None:
+        """Records/s into one partition between the last two samples."""
+        points = self._end_offsets.get(topic_partition)
+        if points is None or len(points) < 2:
+            return None
+        return rate_per_s(points[-2], points[-1])
+
+    def _topic_rate_now(self, topic: str) -> float | None:
+        metadata = self.topics.get(topic)
+        if metadata is None:
+            return None
+        rates = [self.partition_rate(p.topic_partition) for p in metadata.partitions]
+        known = [rate for rate in rates if rate is not None]
+        return sum(known) if known else None
+
+    def topic_rates(self) -> list[TopicRate]:
+        """Every sampled topic's produce rate, by name."""
+        return [
+            TopicRate(name, len(metadata.partitions), self._topic_rate_now(name))
+            for name, metadata in sorted(self.topics.items())
+        ]
+
+    def topic_rate_series(self, topic: str) -> list[tuple[float, float]]:
+        return list(self._topic_rates.get(topic, ()))
+
+    def group(self, group_id: str) -> GroupHistory | None:
+        return self.groups.get(group_id)
+
+    def timeline(self, group_id: str) -> list[TimelineEvent]:
+        """The group's events, newest first."""
+        history = self.groups.get(group_id)
+        return list(reversed(history.events)) if history else []

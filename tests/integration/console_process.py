@@ -1,0 +1,121 @@
+"""A real ``python -m sluice console`` process on a free loopback port, for tests.
+
+Ready means it printed its URL (it does so once it listens); the wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+from sluice.cli.loopback import HOST, free_port
+
+START_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    status: int
+    text: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ConsoleProcess:
+    def __init__(
+        self, bootstrap: str, *arguments: str, environment: dict[str, str] | None = None
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sluice",
+                "console",
+                "--bootstrap",
+                bootstrap,
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                *arguments,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**(os.environ if environment is None else environment), "PYTHONUNBUFFERED": "1"},
+        )
+        self.output: list[str] = []
+        self.first_line = self._first_line()
+
+    def _first_line(self) -> str:
+        """The line announcing the URL; anything logged before it is kept in ``output``.
+        A thread reads the pipe, so a deadline bounds the wait whatever the buffering."""
+        assert self.process.stdout is not None
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = self.process.stdout
+
+        def read() -> None:
+            for raw in stdout:
+                lines.put(raw.decode(errors="replace"))
+            lines.put("")
+
+        threading.Thread(target=read, name="console-output", daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if line.startswith("Sluice console"):
+                return line.strip()
+            if not line:
+                break
+            self.output.append(line)
+        self.stop()
+        raise RuntimeError(
+            f"sluice console did not start (exit code {self.process.returncode}): "
+            + "".join(self.output)
+        )
+
+    def get(self, path: str) -> Page:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
+                return Page(response.status, response.read().decode(), dict(response.headers))
+        except urllib.error.HTTPError as e:
+            return Page(e.code, e.read().decode(), dict(e.headers))
+
+    def post(self, path: str, fields: dict[str, str], *, origin: str | None = "same") -> Page:
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if origin == "same":
+            headers["Origin"] = self.url
+        elif origin is not None:
+            headers["Origin"] = origin
+        request = urllib.request.Request(
+            self.url + path,
+            data=urllib.parse.urlencode(fields).encode(),
+            headers=headers,
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return Page(response.status, response.read().decode(), dict(response.headers))
+        except urllib.error.HTTPError as e:
+            return Page(e.code, e.read().decode(), dict(e.headers))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -1,0 +1,258 @@
+"""The web console in a real headless browser (Debian's chromium through chromedriver):
+every page loads and shows what the cluster holds, the live parts refresh themselves, and
+the produce form is clicked through its confirmation. A screenshot of each page is saved
+as a test artifact (``SLUICE_TEST_ARTIFACTS``, default ``test-artifacts/console/``).
+
+Every wait is on an element or its text (WebDriverWait), never a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import unique_group_id, unique_topic_name
+from console_process import ConsoleProcess
+
+from sluice.client.admin import NewTopic
+from sluice.client.groups import OffsetAndMetadata
+from sluice.common.ids import TopicPartition
+from sluice.sync import Admin, Consumer, Producer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT_S = 30.0
+SAMPLE_INTERVAL_S = "0.5"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+def _missing_browser() -> str | None:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
+    if not missing:
+        return None
+    return (
+        f"{' and '.join(missing)} not found: install them with "
+        "`apt-get install chromium chromium-driver` (`make` installs them)"
+    )
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    directory = Path(
+        os.environ.get("SLUICE_TEST_ARTIFACTS") or REPO_ROOT / "test-artifacts" / "console"
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    reason = _missing_browser()
+    if reason is not None:
+        print(reason)
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,800",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(flag)
+    # An explicit driver path: selenium-manager never looks for (or downloads) one.
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_window_size(1280, 800)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    if _missing_browser() is not None:
+        pytest.skip(_missing_browser() or "")
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("console-browser-broker") / "data",
+        overrides={"http.port": "0", "group.initial.rebalance.delay.ms": "0"},
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
+    process = ConsoleProcess(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(broker: BrokerProcess) -> Iterator[Admin]:
+    with Admin(broker.bootstrap) as opened:
+        yield opened
+
+
+def wait_for_text(driver: WebDriver, element_id: str, text: str) -> None:
+    WebDriverWait(driver, WAIT_S).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, element_id), text)
+    )
+
+
+def wait_for_exact_text(driver: WebDriver, element_id: str, text: str) -> None:
+    WebDriverWait(driver, WAIT_S).until(
+        lambda driver: driver.find_element(By.ID, element_id).text.strip() == text
+    )
+
+
+def screenshot(driver: WebDriver, artifacts: Path, name: str) -> None:
+    path = artifacts / f"console-{name}.png"
+    assert driver.save_screenshot(str(path)), f"no screenshot {path}"
+
+
+def test_every_page_in_a_browser(
+    browser: WebDriver,
+    console: ConsoleProcess,
+    admin: Admin,
+    broker: BrokerProcess,
+    artifacts: Path,
+) -> None:
+    topic = unique_topic_name("orders")
+    admin.create_topics([NewTopic(topic, partitions=3, configs={"retention.ms": "86400000"})])
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        for index in range(12):
+            producer.send_and_wait(
+                topic,
+                f'{{"order": {index}, "item": "widget"}}'.encode(),
+                key=f"customer-{index % 4}".encode(),
+                headers=[("source", b"browser-test")],
+                partition=index % 3,
+            )
+
+    browser.get(console.url + "/")
+    wait_for_text(browser, "brokers", broker.bootstrap)
+    wait_for_text(browser, "partitions", topic)
+    screenshot(browser, artifacts, "cluster")
+
+    browser.get(console.url + "/topics")
+    wait_for_text(browser, "topics", topic)
+    screenshot(browser, artifacts, "topics")
+
+    browser.get(f"{console.url}/topics/{topic}")
+    wait_for_text(browser, "topic-partitions", "4")
+    assert "retention.ms" in browser.find_element(By.ID, "topic-configs").text
+    # The produce rate's chart appears once the sampler has two samples.
+    WebDriverWait(browser, WAIT_S).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, "#topic-live svg polyline")
+    )
+    screenshot(browser, artifacts, "topic")
+
+    browser.get(f"{console.url}/topics/{topic}/messages?partition=1&offset=1&limit=5")
+    wait_for_text(browser, "messages", '"order": 4')
+    first = browser.find_element(By.CSS_SELECTOR, "#messages tr.record")
+    assert first.get_attribute("data-offset") == "1"
+    assert "customer-0" in first.text and "browser-test" in first.text
+    screenshot(browser, artifacts, "messages")
+    browser.find_element(By.ID, "format").send_keys("hex")
+    browser.find_element(By.CSS_SELECTOR, "#browse-form button").click()
+    wait_for_text(browser, "messages", "00000000  7b 22 6f 72")  # {"or
+    screenshot(browser, artifacts, "messages-hex")
+
+
+def test_group_lag_and_rebalance_timeline_in_a_browser(
+    browser: WebDriver,
+    console: ConsoleProcess,
+    admin: Admin,
+    broker: BrokerProcess,
+    artifacts: Path,
+) -> None:
+    topic = unique_topic_name("payments")
+    admin.create_topics([NewTopic(topic, partitions=2)])
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        for index in range(9):
+            producer.send_and_wait(topic, b"payment", partition=index % 2)
+    group = unique_group_id()
+    admin.alter_group_offsets(
+        group,
+        {
+            TopicPartition(topic, 0): OffsetAndMetadata(1),
+            TopicPartition(topic, 1): OffsetAndMetadata(4),
+        },
+    )
+    browser.get(f"{console.url}/groups/{group}")
+    wait_for_exact_text(browser, "total-lag", "4")  # (5 - 1) + (4 - 4)
+    # The sampler sees the group empty before anyone joins (the page refreshes itself).
+    wait_for_text(browser, "timeline", "first seen: Empty")
+    with Consumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        client_id="browser-test-consumer",
+    ) as consumer:
+        assert consumer.wait_for_assignment() == {
+            TopicPartition(topic, 0),
+            TopicPartition(topic, 1),
+        }
+        wait_for_text(browser, "timeline", "joined (browser-test-consumer from")
+        wait_for_text(browser, "timeline", "new generation")
+        wait_for_exact_text(browser, "group-state", "Stable")
+        assert f"{topic}[0,1]" in browser.find_element(By.ID, "timeline").text
+        assert "browser-test-consumer" in browser.find_element(By.ID, "members").text
+        screenshot(browser, artifacts, "group")
+    browser.get(console.url + "/groups")
+    wait_for_text(browser, "groups", group)
+    screenshot(browser, artifacts, "groups")
+
+
+def test_produce_confirmation_in_a_browser(
+    browser: WebDriver, console: ConsoleProcess, admin: Admin, artifacts: Path
+) -> None:
+    topic = unique_topic_name("orders")
+    admin.create_topics([NewTopic(topic, partitions=2)])
+    browser.get(f"{console.url}/topics/{topic}")
+    browser.find_element(By.ID, "produce-partition").send_keys("1")
+    browser.find_element(By.ID, "produce-key").send_keys("customer-7")
+    browser.find_element(By.ID, "produce-value").send_keys('{"order": 99}')
+    browser.find_element(By.ID, "produce-headers").send_keys("source=console")
+    browser.find_element(By.ID, "produce-review").click()
+    wait_for_text(browser, "confirm-value", '{"order": 99}')
+    assert browser.find_element(By.ID, "confirm-partition").text == "1"
+    screenshot(browser, artifacts, "produce-confirm")
+    browser.find_element(By.ID, "produce-confirm").click()
+    wait_for_text(browser, "produced", "at offset 0")
+    assert browser.find_element(By.ID, "produced-partition").text == "1"
+    screenshot(browser, artifacts, "produced")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "message browser").click()
+    wait_for_text(browser, "messages", '{"order": 99}')
+    assert "source: console" in browser.find_element(By.ID, "messages").text
+
+
+def test_unknown_topic_page_in_a_browser(
+    browser: WebDriver, console: ConsoleProcess, artifacts: Path
+) -> None:
+    browser.get(f"{console.url}/topics/no-such-topic")
+    wait_for_text(browser, "error-detail", "topic 'no-such-topic' does not exist")
+    screenshot(browser, artifacts, "not-found")

@@ -1,0 +1,108 @@
+"""The rebalance timeline: events from two successive DescribeGroups samples."""
+
+from __future__ import annotations
+
+from sluice.client.groups import GroupDescription, GroupState, MemberDescription
+from sluice.console.timeline import (
+    EventKind,
+    GroupSnapshot,
+    GroupTrack,
+    MemberSnapshot,
+    TimelineEvent,
+    diff_snapshots,
+)
+
+
+def member(member_id: str, assignment: dict[str, list[int]] | None = None) -> MemberSnapshot:
+    return MemberSnapshot(
+        member_id,
+        f"client-{member_id}",
+        "/127.0.0.1",
+        {t: tuple(p) for t, p in (assignment or {}).items()},
+    )
+
+
+def snapshot(time_s: float, state: str, *members: MemberSnapshot) -> GroupSnapshot:
+    return GroupSnapshot(time_s, state, "range" if members else "", tuple(members))
+
+
+def kinds(events: list[TimelineEvent]) -> list[EventKind]:
+    return [event.kind for event in events]
+
+
+def test_first_sample_describes_the_group_and_counts_a_stable_generation() -> None:
+    track = GroupTrack()
+    events = diff_snapshots(track, snapshot(1, GroupState.STABLE, member("a", {"t": [0, 1]})))
+    assert kinds(events) == [EventKind.STATE_CHANGED, EventKind.GENERATION]
+    assert "first seen: Stable, 1 member(s)" in events[0].summary
+    assert events[1].generation == 1
+    assert events[1].members[0].assignment_text() == "t[0,1]"
+
+
+def test_a_member_joining_through_a_rebalance_opens_the_next_generation() -> None:
+    track = GroupTrack()
+    diff_snapshots(track, snapshot(1, GroupState.STABLE, member("a", {"t": [0, 1]})))
+    rebalancing = diff_snapshots(
+        track, snapshot(2, GroupState.PREPARING_REBALANCE, member("a"), member("b"))
+    )
+    assert kinds(rebalancing) == [EventKind.STATE_CHANGED, EventKind.MEMBER_JOINED]
+    assert rebalancing[0].summary == "state Stable → PreparingRebalance"
+    assert rebalancing[1].summary == "member b joined (client-b from /127.0.0.1)"
+    stable = diff_snapshots(
+        track,
+        snapshot(3, GroupState.STABLE, member("a", {"t": [0]}), member("b", {"t": [1]})),
+    )
+    assert kinds(stable) == [EventKind.STATE_CHANGED, EventKind.GENERATION]
+    generation = stable[1]
+    assert generation.generation == 2
+    assert not generation.skipped
+    assert generation.summary == "generation 1 → 2 (range)"
+    assert [m.assignment_text() for m in generation.members] == ["t[0]", "t[1]"]
+
+
+def test_a_change_between_two_stable_samples_is_marked_as_unseen_generations() -> None:
+    track = GroupTrack()
+    diff_snapshots(track, snapshot(1, GroupState.STABLE, member("a", {"t": [0, 1]})))
+    events = diff_snapshots(
+        track,
+        snapshot(2, GroupState.STABLE, member("a", {"t": [0]}), member("b", {"t": [1]})),
+    )
+    assert kinds(events) == [EventKind.MEMBER_JOINED, EventKind.GENERATION]
+    assert events[1].skipped
+    assert "generations in between not seen" in events[1].summary
+
+
+def test_an_unchanged_stable_group_yields_no_events() -> None:
+    track = GroupTrack()
+    diff_snapshots(track, snapshot(1, GroupState.STABLE, member("a", {"t": [0]})))
+    assert diff_snapshots(track, snapshot(2, GroupState.STABLE, member("a", {"t": [0]}))) == []
+
+
+def test_members_leaving_until_empty() -> None:
+    track = GroupTrack()
+    diff_snapshots(track, snapshot(1, GroupState.STABLE, member("a", {"t": [0]})))
+    events = diff_snapshots(track, snapshot(2, GroupState.EMPTY))
+    assert kinds(events) == [EventKind.STATE_CHANGED, EventKind.MEMBER_LEFT]
+    assert events[1].members[0].member_id == "a"
+    # A group coming back after being empty starts a new generation, not a skipped one.
+    back = diff_snapshots(track, snapshot(3, GroupState.STABLE, member("c", {"t": [0]})))
+    assert kinds(back) == [EventKind.STATE_CHANGED, EventKind.MEMBER_JOINED, EventKind.GENERATION]
+    assert back[-1].generation == 2
+    assert not back[-1].skipped
+
+
+def test_snapshot_of_a_description_sorts_members_and_keeps_assignments() -> None:
+    description = GroupDescription(
+        "g",
+        GroupState.STABLE,
+        "consumer",
+        "roundrobin",
+        [
+            MemberDescription("m2", None, "c2", "/h2", {"t": [1]}),
+            MemberDescription("m1", None, "c1", "/h1", {"t": [0]}),
+        ],
+    )
+    snap = GroupSnapshot.of(description, 5.0)
+    assert [m.member_id for m in snap.members] == ["m1", "m2"]
+    assert snap.members[1].assignment == {"t": (1,)}
+    assert snap.protocol == "roundrobin"
