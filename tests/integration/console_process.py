@@ -5,8 +5,10 @@ Ready means it printed its URL (it does so once it listens); the wait has a dead
 
 from __future__ import annotations
 
+import html
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -119,3 +121,19 @@ class ConsoleProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def rows(page: str, table_id: str) -> list[list[str]]:
+    """The cells (tags stripped, unescaped) of each body row of a table."""
+    table = re.search(rf'<table id="{table_id}".*?<tbody>(.*?)</tbody>', page, re.S)
+    assert table is not None, f"no table {table_id}"
+    found = []
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        found.append(
+            [
+                html.unescape(re.sub(r"<[^>]+>", "", cell.replace("</div>", "\n"))).strip()
+                for cell in cells
+            ]
+        )
+    return found

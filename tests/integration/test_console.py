@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
-from console_process import ConsoleProcess
+from console_process import ConsoleProcess, rows
 
 from sluice.cli.loopback import free_port
 from sluice.client.admin import NewTopic, OffsetSpec
@@ -66,22 +66,6 @@ def new_topic(admin: Admin, partitions: int = 1, **configs: str) -> str:
     name = unique_topic_name("console")
     admin.create_topics([NewTopic(name, partitions=partitions, configs=configs)])
     return name
-
-
-def rows(page: str, table_id: str) -> list[list[str]]:
-    """The cells (tags stripped, unescaped) of each body row of a table."""
-    table = re.search(rf'<table id="{table_id}".*?<tbody>(.*?)</tbody>', page, re.S)
-    assert table is not None, f"no table {table_id}"
-    found = []
-    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S):
-        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-        found.append(
-            [
-                html.unescape(re.sub(r"<[^>]+>", "", cell.replace("</div>", "\n"))).strip()
-                for cell in cells
-            ]
-        )
-    return found
 
 
 def end_offset(admin: Admin, topic: str, partition: int = 0) -> int:

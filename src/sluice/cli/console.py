@@ -119,7 +119,7 @@ def top_tables(sampler: Sampler) -> tuple[Table, Table]:
     groups.add_column("total lag", justify="right")
     groups.add_column("worst partition")
     for group_id, history in sorted(sampler.groups.items()):
-        description = history.description
+        description = history.description or history.share_description
         worst = max(history.lag.values(), key=lambda lag: lag.lag, default=None)
         groups.add_row(
             group_id,

@@ -868,7 +868,14 @@ class Admin:
             _raise_for(response.error_code, None, f"listing the groups of broker {node_id}")
             if connection.version_for(ApiKey.LIST_GROUPS) >= LIST_GROUPS_STATE_VERSION:
                 return [
-                    GroupListing(group.group_id, group.protocol_type, group.group_state)
+                    GroupListing(
+                        group.group_id,
+                        group.protocol_type,
+                        group.group_state,
+                        # v5+: the group's type (classic, share); lower-cased as Kafka's
+                        # brokers spell it differently from version to version.
+                        str(getattr(group, "group_type", None) or "classic").lower(),
+                    )
                     for group in response.groups
                 ]
             listed = [(group.group_id, group.protocol_type) for group in response.groups]

@@ -122,6 +122,9 @@ class GroupListing:
     protocol_type: str
     """``consumer`` for Kafka consumers; empty for groups that only store offsets."""
     state: str
+    group_type: str = "classic"
+    """``classic`` or ``share`` (KIP-932), as ListGroups v5+ reports it; ``classic`` from
+    older brokers, which have no other kind."""
 
 
 @dataclass(frozen=True, slots=True)

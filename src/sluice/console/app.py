@@ -1,5 +1,11 @@
 """The console's aiohttp application: routes, pages, the produce form, error pages.
 
+Besides brokers, topics, records and consumer groups, pages show what Sluice adds and
+Kafka's protocol can reach: share groups (KIP-932) on the group pages, open
+transactions (``/transactions``), delayed records (``/delays`` and each topic's page)
+and tag-filtered views (each topic's page). Against a cluster that lacks one (an older
+Kafka, or ACLs that refuse it) the page says so instead of failing.
+
 ``make_app(bootstrap, client_options)`` builds the application; it opens its client
 (one :class:`~sluice.client.admin_api.Admin`) and starts the sampler when the app starts,
 and closes both when it stops (``cleanup_ctx``). Every read goes through the client; the
@@ -18,6 +24,7 @@ import contextlib
 import hmac
 import random
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,19 +34,31 @@ import jinja2
 from aiohttp import web
 
 from sluice import __version__
-from sluice.client.admin import NO_OFFSET, Admin, ListedOffset, OffsetSpec
+from sluice.client.admin import NO_OFFSET, Admin, ConfigEntry, ListedOffset, OffsetSpec
 from sluice.client.admin_api import Admin as OwningAdmin
+from sluice.client.admin_delays import PartitionDelays, describe_delays
+from sluice.client.admin_share_groups import (
+    SHARE_GROUP_TYPE,
+    describe_share_group,
+    share_group_offsets,
+)
+from sluice.client.admin_transactions import (
+    TransactionDescription,
+    TransactionListing,
+    describe_transactions,
+    list_transactions,
+)
 from sluice.client.cluster import NO_LEADER, TopicMetadata
 from sluice.client.consumer import ConsumedRecord, fetch_partitions
-from sluice.client.errors import BrokerUnreachableError, ClientError
+from sluice.client.errors import BrokerUnreachableError, ClientError, UnsupportedApiError
 from sluice.client.groups import GroupState
 from sluice.client.partitioner import partition_for_key
 from sluice.client.producer import produce_batch
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
-from sluice.console import charts, formatting
-from sluice.console.sampler import INTERVAL_S_DEFAULT, PartitionLag, Sampler
+from sluice.console import charts, features, formatting
+from sluice.console.sampler import INTERVAL_S_DEFAULT, PartitionLag, Sampler, share_lags
 from sluice.protocol.records.builder import RecordInput
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -52,6 +71,17 @@ FETCH_ROUNDS_MAX = 20
 """Fetches one page of the message browser may take (batches can be small)."""
 REFRESH_S_MIN = 1.0
 """Pages refresh their live parts as often as the sampler samples, at most once a second."""
+TRANSACTIONS_MAX = 200
+"""Transactional ids described on one load of the transactions page (open ones first)."""
+DESCRIBE_TRANSACTION_TIMEOUT_S = 5.0
+DELAY_TOPICS_MAX = 200
+"""Topics asked about on one load of the delays page (by name)."""
+DELAYS_SHOWN = 5
+"""Next waiting records shown per partition on a topic's page."""
+VIEW_CANDIDATES_MAX = 20
+"""Topics whose configs are read to find the views of a topic (one request each)."""
+VIEWS_TTL_S = 30.0
+"""How long the views found over a topic are reused (the topic page refreshes itself)."""
 RESERVED_PATHS = ("/metrics", "/health", "/ready")
 """Served by the broker when it mounts the console; never routes of the console."""
 
@@ -59,6 +89,7 @@ ADMIN_KEY = web.AppKey("admin", Admin)
 SAMPLER_KEY = web.AppKey("sampler", Sampler)
 SETTINGS_KEY = web.AppKey("settings", dict[str, Any])
 TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
+VIEWS_KEY = web.AppKey("views", dict[str, tuple[float, list[features.ViewOf], bool]])
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -89,9 +120,11 @@ def make_app(
         format_size=formatting.format_size,
         format_time_ms=formatting.format_timestamp_ms,
         format_time_s=lambda s: formatting.format_timestamp_ms(int(s * 1000)),
+        format_duration_ms=formatting.format_duration_ms,
         format_rate=_format_rate,
     )
     app[TEMPLATES_KEY] = environment
+    app[VIEWS_KEY] = {}
 
     async def client_context(app: web.Application) -> AsyncIterator[None]:
         admin = OwningAdmin(bootstrap, client_id=CLIENT_ID, **client_options)  # type: ignore[arg-type]
@@ -116,6 +149,8 @@ def make_app(
     app.router.add_get("/topics/{name}/produced", produced_page)
     app.router.add_get("/groups", groups_page)
     app.router.add_get("/groups/{group_id:.+}", group_page)  # group ids may hold "/"
+    app.router.add_get("/transactions", transactions_page)
+    app.router.add_get("/delays", delays_page)
     app.router.add_static("/static", STATIC)
     return app
 
@@ -295,6 +330,16 @@ async def topic_page(request: web.Request) -> web.Response:
     configs, (start, end), sizes = await asyncio.gather(
         admin.describe_topic_configs(name), _offsets(admin, topic), _sizes(admin, topic)
     )
+    view = features.view_of(configs)
+    views, views_capped = (
+        ([], False) if view is not None else await _cached_views_over(request.app, topic)
+    )
+    delays_offered = features.offers_delayed_delivery(configs)
+    delays = (
+        await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
+        if delays_offered and view is None
+        else []
+    )
     rate_series = sampler.topic_rate_series(name)
     chart = charts.line_chart(
         [charts.Series(name, rate_series)],
@@ -316,7 +361,50 @@ async def topic_page(request: web.Request) -> web.Response:
         chart=chart,
         csrf_token=request.app[SETTINGS_KEY]["csrf_token"],
         no_leader=NO_LEADER,
+        view=view,
+        views=views,
+        views_capped=views_capped,
+        delays_offered=delays_offered,
+        delays=delays,
+        delays_total=features.topic_delays(name, delays),
     )
+
+
+async def _cached_views_over(
+    app: web.Application, source: TopicMetadata
+) -> tuple[list[features.ViewOf], bool]:
+    cache = app[VIEWS_KEY]
+    now = time.monotonic()
+    cached = cache.get(source.name)
+    if cached is not None and now - cached[0] < VIEWS_TTL_S:
+        return cached[1], cached[2]
+    views, capped = await _views_over(app[ADMIN_KEY], source)
+    if len(cache) > len(app[SAMPLER_KEY].topics) + 100:
+        cache.clear()  # bounded: entries of deleted topics go too
+    cache[source.name] = (now, views, capped)
+    return views, capped
+
+
+async def _views_over(admin: Admin, source: TopicMetadata) -> tuple[list[features.ViewOf], bool]:
+    """The views whose source is ``source`` (name and filter), and whether there were
+    more candidates than were checked. Only topics laid out like the source can be
+    views of it; at most ``VIEW_CANDIDATES_MAX`` of their configs are read."""
+    candidates = features.view_candidates(source, await admin.list_topics())
+    checked = candidates[:VIEW_CANDIDATES_MAX]
+
+    async def configs_of(name: str) -> dict[str, ConfigEntry]:
+        try:
+            return await admin.describe_topic_configs(name)
+        except KafkaError:
+            return {}  # deleted meanwhile, or not ours to describe
+
+    found = await asyncio.gather(*(configs_of(name) for name in checked))
+    views = [
+        features.ViewOf(name, view.filter)
+        for name, configs in zip(checked, found, strict=True)
+        if (view := features.view_of(configs)) is not None and view.source == source.name
+    ]
+    return views, len(candidates) > len(checked)
 
 
 # ── message browser ────────────────────────────────────────────────────────────────────
@@ -528,7 +616,7 @@ async def groups_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN_KEY]
     sampler = request.app[SAMPLER_KEY]
     listings = await admin.list_groups()
-    lags = {
+    lags: dict[str, int] = {
         listing.group_id: sum(lag.lag for lag in history.lag.values())
         for listing in listings
         if (history := sampler.group(listing.group_id)) is not None
@@ -540,9 +628,22 @@ async def group_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN_KEY]
     sampler = request.app[SAMPLER_KEY]
     group_id = request.match_info["group_id"]
+    if any(
+        listing.group_id == group_id and listing.group_type == SHARE_GROUP_TYPE
+        for listing in sampler.listings
+    ):
+        return await share_group_page(request, group_id)
     (description,) = await admin.describe_groups([group_id])
     committed = await admin.list_group_offsets(group_id)
     if description.state == GroupState.DEAD and not committed:
+        # Not a classic group: a share group the sampler has not seen yet, or none.
+        try:
+            return await share_group_page(request, group_id)
+        except UnsupportedApiError:
+            pass  # a cluster without share groups
+        except KafkaError as e:
+            if e.code != errors.ErrorCode.group_id_not_found:
+                raise
         return _error(request, 404, "Unknown group", f"There is no group {group_id!r}.")
     ends = await admin.list_offsets(sorted(committed), OffsetSpec.LATEST) if committed else {}
     lags = [
@@ -564,4 +665,126 @@ async def group_page(request: web.Request) -> web.Response:
         total_lag=sum(lag.lag for lag in lags),
         chart=chart,
         events=sampler.timeline(group_id),
+    )
+
+
+async def share_group_page(request: web.Request, group_id: str) -> web.Response:
+    """A share group (KIP-932): members, each partition's start offset and lag, the lag
+    over time and the membership timeline. Raises GroupIdNotFound for no such group."""
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    description, offsets = await asyncio.gather(
+        describe_share_group(admin, group_id), share_group_offsets(admin, group_id)
+    )
+    read = sorted(tp for tp, offset in offsets.items() if offset.start_offset >= 0)
+    ends = await admin.list_offsets(read, OffsetSpec.LATEST) if read else {}
+    lags = share_lags(offsets, lambda tp: ends[tp].offset if tp in ends else None)
+    history = sampler.group(group_id)
+    chart = charts.line_chart(
+        [charts.Series("total lag", list(history.total_lag) if history else [])],
+        title=f"Lag of {group_id}",
+        y_label="records",
+    )
+    return render(
+        request,
+        "share_group.html",
+        group=description,
+        lags=list(lags.values()),
+        unread=sorted(tp for tp in offsets if tp not in lags),
+        total_lag=sum(lag.lag for lag in lags.values()),
+        chart=chart,
+        events=sampler.timeline(group_id),
+    )
+
+
+# ── transactions ───────────────────────────────────────────────────────────────────────
+
+
+def _refusal(error: KafkaError | UnsupportedApiError) -> str:
+    if isinstance(error, KafkaError):
+        return f"{error.code.name.replace('_', ' ')}: {_kafka_detail(error)}"
+    return str(error)
+
+
+async def transactions_page(request: web.Request) -> web.Response:
+    """Every transactional id (ListTransactions) with what its coordinator says of it
+    (DescribeTransactions): open ones first, those open past their timeout marked."""
+    admin = request.app[ADMIN_KEY]
+    try:
+        listings = await list_transactions(admin.cluster)
+    except (KafkaError, UnsupportedApiError) as e:
+        # An older Kafka without these APIs, or ACLs that refuse them: say so.
+        return render(request, "transactions.html", rows=[], refused=_refusal(e), capped=0)
+    ordered = features.listing_order(listings)
+    shown = ordered[:TRANSACTIONS_MAX]
+
+    async def describe(listing: TransactionListing) -> TransactionDescription | None:
+        try:
+            (described,) = await describe_transactions(
+                admin.cluster,
+                [listing.transactional_id],
+                timeout_s=DESCRIBE_TRANSACTION_TIMEOUT_S,
+            )
+        except (KafkaError, UnsupportedApiError):
+            return None  # expired meanwhile, or refused: the listing is all there is
+        return described
+
+    descriptions = await asyncio.gather(*(describe(listing) for listing in shown))
+    now_ms = int(time.time() * 1000)
+    rows = features.row_order(
+        features.transaction_row(listing, description, now_ms)
+        for listing, description in zip(shown, descriptions, strict=True)
+    )
+    return render(
+        request,
+        "transactions.html",
+        rows=rows,
+        refused="",
+        capped=len(ordered) - len(shown),
+        is_open=features.is_open,
+    )
+
+
+# ── delayed delivery ───────────────────────────────────────────────────────────────────
+
+
+async def delays_page(request: web.Request) -> web.Response:
+    """How many delayed records wait in each topic and when the next is due, asked of
+    each partition's leader (SluiceDescribeDelays). A cluster whose topics do not carry
+    Sluice's delay config is not asked at all."""
+    admin = request.app[ADMIN_KEY]
+    topics = await admin.list_topics()
+    if not topics:
+        return render(request, "delays.html", offered=None, rows=[], quiet=0, failed=[], capped=0)
+    offered = features.offers_delayed_delivery(await admin.describe_topic_configs(topics[0].name))
+    if not offered:
+        return render(request, "delays.html", offered=False, rows=[], quiet=0, failed=[], capped=0)
+    asked = topics[:DELAY_TOPICS_MAX]
+
+    async def of(topic: TopicMetadata) -> list[PartitionDelays] | str:
+        try:
+            return await describe_delays(admin.cluster, topic.name, limit=0)
+        except KafkaError as e:
+            return _kafka_detail(e)  # a view (no delays of its own), or deleted meanwhile
+
+    answers = await asyncio.gather(*(of(topic) for topic in asked))
+    totals = [
+        features.topic_delays(topic.name, answer)
+        for topic, answer in zip(asked, answers, strict=True)
+        if not isinstance(answer, str)
+    ]
+    rows = [total for total in totals if total.pending or total.fired]
+    rows.sort(key=lambda t: (t.next_due_ms is None, t.next_due_ms or 0, t.topic))
+    return render(
+        request,
+        "delays.html",
+        offered=True,
+        rows=rows,
+        quiet=len(totals) - len(rows),
+        failed=[
+            (topic.name, answer)
+            for topic, answer in zip(asked, answers, strict=True)
+            if isinstance(answer, str)
+        ],
+        capped=len(topics) - len(asked),
     )

@@ -94,3 +94,20 @@ def format_size(size_bytes: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def format_duration_ms(duration_ms: int | None) -> str:
+    """A duration in the largest unit that fits: ``850 ms``, ``12.5 s``, ``3 min 20 s``,
+    ``2 h 5 min``."""
+    if duration_ms is None or duration_ms < 0:
+        return "–"
+    if duration_ms < 1000:
+        return f"{duration_ms} ms"
+    seconds = duration_ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, second = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {second} s"
+    hours, minute = divmod(minutes, 60)
+    return f"{hours} h {minute} min"

@@ -5,12 +5,14 @@ Each sample asks the cluster, through the client only:
 
 - Metadata for every topic (internal ones left out), at most ``max_topics`` of them;
 - ListOffsets (latest) for all their partitions: one request per partition leader;
-- ListGroups (one request per broker), then for at most ``max_groups`` groups
-  DescribeGroups and OffsetFetch, each sent to the group's coordinator.
+- ListGroups (one request per broker), then for at most ``max_groups`` groups, at each
+  group's coordinator: DescribeGroups and OffsetFetch for classic groups,
+  ShareGroupDescribe and DescribeShareGroupOffsets for share groups (KIP-932).
 
 From consecutive samples it derives produce rates (records/s per partition and topic),
-each group's lag per partition (end offset − committed offset, never negative) and the
-group's rebalance timeline (:mod:`sluice.console.timeline`). History is ring buffers:
+each group's lag per partition (end offset − committed offset, never negative; for a
+share group the lag DescribeShareGroupOffsets reports, else end offset − start offset)
+and the group's rebalance timeline (:mod:`sluice.console.timeline`). History is ring buffers:
 ``history_s`` seconds of points per series, a bounded number of timeline events per group.
 Nothing is stored on disk: the history covers the time the process has been running.
 """
@@ -25,10 +27,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sluice.client.admin import Admin, OffsetSpec
+from sluice.client.admin_share_groups import (
+    SHARE_GROUP_TYPE,
+    ShareGroupDescription,
+    SharePartitionOffset,
+    describe_share_group,
+    share_group_offsets,
+)
 from sluice.client.cluster import TopicMetadata
 from sluice.client.errors import ClientError
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
-from sluice.common.errors import KafkaError
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.console.timeline import GroupSnapshot, GroupTrack, TimelineEvent, diff_snapshots
 
@@ -59,15 +68,53 @@ def lag_of(end_offset: int, committed: int) -> int:
     return max(end_offset - committed, 0)
 
 
+def share_lag_of(offset: SharePartitionOffset, end_offset: int | None) -> int | None:
+    """A share group's lag in a partition: what DescribeShareGroupOffsets reports (v1+),
+    else end offset − start offset; None when neither is known (the group has not read
+    the partition, or the end offset is unknown)."""
+    if offset.error is not None or offset.start_offset < 0:
+        return None
+    if offset.lag >= 0:
+        return offset.lag
+    if end_offset is None:
+        return None
+    return lag_of(end_offset, offset.start_offset)
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
     topic_partition: TopicPartition
     committed: int
+    """The committed offset (a share group: its start offset)."""
     end_offset: int
+    reported_lag: int | None = None
+    """The lag the cluster reported (share groups), used instead of computing one."""
 
     @property
     def lag(self) -> int:
+        if self.reported_lag is not None:
+            return self.reported_lag
         return lag_of(self.end_offset, self.committed)
+
+
+def share_lags(
+    offsets: Mapping[TopicPartition, SharePartitionOffset],
+    end_offset: Callable[[TopicPartition], int | None],
+) -> dict[TopicPartition, PartitionLag]:
+    """A share group's lag per partition it has read, by partition (partitions whose
+    lag is unknown are left out)."""
+    lags: dict[TopicPartition, PartitionLag] = {}
+    for topic_partition, offset in sorted(offsets.items()):
+        end = end_offset(topic_partition)
+        lag = share_lag_of(offset, end)
+        if lag is not None:
+            lags[topic_partition] = PartitionLag(
+                topic_partition,
+                offset.start_offset,
+                end if end is not None else offset.start_offset + lag,
+                lag,
+            )
+    return lags
 
 
 @dataclass(slots=True)
@@ -79,6 +126,8 @@ class GroupHistory:
     lag: dict[TopicPartition, PartitionLag] = field(default_factory=dict)
     total_lag: deque[tuple[float, float]] = field(default_factory=deque)
     description: GroupDescription | None = None
+    share_description: ShareGroupDescription | None = None
+    """Set instead of ``description`` for a share group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +213,8 @@ class Sampler:
         listings = await self.admin.list_groups()
         self.groups_capped = len(listings) > self.max_groups
         self.listings = listings[: self.max_groups]
-        group_ids = [listing.group_id for listing in self.listings]
+        group_ids = [g.group_id for g in self.listings if g.group_type != SHARE_GROUP_TYPE]
+        share_ids = [g.group_id for g in self.listings if g.group_type == SHARE_GROUP_TYPE]
         descriptions = await self.admin.describe_groups(group_ids) if group_ids else []
         committed = dict(
             zip(
@@ -173,17 +223,50 @@ class Sampler:
                 strict=True,
             )
         )
+        shares = await self._share_groups(share_ids)
         wanted = {p.topic_partition for topic in self.topics.values() for p in topic.partitions}
         for offsets in committed.values():
             wanted.update(tp for tp in offsets if tp.topic in self.topics)
+        for _, share_offsets in shares.values():
+            wanted.update(tp for tp in share_offsets if tp.topic in self.topics)
         end_offsets = (
             await self.admin.list_offsets(sorted(wanted), OffsetSpec.LATEST) if wanted else {}
         )
         now = self.clock()
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
-        self._record_groups(now, descriptions, committed)
+        seen = self._record_groups(now, descriptions, committed)
+        seen |= self._record_share_groups(now, shares)
+        for gone in set(self.groups) - seen:
+            # Groups deleted (or past the cap) are forgotten with their timeline.
+            del self.groups[gone]
         self.samples += 1
         self.last_sample_s = now
+
+    async def _share_groups(
+        self, group_ids: list[str]
+    ) -> dict[str, tuple[ShareGroupDescription, dict[TopicPartition, SharePartitionOffset]]]:
+        """Each share group's description and start offsets; a group that went away
+        between ListGroups and the question is left out."""
+
+        async def one(
+            group_id: str,
+        ) -> tuple[ShareGroupDescription, dict[TopicPartition, SharePartitionOffset]] | None:
+            try:
+                return await asyncio.gather(
+                    describe_share_group(self.admin, group_id),
+                    share_group_offsets(self.admin, group_id),
+                )
+            except KafkaError as e:
+                if e.code == ErrorCode.group_id_not_found:
+                    return None
+                raise
+
+        found = await asyncio.gather(*(one(group_id) for group_id in group_ids))
+        return {
+            group_id: answer
+            for group_id, answer in zip(group_ids, found, strict=True)
+            if answer is not None
+        }
 
     def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
         for topic_partition, offset in offsets.items():
@@ -205,7 +288,8 @@ class Sampler:
         now: float,
         descriptions: Iterable[GroupDescription],
         committed: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
-    ) -> None:
+    ) -> set[str]:
+        """Record the classic groups; their ids."""
         seen = set()
         for description in descriptions:
             group_id = description.group_id
@@ -222,9 +306,27 @@ class Sampler:
             history.total_lag.append((now, float(sum(lag.lag for lag in lags.values()))))
             while len(history.total_lag) > self.points_max:
                 history.total_lag.popleft()
-        for gone in set(self.groups) - seen:
-            # Groups deleted (or past the cap) are forgotten with their timeline.
-            del self.groups[gone]
+        return seen
+
+    def _record_share_groups(
+        self,
+        now: float,
+        shares: Mapping[
+            str, tuple[ShareGroupDescription, Mapping[TopicPartition, SharePartitionOffset]]
+        ],
+    ) -> set[str]:
+        """Record the share groups; their ids."""
+        for group_id, (description, offsets) in shares.items():
+            history = self.groups.setdefault(group_id, GroupHistory())
+            history.share_description = description
+            history.events.extend(
+                diff_snapshots(history.track, GroupSnapshot.of_share_group(description, now))
+            )
+            history.lag = share_lags(offsets, self.end_offset)
+            history.total_lag.append((now, float(sum(lag.lag for lag in history.lag.values()))))
+            while len(history.total_lag) > self.points_max:
+                history.total_lag.popleft()
+        return set(shares)
 
     # ── reading the history ────────────────────────────────────────────────────────
 

@@ -1,4 +1,5 @@
-"""A consumer group's rebalance timeline, from successive DescribeGroups answers.
+"""A group's rebalance timeline, from successive DescribeGroups (or, for share groups,
+ShareGroupDescribe) answers.
 
 Each sample of a group is a :class:`GroupSnapshot` (state, assignor, members with their
 assignments). :func:`diff_snapshots` compares a snapshot with the one before and says what
@@ -11,6 +12,11 @@ is Stable with a different membership, assignor or assignment than at its last S
 sample, or after it was seen rebalancing. When two Stable samples differ without any
 rebalance seen between them, the group went through one or more generations the sampler
 did not see; the event says so rather than inventing a number.
+
+ShareGroupDescribe does report the group epoch, which moves on at every change of
+membership: a share group's snapshots carry it as their ``generation``, and a new
+generation is the epoch reported, not one counted. When it moved on by more than one
+between two samples, the event says epochs went by unseen.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sluice.client.admin_share_groups import ShareGroupDescription
 from sluice.client.groups import GroupDescription, GroupState
 
 
@@ -49,6 +56,9 @@ class GroupSnapshot:
     state: str
     protocol: str
     members: tuple[MemberSnapshot, ...] = ()
+    generation: int | None = None
+    """The generation the cluster reports (a share group's epoch); None when it reports
+    none (DescribeGroups), and generations are counted as observed."""
 
     @property
     def member_ids(self) -> frozenset[str]:
@@ -86,6 +96,24 @@ class GroupSnapshot:
                     key=lambda m: m.member_id,
                 )
             ),
+        )
+
+    @classmethod
+    def of_share_group(cls, description: ShareGroupDescription, time_s: float) -> GroupSnapshot:
+        return cls(
+            time_s=time_s,
+            state=description.state,
+            protocol=description.assignor,
+            members=tuple(
+                MemberSnapshot(
+                    member.member_id,
+                    member.client_id,
+                    member.client_host,
+                    {t: tuple(p) for t, p in member.assignment.items()},
+                )
+                for member in description.members  # sorted by member id already
+            ),
+            generation=description.group_epoch,
         )
 
 
@@ -169,6 +197,10 @@ def diff_snapshots(track: GroupTrack, current: GroupSnapshot) -> list[TimelineEv
                     members=(member,),
                 )
             )
+    if current.generation is not None:
+        events.extend(_reported_generation(track, previous, current))
+        track.last = current
+        return events
     if current.state in REBALANCING_STATES:
         track.rebalance_seen = True
     if current.state == GroupState.STABLE:
@@ -205,3 +237,30 @@ def diff_snapshots(track: GroupTrack, current: GroupSnapshot) -> list[TimelineEv
         track.last_stable = None
     track.last = current
     return events
+
+
+def _reported_generation(
+    track: GroupTrack, previous: GroupSnapshot | None, current: GroupSnapshot
+) -> list[TimelineEvent]:
+    """A GENERATION event when the reported generation moved on (on first sight, only
+    when the group has members: an empty group's epoch opens nothing to show)."""
+    assert current.generation is not None
+    old, new = track.generation, current.generation
+    track.generation = new
+    if new == old or (previous is None and not current.members):
+        return []
+    skipped = previous is not None and old > 0 and new - old > 1
+    arrow = f"{old} → {new}" if previous is not None and old else f"{new}"
+    summary = f"generation {arrow} ({current.protocol or 'no assignor'})"
+    if skipped:
+        summary += f": {new - old - 1} epoch(s) in between not seen"
+    return [
+        TimelineEvent(
+            current.time_s,
+            EventKind.GENERATION,
+            summary,
+            generation=new,
+            skipped=skipped,
+            members=current.members,
+        )
+    ]
