@@ -106,3 +106,35 @@ def test_snapshot_of_a_description_sorts_members_and_keeps_assignments() -> None
     assert [m.member_id for m in snap.members] == ["m1", "m2"]
     assert snap.members[1].assignment == {"t": (1,)}
     assert snap.protocol == "roundrobin"
+
+
+def shared(time_s: float, state: str, epoch: int, *members: MemberSnapshot) -> GroupSnapshot:
+    return GroupSnapshot(time_s, state, "simple", tuple(members), generation=epoch)
+
+
+def test_share_group_generations_are_the_epochs_it_reports() -> None:
+    track = GroupTrack()
+    first = diff_snapshots(track, shared(1, "Stable", 3, member("a", {"t": [0]})))
+    assert kinds(first) == [EventKind.STATE_CHANGED, EventKind.GENERATION]
+    assert first[1].generation == 3
+    assert first[1].summary == "generation 3 (simple)"
+    assert diff_snapshots(track, shared(2, "Stable", 3, member("a", {"t": [0]}))) == []
+    joined = diff_snapshots(track, shared(3, "Stable", 4, member("a"), member("b")))
+    assert kinds(joined) == [EventKind.MEMBER_JOINED, EventKind.GENERATION]
+    assert joined[1].summary == "generation 3 → 4 (simple)"
+    assert not joined[1].skipped
+
+
+def test_share_group_epochs_that_went_by_unseen_are_said_so() -> None:
+    track = GroupTrack()
+    diff_snapshots(track, shared(1, "Stable", 2, member("a")))
+    events = diff_snapshots(track, shared(2, "Empty", 5))
+    assert kinds(events) == [EventKind.STATE_CHANGED, EventKind.MEMBER_LEFT, EventKind.GENERATION]
+    assert events[2].skipped
+    assert events[2].summary == "generation 2 → 5 (simple): 2 epoch(s) in between not seen"
+
+
+def test_an_empty_share_group_first_seen_opens_no_generation() -> None:
+    track = GroupTrack()
+    assert kinds(diff_snapshots(track, shared(1, "Empty", 4))) == [EventKind.STATE_CHANGED]
+    assert track.generation == 4
