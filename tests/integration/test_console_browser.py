@@ -1,6 +1,7 @@
 """The web console in a real headless browser (Debian's chromium through chromedriver):
-every page loads and shows what the cluster holds, the live parts refresh themselves, and
-the produce form is clicked through its confirmation. A screenshot of each page is saved
+every page loads and shows what the cluster holds (Sluice's share groups, transactions,
+delayed records and views too), the live parts refresh themselves, and the produce form
+is clicked through its confirmation. A screenshot of each page is saved
 as a test artifact (``SLUICE_TEST_ARTIFACTS``, default ``test-artifacts/console/``).
 
 Every wait is on an element or its text (WebDriverWait), never a sleep.
@@ -8,16 +9,23 @@ Every wait is on an element or its text (WebDriverWait), never a sleep.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
+from confluent_kafka import Producer as KafkaProducer
 from console_process import ConsoleProcess
 
+import sluice
 from sluice.client.admin import NewTopic
+from sluice.client.admin_api import Admin as AsyncAdmin
+from sluice.client.admin_share_groups import alter_share_group_configs
 from sluice.client.groups import OffsetAndMetadata
 from sluice.common.ids import TopicPartition
 from sluice.sync import Admin, Consumer, Producer
@@ -256,3 +264,111 @@ def test_unknown_topic_page_in_a_browser(
     browser.get(f"{console.url}/topics/no-such-topic")
     wait_for_text(browser, "error-detail", "topic 'no-such-topic' does not exist")
     screenshot(browser, artifacts, "not-found")
+
+
+def test_share_group_page_in_a_browser(
+    browser: WebDriver,
+    console: ConsoleProcess,
+    admin: Admin,
+    broker: BrokerProcess,
+    artifacts: Path,
+) -> None:
+    topic = unique_topic_name("invoices")
+    admin.create_topics([NewTopic(topic, partitions=2)])
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        for index in range(8):
+            producer.send_and_wait(topic, b"job", partition=index % 2)
+    group = f"invoice-workers-{uuid.uuid4().hex[:8]}"
+
+    def look() -> None:
+        browser.get(f"{console.url}/groups/{group}")
+        wait_for_text(browser, "members", "browser-share-worker")
+        wait_for_text(browser, "timeline", "(browser-share-worker): ")  # its generation
+        wait_for_exact_text(browser, "total-lag", "6")  # 8 produced, 2 accepted
+        WebDriverWait(browser, WAIT_S).until(
+            lambda driver: driver.find_elements(By.CSS_SELECTOR, "#group-live svg polyline")
+        )
+        screenshot(browser, artifacts, "share-group")
+
+    async def scenario() -> None:
+        async with AsyncAdmin(broker.bootstrap) as client:
+            await alter_share_group_configs(
+                client, group, set_configs={"share.auto.offset.reset": "earliest"}
+            )
+        async with sluice.ShareConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            client_id="browser-share-worker",
+            acknowledgement_mode="explicit",
+            max_poll_records=1,
+        ) as member:
+            accepted = 0
+            deadline = time.monotonic() + WAIT_S
+            while accepted < 2:
+                assert time.monotonic() < deadline, f"only {accepted} records arrived"
+                for record in await member.poll(0.5):
+                    if accepted < 2:
+                        member.accept(record)
+                        accepted += 1
+                    else:
+                        member.release(record)
+            await member.commit()
+            await asyncio.to_thread(look)  # the member stays in while the browser looks
+
+    asyncio.run(asyncio.wait_for(scenario(), WAIT_S * 3))
+    browser.get(console.url + "/groups")
+    wait_for_text(browser, "groups", group)
+    row = browser.find_element(By.XPATH, f"//table[@id='groups']//tr[td/a[text()='{group}']]")
+    assert row.find_element(By.CLASS_NAME, "group-type").text == "share"
+
+
+def test_transactions_delays_and_views_in_a_browser(
+    browser: WebDriver,
+    console: ConsoleProcess,
+    admin: Admin,
+    broker: BrokerProcess,
+    artifacts: Path,
+) -> None:
+    topic = unique_topic_name("invoices")
+    admin.create_topics([NewTopic(topic, partitions=2)])
+    transactional_id = f"browser-{topic}"
+    transactional = KafkaProducer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id}
+    )
+    transactional.init_transactions(WAIT_S)
+    transactional.begin_transaction()
+    transactional.produce(topic, value=b"draft", partition=0)
+    transactional.flush(WAIT_S)
+    browser.get(console.url + "/transactions")
+    wait_for_text(browser, "transactions", transactional_id)
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-transactional-id="{transactional_id}"]')
+    assert "Ongoing" in row.text and f"{topic}-0" in row.text
+    screenshot(browser, artifacts, "transactions")
+    transactional.abort_transaction(WAIT_S)
+
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        producer.send_and_wait(
+            topic, b"reminder", partition=1, headers=[("x-sluice-delay-ms", b"3600000")]
+        )
+    browser.get(console.url + "/delays")
+    wait_for_text(browser, "delays", topic)
+    row = browser.find_element(By.CSS_SELECTOR, f'#delays tr[data-topic="{topic}"]')
+    assert row.find_elements(By.TAG_NAME, "td")[1].text == "1"  # waiting
+    screenshot(browser, artifacts, "delays")
+
+    view = unique_topic_name("urgent-invoices")
+    admin.create_topics(
+        [
+            NewTopic(
+                view,
+                partitions=-1,
+                replication_factor=-1,
+                configs={"sluice.view.source": topic, "sluice.view.filter": "tag = 'urgent'"},
+            )
+        ]
+    )
+    browser.get(f"{console.url}/topics/{view}")
+    wait_for_exact_text(browser, "view-source", topic)
+    assert browser.find_element(By.ID, "view-filter").text == "tag = 'urgent'"
+    screenshot(browser, artifacts, "view")

@@ -65,6 +65,13 @@ def new_topic(admin: Admin, partitions: int = 1, **configs: str) -> str:
     return name
 
 
+def create_view(admin: Admin, source: str, view_filter: str) -> str:
+    name = unique_topic_name("features-view")
+    configs = {"sluice.view.source": source, "sluice.view.filter": view_filter}
+    admin.create_topics([NewTopic(name, partitions=-1, replication_factor=-1, configs=configs)])
+    return name
+
+
 def page_until(console: ConsoleProcess, path: str, condition: Callable[[Page], bool]) -> Page:
     """The page at ``path`` once ``condition`` holds for it (the sampler catches up)."""
     deadline = time.monotonic() + TIMEOUT_S
@@ -180,8 +187,11 @@ def test_a_delayed_record_is_counted_on_the_delays_pages(
             topic, b"later", partition=1, headers=[("x-sluice-delay-ms", b"3600000")]
         )
         producer.send_and_wait(topic, b"now", partition=0)
+    create_view(admin, topic, "tag = 'late'")
     page = console.get("/delays")
     assert page.status == 200
+    assert "view(s) left out" in page.text  # a view has no leader of its own to ask
+    assert "Not answered" not in page.text
     (row,) = [r for r in rows(page.text, "delays") if r[0] == topic]
     assert row[1:4] == ["1", "0", "1"]  # waiting, delivered, partitions waiting
     assert row[4].endswith("Z")  # next due, an hour from now
@@ -197,17 +207,7 @@ def test_a_view_shows_its_source_and_filter_and_the_source_its_views(
     console: ConsoleProcess, admin: Admin
 ) -> None:
     source = new_topic(admin, partitions=2)
-    view = unique_topic_name("features-view")
-    admin.create_topics(
-        [
-            NewTopic(
-                view,
-                partitions=-1,
-                replication_factor=-1,
-                configs={"sluice.view.source": source, "sluice.view.filter": "tag = 'red'"},
-            )
-        ]
-    )
+    view = create_view(admin, source, "tag = 'red'")
     page = console.get(f"/topics/{view}")
     assert page.status == 200
     link = f'<a href="/topics/{source}">{source}</a>'

@@ -755,23 +755,29 @@ async def delays_page(request: web.Request) -> web.Response:
     admin = request.app[ADMIN_KEY]
     topics = await admin.list_topics()
     if not topics:
-        return render(request, "delays.html", offered=None, rows=[], quiet=0, failed=[], capped=0)
+        return render(request, "delays.html", offered=None, rows=[])
     offered = features.offers_delayed_delivery(await admin.describe_topic_configs(topics[0].name))
     if not offered:
-        return render(request, "delays.html", offered=False, rows=[], quiet=0, failed=[], capped=0)
+        return render(request, "delays.html", offered=False, rows=[])
     asked = topics[:DELAY_TOPICS_MAX]
 
-    async def of(topic: TopicMetadata) -> list[PartitionDelays] | str:
+    async def of(topic: TopicMetadata) -> list[PartitionDelays] | str | None:
+        """The topic's delays; None for a view (no delays of its own, and no leader of
+        its own to answer: its configs say so); the refusal of any other topic."""
         try:
             return await describe_delays(admin.cluster, topic.name, limit=0)
         except KafkaError as e:
-            return _kafka_detail(e)  # a view (no delays of its own), or deleted meanwhile
+            if e.code == errors.ErrorCode.not_leader_or_follower:
+                with contextlib.suppress(KafkaError):
+                    if features.view_of(await admin.describe_topic_configs(topic.name)):
+                        return None
+            return _kafka_detail(e)  # deleted meanwhile, or not ours to read
 
     answers = await asyncio.gather(*(of(topic) for topic in asked))
     totals = [
         features.topic_delays(topic.name, answer)
         for topic, answer in zip(asked, answers, strict=True)
-        if not isinstance(answer, str)
+        if isinstance(answer, list)
     ]
     rows = [total for total in totals if total.pending or total.fired]
     rows.sort(key=lambda t: (t.next_due_ms is None, t.next_due_ms or 0, t.topic))
@@ -781,6 +787,7 @@ async def delays_page(request: web.Request) -> web.Response:
         offered=True,
         rows=rows,
         quiet=len(totals) - len(rows),
+        views=sum(1 for answer in answers if answer is None),
         failed=[
             (topic.name, answer)
             for topic, answer in zip(asked, answers, strict=True)
