@@ -1,13 +1,17 @@
 """The web console: pages about a cluster's brokers, topics, records and consumer groups,
-served by aiohttp, built only on the client (so it works against any Kafka cluster).
+and Sluice's share groups, transactions, delayed records and views, served by aiohttp,
+built only on the client (so it works against any Kafka cluster).
 
 Modules::
 
     app         ``make_app(bootstrap, client_options)``: the aiohttp application, its
                 routes and the client connections it opens on startup
-    sampler     end offsets, committed offsets and group descriptions every few
-                seconds, in bounded history (also ``sluice top``'s source)
-    timeline    a group's rebalance events from two successive DescribeGroups samples
+    sampler     end offsets, committed offsets and (classic and share) group
+                descriptions every few seconds, in bounded history (also
+                ``sluice top``'s source)
+    timeline    a group's rebalance events from two successive samples of it
+    features    views, whether delayed delivery is offered, open and hanging
+                transactions: decided from what the client returned
     charts      time series as inline SVG line charts
     formatting  keys, values and headers as text, JSON or hex
 """
