@@ -592,6 +592,31 @@ def test_groups_are_listed_from_every_broker_with_their_states() -> None:
     assert not cluster.sent_of(ApiKey.DESCRIBE_GROUPS)
 
 
+def test_groups_are_listed_with_their_type() -> None:
+    """ListGroups v5+ names each group's type: classic, or share (KIP-932)."""
+
+    def list_groups(_node: int, _version: int, _request: Any) -> dict[str, Any]:
+        return {
+            "error_code": ErrorCode.none,
+            "groups": [
+                {
+                    "group_id": g,
+                    "protocol_type": kind if kind == "share" else "consumer",
+                    "group_state": "Stable",
+                    "group_type": kind,
+                }
+                for g, kind in (("a", "classic"), ("q", "share"))
+            ],
+        }
+
+    cluster = ScriptedCluster({ApiKey.LIST_GROUPS: list_groups})
+    listings = run(admin_for(cluster).list_groups())
+    assert sorted({(g.group_id, g.group_type) for g in listings}) == [
+        ("a", "classic"),
+        ("q", "share"),
+    ]
+
+
 def test_groups_listed_without_states_are_described() -> None:
     """ListGroups before v4 has no states: they come from DescribeGroups."""
     on_broker = {1: ["b", "a"], 2: ["c"]}
