@@ -335,11 +335,13 @@ async def topic_page(request: web.Request) -> web.Response:
         ([], False) if view is not None else await _cached_views_over(request.app, topic)
     )
     delays_offered = features.offers_delayed_delivery(configs)
-    delays = (
-        await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
-        if delays_offered and view is None
-        else []
-    )
+    delays: list[PartitionDelays] = []
+    delays_refused = ""
+    if delays_offered and view is None:
+        try:
+            delays = await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
+        except KafkaError as e:
+            delays_refused = _kafka_detail(e)  # not ours to read, say: the rest still shows
     rate_series = sampler.topic_rate_series(name)
     chart = charts.line_chart(
         [charts.Series(name, rate_series)],
@@ -366,6 +368,7 @@ async def topic_page(request: web.Request) -> web.Response:
         views_capped=views_capped,
         delays_offered=delays_offered,
         delays=delays,
+        delays_refused=delays_refused,
         delays_total=features.topic_delays(name, delays),
     )
 

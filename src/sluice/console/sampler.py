@@ -35,7 +35,7 @@ from sluice.client.admin_share_groups import (
     share_group_offsets,
 )
 from sluice.client.cluster import TopicMetadata
-from sluice.client.errors import ClientError
+from sluice.client.errors import ClientError, UnsupportedApiError
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -223,7 +223,7 @@ class Sampler:
                 strict=True,
             )
         )
-        shares = await self._share_groups(share_ids)
+        shares, unanswered = await self._share_groups(share_ids)
         wanted = {p.topic_partition for topic in self.topics.values() for p in topic.partitions}
         for offsets in committed.values():
             wanted.update(tp for tp in offsets if tp.topic in self.topics)
@@ -235,7 +235,7 @@ class Sampler:
         now = self.clock()
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
         seen = self._record_groups(now, descriptions, committed)
-        seen |= self._record_share_groups(now, shares)
+        seen |= self._record_share_groups(now, shares) | unanswered
         for gone in set(self.groups) - seen:
             # Groups deleted (or past the cap) are forgotten with their timeline.
             del self.groups[gone]
@@ -244,9 +244,15 @@ class Sampler:
 
     async def _share_groups(
         self, group_ids: list[str]
-    ) -> dict[str, tuple[ShareGroupDescription, dict[TopicPartition, SharePartitionOffset]]]:
-        """Each share group's description and start offsets; a group that went away
-        between ListGroups and the question is left out."""
+    ) -> tuple[
+        dict[str, tuple[ShareGroupDescription, dict[TopicPartition, SharePartitionOffset]]],
+        set[str],
+    ]:
+        """Each share group's description and start offsets, and the groups that were
+        not described this time (refused, say: their history is kept, and one group
+        does not fail the sample). A group that went away since ListGroups is in
+        neither."""
+        unanswered: set[str] = set()
 
         async def one(
             group_id: str,
@@ -257,16 +263,19 @@ class Sampler:
                     share_group_offsets(self.admin, group_id),
                 )
             except KafkaError as e:
-                if e.code == ErrorCode.group_id_not_found:
-                    return None
-                raise
+                if e.code != ErrorCode.group_id_not_found:
+                    unanswered.add(group_id)
+            except UnsupportedApiError:
+                unanswered.add(group_id)
+            return None
 
         found = await asyncio.gather(*(one(group_id) for group_id in group_ids))
-        return {
+        answers = {
             group_id: answer
             for group_id, answer in zip(group_ids, found, strict=True)
             if answer is not None
         }
+        return answers, unanswered
 
     def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
         for topic_partition, offset in offsets.items():
