@@ -12,6 +12,7 @@ from sluice.client.cluster import PartitionMetadata, TopicMetadata
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.console import features, formatting
+from sluice.console.app import TEMPLATES_KEY, make_app
 from sluice.console.sampler import share_lag_of, share_lags
 
 
@@ -131,3 +132,34 @@ def test_durations_read_in_the_largest_unit_that_fits() -> None:
     assert formatting.format_duration_ms(12_500) == "12.5 s"
     assert formatting.format_duration_ms(200_000) == "3 min 20 s"
     assert formatting.format_duration_ms(7_500_000) == "2 h 5 min"
+
+
+def render(template: str, **context: object) -> str:
+    """A page of the console as its handler renders it (make_app connects to nothing
+    until it starts)."""
+    environment = make_app("127.0.0.1:9", {})[TEMPLATES_KEY]
+    page: str = environment.get_template(template).render(
+        bootstrap="127.0.0.1:9",
+        read_only=False,
+        interval_s=2.0,
+        refresh_ms=2000,
+        sampler=None,
+        path=f"/{template.removesuffix('.html')}",
+        **context,
+    )
+    return page
+
+
+def test_a_cluster_without_delayed_delivery_gets_a_note_not_a_table() -> None:
+    page = render("delays.html", offered=False, rows=[])
+    assert "This cluster does not offer delayed delivery" in page
+    assert '<table id="delays">' not in page
+
+
+def test_a_cluster_refusing_transactions_gets_a_note_not_a_table() -> None:
+    page = render(
+        "transactions.html", rows=[], refused="UNSUPPORTED VERSION: no ListTransactions", capped=0
+    )
+    assert 'id="transactions-refused"' in page
+    assert "(UNSUPPORTED VERSION: no ListTransactions)" in page
+    assert '<table id="transactions">' not in page
