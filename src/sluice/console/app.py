@@ -89,7 +89,7 @@ ADMIN_KEY = web.AppKey("admin", Admin)
 SAMPLER_KEY = web.AppKey("sampler", Sampler)
 SETTINGS_KEY = web.AppKey("settings", dict[str, Any])
 TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
-VIEWS_KEY = web.AppKey("views", dict[str, tuple[float, list[features.ViewOf], bool]])
+VIEWS_KEY = web.AppKey("views", dict[str, tuple[float, list[features.ViewOver], bool]])
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -331,17 +331,15 @@ async def topic_page(request: web.Request) -> web.Response:
         admin.describe_topic_configs(name), _offsets(admin, topic), _sizes(admin, topic)
     )
     view = features.view_of(configs)
-    views, views_capped = (
-        ([], False) if view is not None else await _cached_views_over(request.app, topic)
-    )
     delays_offered = features.offers_delayed_delivery(configs)
-    delays: list[PartitionDelays] = []
-    delays_refused = ""
-    if delays_offered and view is None:
-        try:
-            delays = await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
-        except KafkaError as e:
-            delays_refused = _kafka_detail(e)  # not ours to read, say: the rest still shows
+    views: list[features.ViewOver] = []
+    views_capped = False
+    delays: list[PartitionDelays] | str = []
+    if view is None:  # a view has no views over it and no delays of its own
+        (views, views_capped), delays = await asyncio.gather(
+            _cached_views_over(request.app, topic),
+            _topic_delays(admin, name, offered=delays_offered),
+        )
     rate_series = sampler.topic_rate_series(name)
     chart = charts.line_chart(
         [charts.Series(name, rate_series)],
@@ -367,15 +365,27 @@ async def topic_page(request: web.Request) -> web.Response:
         views=views,
         views_capped=views_capped,
         delays_offered=delays_offered,
-        delays=delays,
-        delays_refused=delays_refused,
-        delays_total=features.topic_delays(name, delays),
+        delays=delays if isinstance(delays, list) else [],
+        delays_refused=delays if isinstance(delays, str) else "",
+        delays_total=features.topic_delays(name, delays if isinstance(delays, list) else []),
     )
+
+
+async def _topic_delays(admin: Admin, name: str, *, offered: bool) -> list[PartitionDelays] | str:
+    """What waits in each partition of the topic (nothing where delayed delivery is not
+    ``offered``: the cluster is not asked), or why the cluster would not say (not ours
+    to read, say: the rest of the page still shows)."""
+    if not offered:
+        return []
+    try:
+        return await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
+    except KafkaError as e:
+        return _kafka_detail(e)
 
 
 async def _cached_views_over(
     app: web.Application, source: TopicMetadata
-) -> tuple[list[features.ViewOf], bool]:
+) -> tuple[list[features.ViewOver], bool]:
     cache = app[VIEWS_KEY]
     now = time.monotonic()
     cached = cache.get(source.name)
@@ -388,7 +398,7 @@ async def _cached_views_over(
     return views, capped
 
 
-async def _views_over(admin: Admin, source: TopicMetadata) -> tuple[list[features.ViewOf], bool]:
+async def _views_over(admin: Admin, source: TopicMetadata) -> tuple[list[features.ViewOver], bool]:
     """The views whose source is ``source`` (name and filter), and whether there were
     more candidates than were checked. Only topics laid out like the source can be
     views of it; at most ``VIEW_CANDIDATES_MAX`` of their configs are read."""
@@ -403,7 +413,7 @@ async def _views_over(admin: Admin, source: TopicMetadata) -> tuple[list[feature
 
     found = await asyncio.gather(*(configs_of(name) for name in checked))
     views = [
-        features.ViewOf(name, view.filter)
+        features.ViewOver(name, view.filter)
         for name, configs in zip(checked, found, strict=True)
         if (view := features.view_of(configs)) is not None and view.source == source.name
     ]

@@ -40,6 +40,14 @@ class ViewOf:
     filter: str
 
 
+@dataclass(frozen=True, slots=True)
+class ViewOver:
+    """One view over a source topic: the view's name and filter."""
+
+    name: str
+    filter: str
+
+
 def _value(configs: Mapping[str, ConfigEntry], name: str) -> str | None:
     entry = configs.get(name)
     return entry.value if entry is not None and entry.value else None
