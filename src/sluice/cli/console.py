@@ -62,7 +62,8 @@ def console(bootstrap_server: str, host: str, port: int, read_only: bool, interv
     """Serve the web console for the cluster at --bootstrap-server.
 
     Pages show the brokers, topics (configs, partitions, offsets, produce rates), the
-    records of a partition, and consumer groups (lag, rebalance timeline). Security
+    records of a partition, consumer and share groups (lag, rebalance timeline),
+    transactions, delayed records and views. Security
     settings come from the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and SLUICE_SASL_*
     variables, as for every other command.
     """
