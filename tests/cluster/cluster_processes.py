@@ -112,11 +112,15 @@ class Cluster:
         """Poll the cluster status until ``condition`` holds (or fail with the last one)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            status = self.status(via)
+            through = via or self.running()[0]
+            status = self.status(through)
             if condition(status):
                 return status
             if time.monotonic() > deadline:
-                raise AssertionError(f"cluster did not settle in {timeout_s}s: {status}")
+                raise AssertionError(
+                    f"cluster did not settle in {timeout_s}s; status through broker "
+                    f"{through.node_id}: {status}\n{self.log_tails()}"
+                )
             time.sleep(POLL_INTERVAL_S)
 
     def admin(self, via: BrokerProcess) -> AdminClient:

@@ -86,6 +86,36 @@ def test_kill_9_of_the_controller_moves_control_and_the_broker_returns(cluster: 
     assert sorted(m.value() for m in messages) == sorted(f"before-{i}".encode() for i in range(240))
 
 
+def test_kill_9_and_restart_of_the_controller_moves_what_it_led(cluster: Cluster) -> None:
+    """The controller crashes and is back (registered anew) before another broker is
+    elected: the new controller still sees a restarted broker and moves its leaderships
+    to replicas that stayed up, at new leader epochs (it may have lost an unflushed
+    tail)."""
+    name = f"bounced-{uuid.uuid4().hex[:6]}"
+    admin = cluster.admin(cluster.running()[0])
+    admin.create_topics([NewTopic(name, 3, 3)])[name].result(CLIENT_TIMEOUT_S)
+    status = cluster.wait_for(lambda s: name in s["topics"])
+    controller = status["controller_id"]
+    led = {
+        p["partition"]: p["leader_epoch"]
+        for p in status["topics"][name]
+        if p["leader"] == controller
+    }
+    assert len(led) == 1, "leaders go round-robin: the controller leads one partition"
+    stayed_up = next(b for b in cluster.brokers if b.node_id != controller)
+
+    cluster.broker(controller).kill9()
+    moved = cluster.wait_for(
+        lambda s: all(
+            p["leader"] not in (-1, controller) for p in s["topics"][name] if p["partition"] in led
+        ),
+        via=stayed_up,
+    )
+    for partition in moved["topics"][name]:
+        if partition["partition"] in led:
+            assert partition["leader_epoch"] > led[partition["partition"]]
+
+
 def test_a_paused_controller_is_fenced_and_writes_nothing(cluster: Cluster) -> None:
     name = f"paused-{uuid.uuid4().hex[:6]}"
     _make_topic(cluster, name, 6)

@@ -140,6 +140,42 @@ def test_a_controller_whose_session_expired_is_fenced(zookeeper_connect: str) ->
     run(scenario)
 
 
+def test_a_broker_registered_after_a_state_was_written_is_seen_as_restarted(
+    zookeeper_connect: str,
+) -> None:
+    """Broker epochs and partition writes are on one scale (ZooKeeper's zxids): a state
+    written before a broker's registration names it as registered since; once written
+    again, no longer."""
+
+    async def scenario() -> None:
+        crashed = await opened(zookeeper_connect)
+        first = await crashed.register_broker(BrokerInfo(1, "127.0.0.1", 9093))
+        state = PartitionState((1,), 1, 0, (1,))
+        await crashed.create_topics([TopicMetadata("t", new_topic_id(), {0: state})])
+        image = await eventually(crashed, lambda image: "t" in image.topics)
+        written = image.topics["t"].partitions[0]
+        assert written.written_at > first.epoch
+        assert written.registered_since(image.brokers) == set()
+        await crashed.close()
+
+        restarted = await opened(zookeeper_connect)
+        again = await restarted.register_broker(BrokerInfo(1, "127.0.0.1", 9093))
+        image = await eventually(restarted, lambda image: 1 in image.brokers)
+        assert again.epoch > written.written_at
+        assert image.topics["t"].partitions[0].registered_since(image.brokers) == {1}
+        moved = dataclasses.replace(image.topics["t"].partitions[0], leader_epoch=1)
+        (stored,) = await restarted.update_partitions([PartitionChange("t", 0, moved)], None)
+        assert stored.written_at > again.epoch
+        image = await eventually(
+            restarted, lambda image: image.topics["t"].partitions[0].leader_epoch == 1
+        )
+        assert image.topics["t"].partitions[0] == stored
+        assert stored.registered_since(image.brokers) == set()
+        await restarted.close()
+
+    run(scenario)
+
+
 def test_an_unreachable_zookeeper_is_a_clear_error() -> None:
     async def scenario() -> None:
         store = ZooKeeperMetadataStore("127.0.0.1:1", session_timeout_s=2.0, connect_timeout_s=1.0)

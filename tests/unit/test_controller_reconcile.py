@@ -18,7 +18,13 @@ from sluice.cluster.controller import Controller
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.leadership import preferred_leader_changes, reconcile
-from sluice.cluster.model import NO_LEADER, BrokerInfo, PartitionState, TopicMetadata
+from sluice.cluster.model import (
+    NO_LEADER,
+    NOT_ORDERED,
+    BrokerInfo,
+    PartitionState,
+    TopicMetadata,
+)
 from sluice.cluster.store import ControllerFenced, PartitionChange
 
 
@@ -80,6 +86,31 @@ def test_a_restarted_leader_leads_again_at_the_next_epoch() -> None:
     image = _image({1: 9}, {0: _state((1,), 1)})
     (change,) = reconcile(image, restarted={1})
     assert change.state.leader == 1 and change.state.leader_epoch == 4
+
+
+def test_a_leader_registered_since_its_state_was_written_hands_over() -> None:
+    """A controller elected after the leader crashed and registered again never saw its
+    previous broker epoch; the state, written before the new registration, shows the
+    restart: a replica that stayed up leads at the next epoch, the restarted one is out
+    of the ISR."""
+    state = dataclasses.replace(_state((1, 2, 3), 1), written_at=100)
+    image = _image({1: 120, 2: 50, 3: 60}, {0: state})
+    (change,) = reconcile(image)
+    assert change.state == PartitionState((1, 2, 3), 2, 4, (2, 3), 7)
+
+
+def test_a_follower_registered_since_its_state_was_written_leaves_the_isr() -> None:
+    state = dataclasses.replace(_state((1, 2, 3), 1), written_at=100)
+    image = _image({1: 50, 2: 120, 3: 60}, {0: state})
+    (change,) = reconcile(image)
+    assert change.state == PartitionState((1, 2, 3), 1, 3, (1, 3), 7)
+
+
+@pytest.mark.parametrize("written_at", [130, NOT_ORDERED])
+def test_registrations_older_than_the_state_or_unordered_change_nothing(written_at: int) -> None:
+    state = dataclasses.replace(_state((1, 2, 3), 1), written_at=written_at)
+    image = _image({1: 120, 2: 50, 3: 60}, {0: state})
+    assert reconcile(image) == []
 
 
 async def _wait_for(predicate: object, timeout_s: float = 5.0) -> None:

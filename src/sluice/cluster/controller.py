@@ -67,7 +67,9 @@ class Controller:
         self._epoch: int | None = None
         self._broker_epochs: dict[int, int] = {}
         """Each live broker's registration epoch when the controller last wrote: a
-        different one later means the broker registered anew (it restarted)."""
+        different one later means the broker registered anew (it restarted). A
+        restart before this broker was elected shows in the partition states instead
+        (:meth:`PartitionState.registered_since`)."""
         self._changed = asyncio.Event()
         self._changed.set()
 

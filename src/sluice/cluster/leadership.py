@@ -126,10 +126,11 @@ def reconcile(
     every partition whose leader is not live gets the first live replica of its ISR
     (preferred order), or goes offline (NO_LEADER) when none is live, Kafka's rule with
     unclean election off; an offline partition whose ISR member came back leads again;
-    a partition led by a broker in ``restarted`` (registered anew since the controller
-    last looked) gets the next leader epoch, led by an in-sync replica that did not restart
-    when there is one (the restarted ones leave the ISR). The ISR drops brokers that are
-    not live,
+    a partition led by a restarted broker (in ``restarted``, registered anew since the
+    controller last looked, or registered since the partition's state was written:
+    :meth:`PartitionState.registered_since`) gets the next leader epoch, led by an in-sync
+    replica that did not restart when there is one (the restarted ones leave the ISR).
+    The ISR drops brokers that are not live,
     except the last one, which stays (the only replica known to have every record); a
     partition whose leader stays keeps its leader epoch when a dead or restarted follower
     leaves its ISR (only the partition state's version moves). Where
@@ -139,9 +140,12 @@ def reconcile(
     changes: list[PartitionChange] = []
     for topic in image.topics.values():
         for index, state in topic.partitions.items():
-            leader_ok = state.leader in live and state.leader not in restarted
+            # A controller elected after a broker restarted never saw its previous
+            # registration: the state, written before the new one, tells it.
+            bounced = {*restarted, *state.registered_since(live)}
+            leader_ok = state.leader in live and state.leader not in bounced
             if leader_ok:
-                in_sync_live = tuple(r for r in state.isr if r in live and r not in restarted)
+                in_sync_live = tuple(r for r in state.isr if r in live and r not in bounced)
                 if in_sync_live != state.isr:
                     # A dead follower leaves the ISR at once (the leader would drop it
                     # only after replica.lag.time.max.ms, holding acks=all back), and so
@@ -153,7 +157,7 @@ def reconcile(
             in_sync = [r for r in state.replicas if r in state.isr and r in live]
             # A restarted replica may have lost an unflushed tail: one that stayed up
             # leads if there is one, and the restarted ones rejoin the ISR once caught up.
-            stayed_up = [r for r in in_sync if r not in restarted]
+            stayed_up = [r for r in in_sync if r not in bounced]
             if in_sync:
                 trusted = stayed_up or in_sync
                 isr = [r for r in state.isr if r in trusted]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ def new_topic_id() -> uuid.UUID:
 
 NO_LEADER = -1
 """A partition's leader while none of its in-sync replicas is live (offline)."""
+NOT_ORDERED = -1
+"""A partition state's ``written_at`` where the store does not order its writes with the
+broker registrations."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,12 @@ class PartitionState:
     removing_replicas: tuple[int, ...] = ()
     """While a reassignment is in progress: replicas that go once the added ones are in
     sync. ``replicas`` holds both the target replicas and these."""
+    written_at: int = field(default=NOT_ORDERED, compare=False)
+    """When the store last wrote the record, on the scale of the broker epochs
+    (:attr:`BrokerInfo.epoch`), or :data:`NOT_ORDERED` where the store has no such order.
+    A replica whose broker epoch is greater registered after this state was written:
+    what the state says of it (leading, in sync) was decided about its previous run.
+    Like the version, the store's to keep."""
 
     @property
     def is_online(self) -> bool:
@@ -175,7 +185,9 @@ class PartitionState:
         return document
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], version: int = 0) -> PartitionState:
+    def from_json(
+        cls, data: dict[str, Any], version: int = 0, written_at: int = NOT_ORDERED
+    ) -> PartitionState:
         return cls(
             replicas=tuple(data["replicas"]),
             leader=data["leader"],
@@ -184,7 +196,16 @@ class PartitionState:
             version=version,
             adding_replicas=tuple(data.get("adding_replicas", ())),
             removing_replicas=tuple(data.get("removing_replicas", ())),
+            written_at=written_at,
         )
+
+    def registered_since(self, brokers: Mapping[int, BrokerInfo]) -> set[int]:
+        """The replicas among ``brokers`` registered anew since this state was written
+        (a restart the state has not caught up with); none where the store does not
+        order writes and registrations."""
+        if self.written_at == NOT_ORDERED:
+            return set()
+        return {r for r in self.replicas if r in brokers and brokers[r].epoch > self.written_at}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@ another Sluice cluster under another chroot) is never touched::
                                                 znode version = TopicMetadata.version
                    /topics/<name>/partitions/<i>
                                                 {"replicas", "leader", "leader_epoch", "isr"};
-                                                znode version = PartitionState.version
+                                                znode version = PartitionState.version,
+                                                its mzxid = PartitionState.written_at
+                                                (a broker epoch above it: registered
+                                                since the state was written)
                    /producer_ids                {"next": N}
                    /group_configs/<group id>    {config name: value}; the id
                                                 percent-encoded (a group id may hold "/")
@@ -355,7 +358,7 @@ class ZooKeeperMetadataStore:
             for index, result in enumerate(pending):
                 partition_data, partition_stat = result.get()
                 partitions[index] = PartitionState.from_json(
-                    json.loads(partition_data), partition_stat.version
+                    json.loads(partition_data), partition_stat.version, partition_stat.mzxid
                 )
         except NoNodeError:
             self._topics.pop(name, None)
@@ -378,7 +381,7 @@ class ZooKeeperMetadataStore:
             )
         except NoNodeError:
             return  # the topic is being deleted: its own watch follows
-        state = PartitionState.from_json(json.loads(data), stat.version)
+        state = PartitionState.from_json(json.loads(data), stat.version, stat.mzxid)
         self._topics[name] = TopicMetadata(
             topic.name,
             topic.topic_id,
@@ -598,7 +601,7 @@ class ZooKeeperMetadataStore:
             for index in range(count):
                 state_data, state_stat = self._client.get(self._partition_path(name, index))
                 partitions[index] = PartitionState.from_json(
-                    json.loads(state_data), state_stat.version
+                    json.loads(state_data), state_stat.version, state_stat.mzxid
                 )
         partitions.update({i: dataclasses.replace(s, version=0) for i, s in added.items()})
         return TopicMetadata(
@@ -642,7 +645,10 @@ class ZooKeeperMetadataStore:
             if isinstance(result, NoNodeError):
                 raise NoSuchTopic(f"{change.topic}-{change.partition}")
         self._raise_failure(results)
-        return [dataclasses.replace(c.state, version=c.state.version + 1) for c in changes]
+        return [
+            dataclasses.replace(c.state, version=stat.version, written_at=stat.mzxid)
+            for c, stat in zip(changes, results, strict=True)
+        ]
 
     @staticmethod
     def _raise_failure(results: Sequence[Any]) -> None:
