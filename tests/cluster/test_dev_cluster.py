@@ -62,7 +62,7 @@ def test_dev_cluster_from_start_to_ctrl_c(tmp_path: Path) -> None:
     with output.open("wb") as sink:
         cluster = subprocess.Popen(
             [sys.executable, "-m", "sluice", "dev-cluster", "--dir", str(tmp_path / "dev"),
-             "--port", str(port)],
+             "--port", str(port), "--http-port", "0"],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from sluice.broker.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
+from sluice.broker.metrics.storage import StorageMetrics
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
@@ -44,7 +46,9 @@ class LogMaintenance:
         clock: Clock,
         replicas: ReplicaManager,
         fatal: FatalStorageStop,
+        metrics: StorageMetrics | None = None,
     ) -> None:
+        self._metrics = metrics if metrics is not None else StorageMetrics()
         self._config = config
         self._clock = clock
         self._replicas = replicas
@@ -104,6 +108,7 @@ class LogMaintenance:
             partition.dirty = False
             partition.last_flush_ms = now_ms
             pending = partition.log.begin_flush()
+            started = time.perf_counter()
             try:
                 await asyncio.to_thread(pending.sync)
             except KafkaStorageError as e:
@@ -115,6 +120,7 @@ class LogMaintenance:
                     f"{what_to_do(e)}"
                 )
                 return
+            self._metrics.flush_duration.observe(time.perf_counter() - started)
             write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
             if write_checkpoints:
                 partition.last_checkpoint_ms = now_ms
@@ -174,5 +180,11 @@ class LogMaintenance:
             return False
         swapped = partition_log.swap_cleaned(plan)
         if swapped:
+            self._metrics.cleaned(
+                stats.bytes_read,
+                stats.bytes_written,
+                stats.records_removed + stats.tombstones_removed + stats.markers_removed,
+                self._clock.wall_ms() / 1000,
+            )
             log.info("compacted %s: %s", partition_log.directory.name, stats)
         return swapped
