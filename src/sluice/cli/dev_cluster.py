@@ -7,8 +7,8 @@ cluster out on one machine. Everything lives under one directory::
 
 Brokers listen on consecutive ports from ``--port``, and serve HTTP (metrics, health, the
 console) on consecutive ports from ``--http-port`` (0: no HTTP listener); Ctrl-C (or
-SIGTERM) stops them all, then ZooKeeper. Started again on the same directory, the cluster comes back with its
-topics and data.
+SIGTERM) stops them all, then ZooKeeper. Started again on the same directory, the
+cluster comes back with its topics and data.
 """
 
 from __future__ import annotations
