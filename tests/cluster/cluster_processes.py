@@ -137,10 +137,15 @@ def running_cluster(
     size: int,
     overrides: dict[str, str] | None = None,
     network: TestNetwork | None = None,
+    *,
+    http: bool = False,
 ) -> Iterator[Cluster]:
     """A started cluster under a chroot of its own, stopped at the end (brokers a test
-    left paused with SIGSTOP are resumed first, so that they can stop)."""
-    cluster = Cluster(base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network)
+    left paused with SIGSTOP are resumed first, so that they can stop). With ``http``,
+    each broker serves HTTP (metrics) on a free port."""
+    cluster = Cluster(
+        base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network, http=http
+    )
     cluster.start()
     try:
         yield cluster

@@ -62,9 +62,13 @@ class RemoteEndOffsets:
         return None if found is None else found[0]
 
     async def run(self) -> None:
-        """Refresh every interval, until cancelled."""
+        """Refresh every interval, until cancelled. A metric must never stop the broker:
+        a refresh that fails for any reason is logged and tried again next interval."""
         while True:
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception("refreshing end offsets for consumer lag failed; will retry")
             await asyncio.sleep(self._interval_s)
 
     async def refresh(self) -> None:
@@ -97,7 +101,7 @@ class RemoteEndOffsets:
                 module.ListOffsetsRequest,
                 replica_id=-1,
                 isolation_level=0,
-                timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
+                timeout=int(REQUEST_TIMEOUT_S * 1000),
                 topics=tuple(
                     make(
                         module.ListOffsetsTopic,
