@@ -8,20 +8,21 @@ embedded dev cluster), each with a registry of its own.
 from __future__ import annotations
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.metrics.storage import StorageMetrics
 from sluice.broker.metrics.traffic import TopicTraffic
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-"""The Prometheus text format's content type."""
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""The Prometheus text format 0.0.4, what ``generate_latest`` writes and every Prometheus
+version reads."""
 
 
 class BrokerMetrics:
