@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Iterator
 
 from sluice.common.errors import ErrorCode
 
@@ -66,22 +65,26 @@ def _find_error_paths(response_class: type) -> ErrorPaths:
     return ErrorPaths(tuple(codes), tuple(nested))
 
 
-def error_codes(response: object) -> Iterator[int]:
+def error_codes(response: object) -> list[int]:
     """Every non-zero error code in ``response`` (a kio message or entity)."""
-    paths = error_paths(type(response))
+    found: list[int] = []
+    _collect(response, found)
+    return found
+
+
+def _collect(entity: object, found: list[int]) -> None:
+    paths = _PATHS.get(type(entity)) or error_paths(type(entity))
     for name in paths.codes:
-        code = getattr(response, name)
+        code = getattr(entity, name)
         if code:
-            yield int(code)
+            found.append(int(code))
     for name in paths.nested:
-        value = getattr(response, name)
-        if value is None:
-            continue
-        if isinstance(value, tuple):
+        value = getattr(entity, name)
+        if type(value) is tuple:
             for item in value:
-                yield from error_codes(item)
-        else:
-            yield from error_codes(value)
+                _collect(item, found)
+        elif value is not None:
+            _collect(value, found)
 
 
 _NAMES: dict[int, str] = {int(code): code.name.upper() for code in ErrorCode}

@@ -1,18 +1,25 @@
 """Request instruments, counted by the dispatcher once per request.
 
-Counts are plain integers in dictionaries keyed by label values (a dictionary update per
-request); only the duration histogram goes through prometheus-client, one child per API
-made once. Every label is bounded: API names come from the protocol's table, listener
-names from the configuration, error names from Kafka's error table.
+Counts are plain integers in dictionaries keyed by label values, and the duration
+histogram is a list of bucket counts per API found by bisection: a few dictionary and
+list updates per request, no locks (the event loop is the only writer). They become
+Prometheus families only when scraped. Every label is bounded: API names come from the
+protocol's table, listener names from the configuration, error names from Kafka's error
+table.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics.errors import error_name
@@ -48,23 +55,17 @@ class RequestMetrics(Collector):
         self.errors: defaultdict[tuple[str, int], int] = defaultdict(int)
         """(api, error code) → errors found in responses."""
         self.in_flight = 0
-        self._duration = Histogram(
-            "sluice_request_duration_seconds",
-            "Time from a request's frame reaching the dispatcher to its response being "
-            "ready, by API",
-            ["api"],
-            registry=None,
-            buckets=REQUEST_DURATION_BUCKETS_S,
-        )
-        self._durations: dict[str, Histogram] = {}
+        self._durations: dict[str, list[float]] = {}
+        """api → [count in each bucket (not cumulative; the last is +Inf)..., sum]."""
 
     def finished(self, api: str, listener: str, seconds: float) -> None:
         """One request of ``api`` on ``listener`` answered after ``seconds``."""
         self.requests[api, listener] += 1
         histogram = self._durations.get(api)
         if histogram is None:
-            histogram = self._durations[api] = self._duration.labels(api)
-        histogram.observe(seconds)
+            histogram = self._durations[api] = [0.0] * (len(REQUEST_DURATION_BUCKETS_S) + 2)
+        histogram[bisect_left(REQUEST_DURATION_BUCKETS_S, seconds)] += 1
+        histogram[-1] += seconds
 
     def count_errors(self, api: str, codes: Iterable[int]) -> None:
         for code in codes:
@@ -86,7 +87,22 @@ class RequestMetrics(Collector):
         for (api, code), count in sorted(self.errors.items()):
             errors.add_metric([api, error_name(code)], count)
         yield errors
-        yield from self._duration.collect()
+        durations = HistogramMetricFamily(
+            "sluice_request_duration_seconds",
+            "Time from a request's frame reaching the dispatcher to its response being "
+            "ready, by API",
+            labels=["api"],
+        )
+        for api, histogram in sorted(self._durations.items()):
+            buckets = []
+            cumulative = 0.0
+            for bound, count in zip(
+                (*(str(b) for b in REQUEST_DURATION_BUCKETS_S), "+Inf"), histogram, strict=False
+            ):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            durations.add_metric([api], buckets, histogram[-1])
+        yield durations
         yield GaugeMetricFamily(
             "sluice_requests_in_flight", "Requests being handled now", value=self.in_flight
         )
