@@ -33,7 +33,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("metrics") / "data",
         http_port=0,
-        overrides={"group.initial.rebalance.delay.ms": "0"},
+        overrides={"group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"},
     )
     process.start()
     try:
@@ -42,9 +42,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         process.stop()
 
 
-def _create(broker: BrokerProcess, topic: str, partitions: int = 1) -> None:
+def _create(
+    broker: BrokerProcess, topic: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
     with KafkaConnection(broker.host, broker.port) as connection:
-        response = connection.request(create_topics_request(topic, partitions))
+        response = connection.request(create_topics_request(topic, partitions, configs=configs))
     assert response.topics[0].error_code == 0, response
 
 
@@ -101,6 +103,12 @@ def test_produced_traffic_is_counted_exactly(broker: BrokerProcess) -> None:
     assert value(after, "sluice_controller_active") == 1
     assert total(after, "sluice_connections_accepted_total") > total(
         before, "sluice_connections_accepted_total"
+    )
+    flushes = total(before, "sluice_log_flush_duration_seconds_count")
+    wait_for(  # the flusher fsyncs the new data within flush.ms
+        broker.http_url,
+        lambda s: total(s, "sluice_log_flush_duration_seconds_count") > flushes,
+        "an fsync timed by the flusher",
     )
 
 
@@ -232,3 +240,34 @@ def test_an_http_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path) 
     assert f"the HTTP port {port} on {HOST}" in message
     assert "-o http.port=" in message
     assert "-o http.port=0 turns the HTTP listener off" in message
+
+
+def test_the_cleaners_passes_are_counted(broker: BrokerProcess) -> None:
+    topic = unique_topic_name("compacted")
+    _create(
+        broker,
+        topic,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": "1024",
+            "min.compaction.lag.ms": "0",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    before = scrape(broker.http_url)
+    # Ten batches of the same key: segments roll every ~1 KiB, the inactive ones are
+    # cleaned down to the key's last record.
+    _produce(broker, topic, [encode_batch([Record(b"same", b"v" * 200)]) for _ in range(10)])
+    samples = wait_for(
+        broker.http_url,
+        lambda s: (
+            total(s, "sluice_log_cleaner_passes_total")
+            > total(before, "sluice_log_cleaner_passes_total")
+        ),
+        "a cleaner pass",
+    )
+    assert total(samples, "sluice_log_cleaner_records_removed_total") > total(
+        before, "sluice_log_cleaner_records_removed_total"
+    )
+    assert total(samples, "sluice_log_cleaner_bytes_read_total") > 0
+    assert total(samples, "sluice_log_cleaner_last_clean_timestamp_seconds") > 0

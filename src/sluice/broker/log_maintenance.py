@@ -55,6 +55,8 @@ class LogMaintenance:
         self._fatal = fatal
         self._data_dir = Path(config.data_dir)
         self._tasks: list[asyncio.Task[None]] = []
+        self._due_this_pass = 0
+        """Compacted logs the running cleaner pass found dirty enough to clean."""
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         """Start the three loops in ``tasks``; :meth:`stop` cancels them."""
@@ -150,9 +152,11 @@ class LogMaintenance:
         interval_s = self._config.log_cleaner_backoff_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
+            self._due_this_pass = 0
             for partition in self._replicas:
                 if partition.log.config.compact and not partition.log.closed:
                     await self.clean(partition.log)
+            self._metrics.cleaner_partitions_due = self._due_this_pass
 
     async def clean(self, partition_log: PartitionLog) -> bool:
         """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
@@ -161,6 +165,7 @@ class LogMaintenance:
         ratio = partition_log.config.min_cleanable_dirty_ratio
         if not cleaner.needs_cleaning(partition_log, now_ms, min_cleanable_dirty_ratio=ratio):
             return False
+        self._due_this_pass += 1
         plan = cleaner.prepare(partition_log, now_ms)
         if plan is None:
             return False

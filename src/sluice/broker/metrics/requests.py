@@ -96,10 +96,10 @@ class RequestMetrics(Collector):
         for api, histogram in sorted(self._durations.items()):
             buckets = []
             cumulative = 0.0
-            for bound, count in zip(
+            for bound, in_bucket in zip(
                 (*(str(b) for b in REQUEST_DURATION_BUCKETS_S), "+Inf"), histogram, strict=False
             ):
-                cumulative += count
+                cumulative += in_bucket
                 buckets.append((bound, cumulative))
             durations.add_metric([api], buckets, histogram[-1])
         yield durations

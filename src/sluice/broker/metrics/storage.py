@@ -24,6 +24,8 @@ class StorageMetrics(Collector):
         self.cleaner_bytes_read = 0
         self.cleaner_bytes_written = 0
         self.cleaner_records_removed = 0
+        self.cleaner_partitions_due = 0
+        """Compacted partitions the cleaner's last pass found dirty enough to clean."""
         self.cleaner_last_clean_s = 0.0
         """Wall-clock time (seconds since the epoch) of the last cleaning pass; 0: none."""
 
@@ -57,6 +59,12 @@ class StorageMetrics(Collector):
             ),
         ):
             yield CounterMetricFamily(name, documentation, value=value)
+        yield GaugeMetricFamily(
+            "sluice_log_cleaner_partitions_due",
+            "Compacted partitions the cleaner's last pass found dirty enough to clean "
+            "(min.cleanable.dirty.ratio reached, or a tombstone's delete horizon passed)",
+            value=self.cleaner_partitions_due,
+        )
         yield GaugeMetricFamily(
             "sluice_log_cleaner_last_clean_timestamp_seconds",
             "When the log cleaner last swapped a cleaned pass in (0: never since start)",
