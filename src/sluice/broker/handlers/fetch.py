@@ -248,7 +248,8 @@ def _count_fetched(
     traffic = services.traffic
     fetcher = FOLLOWER if replica_id >= 0 else CONSUMER
     errors_found = []
-    for fetch_topic, (_, results) in zip(request.topics, topics, strict=True):
+    # One entry of ``topics`` per topic of the request, in its order (_read_partitions).
+    for fetch_topic, (_, results) in zip(request.topics, topics, strict=False):
         size = 0
         for result in results:
             size += result.records_size_bytes
