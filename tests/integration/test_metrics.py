@@ -73,6 +73,7 @@ def test_health_ready_and_index(broker: BrokerProcess) -> None:
     status, text = get(f"{broker.http_url}/metrics")
     assert status == 200
     assert "process_cpu_seconds_total" in text  # the process collector, on our registry
+    assert f"HTTP on {broker.http_url} (metrics, health, ready)" in broker.log_text()
 
 
 def test_produced_traffic_is_counted_exactly(broker: BrokerProcess) -> None:
