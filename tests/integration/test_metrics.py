@@ -20,6 +20,7 @@ from kafka_wire import (
     Record,
     create_topics_request,
     encode_batch,
+    fetch_request,
     only_partition,
     produce_request,
 )
@@ -133,6 +134,22 @@ def test_errors_in_responses_are_counted(broker: BrokerProcess) -> None:
     )
     assert value(after, "sluice_topic_produce_errors_total", topic=topic) == 1
     assert value(after, "sluice_topic_bytes_in_total", topic=topic) is None
+
+
+def test_fetch_errors_are_counted_by_the_fetch_handler(broker: BrokerProcess) -> None:
+    topic = unique_topic_name("fetch-errors")
+    _create(broker, topic)
+    _produce(broker, topic, _batches(3))
+    before = scrape(broker.http_url)
+    with KafkaConnection(broker.host, broker.port) as connection:
+        answer = only_partition(connection.request(fetch_request(topic, 0, 99)))
+    assert answer.error_code != 0
+    after = scrape(broker.http_url)
+    assert (
+        _errors(after, "Fetch", "OFFSET_OUT_OF_RANGE")
+        - _errors(before, "Fetch", "OFFSET_OUT_OF_RANGE")
+        == 1
+    )
 
 
 def test_lag_is_the_high_watermark_minus_the_committed_offset(broker: BrokerProcess) -> None:
