@@ -157,7 +157,8 @@ def sluice_broker(
     port = port or free_loopback_port()
     log_path = data_dir.parent / "broker.log"
     argv = [sys.executable, "-m", "sluice", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--data-dir", str(data_dir)]
+    # No HTTP listener unless asked for (-o http.port=...): port 8080 may be taken.
+    argv += ["--data-dir", str(data_dir), "-o", "http.port=0"]
     for override in overrides:
         argv += ["-o", override]
     with log_path.open("ab") as log:

@@ -35,8 +35,11 @@ class Cluster:
         size: int,
         overrides: dict[str, str] | None = None,
         network: TestNetwork | None = None,
+        *,
+        http: bool = False,
     ) -> None:
-        """With ``network``, broker i runs in its node i (its own address, port 9092)."""
+        """With ``network``, broker i runs in its node i (its own address, port 9092).
+        With ``http``, each broker has an HTTP listener (metrics) on a free port."""
         self.zookeeper_connect = zookeeper_connect
         self.brokers = [
             BrokerProcess(
@@ -51,6 +54,7 @@ class Cluster:
                     }
                 ),
                 node_id=node_id,
+                http_port=0 if http else None,
                 extra_arguments=["--zookeeper", zookeeper_connect],
                 overrides={
                     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -137,10 +141,15 @@ def running_cluster(
     size: int,
     overrides: dict[str, str] | None = None,
     network: TestNetwork | None = None,
+    *,
+    http: bool = False,
 ) -> Iterator[Cluster]:
     """A started cluster under a chroot of its own, stopped at the end (brokers a test
-    left paused with SIGSTOP are resumed first, so that they can stop)."""
-    cluster = Cluster(base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network)
+    left paused with SIGSTOP are resumed first, so that they can stop). With ``http``,
+    each broker serves HTTP (metrics) on a free port."""
+    cluster = Cluster(
+        base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network, http=http
+    )
     cluster.start()
     try:
         yield cluster

@@ -1,6 +1,7 @@
 """What a newcomer does first: ``sluice dev-cluster`` starts ZooKeeper and three brokers,
 ``sluice cluster status`` shows them, a 12-partition topic is written and read with kcat
-and confluent-kafka through any broker, and Ctrl-C stops everything."""
+and confluent-kafka through any broker, each broker answers on its own HTTP port, and
+Ctrl-C stops everything."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from client_helpers import consume_exactly, produce_and_flush, producer_config
 from confluent_kafka import Producer
+from metrics_scrape import get_json
 
 pytestmark = pytest.mark.integration
 
@@ -57,12 +59,13 @@ def _sluice(*arguments: str) -> subprocess.CompletedProcess[str]:
 
 def test_dev_cluster_from_start_to_ctrl_c(tmp_path: Path) -> None:
     port = _three_free_ports()
+    http_port = _three_free_ports()
     bootstraps = [f"127.0.0.1:{port + i}" for i in range(3)]
     output = tmp_path / "dev-cluster.out"
     with output.open("wb") as sink:
         cluster = subprocess.Popen(
             [sys.executable, "-m", "sluice", "dev-cluster", "--dir", str(tmp_path / "dev"),
-             "--port", str(port)],
+             "--port", str(port), "--http-port", str(http_port)],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -72,6 +75,10 @@ def test_dev_cluster_from_start_to_ctrl_c(tmp_path: Path) -> None:
             assert cluster.poll() is None, output.read_text()
             assert time.monotonic() < deadline, output.read_text()
             time.sleep(0.1)  # polling dev-cluster's output for its ready line
+        for node_id in range(3):
+            url = f"http://127.0.0.1:{http_port + node_id}"
+            assert f"HTTP on {url}" in output.read_text()
+            assert get_json(f"{url}/health") == (200, {"status": "ok"})
         status = _sluice("cluster", "status", "--bootstrap-server", bootstraps[1])
         assert status.returncode == 0, status.stderr
         assert "Brokers: 3" in status.stdout

@@ -2,7 +2,9 @@
 
 The broker is started exactly as a user starts it; readiness is "the port accepts TCP
 connections", polled with a deadline. Its stderr (the log) goes to a file that survives
-restarts, so a failing test can show what the broker said.
+restarts, so a failing test can show what the broker said. The HTTP listener is off
+unless a test asks for it (``http_port``): its default port, 8080, would clash between
+brokers.
 """
 
 from __future__ import annotations
@@ -40,11 +42,15 @@ class BrokerProcess:
         extra_arguments: list[str] | None = None,
         environment: dict[str, str] | None = None,
         command_prefix: list[str] | None = None,
+        http_port: int | None = None,
     ) -> None:
         self.host = host
         self.command_prefix = list(command_prefix or [])
         """Put before the command line (a test runs the broker in a network namespace)."""
         self.port = port if port is not None else free_port(host)
+        self.http_port = free_port(host) if http_port == 0 else http_port
+        """The HTTP listener's port (metrics, health); None: off. Given 0, a free port
+        is picked here (kept across restarts)."""
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
@@ -61,6 +67,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        assert self.http_port is not None, "started without http_port"
+        return f"http://{self.host}:{self.http_port}"
 
     @property
     def pid(self) -> int:
@@ -87,6 +98,7 @@ class BrokerProcess:
             "--node-id",
             str(self.node_id),
         ]
+        argv += ["-o", f"http.port={self.http_port or 0}"]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={value}"]
         return argv + self.extra_arguments

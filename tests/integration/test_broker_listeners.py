@@ -45,6 +45,8 @@ class ListenersOnlyBroker(BrokerProcess):
             str(self.data_dir),
             "--listeners",
             self.listeners,
+            "-o",
+            "http.port=0",
             *self.extra,
         ]
 
@@ -58,7 +60,17 @@ def _advertised_brokers(host: str, port: int) -> list[tuple[int, str, int]]:
 def _serve_fails(tmp_path: Path, *arguments: str) -> str:
     """Run ``sluice serve`` expecting it to refuse its settings: its one-line error."""
     result = subprocess.run(
-        [sys.executable, "-m", "sluice", "serve", "--data-dir", str(tmp_path / "d"), *arguments],
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "-o",
+            "http.port=0",
+            *arguments,
+        ],
         capture_output=True,
         timeout=60,
         check=False,

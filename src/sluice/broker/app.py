@@ -9,8 +9,14 @@ Start-up::
     lock data dir ─▶ check meta.properties (node id) ─▶ read .clean-shutdown
       ─▶ open metadata store ─▶ check/write meta.properties (cluster id)
       ─▶ open local partition logs (recover them if the marker was missing)
-      ─▶ remove .clean-shutdown ─▶ bind the port ─▶ background tasks
-      ─▶ load the group coordinators ─▶ accept clients
+      ─▶ remove .clean-shutdown ─▶ bind the ports ─▶ the console, if given
+      ─▶ bind the HTTP port ─▶ background tasks ─▶ load the group coordinators
+      ─▶ accept clients (ready)
+
+The HTTP listener (:mod:`sluice.broker.http_server`: ``/metrics``, ``/health``,
+``/ready``, the web console a :data:`ConsoleFactory` makes) answers from its bind on;
+``/ready`` says 503 until clients are accepted and again from the request to stop. The
+metrics (:mod:`sluice.broker.metrics`) are this broker's own registry.
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
 and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
@@ -47,9 +53,15 @@ from sluice.broker.fatal import (
     what_to_do,
 )
 from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
+from sluice.broker.http_server import ConsoleFactory, HttpListener
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
+from sluice.broker.metrics.broker_state import BrokerStateCollector, ConnectionCollector
+from sluice.broker.metrics.end_offsets import RemoteEndOffsets
+from sluice.broker.metrics.groups import GroupCollector, committed_partitions
+from sluice.broker.metrics.partitions import PartitionCollector
+from sluice.broker.metrics.registry import BrokerMetrics
 from sluice.broker.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
@@ -74,6 +86,7 @@ from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
+from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, Endpoint
 from sluice.cluster.store import BrokerIdInUse, MetadataStore, MetadataStoreError
 from sluice.cluster.zookeeper import ZooKeeperMetadataStore
@@ -102,6 +115,8 @@ from sluice.txn.config import (
 )
 from sluice.txn.runtime import TransactionCoordinatorRuntime
 
+__all__ = ["Broker", "BrokerFatalError", "ConsoleFactory", "DataDirInUse", "serve"]
+
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
@@ -114,9 +129,20 @@ class DataDirInUse(Exception):
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        console: ConsoleFactory | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
+        self._console = console
+        self.metrics = BrokerMetrics()
+        self.http: HttpListener | None = None
+        """The HTTP listener once bound (None with http.port=0)."""
+        self._not_ready: str | None = "starting"
+        """Why clients are not served (``/ready``), None while they are."""
         self.data_dir = Path(config.data_dir)
         self.purgatory = Purgatory()
         self._lock_file: IO[bytes] | None = None
@@ -133,7 +159,9 @@ class Broker:
         self.store: MetadataStore | None = None
         self.peers: Peers | None = None
         self.fatal = FatalStorageStop(self.data_dir, self.request_stop)
-        self.maintenance = LogMaintenance(config, clock, self.replicas, self.fatal)
+        self.maintenance = LogMaintenance(
+            config, clock, self.replicas, self.fatal, self.metrics.storage
+        )
         self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
@@ -269,6 +297,7 @@ class Broker:
         start (say, on a free port) need not recover. A storage error here leaves no
         marker, which only costs that recovery."""
         try:
+            await self._stop_http()
             self.replicas.close_all()
             if self.store is not None:
                 await self.store.close()
@@ -459,9 +488,13 @@ class Broker:
             clock=self.clock,
             quotas=self.quotas,
             authorizer=Authorizer(self.config, store),
+            traffic=self.metrics.traffic,
+            request_metrics=self.metrics.requests,
         )
         await self.quotas.load()
-        self._dispatcher = Dispatcher(HANDLERS, services, PRIVATE_HANDLERS)
+        self._dispatcher = Dispatcher(
+            HANDLERS, services, PRIVATE_HANDLERS, metrics=self.metrics.requests
+        )
         # Bind now (a port in use fails here); accept clients once the group
         # coordinators are loaded (run).
         for server in self.servers:
@@ -477,10 +510,90 @@ class Broker:
             self.config.rack,
             endpoints=endpoints,
         )
+        self._add_collectors()
+        self._not_ready = "registering with the cluster"
+        await self._start_http()
         try:
             self.node = await store.register_broker(self.node)
         except BrokerIdInUse as e:
             raise BrokerFatalError(str(e)) from None
+
+    def _add_collectors(self) -> None:
+        """The scrape-time collectors, once the parts they read exist."""
+        assert self.peers is not None
+
+        def image() -> MetadataImage:
+            return self.applier.image
+
+        self.end_offsets = RemoteEndOffsets(
+            self.config.node_id,
+            self.replicas,
+            image,
+            self.peers,
+            lambda: committed_partitions(self.groups),
+        )
+        for collector in (
+            PartitionCollector(
+                self.replicas, image, lambda: self.controller, lambda: self.isr_changes
+            ),
+            GroupCollector(self.groups, self.replicas, self.end_offsets),
+            ConnectionCollector(self.servers),
+            BrokerStateCollector(
+                self.purgatory,
+                self.replicas,
+                self.delays,
+                lambda: self.transactions,
+                lambda: self.share_partitions,
+            ),
+        ):
+            self.metrics.add(collector)
+
+    def console_connection(self) -> tuple[str, dict[str, object]]:
+        """How a client in this process reaches this broker: the bootstrap address of
+        its inter-broker listener (where it is bound, a wildcard host made loopback)
+        and the client security options for that listener, under the names Kafka
+        clients use."""
+        config = self.config
+        name = config.inter_broker_listener()
+        server = next(s for s in self.servers if s.listener_name == name)
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)
+        bootstrap = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
+        protocol = server.security_protocol
+        options: dict[str, object] = {"security_protocol": protocol}
+        if protocol in TLS_SECURITY_PROTOCOLS:
+            files = TlsFiles.of_listener(config, name)
+            tls_options = {
+                "ssl_cafile": files.truststore,
+                "ssl_certfile": files.keystore,
+                "ssl_keyfile": files.keystore,
+                "ssl_password": files.key_password,
+            }
+            options.update({k: v for k, v in tls_options.items() if v is not None})
+        if protocol in SASL_PROTOCOLS:
+            options["sasl_mechanism"] = config.sasl_mechanism_inter_broker_protocol
+            options["sasl_plain_username"] = config.inter_broker_sasl_username or ""
+            options["sasl_plain_password"] = config.inter_broker_sasl_password or ""
+        return bootstrap, options
+
+    async def _start_http(self) -> None:
+        """Make the console's application (if given) and bind the HTTP listener
+        (http.port=0: none)."""
+        config = self.config
+        if config.http_port == 0:
+            return
+        app = None
+        if self._console is not None:
+            bootstrap, options = self.console_connection()
+            app = self._console(bootstrap, options)
+        host = config.http_host or self.servers[0].host
+        http = HttpListener(host, config.http_port, self.metrics, lambda: self._not_ready, app)
+        await http.start()
+        self.http = http
+        log.info(
+            "HTTP on %s (metrics, health, ready%s)",
+            http.url,
+            ", console" if http.has_console else "",
+        )
 
     def _metadata_storage_error(self, error: BaseException) -> None:
         self.fatal.fail(
@@ -541,6 +654,7 @@ class Broker:
             hosting.follow(tasks)
 
     def request_stop(self) -> None:
+        self._not_ready = "shutting down"
         self._stopping.set()
 
     async def run(self) -> None:
@@ -557,6 +671,7 @@ class Broker:
                     tasks.create_task(self.delays.run(), name="delayed delivery"),
                     tasks.create_task(self.share_partitions.run(tasks), name="share locks"),
                     tasks.create_task(self.quotas.refresh_forever(), name="client quotas"),
+                    tasks.create_task(self.end_offsets.run(), name="end offsets for lag"),
                 ]
                 self.applier.add_listener(lambda delta: self.controller.notify())
                 self.applier.add_listener(lambda delta: self.fetchers.sync())
@@ -566,6 +681,7 @@ class Broker:
                     lambda image: self.config.node_id in image.brokers,
                     REGISTRATION_APPLIED_TIMEOUT_S,
                 )
+                self._not_ready = "loading the coordinators"
                 await self._ensure_offsets_topic()
                 # Load before serving: loading runs on the event loop in slices, so a
                 # client served meanwhile waits a slice between two responses, and
@@ -581,6 +697,8 @@ class Broker:
                 await self.share_states.start(tasks, sorted(self.hosting[2].led_partitions()))
                 self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
+                if not self._stopping.is_set():
+                    self._not_ready = None
                 await self._stopping.wait()
                 self.groups.stop()
                 self.transactions.stop()
@@ -592,8 +710,10 @@ class Broker:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        self._not_ready = "shutting down"
         for server in self.servers:
             await server.stop()
+        await self._stop_http()
         if self.peers is not None:
             await self.peers.close()
         await self.topics.close()
@@ -621,6 +741,11 @@ class Broker:
         self._release_lock()
         log.info("sluice broker %d stopped cleanly", self.config.node_id)
 
+    async def _stop_http(self) -> None:
+        if self.http is not None:
+            http, self.http = self.http, None
+            await http.stop()
+
     def _close_logs(self) -> None:
         """Close (fsync, checkpoint) every log; the first failure is fatal and the logs
         after it are left for recovery."""
@@ -642,10 +767,11 @@ class Broker:
             self._lock_file = None
 
 
-async def serve(config: BrokerConfig) -> None:
-    """Run a broker until SIGTERM or SIGINT."""
+async def serve(config: BrokerConfig, console: ConsoleFactory | None = None) -> None:
+    """Run a broker (with the web console ``console`` makes, if given) until SIGTERM or
+    SIGINT."""
     tune_allocator()
-    broker = Broker(config)
+    broker = Broker(config, console=console)
     await broker.start()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -8,15 +8,22 @@ response parts (Fetch), or None (acks=0 Produce: no response at all). The dispat
 given the handler table (:mod:`sluice.broker.handlers.table`) and checks it against
 ``versions.SUPPORTED`` when built; Sluice's own APIs (:mod:`sluice.protocol.private`)
 have a table of their own.
+
+Each request is counted (:class:`sluice.broker.metrics.requests.RequestMetrics`): by API
+and listener, its duration from here to its response, and the error codes of its kio
+response (Fetch, framed by its handler, counts its own).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
+from sluice.broker.metrics.errors import error_codes
+from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.quotas import TimedCoroutine
 from sluice.broker.request_limits import check_named_partitions
 from sluice.broker.server import ConnectionInfo
@@ -105,6 +112,19 @@ def api_versions_fallback(correlation_id: int) -> bytes:
     return codec.encode_response(correlation_id, response)
 
 
+_API_NAMES: dict[bytes, str] = {
+    int(key).to_bytes(2, "big", signed=True): api_name(key) for key in ApiKey
+}
+"""The API label of a request, by the first two bytes of its frame (its API key)."""
+
+
+def _api_label(frame: bytes) -> str:
+    """The label of an API key the table lacks: Sluice's own APIs, or anything else."""
+    if len(frame) >= 2 and private.is_private(int.from_bytes(frame[:2], "big", signed=True)):
+        return "Sluice"
+    return "unknown"
+
+
 def _is_sasl_authenticate(frame: bytes) -> bool:
     return len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == (
         ApiKey.SASL_AUTHENTICATE
@@ -117,14 +137,30 @@ class Dispatcher:
         handlers: Mapping[ApiKey, Handler],
         services: BrokerServices,
         private_handlers: Mapping[int, PrivateHandler] | None = None,
+        metrics: RequestMetrics | None = None,
     ) -> None:
         missing = set(SUPPORTED) - set(handlers)
         assert not missing, f"advertised APIs without handlers: {sorted(missing)}"
         self._handlers = handlers
         self._private_handlers = private_handlers or {}
         self._services = services
+        self.metrics = metrics if metrics is not None else RequestMetrics()
 
     async def handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
+        metrics = self.metrics
+        started = time.perf_counter()
+        metrics.in_flight += 1
+        try:
+            return await self._handle(frame, connection)
+        finally:
+            metrics.in_flight -= 1
+            metrics.finished(
+                _API_NAMES.get(frame[:2]) or _api_label(frame),
+                connection.listener_name,
+                time.perf_counter() - started,
+            )
+
+    async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         if connection.sasl_legacy_framing and not _is_sasl_authenticate(frame):
             raise ProtocolError(
                 "SaslHandshake v0 followed by a raw SASL token (Kafka's legacy framing) is "
@@ -153,6 +189,7 @@ class Dispatcher:
             )
         if response is None or isinstance(response, list | bytes):
             return response
+        self.metrics.count_errors(_API_NAMES[frame[:2]], error_codes(response))
         return codec.encode_response(correlation_id, response)
 
     def _check_authentication(self, api_key: int, connection: ConnectionInfo) -> None:

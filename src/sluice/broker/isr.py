@@ -41,6 +41,9 @@ class IsrChanges:
         self._lag_time_max_ms = lag_time_max_ms
         self._pending: dict[TopicPartition, tuple[Partition, PartitionChange]] = {}
         self._wake = asyncio.Event()
+        self.shrinks = 0
+        self.expands = 0
+        """ISR changes written by leaders here that removed or added replicas (metrics)."""
 
     def submit(self, partition: Partition, isr: tuple[int, ...]) -> None:
         """Write ``isr`` for ``partition`` soon (the partition allows one at a time)."""
@@ -84,6 +87,11 @@ class IsrChanges:
             log.warning("%s: cannot write the ISR (%s); will retry", partition.topic_partition, e)
             partition.isr_change_failed(from_version)
             return
+        before = set(partition.state.isr)
+        if set(written.isr) - before:
+            self.expands += 1
+        if before - set(written.isr):
+            self.shrinks += 1
         log.info(
             "%s: ISR is now %s (version %d)",
             partition.topic_partition,

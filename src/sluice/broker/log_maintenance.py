@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from sluice.broker.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
+from sluice.broker.metrics.storage import StorageMetrics
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
@@ -44,13 +46,17 @@ class LogMaintenance:
         clock: Clock,
         replicas: ReplicaManager,
         fatal: FatalStorageStop,
+        metrics: StorageMetrics | None = None,
     ) -> None:
+        self._metrics = metrics if metrics is not None else StorageMetrics()
         self._config = config
         self._clock = clock
         self._replicas = replicas
         self._fatal = fatal
         self._data_dir = Path(config.data_dir)
         self._tasks: list[asyncio.Task[None]] = []
+        self._due_this_pass = 0
+        """Compacted logs the running cleaner pass found dirty enough to clean."""
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         """Start the three loops in ``tasks``; :meth:`stop` cancels them."""
@@ -104,6 +110,7 @@ class LogMaintenance:
             partition.dirty = False
             partition.last_flush_ms = now_ms
             pending = partition.log.begin_flush()
+            started = time.perf_counter()
             try:
                 await asyncio.to_thread(pending.sync)
             except KafkaStorageError as e:
@@ -115,6 +122,7 @@ class LogMaintenance:
                     f"{what_to_do(e)}"
                 )
                 return
+            self._metrics.flush_duration.observe(time.perf_counter() - started)
             write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
             if write_checkpoints:
                 partition.last_checkpoint_ms = now_ms
@@ -144,9 +152,11 @@ class LogMaintenance:
         interval_s = self._config.log_cleaner_backoff_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
+            self._due_this_pass = 0
             for partition in self._replicas:
                 if partition.log.config.compact and not partition.log.closed:
                     await self.clean(partition.log)
+            self._metrics.cleaner_partitions_due = self._due_this_pass
 
     async def clean(self, partition_log: PartitionLog) -> bool:
         """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
@@ -155,6 +165,7 @@ class LogMaintenance:
         ratio = partition_log.config.min_cleanable_dirty_ratio
         if not cleaner.needs_cleaning(partition_log, now_ms, min_cleanable_dirty_ratio=ratio):
             return False
+        self._due_this_pass += 1
         plan = cleaner.prepare(partition_log, now_ms)
         if plan is None:
             return False
@@ -174,5 +185,11 @@ class LogMaintenance:
             return False
         swapped = partition_log.swap_cleaned(plan)
         if swapped:
+            self._metrics.cleaned(
+                stats.bytes_read,
+                stats.bytes_written,
+                stats.records_removed + stats.tombstones_removed + stats.markers_removed,
+                self._clock.wall_ms() / 1000,
+            )
             log.info("compacted %s: %s", partition_log.directory.name, stats)
         return swapped

@@ -42,6 +42,7 @@ PEER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.SASL_AUTHENTICATE: (1, 2),
     ApiKey.FETCH: (12, 12),
+    ApiKey.LIST_OFFSETS: (4, 10),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (3, 4),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.ADD_PARTITIONS_TO_TXN: (4, 4),

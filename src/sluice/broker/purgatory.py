@@ -18,6 +18,16 @@ class Purgatory:
     def __init__(self) -> None:
         self._waiters: defaultdict[Hashable, set[asyncio.Future[None]]] = defaultdict(set)
 
+    def waiting(self) -> dict[str, int]:
+        """Requests waiting, by kind: on a partition's high watermark (acks=all
+        producers, consumer fetches) or its log end (follower fetches). A request
+        waiting on several partitions counts once."""
+        by_kind: dict[str, set[asyncio.Future[None]]] = {"partition": set(), "log_end": set()}
+        for key, waiters in self._waiters.items():
+            kind = "log_end" if isinstance(key, tuple) and key[:1] == ("log end",) else "partition"
+            by_kind[kind] |= waiters
+        return {kind: len(futures) for kind, futures in by_kind.items()}
+
     def notify(self, key: Hashable) -> None:
         """Wake everything waiting on ``key``."""
         waiters = self._waiters.pop(key, None)

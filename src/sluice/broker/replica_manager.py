@@ -113,6 +113,8 @@ class ReplicaManager:
         """Where leaders send ISR changes (set by the broker in a cluster)."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
+        self.leadership_changes = 0
+        """Times a partition hosted here became led here or stopped being (a metric)."""
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
@@ -213,7 +215,10 @@ class ReplicaManager:
             partition.log.update_config(config)
         state = topic.partitions[index]
         if partition.state != state:
+            was_leader = partition.is_leader
             partition.update_state(state)
+            if partition.is_leader != was_leader:
+                self.leadership_changes += 1
 
     def prepare(
         self, topic_id: TopicId, logs: Sequence[tuple[TopicPartition, PartitionLog]]
@@ -331,6 +336,8 @@ class ReplicaManager:
             topic_partition = TopicPartition(topic.name, index)
             partition_log = by_partition.get(topic_partition)
             if partition_log is not None:
+                if state.leader == self.node_id:
+                    self.leadership_changes += 1
                 self._partitions[topic_partition] = Partition(
                     topic_partition,
                     partition_log,

@@ -259,6 +259,15 @@ class Server:
         self._refused_warnings = RateLimitedLog(log, logging.WARNING, "refused connections")
         self._handshake_failures = RateLimitedLog(log, logging.INFO, "failed TLS handshakes")
         self._internal_errors = RateLimitedLog(log, logging.ERROR, "internal errors")
+        self.accepted_total = 0
+        self.refused_total = 0
+        self.closed_total = 0
+        """Connections accepted, refused at once (connection limits) and closed after
+        being accepted, since start (metrics)."""
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
 
     async def start(self, *, start_serving: bool = True) -> None:
         """Bind the port; accept clients now, or from :meth:`start_serving` on (until
@@ -312,10 +321,12 @@ class Server:
         refusal = self._refusal(host)
         if refusal is not None:
             self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
+            self.refused_total += 1
             writer.transport.abort()
             return
         self._counts.tasks.add(task)
         self._connections.add(task)
+        self.accepted_total += 1
         self._counts.per_ip[host] = self._counts.per_ip.get(host, 0) + 1
         info = ConnectionInfo(
             peer,
@@ -357,6 +368,7 @@ class Server:
                 "closing connection from %s after an internal error", peer, exc_info=group
             )
         finally:
+            self.closed_total += 1
             self._counts.tasks.discard(task)
             self._connections.discard(task)
             remaining = self._counts.per_ip.pop(host, 1) - 1

@@ -8,10 +8,12 @@ stay out of their reach.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice.broker.authorization import Authorizer
 from sluice.broker.delays import DelayScheduler
+from sluice.broker.metrics.requests import RequestMetrics
+from sluice.broker.metrics.traffic import TopicTraffic
 from sluice.broker.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
@@ -74,3 +76,8 @@ class BrokerServices:
     """Whether the request's principal may do an operation (the ACLs, indexed)."""
     quotas: ClientQuotas | None = None
     """Client quotas: recorded after each request, its throttle time in the response."""
+    traffic: TopicTraffic = field(default_factory=TopicTraffic)
+    """Per-topic bytes and records in and out (the produce and fetch handlers count)."""
+    request_metrics: RequestMetrics = field(default_factory=RequestMetrics)
+    """The dispatcher's request counts; handlers that frame their own responses add
+    their errors."""

@@ -133,6 +133,10 @@ class SharePartitions:
 
     # ================================================================ settings
 
+    def all_loaded(self) -> list[HostedSharePartition]:
+        """The share-partitions loaded here, for metrics (do not modify them)."""
+        return list(self._hosted.values())
+
     async def settings(self, group_id: str) -> ShareGroupSettings:
         now_ms = self._clock.wall_ms()
         cached = self._settings.get(group_id)

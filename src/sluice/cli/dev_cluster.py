@@ -5,9 +5,10 @@ cluster out on one machine. Everything lives under one directory::
     <dir>/broker-<id>/          each broker's data directory
     <dir>/broker-<id>.log       each broker's log
 
-Brokers listen on consecutive ports from ``--port``; Ctrl-C (or SIGTERM) stops them all,
-then ZooKeeper. Started again on the same directory, the cluster comes back with its
-topics and data.
+Brokers listen on consecutive ports from ``--port``, and serve HTTP (metrics, health, the
+console) on consecutive ports from ``--http-port`` (0: no HTTP listener); Ctrl-C (or
+SIGTERM) stops them all, then ZooKeeper. Started again on the same directory, the
+cluster comes back with its topics and data.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ BROKERS_MAX = 16
 
 
 class _Broker:
-    def __init__(self, node_id: int, port: int, directory: Path, zookeeper: str) -> None:
+    def __init__(
+        self, node_id: int, port: int, http_port: int, directory: Path, zookeeper: str
+    ) -> None:
         self.node_id = node_id
         self.port = port
+        self.http_port = http_port
+        """0: no HTTP listener."""
         self.data_dir = directory / f"broker-{node_id}"
         self.log_path = directory / f"broker-{node_id}.log"
         self.zookeeper = zookeeper
@@ -52,6 +57,8 @@ class _Broker:
             f"--port={self.port}",
             f"--data-dir={self.data_dir}",
             f"--zookeeper={self.zookeeper}",
+            "-o",
+            f"http.port={self.http_port}",
         ]
 
     def start(self) -> None:
@@ -89,12 +96,12 @@ class _Broker:
             self._log = None
 
 
-def _check_ports(port: int, count: int) -> None:
+def _check_ports(port: int, count: int, option: str = "--port") -> None:
     for candidate in range(port, port + count):
         if accepts_connections(candidate):
             raise click.ClickException(
                 f"port {candidate} is already in use: stop what listens there or pass "
-                f"--port (the brokers take {count} consecutive ports)"
+                f"{option} (the brokers take {count} consecutive ports)"
             )
 
 
@@ -115,6 +122,14 @@ def _check_ports(port: int, count: int) -> None:
     help="The first broker's port; the others take the next ones.",
 )
 @click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535 - BROKERS_MAX),
+    default=8080,
+    show_default=True,
+    help="The first broker's HTTP port (metrics, health, console); the others take the "
+    "next ones. 0: no HTTP listeners.",
+)
+@click.option(
     "--dir",
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
@@ -122,10 +137,12 @@ def _check_ports(port: int, count: int) -> None:
     show_default=True,
     help="Where ZooKeeper's and the brokers' data and logs go.",
 )
-def dev_cluster(*, broker_count: int, port: int, directory: Path) -> None:
+def dev_cluster(*, broker_count: int, port: int, http_port: int, directory: Path) -> None:
     """Start a private ZooKeeper and a cluster of brokers on this machine (loopback only)
     and keep them running until Ctrl-C, which stops them all."""
     _check_ports(port, broker_count)
+    if http_port:
+        _check_ports(http_port, broker_count, "--http-port")
     directory.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -136,7 +153,13 @@ def dev_cluster(*, broker_count: int, port: int, directory: Path) -> None:
     except ZooKeeperError as e:
         raise click.ClickException(str(e)) from None
     brokers = [
-        _Broker(node_id, port + node_id, directory, zookeeper.connect)
+        _Broker(
+            node_id,
+            port + node_id,
+            http_port + node_id if http_port else 0,
+            directory,
+            zookeeper.connect,
+        )
         for node_id in range(broker_count)
     ]
     try:
@@ -147,7 +170,10 @@ def dev_cluster(*, broker_count: int, port: int, directory: Path) -> None:
         bootstrap = ",".join(f"{HOST}:{b.port}" for b in brokers)
         click.echo(f"ZooKeeper on {zookeeper.connect} (log: {zookeeper.log_path})")
         for broker in brokers:
-            click.echo(f"broker {broker.node_id} on {HOST}:{broker.port} (log: {broker.log_path})")
+            http = f", HTTP on http://{HOST}:{broker.http_port}" if broker.http_port else ""
+            click.echo(
+                f"broker {broker.node_id} on {HOST}:{broker.port}{http} (log: {broker.log_path})"
+            )
         click.echo(
             f"\nBootstrap servers: {bootstrap}\n"
             f"Try:  sluice cluster status --bootstrap-server {HOST}:{port}\n"

@@ -32,6 +32,7 @@ from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import TopicMetadata
 from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
 from sluice.common.config import TopicConfig
+from sluice.common.ids import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class Controller:
         (:meth:`PartitionState.registered_since`)."""
         self._changed = asyncio.Event()
         self._changed.set()
+        self.leader_elections = 0
+        """Partitions whose leader this controller changed (a metric the broker reads)."""
 
     @property
     def epoch(self) -> int | None:
@@ -201,6 +204,12 @@ class Controller:
             except ControllerFenced as e:
                 self._stop_acting(e)
                 return True
+            self.leader_elections += sum(
+                1
+                for c in changes
+                if (before := image.partition(TopicPartition(c.topic, c.partition))) is None
+                or before.leader != c.state.leader
+            )
             offline = sum(1 for c in changes if not c.state.is_online)
             log.info(
                 "controller: moved leadership of %d partition(s) (%d now offline)",

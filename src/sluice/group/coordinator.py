@@ -217,6 +217,14 @@ class GroupCoordinator:
         """The share group's state, for tests and diagnostics (do not modify it)."""
         return self._share_groups.group(group_id)
 
+    def groups(self) -> list[Group]:
+        """Every classic group here, for metrics and diagnostics (do not modify them)."""
+        return list(self._groups.values())
+
+    def share_groups(self) -> list[ShareGroup]:
+        """Every share group here, for metrics and diagnostics (do not modify them)."""
+        return self._share_groups.groups()
+
     def _is_classic_group(self, group_id: str) -> bool:
         group = self._groups.get(group_id)
         return group is not None and not group.is_in(_DEAD)

@@ -113,6 +113,10 @@ class ShareGroups:
     def __contains__(self, group_id: str) -> bool:
         return group_id in self._groups
 
+    def groups(self) -> list[ShareGroup]:
+        """Every share group here, for metrics and diagnostics (do not modify them)."""
+        return list(self._groups.values())
+
     # =================================================================== loading
 
     def replay(self, group_id: str, value: ShareGroupMetadataValue | None) -> None:

@@ -132,6 +132,8 @@ class Group:
         """Partitions with commits appended and not yet committed to the log."""
         self.has_metadata_record = False
         """Used while loading: the log holds a group metadata record for this group."""
+        self.rebalances = 0
+        """Rebalances begun since this coordinator loaded the group (a metric)."""
 
     def __repr__(self) -> str:
         return (
@@ -147,6 +149,8 @@ class Group:
         )
         self.state = state
         self.state_timestamp_ms = now_ms
+        if state is GroupState.PREPARING_REBALANCE:
+            self.rebalances += 1
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states

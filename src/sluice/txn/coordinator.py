@@ -165,6 +165,10 @@ class TransactionCoordinator:
 
     # ================================================================ inspection
 
+    def transactions(self) -> list[Transaction]:
+        """Every transactional id's state here, for metrics (do not modify them)."""
+        return list(self._transactions.values())
+
     def transaction(self, transactional_id: str) -> Transaction | None:
         return self._transactions.get(transactional_id)
 

@@ -35,6 +35,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
+from sluice.broker.metrics.traffic import CONSUMER, FOLLOWER
 from sluice.broker.partition import log_end_key
 from sluice.broker.views import filter_records
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -236,6 +237,32 @@ def _diverging_epoch(
     return None
 
 
+def _count_fetched(
+    services: BrokerServices,
+    request: Any,
+    topics: list[tuple[str | uuid.UUID, list[FetchPartitionResult]]],
+    replica_id: int,
+) -> None:
+    """Count the record bytes sent by topic, and the partitions' errors (the dispatcher
+    cannot see them in a response framed here)."""
+    traffic = services.traffic
+    fetcher = FOLLOWER if replica_id >= 0 else CONSUMER
+    errors_found = []
+    # One entry of ``topics`` per topic of the request, in its order (_read_partitions).
+    for fetch_topic, (_, results) in zip(request.topics, topics, strict=False):
+        size = 0
+        for result in results:
+            size += result.records_size_bytes
+            if result.error_code:
+                errors_found.append(int(result.error_code))
+        if size:
+            name = _topic_name(services, fetch_topic)
+            if name is not None:
+                traffic.bytes_out[name, fetcher] += size
+    if errors_found:
+        services.request_metrics.count_errors("Fetch", errors_found)
+
+
 async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     replica_id = replica_id_of(request)
     quotas = services.quotas
@@ -262,6 +289,7 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
             return total >= min_bytes or failed
 
         await services.purgatory.wait_until(keys, enough, wait_ms / 1000)
+    _count_fetched(services, request, topics, replica_id)
     return encode_fetch_response(
         context.header.api_version,
         context.header.correlation_id,

@@ -318,6 +318,10 @@ def _append_checked(
             topic_partition,
             [(d.due_ms, result.base_offset + i) for i, d in enumerate(parked[1])],
         )
+    if not result.duplicate:
+        services.traffic.produced(
+            topic_partition.topic, len(records), result.last_offset - result.base_offset + 1
+        )
     outcome.base_offset = result.base_offset
     outcome.log_append_time_ms = result.log_append_time_ms
     outcome.log_start_offset = result.log_start_offset
@@ -497,8 +501,10 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
         if outcome.error_code == ErrorCode.not_leader_or_follower:
             outcome.current_leader = _current_leader(services, tp)
     if acks == 0:
+        _count_refused(services, outcomes)
         return None
     await _wait_for_replication(services, outcomes, millis(request.timeout))
+    _count_refused(services, outcomes)
 
     module = response_module(context.header.api_key, context.header.api_version)
     leaders = {o.current_leader[0] for o in outcomes.values() if o.current_leader is not None}
@@ -533,6 +539,15 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
         if hasattr(module, "NodeEndpoint")  # v10+ (KIP-951)
         else (),
     )
+
+
+def _count_refused(
+    services: BrokerServices, outcomes: dict[TopicPartition, _PartitionOutcome]
+) -> None:
+    """Count the partitions refused or failed, by topic (``sluice_topic_produce_errors``)."""
+    for topic_partition, outcome in outcomes.items():
+        if outcome.error_code:
+            services.traffic.produce_errors[topic_partition.topic] += 1
 
 
 def _partition_response(module: ModuleType, outcome: _PartitionOutcome) -> Any:

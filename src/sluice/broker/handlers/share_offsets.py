@@ -109,7 +109,7 @@ async def _high_watermark(services: BrokerServices, topic_partition: TopicPartit
             module.ListOffsetsRequest,
             replica_id=-1,
             isolation_level=0,
-            timeout_ms=int(PEER_TIMEOUT_S * 1000),
+            timeout=int(PEER_TIMEOUT_S * 1000),
             topics=(
                 make(
                     module.ListOffsetsTopic,

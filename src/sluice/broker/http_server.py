@@ -1,0 +1,146 @@
+"""The broker's HTTP listener (``http.host``, ``http.port``; port 0: none): Prometheus
+metrics, liveness and readiness, and the web console when the broker was given one.
+
+Routes::
+
+    GET /metrics   the broker's registry in the Prometheus text format
+    GET /health    200 {"status": "ok"} while the process serves HTTP (liveness)
+    GET /ready     200 {"status": "ready"} once the broker serves clients (registered,
+                   coordinators loaded, listeners accepting); 503 {"status": "not ready",
+                   "reason": ...} before that and while it shuts down
+    GET /          without a console: a small JSON index of the above
+
+A console is an ``aiohttp.web.Application`` made by a :data:`ConsoleFactory` the broker
+is given (the broker never imports a console package). It is called once the Kafka
+listeners are bound, with the bootstrap address of this broker's inter-broker listener
+and the client security options to reach it; the routes above are added to the
+application it returns and win over its own: a console must not use ``/metrics``,
+``/health`` or ``/ready``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from sluice.broker.fatal import BrokerFatalError
+from sluice.broker.metrics.registry import CONTENT_TYPE, BrokerMetrics
+
+log = logging.getLogger(__name__)
+
+ConsoleFactory = Callable[[str, dict[str, object]], web.Application]
+"""Makes the web console's application from (bootstrap ``host:port``, client security
+options: ``security_protocol``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
+``ssl_password``, ``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``,
+those that apply)."""
+
+RESERVED_PATHS = ("/metrics", "/health", "/ready")
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
+class HttpListener:
+    """Serves ``app`` (the console's, or an empty one) with the broker's own routes.
+    ``not_ready`` says why the broker does not serve clients yet, or None once it does."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: BrokerMetrics,
+        not_ready: Callable[[], str | None],
+        app: web.Application | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._metrics = metrics
+        self._not_ready = not_ready
+        self.has_console = app is not None
+        self.app = app if app is not None else web.Application()
+        self._add_routes(self.app)
+        self._runner: web.AppRunner | None = None
+
+    def _add_routes(self, app: web.Application) -> None:
+        # A middleware, outermost, answers our paths before any console route is
+        # looked at, so they win even over a console's catch-all route.
+        own: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
+            "/metrics": self._metrics_page,
+            "/health": self._health,
+            "/ready": self._ready,
+        }
+
+        @web.middleware
+        async def broker_routes(request: web.Request, handler: Handler) -> web.StreamResponse:
+            route = own.get(request.path)
+            if route is not None and request.method in ("GET", "HEAD"):
+                return await route(request)
+            return await handler(request)
+
+        app.middlewares.insert(0, broker_routes)
+        if not self.has_console:
+            app.router.add_get("/", self._index)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind (a port in use fails the broker's start, naming the setting)."""
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await runner.cleanup()
+            if e.errno == errno.EADDRINUSE:
+                raise BrokerFatalError(
+                    f"the HTTP port {self.port} on {self.host} (metrics, health, console) is "
+                    "already in use: stop what uses it, or pass -o http.port=<a free port> "
+                    "(-o http.port=0 turns the HTTP listener off)"
+                ) from None
+            raise BrokerFatalError(
+                f"cannot listen for HTTP on {self.host}:{self.port}: {e.strerror}; pass "
+                "-o http.host=... and -o http.port=... (0 turns the HTTP listener off)"
+            ) from None
+        self._runner = runner
+        server = site._server  # the bound port of a port-0 listener
+        sockets = getattr(server, "sockets", None)
+        if self.port == 0 and sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.shutdown()
+            await runner.cleanup()
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        response = web.Response(body=self._metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        reason = self._not_ready()
+        if reason is None:
+            return web.json_response({"status": "ready"})
+        return web.json_response({"status": "not ready", "reason": reason}, status=503)
+
+    async def _index(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "service": "sluice broker",
+                "links": {
+                    "metrics": "/metrics",
+                    "health": "/health",
+                    "ready": "/ready",
+                },
+            }
+        )

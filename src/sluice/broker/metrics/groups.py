@@ -1,0 +1,143 @@
+"""Scrape-time metrics of the consumer and share groups this broker coordinates (the
+groups of the ``__consumer_offsets`` partitions loaded here), and their lag.
+
+The lag of a group on a partition is the partition's high watermark minus the group's
+committed offset, never below 0: read at scrape time for partitions led here, else from
+:class:`~sluice.broker.metrics.end_offsets.RemoteEndOffsets` (a few seconds stale), else
+from a follower replica here; a partition whose end offset is not known yet has no lag
+sample.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sluice.broker.metrics.end_offsets import RemoteEndOffsets
+from sluice.broker.replica_manager import ReplicaManager
+from sluice.common.ids import TopicPartition
+from sluice.group.coordinator import GroupCoordinator
+from sluice.group.runtime import GroupCoordinatorRuntime
+from sluice.group.state import GroupState
+
+CLASSIC = "classic"
+SHARE = "share"
+
+
+def coordinators(groups: GroupCoordinatorRuntime) -> Iterator[GroupCoordinator]:
+    """The loaded group coordinators (one per ``__consumer_offsets`` partition here)."""
+    for partition in groups.loaded_partitions():
+        shard = groups.shard(partition)
+        if shard is not None:
+            yield shard
+
+
+def committed_partitions(groups: GroupCoordinatorRuntime) -> set[TopicPartition]:
+    """Every partition some group coordinated here has an offset committed for."""
+    return {
+        topic_partition
+        for coordinator in coordinators(groups)
+        for group in coordinator.groups()
+        for topic_partition in group.offsets
+    }
+
+
+def lag(high_watermark: int, committed: int) -> int:
+    """How many records the group has yet to consume (never negative: a commit may be
+    ahead of a follower's or a stale end offset)."""
+    return max(high_watermark - committed, 0)
+
+
+class GroupCollector(Collector):
+    def __init__(
+        self,
+        groups: GroupCoordinatorRuntime,
+        replicas: ReplicaManager,
+        end_offsets: RemoteEndOffsets | None,
+    ) -> None:
+        self._groups = groups
+        self._replicas = replicas
+        self._end_offsets = end_offsets
+
+    def _high_watermark(self, topic_partition: TopicPartition) -> int | None:
+        hosted = self._replicas.find(topic_partition)
+        if hosted is not None and hosted.is_leader:
+            return hosted.high_watermark
+        if self._end_offsets is not None:
+            remote = self._end_offsets.high_watermark(topic_partition)
+            if remote is not None:
+                return remote
+        return None if hosted is None else hosted.high_watermark
+
+    def collect(self) -> Iterator[Metric]:
+        states: Counter[tuple[str, str]] = Counter(
+            {(CLASSIC, state.value): 0 for state in GroupState}
+        )
+        members = GaugeMetricFamily(
+            "sluice_consumer_group_members", "Members of the group", labels=["group"]
+        )
+        generation = GaugeMetricFamily(
+            "sluice_consumer_group_generation",
+            "The group's generation (a share group's group epoch)",
+            labels=["group"],
+        )
+        rebalances = CounterMetricFamily(
+            "sluice_consumer_group_rebalances",
+            "Rebalances begun since this coordinator loaded the group",
+            labels=["group"],
+        )
+        committed = GaugeMetricFamily(
+            "sluice_consumer_group_committed_offset",
+            "The group's committed offset",
+            labels=["group", "topic", "partition"],
+        )
+        lags = GaugeMetricFamily(
+            "sluice_consumer_group_lag",
+            "High watermark minus the group's committed offset (at least 0)",
+            labels=["group", "topic", "partition"],
+        )
+        lag_sums = GaugeMetricFamily(
+            "sluice_consumer_group_lag_sum",
+            "The group's lag over the partitions whose end offset is known",
+            labels=["group"],
+        )
+        for coordinator in coordinators(self._groups):
+            for group in sorted(coordinator.groups(), key=lambda g: g.group_id):
+                group_id = group.group_id
+                states[CLASSIC, group.state.value] += 1
+                members.add_metric([group_id], len(group.members))
+                generation.add_metric([group_id], group.generation_id)
+                rebalances.add_metric([group_id], group.rebalances)
+                total = None
+                for topic_partition, value in sorted(group.offsets.items()):
+                    labels = [group_id, topic_partition.topic, str(topic_partition.partition)]
+                    committed.add_metric(labels, value.offset)
+                    high_watermark = self._high_watermark(topic_partition)
+                    if high_watermark is None:
+                        continue
+                    behind = lag(high_watermark, value.offset)
+                    lags.add_metric(labels, behind)
+                    total = behind + (total or 0)
+                if total is not None:
+                    lag_sums.add_metric([group_id], total)
+            for share_group in sorted(coordinator.share_groups(), key=lambda g: g.group_id):
+                states[SHARE, share_group.state.value] += 1
+                members.add_metric([share_group.group_id], len(share_group.members))
+                generation.add_metric([share_group.group_id], share_group.group_epoch)
+        by_state = GaugeMetricFamily(
+            "sluice_consumer_groups",
+            "Groups coordinated here, by type (classic or share) and state",
+            labels=["type", "state"],
+        )
+        for (kind, state), count in sorted(states.items()):
+            by_state.add_metric([kind, state], count)
+        yield from (by_state, members, generation, rebalances, committed, lags, lag_sums)
+        if self._end_offsets is not None:
+            yield GaugeMetricFamily(
+                "sluice_consumer_group_lag_end_offsets_age_seconds",
+                "Age of the oldest end offset asked from another broker for the lag",
+                value=self._end_offsets.oldest_age_s(),
+            )
