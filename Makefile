@@ -34,6 +34,9 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 		else echo "node or npm is missing: run 'sudo apt-get install nodejs npm' (the kafkajs tests need it)"; fi; }
+	@command -v curl >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl; \
+		else echo "curl is missing: run 'sudo apt-get install curl' (the README's metrics example uses it)"; fi; }
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 		else echo "chromium is missing: run 'sudo apt-get install chromium chromium-driver' (the web console tests need it)"; fi; }
@@ -57,7 +60,7 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 unit: install
 	$(BIN)/pytest -q tests/unit tests/property

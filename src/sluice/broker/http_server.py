@@ -21,6 +21,7 @@ application it returns and win over its own: a console must not use ``/metrics``
 from __future__ import annotations
 
 import errno
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -125,16 +126,16 @@ class HttpListener:
         return response
 
     async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        return _json({"status": "ok"})
 
     async def _ready(self, request: web.Request) -> web.Response:
         reason = self._not_ready()
         if reason is None:
-            return web.json_response({"status": "ready"})
-        return web.json_response({"status": "not ready", "reason": reason}, status=503)
+            return _json({"status": "ready"})
+        return _json({"status": "not ready", "reason": reason}, status=503)
 
     async def _index(self, request: web.Request) -> web.Response:
-        return web.json_response(
+        return _json(
             {
                 "service": "sluice broker",
                 "links": {
@@ -144,3 +145,9 @@ class HttpListener:
                 },
             }
         )
+
+
+def _json(document: dict[str, object], status: int = 200) -> web.Response:
+    """A JSON answer ending in a newline (a shell's ``curl`` prints it on a line of its
+    own)."""
+    return web.json_response(document, status=status, dumps=lambda d: json.dumps(d) + "\n")

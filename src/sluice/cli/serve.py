@@ -13,12 +13,13 @@ from pathlib import Path
 
 import click
 
-from sluice.broker.app import DataDirInUse
+from sluice.broker.app import ConsoleFactory, DataDirInUse
 from sluice.broker.app import serve as run_broker
 from sluice.broker.fatal import BrokerFatalError
 from sluice.broker.meta_properties import MetaPropertiesError
 from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
+from sluice.console import make_app
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -34,6 +35,14 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
         ) from None
     factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     return factory
+
+
+def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
+    """The web console the broker serves at ``/`` of its HTTP listener (http.console)."""
+    if config.http_console == "off":
+        return None
+    read_only = config.http_console == "read-only"
+    return lambda bootstrap, options: make_app(bootstrap, options, read_only=read_only)
 
 
 def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
@@ -183,7 +192,7 @@ def serve(
     loop_factory = _loop_factory(event_loop)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(run_broker(config))
+            runner.run(run_broker(config, console=_console_factory(config)))
     except (DataDirInUse, BrokerFatalError, MetaPropertiesError) as e:
         raise click.ClickException(str(e)) from None
     except BrokerConfigError as e:

@@ -633,6 +633,10 @@ class BrokerConfig:
     console) listens; None: the host of the first Kafka listener."""
     http_port: int = 8080
     """http.port: the HTTP listener's port; 0 turns the listener off."""
+    http_console: str = "on"
+    """http.console: the web console at ``/`` of the HTTP listener when the broker runs
+    as ``sluice serve``: ``on``, ``read-only`` (no test produce) or ``off`` (metrics,
+    health and readiness only)."""
     connections_max_reauth_ms: int = 0
     """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
     authenticate again on the same connection before it ends, or the connection is
@@ -1034,6 +1038,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
     "http.host": ("http_host", str),
     "http.port": ("http_port", _long(0, 65535)),
+    "http.console": ("http_console", _choice("on", "read-only", "off")),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
     "sasl.mechanism.inter.broker.protocol": (
         "sasl_mechanism_inter_broker_protocol",

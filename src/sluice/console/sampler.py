@@ -176,6 +176,8 @@ class Sampler:
         self.listings: list[GroupListing] = []
         self._end_offsets: dict[TopicPartition, deque[tuple[float, int]]] = {}
         self._topic_rates: dict[str, deque[tuple[float, float]]] = {}
+        self._sampled = False
+        """Whether a sample has succeeded yet (failures before it are only waiting)."""
 
     # ── sampling ───────────────────────────────────────────────────────────────────
 
@@ -199,10 +201,15 @@ class Sampler:
         except (ClientError, KafkaError, OSError) as e:
             error = f"{type(e).__name__}: {e}"
             if error != self.last_error:  # once per distinct failure, not every interval
-                log.warning("console sample failed: %s", error)
+                if self._sampled:
+                    log.warning("console sample failed: %s", error)
+                else:
+                    # A console started with its broker asks before the broker serves.
+                    log.info("console waiting for the cluster: %s", error)
             self.last_error = error
             raise
         self.last_error = None
+        self._sampled = True
 
     async def _sample(self) -> None:
         topics = await self.admin.list_topics()
