@@ -83,19 +83,27 @@ def test_sluice_serve_serves_the_console_beside_the_metrics(http_broker: BrokerP
 
 
 @pytest.mark.parametrize(
-    ("console", "expected"),
-    [("read-only", "This console is read-only."), ("off", '"service": "sluice broker"')],
+    ("overrides", "expected"),
+    [
+        ({"http.console": "read-only"}, "This console is read-only."),
+        ({"http.console": "off"}, '"service": "sluice broker"'),
+        # The console would act as the broker: off on a secured broker unless asked for.
+        ({"authorizer.enabled": "true", "super.users": "User:ANONYMOUS"}, '"service"'),
+    ],
+    ids=["read-only", "off", "off-when-secured"],
 )
-def test_the_console_can_be_read_only_or_off(tmp_path: Path, console: str, expected: str) -> None:
-    broker = BrokerProcess(tmp_path / "data", http_port=0, overrides={"http.console": console})
+def test_the_console_can_be_read_only_or_off(
+    tmp_path: Path, overrides: dict[str, str], expected: str
+) -> None:
+    broker = BrokerProcess(tmp_path / "data", http_port=0, overrides=overrides)
     broker.start()
     try:
-        if console == "read-only":
-            with sluice.sync.Admin(bootstrap_servers=broker.bootstrap) as admin:
-                admin.create_topics([NewTopic("orders", 1, 1)])
-        status, page = get(
-            f"{broker.http_url}/topics/orders" if console != "off" else broker.http_url
-        )
+        with sluice.sync.Admin(bootstrap_servers=broker.bootstrap) as admin:
+            admin.create_topics([NewTopic("orders", 1, 1)])
+        status, page = get(f"{broker.http_url}/topics/orders")
+        if expected.startswith('"service"'):
+            assert status == 404, page  # no console: only the endpoints are served
+            status, page = get(broker.http_url)
         assert status == 200, page
         assert expected in page
         assert 'id="produce-form"' not in page

@@ -21,6 +21,8 @@ from sluice.cluster.embedded import MetadataFileError
 from sluice.common.config import BrokerConfig, BrokerConfigError, read_properties_file
 from sluice.console import make_app
 
+log = logging.getLogger(__name__)
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -38,7 +40,22 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
-    """The web console the broker serves at ``/`` of its HTTP listener (http.console)."""
+    """The web console the broker serves at ``/`` of its HTTP listener (http.console).
+
+    The console acts with the broker's own identity and the HTTP listener asks for none,
+    so on a broker that authenticates its clients or authorizes their requests the
+    console is off unless ``http.console`` is given."""
+    secured = config.authorizer_enabled or any(
+        config.security_protocol(listener.name) != "PLAINTEXT"
+        for listener in config.listener_list()
+    )
+    if secured and "http.console" not in config.static_names:
+        log.info(
+            "the web console is off on a broker with TLS, SASL or ACLs: it would act as "
+            "the broker for anyone reaching the HTTP port; -o http.console=read-only or "
+            "=on serves it"
+        )
+        return None
     if config.http_console == "off":
         return None
     read_only = config.http_console == "read-only"
