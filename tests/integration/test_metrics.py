@@ -34,7 +34,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("metrics") / "data",
         http_port=0,
-        overrides={"group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100"},
+        # No console: its sampler's requests would mix with the traffic counted here.
+        overrides={
+            "group.initial.rebalance.delay.ms": "0",
+            "log.cleaner.backoff.ms": "100",
+            "http.console": "off",
+        },
     )
     process.start()
     try:
