@@ -39,13 +39,14 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_DESCRIBE,
     TOPIC_READ,
 )
+from sluice.broker.leader_offsets import leader_high_watermarks
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.group.share_group import ShareGroup, ShareGroupState
-from sluice.protocol.messages import make, request_module, response_module
+from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import ApiKey
 from sluice.share.state import DeliveryState, ShareState, ShareStateKey
 
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 
 NO_OFFSET = -1
 NO_LAG = -1
-LATEST_TIMESTAMP = -1
 PEER_TIMEOUT_S = 10.0
 
 
@@ -103,41 +103,14 @@ async def _high_watermark(services: BrokerServices, topic_partition: TopicPartit
     if state is None or state.leader < 0:
         return None
 
-    def build(version: int) -> Any:
-        module = request_module(ApiKey.LIST_OFFSETS, version)
-        return make(
-            module.ListOffsetsRequest,
-            replica_id=-1,
-            isolation_level=0,
-            timeout=int(PEER_TIMEOUT_S * 1000),
-            topics=(
-                make(
-                    module.ListOffsetsTopic,
-                    name=topic_partition.topic,
-                    partitions=(
-                        make(
-                            module.ListOffsetsPartition,
-                            partition_index=topic_partition.partition,
-                            current_leader_epoch=-1,
-                            timestamp=LATEST_TIMESTAMP,
-                        ),
-                    ),
-                ),
-            ),
-        )
-
     try:
-        response = await services.peers.request(
-            state.leader, ApiKey.LIST_OFFSETS, build, PEER_TIMEOUT_S
+        answered = await leader_high_watermarks(
+            services.peers, state.leader, [topic_partition], PEER_TIMEOUT_S
         )
     except (PeerUnavailable, errors.ProtocolError, KafkaError) as e:
         log.info("high watermark of %s from broker %d: %s", topic_partition, state.leader, e)
         return None
-    for answered in response.topics:
-        for partition in answered.partitions:
-            if partition.error_code == ErrorCode.none:
-                return int(partition.offset)
-    return None
+    return answered.get(topic_partition)
 
 
 async def _describe_partition(

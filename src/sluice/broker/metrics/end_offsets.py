@@ -18,24 +18,20 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from sluice.broker.leader_offsets import leader_high_watermarks
 from sluice.broker.peer_connection import PeerUnavailable
 from sluice.broker.peers import Peers
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
-from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-from sluice.protocol.messages import make, request_module
-from sluice.protocol.versions import ApiKey
 
 log = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_S = 5.0
 """How often the end offsets of partitions led elsewhere are asked for."""
 REQUEST_TIMEOUT_S = 10.0
-LATEST_TIMESTAMP = -1
 
 
 class RemoteEndOffsets:
@@ -91,48 +87,16 @@ class RemoteEndOffsets:
             )
 
     async def _ask(self, leader: int, partitions: list[TopicPartition]) -> None:
-        by_topic: defaultdict[str, list[int]] = defaultdict(list)
-        for topic_partition in partitions:
-            by_topic[topic_partition.topic].append(topic_partition.partition)
-
-        def build(version: int) -> Any:
-            module = request_module(ApiKey.LIST_OFFSETS, version)
-            return make(
-                module.ListOffsetsRequest,
-                replica_id=-1,
-                isolation_level=0,
-                timeout=int(REQUEST_TIMEOUT_S * 1000),
-                topics=tuple(
-                    make(
-                        module.ListOffsetsTopic,
-                        name=topic,
-                        partitions=tuple(
-                            make(
-                                module.ListOffsetsPartition,
-                                partition_index=index,
-                                current_leader_epoch=-1,
-                                timestamp=LATEST_TIMESTAMP,
-                            )
-                            for index in indexes
-                        ),
-                    )
-                    for topic, indexes in by_topic.items()
-                ),
-            )
-
         try:
-            response = await self._peers.request(
-                leader, ApiKey.LIST_OFFSETS, build, REQUEST_TIMEOUT_S
+            answered = await leader_high_watermarks(
+                self._peers, leader, partitions, REQUEST_TIMEOUT_S
             )
         except (PeerUnavailable, errors.ProtocolError, errors.KafkaError) as e:
             log.debug("end offsets for consumer lag from broker %d: %s", leader, e)
             return
         now = time.monotonic()
-        for topic in response.topics:
-            for partition in topic.partitions:
-                if partition.error_code == ErrorCode.none:
-                    key = TopicPartition(str(topic.name), int(partition.partition_index))
-                    self.offsets[key] = (int(partition.offset), now)
+        for topic_partition, offset in answered.items():
+            self.offsets[topic_partition] = (offset, now)
 
     def oldest_age_s(self) -> float:
         """Age of the oldest end offset held (0 without any)."""
