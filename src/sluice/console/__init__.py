@@ -4,16 +4,26 @@ built only on the client (so it works against any Kafka cluster).
 
 Modules::
 
-    app         ``make_app(bootstrap, client_options)``: the aiohttp application, its
-                routes and the client connections it opens on startup
-    sampler     end offsets, committed offsets and (classic and share) group
-                descriptions every few seconds, in bounded history (also
-                ``sluice top``'s source)
-    timeline    a group's rebalance events from two successive samples of it
-    features    views, whether delayed delivery is offered, open and hanging
-                transactions: decided from what the client returned
-    charts      time series as inline SVG line charts
-    formatting  keys, values and headers as text, JSON or hex
+    app                 ``make_app(bootstrap, client_options)``: the aiohttp application, its
+                        route table, the client and sampler it opens on startup, security
+                        headers and error pages
+    keys                the application's keys (client, sampler, settings, templates, views)
+    rendering           pages from templates, error pages, query parameters
+    pages_cluster       the cluster page, the topics list and a topic's page (offsets,
+                        sizes, rates, configs, views over it, its delayed records)
+    pages_messages      the message browser
+    produce_form        the confirmed, CSRF-protected test produce and its result page
+    pages_groups        the groups list, a classic group's and a share group's pages
+    pages_transactions  open and hanging transactions
+    pages_delays        delayed records waiting in each topic
+    sampler             end offsets, committed offsets and (classic and share) group
+                        descriptions every few seconds, in bounded history (also
+                        ``sluice top``'s source)
+    timeline            a group's rebalance events from two successive samples of it
+    features            views, whether delayed delivery is offered, open and hanging
+                        transactions: decided from what the client returned
+    charts              time series as inline SVG line charts
+    formatting          keys, values and headers as text, JSON or hex
 """
 
 from sluice.console.app import make_app

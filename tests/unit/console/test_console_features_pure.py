@@ -11,8 +11,8 @@ from sluice.client.admin_transactions import TransactionDescription, Transaction
 from sluice.client.cluster import PartitionMetadata, TopicMetadata
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
-from sluice.console import features, formatting
-from sluice.console.app import TEMPLATES_KEY, make_app
+from sluice.console import features, formatting, make_app
+from sluice.console.keys import TEMPLATES_KEY
 from sluice.console.sampler import share_lag_of, share_lags
 
 

@@ -1,0 +1,199 @@
+"""The cluster page (brokers, their leaders and replicas), the topics list and a topic's
+page: its partitions' offsets, sizes and rates, its configs, the views over it and its
+delayed records."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiohttp import web
+
+from sluice.client.admin import Admin, ConfigEntry, ListedOffset, OffsetSpec
+from sluice.client.admin_delays import PartitionDelays, describe_delays
+from sluice.client.cluster import NO_LEADER, TopicMetadata
+from sluice.client.errors import ClientError
+from sluice.common import errors
+from sluice.common.errors import KafkaError
+from sluice.common.ids import TopicPartition
+from sluice.console import charts, features
+from sluice.console.keys import ADMIN_KEY, SAMPLER_KEY, SETTINGS_KEY, VIEWS_KEY
+from sluice.console.rendering import kafka_detail, render
+
+DELAYS_SHOWN = 5
+"""Next waiting records shown per partition on a topic's page."""
+VIEW_CANDIDATES_MAX = 20
+"""Topics whose configs are read to find the views of a topic (one request each)."""
+VIEWS_TTL_S = 30.0
+"""How long the views found over a topic are reused (the topic page refreshes itself)."""
+
+
+async def cluster_page(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN_KEY]
+    description = await admin.describe_cluster()
+    metadata = await admin.cluster.metadata(None)
+    topics = sorted(
+        (t for t in metadata.topics.values() if t.error_code == errors.ErrorCode.none),
+        key=lambda t: t.name,
+    )
+    leaders: dict[int, int] = {broker.node_id: 0 for broker in description.brokers}
+    replicas: dict[int, int] = dict.fromkeys(leaders, 0)
+    under_replicated = 0
+    for topic in topics:
+        for partition in topic.partitions:
+            if partition.leader_id != NO_LEADER:
+                leaders[partition.leader_id] = leaders.get(partition.leader_id, 0) + 1
+            for replica in partition.replica_ids:
+                replicas[replica] = replicas.get(replica, 0) + 1
+            under_replicated += len(partition.isr_ids) < len(partition.replica_ids)
+    show_internal = request.query.get("internal") == "1"
+    return render(
+        request,
+        "cluster.html",
+        description=description,
+        topics=topics,
+        listed=[t for t in topics if show_internal or not t.is_internal],
+        show_internal=show_internal,
+        leaders=leaders,
+        replicas=replicas,
+        under_replicated=under_replicated,
+        no_leader=NO_LEADER,
+    )
+
+
+async def topics_page(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    topics = await admin.list_topics(include_internal=True)
+    rates = {rate.topic: rate.records_per_s for rate in sampler.topic_rates()}
+    return render(request, "topics.html", topics=topics, rates=rates)
+
+
+async def _offsets(
+    admin: Admin, topic: TopicMetadata
+) -> tuple[dict[TopicPartition, ListedOffset], dict[TopicPartition, ListedOffset]]:
+    partitions = [p.topic_partition for p in topic.partitions if p.leader_id != NO_LEADER]
+    if not partitions:
+        return {}, {}
+    start, end = await asyncio.gather(
+        admin.list_offsets(partitions, OffsetSpec.EARLIEST),
+        admin.list_offsets(partitions, OffsetSpec.LATEST),
+    )
+    return start, end
+
+
+async def _sizes(admin: Admin, topic: TopicMetadata) -> dict[TopicPartition, int]:
+    """Each partition's size on its leader (DescribeLogDirs); empty when the cluster
+    will not say (an old broker, or no permission)."""
+    leaders = {p.leader_id for p in topic.partitions if p.leader_id != NO_LEADER}
+    try:
+        described = await admin.describe_log_dirs(
+            [p.topic_partition for p in topic.partitions], brokers=sorted(leaders)
+        )
+    except (KafkaError, ClientError):
+        return {}
+    sizes: dict[TopicPartition, int] = {}
+    for partition in topic.partitions:
+        for log_dir in described.get(partition.leader_id, []):
+            replica = log_dir.replicas.get(partition.topic_partition)
+            if replica is not None and not replica.is_future:
+                sizes[partition.topic_partition] = replica.size_bytes
+    return sizes
+
+
+async def topic_page(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    name = request.match_info["name"]
+    topic = await admin.describe_topic(name)
+    configs, (start, end), sizes = await asyncio.gather(
+        admin.describe_topic_configs(name), _offsets(admin, topic), _sizes(admin, topic)
+    )
+    view = features.view_of(configs)
+    delays_offered = features.offers_delayed_delivery(configs)
+    views: list[features.ViewOver] = []
+    views_capped = False
+    delays: list[PartitionDelays] | str = []
+    if view is None:  # a view has no views over it and no delays of its own
+        (views, views_capped), delays = await asyncio.gather(
+            _cached_views_over(request.app, topic),
+            _topic_delays(admin, name, offered=delays_offered),
+        )
+    rate_series = sampler.topic_rate_series(name)
+    chart = charts.line_chart(
+        [charts.Series(name, rate_series)],
+        title=f"Produce rate of {name}",
+        y_label="records/s",
+    )
+    return render(
+        request,
+        "topic.html",
+        topic=topic,
+        configs=sorted(configs.values(), key=lambda c: c.name),
+        start=start,
+        end=end,
+        sizes=sizes,
+        rate=next((r.records_per_s for r in sampler.topic_rates() if r.topic == name), None),
+        partition_rates={
+            p.partition: sampler.partition_rate(p.topic_partition) for p in topic.partitions
+        },
+        chart=chart,
+        csrf_token=request.app[SETTINGS_KEY]["csrf_token"],
+        no_leader=NO_LEADER,
+        view=view,
+        views=views,
+        views_capped=views_capped,
+        delays_offered=delays_offered,
+        delays=delays if isinstance(delays, list) else [],
+        delays_refused=delays if isinstance(delays, str) else "",
+        delays_total=features.topic_delays(name, delays if isinstance(delays, list) else []),
+    )
+
+
+async def _topic_delays(admin: Admin, name: str, *, offered: bool) -> list[PartitionDelays] | str:
+    """What waits in each partition of the topic (nothing where delayed delivery is not
+    ``offered``: the cluster is not asked), or why the cluster would not say (not ours
+    to read, say: the rest of the page still shows)."""
+    if not offered:
+        return []
+    try:
+        return await describe_delays(admin.cluster, name, limit=DELAYS_SHOWN)
+    except KafkaError as e:
+        return kafka_detail(e)
+
+
+async def _cached_views_over(
+    app: web.Application, source: TopicMetadata
+) -> tuple[list[features.ViewOver], bool]:
+    cache = app[VIEWS_KEY]
+    now = time.monotonic()
+    cached = cache.get(source.name)
+    if cached is not None and now - cached[0] < VIEWS_TTL_S:
+        return cached[1], cached[2]
+    views, capped = await _views_over(app[ADMIN_KEY], source)
+    if len(cache) > len(app[SAMPLER_KEY].topics) + 100:
+        cache.clear()  # bounded: entries of deleted topics go too
+    cache[source.name] = (now, views, capped)
+    return views, capped
+
+
+async def _views_over(admin: Admin, source: TopicMetadata) -> tuple[list[features.ViewOver], bool]:
+    """The views whose source is ``source`` (name and filter), and whether there were
+    more candidates than were checked. Only topics laid out like the source can be
+    views of it; at most ``VIEW_CANDIDATES_MAX`` of their configs are read."""
+    candidates = features.view_candidates(source, await admin.list_topics())
+    checked = candidates[:VIEW_CANDIDATES_MAX]
+
+    async def configs_of(name: str) -> dict[str, ConfigEntry]:
+        try:
+            return await admin.describe_topic_configs(name)
+        except KafkaError:
+            return {}  # deleted meanwhile, or not ours to describe
+
+    found = await asyncio.gather(*(configs_of(name) for name in checked))
+    views = [
+        features.ViewOver(name, view.filter)
+        for name, configs in zip(checked, found, strict=True)
+        if (view := features.view_of(configs)) is not None and view.source == source.name
+    ]
+    return views, len(candidates) > len(checked)

@@ -1,0 +1,109 @@
+"""The groups list and a group's page: a classic group's members, committed offsets and
+lag, or a share group's (KIP-932) members, start offsets and lag, each with the lag over
+time and the membership timeline."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from sluice.client.admin import OffsetSpec
+from sluice.client.admin_share_groups import (
+    SHARE_GROUP_TYPE,
+    describe_share_group,
+    share_group_offsets,
+)
+from sluice.client.errors import UnsupportedApiError
+from sluice.client.groups import GroupState
+from sluice.common import errors
+from sluice.common.errors import KafkaError
+from sluice.console import charts
+from sluice.console.keys import ADMIN_KEY, SAMPLER_KEY
+from sluice.console.rendering import error_page, render
+from sluice.console.sampler import PartitionLag, share_lags
+
+
+async def groups_page(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    listings = await admin.list_groups()
+    lags: dict[str, int] = {
+        listing.group_id: sum(lag.lag for lag in history.lag.values())
+        for listing in listings
+        if (history := sampler.group(listing.group_id)) is not None
+    }
+    return render(request, "groups.html", listings=listings, lags=lags)
+
+
+async def group_page(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    group_id = request.match_info["group_id"]
+    if any(
+        listing.group_id == group_id and listing.group_type == SHARE_GROUP_TYPE
+        for listing in sampler.listings
+    ):
+        return await share_group_page(request, group_id)
+    (description,) = await admin.describe_groups([group_id])
+    committed = await admin.list_group_offsets(group_id)
+    if description.state == GroupState.DEAD and not committed:
+        # Not a classic group: a share group the sampler has not seen yet, or none.
+        try:
+            return await share_group_page(request, group_id)
+        except UnsupportedApiError:
+            pass  # a cluster without share groups
+        except KafkaError as e:
+            if e.code != errors.ErrorCode.group_id_not_found:
+                raise
+        return error_page(request, 404, "Unknown group", f"There is no group {group_id!r}.")
+    ends = await admin.list_offsets(sorted(committed), OffsetSpec.LATEST) if committed else {}
+    lags = [
+        PartitionLag(tp, offset.offset, ends[tp].offset)
+        for tp, offset in sorted(committed.items())
+        if tp in ends
+    ]
+    history = sampler.group(group_id)
+    chart = charts.line_chart(
+        [charts.Series("total lag", list(history.total_lag) if history else [])],
+        title=f"Lag of {group_id}",
+        y_label="records",
+    )
+    return render(
+        request,
+        "group.html",
+        group=description,
+        lags=lags,
+        total_lag=sum(lag.lag for lag in lags),
+        chart=chart,
+        events=sampler.timeline(group_id),
+    )
+
+
+async def share_group_page(request: web.Request, group_id: str) -> web.Response:
+    """A share group (KIP-932): members, each partition's start offset and lag, the lag
+    over time and the membership timeline. Raises GroupIdNotFound for no such group."""
+    admin = request.app[ADMIN_KEY]
+    sampler = request.app[SAMPLER_KEY]
+    description, offsets = await asyncio.gather(
+        describe_share_group(admin, group_id), share_group_offsets(admin, group_id)
+    )
+    read = sorted(tp for tp, offset in offsets.items() if offset.start_offset >= 0)
+    ends = await admin.list_offsets(read, OffsetSpec.LATEST) if read else {}
+    lags = share_lags(offsets, lambda tp: ends[tp].offset if tp in ends else None)
+    history = sampler.group(group_id)
+    chart = charts.line_chart(
+        [charts.Series("total lag", list(history.total_lag) if history else [])],
+        title=f"Lag of {group_id}",
+        y_label="records",
+    )
+    return render(
+        request,
+        "share_group.html",
+        group=description,
+        lags=list(lags.values()),
+        unread=sorted(tp for tp in offsets if tp not in lags),
+        total_lag=sum(lag.lag for lag in lags.values()),
+        chart=chart,
+        events=sampler.timeline(group_id),
+    )
