@@ -1,10 +1,13 @@
 """A real ``python -m sluice console`` process on a free loopback port, for tests.
 
 Ready means it printed its URL (it does so once it listens); the wait has a deadline.
+``console_broker`` and ``running_console`` are the setup the console test modules share:
+a broker with its HTTP listener on, and a console on it, each stopped on leaving.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import queue
@@ -16,7 +19,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_process import BrokerProcess
 
 from sluice.cli.loopback import HOST, free_port
 
@@ -121,6 +128,30 @@ class ConsoleProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+@contextlib.contextmanager
+def console_broker(
+    directory: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[BrokerProcess]:
+    """A started broker with its data in ``directory``, its HTTP listener on a free port
+    (which also serves its own console) and ``overrides``; stopped on leaving."""
+    process = BrokerProcess(directory / "data", overrides={"http.port": "0", **(overrides or {})})
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@contextlib.contextmanager
+def running_console(bootstrap: str, *arguments: str) -> Iterator[ConsoleProcess]:
+    """A ``sluice console`` process on the cluster at ``bootstrap``; stopped on leaving."""
+    process = ConsoleProcess(bootstrap, *arguments)
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 def rows(page: str, table_id: str) -> list[list[str]]:

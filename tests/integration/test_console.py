@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
-from console_process import ConsoleProcess, rows
+from console_process import ConsoleProcess, console_broker, rows, running_console
 
 from sluice.cli.loopback import free_port
 from sluice.client.admin import NewTopic, OffsetSpec
@@ -31,23 +31,14 @@ BASE_TIMESTAMP_MS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("console-broker") / "data", overrides={"http.port": "0"}
-    )
-    process.start()
-    try:
+    with console_broker(tmp_path_factory.mktemp("console-broker")) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(broker.bootstrap)
-    try:
+    with running_console(broker.bootstrap) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
-from console_process import ConsoleProcess
+from console_process import ConsoleProcess, console_broker, running_console
 
 import sluice
 from sluice.client.admin import NewTopic
@@ -97,24 +97,17 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     if _missing_browser() is not None:
         pytest.skip(_missing_browser() or "")
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("console-browser-broker") / "data",
-        overrides={"http.port": "0", "group.initial.rebalance.delay.ms": "0"},
-    )
-    process.start()
-    try:
+    with console_broker(
+        tmp_path_factory.mktemp("console-browser-broker"),
+        {"group.initial.rebalance.delay.ms": "0"},
+    ) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S)
-    try:
+    with running_console(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

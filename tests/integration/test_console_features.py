@@ -17,7 +17,7 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
-from console_process import ConsoleProcess, Page, rows
+from console_process import ConsoleProcess, Page, console_broker, rows, running_console
 
 import sluice
 from sluice.client.admin import NewTopic
@@ -33,24 +33,17 @@ POLL_PAUSE_S = 0.1
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("console-features-broker") / "data",
-        overrides={"http.port": "0", "group.initial.rebalance.delay.ms": "0"},
-    )
-    process.start()
-    try:
+    with console_broker(
+        tmp_path_factory.mktemp("console-features-broker"),
+        {"group.initial.rebalance.delay.ms": "0"},
+    ) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S)
-    try:
+    with running_console(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
