@@ -60,7 +60,7 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install lint typecheck
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=30
 
 unit: install
 	$(BIN)/pytest -q tests/unit tests/property

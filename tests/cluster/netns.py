@@ -66,7 +66,10 @@ def _free_subnet() -> ipaddress.IPv4Network:
         with contextlib.suppress(ValueError):
             if first not in ("default", "local", "broadcast"):
                 taken.append(ipaddress.ip_network(first, strict=False))
-    for candidate in SUBNET_CANDIDATES:
+    # Start where this process's id points: two test processes building networks at the
+    # same moment (the suite runs on several workers) look at different subnets first.
+    start = os.getpid() % len(SUBNET_CANDIDATES)
+    for candidate in SUBNET_CANDIDATES[start:] + SUBNET_CANDIDATES[:start]:
         subnet = ipaddress.ip_network(candidate)
         if not any(subnet.overlaps(t) for t in taken):
             return subnet
