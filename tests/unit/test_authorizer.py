@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.common.authorizer import (
@@ -26,6 +26,9 @@ from sluice.common.authorizer import (
     parse_super_users,
     validate_new_binding,
 )
+
+NO_DEADLINE = settings(deadline=None)
+"""Properties check results, not speed: the suite runs on busy workers."""
 
 ALICE = "User:alice"
 BOB = "User:bob"
@@ -295,6 +298,7 @@ def _reference(
     )
 
 
+@NO_DEADLINE
 @given(
     bindings=st.lists(_bindings, max_size=6),
     default=st.booleans(),

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.common.errors import CorruptMessage
@@ -26,6 +26,9 @@ from sluice.group.records import (
     encode_key,
     encode_offset_commit_value,
 )
+
+NO_DEADLINE = settings(deadline=None)
+"""Properties check results, not speed: the suite runs on busy workers."""
 
 
 def s(text: str | None) -> bytes:
@@ -205,6 +208,7 @@ ints32 = st.integers(-(2**31), 2**31 - 1)
 ints64 = st.integers(-(2**63), 2**63 - 1)
 
 
+@NO_DEADLINE
 @given(group=texts, topic=texts, partition=ints32)
 def test_keys_round_trip(group: str, topic: str, partition: int) -> None:
     assert decode_key(encode_key(OffsetCommitKey(group, topic, partition))) == OffsetCommitKey(
@@ -213,6 +217,7 @@ def test_keys_round_trip(group: str, topic: str, partition: int) -> None:
     assert decode_key(encode_key(GroupMetadataKey(group))) == GroupMetadataKey(group)
 
 
+@NO_DEADLINE
 @given(offset=ints64, epoch=ints32, metadata=texts, timestamp=ints64)
 def test_offset_values_round_trip(offset: int, epoch: int, metadata: str, timestamp: int) -> None:
     value = OffsetCommitValue(offset, epoch, metadata, timestamp)
@@ -232,6 +237,7 @@ members = st.builds(
 )
 
 
+@NO_DEADLINE
 @given(
     st.builds(
         GroupMetadataValue,
@@ -247,6 +253,7 @@ def test_group_values_round_trip(value: GroupMetadataValue) -> None:
     assert decode_group_metadata_value(encode_group_metadata_value(value)) == value
 
 
+@NO_DEADLINE
 @given(st.binary(max_size=80))
 def test_decoders_either_succeed_or_raise_corrupt_message(data: bytes) -> None:
     for decoder in (decode_key, decode_offset_commit_value, decode_group_metadata_value):
