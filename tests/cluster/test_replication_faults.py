@@ -27,7 +27,21 @@ from sluice.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
-SEEDS = (int(os.environ.get("SLUICE_FAULT_SEED") or random.SystemRandom().randrange(1, 10_000)),)
+
+def _run_seed() -> int:
+    """SLUICE_FAULT_SEED, else one drawn for this run. The workers of a run on several
+    (pytest-xdist) must draw the same, since the seed is in the test ids they compare:
+    it comes from the run's id then, which they share."""
+    given = os.environ.get("SLUICE_FAULT_SEED")
+    if given:
+        return int(given)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id:
+        return int(run_id, 16) % 9_999 + 1
+    return random.SystemRandom().randrange(1, 10_000)
+
+
+SEEDS = (_run_seed(),)
 """One seed per run, in the test ids: ``SLUICE_FAULT_SEED=<seed>`` runs that one again."""
 LAG_TIME_MAX_MS = 3_000
 """replica.lag.time.max.ms of the brokers: a paused follower leaves the ISR quickly."""
