@@ -77,7 +77,10 @@ def assert_not_stalled(what: str, seconds: float, round_trips: list[float]) -> N
         f"meanwhile, slowest {slowest * 1000:.0f} ms"
     )
     assert len(round_trips) >= 5
-    assert slowest < seconds / 4
+    # Blocked, the loop would hold every round trip for the whole operation; off the
+    # loop the slowest one is a fraction of it (a quarter on an idle machine, up to a
+    # third with the suite's other worker busy on the same two cores).
+    assert slowest < seconds / 2
 
 
 def test_metadata_creating_2000_topics_does_not_stall_other_clients(broker_factory, topic):
