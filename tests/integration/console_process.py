@@ -25,6 +25,7 @@ from pathlib import Path
 
 from broker_process import BrokerProcess
 
+import sluice
 from sluice.cli.loopback import HOST, free_port
 
 START_TIMEOUT_S = 30.0
@@ -168,3 +169,18 @@ def rows(page: str, table_id: str) -> list[list[str]]:
             ]
         )
     return found
+
+
+async def accept_first(member: sluice.ShareConsumer, count: int, timeout_s: float) -> None:
+    """Accept the first ``count`` records the share consumer ``member`` is given (one a
+    poll) and release any more, so the group has a known number of accepted records."""
+    accepted = 0
+    deadline = time.monotonic() + timeout_s
+    while accepted < count:
+        assert time.monotonic() < deadline, f"only {accepted} records arrived"
+        for record in await member.poll(0.5):
+            if accepted < count:
+                member.accept(record)
+                accepted += 1
+            else:
+                member.release(record)

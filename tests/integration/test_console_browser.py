@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
-from console_process import ConsoleProcess, console_broker, running_console
+from console_process import ConsoleProcess, accept_first, console_broker, running_console
 
 import sluice
 from sluice.client.admin import NewTopic
@@ -296,16 +295,7 @@ def test_share_group_page_in_a_browser(
             acknowledgement_mode="explicit",
             max_poll_records=1,
         ) as member:
-            accepted = 0
-            deadline = time.monotonic() + WAIT_S
-            while accepted < 2:
-                assert time.monotonic() < deadline, f"only {accepted} records arrived"
-                for record in await member.poll(0.5):
-                    if accepted < 2:
-                        member.accept(record)
-                        accepted += 1
-                    else:
-                        member.release(record)
+            await accept_first(member, 2, WAIT_S)
             await member.commit()
             await asyncio.to_thread(look)  # the member stays in while the browser looks
 

@@ -17,7 +17,14 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
-from console_process import ConsoleProcess, Page, console_broker, rows, running_console
+from console_process import (
+    ConsoleProcess,
+    Page,
+    accept_first,
+    console_broker,
+    rows,
+    running_console,
+)
 
 import sluice
 from sluice.client.admin import NewTopic
@@ -98,16 +105,7 @@ def test_a_share_group_shows_its_type_members_lag_and_timeline(
             acknowledgement_mode="explicit",
             max_poll_records=1,
         ) as member:
-            accepted = 0
-            deadline = time.monotonic() + TIMEOUT_S
-            while accepted < 4:
-                assert time.monotonic() < deadline, f"only {accepted} records arrived"
-                for record in await member.poll(0.5):
-                    if accepted < 4:
-                        member.accept(record)
-                        accepted += 1
-                    else:
-                        member.release(record)
+            await accept_first(member, 4, TIMEOUT_S)
             results = await member.commit()
             assert all(error is None for error in results.values()), results
             # The page is read while the member is in (urllib blocks: off the loop).
