@@ -401,3 +401,45 @@ def test_client_quotas_round_trip(open_store: OpenStore) -> None:
         await reopened.close()
 
     run(scenario)
+
+
+def _levels(image: MetadataImage) -> dict[str, dict[str, str]]:
+    return {name: dict(level) for name, level in image.broker_configs.items()}
+
+
+def test_dynamic_broker_configs_are_stored_seen_by_other_brokers_and_kept(
+    open_store: OpenStore,
+) -> None:
+    async def scenario() -> None:
+        first = await open_store()
+        assert _levels(first.image()) == {}
+        await first.set_broker_configs("", {"log.retention.ms": "60000"})
+        await first.set_broker_configs("1", {"message.max.bytes": "2048"})
+        # The writer's next image holds its write.
+        assert _levels(first.image()) == {
+            "": {"log.retention.ms": "60000"},
+            "1": {"message.max.bytes": "2048"},
+        }
+        assert first.image().dynamic_broker_configs(1) == (
+            {"log.retention.ms": "60000"},
+            {"message.max.bytes": "2048"},
+        )
+        assert first.image().dynamic_broker_configs(2) == ({"log.retention.ms": "60000"}, {})
+        wanted = {"": {"log.retention.ms": "120000"}}
+        if open_store.shared:
+            second = await open_store()
+            assert _levels(second.image())["1"] == {"message.max.bytes": "2048"}
+            await second.set_broker_configs("", {"log.retention.ms": "120000"})
+            await second.set_broker_configs("1", {})  # empty: the level goes
+            await eventually(first, lambda image: _levels(image) == wanted)
+            await second.close()
+        else:
+            await first.set_broker_configs("", {"log.retention.ms": "120000"})
+            await first.set_broker_configs("1", {})
+            assert _levels(first.image()) == wanted
+        await first.close()
+        reopened = await open_store()
+        assert _levels(reopened.image()) == wanted
+        await reopened.close()
+
+    run(scenario)

@@ -8,6 +8,8 @@ File ``<data dir>/cluster-metadata.json``::
                                                 "leader_epoch": 2, "isr": [0],
                                                 "version": 5}, …}}},
      "group_configs": {"payments": {"consumer.session.timeout.ms": "50000"}},
+     "broker_configs": {"": {"log.retention.ms": "3600000"},
+                        "0": {"message.max.bytes": "2097152"}},
      "acls": [{"resource_type": "TOPIC", "name": "orders", "pattern_type": "LITERAL",
                "principal": "User:alice", "host": "*", "operation": "READ",
                "permission": "ALLOW"}, …],
@@ -16,7 +18,8 @@ File ``<data dir>/cluster-metadata.json``::
 
 A topic's ``version`` counts writes of its record (configs, partition count); each
 partition's ``version`` counts writes of its state. ``controller_epoch``,
-``group_configs`` (per-group overrides, config resource GROUP), ``acls`` and
+``group_configs`` (per-group overrides, config resource GROUP), ``broker_configs``
+(dynamic broker configs: ``""`` the cluster default, else a node id), ``acls`` and
 ``scram_users`` (SCRAM credentials, base64: never a password) may be absent, and a
 partition's ``version`` too: files written before they existed have none (0).
 
@@ -107,7 +110,21 @@ class EmbeddedMetadataStore:
             # Topics stored before they had ids were given one while loading: keep it.
             self._commit(topics={name: t.to_json() for name, t in sorted(self._topics.items())})
         self._acls = self._acls_from_json(self._document.get("acls", []))
+        self._broker_configs = self._broker_configs_from_json(
+            self._document.get("broker_configs", {})
+        )
         self._image = self._make_image()
+
+    def _broker_configs_from_json(self, data: Any) -> Mapping[str, Mapping[str, str]]:
+        if not isinstance(data, dict) or not all(
+            isinstance(level, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in level.items())
+            for level in data.values()
+        ):
+            raise MetadataFileError(
+                f"{self._path}: field 'broker_configs' is not a map of maps of strings"
+            )
+        return _frozen_levels(data)
 
     def _acls_from_json(self, data: Any) -> frozenset[AclBinding]:
         try:
@@ -175,6 +192,7 @@ class EmbeddedMetadataStore:
             controller=self._controller,
             topics=MappingProxyType(dict(self._topics)),
             acls=self._acls,
+            broker_configs=self._broker_configs,
         )
 
     def _publish(self) -> None:
@@ -356,6 +374,22 @@ class EmbeddedMetadataStore:
 
         await asyncio.to_thread(write)
 
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        """Replace one level's dynamic broker configs (already checked); empty removes
+        the level. In memory, and in the next image, only once the file is written."""
+
+        def write() -> None:
+            levels = {name: dict(level) for name, level in self._broker_configs.items()}
+            if configs:
+                levels[resource_name] = dict(sorted(configs.items()))
+            else:
+                levels.pop(resource_name, None)
+            self._commit(broker_configs=dict(sorted(levels.items())))
+            self._broker_configs = _frozen_levels(levels)
+            self._image = self._make_image()
+
+        await self._run(write)
+
     async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
         await self._run(lambda: self._commit_acls(self._acls | set(bindings)))
 
@@ -441,3 +475,8 @@ class EmbeddedMetadataStore:
                 self._commit(client_quotas=updated)
 
         await asyncio.to_thread(write)
+
+
+def _frozen_levels(levels: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
+    """Dynamic broker config levels as an image holds them (read-only copies)."""
+    return MappingProxyType({name: MappingProxyType(dict(level)) for name, level in levels.items()})

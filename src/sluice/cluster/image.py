@@ -12,6 +12,8 @@ works out what changed for itself with :meth:`MetadataDelta.for_node`::
                                                    delete local logs of deleted topics
                                                    load / unload coordinators
                                                    new topic configs
+                                                   new dynamic broker configs (every
+                                                   hosted partition takes new defaults)
 
 An image is never changed: everything in it is frozen or a fresh dict nobody else
 holds, so handlers may read it without locks while the next image is being built.
@@ -41,7 +43,7 @@ class ControllerInfo:
 @dataclass(frozen=True)
 class MetadataImage:
     """The cluster as one broker last saw it: the live brokers, the controller, every
-    topic with its partitions, and the ACLs."""
+    topic with its partitions, the ACLs and the dynamic broker configs."""
 
     cluster_id: str
     brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: MappingProxyType({}))
@@ -50,6 +52,11 @@ class MetadataImage:
     topics: Mapping[str, TopicMetadata] = field(default_factory=lambda: MappingProxyType({}))
     acls: frozenset[AclBinding] = frozenset()
     """Every ACL binding (the authorizer indexes them when they change)."""
+    broker_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Dynamic broker configs by resource name: ``""`` the cluster-wide default level,
+    ``"<node id>"`` one broker's (see :mod:`sluice.common.dynamic_config`)."""
     _by_id: dict[TopicId, TopicMetadata] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -74,6 +81,14 @@ class MetadataImage:
         if controller is None or controller.node_id not in self.brokers:
             return -1
         return controller.node_id
+
+    def dynamic_broker_configs(self, node_id: int) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """The cluster-wide and ``node_id``'s own dynamic broker configs."""
+        empty: Mapping[str, str] = MappingProxyType({})
+        return (
+            self.broker_configs.get("", empty),
+            self.broker_configs.get(str(node_id), empty),
+        )
 
     def live_brokers(self) -> list[BrokerInfo]:
         return sorted(self.brokers.values(), key=lambda b: b.node_id)
@@ -122,6 +137,12 @@ class MetadataDelta:
     @property
     def brokers_changed(self) -> bool:
         return self.previous.brokers != self.image.brokers
+
+    def broker_configs_changed(self, node_id: int) -> bool:
+        """Whether the dynamic broker configs that apply to ``node_id`` changed."""
+        return self.previous.dynamic_broker_configs(node_id) != self.image.dynamic_broker_configs(
+            node_id
+        )
 
     def for_node(self, node_id: int) -> LocalChanges:
         """The changes that concern the replicas hosted by ``node_id``."""

@@ -22,6 +22,7 @@ Writes are conditional::
     new topic         any broker            the name is free (TopicExists)
     ACLs              any broker            none: adding a binding present or removing
                                             one absent changes nothing (Kafka's rule)
+    broker configs    any broker            none: one level's set replaced whole
 
 so a writer that read a stale state, or a controller that was paused past its session
 and replaced, cannot overwrite what is newer. A write that fails changes nothing.
@@ -151,6 +152,13 @@ class MetadataStore(Protocol):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace a group's config overrides durably; empty removes them."""
+        ...
+
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic broker configs of one level durably (``""`` the cluster
+        default, ``"<node id>"`` one broker; already checked); empty removes the level.
+        Every store's image shows them (:attr:`MetadataImage.broker_configs`), the
+        caller's next image included."""
         ...
 
     # -- client quotas (KIP-13/55: entity key -> {quota type: value}) -------------------

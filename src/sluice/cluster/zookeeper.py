@@ -24,6 +24,9 @@ another Sluice cluster under another chroot) is never touched::
                    /acls                        {"acls": [binding, …]}: every ACL in one
                                                 node, written conditionally on its version
                                                 (a node holds 1 MB: thousands of ACLs)
+                   /config/brokers/<default>    {config name: value}: dynamic broker
+                                                configs of every broker (resource "")
+                   /config/brokers/<node id>    {config name: value}: one broker's own
                    /config/users/<user>         {mechanism: {"salt", "stored_key",
                                                 "server_key", "iterations"}}: SCRAM
                                                 credentials (base64; never a password),
@@ -102,6 +105,9 @@ _BROKERS = "brokers"
 _CONTROLLER = "controller"
 _TOPICS = "topics"
 _ACLS = "acls"
+_BROKER_CONFIGS = "broker_configs"
+_DEFAULT_BROKER_NODE = "<default>"
+"""The node of the cluster-wide dynamic broker configs (Kafka's name for it)."""
 
 
 def _dumps(document: Any) -> bytes:
@@ -145,6 +151,7 @@ class ZooKeeperMetadataStore:
         self._controller: ControllerInfo | None = None
         self._topics: dict[str, TopicMetadata] = {}
         self._acls: frozenset[AclBinding] = frozenset()
+        self._broker_configs: Mapping[str, Mapping[str, str]] = MappingProxyType({})
         self._image = MetadataImage("")
         self._registration: BrokerInfo | None = None
         self._session_lost = False
@@ -162,6 +169,9 @@ class ZooKeeperMetadataStore:
 
     def _user_path(self, user: str) -> str:
         return self._path("config", "users", urllib.parse.quote(user, safe=""))
+
+    def _broker_config_path(self, resource_name: str = "") -> str:
+        return self._path("config", "brokers", resource_name or _DEFAULT_BROKER_NODE)
 
     def _partition_path(self, name: str, index: int) -> str:
         return self._path("topics", name, "partitions", str(index))
@@ -189,7 +199,7 @@ class ZooKeeperMetadataStore:
                 "is it running and is the address right? (--zookeeper host:port[/chroot])"
             ) from None
         self._client.add_listener(self._on_state)
-        for part in ("brokers", "topics", "group_configs", "config/users"):
+        for part in ("brokers", "topics", "group_configs", "config/users", "config/brokers"):
             self._client.ensure_path(self._path(part))
         for path, initial in (
             (self._path("controller_epoch"), b"0"),
@@ -289,6 +299,8 @@ class ZooKeeperMetadataStore:
             self._read_controller()
         if everything or _ACLS in dirty:
             self._read_acls()
+        if everything or _BROKER_CONFIGS in dirty:
+            self._read_broker_configs()
         if everything or _TOPICS in dirty:
             names = self._client.get_children(self._path("topics"), watch=self._watch(_TOPICS))
             for gone in set(self._topics) - set(names):
@@ -308,6 +320,7 @@ class ZooKeeperMetadataStore:
             self._controller,
             MappingProxyType(dict(self._topics)),
             self._acls,
+            self._broker_configs,
         )
         for listener in list(self._listeners):
             listener(self._image)
@@ -339,6 +352,20 @@ class ZooKeeperMetadataStore:
     def _read_acls(self) -> None:
         data, _ = self._client.get(self._path("acls"), watch=self._watch(_ACLS))
         self._acls = frozenset(AclBinding.from_json(item) for item in json.loads(data)["acls"])
+
+    def _read_broker_configs(self) -> None:
+        """Every level of dynamic broker configs (a few small nodes), each read setting
+        its watch, as the children are."""
+        watch = self._watch(_BROKER_CONFIGS)
+        levels: dict[str, Mapping[str, str]] = {}
+        for child in self._client.get_children(self._path("config", "brokers"), watch=watch):
+            try:
+                data, _ = self._client.get(self._path("config", "brokers", child), watch=watch)
+            except NoNodeError:
+                continue  # removed meanwhile: the children's watch follows
+            name = "" if child == _DEFAULT_BROKER_NODE else child
+            levels[name] = MappingProxyType({str(k): str(v) for k, v in json.loads(data).items()})
+        self._broker_configs = MappingProxyType(levels)
 
     def _read_topic(self, name: str) -> None:
         """The topic and all its partitions (each read sets its watch); gone if deleted."""
@@ -717,6 +744,28 @@ class ZooKeeperMetadataStore:
             raise MetadataStoreError("the ACLs kept changing; try again")
         self._mark(_ACLS)
         self._refresh_now()
+
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        def write() -> None:
+            path = self._broker_config_path(resource_name)
+            if not configs:
+                try:
+                    self._client.delete(path)
+                except NoNodeError:
+                    pass
+            else:
+                data = _dumps(dict(sorted(configs.items())))
+                try:
+                    self._client.set(path, data)
+                except NoNodeError:
+                    try:
+                        self._client.create(path, data, makepath=True)
+                    except NodeExistsError:  # another broker made it meanwhile
+                        self._client.set(path, data)
+            self._mark(_BROKER_CONFIGS)
+            self._refresh_now()
+
+        await self._run(write)
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
         def read() -> dict[str, str]:

@@ -828,7 +828,15 @@ class BrokerConfig:
                 )
 
     def apply_properties(self, properties: Mapping[str, str]) -> None:
-        """Set values from Kafka-style ``name=value`` properties. Raises BrokerConfigError."""
+        """Set values from Kafka-style ``name=value`` properties (static: given in the
+        file, with -o or as options). Raises BrokerConfigError."""
+        for name, text in properties.items():
+            self.apply_dynamic({name: text})
+            self.static_names.add(name.strip())
+
+    def apply_dynamic(self, properties: Mapping[str, str]) -> None:
+        """Set values as :meth:`apply_properties` does, without counting them as static
+        (dynamic broker configs laid over the static ones). Raises BrokerConfigError."""
         for name, text in properties.items():
             try:
                 self._apply(name.strip(), text.strip())
@@ -836,7 +844,6 @@ class BrokerConfig:
                 raise
             except ValueError as e:
                 raise BrokerConfigError(f"{name}: {e}") from None
-            self.static_names.add(name.strip())
 
     def _apply(self, name: str, text: str) -> None:
         if name == "listeners":
