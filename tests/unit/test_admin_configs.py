@@ -15,9 +15,10 @@ import pytest
 
 from sluice.broker.authorization import Authorizer
 from sluice.broker.context import RequestContext
+from sluice.broker.dynamic_config import DynamicBrokerConfig
 from sluice.broker.handlers.admin_configs import (
-    STATIC_BROKER_CONFIGS_MESSAGE,
     AlterConfigOp,
+    BrokerLevels,
     ConfigSource,
     ConfigType,
     describe_broker_configs,
@@ -26,6 +27,7 @@ from sluice.broker.handlers.admin_configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
+    incrementally_altered_broker_configs,
     incrementally_altered_group_configs,
     incrementally_altered_overrides,
     replaced_overrides,
@@ -40,7 +42,9 @@ from sluice.cluster.model import BrokerInfo
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK
 from sluice.common.config import GROUP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, BrokerConfig, TopicConfig
+from sluice.common.dynamic_config import DYNAMIC_BROKER_CONFIGS
 from sluice.common.errors import ErrorCode
+from sluice.common.ids import TopicPartition
 from sluice.protocol import codec
 from sluice.protocol.messages import make, request_module
 from sluice.protocol.versions import SUPPORTED, ApiKey
@@ -99,12 +103,13 @@ def test_only_the_requested_keys_are_described() -> None:
     assert [entry.name for entry in described] == ["retention.ms"]
 
 
-def test_broker_configs_are_read_only_and_marked_when_set() -> None:
+def test_broker_configs_are_read_only_unless_dynamic_and_marked_when_set() -> None:
     config = BrokerConfig()
     config.apply_properties({"num.partitions": "3", "log.retention.ms": "5000"})
     described = by_name(describe_broker_configs(config))
 
-    assert all(entry.read_only for entry in described.values())
+    writable = {name for name, entry in described.items() if not entry.read_only}
+    assert writable == DYNAMIC_BROKER_CONFIGS
     for name, value, source in [
         ("num.partitions", "3", ConfigSource.STATIC_BROKER_CONFIG),
         ("default.replication.factor", "1", ConfigSource.DEFAULT_CONFIG),
@@ -194,7 +199,10 @@ def services(tmp_path: Path) -> Iterator[Any]:
         store = EmbeddedMetadataStore(tmp_path)
         await store.register_broker(BrokerInfo(0, "127.0.0.1", 9092))
         replicas = ReplicaManager(0, tmp_path, SYSTEM_CLOCK, Purgatory(), config.topic_defaults)
-        applier = MetadataApplier(0, store.image(), replicas, lambda error: None)
+        dynamic = DynamicBrokerConfig(config, [])
+        applier = MetadataApplier(
+            0, store.image(), replicas, lambda error: None, on_broker_configs=dynamic.apply
+        )
         await applier.apply_first(store.image(), recover=False)
         store.subscribe(applier.offer)
         applying = asyncio.create_task(applier.run())
@@ -209,6 +217,7 @@ def services(tmp_path: Path) -> Iterator[Any]:
             replicas=replicas,
             applying=applying,
             authorizer=Authorizer(config, store),
+            static_config=dynamic.static,
         )
 
     namespace = runner.run(start())
@@ -322,7 +331,7 @@ def test_alter_configs_replaces_the_override_set(services: Any, version: int) ->
     assert services.topics.require("orders").configs == {"max.message.bytes": "5000"}
     assert missing.error_code == ErrorCode.unknown_topic_or_partition
     assert broker_0.error_code == ErrorCode.invalid_request
-    assert STATIC_BROKER_CONFIGS_MESSAGE in (broker_0.error_message or "")
+    assert broker_0.error_message == "Cannot update these configs dynamically: Set(num.partitions)"
 
 
 def test_alter_configs_validate_only_and_bad_values_change_nothing(services: Any) -> None:
@@ -336,7 +345,10 @@ def test_alter_configs_validate_only_and_bad_values_change_nothing(services: Any
 
 
 def incremental_request(
-    validate_only: bool, name: str, *changes: tuple[str, int, str | None]
+    validate_only: bool,
+    name: str,
+    *changes: tuple[str, int, str | None],
+    resource_type: int = TOPIC,
 ) -> Any:
     module = request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
     return make(
@@ -344,7 +356,7 @@ def incremental_request(
         resources=(
             make(
                 module.AlterConfigsResource,
-                resource_type=TOPIC,
+                resource_type=resource_type,
                 resource_name=name,
                 configs=tuple(
                     make(module.AlterableConfig, name=key, config_operation=op, value=value)
@@ -459,3 +471,181 @@ def test_group_config_changes_keep_the_other_overrides() -> None:
         )
         == {}
     )
+
+
+# ── dynamic broker configs ───────────────────────────────────────────────────────────────
+
+
+def test_a_dynamic_broker_value_wins_in_kafkas_order_and_lists_every_level() -> None:
+    static = BrokerConfig()
+    static.apply_properties({"log.retention.ms": "5000"})
+    levels = BrokerLevels(
+        static,
+        cluster_default={"log.retention.ms": "7000", "message.max.bytes": "3000"},
+        per_broker={"log.retention.ms": "9000"},
+    )
+    retention = by_name(describe_broker_configs(levels))["log.retention.ms"]
+    assert (retention.value, retention.source, retention.read_only) == (
+        "9000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    assert [(s.value, s.source) for s in retention.synonyms] == [
+        ("9000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("7000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("604800000", ConfigSource.DEFAULT_CONFIG),
+    ]
+    # A topic without an override: its value and source are the broker's dynamic one,
+    # listed under the broker's name.
+    topic = by_name(describe_topic_configs({}, levels))
+    assert (topic["max.message.bytes"].value, topic["max.message.bytes"].source) == (
+        "3000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    assert [(s.name, s.source) for s in topic["max.message.bytes"].synonyms] == [
+        ("message.max.bytes", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("message.max.bytes", ConfigSource.DEFAULT_CONFIG),
+    ]
+    overridden = by_name(describe_topic_configs({"retention.ms": "1"}, levels))["retention.ms"]
+    assert [s.source for s in overridden.synonyms] == [
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.STATIC_BROKER_CONFIG,
+        ConfigSource.DEFAULT_CONFIG,
+    ]
+
+
+def test_incremental_broker_changes_apply_each_operation_then_check_the_level() -> None:
+    effective = BrokerConfig()
+    altered = incrementally_altered_broker_configs(
+        {"log.retention.ms": "1000", "message.max.bytes": "2000"},
+        effective,
+        [
+            ("log.retention.ms", AlterConfigOp.DELETE, None),
+            ("min.insync.replicas", AlterConfigOp.SET, "2"),
+            ("log.cleanup.policy", AlterConfigOp.APPEND, "compact"),
+            ("unclean.leader.election.enable", AlterConfigOp.SET, "TRUE"),
+        ],
+    )
+    assert altered == {
+        "message.max.bytes": "2000",
+        "min.insync.replicas": "2",
+        "log.cleanup.policy": "delete,compact",
+        "unclean.leader.election.enable": "true",
+    }
+    # DELETE of a setting the level does not hold (even a static one) changes nothing.
+    assert (
+        incrementally_altered_broker_configs(
+            {}, effective, [("num.partitions", AlterConfigOp.DELETE, None)]
+        )
+        == {}
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (
+            ("num.partitions", AlterConfigOp.SET, "3"),
+            errors.InvalidRequest,
+            "Cannot update these configs dynamically: Set(num.partitions)",
+        ),
+        (
+            ("message.max.bytes", AlterConfigOp.SET, "lots"),
+            errors.InvalidRequest,
+            "Invalid value lots for configuration message.max.bytes: 'lots' is not an integer",
+        ),
+        (
+            ("log.retention.ms", AlterConfigOp.SET, None),
+            errors.InvalidRequest,
+            "Null value not supported for : log.retention.ms",
+        ),
+        (
+            ("log.retention.ms", AlterConfigOp.APPEND, "1"),
+            errors.InvalidConfig,
+            "Config value append is not allowed for config key: log.retention.ms",
+        ),
+    ],
+)
+def test_broker_changes_kafka_refuses(
+    change: tuple[str, int, str | None], error: type[errors.KafkaError], message: str
+) -> None:
+    with pytest.raises(error) as refused:
+        incrementally_altered_broker_configs({}, BrokerConfig(), [change])
+    assert refused.value.message == message
+
+
+def test_broker_levels_change_through_both_alter_apis_and_apply_here(services: Any) -> None:
+    # validate_only checks and stores nothing.
+    checked = incremental_request(
+        True, "0", ("message.max.bytes", AlterConfigOp.SET, "2000"), resource_type=BROKER
+    )
+    response = call(
+        handle_incremental_alter_configs, services, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, checked
+    )
+    assert response.responses[0].error_code == ErrorCode.none
+    assert dict(services.store.image().broker_configs) == {}
+
+    request = incremental_request(
+        False, "0", ("message.max.bytes", AlterConfigOp.SET, "2000"), resource_type=BROKER
+    )
+    response = call(
+        handle_incremental_alter_configs, services, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, request
+    )
+    assert response.responses[0].error_code == ErrorCode.none
+    # Answered once applied here: the live config and the hosted topic follow at once.
+    assert services.config.topic_defaults["max.message.bytes"] == "2000"
+    orders = services.replicas.find(TopicPartition("orders", 0))
+    assert orders.log.config.max_message_bytes == 2000
+
+    # The legacy API replaces the cluster-wide level's whole set.
+    for entries in (
+        {"log.retention.ms": "60000", "min.insync.replicas": "2"},
+        {"log.retention.ms": "70000"},
+    ):
+        legacy = alter_request(1, False, (BROKER, "", entries))
+        response = call(handle_alter_configs, services, ApiKey.ALTER_CONFIGS, 1, legacy)
+        assert response.responses[0].error_code == ErrorCode.none
+    assert {k: dict(v) for k, v in services.store.image().broker_configs.items()} == {
+        "": {"log.retention.ms": "70000"},
+        "0": {"message.max.bytes": "2000"},
+    }
+    assert orders.log.config.retention_ms == 70000
+    assert orders.log.config.min_insync_replicas == 1
+    # The static value is kept apart: describing shows every level.
+    described = call(
+        handle_describe_configs,
+        services,
+        ApiKey.DESCRIBE_CONFIGS,
+        3,
+        describe_request(3, (BROKER, "0", ("log.retention.ms",)), (BROKER, "", None)),
+    )
+    own, cluster = described.results
+    [retention] = own.configs
+    assert [(s.value, s.source) for s in retention.synonyms] == [
+        ("70000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("604800000", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert [(e.name, e.value, e.config_source) for e in cluster.configs] == [
+        ("log.retention.ms", "70000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("1", "Unexpected broker id, expected 0, but received 1"),
+        ("zero", "Node id must be an integer, but it is: zero"),
+    ],
+)
+def test_another_brokers_level_is_refused_here(services: Any, name: str, message: str) -> None:
+    request = alter_request(1, False, (BROKER, name, {"log.retention.ms": "1"}))
+    response = call(handle_alter_configs, services, ApiKey.ALTER_CONFIGS, 1, request)
+    assert (response.responses[0].error_code, response.responses[0].error_message) == (
+        ErrorCode.invalid_request,
+        message,
+    )
+    assert dict(services.store.image().broker_configs) == {}

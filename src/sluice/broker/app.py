@@ -46,6 +46,7 @@ from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
 from sluice.broker.delays import DelayScheduler
 from sluice.broker.dispatcher import Dispatcher
+from sluice.broker.dynamic_config import DynamicBrokerConfig
 from sluice.broker.fatal import (
     BrokerFatalError,
     FatalStorageStop,
@@ -154,6 +155,8 @@ class Broker:
         self.servers = self._listener_servers()
         self.server = self.servers[0]
         """The first listener's server."""
+        self.dynamic_config = DynamicBrokerConfig(config, self.servers)
+        """Applies dynamic broker configs to ``config`` (which it copied as the static one)."""
         self.inter_broker = self._inter_broker_listener()
         self._dispatcher: Dispatcher | None = None
         self.store: MetadataStore | None = None
@@ -339,7 +342,11 @@ class Broker:
         self.isr_changes = IsrChanges(store, self.replicas, self.config.replica_lag_time_max_ms)
         self.replicas.isr_changes = self.isr_changes
         self.applier = MetadataApplier(
-            self.config.node_id, store.image(), self.replicas, self._metadata_storage_error
+            self.config.node_id,
+            store.image(),
+            self.replicas,
+            self._metadata_storage_error,
+            on_broker_configs=self.dynamic_config.apply,
         )
         self.fetchers = ReplicaFetchers(
             self.config,
@@ -490,6 +497,7 @@ class Broker:
             authorizer=Authorizer(self.config, store),
             traffic=self.metrics.traffic,
             request_metrics=self.metrics.requests,
+            static_config=self.dynamic_config.static,
         )
         await self.quotas.load()
         self._dispatcher = Dispatcher(

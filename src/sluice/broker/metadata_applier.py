@@ -16,6 +16,9 @@ loop. One task applies images in order, each as a delta from the image applied b
                                                                created in a worker thread
                      changed state or config                 → new leader epoch, leader or
                                                                not, new config
+                     changed dynamic broker configs          → the broker's config first,
+                                                               then every hosted partition
+                                                               takes its new defaults
                   ─▶ the image becomes the one handlers read (:attr:`image`)
                   ─▶ listeners (coordinators load / unload, the controller looks again)
                   ─▶ waiters whose condition now holds are woken
@@ -56,8 +59,10 @@ class MetadataApplier:
         image: MetadataImage,
         replicas: ReplicaManager,
         on_storage_error: Callable[[BaseException], None],
+        on_broker_configs: Callable[[MetadataImage], None] = lambda image: None,
     ) -> None:
         self._node_id = node_id
+        self._on_broker_configs = on_broker_configs
         self._replicas = replicas
         self._on_storage_error = on_storage_error
         self.image = MetadataImage(image.cluster_id)
@@ -114,6 +119,9 @@ class MetadataApplier:
     async def _apply(self, image: MetadataImage, *, recover: bool) -> None:
         delta = MetadataDelta(self.image, image)
         changes = delta.for_node(self._node_id)
+        broker_configs_changed = delta.broker_configs_changed(self._node_id)
+        if broker_configs_changed:
+            self._on_broker_configs(image)  # before logs are opened with the defaults
         detached: list[Partition] = []
         for topic in changes.deleted_topics:
             detached += self._replicas.detach_topic(topic.name)
@@ -145,7 +153,8 @@ class MetadataApplier:
                 return
             for topic, logs in opened:
                 self._replicas.install(topic, logs)
-        for topic in changes.reconfigured:
+        reconfigured = image.topics.values() if broker_configs_changed else changes.reconfigured
+        for topic in reconfigured:
             for index in topic.partitions:
                 if self._replicas.find(TopicPartition(topic.name, index)) is not None:
                     self._replicas.update(topic, index)

@@ -269,6 +269,19 @@ class Server:
     def open_connections(self) -> int:
         return len(self._connections)
 
+    def set_connection_limits(
+        self,
+        *,
+        max_connections: int,
+        max_connections_per_ip: int,
+        max_connections_per_ip_overrides: Mapping[str, int],
+    ) -> None:
+        """New connection limits (dynamic broker configs): they count from the next
+        connection accepted; open ones stay."""
+        self._max_connections = max_connections
+        self._max_connections_per_ip = max_connections_per_ip
+        self._max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides)
+
     async def start(self, *, start_serving: bool = True) -> None:
         """Bind the port; accept clients now, or from :meth:`start_serving` on (until
         then, connecting is refused)."""

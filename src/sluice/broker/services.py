@@ -81,3 +81,6 @@ class BrokerServices:
     request_metrics: RequestMetrics = field(default_factory=RequestMetrics)
     """The dispatcher's request counts; handlers that frame their own responses add
     their errors."""
+    static_config: BrokerConfig | None = None
+    """The settings the broker started with, before dynamic broker configs (``config``
+    holds them applied); None: the same as ``config``."""

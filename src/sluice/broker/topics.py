@@ -727,6 +727,11 @@ class TopicManager:
 
         await self._wait_applied(reached)
 
+    async def wait_applied(self, condition: Callable[[MetadataImage], bool]) -> None:
+        """Wait until this broker has applied an image for which ``condition`` holds
+        (a change the caller stored); RequestTimedOut past the usual bound."""
+        await self._wait_applied(condition)
+
     async def _wait_applied(self, condition: Callable[[MetadataImage], bool]) -> None:
         try:
             await self._applier.wait_for(condition, METADATA_APPLIED_TIMEOUT_MS / 1000)

@@ -63,7 +63,8 @@ class Controller:
         self._rebalance = rebalance
         self._store = store
         self._node_id = node_id
-        self._topic_defaults = dict(topic_defaults or {})
+        self._topic_defaults: Mapping[str, str] = {} if topic_defaults is None else topic_defaults
+        """The broker's topic defaults, shared: dynamic broker configs change them."""
         """The brokers' topic config defaults (unclean.leader.election.enable…)."""
         self._epoch: int | None = None
         self._broker_epochs: dict[int, int] = {}

@@ -5,16 +5,27 @@ A topic config's effective value comes from the first of these that has it; that
 its ``config_source``, and with ``include_synonyms`` the whole chain is listed, most
 specific first, as Kafka does::
 
-    topic override (retention.ms)                 DYNAMIC_TOPIC_CONFIG   1
-      └─▶ broker setting (log.retention.ms)       STATIC_BROKER_CONFIG   4  (-o, --config)
-            └─▶ built-in default                  DEFAULT_CONFIG         5
+    topic override (retention.ms)                 DYNAMIC_TOPIC_CONFIG           1
+      └─▶ this broker's dynamic log.retention.ms  DYNAMIC_BROKER_CONFIG          2
+        └─▶ the cluster's dynamic default         DYNAMIC_DEFAULT_BROKER_CONFIG  3
+          └─▶ broker setting (log.retention.ms)   STATIC_BROKER_CONFIG           4  (-o, --config)
+            └─▶ built-in default                  DEFAULT_CONFIG                 5
 
 A broker default is "set" when it differs from the one a fresh ``BrokerConfig`` has, so
 Sluice's own defaults (``flush.ms``, see ``SLUICE_TOPIC_DEFAULTS``) count as defaults and
 clients show them as such (``is_default``).
 
-Broker configs (resource type 4) are static: DescribeConfigs lists them read-only and
-both alter APIs refuse them. Topic configs (type 2) change through the metadata store:
+Broker configs (resource type 4): DescribeConfigs of ``"<node id>"`` lists every
+setting, those that may change at run time (:mod:`sluice.common.dynamic_config`) not
+read-only, each with the chain above (the broker's dynamic value, the cluster's, the
+static one, the default); of ``""`` only the cluster-wide dynamic settings, as Kafka
+answers. Both alter APIs change one level in the metadata store: ``""`` the cluster
+default, ``"<node id>"`` (this broker's id only) the broker's own; AlterConfigs replaces
+the level's whole set, IncrementalAlterConfigs SETs, DELETEs, APPENDs or SUBTRACTs
+(``log.cleanup.policy``) single settings. A setting that cannot change at run time or a
+bad value is refused with INVALID_REQUEST, as Kafka refuses them. Every broker applies
+what applies to it once it sees the change (:mod:`sluice.broker.dynamic_config`); the
+request is answered once this broker has. Topic configs (type 2) change through the metadata store:
 AlterConfigs replaces the topic's whole override set with the given entries (Kafka's
 legacy semantics: keys left out go back to their defaults); IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT to single keys, the last two only on list-valued
@@ -48,9 +59,10 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.authorization import CLUSTER, Need
@@ -62,6 +74,7 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_ALTER_CONFIGS,
     TOPIC_DESCRIBE_CONFIGS,
 )
+from sluice.cluster.store import MetadataStoreError
 from sluice.common import errors
 from sluice.common.authorizer import ResourceType as AclResourceType
 from sluice.common.config import (
@@ -79,6 +92,12 @@ from sluice.common.config import (
     list_items,
     parse_group_configs,
     parse_topic_configs,
+)
+from sluice.common.dynamic_config import (
+    CLUSTER_DEFAULT,
+    DYNAMIC_BROKER_CONFIGS,
+    LIST_VALUED_BROKER_CONFIGS,
+    checked_dynamic_configs,
 )
 from sluice.common.errors import KafkaError
 from sluice.group.config import GROUP_PROPERTIES, GroupConfig
@@ -100,6 +119,8 @@ class ResourceType(IntEnum):
 
 class ConfigSource(IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     GROUP_CONFIG = 8
@@ -129,8 +150,6 @@ LIST_VALUED_KEYS = frozenset({"cleanup.policy"})
 BROKER_NAME_OF_TOPIC_KEY: dict[str, str] = {
     topic_key: broker_name for broker_name, topic_key in BROKER_TOPIC_DEFAULTS.items()
 }
-
-STATIC_BROKER_CONFIGS_MESSAGE = "broker configs are static; restart with -o key=value"
 
 _INT32_MAX = 2**31 - 1
 
@@ -216,12 +235,43 @@ def _described(
     )
 
 
-def _broker_level_synonyms(key: ConfigKey, config: BrokerConfig) -> list[Synonym]:
-    """The broker setting for topic config ``key`` (if set) and the built-in default."""
+@dataclass(frozen=True)
+class BrokerLevels:
+    """Where a broker setting can come from besides its default: the static config and
+    the dynamic levels (cluster default, this broker's own)."""
+
+    static: BrokerConfig
+    cluster_default: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    per_broker: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def dynamic_synonyms(self, name: str) -> list[Synonym]:
+        """The dynamic values of broker setting ``name``, the one that wins first."""
+        synonyms = []
+        if name in self.per_broker:
+            synonyms.append(
+                Synonym(name, self.per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG)
+            )
+        if name in self.cluster_default:
+            synonyms.append(
+                Synonym(
+                    name, self.cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                )
+            )
+        return synonyms
+
+
+def _levels(config: BrokerConfig | BrokerLevels) -> BrokerLevels:
+    return config if isinstance(config, BrokerLevels) else BrokerLevels(config)
+
+
+def _broker_level_synonyms(key: ConfigKey, levels: BrokerLevels) -> list[Synonym]:
+    """The broker setting for topic config ``key``: its dynamic values, the static one
+    (if set) and the built-in default."""
+    config = levels.static
     built_in = BrokerConfig().topic_defaults.get(key.name, key.default)
     broker_value = config.topic_defaults.get(key.name, built_in)
     broker_name = BROKER_NAME_OF_TOPIC_KEY.get(key.name, key.name)
-    synonyms = []
+    synonyms = levels.dynamic_synonyms(broker_name)
     if broker_value != built_in or _given(config, broker_name):
         synonyms.append(Synonym(broker_name, broker_value, ConfigSource.STATIC_BROKER_CONFIG))
     synonyms.append(Synonym(broker_name, built_in, ConfigSource.DEFAULT_CONFIG))
@@ -229,14 +279,18 @@ def _broker_level_synonyms(key: ConfigKey, config: BrokerConfig) -> list[Synonym
 
 
 def describe_topic_configs(
-    overrides: Mapping[str, str], config: BrokerConfig, names: Collection[str] | None = None
+    overrides: Mapping[str, str],
+    config: BrokerConfig | BrokerLevels,
+    names: Collection[str] | None = None,
 ) -> list[DescribedConfig]:
-    """Every topic config (or those in ``names``) with its effective value and source."""
+    """Every topic config (or those in ``names``) with its effective value and source
+    (``config``: the static config, or it with the dynamic levels)."""
+    levels = _levels(config)
     return _describe_keys(
         TOPIC_CONFIG_KEYS,
         overrides,
         ConfigSource.DYNAMIC_TOPIC_CONFIG,
-        lambda name, key: _broker_level_synonyms(key, config),
+        lambda name, key: _broker_level_synonyms(key, levels),
         names,
     )
 
@@ -405,14 +459,18 @@ def _group_coordinator_settings(config: BrokerConfig) -> list[tuple[str, str, st
 
 
 def describe_broker_configs(
-    config: BrokerConfig, names: Collection[str] | None = None
+    config: BrokerConfig | BrokerLevels, names: Collection[str] | None = None
 ) -> list[DescribedConfig]:
-    """The broker's settings (or those in ``names``), all read-only (nothing changes at
-    runtime, so no DYNAMIC_* source): Kafka's names, including ``listeners`` and
-    ``advertised.listeners``, with Sluice-only names (``host``, ``port``, ``data.dir``,
-    ``advertised.host``) beside them; then the defaults it gives topic configs, under
-    Kafka's broker names. A setting given in the config file, with -o or as an option is
-    STATIC_BROKER_CONFIG, even when it equals the default."""
+    """The broker's settings (or those in ``names``): Kafka's names, including
+    ``listeners`` and ``advertised.listeners``, with Sluice-only names (``host``,
+    ``port``, ``data.dir``, ``advertised.host``) beside them; then the defaults it gives
+    topic configs, under Kafka's broker names. A setting given in the config file, with
+    -o or as an option is STATIC_BROKER_CONFIG, even when it equals the default; a
+    dynamic value wins over it (DYNAMIC_BROKER_CONFIG, then
+    DYNAMIC_DEFAULT_BROKER_CONFIG). Settings that cannot change at run time are
+    read-only."""
+    levels = _levels(config)
+    config = levels.static
     built_in = BrokerConfig()
     described = []
 
@@ -425,7 +483,9 @@ def describe_broker_configs(
     ) -> None:
         if names is not None and name not in names:
             return
-        synonyms = _static_synonyms(name, value, default, _given(config, name))
+        synonyms = levels.dynamic_synonyms(name) + _static_synonyms(
+            name, value, default, _given(config, name)
+        )
         sensitive = name in SENSITIVE_BROKER_PROPERTIES
         if sensitive:
             synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
@@ -435,7 +495,7 @@ def describe_broker_configs(
                 name=name,
                 value=effective.value,
                 source=effective.source,
-                read_only=True,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 sensitive=sensitive,
                 config_type=config_type,
                 documentation=documentation,
@@ -465,8 +525,8 @@ def describe_broker_configs(
             _described(
                 broker_name,
                 key,
-                _broker_level_synonyms(key, config),
-                read_only=True,
+                _broker_level_synonyms(key, levels),
+                read_only=broker_name not in DYNAMIC_BROKER_CONFIGS,
                 documentation=f"default of the topic config {topic_key}: {key.doc}",
                 config_type=_topic_config_type(key),
             )
@@ -529,6 +589,68 @@ def incrementally_altered_overrides(
     return parse_topic_configs(altered)
 
 
+def describe_cluster_default_configs(
+    levels: BrokerLevels, names: Collection[str] | None = None
+) -> list[DescribedConfig]:
+    """DescribeConfigs of the broker resource ``""``: only the cluster-wide dynamic
+    settings (DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka answers it, each with the static
+    value and the default under it."""
+    wanted = set(levels.cluster_default)
+    if names is not None:
+        wanted &= set(names)
+    without_own = BrokerLevels(levels.static, levels.cluster_default)
+    return [entry for entry in describe_broker_configs(without_own, wanted) if entry.name in wanted]
+
+
+def incrementally_altered_broker_configs(
+    stored: Mapping[str, str],
+    effective: BrokerConfig,
+    changes: Sequence[tuple[str, int, str | None]],
+) -> dict[str, str]:
+    """IncrementalAlterConfigs on a broker level: ``stored`` (that level's dynamic
+    settings) with each change applied, then checked as a whole. APPEND and SUBTRACT
+    (list settings only) start from the level's value, else the value in effect."""
+    _refuse_duplicate_names([name for name, _, _ in changes])
+    null = [name for name, operation, value in changes if value is None and operation != 1]
+    if null:
+        raise errors.InvalidRequest("Null value not supported for : " + ", ".join(null))
+    altered: dict[str, str | None] = dict(stored)
+    for name, operation, value in changes:
+        if operation == AlterConfigOp.SET:
+            altered[name] = value
+        elif operation == AlterConfigOp.DELETE:
+            altered.pop(name, None)
+        elif operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            if name not in LIST_VALUED_BROKER_CONFIGS:
+                raise errors.InvalidConfig(
+                    f"Config value {AlterConfigOp(operation).name.lower()} is not allowed for "
+                    f"config key: {name}"
+                )
+            assert value is not None
+            topic_key = BROKER_TOPIC_DEFAULTS[name]
+            current = altered.get(name)
+            if current is None:
+                current = effective.topic_defaults.get(
+                    topic_key, TOPIC_CONFIG_KEYS[topic_key].default
+                )
+            items = [item for item in list_items(current) if item]
+            given = [item for item in list_items(value) if item]
+            if operation == AlterConfigOp.APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            altered[name] = ",".join(items)
+        else:
+            raise errors.InvalidRequest(f"Unknown operations type {operation}")
+    return checked_dynamic_configs(altered)
+
+
+def replaced_broker_configs(entries: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """AlterConfigs on a broker level: the level's new set is exactly ``entries``."""
+    _refuse_duplicate_names([name for name, _ in entries])
+    return checked_dynamic_configs(dict(entries))
+
+
 def incrementally_altered_group_configs(
     overrides: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
 ) -> dict[str, str]:
@@ -571,11 +693,29 @@ def _check_group_name(group_id: str | None) -> str:
 
 
 def _check_broker_name(services: BrokerServices, resource_name: str) -> None:
-    """A broker resource names this broker's id, or is empty (the cluster default)."""
-    if resource_name not in ("", str(services.config.node_id)):
+    """A broker resource names this broker's id, or is empty (the cluster default);
+    refused with Kafka's messages otherwise."""
+    if resource_name == CLUSTER_DEFAULT:
+        return
+    try:
+        node_id = int(resource_name)
+    except ValueError:
         raise errors.InvalidRequest(
-            f"this is broker {services.config.node_id}, not {resource_name!r}; ask that broker"
+            f"Node id must be an integer, but it is: {resource_name}"
+        ) from None
+    if node_id != services.config.node_id:
+        raise errors.InvalidRequest(
+            f"Unexpected broker id, expected {services.config.node_id}, but received "
+            f"{resource_name}"
         )
+
+
+def _broker_levels(services: BrokerServices) -> BrokerLevels:
+    """This broker's static config and the dynamic levels that apply to it."""
+    cluster_default, per_broker = services.store.image().dynamic_broker_configs(
+        services.config.node_id
+    )
+    return BrokerLevels(services.static_config or services.config, cluster_default, per_broker)
 
 
 def _config_entry(module: ModuleType, entry: DescribedConfig, request: Any) -> Any:
@@ -628,10 +768,12 @@ async def _describe_resource(services: BrokerServices, resource: Any) -> list[De
     names = resource.configuration_keys
     if resource_type == ResourceType.TOPIC:
         topic = services.topics.require(resource.resource_name)
-        return describe_topic_configs(topic.configs, services.config, names)
+        return describe_topic_configs(topic.configs, _broker_levels(services), names)
     if resource_type == ResourceType.BROKER:
         _check_broker_name(services, resource.resource_name)
-        return describe_broker_configs(services.config, names)
+        if resource.resource_name == CLUSTER_DEFAULT:
+            return describe_cluster_default_configs(_broker_levels(services), names)
+        return describe_broker_configs(_broker_levels(services), names)
     if resource_type == ResourceType.GROUP:
         group_id = _check_group_name(resource.resource_name)
         return describe_group_configs(await services.store.group_configs(group_id), names)
@@ -669,7 +811,8 @@ async def _alter_resource(
 ) -> None:
     resource_type = int(resource.resource_type)
     if resource_type == ResourceType.BROKER:
-        raise errors.InvalidRequest(STATIC_BROKER_CONFIGS_MESSAGE)
+        await _alter_broker_level(services, resource, validate_only, incremental)
+        return
     if resource_type == ResourceType.GROUP and incremental:
         group_id = _check_group_name(resource.resource_name)
         altered = incrementally_altered_group_configs(
@@ -698,6 +841,36 @@ async def _alter_resource(
 
     topic = services.topics.require(resource.resource_name)
     await services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
+
+
+async def _alter_broker_level(
+    services: BrokerServices, resource: Any, validate_only: bool, incremental: bool
+) -> None:
+    """Change one level of dynamic broker configs; answered once this broker runs with
+    it (the others apply it when their store shows it)."""
+    name = resource.resource_name
+    _check_broker_name(services, name)
+    image = services.store.image()
+    stored = image.broker_configs.get(name, {})
+    if incremental:
+        altered = incrementally_altered_broker_configs(
+            stored,
+            services.config,
+            [(c.name, int(c.config_operation), c.value) for c in resource.configs],
+        )
+    else:
+        altered = replaced_broker_configs([(c.name, c.value) for c in resource.configs])
+    if validate_only or altered == dict(stored):
+        return
+    try:
+        await services.store.set_broker_configs(name, altered)
+    except OSError as e:
+        raise errors.KafkaStorageError(f"cannot store the broker configs: {e}") from e
+    except MetadataStoreError as e:
+        raise errors.RequestTimedOut(f"cannot store the broker configs: {e}") from e
+    await services.topics.wait_applied(
+        lambda applied: dict(applied.broker_configs.get(name, {})) == altered
+    )
 
 
 async def _alter(
