@@ -555,7 +555,9 @@ class Broker:
         its inter-broker listener (where it is bound, a wildcard host made loopback)
         and the client security options for that listener, under the names Kafka
         clients use."""
-        return self._client_connection(self.config.inter_broker_listener(), as_broker=True)
+        return self._client_connection(
+            self.config.inter_broker_listener(), with_broker_credentials=True
+        )
 
     def console_caller_connection(self) -> tuple[str, dict[str, object]] | None:
         """How a console acting as each HTTP caller reaches this broker: a SASL listener
@@ -565,10 +567,12 @@ class Broker:
         names = [config.inter_broker_listener()] + [s.listener_name for s in self.servers]
         for name in names:
             if config.security_protocol(name) in SASL_PROTOCOLS:
-                return self._client_connection(name, as_broker=False)
+                return self._client_connection(name, with_broker_credentials=False)
         return None
 
-    def _client_connection(self, name: str, *, as_broker: bool) -> tuple[str, dict[str, object]]:
+    def _client_connection(
+        self, name: str, *, with_broker_credentials: bool
+    ) -> tuple[str, dict[str, object]]:
         config = self.config
         server = next(s for s in self.servers if s.listener_name == name)
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)
@@ -577,14 +581,16 @@ class Broker:
         options: dict[str, object] = {"security_protocol": protocol}
         if protocol in TLS_SECURITY_PROTOCOLS:
             files = TlsFiles.of_listener(config, name)
+            # On SASL_SSL the principal is the SASL user's, whatever certificate the
+            # client shows (one is needed where ssl.client.auth=required).
             tls_options = {
                 "ssl_cafile": files.truststore,
-                "ssl_certfile": files.keystore if as_broker else None,
-                "ssl_keyfile": files.keystore if as_broker else None,
-                "ssl_password": files.key_password if as_broker else None,
+                "ssl_certfile": files.keystore,
+                "ssl_keyfile": files.keystore,
+                "ssl_password": files.key_password,
             }
             options.update({k: v for k, v in tls_options.items() if v is not None})
-        if protocol in SASL_PROTOCOLS and as_broker:
+        if protocol in SASL_PROTOCOLS and with_broker_credentials:
             options["sasl_mechanism"] = config.sasl_mechanism_inter_broker_protocol
             options["sasl_plain_username"] = config.inter_broker_sasl_username or ""
             options["sasl_plain_password"] = config.inter_broker_sasl_password or ""
@@ -614,6 +620,12 @@ class Broker:
         host = config.http_host or default_host
         authenticator = None
         may_read_metrics: Callable[[HttpIdentity, str], bool] = everyone
+        if not secured and config.http_metrics_bearer_token is not None:
+            log.warning(
+                "http.metrics.bearer.token is set, but a broker without SASL or ACLs asks "
+                "for no credentials on HTTP: /metrics is open to anyone reaching %s",
+                host,
+            )
         if secured:
             assert self.store is not None
             authenticator = HttpAuthenticator(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import secrets
@@ -41,7 +42,12 @@ from sluice.broker.authorization import CLUSTER, Authorizer
 from sluice.broker.handlers.sasl import PLAIN_CREDENTIAL_ORDER
 from sluice.common.authorizer import Operation, ResourceType
 from sluice.common.http_caller import HttpCaller
-from sluice.protocol.sasl import ScramCredential, ScramMechanism, password_matches
+from sluice.protocol.sasl import (
+    ScramCredential,
+    ScramMechanism,
+    make_credential,
+    password_matches,
+)
 
 REALM = "sluice"
 CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
@@ -59,6 +65,20 @@ PASSWORD_CHECKS_CONCURRENT_MAX = 2
 flood of guesses cannot take every core from the broker."""
 AUTHORIZATION_HEADER_BYTES_MAX = 4096
 """A longer ``Authorization`` header is refused without being decoded."""
+
+UNKNOWN_USER_MECHANISM = ScramMechanism.SCRAM_SHA_512
+
+
+@functools.cache
+def _unknown_user_credential() -> ScramCredential:
+    """What a password for a user without credentials is checked against (a random
+    password's: never matches)."""
+    return make_credential(UNKNOWN_USER_MECHANISM, secrets.token_urlsafe(16))
+
+
+def _check_unknown_user(password: str) -> bool:
+    return password_matches(UNKNOWN_USER_MECHANISM, _unknown_user_credential(), password)
+
 
 TOKEN_PRINCIPAL = "http.metrics.bearer.token"
 """How a request that presented the bearer token is named in logs (it is no user)."""
@@ -141,6 +161,10 @@ class HttpAuthenticator:
         stored = await self._credentials(user)
         found = next(((m, stored[m]) for m in PLAIN_CREDENTIAL_ORDER if m in stored), None)
         if found is None:
+            # As much work as a wrong password, so the time taken does not tell
+            # whether the user exists.
+            async with self._checks:
+                await asyncio.to_thread(_check_unknown_user, password)
             return None
         mechanism, credential = found
         digest = hmac.new(self._digest_key, password.encode(), hashlib.sha256).digest()

@@ -155,14 +155,16 @@ class HttpListener:
     ) -> web.Response | None:
         """None when the request may go on (a console request then carries its user),
         else the 401 or 403 that answers it."""
-        identity = await authenticator.authenticate(request.headers.get("Authorization"))
+        authorization = request.headers.get("Authorization")
+        identity = await authenticator.authenticate(authorization)
         if identity is None:
-            log.debug(
-                "HTTP %s %s from %s: not authenticated",
-                request.method,
-                request.path,
-                request.remote,
-            )
+            if authorization is not None:
+                log.info(
+                    "HTTP %s %s from %s: authentication failed (wrong or unknown credentials)",
+                    request.method,
+                    request.path,
+                    request.remote,
+                )
             response = _json({"error": "authentication required"}, status=401)
             response.headers["WWW-Authenticate"] = CHALLENGE
             return response

@@ -45,6 +45,22 @@ def _long(low: int, high: int = _LONG_MAX) -> Callable[[str], int]:
     return parse
 
 
+HTTP_METRICS_BEARER_TOKEN_CHARS_MIN = 16
+"""The shortest ``http.metrics.bearer.token``: a token is a secret, not a password a
+person types (``openssl rand -hex 32`` makes a good one)."""
+
+
+def _bearer_token(text: str) -> str:
+    if len(text) < HTTP_METRICS_BEARER_TOKEN_CHARS_MIN:
+        raise ValueError(
+            f"a token of {len(text)} characters is too easy to guess: give at least "
+            f"{HTTP_METRICS_BEARER_TOKEN_CHARS_MIN} (e.g. openssl rand -hex 32)"
+        )
+    if any(c.isspace() or not c.isprintable() or not c.isascii() for c in text):
+        raise ValueError("a token is printable ASCII without spaces (it goes in an HTTP header)")
+    return text
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in allowed:
@@ -1053,7 +1069,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "http.host": ("http_host", str),
     "http.port": ("http_port", _long(0, 65535)),
     "http.console": ("http_console", _choice("on", "read-only", "off")),
-    "http.metrics.bearer.token": ("http_metrics_bearer_token", str),
+    "http.metrics.bearer.token": ("http_metrics_bearer_token", _bearer_token),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
     "sasl.mechanism.inter.broker.protocol": (
         "sasl_mechanism_inter_broker_protocol",

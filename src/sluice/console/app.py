@@ -36,7 +36,7 @@ from aiohttp import web
 from sluice import __version__
 from sluice.client.errors import BrokerUnreachableError, ClientError
 from sluice.common import errors
-from sluice.common.errors import KafkaError
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.http_caller import CALLER_REQUEST_KEY, HttpCaller
 from sluice.console import formatting
 from sluice.console.clients import CallerClients, open_clients
@@ -135,6 +135,16 @@ def make_app(
     return app
 
 
+AUTHORIZATION_FAILURES = frozenset(
+    {
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.transactional_id_authorization_failed,
+    }
+)
+"""Refusals by the cluster's ACLs: answered 403, naming what was refused."""
+
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -177,7 +187,8 @@ async def _acting_clients(request: web.Request, handler: Handler) -> web.StreamR
 
 @web.middleware
 async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Failures as pages: 404 for what does not exist, 503 when the cluster cannot be
+    """Failures as pages: 404 for what does not exist, 403 for what the ACLs refuse
+    (the console's credentials', or the signed-in user's), 503 when the cluster cannot be
     reached (naming the bootstrap address), 502 for other refusals of the cluster."""
     bootstrap = request.app[SETTINGS_KEY]["bootstrap"]
     try:
@@ -195,4 +206,7 @@ async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResp
     except ClientError as e:
         return error_page(request, 503, "Cluster unreachable", f"Bootstrap {bootstrap}: {e}")
     except KafkaError as e:
+        if e.code in AUTHORIZATION_FAILURES:
+            detail = f"{e.code.name.upper()}: {kafka_detail(e)}"
+            return error_page(request, 403, "Not allowed", detail)
         return error_page(request, 502, "The cluster refused", kafka_detail(e))

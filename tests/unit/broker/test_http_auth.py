@@ -10,12 +10,15 @@ import base64
 import dataclasses
 import time
 
+import pytest
+
 from sluice.broker.http_auth import (
     AUTHENTICATED_CACHE_TTL_S,
     FAILED_AUTHENTICATION_DELAY_S,
     HttpAuthenticator,
     HttpIdentity,
 )
+from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.http_caller import HttpCaller
 from sluice.protocol.sasl import ScramCredential, ScramMechanism, make_credential
 
@@ -116,3 +119,30 @@ def test_wrong_credentials_are_answered_after_the_delay() -> None:
         started = time.monotonic()
         assert authenticate(authenticator, wrong) is None
         assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
+
+
+def test_the_bearer_token_setting_refuses_guessable_or_unsendable_tokens() -> None:
+    config = BrokerConfig()
+    config.apply_properties({"http.metrics.bearer.token": "a" * 16})
+    assert config.http_metrics_bearer_token == "a" * 16
+    for bad, reason in (("short", "too easy to guess"), ("a" * 20 + " b", "without spaces")):
+        with pytest.raises(BrokerConfigError, match=reason):
+            BrokerConfig().apply_properties({"http.metrics.bearer.token": bad})
+
+
+@pytest.mark.parametrize(
+    ("properties", "secured"),
+    [
+        ({}, False),
+        ({"listeners": "SSL://127.0.0.1:9093", "ssl.keystore.location": "k.pem"}, False),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9092"}, True),
+        ({"authorizer.enabled": "true"}, True),
+    ],
+    ids=["plain", "tls-only", "sasl", "acls"],
+)
+def test_http_is_secured_on_a_broker_with_sasl_or_acls(
+    properties: dict[str, str], secured: bool
+) -> None:
+    config = BrokerConfig()
+    config.apply_properties(properties)
+    assert config.http_secured() is secured
