@@ -41,7 +41,12 @@ from sluice.broker.app import Broker
 from sluice.cli.loopback import HOST, free_port
 from sluice.common.config import BrokerConfig
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {
+    "admin": "admin-secret",
+    "alice": "alice-secret",
+    "bob": "bob-secret",
+    "monitor": "monitor-secret",
+}
 BEARER_TOKEN = "scraper-token-0123456789"
 SECRET_VALUE = "classified-payload"
 TIMEOUT_S = 30.0
@@ -141,6 +146,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     }
     process.start()
     try:
+        describe_cluster = AclBinding(
+            ResourceType.BROKER,
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            "User:monitor",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        )
+        admin = AdminClient(config(process, "admin"))
+        for future in admin.create_acls([describe_cluster]).values():
+            future.result(TIMEOUT_S)
         yield process
     finally:
         process.stop()
@@ -192,7 +209,7 @@ def test_wrong_credentials_are_refused(broker: BrokerProcess, authorization: str
 
 
 def test_metrics_need_describe_on_the_cluster_or_the_token(broker: BrokerProcess) -> None:
-    for authorization in (as_user("admin"), f"Bearer {BEARER_TOKEN}"):
+    for authorization in (as_user("admin"), as_user("monitor"), f"Bearer {BEARER_TOKEN}"):
         scraped = call(broker, "/metrics", authorization)
         assert scraped.status == 200, scraped.text
         assert "sluice_requests_total" in scraped.text
@@ -279,6 +296,26 @@ def test_with_acls_but_no_sasl_listener_there_is_no_console(tmp_path: Path) -> N
         assert "no web console" in process.log_text()
     finally:
         process.stop()
+
+
+def test_each_user_lists_only_the_topics_their_acls_show(
+    broker: BrokerProcess, secret_topic: str
+) -> None:
+    """The topics list comes from the user's own client and sampler: a topic nobody but
+    the administrator may describe is in no one else's list."""
+    hidden = unique_topic_name("hidden")
+    admin = AdminClient(config(broker, "admin"))
+    admin.create_topics([NewTopic(hidden, 1, 1)])[hidden].result(TIMEOUT_S)
+    listed: dict[str, str] = {}
+    for user in ("admin", "alice", "bob", "monitor"):
+        page = call(broker, "/topics", as_user(user))
+        assert page.status == 200, page.text
+        listed[user] = page.text
+    assert hidden in listed["admin"] and secret_topic in listed["admin"]
+    for user in ("alice", "bob"):
+        assert secret_topic in listed[user]
+        assert hidden not in listed[user]
+    assert secret_topic not in listed["monitor"] and hidden not in listed["monitor"]
 
 
 def _listening_address(port: int) -> str:
