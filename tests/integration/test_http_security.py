@@ -36,6 +36,7 @@ from confluent_kafka.admin import (
 from console_process import Page
 from metrics_scrape import get
 from test_sasl import seed_users
+from tls_certs import CertificateAuthority
 
 from sluice.broker.app import Broker
 from sluice.cli.loopback import HOST, free_port
@@ -316,6 +317,46 @@ def test_each_user_lists_only_the_topics_their_acls_show(
         assert secret_topic in listed[user]
         assert hidden not in listed[user]
     assert secret_topic not in listed["monitor"] and hidden not in listed["monitor"]
+
+
+def test_over_sasl_ssl_the_console_acts_as_the_caller(tmp_path: Path) -> None:
+    """A broker whose only listener is SASL_SSL requiring client certificates: the
+    console connects with TLS (showing the broker's certificate) and the caller's SASL
+    user, whose ACLs decide what it sees."""
+    ca = CertificateAuthority.create(tmp_path / "certificates")
+    keystore = ca.issue("broker", "/CN=broker", server=True)
+    client = ca.issue("client", "/CN=client")
+    data_dir = tmp_path / "data"
+    seed_users(data_dir, USERS)
+    process = BrokerProcess(data_dir, http_port=0)
+    process.overrides = {
+        "listeners": f"SASL_SSL://{process.host}:{process.port}",
+        "ssl.keystore.location": str(keystore.keystore),
+        "ssl.truststore.location": str(ca.certificate),
+        "ssl.client.auth": "required",
+        "authorizer.enabled": "true",
+        "super.users": "User:admin",
+    }
+    process.start()
+    try:
+        admin = AdminClient(
+            {
+                **config(process, "admin"),
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(ca.certificate),
+                "ssl.certificate.location": str(client.certificate),
+                "ssl.key.location": str(client.key),
+            }
+        )
+        shown, hidden = unique_topic_name("shown"), unique_topic_name("hidden")
+        for future in admin.create_topics([NewTopic(shown, 1, 1), NewTopic(hidden, 1, 1)]).values():
+            future.result(TIMEOUT_S)
+        grant(admin, shown, "alice", AclOperation.DESCRIBE)
+        page = call(process, "/topics", as_user("alice"))
+        assert page.status == 200, page.text
+        assert shown in page.text and hidden not in page.text
+    finally:
+        process.stop()
 
 
 def _listening_address(port: int) -> str:
