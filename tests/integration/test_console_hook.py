@@ -21,9 +21,9 @@ from sluice.common.config import BrokerConfig
 READY_TIMEOUT_S = 60.0
 
 
-def _console(calls: list[tuple[str, dict[str, object]]]) -> ConsoleFactory:
-    def factory(bootstrap: str, options: dict[str, object]) -> web.Application:
-        calls.append((bootstrap, options))
+def _console(calls: list[tuple[str, dict[str, object], bool]]) -> ConsoleFactory:
+    def factory(bootstrap: str, options: dict[str, object], as_caller: bool) -> web.Application:
+        calls.append((bootstrap, options, as_caller))
 
         async def page(request: web.Request) -> web.Response:
             return web.Response(text=f"console at {request.path}")
@@ -42,7 +42,7 @@ def test_the_console_is_served_beside_the_brokers_routes(tmp_path: Path) -> None
     config.apply_properties({"http.port": str(http_port), "group.initial.rebalance.delay.ms": "0"})
     config.set_address(HOST, 0, origin="test")
     config.data_dir = tmp_path / "data"
-    calls: list[tuple[str, dict[str, object]]] = []
+    calls: list[tuple[str, dict[str, object], bool]] = []
     base = f"http://{HOST}:{http_port}"
 
     async def scenario() -> None:
@@ -59,7 +59,9 @@ def test_the_console_is_served_beside_the_brokers_routes(tmp_path: Path) -> None
             while (await fetch("/ready"))[0] != 200:
                 assert time.monotonic() < deadline, "the broker never became ready"
                 await asyncio.sleep(0.05)  # polling interval for readiness, not a sync
-            assert calls == [(f"{HOST}:{broker.server.port}", {"security_protocol": "PLAINTEXT"})]
+            assert calls == [
+                (f"{HOST}:{broker.server.port}", {"security_protocol": "PLAINTEXT"}, False)
+            ]
             assert await fetch("/") == (200, "console at /")
             status, metrics = await fetch("/metrics")
             assert status == 200 and "sluice_requests_in_flight" in metrics

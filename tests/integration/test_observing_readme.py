@@ -87,10 +87,8 @@ def test_sluice_serve_serves_the_console_beside_the_metrics(http_broker: BrokerP
     [
         ({"http.console": "read-only"}, "This console is read-only."),
         ({"http.console": "off"}, '"service": "sluice broker"'),
-        # The console would act as the broker: off on a secured broker unless asked for.
-        ({"authorizer.enabled": "true", "super.users": "User:ANONYMOUS"}, '"service"'),
     ],
-    ids=["read-only", "off", "off-when-secured"],
+    ids=["read-only", "off"],
 )
 def test_the_console_can_be_read_only_or_off(
     tmp_path: Path, overrides: dict[str, str], expected: str

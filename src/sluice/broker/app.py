@@ -36,6 +36,7 @@ import fcntl
 import logging
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -54,7 +55,8 @@ from sluice.broker.fatal import (
     what_to_do,
 )
 from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
-from sluice.broker.http_server import ConsoleFactory, HttpListener
+from sluice.broker.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
+from sluice.broker.http_server import LOOPBACK_HOST, ConsoleFactory, HttpListener, everyone
 from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
 from sluice.broker.metadata_applier import MetadataApplier
@@ -561,8 +563,25 @@ class Broker:
         its inter-broker listener (where it is bound, a wildcard host made loopback)
         and the client security options for that listener, under the names Kafka
         clients use."""
+        return self._client_connection(
+            self.config.inter_broker_listener(), with_broker_credentials=True
+        )
+
+    def console_caller_connection(self) -> tuple[str, dict[str, object]] | None:
+        """How a console acting as each HTTP caller reaches this broker: a SASL listener
+        (the inter-broker one if it is SASL, else the first) with its TLS options and
+        no credentials (each caller brings their own); None without a SASL listener."""
         config = self.config
-        name = config.inter_broker_listener()
+        names = [config.inter_broker_listener()] + [s.listener_name for s in self.servers]
+        for name in names:
+            if config.security_protocol(name) in SASL_PROTOCOLS:
+                return self._client_connection(name, with_broker_credentials=False)
+        return None
+
+    def _client_connection(
+        self, name: str, *, with_broker_credentials: bool
+    ) -> tuple[str, dict[str, object]]:
+        config = self.config
         server = next(s for s in self.servers if s.listener_name == name)
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)
         bootstrap = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
@@ -570,6 +589,8 @@ class Broker:
         options: dict[str, object] = {"security_protocol": protocol}
         if protocol in TLS_SECURITY_PROTOCOLS:
             files = TlsFiles.of_listener(config, name)
+            # On SASL_SSL the principal is the SASL user's, whatever certificate the
+            # client shows (one is needed where ssl.client.auth=required).
             tls_options = {
                 "ssl_cafile": files.truststore,
                 "ssl_certfile": files.keystore,
@@ -577,7 +598,7 @@ class Broker:
                 "ssl_password": files.key_password,
             }
             options.update({k: v for k, v in tls_options.items() if v is not None})
-        if protocol in SASL_PROTOCOLS:
+        if protocol in SASL_PROTOCOLS and with_broker_credentials:
             options["sasl_mechanism"] = config.sasl_mechanism_inter_broker_protocol
             options["sasl_plain_username"] = config.inter_broker_sasl_username or ""
             options["sasl_plain_password"] = config.inter_broker_sasl_password or ""
@@ -585,22 +606,56 @@ class Broker:
 
     async def _start_http(self) -> None:
         """Make the console's application (if given) and bind the HTTP listener
-        (http.port=0: none)."""
+        (http.port=0: none). On a broker with SASL or ACLs the listener binds to
+        loopback unless ``http.host`` is given, asks every request but the probes for
+        credentials, and the console acts as each caller (no console without a SASL
+        listener to connect through)."""
         config = self.config
         if config.http_port == 0:
             return
+        secured = config.http_secured()
         app = None
         if self._console is not None:
-            bootstrap, options = self.console_connection()
-            app = self._console(bootstrap, options)
-        host = config.http_host or self.servers[0].host
-        http = HttpListener(host, config.http_port, self.metrics, lambda: self._not_ready, app)
+            connection = self.console_caller_connection() if secured else self.console_connection()
+            if connection is None:
+                log.warning(
+                    "no web console: on a broker with ACLs it acts as each HTTP caller "
+                    "through a SASL listener, and this broker has none"
+                )
+            else:
+                app = self._console(*connection, secured)
+        default_host = LOOPBACK_HOST if secured else self.servers[0].host
+        host = config.http_host or default_host
+        authenticator = None
+        may_read_metrics: Callable[[HttpIdentity, str], bool] = everyone
+        if not secured and config.http_metrics_bearer_token is not None:
+            log.warning(
+                "http.metrics.bearer.token is set, but a broker without SASL or ACLs asks "
+                "for no credentials on HTTP: /metrics is open to anyone reaching %s",
+                host,
+            )
+        if secured:
+            assert self.store is not None
+            authenticator = HttpAuthenticator(
+                self.store.scram_credentials, config.http_metrics_bearer_token
+            )
+            may_read_metrics = metrics_access(Authorizer(config, self.store))
+        http = HttpListener(
+            host,
+            config.http_port,
+            self.metrics,
+            lambda: self._not_ready,
+            app,
+            authenticator=authenticator,
+            may_read_metrics=may_read_metrics,
+        )
         await http.start()
         self.http = http
         log.info(
-            "HTTP on %s (metrics, health, ready%s)",
+            "HTTP on %s (metrics, health, ready%s%s)",
             http.url,
             ", console" if http.has_console else "",
+            "; credentials required but for health and ready" if secured else "",
         )
 
     def _metadata_storage_error(self, error: BaseException) -> None:

@@ -12,10 +12,17 @@ Routes::
 
 A console is an ``aiohttp.web.Application`` made by a :data:`ConsoleFactory` the broker
 is given (the broker never imports a console package). It is called once the Kafka
-listeners are bound, with the bootstrap address of this broker's inter-broker listener
-and the client security options to reach it; the routes above are added to the
-application it returns and win over its own: a console must not use ``/metrics``,
-``/health`` or ``/ready``.
+listeners are bound, with a bootstrap address of this broker, the client security
+options to reach it and whether it must act as each caller; the routes above are added
+to the application it returns and win over its own: a console must not use
+``/metrics``, ``/health`` or ``/ready``.
+
+On a broker with SASL or ACLs the listener is given an
+:class:`~sluice.broker.http_auth.HttpAuthenticator`: every route but ``/health`` and
+``/ready`` then needs credentials (401 with a Basic challenge without them), ``/metrics``
+needs DESCRIBE on the cluster (``may_read_metrics``), and a console request carries the
+authenticated user (:data:`~sluice.common.http_caller.CALLER_REQUEST_KEY`) for the
+console to act as. Without one (a plain broker) everything is open, as before.
 """
 
 from __future__ import annotations
@@ -29,18 +36,32 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from sluice.broker.fatal import BrokerFatalError
+from sluice.broker.http_auth import CHALLENGE, HttpAuthenticator, HttpIdentity
 from sluice.broker.metrics.registry import CONTENT_TYPE, BrokerMetrics
+from sluice.common.http_caller import CALLER_REQUEST_KEY
 
 log = logging.getLogger(__name__)
 
-ConsoleFactory = Callable[[str, dict[str, object]], web.Application]
+ConsoleFactory = Callable[[str, dict[str, object], bool], web.Application]
 """Makes the web console's application from (bootstrap ``host:port``, client security
 options: ``security_protocol``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
 ``ssl_password``, ``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``,
-those that apply)."""
+those that apply, and ``as_caller``). With ``as_caller`` the options hold no
+credentials: the console must connect as the user each request carries under
+:data:`~sluice.common.http_caller.CALLER_REQUEST_KEY`, and never otherwise."""
 
+LOOPBACK_HOST = "127.0.0.1"
+"""Where a secured broker's HTTP listener binds unless ``http.host`` is given."""
 RESERVED_PATHS = ("/metrics", "/health", "/ready")
+OPEN_PATHS = ("/health", "/ready")
+"""Served without credentials even on a secured listener: liveness and readiness probes
+(an orchestrator's) carry none, and they tell nothing about topics, groups or users."""
 SHUTDOWN_TIMEOUT_S = 5.0
+
+
+def everyone(_identity: HttpIdentity, _host: str) -> bool:
+    """Metrics for every caller (a listener that asks for no credentials)."""
+    return True
 
 
 class HttpListener:
@@ -54,11 +75,16 @@ class HttpListener:
         metrics: BrokerMetrics,
         not_ready: Callable[[], str | None],
         app: web.Application | None = None,
+        *,
+        authenticator: HttpAuthenticator | None = None,
+        may_read_metrics: Callable[[HttpIdentity, str], bool] = everyone,
     ) -> None:
         self.host = host
         self.port = port
         self._metrics = metrics
         self._not_ready = not_ready
+        self._authenticator = authenticator
+        self._may_read_metrics = may_read_metrics
         self.has_console = app is not None
         self.app = app if app is not None else web.Application()
         self._add_routes(self.app)
@@ -76,6 +102,10 @@ class HttpListener:
         @web.middleware
         async def broker_routes(request: web.Request, handler: Handler) -> web.StreamResponse:
             route = own.get(request.path)
+            if self._authenticator is not None and request.path not in OPEN_PATHS:
+                refusal = await self._refusal(request, self._authenticator)
+                if refusal is not None:
+                    return refusal
             if route is not None and request.method in ("GET", "HEAD"):
                 return await route(request)
             return await handler(request)
@@ -119,6 +149,39 @@ class HttpListener:
             runner, self._runner = self._runner, None
             await runner.shutdown()
             await runner.cleanup()
+
+    async def _refusal(
+        self, request: web.Request, authenticator: HttpAuthenticator
+    ) -> web.Response | None:
+        """None when the request may go on (a console request then carries its user),
+        else the 401 or 403 that answers it."""
+        authorization = request.headers.get("Authorization")
+        identity = await authenticator.authenticate(authorization)
+        if identity is None:
+            if authorization is not None:
+                log.info(
+                    "HTTP %s %s from %s: authentication failed (wrong or unknown credentials)",
+                    request.method,
+                    request.path,
+                    request.remote,
+                )
+            response = _json({"error": "authentication required"}, status=401)
+            response.headers["WWW-Authenticate"] = CHALLENGE
+            return response
+        if request.path == "/metrics":
+            if self._may_read_metrics(identity, request.remote or ""):
+                return None
+            return _json(
+                {"error": f"{identity.principal} may not read metrics (DESCRIBE on the cluster)"},
+                status=403,
+            )
+        if identity.caller is None:
+            return _json(
+                {"error": "the bearer token grants /metrics only; sign in as a user"},
+                status=403,
+            )
+        request[CALLER_REQUEST_KEY] = identity.caller
+        return None
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
         response = web.Response(body=self._metrics.exposition())

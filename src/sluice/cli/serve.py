@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from aiohttp import web
 
 from sluice.broker.app import ConsoleFactory, DataDirInUse
 from sluice.broker.app import serve as run_broker
@@ -42,24 +43,29 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
     """The web console the broker serves at ``/`` of its HTTP listener (http.console).
 
-    The console acts with the broker's own identity and the HTTP listener asks for none,
-    so on a broker that authenticates its clients or authorizes their requests the
-    console is off unless ``http.console`` is given."""
-    secured = config.authorizer_enabled or any(
+    On a broker with SASL or ACLs the HTTP listener asks for credentials and the console
+    acts as each caller, so it is served as ``http.console`` says. On a broker whose only
+    security is TLS the listener asks for none and the console would act as the broker
+    (with its certificate), so it is off there unless ``http.console`` is given."""
+    tls_only = not config.http_secured() and any(
         config.security_protocol(listener.name) != "PLAINTEXT"
         for listener in config.listener_list()
     )
-    if secured and "http.console" not in config.static_names:
+    if tls_only and "http.console" not in config.static_names:
         log.info(
-            "the web console is off on a broker with TLS, SASL or ACLs: it would act as "
-            "the broker for anyone reaching the HTTP port; -o http.console=read-only or "
+            "the web console is off on a broker whose only security is TLS: it would act "
+            "as the broker for anyone reaching the HTTP port; -o http.console=read-only or "
             "=on serves it"
         )
         return None
     if config.http_console == "off":
         return None
     read_only = config.http_console == "read-only"
-    return lambda bootstrap, options: make_app(bootstrap, options, read_only=read_only)
+
+    def factory(bootstrap: str, options: dict[str, object], as_caller: bool) -> web.Application:
+        return make_app(bootstrap, options, read_only=read_only, as_caller=as_caller)
+
+    return factory
 
 
 def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:

@@ -45,6 +45,22 @@ def _long(low: int, high: int = _LONG_MAX) -> Callable[[str], int]:
     return parse
 
 
+HTTP_METRICS_BEARER_TOKEN_CHARS_MIN = 16
+"""The shortest ``http.metrics.bearer.token``: a token is a secret, not a password a
+person types (``openssl rand -hex 32`` makes a good one)."""
+
+
+def _bearer_token(text: str) -> str:
+    if len(text) < HTTP_METRICS_BEARER_TOKEN_CHARS_MIN:
+        raise ValueError(
+            f"a token of {len(text)} characters is too easy to guess: give at least "
+            f"{HTTP_METRICS_BEARER_TOKEN_CHARS_MIN} (e.g. openssl rand -hex 32)"
+        )
+    if any(c.isspace() or not c.isprintable() or not c.isascii() for c in text):
+        raise ValueError("a token is printable ASCII without spaces (it goes in an HTTP header)")
+    return text
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in allowed:
@@ -630,13 +646,18 @@ class BrokerConfig:
     """sasl.server.max.receive.size: the largest request frame before authentication."""
     http_host: str | None = None
     """http.host: where the HTTP listener (``/metrics``, ``/health``, ``/ready``, the web
-    console) listens; None: the host of the first Kafka listener."""
+    console) listens; None: the host of the first Kafka listener, or loopback
+    (127.0.0.1) on a broker with SASL or ACLs (:meth:`http_secured`)."""
     http_port: int = 8080
     """http.port: the HTTP listener's port; 0 turns the listener off."""
     http_console: str = "on"
     """http.console: the web console at ``/`` of the HTTP listener when the broker runs
     as ``sluice serve``: ``on``, ``read-only`` (no test produce) or ``off`` (metrics,
     health and readiness only)."""
+    http_metrics_bearer_token: str | None = None
+    """http.metrics.bearer.token (sensitive: never described): on a broker with SASL or
+    ACLs, ``Authorization: Bearer <this>`` may read ``/metrics`` (and nothing else), for
+    a scraper that has no user of its own. None: only users may."""
     connections_max_reauth_ms: int = 0
     """connections.max.reauth.ms (KIP-368): a SASL session's lifetime; the client must
     authenticate again on the same connection before it ends, or the connection is
@@ -734,6 +755,15 @@ class BrokerConfig:
                 f"listener.security.protocol.map, e.g. {listener_name}:SSL"
             )
         return protocol
+
+    def http_secured(self) -> bool:
+        """Whether the HTTP listener asks for credentials and binds to loopback unless
+        ``http.host`` says otherwise: on a broker with a SASL listener or the authorizer
+        enabled."""
+        return self.authorizer_enabled or any(
+            self.security_protocol(listener.name) in SASL_PROTOCOLS
+            for listener in self.listener_list()
+        )
 
     def inter_broker_listener(self) -> str:
         """The listener name other brokers use: inter.broker.listener.name, else the
@@ -1046,6 +1076,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "http.host": ("http_host", str),
     "http.port": ("http_port", _long(0, 65535)),
     "http.console": ("http_console", _choice("on", "read-only", "off")),
+    "http.metrics.bearer.token": ("http_metrics_bearer_token", _bearer_token),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", _long(0)),
     "sasl.mechanism.inter.broker.protocol": (
         "sasl_mechanism_inter_broker_protocol",
@@ -1055,7 +1086,9 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sluice.inter.broker.sasl.password": ("inter_broker_sasl_password", str),
 }
 
-SENSITIVE_BROKER_PROPERTIES = frozenset({"sluice.inter.broker.sasl.password"})
+SENSITIVE_BROKER_PROPERTIES = frozenset(
+    {"sluice.inter.broker.sasl.password", "http.metrics.bearer.token"}
+)
 """Broker settings DescribeConfigs never shows the value of."""
 
 LISTENER_SETTINGS = (

@@ -5,9 +5,13 @@ built only on the client (so it works against any Kafka cluster).
 Modules::
 
     app                 ``make_app(bootstrap, client_options)``: the aiohttp application, its
-                        route table, the client and sampler it opens on startup, security
-                        headers and error pages
-    keys                the application's keys (client, sampler, settings, templates, views)
+                        route table, the clients it acts through, security headers and
+                        error pages
+    keys                the application's and each request's keys (settings, templates, the
+                        clients acting for the request)
+    clients             whom the console acts as: its own client and sampler, or each
+                        signed-in user's (behind a broker with SASL or ACLs), bounded and
+                        closed when idle, with the views found and the CSRF token of each
     rendering           pages from templates, error pages, query parameters
     pages_cluster       the cluster page, the topics list and a topic's page (offsets,
                         sizes, rates, configs, views over it, its delayed records)

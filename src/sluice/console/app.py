@@ -10,10 +10,13 @@ Kafka, or ACLs that refuse it) the page says so instead of failing.
 
 ``make_app(bootstrap, client_options)`` builds the application; it opens its client
 (one :class:`~sluice.client.admin_api.Admin`) and starts the sampler when the app starts,
-and closes both when it stops (``cleanup_ctx``). Every read goes through the client; the
-only write is the produce form, which must be confirmed, carries a per-app CSRF token and
-must come from a page of this console (Origin or Referer), and is switched off entirely
-with ``read_only=True``.
+and closes both when it stops (``cleanup_ctx``). With ``as_caller=True`` (a broker with
+SASL or ACLs mounts it so) it has no client of its own: each request must carry the
+user the broker's HTTP listener authenticated, and is served through that user's own
+clients (:mod:`sluice.console.clients`), so the user's ACLs apply. Every read goes
+through the client; the only write is the produce form, which must be confirmed, carries
+a CSRF token (per app, or per user when acting as callers) and must come from a page of
+this console (Origin or Referer), and is switched off entirely with ``read_only=True``.
 
 The paths ``/metrics``, ``/health`` and ``/ready`` are left free: a broker that mounts the
 console adds its own handlers there.
@@ -31,12 +34,19 @@ import jinja2
 from aiohttp import web
 
 from sluice import __version__
-from sluice.client.admin_api import Admin as OwningAdmin
 from sluice.client.errors import BrokerUnreachableError, ClientError
 from sluice.common import errors
-from sluice.common.errors import KafkaError
+from sluice.common.errors import ErrorCode, KafkaError
+from sluice.common.http_caller import CALLER_REQUEST_KEY, HttpCaller
 from sluice.console import formatting
-from sluice.console.keys import ADMIN_KEY, SAMPLER_KEY, SETTINGS_KEY, TEMPLATES_KEY, VIEWS_KEY
+from sluice.console.clients import CallerClients, open_clients
+from sluice.console.keys import (
+    CALLER_CLIENTS_KEY,
+    CLIENTS_KEY,
+    SETTINGS_KEY,
+    SHARED_CLIENTS_KEY,
+    TEMPLATES_KEY,
+)
 from sluice.console.pages_cluster import cluster_page, topic_page, topics_page
 from sluice.console.pages_delays import delays_page
 from sluice.console.pages_groups import group_page, groups_page
@@ -44,12 +54,10 @@ from sluice.console.pages_messages import messages_page
 from sluice.console.pages_transactions import transactions_page
 from sluice.console.produce_form import produce, produced_page
 from sluice.console.rendering import error_page, format_rate, kafka_detail
-from sluice.console.sampler import INTERVAL_S_DEFAULT, Sampler
+from sluice.console.sampler import INTERVAL_S_DEFAULT
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-
-CLIENT_ID = "sluice-console"
 
 RESERVED_PATHS = ("/metrics", "/health", "/ready")
 """Served by the broker when it mounts the console; never routes of the console."""
@@ -63,15 +71,18 @@ def make_app(
     *,
     read_only: bool = False,
     sample_interval_s: float = INTERVAL_S_DEFAULT,
+    as_caller: bool = False,
 ) -> web.Application:
     """The console for the cluster at ``bootstrap``. ``client_options`` are the client's
-    security keywords (``security_protocol``, ``ssl_*``, ``sasl_*``)."""
-    app = web.Application(middlewares=[_security_headers, _error_pages])
+    security keywords (``security_protocol``, ``ssl_*``, ``sasl_*``); with ``as_caller``
+    they hold none of the ``sasl_*`` credentials: each request's
+    :class:`~sluice.common.http_caller.HttpCaller` brings them."""
+    app = web.Application(middlewares=[_security_headers, _error_pages, _acting_clients])
     app[SETTINGS_KEY] = {
         "bootstrap": bootstrap,
         "read_only": read_only,
-        "csrf_token": secrets.token_urlsafe(32),
         "interval_s": sample_interval_s,
+        "as_caller": as_caller,
     }
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -87,21 +98,27 @@ def make_app(
         format_rate=format_rate,
     )
     app[TEMPLATES_KEY] = environment
-    app[VIEWS_KEY] = {}
 
     async def client_context(app: web.Application) -> AsyncIterator[None]:
-        admin = OwningAdmin(bootstrap, client_id=CLIENT_ID, **client_options)  # type: ignore[arg-type]
-        sampler = Sampler(admin, interval_s=sample_interval_s)
-        app[ADMIN_KEY] = admin
-        app[SAMPLER_KEY] = sampler
-        task = asyncio.create_task(sampler.run(), name="console-sampler")
+        if not as_caller:
+            csrf_token = secrets.token_urlsafe(32)
+            shared = open_clients(bootstrap, client_options, sample_interval_s, csrf_token)
+            app[SHARED_CLIENTS_KEY] = shared
+            try:
+                yield
+            finally:
+                await shared.close()
+            return
+        callers = CallerClients(bootstrap, client_options, sample_interval_s)
+        app[CALLER_CLIENTS_KEY] = callers
+        sweeper = asyncio.create_task(callers.sweep_idle(), name="console-idle-clients")
         try:
             yield
         finally:
-            task.cancel()
+            sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await admin.close()
+                await sweeper
+            await callers.close()
 
     app.cleanup_ctx.append(client_context)
     app.router.add_get("/", cluster_page)
@@ -117,6 +134,16 @@ def make_app(
     app.router.add_static("/static", STATIC)
     return app
 
+
+AUTHORIZATION_FAILURES = frozenset(
+    {
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.transactional_id_authorization_failed,
+    }
+)
+"""Refusals by the cluster's ACLs: answered 403, naming what was refused."""
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -138,8 +165,30 @@ async def _security_headers(request: web.Request, handler: Handler) -> web.Strea
 
 
 @web.middleware
+async def _acting_clients(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Put the clients acting for the request on it: the console's own, or the
+    caller's; a console acting as callers refuses a request that names none (it was
+    mounted without the broker's authentication in front)."""
+    if request.path.startswith("/static/"):
+        return await handler(request)
+    if not request.app[SETTINGS_KEY]["as_caller"]:
+        request[CLIENTS_KEY] = request.app[SHARED_CLIENTS_KEY]
+        return await handler(request)
+    caller = request.get(CALLER_REQUEST_KEY)
+    if not isinstance(caller, HttpCaller):
+        response = error_page(
+            request, 401, "Sign in", "This console acts as each signed-in user; sign in first."
+        )
+        response.headers["WWW-Authenticate"] = 'Basic realm="sluice", charset="UTF-8"'
+        return response
+    request[CLIENTS_KEY] = await request.app[CALLER_CLIENTS_KEY].of(caller)
+    return await handler(request)
+
+
+@web.middleware
 async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Failures as pages: 404 for what does not exist, 503 when the cluster cannot be
+    """Failures as pages: 404 for what does not exist, 403 for what the ACLs refuse
+    (the console's credentials', or the signed-in user's), 503 when the cluster cannot be
     reached (naming the bootstrap address), 502 for other refusals of the cluster."""
     bootstrap = request.app[SETTINGS_KEY]["bootstrap"]
     try:
@@ -157,4 +206,7 @@ async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResp
     except ClientError as e:
         return error_page(request, 503, "Cluster unreachable", f"Bootstrap {bootstrap}: {e}")
     except KafkaError as e:
+        if e.code in AUTHORIZATION_FAILURES:
+            detail = f"{e.code.name.upper()}: {kafka_detail(e)}"
+            return error_page(request, 403, "Not allowed", detail)
         return error_page(request, 502, "The cluster refused", kafka_detail(e))

@@ -1,5 +1,5 @@
-"""The keys of what the console's application holds: its client, its sampler, its
-settings, its templates and the views found over each topic.
+"""The keys of what the console's application holds (its settings, its templates, the
+clients it acts through) and of what each request carries (the clients acting for it).
 
 A module of their own so that ``app`` (which fills them in and routes to the pages) and
 the pages (which read them) both import them without importing each other.
@@ -12,12 +12,13 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from sluice.client.admin import Admin
-from sluice.console import features
-from sluice.console.sampler import Sampler
+from sluice.console.clients import CallerClients, ConsoleClients
 
-ADMIN_KEY = web.AppKey("admin", Admin)
-SAMPLER_KEY = web.AppKey("sampler", Sampler)
 SETTINGS_KEY = web.AppKey("settings", dict[str, Any])
 TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
-VIEWS_KEY = web.AppKey("views", dict[str, tuple[float, list[features.ViewOver], bool]])
+SHARED_CLIENTS_KEY = web.AppKey("shared_clients", ConsoleClients)
+"""A console acting with the credentials it was given: its one set of clients."""
+CALLER_CLIENTS_KEY = web.AppKey("caller_clients", CallerClients)
+"""A console acting as each caller: the clients of each user."""
+CLIENTS_KEY = web.RequestKey("clients", ConsoleClients)
+"""The clients acting for this request (every page reads and writes through them)."""

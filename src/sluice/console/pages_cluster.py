@@ -17,7 +17,8 @@ from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.console import charts, features
-from sluice.console.keys import ADMIN_KEY, SAMPLER_KEY, SETTINGS_KEY, VIEWS_KEY
+from sluice.console.clients import ConsoleClients
+from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import kafka_detail, render
 
 DELAYS_SHOWN = 5
@@ -29,7 +30,7 @@ VIEWS_TTL_S = 30.0
 
 
 async def cluster_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     description = await admin.describe_cluster()
     metadata = await admin.cluster.metadata(None)
     topics = sorted(
@@ -62,8 +63,8 @@ async def cluster_page(request: web.Request) -> web.Response:
 
 
 async def topics_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
-    sampler = request.app[SAMPLER_KEY]
+    admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     topics = await admin.list_topics(include_internal=True)
     rates = {rate.topic: rate.records_per_s for rate in sampler.topic_rates()}
     return render(request, "topics.html", topics=topics, rates=rates)
@@ -102,8 +103,8 @@ async def _sizes(admin: Admin, topic: TopicMetadata) -> dict[TopicPartition, int
 
 
 async def topic_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
-    sampler = request.app[SAMPLER_KEY]
+    admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     name = request.match_info["name"]
     topic = await admin.describe_topic(name)
     configs, (start, end), sizes = await asyncio.gather(
@@ -116,7 +117,7 @@ async def topic_page(request: web.Request) -> web.Response:
     delays: list[PartitionDelays] | str = []
     if view is None:  # a view has no views over it and no delays of its own
         (views, views_capped), delays = await asyncio.gather(
-            _cached_views_over(request.app, topic),
+            _cached_views_over(request[CLIENTS_KEY], topic),
             _topic_delays(admin, name, offered=delays_offered),
         )
     rate_series = sampler.topic_rate_series(name)
@@ -138,7 +139,7 @@ async def topic_page(request: web.Request) -> web.Response:
             p.partition: sampler.partition_rate(p.topic_partition) for p in topic.partitions
         },
         chart=chart,
-        csrf_token=request.app[SETTINGS_KEY]["csrf_token"],
+        csrf_token=request[CLIENTS_KEY].csrf_token,
         no_leader=NO_LEADER,
         view=view,
         views=views,
@@ -163,15 +164,15 @@ async def _topic_delays(admin: Admin, name: str, *, offered: bool) -> list[Parti
 
 
 async def _cached_views_over(
-    app: web.Application, source: TopicMetadata
+    clients: ConsoleClients, source: TopicMetadata
 ) -> tuple[list[features.ViewOver], bool]:
-    cache = app[VIEWS_KEY]
+    cache = clients.views
     now = time.monotonic()
     cached = cache.get(source.name)
     if cached is not None and now - cached[0] < VIEWS_TTL_S:
         return cached[1], cached[2]
-    views, capped = await _views_over(app[ADMIN_KEY], source)
-    if len(cache) > len(app[SAMPLER_KEY].topics) + 100:
+    views, capped = await _views_over(clients.admin, source)
+    if len(cache) > len(clients.sampler.topics) + 100:
         cache.clear()  # bounded: entries of deleted topics go too
     cache[source.name] = (now, views, capped)
     return views, capped

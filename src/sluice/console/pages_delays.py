@@ -13,7 +13,7 @@ from sluice.client.cluster import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.console import features
-from sluice.console.keys import ADMIN_KEY
+from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import kafka_detail, render
 
 DELAY_TOPICS_MAX = 200
@@ -24,7 +24,7 @@ async def delays_page(request: web.Request) -> web.Response:
     """How many delayed records wait in each topic and when the next is due, asked of
     each partition's leader (SluiceDescribeDelays). A cluster whose topics do not carry
     Sluice's delay config is not asked at all."""
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     topics = await admin.list_topics()
     if not topics:
         return render(request, "delays.html", offered=None, rows=[])

@@ -19,14 +19,14 @@ from sluice.client.groups import GroupState
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.console import charts
-from sluice.console.keys import ADMIN_KEY, SAMPLER_KEY
+from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import error_page, render
 from sluice.console.sampler import PartitionLag, share_lags
 
 
 async def groups_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
-    sampler = request.app[SAMPLER_KEY]
+    admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     listings = await admin.list_groups()
     lags: dict[str, int] = {
         listing.group_id: sum(lag.lag for lag in history.lag.values())
@@ -37,8 +37,8 @@ async def groups_page(request: web.Request) -> web.Response:
 
 
 async def group_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
-    sampler = request.app[SAMPLER_KEY]
+    admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     group_id = request.match_info["group_id"]
     if any(
         listing.group_id == group_id and listing.group_type == SHARE_GROUP_TYPE
@@ -83,8 +83,8 @@ async def group_page(request: web.Request) -> web.Response:
 async def share_group_page(request: web.Request, group_id: str) -> web.Response:
     """A share group (KIP-932): members, each partition's start offset and lag, the lag
     over time and the membership timeline. Raises GroupIdNotFound for no such group."""
-    admin = request.app[ADMIN_KEY]
-    sampler = request.app[SAMPLER_KEY]
+    admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     description, offsets = await asyncio.gather(
         describe_share_group(admin, group_id), share_group_offsets(admin, group_id)
     )

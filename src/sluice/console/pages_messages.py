@@ -12,7 +12,7 @@ from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.consumer import ConsumedRecord, fetch_partitions
 from sluice.common.ids import TopicPartition
 from sluice.console import formatting
-from sluice.console.keys import ADMIN_KEY
+from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import int_query, render
 
 MESSAGES_LIMIT_DEFAULT = 20
@@ -22,7 +22,7 @@ FETCH_ROUNDS_MAX = 20
 
 
 async def messages_page(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     name = request.match_info["name"]
     topic = await admin.describe_topic(name)
     partition = int_query(request, "partition", 0)

@@ -18,7 +18,7 @@ from sluice.client.admin_transactions import (
 from sluice.client.errors import UnsupportedApiError
 from sluice.common.errors import KafkaError
 from sluice.console import features
-from sluice.console.keys import ADMIN_KEY
+from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import kafka_detail, render
 
 TRANSACTIONS_MAX = 200
@@ -35,7 +35,7 @@ def _refusal(error: KafkaError | UnsupportedApiError) -> str:
 async def transactions_page(request: web.Request) -> web.Response:
     """Every transactional id (ListTransactions) with what its coordinator says of it
     (DescribeTransactions): open ones first, those open past their timeout marked."""
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     try:
         listings = await list_transactions(admin.cluster)
     except (KafkaError, UnsupportedApiError) as e:

@@ -14,7 +14,7 @@ from aiohttp import web
 from sluice.client.partitioner import partition_for_key
 from sluice.client.producer import produce_batch
 from sluice.common.ids import TopicPartition
-from sluice.console.keys import ADMIN_KEY, SETTINGS_KEY
+from sluice.console.keys import CLIENTS_KEY, SETTINGS_KEY
 from sluice.console.rendering import error_page, int_query, render
 from sluice.protocol.records.builder import RecordInput
 
@@ -51,7 +51,7 @@ async def produce(request: web.Request) -> web.Response:
         return error_page(request, 403, "Read-only console", "This console does not write.")
     form = await request.post()
     token = str(form.get("csrf_token", ""))
-    if not hmac.compare_digest(token, settings["csrf_token"]) or not _same_origin(request):
+    if not hmac.compare_digest(token, request[CLIENTS_KEY].csrf_token) or not _same_origin(request):
         return error_page(
             request,
             403,
@@ -59,7 +59,7 @@ async def produce(request: web.Request) -> web.Response:
             "The form did not come from this console (missing or wrong CSRF token, or "
             "another origin). Reload the topic page and try again.",
         )
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     name = request.match_info["name"]
     topic = await admin.describe_topic(name)
     key_text = str(form.get("key", ""))
@@ -91,7 +91,7 @@ async def produce(request: web.Request) -> web.Response:
             topic=topic,
             fields=fields,
             header_list=[(n, v.decode()) for n, v in headers],
-            csrf_token=settings["csrf_token"],
+            csrf_token=request[CLIENTS_KEY].csrf_token,
         )
     result = await produce_batch(
         admin.cluster,
@@ -106,7 +106,7 @@ async def produce(request: web.Request) -> web.Response:
 
 async def produced_page(request: web.Request) -> web.Response:
     """Where a confirmed test record went (the produce form redirects here)."""
-    admin = request.app[ADMIN_KEY]
+    admin = request[CLIENTS_KEY].admin
     topic = await admin.describe_topic(request.match_info["name"])
     partition = int_query(request, "partition", None)
     offset = int_query(request, "offset", None)

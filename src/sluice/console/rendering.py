@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from sluice.common.errors import KafkaError
-from sluice.console.keys import SAMPLER_KEY, SETTINGS_KEY, TEMPLATES_KEY
+from sluice.console.keys import CLIENTS_KEY, SETTINGS_KEY, TEMPLATES_KEY
 
 REFRESH_S_MIN = 1.0
 """Pages refresh their live parts as often as the sampler samples, at most once a second."""
@@ -23,7 +23,8 @@ def format_rate(rate: float | None) -> str:
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
     settings = request.app[SETTINGS_KEY]
-    sampler = request.app.get(SAMPLER_KEY)
+    clients = request.get(CLIENTS_KEY)
+    sampler = None if clients is None else clients.sampler
     body = (
         request.app[TEMPLATES_KEY]
         .get_template(template)

@@ -1,6 +1,7 @@
 """What the web console is told about reaching its broker: the inter-broker listener's
 bootstrap address (a wildcard host made loopback) and Kafka client options for its
-security protocol (no sockets: the broker is only built, not started)."""
+security protocol, or, for a console acting as each HTTP caller, a SASL listener without
+the broker's credentials (no sockets: the broker is only built, not started)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,29 @@ def test_the_inter_broker_listener_and_its_sasl_options_are_given(tmp_path: Path
             "sasl_plain_password": "secret",
         },
     )
+
+
+def test_a_console_acting_as_callers_gets_a_sasl_listener_and_no_credentials(
+    tmp_path: Path,
+) -> None:
+    broker = _broker(
+        tmp_path,
+        {
+            "listeners": "CLIENTS://0.0.0.0:19092,USERS://127.0.0.1:19093",
+            "listener.security.protocol.map": "CLIENTS:PLAINTEXT,USERS:SASL_PLAINTEXT",
+            "sluice.inter.broker.sasl.username": "broker",
+            "sluice.inter.broker.sasl.password": "secret",
+        },
+    )
+    assert broker.console_caller_connection() == (
+        "127.0.0.1:19093",
+        {"security_protocol": "SASL_PLAINTEXT"},
+    )
+
+
+def test_without_a_sasl_listener_no_console_can_act_as_callers(tmp_path: Path) -> None:
+    broker = _broker(
+        tmp_path, {"listeners": "PLAINTEXT://127.0.0.1:19092", "authorizer.enabled": "true"}
+    )
+    assert broker.config.http_secured()
+    assert broker.console_caller_connection() is None
