@@ -14,7 +14,7 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import create_topic, produce_and_flush, producer_config
 from confluent_kafka import Consumer, Producer
-from kafka_wire import KafkaConnection
+from kafka_wire import KafkaConnection, Record, encode_batch, produce_request
 from share_wire import ShareMember, ack_error, set_group_configs, topic_id
 
 from sluice.common.errors import ErrorCode
@@ -28,6 +28,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("share-fetch") / "data",
         overrides={
+            "group.share.min.record.lock.duration.ms": "1000",
             "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": "3",
         },
@@ -53,6 +54,17 @@ def queue(broker: BrokerProcess, topic: str) -> tuple[str, uuid.UUID, str]:
 def produce(broker: BrokerProcess, topic: str, count: int, prefix: str = "m") -> None:
     producer = Producer(producer_config(broker.bootstrap))
     produce_and_flush(producer, topic, ({"value": f"{prefix}{i}".encode()} for i in range(count)))
+
+
+def produce_batches(broker: BrokerProcess, topic: str, sizes: list[int]) -> None:
+    """One producer batch per size, in order, each of that many records."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        for index, size in enumerate(sizes):
+            batch = encode_batch([Record(None, f"b{index}-{i}".encode()) for i in range(size)])
+            response = connection.request(produce_request(topic, 0, batch))
+            (topic_response,) = response.responses
+            (partition,) = topic_response.partition_responses
+            assert partition.error_code == 0, partition
 
 
 def test_each_record_goes_to_one_member_and_accepted_records_are_done(
@@ -246,3 +258,39 @@ def test_acknowledged_records_stay_done_across_a_restart(
         again = b.fetch()
         # Acquired and not acknowledged: delivered again, counted; accepted: never.
         assert [(d.offset, d.delivery_count) for d in again] == [(3, 2), (5, 2)]
+
+
+def test_a_group_config_change_applies_to_the_next_fetch(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """The group's lock duration (here below Kafka's default minimum of 15 s, which this
+    broker lowers to 1 s) is what the very next ShareFetch uses."""
+    _, ids, group = queue
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        a.fetch()
+        assert _lock_ms(a.last_response) == LOCK_MS
+        set_group_configs(conn, group, {"share.record.lock.duration.ms": "5000"})
+        a.fetch()
+        assert _lock_ms(a.last_response) == 5000
+
+
+def _lock_ms(response: Any) -> int:
+    return int(response.acquisition_lock_timeout.total_seconds() * 1000)
+
+
+def test_the_in_flight_window_is_kafkas_and_a_group_may_set_its_own(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """group.share.partition.max.record.locks is 2000 by default (Kafka 4.3), and a
+    group's share.partition.max.record.locks (KIP-1240) replaces it at once."""
+    topic, ids, group = queue
+    produce_batches(broker, topic, [10] * 30)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert len(a.fetch(max_records=500)) == 300
+        assert a.acknowledge([(0, 299, [ACCEPT])]) == 0
+        set_group_configs(conn, group, {"share.partition.max.record.locks": "100"})
+        produce_batches(broker, topic, [10] * 15)
+        got = a.fetch(max_records=500)
+        assert [d.offset for d in got] == list(range(300, 400))

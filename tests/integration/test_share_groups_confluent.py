@@ -42,6 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("share-confluent") / "data",
         overrides={
+            "group.share.min.record.lock.duration.ms": "1000",
             "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
         },

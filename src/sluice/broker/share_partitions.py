@@ -61,9 +61,6 @@ IDLE_MS = 10_000
 (its state is all persisted): the next fetch loads it again, so a start offset reset
 by AlterShareGroupOffsets on another broker takes effect here (the reset needs an empty
 group, whose members' sessions ended longer ago than this)."""
-SETTINGS_TTL_MS = 5_000
-"""How long a group's settings are used before they are read again from the metadata
-store (a config change reaches the share-partitions within this)."""
 
 
 def share_key(group_id: str, topic_partition: TopicPartition) -> Hashable:
@@ -77,6 +74,7 @@ class ShareGroupSettings:
 
     lock_duration_ms: int
     delivery_count_limit: int
+    max_record_locks: int
     auto_offset_reset: str
     read_committed: bool
     dead_letters: DeadLetterTarget | None
@@ -126,7 +124,8 @@ class SharePartitions:
         self._clock = clock
         self._hosted: dict[tuple[str, TopicPartition], HostedSharePartition] = {}
         self._loading: dict[tuple[str, TopicPartition], asyncio.Future[HostedSharePartition]] = {}
-        self._settings: dict[str, tuple[int, ShareGroupSettings]] = {}
+        self._settings: dict[str, ShareGroupSettings] = {}
+        """Each group's settings as its last request read them (:meth:`settings`)."""
         self._wake = asyncio.Event()
         self._timer_target_ms: int | None = None
         """When the lock timer wakes next (None: it sleeps until woken)."""
@@ -138,10 +137,9 @@ class SharePartitions:
         return list(self._hosted.values())
 
     async def settings(self, group_id: str) -> ShareGroupSettings:
-        now_ms = self._clock.wall_ms()
-        cached = self._settings.get(group_id)
-        if cached is not None and now_ms - cached[0] < SETTINGS_TTL_MS:
-            return cached[1]
+        """The group's settings as the metadata store has them now. Every ShareFetch and
+        ShareAcknowledge reads them first, so a config change applies to the next one
+        (as in Kafka); the share-partitions it names take them from there."""
         overrides = await self._store.group_configs(group_id)
         topic = overrides.get("errors.deadletterqueue.topic.name") or ""
         prefix = self._config.share_dead_letter_topic_prefix
@@ -163,6 +161,12 @@ class SharePartitions:
             delivery_count_limit=int(
                 overrides.get("share.delivery.count.limit", self._config.share_delivery_count_limit)
             ),
+            max_record_locks=int(
+                overrides.get(
+                    "share.partition.max.record.locks",
+                    self._config.share_partition_max_record_locks,
+                )
+            ),
             auto_offset_reset=overrides.get("share.auto.offset.reset", "latest"),
             read_committed=overrides.get("share.isolation.level") == "read_committed",
             dead_letters=DeadLetterTarget(
@@ -171,8 +175,13 @@ class SharePartitions:
             if topic
             else None,
         )
-        self._settings[group_id] = (now_ms, settings)
+        self._settings[group_id] = settings
         return settings
+
+    async def _current_settings(self, group_id: str) -> ShareGroupSettings:
+        """The settings last read for the group (read now if never)."""
+        settings = self._settings.get(group_id)
+        return settings if settings is not None else await self.settings(group_id)
 
     # ================================================================ hosting
 
@@ -192,7 +201,7 @@ class SharePartitions:
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
             hosted.last_used_ms = self._clock.wall_ms()
-            settings = await self.settings(group_id)
+            settings = await self._current_settings(group_id)
             if settings != hosted.settings:
                 hosted.settings = settings
                 hosted.share.config = self._share_config(settings)
@@ -225,7 +234,7 @@ class SharePartitions:
         partition: Partition,
     ) -> HostedSharePartition:
         key = ShareStateKey(group_id, topic_id, topic_partition.partition)
-        settings = await self.settings(group_id)
+        settings = await self._current_settings(group_id)
         epoch = partition.leader_epoch
         state = await self._persister.read(key, epoch)
         if state is None:
@@ -255,7 +264,7 @@ class SharePartitions:
 
     def _share_config(self, settings: ShareGroupSettings) -> SharePartitionConfig:
         return SharePartitionConfig(
-            max_record_locks=self._config.share_partition_max_record_locks,
+            max_record_locks=settings.max_record_locks,
             delivery_count_limit=settings.delivery_count_limit,
             lock_duration_ms=settings.lock_duration_ms,
         )

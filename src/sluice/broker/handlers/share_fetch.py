@@ -426,11 +426,12 @@ async def handle_share_acknowledge(
             _session(services, group_id, member_id, epoch)
     except KafkaError as e:
         error, message = e.code, str(e) or None
+    lock_ms = 0
+    if group_id:  # read before acknowledging: a config change applies to this request
+        lock_ms = (await services.share_partitions.settings(group_id)).lock_duration_ms
     lock: dict[str, int] = {}
     if has_field(module.ShareAcknowledgeResponse, "acquisition_lock_timeout"):  # v2
-        lock["acquisition_lock_timeout"] = (
-            (await services.share_partitions.settings(group_id)).lock_duration_ms if group_id else 0
-        )
+        lock["acquisition_lock_timeout"] = lock_ms
     if error is ErrorCode.none:
         await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
         if epoch == FINAL_EPOCH:
