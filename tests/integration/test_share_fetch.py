@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import create_topic, produce_and_flush, producer_config
-from confluent_kafka import Consumer, Producer
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    admin_client,
+    create_topic,
+    produce_and_flush,
+    producer_config,
+)
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaError as KafkaErrorCode
 from kafka_wire import KafkaConnection, Record, encode_batch, produce_request
 from share_wire import ShareMember, ack_error, set_group_configs, topic_id
 
@@ -71,7 +78,7 @@ def test_each_record_goes_to_one_member_and_accepted_records_are_done(
     broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
 ) -> None:
     topic, ids, group = queue
-    produce(broker, topic, 30)
+    produce_batches(broker, topic, [10, 10, 10])
     with (
         KafkaConnection(broker.host, broker.port) as one,
         KafkaConnection(broker.host, broker.port) as two,
@@ -294,3 +301,90 @@ def test_the_in_flight_window_is_kafkas_and_a_group_may_set_its_own(
         produce_batches(broker, topic, [10] * 15)
         got = a.fetch(max_records=500)
         assert [d.offset for d in got] == list(range(300, 400))
+
+
+def test_batch_optimized_acquires_whole_batches_and_record_limit_cuts_them(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """Kafka's default acquire mode (v1's only one, v2's mode 0) may exceed max_records
+    to end on a batch boundary; record_limit (v2 mode 1, KIP-1206) never does."""
+    topic, ids, group = queue
+    produce_batches(broker, topic, [10, 10, 10])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        v1, v2 = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        assert [d.offset for d in v1.fetch(max_records=3)] == list(range(10))
+        batch_optimized = v2.fetch(max_records=3, version=2, acquire_mode=0)
+        assert [d.offset for d in batch_optimized] == list(range(10, 20))
+        record_limit = v2.fetch(max_records=3, version=2, acquire_mode=1)
+        assert [d.offset for d in record_limit] == [20, 21, 22]
+        assert [d.offset for d in v1.fetch(max_records=3)] == list(range(23, 30))
+
+
+def test_a_share_fetch_with_max_bytes_zero_acquires_nothing(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce_batches(broker, topic, [5])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert a.fetch(max_bytes=0, max_wait_ms=5_000) == []
+        response: Any = a.last_response
+        assert not [p.records for t in response.responses for p in t.partitions if p.records]
+        assert [d.offset for d in a.fetch()] == list(range(5))  # nothing was held
+
+
+def test_an_unknown_acquire_mode_is_an_invalid_request(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    _, ids, group = queue
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        with pytest.raises(AssertionError):
+            a.fetch(version=2, acquire_mode=7)
+        assert a.last_response.error_code == ErrorCode.invalid_request  # type: ignore[attr-defined]
+
+
+def _recreate(broker: BrokerProcess, topic: str) -> None:
+    """Delete ``topic`` and create it again (a new topic id), once the deletion is done."""
+    admin = admin_client(broker.bootstrap)
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=CLIENT_TIMEOUT_S)
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            create_topic(broker.bootstrap, topic)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            assert time.monotonic() < deadline, f"{topic} still exists after its deletion"
+            time.sleep(0.05)  # polling the deletion's end, bounded by the deadline
+
+
+def test_topic_recreate_resumes_with_fresh_delivery(broker: BrokerProcess, topic: str) -> None:
+    """Share sessions and share-partitions are keyed by topic id (KIP-932): a session
+    that knows only the old id gets UNKNOWN_TOPIC_ID, never records of the new topic, and
+    the new topic's records come with delivery count 1."""
+    create_topic(broker.bootstrap, topic)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce_batches(broker, topic, [2])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        set_group_configs(conn, group, {"share.auto.offset.reset": "earliest"})
+        old_id = topic_id(conn, topic)
+        old = ShareMember(conn, group, old_id)
+        assert [(d.offset, d.delivery_count) for d in old.fetch()] == [(0, 1), (1, 1)]
+        _recreate(broker, topic)
+        new_id = topic_id(conn, topic)
+        assert new_id != old_id
+        produce_batches(broker, topic, [3])
+        with pytest.raises(AssertionError):
+            old.fetch()  # incremental: its session holds the old id
+        response: Any = old.last_response
+        answered = {
+            (t.topic_id, p.partition_index): (p.error_code, p.records, p.acquired_records)
+            for t in response.responses
+            for p in t.partitions
+        }
+        assert answered == {(old_id, 0): (ErrorCode.unknown_topic_id, b"", ())}
+        fresh = ShareMember(conn, group, new_id)
+        got = fresh.fetch()
+        assert [(d.offset, d.delivery_count) for d in got] == [(0, 1), (1, 1), (2, 1)]

@@ -122,8 +122,9 @@ class SharePartitions:
         self._purgatory = purgatory
         self._dead_letters = dead_letters
         self._clock = clock
-        self._hosted: dict[tuple[str, TopicPartition], HostedSharePartition] = {}
-        self._loading: dict[tuple[str, TopicPartition], asyncio.Future[HostedSharePartition]] = {}
+        self._hosted: dict[ShareStateKey, HostedSharePartition] = {}
+        """By group, topic id and partition (a topic created again is another topic)."""
+        self._loading: dict[ShareStateKey, asyncio.Future[HostedSharePartition]] = {}
         self._settings: dict[str, ShareGroupSettings] = {}
         """Each group's settings as its last request read them (:meth:`settings`)."""
         self._wake = asyncio.Event()
@@ -197,7 +198,7 @@ class SharePartitions:
         and the like when this broker does not lead the partition, and the persister's
         errors when the state cannot be read."""
         partition = self._leader(topic_partition)
-        slot = (group_id, topic_partition)
+        slot = ShareStateKey(group_id, topic_id, topic_partition.partition)
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
             hosted.last_used_ms = self._clock.wall_ms()
@@ -255,10 +256,10 @@ class SharePartitions:
         )
         return HostedSharePartition(key, topic_partition, share, epoch, settings)
 
-    def forget(self, group_id: str, topic_partition: TopicPartition) -> None:
+    def forget(self, key: ShareStateKey) -> None:
         """Drop the share-partition if it is loaded here: its state was replaced
         (AlterShareGroupOffsets, DeleteShareGroupOffsets), the next fetch loads it."""
-        hosted = self._hosted.get((group_id, topic_partition))
+        hosted = self._hosted.get(key)
         if hosted is not None:
             self._drop(hosted)
 
@@ -277,23 +278,22 @@ class SharePartitions:
             hosted.share.acquired_count(),
         )
         hosted.dropped = True
-        slot = (hosted.key.group_id, hosted.topic_partition)
-        if self._hosted.get(slot) is hosted:
-            del self._hosted[slot]
-        self._purgatory.notify(share_key(*slot))
+        if self._hosted.get(hosted.key) is hosted:
+            del self._hosted[hosted.key]
+        self._purgatory.notify(share_key(hosted.key.group_id, hosted.topic_partition))
 
-    def loaded(self, group_id: str, topic_partition: TopicPartition) -> HostedSharePartition | None:
+    def loaded(self, key: ShareStateKey) -> HostedSharePartition | None:
         """The share-partition if it is loaded (diagnostics, releasing a closed session)."""
-        return self._hosted.get((group_id, topic_partition))
+        return self._hosted.get(key)
 
     # ================================================================ fetching
 
-    def has_work(self, group_id: str, topic_partition: TopicPartition) -> bool:
+    def has_work(self, key: ShareStateKey) -> bool:
         """A fetch for the share-partition would acquire something now."""
-        hosted = self._hosted.get((group_id, topic_partition))
+        hosted = self._hosted.get(key)
         if hosted is None:
             return True  # not loaded yet: loading tells
-        partition = self._replicas.find(topic_partition)
+        partition = self._replicas.find(hosted.topic_partition)
         if partition is None or not partition.is_leader:
             return True  # answered with an error at once
         share = hosted.share
@@ -313,19 +313,26 @@ class SharePartitions:
         member_id: str,
         max_records: int,
         max_bytes: int,
+        *,
+        whole_batches: bool = True,
     ) -> FetchedRecords:
         """Hand ``member_id`` records of the share-partition: first those waiting to be
-        delivered again, then new ones from the log."""
+        delivered again, then new ones from the log; whole producer batches unless
+        ``whole_batches`` is False (the acquire modes of :mod:`sluice.share.partition`)."""
         partition = self._leader(hosted.topic_partition)
         now_ms = self._clock.wall_ms()
         share = hosted.share
         share.skip_to(partition.log.log_start_offset)
-        acquired = share.acquire_available(member_id, now_ms, max_records)
+        acquired = share.acquire_available(
+            member_id, now_ms, max_records, whole_batches=whole_batches
+        )
         remaining = max_records - sum(a.last_offset - a.first_offset + 1 for a in acquired)
         upper = self._readable_end(hosted, partition)
         if remaining > 0 and share.room > 0 and share.end_offset < upper:
             batches = self._log_batches(hosted, partition, share.end_offset, upper, max_bytes)
-            acquired += share.acquire_new(member_id, now_ms, batches, remaining)
+            acquired += share.acquire_new(
+                member_id, now_ms, batches, remaining, whole_batches=whole_batches
+            )
         if acquired:
             deadline = share.next_deadline_ms()
             target = self._timer_target_ms
@@ -490,12 +497,17 @@ class SharePartitions:
             await self._finish(hosted, archived)
 
     def unload_not_led(self) -> None:
-        """Forget share-partitions of partitions no longer led here (after a metadata
-        change): their locks die with them, their state is the persisted one."""
+        """Forget share-partitions of partitions no longer led here, or of topics deleted
+        (after a metadata change): their locks die with them, their state is the
+        persisted one."""
+        image = self._store.image()
         for hosted in list(self._hosted.values()):
             partition = self._replicas.find(hosted.topic_partition)
+            topic = image.topic_by_id(hosted.key.topic_id)
             if (
-                partition is None
+                topic is None
+                or topic.name != hosted.topic_partition.topic
+                or partition is None
                 or not partition.is_leader
                 or partition.leader_epoch != hosted.leader_epoch
             ):
