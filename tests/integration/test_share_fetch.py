@@ -12,15 +12,8 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import (
-    CLIENT_TIMEOUT_S,
-    admin_client,
-    create_topic,
-    produce_and_flush,
-    producer_config,
-)
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka import KafkaError as KafkaErrorCode
+from client_helpers import create_topic, produce_and_flush, producer_config, recreate_topic
+from confluent_kafka import Consumer, Producer
 from kafka_wire import KafkaConnection, Record, encode_batch, produce_request
 from share_wire import ShareMember, ack_error, set_group_configs, topic_id
 
@@ -344,22 +337,6 @@ def test_an_unknown_acquire_mode_is_an_invalid_request(
         assert a.last_response.error_code == ErrorCode.invalid_request  # type: ignore[attr-defined]
 
 
-def _recreate(broker: BrokerProcess, topic: str) -> None:
-    """Delete ``topic`` and create it again (a new topic id), once the deletion is done."""
-    admin = admin_client(broker.bootstrap)
-    admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=CLIENT_TIMEOUT_S)
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
-    while True:
-        try:
-            create_topic(broker.bootstrap, topic)
-            return
-        except KafkaException as e:
-            if e.args[0].code() != KafkaErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            assert time.monotonic() < deadline, f"{topic} still exists after its deletion"
-            time.sleep(0.05)  # polling the deletion's end, bounded by the deadline
-
-
 def test_topic_recreate_resumes_with_fresh_delivery(broker: BrokerProcess, topic: str) -> None:
     """Share sessions and share-partitions are keyed by topic id (KIP-932): a session
     that knows only the old id gets UNKNOWN_TOPIC_ID, never records of the new topic, and
@@ -372,7 +349,7 @@ def test_topic_recreate_resumes_with_fresh_delivery(broker: BrokerProcess, topic
         old_id = topic_id(conn, topic)
         old = ShareMember(conn, group, old_id)
         assert [(d.offset, d.delivery_count) for d in old.fetch()] == [(0, 1), (1, 1)]
-        _recreate(broker, topic)
+        recreate_topic(broker.bootstrap, topic)
         new_id = topic_id(conn, topic)
         assert new_id != old_id
         produce_batches(broker, topic, [3])
