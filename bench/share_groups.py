@@ -28,7 +28,7 @@ lowest–highest. Prints Markdown for docs/performance.md.
     .venv/bin/python bench/share_groups.py --runs 3                 # ~1 minute
     .venv/bin/python bench/share_groups.py --records 20000          # a quick look
     .venv/bin/python bench/share_groups.py -o group.share.partition.max.record.locks=5000 \
-        -c max.poll.records=2000
+        -o group.share.max.partition.max.record.locks=10000 -c max.poll.records=2000
 """
 
 from __future__ import annotations

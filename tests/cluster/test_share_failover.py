@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TIMEOUT_S = 60.0
 RECORDS = 150
-"""Fewer than the in-flight window (group.share.partition.max.record.locks, 200): one
+"""Fewer than the in-flight window (group.share.partition.max.record.locks, 2000): one
 member holds them all at once."""
 ACCEPT = 1
 

@@ -16,7 +16,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -173,6 +180,22 @@ def create_topic(
         request_timeout=15,
     )
     futures[name].result(timeout=CLIENT_TIMEOUT_S)
+
+
+def recreate_topic(bootstrap: str, name: str, num_partitions: int = 1) -> None:
+    """Delete the topic and create it again (a new topic id), once the deletion is done."""
+    admin = admin_client(bootstrap)
+    admin.delete_topics([name], operation_timeout=10)[name].result(timeout=CLIENT_TIMEOUT_S)
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            create_topic(bootstrap, name, num_partitions)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            assert time.monotonic() < deadline, f"{name} still exists after its deletion"
+            time.sleep(0.05)  # polling for the deletion's end, bounded by the deadline
 
 
 def round_trip_one_message(bootstrap: str) -> None:

@@ -116,19 +116,26 @@ class ShareMember:
         acks: Iterable[tuple[int, int, Sequence[int]]] = (),
         max_records: int = 100,
         max_wait_ms: int = 0,
+        max_bytes: int = 1024 * 1024,
         version: int = 1,
         epoch: int | None = None,
+        acquire_mode: int = 0,
     ) -> list[Delivery]:
-        """One ShareFetch (the partition named in every request); the records acquired."""
+        """One ShareFetch (the partition named in every request); the records acquired.
+        ``acquire_mode`` (v2): 0 batch_optimized, 1 record_limit."""
         module = share_fetch_v2 if version == 2 else share_fetch_v1
-        extra = {"share_acquire_mode": 0, "is_renew_ack": False} if version == 2 else {}
+        extra = (
+            {"share_acquire_mode": share_fetch_v2.i8(acquire_mode), "is_renew_ack": False}
+            if version == 2
+            else {}
+        )
         request = module.ShareFetchRequest(
             group_id=self.group,
             member_id=self.member_id,
             share_session_epoch=self.epoch if epoch is None else epoch,
             max_wait=datetime.timedelta(milliseconds=max_wait_ms),
             min_bytes=1,
-            max_bytes=1024 * 1024,
+            max_bytes=max_bytes,
             max_records=max_records,
             batch_size=max_records,
             topics=(

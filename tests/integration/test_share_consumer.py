@@ -39,8 +39,11 @@ def run(coroutine: Awaitable[None]) -> None:
     asyncio.run(asyncio.wait_for(coroutine, TIMEOUT_S * 3))
 
 
-def produce(bootstrap: str, topic: str, count: int, *, first: int = 0) -> None:
-    producer = Producer(producer_config(bootstrap))
+def produce(
+    bootstrap: str, topic: str, count: int, *, first: int = 0, batch_records: int = 10_000
+) -> None:
+    """``count`` records, in producer batches of at most ``batch_records``."""
+    producer = Producer(producer_config(bootstrap, **{"batch.num.messages": batch_records}))
     produce_and_flush(
         producer,
         topic,
@@ -107,7 +110,9 @@ def test_consumers_of_one_partition_share_the_work_and_each_record_is_accepted_o
         try:
             for member in members:
                 await until(lambda m=member: bool(m.assignment()), "an assignment")
-            produce(broker.bootstrap, topic, total)
+            # Batches of 10 records: a fetch takes whole batches (Kafka's batch_optimized
+            # acquire mode), so one batch of 300 would be one member's.
+            produce(broker.bootstrap, topic, total, batch_records=10)
             accepted: list[tuple[int, int]] = []
 
             async def work(index: int, member: sluice.ShareConsumer) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import create_topic, produce_and_flush, producer_config
+from client_helpers import create_topic, produce_and_flush, producer_config, recreate_topic
 from confluent_kafka import Consumer, Producer
-from kafka_wire import KafkaConnection
+from kafka_wire import KafkaConnection, Record, encode_batch, produce_request
 from share_wire import ShareMember, ack_error, set_group_configs, topic_id
 
 from sluice.common.errors import ErrorCode
@@ -28,6 +28,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("share-fetch") / "data",
         overrides={
+            "group.share.min.record.lock.duration.ms": "1000",
             "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": "3",
         },
@@ -55,11 +56,22 @@ def produce(broker: BrokerProcess, topic: str, count: int, prefix: str = "m") ->
     produce_and_flush(producer, topic, ({"value": f"{prefix}{i}".encode()} for i in range(count)))
 
 
+def produce_batches(broker: BrokerProcess, topic: str, sizes: list[int]) -> None:
+    """One producer batch per size, in order, each of that many records."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        for index, size in enumerate(sizes):
+            batch = encode_batch([Record(None, f"b{index}-{i}".encode()) for i in range(size)])
+            response = connection.request(produce_request(topic, 0, batch))
+            (topic_response,) = response.responses
+            (partition,) = topic_response.partition_responses
+            assert partition.error_code == 0, partition
+
+
 def test_each_record_goes_to_one_member_and_accepted_records_are_done(
     broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
 ) -> None:
     topic, ids, group = queue
-    produce(broker, topic, 30)
+    produce_batches(broker, topic, [10, 10, 10])
     with (
         KafkaConnection(broker.host, broker.port) as one,
         KafkaConnection(broker.host, broker.port) as two,
@@ -246,3 +258,110 @@ def test_acknowledged_records_stay_done_across_a_restart(
         again = b.fetch()
         # Acquired and not acknowledged: delivered again, counted; accepted: never.
         assert [(d.offset, d.delivery_count) for d in again] == [(3, 2), (5, 2)]
+
+
+def test_a_group_config_change_applies_to_the_next_fetch(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """The group's lock duration (here below Kafka's default minimum of 15 s, which this
+    broker lowers to 1 s) is what the very next ShareFetch uses."""
+    _, ids, group = queue
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        a.fetch()
+        assert _lock_ms(a.last_response) == LOCK_MS
+        set_group_configs(conn, group, {"share.record.lock.duration.ms": "5000"})
+        a.fetch()
+        assert _lock_ms(a.last_response) == 5000
+
+
+def _lock_ms(response: Any) -> int:
+    return int(response.acquisition_lock_timeout.total_seconds() * 1000)
+
+
+def test_the_in_flight_window_is_kafkas_and_a_group_may_set_its_own(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """group.share.partition.max.record.locks is 2000 by default (Kafka 4.3), and a
+    group's share.partition.max.record.locks (KIP-1240) replaces it at once."""
+    topic, ids, group = queue
+    produce_batches(broker, topic, [10] * 30)
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert len(a.fetch(max_records=500)) == 300
+        assert a.acknowledge([(0, 299, [ACCEPT])]) == 0
+        set_group_configs(conn, group, {"share.partition.max.record.locks": "100"})
+        produce_batches(broker, topic, [10] * 15)
+        got = a.fetch(max_records=500)
+        assert [d.offset for d in got] == list(range(300, 400))
+
+
+def test_batch_optimized_acquires_whole_batches_and_record_limit_cuts_them(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    """Kafka's default acquire mode (v1's only one, v2's mode 0) may exceed max_records
+    to end on a batch boundary; record_limit (v2 mode 1, KIP-1206) never does."""
+    topic, ids, group = queue
+    produce_batches(broker, topic, [10, 10, 10])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        v1, v2 = ShareMember(conn, group, ids), ShareMember(conn, group, ids)
+        assert [d.offset for d in v1.fetch(max_records=3)] == list(range(10))
+        batch_optimized = v2.fetch(max_records=3, version=2, acquire_mode=0)
+        assert [d.offset for d in batch_optimized] == list(range(10, 20))
+        record_limit = v2.fetch(max_records=3, version=2, acquire_mode=1)
+        assert [d.offset for d in record_limit] == [20, 21, 22]
+        assert [d.offset for d in v1.fetch(max_records=3)] == list(range(23, 30))
+
+
+def test_a_share_fetch_with_max_bytes_zero_acquires_nothing(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    topic, ids, group = queue
+    produce_batches(broker, topic, [5])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        assert a.fetch(max_bytes=0, max_wait_ms=5_000) == []
+        response: Any = a.last_response
+        assert not [p.records for t in response.responses for p in t.partitions if p.records]
+        assert [d.offset for d in a.fetch()] == list(range(5))  # nothing was held
+
+
+def test_an_unknown_acquire_mode_is_an_invalid_request(
+    broker: BrokerProcess, queue: tuple[str, uuid.UUID, str]
+) -> None:
+    _, ids, group = queue
+    with KafkaConnection(broker.host, broker.port) as conn:
+        a = ShareMember(conn, group, ids)
+        with pytest.raises(AssertionError):
+            a.fetch(version=2, acquire_mode=7)
+        assert a.last_response.error_code == ErrorCode.invalid_request  # type: ignore[attr-defined]
+
+
+def test_topic_recreate_resumes_with_fresh_delivery(broker: BrokerProcess, topic: str) -> None:
+    """Share sessions and share-partitions are keyed by topic id (KIP-932): a session
+    that knows only the old id gets UNKNOWN_TOPIC_ID, never records of the new topic, and
+    the new topic's records come with delivery count 1."""
+    create_topic(broker.bootstrap, topic)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce_batches(broker, topic, [2])
+    with KafkaConnection(broker.host, broker.port) as conn:
+        set_group_configs(conn, group, {"share.auto.offset.reset": "earliest"})
+        old_id = topic_id(conn, topic)
+        old = ShareMember(conn, group, old_id)
+        assert [(d.offset, d.delivery_count) for d in old.fetch()] == [(0, 1), (1, 1)]
+        recreate_topic(broker.bootstrap, topic)
+        new_id = topic_id(conn, topic)
+        assert new_id != old_id
+        produce_batches(broker, topic, [3])
+        with pytest.raises(AssertionError):
+            old.fetch()  # incremental: its session holds the old id
+        response: Any = old.last_response
+        answered = {
+            (t.topic_id, p.partition_index): (p.error_code, p.records, p.acquired_records)
+            for t in response.responses
+            for p in t.partitions
+        }
+        assert answered == {(old_id, 0): (ErrorCode.unknown_topic_id, b"", ())}
+        fresh = ShareMember(conn, group, new_id)
+        got = fresh.fetch()
+        assert [(d.offset, d.delivery_count) for d in got] == [(0, 1), (1, 1), (2, 1)]

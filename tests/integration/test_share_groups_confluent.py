@@ -1,8 +1,8 @@
 """Share groups with confluent-kafka's ShareConsumer (librdkafka's KIP-932 client) on a
 real broker: more consumers than partitions all get work, each record accepted once; a
 consumer killed with SIGKILL loses its records to another after the lock duration;
-release, reject and the delivery-count limit, with a dead-letter topic; and a checker
-that no record is held by two members at once."""
+release, reject and the delivery-count limit, with a dead-letter topic; a checker that
+no record is held by two members at once; and a topic created again, read afresh."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import create_topic, produce_and_flush, producer_config
+from client_helpers import create_topic, produce_and_flush, producer_config, recreate_topic
 from confluent_kafka import AcknowledgeType, Consumer, Message, Producer, ShareConsumer
 from kafka_wire import KafkaConnection
 from share_wire import set_group_configs
@@ -42,6 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path_factory.mktemp("share-confluent") / "data",
         overrides={
+            "group.share.min.record.lock.duration.ms": "1000",
             "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
         },
@@ -446,3 +447,47 @@ def test_the_checker_sees_an_overlap() -> None:
     assert overlapping([a, Hold("m1", 7, 2, received=1.5, acked=3.0, accepted=True)]) != []
     assert overlapping([a, Hold("m1", 7, 2, received=2.5, acked=3.0, accepted=True)]) == []
     assert overlapping([a, Hold("m0", 7, 2, received=1.5, acked=3.0, accepted=True)]) == []
+
+
+# ── e. a topic deleted and created again is another topic ──────────────────────────────
+
+
+def test_topic_recreate_resumes_with_fresh_delivery(broker: BrokerProcess, topic: str) -> None:
+    """After the topic is deleted and created again (a new topic id), the same consumer
+    gets the new topic's records, each with delivery count 1: nothing of the old topic's
+    share-partition (its start offset, its delivery counts) carries over."""
+    create_topic(broker.bootstrap, topic)
+    group = new_group(broker)
+    produce_and_flush(
+        Producer(producer_config(broker.bootstrap)),
+        topic,
+        ({"value": f"old{i}".encode()} for i in range(3)),
+    )
+    consumer = share_consumer(broker, group)
+    consumer.subscribe([topic])
+    try:
+        assert _accept_until(consumer, 3) == {0: (b"old0", 1), 1: (b"old1", 1), 2: (b"old2", 1)}
+        recreate_topic(broker.bootstrap, topic)
+        produce_and_flush(
+            Producer(producer_config(broker.bootstrap)),
+            topic,
+            ({"value": f"new{i}".encode()} for i in range(3)),
+        )
+        got = _accept_until(consumer, 3)
+    finally:
+        consumer.close()
+    assert got == {0: (b"new0", 1), 1: (b"new1", 1), 2: (b"new2", 1)}
+
+
+def _accept_until(consumer: ShareConsumer, count: int) -> dict[int, tuple[bytes | None, int]]:
+    """Poll, accepting everything, until ``count`` records came (bounded)."""
+    got: dict[int, tuple[bytes | None, int]] = {}
+    deadline = time.monotonic() + THREAD_TIMEOUT_S
+    while len(got) < count and time.monotonic() < deadline:
+        messages = [m for m in consumer.poll(POLL_S) if m.error() is None]
+        for message in messages:
+            got[message.offset()] = (message.value(), message.delivery_count())
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        if messages:
+            commit(consumer)
+    return got

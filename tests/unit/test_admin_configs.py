@@ -41,7 +41,13 @@ from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK
-from sluice.common.config import GROUP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, BrokerConfig, TopicConfig
+from sluice.common.config import (
+    GROUP_CONFIG_KEYS,
+    TOPIC_CONFIG_KEYS,
+    BrokerConfig,
+    BrokerConfigError,
+    TopicConfig,
+)
 from sluice.common.dynamic_config import DYNAMIC_BROKER_CONFIGS
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
@@ -649,3 +655,57 @@ def test_another_brokers_level_is_refused_here(services: Any, name: str, message
         message,
     )
     assert dict(services.store.image().broker_configs) == {}
+
+
+def test_share_group_configs_are_bounded_by_the_broker_settings() -> None:
+    """KIP-1240: a group's lock duration, delivery count limit and record locks lie
+    within the broker's group.share.min/max.* settings (Kafka 4.3's defaults without)."""
+    lock = ("share.record.lock.duration.ms", AlterConfigOp.SET, "5000")
+    with pytest.raises(errors.InvalidConfig, match="15000 to 60000"):
+        incrementally_altered_group_configs({}, [lock])
+    config = BrokerConfig()
+    config.apply_properties({"group.share.min.record.lock.duration.ms": "1000"})
+    assert incrementally_altered_group_configs({}, [lock], config) == {
+        "share.record.lock.duration.ms": "5000"
+    }
+    locks = ("share.partition.max.record.locks", AlterConfigOp.SET, "4001")
+    with pytest.raises(errors.InvalidConfig, match="100 to 4000"):
+        incrementally_altered_group_configs({}, [locks])
+    config.apply_properties({"group.share.max.partition.max.record.locks": "10000"})
+    assert incrementally_altered_group_configs({}, [locks], config) == {
+        "share.partition.max.record.locks": "4001"
+    }
+    limit = ("share.delivery.count.limit", AlterConfigOp.SET, "11")
+    with pytest.raises(errors.InvalidConfig, match="2 to 10"):
+        incrementally_altered_group_configs({}, [limit], config)
+
+
+def test_share_group_defaults_are_kafkas_and_described_as_the_broker_has_them() -> None:
+    config = BrokerConfig()
+    assert (
+        config.share_partition_max_record_locks,
+        config.share_record_lock_duration_ms,
+        config.share_delivery_count_limit,
+    ) == (2_000, 30_000, 5)
+    config.apply_properties({"group.share.partition.max.record.locks": "3000"})
+    described = by_name(describe_group_configs({}, None, config))
+    locks = described["share.partition.max.record.locks"]
+    assert (locks.value, locks.source) == ("3000", ConfigSource.DEFAULT_CONFIG)
+    assert [s.name for s in locks.synonyms] == ["group.share.partition.max.record.locks"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"group.share.record.lock.duration.ms": "5000"},  # below the minimum, 15000
+        {"group.share.partition.max.record.locks": "5000"},  # above the maximum, 4000
+        {"group.share.delivery.count.limit": "2", "group.share.min.delivery.count.limit": "3"},
+    ],
+)
+def test_a_share_group_default_outside_its_broker_bounds_is_refused(
+    settings: dict[str, str],
+) -> None:
+    config = BrokerConfig()
+    config.apply_properties(settings)
+    with pytest.raises(BrokerConfigError, match="outside"):
+        config.check_share_group_bounds()

@@ -154,6 +154,7 @@ class Broker:
             config.node_id, self.data_dir, clock, self.purgatory, config.topic_defaults
         )
         config.check_listeners()
+        config.check_share_group_bounds()
         self.servers = self._listener_servers()
         self.server = self.servers[0]
         """The first listener's server."""

@@ -61,9 +61,6 @@ IDLE_MS = 10_000
 (its state is all persisted): the next fetch loads it again, so a start offset reset
 by AlterShareGroupOffsets on another broker takes effect here (the reset needs an empty
 group, whose members' sessions ended longer ago than this)."""
-SETTINGS_TTL_MS = 5_000
-"""How long a group's settings are used before they are read again from the metadata
-store (a config change reaches the share-partitions within this)."""
 
 
 def share_key(group_id: str, topic_partition: TopicPartition) -> Hashable:
@@ -77,6 +74,7 @@ class ShareGroupSettings:
 
     lock_duration_ms: int
     delivery_count_limit: int
+    max_record_locks: int
     auto_offset_reset: str
     read_committed: bool
     dead_letters: DeadLetterTarget | None
@@ -124,9 +122,11 @@ class SharePartitions:
         self._purgatory = purgatory
         self._dead_letters = dead_letters
         self._clock = clock
-        self._hosted: dict[tuple[str, TopicPartition], HostedSharePartition] = {}
-        self._loading: dict[tuple[str, TopicPartition], asyncio.Future[HostedSharePartition]] = {}
-        self._settings: dict[str, tuple[int, ShareGroupSettings]] = {}
+        self._hosted: dict[ShareStateKey, HostedSharePartition] = {}
+        """By group, topic id and partition (a topic created again is another topic)."""
+        self._loading: dict[ShareStateKey, asyncio.Future[HostedSharePartition]] = {}
+        self._settings: dict[str, ShareGroupSettings] = {}
+        """Each group's settings as its last request read them (:meth:`settings`)."""
         self._wake = asyncio.Event()
         self._timer_target_ms: int | None = None
         """When the lock timer wakes next (None: it sleeps until woken)."""
@@ -138,10 +138,9 @@ class SharePartitions:
         return list(self._hosted.values())
 
     async def settings(self, group_id: str) -> ShareGroupSettings:
-        now_ms = self._clock.wall_ms()
-        cached = self._settings.get(group_id)
-        if cached is not None and now_ms - cached[0] < SETTINGS_TTL_MS:
-            return cached[1]
+        """The group's settings as the metadata store has them now. Every ShareFetch and
+        ShareAcknowledge reads them first, so a config change applies to the next one
+        (as in Kafka); the share-partitions it names take them from there."""
         overrides = await self._store.group_configs(group_id)
         topic = overrides.get("errors.deadletterqueue.topic.name") or ""
         prefix = self._config.share_dead_letter_topic_prefix
@@ -163,6 +162,12 @@ class SharePartitions:
             delivery_count_limit=int(
                 overrides.get("share.delivery.count.limit", self._config.share_delivery_count_limit)
             ),
+            max_record_locks=int(
+                overrides.get(
+                    "share.partition.max.record.locks",
+                    self._config.share_partition_max_record_locks,
+                )
+            ),
             auto_offset_reset=overrides.get("share.auto.offset.reset", "latest"),
             read_committed=overrides.get("share.isolation.level") == "read_committed",
             dead_letters=DeadLetterTarget(
@@ -171,8 +176,13 @@ class SharePartitions:
             if topic
             else None,
         )
-        self._settings[group_id] = (now_ms, settings)
+        self._settings[group_id] = settings
         return settings
+
+    async def _current_settings(self, group_id: str) -> ShareGroupSettings:
+        """The settings last read for the group (read now if never)."""
+        settings = self._settings.get(group_id)
+        return settings if settings is not None else await self.settings(group_id)
 
     # ================================================================ hosting
 
@@ -188,11 +198,11 @@ class SharePartitions:
         and the like when this broker does not lead the partition, and the persister's
         errors when the state cannot be read."""
         partition = self._leader(topic_partition)
-        slot = (group_id, topic_partition)
+        slot = ShareStateKey(group_id, topic_id, topic_partition.partition)
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
             hosted.last_used_ms = self._clock.wall_ms()
-            settings = await self.settings(group_id)
+            settings = await self._current_settings(group_id)
             if settings != hosted.settings:
                 hosted.settings = settings
                 hosted.share.config = self._share_config(settings)
@@ -225,7 +235,7 @@ class SharePartitions:
         partition: Partition,
     ) -> HostedSharePartition:
         key = ShareStateKey(group_id, topic_id, topic_partition.partition)
-        settings = await self.settings(group_id)
+        settings = await self._current_settings(group_id)
         epoch = partition.leader_epoch
         state = await self._persister.read(key, epoch)
         if state is None:
@@ -246,16 +256,16 @@ class SharePartitions:
         )
         return HostedSharePartition(key, topic_partition, share, epoch, settings)
 
-    def forget(self, group_id: str, topic_partition: TopicPartition) -> None:
+    def forget(self, key: ShareStateKey) -> None:
         """Drop the share-partition if it is loaded here: its state was replaced
         (AlterShareGroupOffsets, DeleteShareGroupOffsets), the next fetch loads it."""
-        hosted = self._hosted.get((group_id, topic_partition))
+        hosted = self._hosted.get(key)
         if hosted is not None:
             self._drop(hosted)
 
     def _share_config(self, settings: ShareGroupSettings) -> SharePartitionConfig:
         return SharePartitionConfig(
-            max_record_locks=self._config.share_partition_max_record_locks,
+            max_record_locks=settings.max_record_locks,
             delivery_count_limit=settings.delivery_count_limit,
             lock_duration_ms=settings.lock_duration_ms,
         )
@@ -268,23 +278,22 @@ class SharePartitions:
             hosted.share.acquired_count(),
         )
         hosted.dropped = True
-        slot = (hosted.key.group_id, hosted.topic_partition)
-        if self._hosted.get(slot) is hosted:
-            del self._hosted[slot]
-        self._purgatory.notify(share_key(*slot))
+        if self._hosted.get(hosted.key) is hosted:
+            del self._hosted[hosted.key]
+        self._purgatory.notify(share_key(hosted.key.group_id, hosted.topic_partition))
 
-    def loaded(self, group_id: str, topic_partition: TopicPartition) -> HostedSharePartition | None:
+    def loaded(self, key: ShareStateKey) -> HostedSharePartition | None:
         """The share-partition if it is loaded (diagnostics, releasing a closed session)."""
-        return self._hosted.get((group_id, topic_partition))
+        return self._hosted.get(key)
 
     # ================================================================ fetching
 
-    def has_work(self, group_id: str, topic_partition: TopicPartition) -> bool:
+    def has_work(self, key: ShareStateKey) -> bool:
         """A fetch for the share-partition would acquire something now."""
-        hosted = self._hosted.get((group_id, topic_partition))
+        hosted = self._hosted.get(key)
         if hosted is None:
             return True  # not loaded yet: loading tells
-        partition = self._replicas.find(topic_partition)
+        partition = self._replicas.find(hosted.topic_partition)
         if partition is None or not partition.is_leader:
             return True  # answered with an error at once
         share = hosted.share
@@ -304,19 +313,26 @@ class SharePartitions:
         member_id: str,
         max_records: int,
         max_bytes: int,
+        *,
+        whole_batches: bool = True,
     ) -> FetchedRecords:
         """Hand ``member_id`` records of the share-partition: first those waiting to be
-        delivered again, then new ones from the log."""
+        delivered again, then new ones from the log; whole producer batches unless
+        ``whole_batches`` is False (the acquire modes of :mod:`sluice.share.partition`)."""
         partition = self._leader(hosted.topic_partition)
         now_ms = self._clock.wall_ms()
         share = hosted.share
         share.skip_to(partition.log.log_start_offset)
-        acquired = share.acquire_available(member_id, now_ms, max_records)
+        acquired = share.acquire_available(
+            member_id, now_ms, max_records, whole_batches=whole_batches
+        )
         remaining = max_records - sum(a.last_offset - a.first_offset + 1 for a in acquired)
         upper = self._readable_end(hosted, partition)
         if remaining > 0 and share.room > 0 and share.end_offset < upper:
             batches = self._log_batches(hosted, partition, share.end_offset, upper, max_bytes)
-            acquired += share.acquire_new(member_id, now_ms, batches, remaining)
+            acquired += share.acquire_new(
+                member_id, now_ms, batches, remaining, whole_batches=whole_batches
+            )
         if acquired:
             deadline = share.next_deadline_ms()
             target = self._timer_target_ms
@@ -481,12 +497,17 @@ class SharePartitions:
             await self._finish(hosted, archived)
 
     def unload_not_led(self) -> None:
-        """Forget share-partitions of partitions no longer led here (after a metadata
-        change): their locks die with them, their state is the persisted one."""
+        """Forget share-partitions of partitions no longer led here, or of topics deleted
+        (after a metadata change): their locks die with them, their state is the
+        persisted one."""
+        image = self._store.image()
         for hosted in list(self._hosted.values()):
             partition = self._replicas.find(hosted.topic_partition)
+            topic = image.topic_by_id(hosted.key.topic_id)
             if (
-                partition is None
+                topic is None
+                or topic.name != hosted.topic_partition.topic
+                or partition is None
                 or not partition.is_leader
                 or partition.leader_epoch != hosted.leader_epoch
             ):

@@ -9,14 +9,19 @@ once. A request with another epoch is refused with INVALID_SHARE_SESSION_EPOCH, 
 session that is not here with SHARE_SESSION_NOT_FOUND; the member then opens a new one.
 Sessions idle for longer than :data:`SESSION_IDLE_MS` are forgotten (their locks expire
 by themselves); at most ``group.share.max.share.sessions`` exist at once.
+
+A session holds its partitions by topic *id*, as KIP-932 does: a topic deleted and
+created again under the same name is another topic, which a session naming the old id
+never reads (its partitions are answered UNKNOWN_TOPIC_ID and leave the session).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sluice.common import errors
-from sluice.common.ids import TopicPartition
 
 OPEN_EPOCH = 0
 FINAL_EPOCH = -1
@@ -24,6 +29,13 @@ INT32_MAX = 2**31 - 1
 SESSION_IDLE_MS = 120_000
 """A session not used for this long is forgotten (Kafka evicts a session when its member
 leaves the group; here the group may be coordinated by another broker)."""
+
+
+class SessionPartition(NamedTuple):
+    """A partition of a share session: its topic's id and the partition's index."""
+
+    topic_id: uuid.UUID
+    partition: int
 
 
 def next_epoch(epoch: int) -> int:
@@ -36,13 +48,13 @@ class ShareSession:
     member_id: str
     epoch: int = 1
     """The epoch the next request must carry."""
-    partitions: dict[TopicPartition, None] = field(default_factory=dict)
+    partitions: dict[SessionPartition, None] = field(default_factory=dict)
     """In the order they were added (fetches take them in turn from there)."""
     last_used_ms: int = 0
     turn: int = 0
     """Where the next fetch starts among ``partitions``, so none is starved."""
 
-    def ordered(self) -> list[TopicPartition]:
+    def ordered(self) -> list[SessionPartition]:
         """The partitions, rotated so each fetch starts one further."""
         names = list(self.partitions)
         if not names:

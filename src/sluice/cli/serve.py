@@ -198,6 +198,7 @@ def serve(
         config.apply_properties({k: v for k, v in options.items() if v is not None})
         config.set_address(host, port, origin="--host/--port")
         config.check_listeners()
+        config.check_share_group_bounds()
         config.check_advertised_address()
     except BrokerConfigError as e:
         raise click.ClickException(f"bad broker setting: {e}") from None

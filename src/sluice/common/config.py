@@ -548,13 +548,28 @@ class BrokerConfig:
     share_record_lock_duration_ms: int = 30_000
     """group.share.record.lock.duration.ms: how long a share consumer holds the records
     it fetched, unless its group sets share.record.lock.duration.ms."""
+    share_record_lock_duration_ms_min: int = 15_000
+    """group.share.min.record.lock.duration.ms: the shortest share.record.lock.duration.ms
+    a group may set."""
+    share_record_lock_duration_ms_max: int = 60_000
+    """group.share.max.record.lock.duration.ms: the longest one a group may set."""
     share_delivery_count_limit: int = 5
     """group.share.delivery.count.limit: deliveries of a record to a share group before
     it is archived (and sent to the group's dead-letter topic), unless the group sets
     share.delivery.count.limit."""
-    share_partition_max_record_locks: int = 200
+    share_delivery_count_limit_min: int = 2
+    """group.share.min.delivery.count.limit: the lowest share.delivery.count.limit a
+    group may set."""
+    share_delivery_count_limit_max: int = 10
+    """group.share.max.delivery.count.limit: the highest one a group may set."""
+    share_partition_max_record_locks: int = 2_000
     """group.share.partition.max.record.locks: the in-flight window of a share group on
-    one partition (records handed out but not finished, and those after them)."""
+    one partition (records handed out but not finished, and those after them), unless
+    the group sets share.partition.max.record.locks."""
+    share_partition_max_record_locks_min: int = 100
+    """group.share.min.partition.max.record.locks: the smallest window a group may set."""
+    share_partition_max_record_locks_max: int = 4_000
+    """group.share.max.partition.max.record.locks: the largest window a group may set."""
     share_max_share_sessions: int = 2_000
     """group.share.max.share.sessions: share sessions a broker keeps; a new one past
     this is refused with SHARE_SESSION_LIMIT_REACHED."""
@@ -835,6 +850,19 @@ class BrokerConfig:
                 f"(a user with {self.sasl_mechanism_inter_broker_protocol} credentials)"
             )
 
+    def check_share_group_bounds(self) -> None:
+        """Refuse share-group defaults outside their own bounds, once every setting is
+        in (Kafka's ShareGroupConfig checks): e.g. group.share.record.lock.duration.ms
+        must lie within group.share.min/max.record.lock.duration.ms. Raises
+        BrokerConfigError."""
+        for group_name, (default_name, min_name, max_name) in SHARE_GROUP_BOUNDS.items():
+            low, high = share_group_bounds(self, group_name)
+            value = getattr(self, BROKER_PROPERTIES[default_name][0])
+            if not low <= value <= high:
+                raise BrokerConfigError(
+                    f"{default_name}={value} is outside {min_name}={low} and {max_name}={high}"
+                )
+
     def check_advertised_address(self) -> None:
         """Refuse to hand clients a non-routable address taken from a listener setting,
         as Kafka does. (``--host 0.0.0.0`` without listeners keeps advertising it.)"""
@@ -1025,10 +1053,28 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
         "share_record_lock_duration_ms",
         _long(1_000, 3_600_000),
     ),
+    "group.share.min.record.lock.duration.ms": (
+        "share_record_lock_duration_ms_min",
+        _long(1_000, 30_000),
+    ),
+    "group.share.max.record.lock.duration.ms": (
+        "share_record_lock_duration_ms_max",
+        _long(30_000, 3_600_000),
+    ),
     "group.share.delivery.count.limit": ("share_delivery_count_limit", _long(2, 10)),
+    "group.share.min.delivery.count.limit": ("share_delivery_count_limit_min", _long(2, 5)),
+    "group.share.max.delivery.count.limit": ("share_delivery_count_limit_max", _long(5, 25)),
     "group.share.partition.max.record.locks": (
         "share_partition_max_record_locks",
         _long(100, 10_000),
+    ),
+    "group.share.min.partition.max.record.locks": (
+        "share_partition_max_record_locks_min",
+        _long(100, 2_000),
+    ),
+    "group.share.max.partition.max.record.locks": (
+        "share_partition_max_record_locks_max",
+        _long(2_000, 10_000),
     ),
     "group.share.max.share.sessions": ("share_max_share_sessions", _long(1, 1_000_000)),
     "errors.deadletterqueue.topic.name.prefix": ("share_dead_letter_topic_prefix", str),
@@ -1170,14 +1216,20 @@ GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey(
             "share.record.lock.duration.ms",
             "30000",
-            _long(15_000, 60_000),
+            _long(1_000, 2**31 - 1),
             "how long a share group member holds the records it fetched",
         ),
         ConfigKey(
             "share.delivery.count.limit",
             "5",
-            _long(2, 10),
+            _long(2, 2**31 - 1),
             "deliveries of a record to the group before it is archived (dead-lettered)",
+        ),
+        ConfigKey(
+            "share.partition.max.record.locks",
+            "2000",
+            _long(100, 2**31 - 1),
+            "records of one partition the group may have in flight (KIP-1240)",
         ),
         ConfigKey(
             "share.isolation.level",
@@ -1206,8 +1258,53 @@ GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
     ]
 }
 """Per-group settings under Kafka's names (GroupConfig), with Kafka's defaults. The
-ranges are Kafka's default broker bounds (group.consumer.min/max.session.timeout.ms and
-the like), which Sluice does not make configurable."""
+ranges of the session and heartbeat settings are Kafka's default broker bounds
+(group.consumer.min/max.session.timeout.ms and the like), which Sluice does not make
+configurable; the share settings of :data:`SHARE_GROUP_BOUNDS` are bounded by the
+broker's settings (KIP-1240)."""
+
+SHARE_GROUP_BOUNDS: dict[str, tuple[str, str, str]] = {
+    "share.record.lock.duration.ms": (
+        "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+    ),
+    "share.delivery.count.limit": (
+        "group.share.delivery.count.limit",
+        "group.share.min.delivery.count.limit",
+        "group.share.max.delivery.count.limit",
+    ),
+    "share.partition.max.record.locks": (
+        "group.share.partition.max.record.locks",
+        "group.share.min.partition.max.record.locks",
+        "group.share.max.partition.max.record.locks",
+    ),
+}
+"""Group configs bounded by broker settings: the broker's default, minimum and maximum."""
+
+
+def share_group_bounds(config: BrokerConfig, group_name: str) -> tuple[int, int]:
+    """The lowest and highest value a group may set for ``group_name`` (a key of
+    :data:`SHARE_GROUP_BOUNDS`) on this broker."""
+    _, min_name, max_name = SHARE_GROUP_BOUNDS[group_name]
+    low = getattr(config, BROKER_PROPERTIES[min_name][0])
+    high = getattr(config, BROKER_PROPERTIES[max_name][0])
+    return int(low), int(high)
+
+
+def group_config_default(config: BrokerConfig, group_name: str) -> str:
+    """What a group config is when the group does not set it: the broker setting it
+    defaults to (:data:`BROKER_NAME_OF_GROUP_KEY`) as this broker has it, else Kafka's
+    default."""
+    key = GROUP_CONFIG_KEYS[group_name]
+    broker_name = BROKER_NAME_OF_GROUP_KEY.get(group_name)
+    if broker_name is None:
+        return key.default
+    if broker_name in config.group_properties:
+        return config.group_properties[broker_name]
+    setting = BROKER_PROPERTIES.get(broker_name)
+    return key.default if setting is None else str(getattr(config, setting[0]))
+
 
 BROKER_NAME_OF_GROUP_KEY: dict[str, str] = {
     "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
@@ -1217,14 +1314,19 @@ BROKER_NAME_OF_GROUP_KEY: dict[str, str] = {
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
     "share.auto.offset.reset": "group.share.auto.offset.reset",
     "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
 }
 """The broker setting each group config defaults to (its synonym in DescribeConfigs)."""
 
 
-def parse_group_configs(entries: Mapping[str, str | None]) -> dict[str, str]:
+def parse_group_configs(
+    entries: Mapping[str, str | None], broker: BrokerConfig | None = None
+) -> dict[str, str]:
     """Check a group's whole override set; return it normalised. Raises InvalidConfig
-    for an unknown name, a value out of range, or a session timeout not above the
-    heartbeat interval (Kafka's GroupConfig.validate)."""
+    for an unknown name, a value out of range (for :data:`SHARE_GROUP_BOUNDS`, out of
+    the bounds ``broker`` sets, Kafka's defaults without one), or a session timeout not
+    above the heartbeat interval (Kafka's GroupConfig.validate)."""
+    bounds = broker if broker is not None else BrokerConfig()
     checked: dict[str, str] = {}
     for name, text in entries.items():
         key = GROUP_CONFIG_KEYS.get(name)
@@ -1236,6 +1338,14 @@ def parse_group_configs(entries: Mapping[str, str | None]) -> dict[str, str]:
             checked[name] = str(key.parse(text.strip()))
         except ValueError as e:
             raise errors.InvalidConfig(f"{name}: {e}") from None
+        if name in SHARE_GROUP_BOUNDS:
+            low, high = share_group_bounds(bounds, name)
+            if not low <= int(checked[name]) <= high:
+                _, min_name, max_name = SHARE_GROUP_BOUNDS[name]
+                raise errors.InvalidConfig(
+                    f"{name} must be in the range {low} to {high} inclusive "
+                    f"({min_name} to {max_name}), not {checked[name]}"
+                )
     effective = {name: key.default for name, key in GROUP_CONFIG_KEYS.items()} | checked
     for kind in ("consumer", "share"):
         session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"

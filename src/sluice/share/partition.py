@@ -19,7 +19,10 @@ state and how far consumers may run ahead of a record that is slow to finish.
            expired / session closed   (archived instead once the delivery count has
                                        reached group.share.delivery.count.limit)
 
-The delivery count goes up at every acquisition. An acknowledgement batch is applied
+The delivery count goes up at every acquisition. Acquisition takes whole producer
+batches by default (Kafka's ``batch_optimized`` acquire mode, KIP-1206: ``max_records``
+and the window may be exceeded by the rest of the last batch started), or exactly up to
+``max_records``, cutting inside a batch (``record_limit``). An acknowledgement batch is applied
 whole or not at all: every offset in it must be acquired by the acknowledging member
 (INVALID_RECORD_STATE otherwise), except that GAP may name an offset that has no record.
 """
@@ -51,7 +54,7 @@ class ArchiveReason(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SharePartitionConfig:
-    max_record_locks: int = 200
+    max_record_locks: int = 2_000
     """group.share.partition.max.record.locks: the longest the window may be."""
     delivery_count_limit: int = 5
     """group.share.delivery.count.limit: deliveries before a record is archived."""
@@ -94,6 +97,9 @@ class _Record:
     delivery_count: int
     member_id: str = ""
     lock_deadline_ms: int = 0
+    batch_last_offset: int = -1
+    """The last offset of the producer batch holding the record (-1: not known, as
+    after loading persisted state)."""
 
 
 class SharePartition:
@@ -167,17 +173,23 @@ class SharePartition:
 
     # ============================================================= acquiring
 
-    def acquire_available(self, member_id: str, now_ms: int, max_records: int) -> list[Acquired]:
+    def acquire_available(
+        self, member_id: str, now_ms: int, max_records: int, *, whole_batches: bool = False
+    ) -> list[Acquired]:
         """Hand out records of the window waiting to be delivered again, lowest offset
-        first, at most ``max_records``."""
+        first, at most ``max_records`` (with ``whole_batches``, then the rest of the
+        producer batch of the last one taken)."""
         offsets: list[int] = []
+        batch_end = -1
         for offset in sorted(self._records):
-            if len(offsets) >= max_records:
+            if len(offsets) >= max_records and offset > batch_end:
                 break
             record = self._records[offset]
             if not record.acquired:
                 self._lock(record, member_id, now_ms)
                 offsets.append(offset)
+                if whole_batches and len(offsets) <= max_records:
+                    batch_end = max(batch_end, record.batch_last_offset)
         return self._ranges(offsets)
 
     def acquire_new(
@@ -186,14 +198,18 @@ class SharePartition:
         now_ms: int,
         batches: Iterable[LogBatch],
         max_records: int,
+        *,
+        whole_batches: bool = False,
     ) -> list[Acquired]:
         """Take records from the log past the window: ``batches`` as read from the log
-        at ``end_offset`` (the first may start below it), at most ``max_records``.
+        at ``end_offset`` (the first may start below it), at most ``max_records`` and
+        no further than the window allows.
 
-        Kafka lets a fetch exceed ``max_records`` to end on a batch boundary; Sluice cuts
-        inside the batch instead, so that the members of a group share a producer's big
-        batches rather than one member taking each whole (the batch is sent whole to each;
-        only the acquired offsets are the member's)."""
+        With ``whole_batches`` (Kafka's default acquire mode) a batch once started is
+        taken to its end, so ``max_records`` and the window may be exceeded by the rest
+        of that one batch ("for alignment of batch boundaries"); without, the last batch
+        is cut (the member still receives it whole, but only the acquired offsets are
+        its)."""
         acquired: list[int] = []
         for batch in batches:
             if batch.last_offset < self.end_offset:
@@ -204,9 +220,13 @@ class SharePartition:
                 self.end_offset = batch.last_offset + 1
                 continue
             first = max(batch.base_offset, self.end_offset)
-            limit = min(self.room, batch.last_offset - first + 1, max_records - len(acquired))
+            limit = batch.last_offset - first + 1
+            if not whole_batches:
+                limit = min(self.room, limit, max_records - len(acquired))
             for offset in range(first, first + limit):
-                record = self._records[offset] = _Record(False, 0)
+                record = self._records[offset] = _Record(
+                    False, 0, batch_last_offset=batch.last_offset
+                )
                 self._lock(record, member_id, now_ms)
                 acquired.append(offset)
             self.end_offset = first + limit

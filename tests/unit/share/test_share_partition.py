@@ -127,6 +127,34 @@ def test_max_records_cuts_inside_a_batch_so_members_share_it() -> None:
     assert share.acquire_new("b", 0, [data(0, 9)], 100) == [Acquired(3, 9, 1)]
 
 
+def test_whole_batches_may_exceed_max_records_to_end_on_a_batch_boundary() -> None:
+    """Kafka's batch_optimized acquire mode: a batch once started is taken whole."""
+    share = fresh()
+    batches = [data(0, 9), data(10, 19)]
+    got = share.acquire_new("a", 0, batches, max_records=3, whole_batches=True)
+    assert got == [Acquired(0, 9, 1)]
+    got = share.acquire_new("b", 0, batches, max_records=10, whole_batches=True)
+    assert got == [Acquired(10, 19, 1)]
+
+
+def test_whole_batches_may_exceed_the_window_by_the_last_batch_only() -> None:
+    share = fresh(max_record_locks=5)
+    batches = [data(0, 3), data(4, 9), data(10, 12)]
+    got = share.acquire_new("a", 0, batches, max_records=100, whole_batches=True)
+    assert got == [Acquired(0, 9, 1)]
+    assert share.room < 0
+    assert share.acquire_new("b", 0, batches, max_records=100, whole_batches=True) == []
+
+
+def test_whole_batches_hand_out_a_released_batch_whole_again() -> None:
+    share = fresh()
+    share.acquire_new("a", 0, [data(0, 4), data(5, 9)], max_records=10, whole_batches=True)
+    share.acknowledge("a", 0, 9, [AckType.RELEASE], 1)
+    got = share.acquire_available("b", 2, 2, whole_batches=True)
+    assert got == [Acquired(0, 4, 2)]
+    assert share.acquire_available("c", 2, 2) == [Acquired(5, 6, 2)]
+
+
 def test_snapshot_round_trips_and_a_new_leader_redelivers_what_was_acquired() -> None:
     share = fresh(start=10)
     share.acquire_new("a", 0, [data(10, 19)], max_records=100)

@@ -89,6 +89,7 @@ from sluice.common.config import (
     BrokerConfig,
     ConfigKey,
     Listener,
+    group_config_default,
     list_items,
     parse_group_configs,
     parse_topic_configs,
@@ -296,18 +297,24 @@ def describe_topic_configs(
 
 
 def describe_group_configs(
-    overrides: Mapping[str, str], names: Collection[str] | None = None
+    overrides: Mapping[str, str],
+    names: Collection[str] | None = None,
+    config: BrokerConfig | None = None,
 ) -> list[DescribedConfig]:
     """Every group config (or those in ``names``): the group's override if it has one
-    (GROUP_CONFIG), else Kafka's default, listed under the broker setting it comes from
-    (under its own name when no broker setting gives it: the dead-letter settings)."""
+    (GROUP_CONFIG), else the broker setting it comes from as ``config`` has it (Kafka's
+    default without one), listed under that setting's name (under its own name when no
+    broker setting gives it: the dead-letter settings)."""
+    broker = config if config is not None else BrokerConfig()
     return _describe_keys(
         GROUP_CONFIG_KEYS,
         overrides,
         ConfigSource.GROUP_CONFIG,
         lambda name, key: [
             Synonym(
-                BROKER_NAME_OF_GROUP_KEY.get(name, name), key.default, ConfigSource.DEFAULT_CONFIG
+                BROKER_NAME_OF_GROUP_KEY.get(name, name),
+                group_config_default(broker, name),
+                ConfigSource.DEFAULT_CONFIG,
             )
         ],
         names,
@@ -652,10 +659,13 @@ def replaced_broker_configs(entries: Sequence[tuple[str, str | None]]) -> dict[s
 
 
 def incrementally_altered_group_configs(
-    overrides: Mapping[str, str], changes: Sequence[tuple[str, int, str | None]]
+    overrides: Mapping[str, str],
+    changes: Sequence[tuple[str, int, str | None]],
+    config: BrokerConfig | None = None,
 ) -> dict[str, str]:
     """IncrementalAlterConfigs on a group: SET and DELETE (no group config is a list),
-    the result checked as a whole (Kafka's GroupConfig.validate)."""
+    the result checked as a whole (Kafka's GroupConfig.validate), the share settings
+    within the bounds ``config`` sets."""
     _refuse_duplicate_names([name for name, _, _ in changes])
     altered = dict(overrides)
     for name, operation, value in changes:
@@ -673,7 +683,7 @@ def incrementally_altered_group_configs(
             )
         else:
             raise errors.InvalidRequest(f"unknown config operation {operation} for {name!r}")
-    return parse_group_configs(altered)
+    return parse_group_configs(altered, config)
 
 
 # ── handlers ───────────────────────────────────────────────────────────────────────────
@@ -776,7 +786,9 @@ async def _describe_resource(services: BrokerServices, resource: Any) -> list[De
         return describe_broker_configs(_broker_levels(services), names)
     if resource_type == ResourceType.GROUP:
         group_id = _check_group_name(resource.resource_name)
-        return describe_group_configs(await services.store.group_configs(group_id), names)
+        return describe_group_configs(
+            await services.store.group_configs(group_id), names, services.config
+        )
     raise _unsupported_resource_type(resource_type)
 
 
@@ -818,6 +830,7 @@ async def _alter_resource(
         altered = incrementally_altered_group_configs(
             await services.store.group_configs(group_id),
             [(c.name, int(c.config_operation), c.value) for c in resource.configs],
+            services.config,
         )
         if not validate_only:
             await services.store.set_group_configs(group_id, altered)

@@ -10,13 +10,17 @@ waits up to ``max_wait_ms`` for records to arrive or be released. Epoch -1 close
 session: no records, and what the member still holds is released.
 
 v2 adds the RENEW acknowledgement (a longer lock), ``is_renew_ack`` (a ShareFetch that
-only renews and acquires nothing) and ``share_acquire_mode``. Both modes get the same
-here: never more than ``max_records`` (what mode 1, record-limit, asks; mode 0 allows more
-to end on a batch boundary, and Sluice cuts inside the batch instead so that the members
-of a group share big producer batches). A RENEW in a v1 request is refused with
-INVALID_REQUEST, as Kafka does.
+only renews and acquires nothing) and ``share_acquire_mode`` (KIP-1206): 0,
+``batch_optimized`` (v1's only mode), acquires whole producer batches, so ``max_records``
+may be exceeded to end on a batch boundary; 1, ``record_limit``, never more than
+``max_records``, cutting inside a batch. Another mode is INVALID_REQUEST. A RENEW in a v1
+request is refused with INVALID_REQUEST, as Kafka does. ``max_bytes`` 0 acquires
+nothing, as in Kafka.
 
-Topics are named by id; an id no topic has is answered with UNKNOWN_TOPIC_ID.
+Topics are named by id; an id no topic has is answered with UNKNOWN_TOPIC_ID. Share
+sessions and share-partitions are keyed by topic id too (KIP-932): after a topic is
+deleted and created again, a session that only knows the old id gets UNKNOWN_TOPIC_ID
+for it (and forgets it), never records of the new topic.
 
 With the authorizer on, ShareFetch and ShareAcknowledge need READ on the group (else the
 request is answered GROUP_AUTHORIZATION_FAILED) and on each topic (else its partitions
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.broker.handlers.acl_rules import GROUP_READ, TOPIC_READ
 from sluice.broker.share_partitions import share_key
-from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, ShareSession
+from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, SessionPartition, ShareSession
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -42,6 +46,7 @@ from sluice.common.limits import FETCH_WAIT_MS_MAX
 from sluice.protocol.messages import has_field, make, millis, response_module
 from sluice.protocol.versions import ApiKey
 from sluice.share.partition import AckType
+from sluice.share.state import ShareStateKey
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -51,6 +56,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_RECORDS = 500
 FIRST_RENEW_VERSION = 2
+BATCH_OPTIMIZED = 0
+RECORD_LIMIT = 1
+"""ShareFetch v2's ``share_acquire_mode`` values (KIP-1206)."""
 _LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
@@ -88,11 +96,6 @@ class _Partitions:
 def _name_of(services: BrokerServices, topic_id: uuid.UUID | None) -> str | None:
     topic = None if topic_id is None else services.topics.by_id(topic_id)
     return None if topic is None else topic.name
-
-
-def _topic_id(services: BrokerServices, name: str) -> uuid.UUID | None:
-    topic = services.topics.get(name)
-    return None if topic is None else topic.topic_id
 
 
 def _leader_of(services: BrokerServices, topic_partition: TopicPartition) -> tuple[int, int]:
@@ -158,8 +161,8 @@ async def _acknowledge(
 async def _release_all(
     services: BrokerServices, session: ShareSession, group_id: str, member_id: str
 ) -> None:
-    for topic_partition in session.partitions:
-        hosted = services.share_partitions.loaded(group_id, topic_partition)
+    for topic_id, index in session.partitions:
+        hosted = services.share_partitions.loaded(ShareStateKey(group_id, topic_id, index))
         if hosted is not None:
             await services.share_partitions.release(hosted, member_id)
 
@@ -185,12 +188,10 @@ def _update_partitions(
             if not outcomes.may_read(name):
                 outcomes.of(topic.topic_id, index).error = TOPIC_READ.error_code
                 continue
-            session.partitions[TopicPartition(name, index)] = None
+            session.partitions[SessionPartition(topic.topic_id, index)] = None
     for forgotten in request.forgotten_topics_data:
-        name = _name_of(services, forgotten.topic_id)
         for index in forgotten.partitions:
-            if name is not None:
-                session.partitions.pop(TopicPartition(name, int(index)), None)
+            session.partitions.pop(SessionPartition(forgotten.topic_id, int(index)), None)
 
 
 async def _acquire(
@@ -202,15 +203,19 @@ async def _acquire(
 ) -> int:
     """Acquire records from the session's partitions; returns how many."""
     max_records = int(request.max_records) if int(request.max_records) > 0 else DEFAULT_MAX_RECORDS
-    budget = max(min(int(request.max_bytes), services.config.fetch_max_bytes), 1)
+    budget = min(int(request.max_bytes), services.config.fetch_max_bytes)
+    whole_batches = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) == BATCH_OPTIMIZED
     taken = 0
-    for topic_partition in session.ordered():
+    for topic_id, index in session.ordered():
         if taken >= max_records or budget <= 0:
             break
-        topic_id = _topic_id(services, topic_partition.topic)
-        if topic_id is None:
+        outcome = outcomes.of(topic_id, index)
+        name = _name_of(services, topic_id)
+        if name is None:  # deleted (and maybe created again: another id) since it was added
+            outcome.error = ErrorCode.unknown_topic_id
+            session.partitions.pop(SessionPartition(topic_id, index), None)
             continue
-        outcome = outcomes.of(topic_id, topic_partition.partition)
+        topic_partition = TopicPartition(name, index)
         if not outcomes.may_read(topic_partition.topic):  # READ revoked during the session
             outcome.error = TOPIC_READ.error_code
         if outcome.error is not ErrorCode.none:
@@ -220,7 +225,7 @@ async def _acquire(
                 session.group_id, topic_partition, topic_id
             )
             fetched = await services.share_partitions.acquire(
-                hosted, member_id, max_records - taken, budget
+                hosted, member_id, max_records - taken, budget, whole_batches=whole_batches
             )
         except KafkaError as e:
             _fail(services, outcome, topic_partition, e)
@@ -237,7 +242,8 @@ async def _acquire(
 
 def _has_work(services: BrokerServices, session: ShareSession) -> bool:
     return any(
-        services.share_partitions.has_work(session.group_id, tp) for tp in session.partitions
+        services.share_partitions.has_work(ShareStateKey(session.group_id, topic_id, index))
+        for topic_id, index in session.partitions
     )
 
 
@@ -257,7 +263,14 @@ async def _acquire_or_wait(
         remaining = deadline - loop.time()
         if taken or failed or remaining <= 0 or not session.partitions:
             return
-        keys = [key for tp in session.partitions for key in (tp, share_key(session.group_id, tp))]
+        if int(request.max_bytes) <= 0:
+            return  # no record fits, however long it waits
+        names = [
+            TopicPartition(name, index)
+            for topic_id, index in session.partitions
+            if (name := _name_of(services, topic_id)) is not None
+        ]
+        keys = [key for tp in names for key in (tp, share_key(session.group_id, tp))]
         woken = await services.purgatory.wait_until(
             keys, lambda: _has_work(services, session), remaining
         )
@@ -374,6 +387,16 @@ async def handle_share_fetch(
             error=ErrorCode.invalid_request,
             message="the request closing a share session (epoch -1) fetches nothing",
         )
+    mode = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED)
+    if mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+        return _fetch_response(
+            services,
+            version,
+            context.connection.listener_name,
+            outcomes,
+            error=ErrorCode.invalid_request,
+            message=f"unknown share acquire mode {mode} (0: batch_optimized, 1: record_limit)",
+        )
     try:
         services.authorizer.require(context, GROUP_READ, group_id)
         session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
@@ -426,11 +449,12 @@ async def handle_share_acknowledge(
             _session(services, group_id, member_id, epoch)
     except KafkaError as e:
         error, message = e.code, str(e) or None
+    lock_ms = 0
+    if group_id:  # read before acknowledging: a config change applies to this request
+        lock_ms = (await services.share_partitions.settings(group_id)).lock_duration_ms
     lock: dict[str, int] = {}
     if has_field(module.ShareAcknowledgeResponse, "acquisition_lock_timeout"):  # v2
-        lock["acquisition_lock_timeout"] = (
-            (await services.share_partitions.settings(group_id)).lock_duration_ms if group_id else 0
-        )
+        lock["acquisition_lock_timeout"] = lock_ms
     if error is ErrorCode.none:
         await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
         if epoch == FINAL_EPOCH:

@@ -260,7 +260,6 @@ async def _answer_for_empty_group(
 async def _change_state(
     services: BrokerServices,
     key: ShareStateKey,
-    topic_partition: TopicPartition,
     change: Callable[[ShareStateKey], Awaitable[Any]],
 ) -> tuple[ErrorCode, str | None]:
     """Apply ``change`` (initialize or delete) to the partition's stored state and drop
@@ -268,7 +267,7 @@ async def _change_state(
     answer (NONE when it went through)."""
     try:
         await change(key)
-        services.share_partitions.forget(key.group_id, topic_partition)
+        services.share_partitions.forget(key)
     except KafkaError as e:
         return e.code, str(e) or None
     return ErrorCode.none, None
@@ -302,7 +301,6 @@ async def handle_alter_share_group_offsets(
                     error, message = await _change_state(
                         services,
                         ShareStateKey(group_id, topic.topic_id, index),
-                        TopicPartition(name, index),
                         partial(services.share_persister.initialize, start_offset=start),
                     )
                 answered.append(
@@ -357,7 +355,6 @@ async def handle_delete_share_group_offsets(
                     failed = await _change_state(
                         services,
                         ShareStateKey(group_id, topic.topic_id, index),
-                        TopicPartition(name, index),
                         services.share_persister.delete,
                     )
                     if failed[0] != ErrorCode.none:
