@@ -34,9 +34,11 @@ from kafka_wire import (
     only_partition,
     produce_request,
 )
+from kio.schema.alter_replica_log_dirs.v2 import request as alter_replica_log_dirs_v2
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v3 import request as delete_topics_v3
 from kio.schema.describe_log_dirs.v1 import request as describe_log_dirs_v1
+from kio.schema.describe_quorum.v2 import request as describe_quorum_v2
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 from share_wire import ShareMember
 from share_wire import topic_id as share_topic_id
@@ -609,6 +611,45 @@ def test_cluster_apis_need_their_cluster_operation(clean: BrokerProcess, topic: 
                 metadata_request([]), include_cluster_authorized_operations=True
             )
             assert int(connection.request(request).cluster_authorized_operations) == 0
+        finally:
+            revoke(clean, deny)
+
+
+def test_log_dir_moves_and_the_quorum_are_cluster_apis(clean: BrokerProcess, topic: str) -> None:
+    """AlterReplicaLogDirs runs with ALTER on the cluster (which ANONYMOUS holds; denying
+    it would lock the test out of removing the denial), and a DENY of DESCRIBE refuses
+    DescribeQuorum as a whole, as Kafka's controller does."""
+    move = alter_replica_log_dirs_v2.AlterReplicaLogDirsRequest(
+        dirs=(
+            alter_replica_log_dirs_v2.AlterReplicaLogDir(
+                path=str(clean.data_dir.resolve()),
+                topics=(
+                    alter_replica_log_dirs_v2.AlterReplicaLogDirTopic(name=topic, partitions=(0,)),
+                ),
+            ),
+        )
+    )
+    quorum = describe_quorum_v2.DescribeQuorumRequest(
+        topics=(
+            describe_quorum_v2.TopicData(
+                topic_name="__cluster_metadata",
+                partitions=(describe_quorum_v2.PartitionData(partition_index=0),),
+            ),
+        )
+    )
+    with KafkaConnection(clean.host, clean.port) as connection:
+        (moved,) = connection.request(move).results
+        not_hosted = errors.ErrorCode.replica_not_available
+        assert int(moved.partitions[0].error_code) == not_hosted
+        described = connection.request(quorum)
+        assert int(described.error_code) == 0
+        assert int(described.topics[0].partitions[0].error_code) == 3  # no quorum here
+        deny = binding(ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE, Permission.DENY)
+        add(clean, deny)
+        try:
+            refused = connection.request(quorum)
+            assert int(refused.error_code) == errors.ErrorCode.cluster_authorization_failed
+            assert refused.topics == ()
         finally:
             revoke(clean, deny)
 

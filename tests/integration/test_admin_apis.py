@@ -1,6 +1,7 @@
 """The admin APIs tools call on any cluster, against one real broker: DescribeCluster,
-DescribeLogDirs, ListConfigResources, DescribeProducers, ElectLeaders,
-AlterPartitionReassignments and ListPartitionReassignments.
+DescribeLogDirs, AlterReplicaLogDirs, DescribeQuorum, ListConfigResources,
+DescribeProducers, ElectLeaders, AlterPartitionReassignments and
+ListPartitionReassignments.
 
 Driven through confluent-kafka's and kafka-python's admin clients where they expose the
 call, and with raw requests for every advertised version and for inputs no client sends.
@@ -20,11 +21,14 @@ import pytest
 from client_helpers import admin_client
 from confluent_kafka import ElectionType, KafkaError, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartitionReplica
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import (
     InvalidReplicationAssignmentError,
+    LogDirNotFoundError,
+    NoError,
     NoReassignmentInProgressError,
+    ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -32,7 +36,9 @@ from kafka_wire import KafkaConnection, advertised_versions, create_topics_reque
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
+DESCRIBE_QUORUM = 55
 ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
@@ -41,7 +47,9 @@ DESCRIBE_PRODUCERS = 61
 LIST_CONFIG_RESOURCES = 74
 
 EXPECTED_RANGES = {
+    ALTER_REPLICA_LOG_DIRS: (1, 2),
     DESCRIBE_LOG_DIRS: (1, 4),
+    DESCRIBE_QUORUM: (0, 2),
     ELECT_LEADERS: (0, 2),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
@@ -60,6 +68,8 @@ INVALID_TOPIC_EXCEPTION = 17
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
 UNSUPPORTED_VERSION = 35
+REPLICA_NOT_AVAILABLE = 9
+LOG_DIR_NOT_FOUND = 57
 
 CLUSTER_OPERATIONS = {
     AclOperation.CREATE,
@@ -267,6 +277,131 @@ def test_describe_log_dirs_every_version(broker: Any, topic: str, version: int) 
     assert int(empty.error_code) == 0 and empty.topics == ()
     if version >= 4:
         assert int(result.total_bytes) > 0 and int(result.usable_bytes) > 0
+
+
+# ── AlterReplicaLogDirs ────────────────────────────────────────────────────────────────
+
+
+def partition_files(data_dir: Path, topic: str, partition: int) -> dict[str, bytes]:
+    directory = data_dir / f"{topic}-{partition}"
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+def test_kafka_python_alter_replica_log_dirs_within_the_one_log_dir_changes_nothing(
+    broker: Any, topic: str, kafka_python_admin: Any
+) -> None:
+    """The broker has one log directory: moving a replica into it succeeds, whether it is
+    named as DescribeLogDirs reports it or as configured, and leaves the files alone."""
+    create_topic(broker, topic, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    try:
+        producer.send(topic, b"stays", partition=0).get(timeout=15)
+    finally:
+        producer.close(timeout=5)
+    (described,) = kafka_python_admin.describe_log_dirs({topic: [0]})
+    (log_dir,) = described["log_dirs"]
+    before = partition_files(broker.data_dir, topic, 0)
+
+    moved = kafka_python_admin.alter_replica_log_dirs(
+        {
+            TopicPartitionReplica(topic, 0, 0): log_dir["log_dir"],
+            TopicPartitionReplica(topic, 1, 0): os.path.abspath(broker.data_dir),
+        }
+    )
+    assert moved == {
+        TopicPartitionReplica(topic, 0, 0): NoError,
+        TopicPartitionReplica(topic, 1, 0): NoError,
+    }
+    assert partition_files(broker.data_dir, topic, 0) == before
+
+
+def test_kafka_python_alter_replica_log_dirs_refuses_other_dirs_and_unhosted_partitions(
+    broker: Any, topic: str, tmp_path: Path, kafka_python_admin: Any
+) -> None:
+    create_topic(broker, topic)
+    elsewhere = tmp_path / "another-log-dir"
+    elsewhere.mkdir()
+    refused = kafka_python_admin.alter_replica_log_dirs(
+        {
+            TopicPartitionReplica(topic, 0, 0): str(elsewhere),
+            TopicPartitionReplica(topic, 5, 0): str(broker.data_dir.resolve()),
+            TopicPartitionReplica("no-such-topic", 0, 0): str(broker.data_dir.resolve()),
+        }
+    )
+    assert refused == {
+        TopicPartitionReplica(topic, 0, 0): LogDirNotFoundError,
+        TopicPartitionReplica(topic, 5, 0): ReplicaNotAvailableError,
+        TopicPartitionReplica("no-such-topic", 0, 0): ReplicaNotAvailableError,
+    }
+    assert not list(elsewhere.iterdir())  # nothing was moved there
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_alter_replica_log_dirs_every_version(broker: Any, topic: str, version: int) -> None:
+    """A relative path is not the log directory; a partition named twice is answered
+    once, for the last directory naming it, as Kafka's map of moves keeps it."""
+    create_topic(broker, topic, partitions=2)
+    log_dir = request_class(ALTER_REPLICA_LOG_DIRS, version, "AlterReplicaLogDir")
+    dir_topic = request_class(ALTER_REPLICA_LOG_DIRS, version, "AlterReplicaLogDirTopic")
+    request = request_class(ALTER_REPLICA_LOG_DIRS, version, "AlterReplicaLogDirsRequest")(
+        dirs=(
+            log_dir(path="data", topics=(dir_topic(name=topic, partitions=(0, 1)),)),
+            log_dir(
+                path=str(broker.data_dir.resolve()),
+                topics=(dir_topic(name=topic, partitions=(1,)),),
+            ),
+        )
+    )
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(request)
+    (result,) = response.results
+    assert result.topic_name == topic
+    assert {int(p.partition_index): int(p.error_code) for p in result.partitions} == {
+        0: LOG_DIR_NOT_FOUND,
+        1: 0,
+    }
+
+
+# ── DescribeQuorum ─────────────────────────────────────────────────────────────────────
+
+
+def test_kafka_python_describe_metadata_quorum_says_there_is_no_quorum(
+    kafka_python_admin: Any,
+) -> None:
+    """Sluice keeps its metadata in ZooKeeper or a file: the metadata log a Kafka quorum
+    describes does not exist, and the answer says so rather than failing the call."""
+    described = kafka_python_admin.describe_metadata_quorum()
+    (topic,) = described["topics"]
+    assert topic["topic_name"] == "__cluster_metadata"
+    (partition,) = topic["partitions"]
+    assert partition["partition_index"] == 0
+    assert "UnknownTopicOrPartitionError" in partition["error"]
+    assert "no KRaft quorum" in partition["error"]
+    assert partition["current_voters"] == [] and partition["observers"] == []
+    assert described["nodes"] == []
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_quorum_every_version(broker: Any, version: int) -> None:
+    topic_data = request_class(DESCRIBE_QUORUM, version, "TopicData")
+    partition_data = request_class(DESCRIBE_QUORUM, version, "PartitionData")
+    request = request_class(DESCRIBE_QUORUM, version, "DescribeQuorumRequest")(
+        topics=(
+            topic_data(
+                topic_name="__cluster_metadata",
+                partitions=(partition_data(partition_index=0), partition_data(partition_index=3)),
+            ),
+        )
+    )
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(request)
+    assert int(response.error_code) == 0
+    (topic,) = response.topics
+    assert [(int(p.partition_index), int(p.error_code)) for p in topic.partitions] == [
+        (0, UNKNOWN_TOPIC_OR_PARTITION),
+        (3, UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert all(int(p.leader_id) == -1 and p.current_voters == () for p in topic.partitions)
 
 
 # ── ListConfigResources ────────────────────────────────────────────────────────────────

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,13 @@ from confluent_kafka import Producer
 COMMAND_TIMEOUT_S = 60.0
 
 
-def run_sluice(*args: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
-    """``python -m sluice ARGS`` to completion: exit status and stderr."""
+def run_sluice(
+    *args: str, environment: dict[str, str] | None = None, prefix: Sequence[str] = ()
+) -> tuple[int, str]:
+    """``python -m sluice ARGS`` to completion (run by the command ``prefix`` when
+    given): exit status and stderr."""
     result = subprocess.run(
-        [sys.executable, "-m", "sluice", *args],
+        [*prefix, sys.executable, "-m", "sluice", *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         env={**os.environ, **(environment or {})},
@@ -40,11 +44,22 @@ def one_line_error(exit_code: int, stderr: str) -> str:
     return error_lines[0]
 
 
-def serve(data_dir: Path, *extra: str) -> tuple[int, str]:
+def serve(data_dir: Path, *extra: str, prefix: Sequence[str] = ()) -> tuple[int, str]:
     """A ``sluice serve`` that must fail before serving (a timeout means it served)."""
     port = str(free_port())
     no_http = ("-o", "http.port=0")
-    return run_sluice("serve", "--data-dir", str(data_dir), "--port", port, *no_http, *extra)
+    return run_sluice(
+        "serve", "--data-dir", str(data_dir), "--port", port, *no_http, *extra, prefix=prefix
+    )
+
+
+def on_a_read_only_filesystem(mount_point: Path) -> list[str]:
+    """A command prefix: what follows runs in a mount namespace of its own, where an
+    empty read-only tmpfs is mounted on ``mount_point`` (unseen outside; as a user other
+    than root, inside a user namespace too)."""
+    user_namespace = [] if os.geteuid() == 0 else ["--map-root-user"]
+    mount = 'mount -t tmpfs -o ro,size=1m sluice-read-only "$0" && exec "$@"'
+    return ["unshare", "--mount", *user_namespace, "sh", "-c", mount, str(mount_point)]
 
 
 def test_a_different_node_id_on_an_existing_data_dir_is_refused(tmp_path: Path, topic: str) -> None:
@@ -137,6 +152,39 @@ def test_a_data_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     assert "not a directory" in line
     line = one_line_error(*serve(a_file / "below"))
     assert str(a_file / "below") in line
+
+
+def test_a_data_dir_that_cannot_be_created_is_one_line() -> None:
+    """/proc and /sys take no directories of ours: not a traceback, but what was wrong."""
+    line = one_line_error(*serve(Path("/proc/sluice-data")))
+    assert "cannot create the data directory /proc/sluice-data" in line
+    assert "pseudo-filesystem" in line
+    assert "--data-dir" in line
+    line = one_line_error(*serve(Path("/sys/sluice-data/below")))
+    assert "cannot create the data directory /sys/sluice-data/below" in line
+    assert "--data-dir" in line
+
+
+def test_a_data_dir_that_takes_no_files_is_one_line() -> None:
+    """An existing directory where no file can be created (here /proc/self)."""
+    line = one_line_error(*serve(Path("/proc/self")))
+    assert "cannot write in the data directory /proc/self" in line
+    assert "/proc/self/.lock" in line
+    assert "--data-dir" in line
+
+
+def test_a_data_dir_on_a_read_only_filesystem_is_one_line(tmp_path: Path) -> None:
+    mount_point = tmp_path / "read-only"
+    mount_point.mkdir()
+    prefix = on_a_read_only_filesystem(mount_point)
+    line = one_line_error(*serve(mount_point / "data", prefix=prefix))
+    assert f"cannot create the data directory {mount_point / 'data'}" in line
+    assert "read-only filesystem" in line
+    assert "remount it read-write or pass --data-dir another directory" in line
+    line = one_line_error(*serve(mount_point, prefix=prefix))
+    assert f"cannot write in the data directory {mount_point}" in line
+    assert "read-only filesystem" in line
+    assert not list(mount_point.iterdir())  # the mount was the child's own
 
 
 @pytest.mark.parametrize("field", ["cluster_id", "next_producer_id", "topics"])

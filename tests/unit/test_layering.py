@@ -53,14 +53,28 @@ NO_IO_PACKAGES = {"protocol", "storage", "common"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def _imports(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str]]:
+    """Every module ``source`` imports, with its line, relative imports resolved against
+    the package of ``module`` (``from ..client import x`` in ``sluice.storage.log`` is
+    ``sluice.client``); ``from package import name`` without a module of its own
+    (``from sluice import client``, ``from . import index``) names ``package.name``."""
+    package = module if is_package else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                parts = package.split(".")
+                assert node.level <= len(parts), f"line {node.lineno}: import beyond the top"
+                base = ".".join([*parts[: len(parts) - node.level + 1], node.module or ""])
+                base = base.rstrip(".")
+            if node.module is None or base == "sluice":
+                found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+            else:
+                found.append((node.lineno, base))
     return found
 
 
@@ -73,14 +87,10 @@ def _package_of(path: Path) -> str | None:
     return relative[0] if len(relative) > 1 else None
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SOURCE_ROOT)))
-def test_imports_respect_the_layers(path: Path) -> None:
-    package = _package_of(path)
-    if package is None:
-        return
-    assert package in LAYER, f"package {package!r} is not placed in a layer (docs/ARCHITECTURE.md)"
+def _layer_problems(package: str, imports: list[tuple[int, str]]) -> list[str]:
+    """What breaks the layering among the imports of a module of ``package``."""
     problems = []
-    for line, name in _imports(path):
+    for line, name in imports:
         parts = name.split(".")
         if parts[0] in IO_MODULES and package in NO_IO_PACKAGES:
             problems.append(f"line {line}: {package}/ must not import {name} (sans-IO)")
@@ -96,7 +106,44 @@ def test_imports_respect_the_layers(path: Path) -> None:
             problems.append(f"line {line}: {package}/ imports its peer layer {name}")
         if target in FORBIDDEN_PACKAGES.get(package, set()):
             problems.append(f"line {line}: {package}/ must not import {name}")
+    return problems
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SOURCE_ROOT)))
+def test_imports_respect_the_layers(path: Path) -> None:
+    package = _package_of(path)
+    if package is None:
+        return
+    assert package in LAYER, f"package {package!r} is not placed in a layer (docs/ARCHITECTURE.md)"
+    imports = _imports(path.read_text(), _module_name(path), is_package=path.name == "__init__.py")
+    problems = _layer_problems(package, imports)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "is_package", "named"),
+    [
+        ("from ..client import x", "sluice.storage.log", False, "sluice.client"),
+        ("from .. import client", "sluice.storage.log", False, "sluice.client"),
+        ("from ...client.admin import x", "sluice.storage.sub.log", False, "sluice.client.admin"),
+        ("from ...client import x", "sluice.storage.sub", True, "sluice.client"),
+        ("from sluice import client", "sluice.storage.log", False, "sluice.client"),
+        ("import sluice.client.admin", "sluice.storage.log", False, "sluice.client.admin"),
+    ],
+)
+def test_the_layer_check_resolves_every_import_form(
+    source: str, module: str, is_package: bool, named: str
+) -> None:
+    imports = _imports(source, module, is_package=is_package)
+    assert imports == [(1, named)]
+    problems = _layer_problems("storage", imports)
+    assert problems == [f"line 1: storage/ (layer 2) imports {named} (layer 3)"]
+
+
+def test_the_layer_check_allows_relative_imports_within_a_package() -> None:
+    imports = _imports("from .segment import Segment\nfrom . import index", "sluice.storage.log")
+    assert imports == [(1, "sluice.storage.segment"), (2, "sluice.storage.index")]
+    assert _layer_problems("storage", imports) == []
 
 
 def _module_name(path: Path) -> str:

@@ -45,6 +45,7 @@ from sluice.broker.allocator import tune_allocator
 from sluice.broker.authorization import Authorizer
 from sluice.broker.coordinator_hosting import CoordinatorHosting
 from sluice.broker.coordinator_log import PartitionCoordinatorLog
+from sluice.broker.data_dir import create_data_dir, open_in_data_dir
 from sluice.broker.delays import DelayScheduler
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.dynamic_config import DynamicBrokerConfig
@@ -252,25 +253,8 @@ class Broker:
         return await self._dispatcher.handle(frame, connection)
 
     def _lock_data_dir(self) -> None:
-        if self.data_dir.exists() and not self.data_dir.is_dir():
-            raise BrokerFatalError(
-                f"the data directory {self.data_dir} is a file, not a directory: "
-                "pass --data-dir a directory (it is created if missing)"
-            )
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise BrokerFatalError(
-                f"cannot create the data directory {self.data_dir}: a file is in its path; "
-                "pass --data-dir a directory (it is created if missing)"
-            ) from None
-        try:
-            self._lock_file = open(self.data_dir / LOCK_FILE, "wb")  # noqa: SIM115
-        except OSError as e:
-            raise BrokerFatalError(
-                f"cannot open the data directory {self.data_dir}: {describe_os_error(e)}; "
-                f"{what_to_do(e)}"
-            ) from None
+        create_data_dir(self.data_dir)
+        self._lock_file = open_in_data_dir(self.data_dir, LOCK_FILE)
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

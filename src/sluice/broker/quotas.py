@@ -69,6 +69,12 @@ EXEMPT_FROM_REQUEST_QUOTA = frozenset(
 """Requests a client needs before it can do anything (Kafka exempts them too)."""
 
 
+def _one_line(error: BaseException) -> str:
+    """An error as its type and message (kazoo's often have no message)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+
+
 def user_of(principal: str) -> str:
     """The quota user of a principal: its name (``User:alice`` → ``alice``)."""
     _, _, name = principal.partition(":")
@@ -82,6 +88,7 @@ class ClientQuotas:
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._rates: dict[tuple[str, str | None, str | None], SampledRate] = {}
         self._last_sweep = time.monotonic()
+        self._failed_refreshes = 0
 
     # -- the quotas ---------------------------------------------------------------
 
@@ -103,10 +110,31 @@ class ClientQuotas:
         """Read the stored quotas again now and then (changes made on other brokers)."""
         while True:
             await asyncio.sleep(QUOTA_REFRESH_INTERVAL_S)
-            try:
-                await self.load()
-            except Exception:  # the store is unreachable for now: keep the last copy
-                log.warning("could not read the client quotas", exc_info=True)
+            await self.refresh()
+
+    async def refresh(self) -> bool:
+        """Read the stored quotas again; False when the store could not be read (a
+        ZooKeeper session expired or lost, say), which keeps the last copy. The first
+        failure of a run is logged as one line, the run's end once more."""
+        try:
+            await self.load()
+        except Exception as e:  # the store is unreachable for now: keep the last copy
+            self._failed_refreshes += 1
+            level = logging.WARNING if self._failed_refreshes == 1 else logging.DEBUG
+            log.log(
+                level,
+                "could not read the client quotas from the metadata store (%s); keeping "
+                "the last ones read and trying again every %g s",
+                _one_line(e),
+                QUOTA_REFRESH_INTERVAL_S,
+            )
+            return False
+        if self._failed_refreshes:
+            log.info(
+                "read the client quotas again (failed reads before: %d)", self._failed_refreshes
+            )
+            self._failed_refreshes = 0
+        return True
 
     async def store(self, entity: QuotaEntity, values: Mapping[str, float]) -> None:
         """Replace an entity's quotas durably (empty removes it), effective at once."""

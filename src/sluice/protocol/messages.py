@@ -4,7 +4,9 @@ Handlers are written once against field names, not once per version. ``schemas(a
 version)`` gives the module holding that version's request/response classes, and
 :func:`make` fills a class from keyword values: fields the version lacks are dropped,
 and plain Python values are converted to the wire types kio wants (error codes, ms
-durations, ms timestamps)::
+durations, ms timestamps). A name that no version of the class has is refused
+(:class:`UnknownFieldError`): it is a misspelling, which would otherwise vanish from the
+wire without a trace::
 
     module = response_module(ApiKey.METADATA, 8)
     make(module.MetadataResponsePartition, error_code=0, partition_index=0, leader_id=0,
@@ -15,6 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
+import pkgutil
+import re
 from functools import cache
 from types import ModuleType
 from typing import Any, TypeVar
@@ -52,6 +57,45 @@ def _field_kinds(cls: type[Any]) -> dict[str, str | None]:
     return kinds
 
 
+_VERSIONED_MODULE = re.compile(r"^(?P<api>.+)\.v(?P<version>\d+)\.(?P<entity>\w+)$")
+"""A kio schema module: ``kio.schema.<api>.v<version>.<request|response>``."""
+
+
+class UnknownFieldError(TypeError):
+    """:func:`make` was given a field name that no version of the class has."""
+
+
+_NAMES_IN_ANY_VERSION: dict[type[Any], frozenset[str]] = {}
+
+
+def _names_in_any_version(cls: type[Any]) -> frozenset[str]:
+    """The field names of ``cls`` in every version of its API that has a class of the
+    same name (just its own names for a class outside kio's versioned schemas)."""
+    known = _NAMES_IN_ANY_VERSION.get(cls)
+    if known is None:
+        known = _NAMES_IN_ANY_VERSION[cls] = _collect_names_in_any_version(cls)
+    return known
+
+
+def _collect_names_in_any_version(cls: type[Any]) -> frozenset[str]:
+    names = set(_field_kinds(cls))
+    matched = _VERSIONED_MODULE.match(cls.__module__)
+    if matched is None:
+        return frozenset(names)
+    api_package = importlib.import_module(matched["api"])
+    for version in pkgutil.iter_modules(api_package.__path__):
+        if not re.fullmatch(r"v\d+", version.name):
+            continue
+        try:
+            module = importlib.import_module(f"{matched['api']}.{version.name}.{matched['entity']}")
+        except ModuleNotFoundError:
+            continue
+        sibling = getattr(module, cls.__qualname__, None)
+        if isinstance(sibling, type) and dataclasses.is_dataclass(sibling):
+            names.update(_field_kinds(sibling))
+    return frozenset(names)
+
+
 def _convert(kind: str | None, value: Any) -> Any:
     if kind == "error_code" and not isinstance(value, ErrorCode):
         return ErrorCode(int(value))
@@ -63,8 +107,19 @@ def _convert(kind: str | None, value: Any) -> Any:
 
 
 def make(cls: type[T], **values: Any) -> T:
-    """An instance of kio class ``cls`` from the values it has fields for."""
+    """An instance of kio class ``cls`` from the values it has fields for.
+
+    Raises :class:`UnknownFieldError` for a name that no version of ``cls`` has."""
     kinds = _field_kinds(cls)
+    unknown = [name for name in values if name not in kinds]
+    if unknown:
+        everywhere = _names_in_any_version(cls)
+        misspelled = sorted(name for name in unknown if name not in everywhere)
+        if misspelled:
+            raise UnknownFieldError(
+                f"{cls.__qualname__} has no field {', '.join(map(repr, misspelled))} "
+                f"in any version (module {cls.__module__})"
+            )
     fields = {name: _convert(kinds[name], value) for name, value in values.items() if name in kinds}
     return cls(**fields)
 

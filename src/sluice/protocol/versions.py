@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -63,6 +64,7 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -208,6 +210,12 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # broker, switching on behaviour keyed to the broker version (epoch bumps through
     # InitProducerId v3+, which Sluice does not serve), so it stays out.
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4, 2),
+    # AlterReplicaLogDirs (handlers/admin_log_dirs.py): one log directory, so a move
+    # within it succeeds as a no-op; v0 was removed in Kafka 4.0. DescribeQuorum
+    # (handlers/describe_quorum.py): no KRaft quorum here, every partition answers
+    # UNKNOWN_TOPIC_OR_PARTITION; it is flexible from v0.
+    ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2, 2),
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2, 0),
     ApiKey.ELECT_LEADERS: VersionRange(0, 2, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0, 0),
@@ -288,7 +296,9 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.DESCRIBE_QUORUM: 0,
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,

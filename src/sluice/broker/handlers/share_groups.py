@@ -30,7 +30,7 @@ from sluice.group.api import (
     ShareGroupHeartbeatRequest,
 )
 from sluice.group.share_group import ShareTopic
-from sluice.protocol.messages import make, response_module
+from sluice.protocol.messages import has_field, make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -62,8 +62,15 @@ class _BrokerTopics(Mapping[str, ShareTopic]):
 
 
 def _topic_partitions(topic_class: type[Any], assigned: tuple[ShareAssignedTopic, ...]) -> Any:
+    """Assigned partitions by topic: ShareGroupDescribe names each topic, while
+    ShareGroupHeartbeat's assignment has only topic ids (no version has a name there)."""
+    names = has_field(topic_class, "topic_name")
     return tuple(
-        make(topic_class, topic_id=t.topic_id, topic_name=t.topic_name, partitions=t.partitions)
+        make(topic_class, topic_id=t.topic_id, partitions=t.partitions)
+        if not names
+        else make(
+            topic_class, topic_id=t.topic_id, topic_name=t.topic_name, partitions=t.partitions
+        )
         for t in assigned
     )
 
