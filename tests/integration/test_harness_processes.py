@@ -87,7 +87,9 @@ def test_another_process_on_the_port_is_not_taken_for_the_broker(tmp_path: Path)
     port = broker.port
     broker.stop()
     with listening_socket(port):
-        with pytest.raises(BrokerStartError, match="could not bind its port"):
+        # It fails, whether or not an attempt got as far as binding before the deadline
+        # (the message then says the port was taken).
+        with pytest.raises(BrokerStartError):
             broker.start(timeout_s=SHORT_START_TIMEOUT_S)
         assert not broker.is_running
     broker.start()
