@@ -1,12 +1,14 @@
 """A cluster of real ``sluice serve --zookeeper`` processes on loopback ports, sharing a
-private ZooKeeper (one chroot per cluster), for the cluster tests."""
+private ZooKeeper (one chroot per cluster), for the cluster tests.
+
+Each broker binds port 0 at its first start (see ``broker_process``) and registers the
+port it got, so brokers of concurrent tests never race for a port. A cluster that fails
+to start stops the brokers it had started before it raises."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -65,13 +67,27 @@ class Cluster:
         ]
 
     def start(self) -> None:
-        for broker in self.brokers:
-            broker.start()
-        self.wait_for(lambda status: len(status["brokers"]) == len(self.brokers))
+        """Start every broker and wait until all are registered; on any failure, stop
+        those started (then raise)."""
+        try:
+            for broker in self.brokers:
+                broker.start()
+            self.wait_for(lambda status: len(status["brokers"]) == len(self.brokers))
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
+        """Stop every broker, each even when stopping another failed (the first failure
+        is raised once all were tried)."""
+        failures: list[BaseException] = []
         for broker in self.brokers:
-            broker.stop()
+            try:
+                broker.stop()
+            except Exception as e:
+                failures.append(e)
+        if failures:
+            raise failures[0]
 
     def broker(self, node_id: int) -> BrokerProcess:
         return self.brokers[node_id]
@@ -150,11 +166,8 @@ def running_cluster(
     cluster = Cluster(
         base_dir, f"{zookeeper_connect}/{uuid.uuid4().hex}", size, overrides, network, http=http
     )
-    cluster.start()
+    cluster.start()  # stops what it started when it fails
     try:
         yield cluster
     finally:
-        for broker in cluster.brokers:
-            if broker.is_running:
-                os.kill(broker.pid, signal.SIGCONT)
-        cluster.stop()
+        cluster.stop()  # paused brokers are resumed (SIGCONT) to act on SIGTERM

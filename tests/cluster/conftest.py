@@ -16,6 +16,12 @@ from sluice.cli.local_zookeeper import LocalZooKeeper
 # The broker-process helpers are shared with the single-node integration tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
+import process_leaks
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    process_leaks.register(config)
+
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:

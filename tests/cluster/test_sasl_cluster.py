@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from broker_process import HOST, free_port
+from broker_process import HOST
 from cluster_processes import Cluster
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -56,19 +56,15 @@ class SaslCluster(Cluster):
     def __init__(self, base_dir, zookeeper_connect: str, ca: CertificateAuthority) -> None:
         super().__init__(base_dir, zookeeper_connect, 3)
         self.ca = ca
-        self.client_ports: dict[int, int] = {}
         for broker in self.brokers:
             keystore = ca.issue(
                 f"broker-{broker.node_id}", f"/CN=broker-{broker.node_id}", server=True
             )
-            internal, clients = free_port(), free_port()
-            self.client_ports[broker.node_id] = clients
             broker.overrides.update(
                 {
-                    "listeners": (
-                        f"PLAINTEXT://{HOST}:{broker.port},INTERNAL://{HOST}:{internal},"
-                        f"CLIENTS://{HOST}:{clients}"
-                    ),
+                    # Port 0: each listener binds a port of the kernel's choice (read
+                    # back once started, kept across restarts).
+                    "listeners": f"PLAINTEXT://{HOST}:0,INTERNAL://{HOST}:0,CLIENTS://{HOST}:0",
                     "listener.security.protocol.map": (
                         "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CLIENTS:SASL_SSL"
                     ),
@@ -82,10 +78,15 @@ class SaslCluster(Cluster):
                 }
             )
 
+    @property
+    def client_ports(self) -> dict[int, int]:
+        """Each broker's CLIENTS port, by node id (bound at its first start)."""
+        return {b.node_id: b.listener_ports["CLIENTS"] for b in self.brokers}
+
     def client_settings(self) -> dict[str, str]:
         return {
             "bootstrap.servers": ",".join(
-                f"{HOST}:{self.client_ports[b.node_id]}" for b in self.running()
+                f"{HOST}:{b.listener_ports['CLIENTS']}" for b in self.running()
             ),
             "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(self.ca.certificate),

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from broker_process import HOST, free_port
+from broker_process import HOST
 from cluster_processes import Cluster
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -32,19 +32,15 @@ class TlsCluster(Cluster):
     def __init__(self, base_dir, zookeeper_connect: str, ca: CertificateAuthority) -> None:
         super().__init__(base_dir, zookeeper_connect, 3)
         self.ca = ca
-        self.ssl_ports: dict[int, int] = {}
         for broker in self.brokers:
             keystore = ca.issue(
                 f"broker-{broker.node_id}", f"/CN=broker-{broker.node_id}", server=True
             )
-            internal, clients = free_port(), free_port()
-            self.ssl_ports[broker.node_id] = clients
             broker.overrides.update(
                 {
-                    "listeners": (
-                        f"PLAINTEXT://{HOST}:{broker.port},INTERNAL://{HOST}:{internal},"
-                        f"SSL://{HOST}:{clients}"
-                    ),
+                    # Port 0: each listener binds a port of the kernel's choice (read
+                    # back once started, kept across restarts).
+                    "listeners": f"PLAINTEXT://{HOST}:0,INTERNAL://{HOST}:0,SSL://{HOST}:0",
                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,SSL:SSL",
                     "inter.broker.listener.name": "INTERNAL",
                     "ssl.keystore.location": str(keystore.keystore),
@@ -54,8 +50,13 @@ class TlsCluster(Cluster):
             )
 
     @property
+    def ssl_ports(self) -> dict[int, int]:
+        """Each broker's SSL port, by node id (bound at its first start)."""
+        return {b.node_id: b.listener_ports["SSL"] for b in self.brokers}
+
+    @property
     def ssl_bootstrap(self) -> str:
-        return ",".join(f"{HOST}:{self.ssl_ports[b.node_id]}" for b in self.running())
+        return ",".join(f"{HOST}:{b.listener_ports['SSL']}" for b in self.running())
 
     def client_settings(self) -> dict[str, str]:
         return {

@@ -1,35 +1,59 @@
 """A real ``python -m sluice serve`` process on a loopback port, for integration tests.
 
-The broker is started exactly as a user starts it; readiness is "the port accepts TCP
-connections", polled with a deadline. Its stderr (the log) goes to a file that survives
-restarts, so a failing test can show what the broker said. The HTTP listener is off
-unless a test asks for it (``http_port``): its default port, 8080, would clash between
-brokers.
+The broker is started exactly as a user starts it. Unless a test gives a port, its first
+start binds port 0 (the kernel's choice, so no two processes can race for one) and the
+port is read back from the broker's ready line (:mod:`sluice.testing.ready_line`), which
+is also what says it is ready: "the port accepts TCP connections" would be satisfied by
+whatever else listens there. Restarts keep the ports (a listener given port 0 in
+``listeners`` keeps the port it got too); a restart that finds its port taken tries
+again until its deadline. Its stderr (the log) goes to a file that survives restarts, so
+a failing test can show what the broker said. The HTTP listener is off unless a test
+asks for it (``http_port``): its default port, 8080, would clash between brokers; given
+0, a free port is picked here and, should something take it before the broker binds it,
+another (``HTTP_PORT_ATTEMPTS``). A broker that fails to start is killed, whatever
+stopped the start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from sluice.cli.loopback import HOST, accepts_connections, free_port
+from sluice.cli.loopback import HOST, free_port
+from sluice.testing.ready_line import ready_listeners
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOG_TAIL_BYTES = 20_000
+POLL_INTERVAL_S = 0.05
+"""How often a starting broker's log is read for its ready line."""
+HTTP_PORT_ATTEMPTS = 5
+"""Starts on a newly picked HTTP port after the one picked before was taken."""
+_PORT_IN_USE = "is already in use"
+_HTTP_PORT_IN_USE = "the HTTP port"
+_ZERO_PORT_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>[^,]*):0(?=,|$)")
 
 
 class BrokerStartError(RuntimeError):
     pass
 
 
+class _PortTaken(Exception):
+    """The broker exited at start because a port it was told to bind was taken."""
+
+    def __init__(self, http: bool) -> None:
+        super().__init__("HTTP port taken" if http else "port taken")
+        self.http = http
+
+
 class BrokerProcess:
-    """One broker process; ``stop``/``start`` keep the same port and data directory."""
+    """One broker process; ``stop``/``start`` keep the same ports and data directory."""
 
     def __init__(
         self,
@@ -47,10 +71,15 @@ class BrokerProcess:
         self.host = host
         self.command_prefix = list(command_prefix or [])
         """Put before the command line (a test runs the broker in a network namespace)."""
-        self.port = port if port is not None else free_port(host)
+        self.port = port if port is not None else 0
+        """The first listener's port: given, or 0 until the first start binds one of the
+        kernel's choice (then kept across restarts)."""
+        self.listener_ports: dict[str, int] = {}
+        """Each listener's bound port by listener name, once started."""
+        self._http_port_picked = http_port == 0
         self.http_port = free_port(host) if http_port == 0 else http_port
         """The HTTP listener's port (metrics, health); None: off. Given 0, a free port
-        is picked here (kept across restarts)."""
+        is picked here (kept across restarts; another if it is taken at the first)."""
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
@@ -66,6 +95,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
+        assert self.port != 0, "the broker has no port before its first start"
         return f"{self.host}:{self.port}"
 
     @property
@@ -100,15 +130,55 @@ class BrokerProcess:
         ]
         argv += ["-o", f"http.port={self.http_port or 0}"]
         for key, value in self.overrides.items():
-            argv += ["-o", f"{key}={value}"]
-        return argv + self.extra_arguments
+            argv += ["-o", f"{key}={self.pin_ports(value) if key == 'listeners' else value}"]
+        return argv + [self.pin_ports(argument) for argument in self.extra_arguments]
+
+    def pin_ports(self, listeners: str) -> str:
+        """``listeners`` with each ``NAME://host:0`` given the port that listener bound
+        at the first start (unchanged before it)."""
+
+        def pinned(match: re.Match[str]) -> str:
+            port = self.listener_ports.get(match["name"])
+            return match[0] if port is None else f"{match['name']}://{match['host']}:{port}"
+
+        return _ZERO_PORT_LISTENER.sub(pinned, listeners)
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start and return once the broker's log says it accepts clients."""
         assert not self.is_running, "broker already running"
+        deadline = time.monotonic() + timeout_s
+        http_attempts = 1
+        port_taken = False
+        while True:
+            try:
+                self._start_once(deadline, timeout_s)
+                return
+            except _PortTaken as taken:
+                if taken.http and self._http_port_picked and http_attempts < HTTP_PORT_ATTEMPTS:
+                    http_attempts += 1
+                    self.http_port = free_port(self.host)
+                    continue
+                port_taken = not taken.http
+                if port_taken and self.starts > 1 and time.monotonic() < deadline:
+                    continue  # a restart: its port may be free again in a moment
+                raise BrokerStartError(
+                    f"broker could not bind its port (exit code {self.last_exit_code})\n"
+                    f"{self.log_tail()}"
+                ) from None
+            except BrokerStartError as e:
+                if not port_taken:
+                    raise
+                raise BrokerStartError(
+                    f"broker could not bind its port {self.port}: taken at each start until "
+                    f"the deadline; {e}"
+                ) from None
+
+    def _start_once(self, deadline: float, timeout_s: float) -> None:
         self.starts += 1
         with self.log_path.open("ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
             log.flush()
+            log_start = log.tell()
             self._process = subprocess.Popen(
                 self.command(),
                 stdin=subprocess.DEVNULL,
@@ -116,22 +186,45 @@ class BrokerProcess:
                 stderr=log,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.environment},
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        try:
+            self._wait_until_ready(log_start, deadline, timeout_s)
+        except BaseException:
+            # Whatever ended the wait (a timeout, an interrupt, a bad log), nothing may
+            # outlive it.
+            self._terminate(signal.SIGKILL)
+            raise
+
+    def _wait_until_ready(self, log_start: int, deadline: float, timeout_s: float) -> None:
+        assert self._process is not None
+        while True:
             exit_code = self._process.poll()
+            log_text = self._log_since(log_start)
+            listeners = ready_listeners(log_text)
+            if listeners:
+                self.listener_ports = {listener.name: listener.port for listener in listeners}
+                self.port = listeners[0].port
+                return
             if exit_code is not None:
                 self.last_exit_code = exit_code
                 self._process = None
+                if _PORT_IN_USE in log_text:
+                    raise _PortTaken(http=_HTTP_PORT_IN_USE in log_text)
                 raise BrokerStartError(
                     f"broker exited with code {exit_code} before listening\n{self.log_tail()}"
                 )
-            if accepts_connections(self.port, self.host):
-                return
-            time.sleep(0.05)  # polling interval while waiting for the port, not a sync
-        self._terminate(signal.SIGKILL)
-        raise BrokerStartError(
-            f"broker did not listen on {self.bootstrap} within {timeout_s}s\n{self.log_tail()}"
-        )
+            if time.monotonic() > deadline:
+                raise BrokerStartError(
+                    f"broker did not say it was ready within {timeout_s}s\n{self.log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL_S)  # polling interval while waiting for the log
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM and wait; SIGKILL if it has not exited in time. Returns the exit code
@@ -159,6 +252,9 @@ class BrokerProcess:
             return self.last_exit_code
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(sig)
+        # A broker a test paused (SIGSTOP) must run again to act on SIGTERM.
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGCONT)
         try:
             exit_code = process.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -182,4 +278,4 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         pid = self._process.pid if self._process is not None else None
-        return f"BrokerProcess({self.bootstrap}, data_dir={self.data_dir}, pid={pid})"
+        return f"BrokerProcess({self.host}:{self.port}, data_dir={self.data_dir}, pid={pid})"

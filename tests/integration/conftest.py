@@ -6,6 +6,9 @@
   the end of the test.
 - ``topic``: a topic name no other test uses.
 
+Every broker is stopped on every path; the ``process_leaks`` plugin registered here
+fails the session if any process a test started outlives it.
+
 When a test fails, the tail of every broker log it touched is added to its report.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import process_leaks
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import round_trip_one_message, unique_topic_name
@@ -33,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "sluice"
     ):
         config.pluginmanager.register(pytest_plugin, "sluice")
+    process_leaks.register(config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,9 +58,17 @@ class BrokerFactory:
         *,
         extra_arguments: list[str] | None = None,
         start: bool = True,
+        http: bool = False,
     ) -> BrokerProcess:
+        """A broker with ``overrides`` (``-o``); with ``http``, its HTTP listener (metrics)
+        on a free port."""
         data_dir = self._base_dir / f"broker-{len(self.brokers)}"
-        broker = BrokerProcess(data_dir, overrides=overrides, extra_arguments=extra_arguments)
+        broker = BrokerProcess(
+            data_dir,
+            overrides=overrides,
+            extra_arguments=extra_arguments,
+            http_port=0 if http else None,
+        )
         self.brokers.append(broker)
         if start:
             broker.start()
@@ -82,7 +95,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:
         for broker in _brokers_used_by(item):
             report.sections.append(
-                (f"broker log {broker.bootstrap} ({broker.log_path})", broker.log_tail())
+                (f"broker log {broker.host}:{broker.port} ({broker.log_path})", broker.log_tail())
             )
     return report
 

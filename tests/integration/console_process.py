@@ -1,6 +1,8 @@
-"""A real ``python -m sluice console`` process on a free loopback port, for tests.
+"""A real ``python -m sluice console`` process on a loopback port, for tests.
 
-Ready means it printed its URL (it does so once it listens); the wait has a deadline.
+It binds port 0 (the kernel's choice: nothing to race for) and is ready when it printed
+its URL, which names the port it got (it prints it once it listens); the wait has a
+deadline.
 ``console_broker`` and ``running_console`` are the setup the console test modules share:
 a broker with its HTTP listener on, and a console on it, each stopped on leaving.
 """
@@ -26,10 +28,11 @@ from pathlib import Path
 from broker_process import BrokerProcess
 
 import sluice
-from sluice.cli.loopback import HOST, free_port
+from sluice.cli.loopback import HOST
 
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
+_ANNOUNCED_URL = re.compile(r" at (?P<url>http://[^/\s]+:(?P<port>\d+))/$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,6 @@ class ConsoleProcess:
     def __init__(
         self, bootstrap: str, *arguments: str, environment: dict[str, str] | None = None
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -56,7 +57,7 @@ class ConsoleProcess:
                 "--host",
                 HOST,
                 "--port",
-                str(self.port),
+                "0",
                 *arguments,
             ],
             stdout=subprocess.PIPE,
@@ -65,6 +66,12 @@ class ConsoleProcess:
         )
         self.output: list[str] = []
         self.first_line = self._first_line()
+        announced = _ANNOUNCED_URL.search(self.first_line)
+        if announced is None:
+            self.stop()
+            raise RuntimeError(f"sluice console announced no URL: {self.first_line}")
+        self.url = announced["url"]
+        self.port = int(announced["port"])
 
     def _first_line(self) -> str:
         """The line announcing the URL; anything logged before it is kept in ``output``.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import struct
 from collections.abc import Coroutine
 from typing import Any
@@ -47,8 +48,10 @@ class DelayingProxy:
         """Set once a request is being held."""
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, port: int) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
+    async def start(self, bound: socket.socket) -> None:
+        """Listen on ``bound``, a socket the caller bound beforehand (on port 0: its
+        port was reserved from the moment the kernel chose it)."""
+        self._server = await asyncio.start_server(self._accept, sock=bound)
 
     async def close(self) -> None:
         if self._server is not None:

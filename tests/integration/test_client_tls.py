@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import HOST, BrokerProcess, free_port
+from broker_process import HOST, BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic_name
 from console_process import ConsoleProcess
 from test_sasl import seed_users
@@ -57,11 +57,11 @@ class TlsBroker(BrokerProcess):
 
     def __init__(self, data_dir: Path, certificates: Certificates) -> None:
         super().__init__(data_dir)
-        self.ssl_port, self.sasl_ssl_port, self.mtls_port = free_port(), free_port(), free_port()
         self.overrides = {
+            # Port 0: each listener binds a port of the kernel's choice (read back once
+            # started, kept across restarts).
             "listeners": (
-                f"PLAINTEXT://{HOST}:{self.port},SSL://{HOST}:{self.ssl_port},"
-                f"SASL_SSL://{HOST}:{self.sasl_ssl_port},MTLS://{HOST}:{self.mtls_port}"
+                f"PLAINTEXT://{HOST}:0,SSL://{HOST}:0,SASL_SSL://{HOST}:0,MTLS://{HOST}:0"
             ),
             "listener.security.protocol.map": (
                 "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SSL"
@@ -73,6 +73,18 @@ class TlsBroker(BrokerProcess):
             "listener.name.mtls.ssl.client.auth": "required",
             "group.initial.rebalance.delay.ms": "0",
         }
+
+    @property
+    def ssl_port(self) -> int:
+        return self.listener_ports["SSL"]
+
+    @property
+    def sasl_ssl_port(self) -> int:
+        return self.listener_ports["SASL_SSL"]
+
+    @property
+    def mtls_port(self) -> int:
+        return self.listener_ports["MTLS"]
 
 
 @pytest.fixture(scope="module")

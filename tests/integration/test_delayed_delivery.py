@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import metrics_scrape
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import (
@@ -323,13 +324,15 @@ def rss_bytes(pid: int) -> int:
 
 
 @pytest.mark.slow
-def test_pending_records_do_not_grow_broker_memory(
+def test_pending_records_wait_on_disk_not_in_memory(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
-    """Pending records cost disk, not memory: with 100,000 records due tomorrow the
-    broker holds what it held with half of them (the first half pays for the broker's
-    high-water mark of decoding produce batches, which does not grow with the count)."""
-    broker = broker_factory()
+    """Pending records cost disk, not memory: with 100,000 records due tomorrow, the
+    broker counts them all parked (its delay index, on disk) and holds none of them in
+    memory (its scheduler loads only what falls due within its window). Asked of the
+    broker itself, not read off its resident size, which moves with allocator and
+    scheduling noise on a busy machine; the size is printed for information."""
+    broker = broker_factory(http=True)
     topic = unique_topic_name("many-pending")
     create_topic(broker.bootstrap, topic, num_partitions=4)
     producer = Producer(producer_config(broker.bootstrap, **{"linger.ms": 20}))
@@ -348,5 +351,9 @@ def test_pending_records_do_not_grow_broker_memory(
     full = park(50_000, 50_000)
     print(f"broker RSS {half / 2**20:.1f} MiB with 50,000 records pending,")
     print(f"{full / 2**20:.1f} MiB with 100,000")
-    growth = full - half
-    assert growth < 4 * 2**20, f"50,000 more pending records took {growth / 2**20:.1f} MiB"
+    samples = metrics_scrape.wait_for(
+        broker.http_url,
+        lambda s: metrics_scrape.value(s, "sluice_delayed_records_parked") == 100_000,
+        "the broker to count 100,000 records parked",
+    )
+    assert metrics_scrape.value(samples, "sluice_delayed_records_loaded") == 0

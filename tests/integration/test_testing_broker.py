@@ -7,10 +7,12 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
 import tomllib
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -202,6 +204,29 @@ def test_http_is_off_unless_asked_for(thread_broker: Broker) -> None:
     assert port > 0
     assert http.settings["http.host"] == "127.0.0.1"
     assert http.http_url == f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_an_http_port_taken_before_the_start_is_picked_again(mode: str) -> None:
+    """The HTTP port is picked before the start (port 0 turns the listener off); when
+    another process takes it first, the broker starts on another."""
+    broker = Broker(mode=mode, http=True)  # type: ignore[arg-type]
+    picked = int(broker.settings["http.port"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", picked))
+        taken.listen()
+        broker.start()
+    try:
+        assert broker.http_url != f"http://127.0.0.1:{picked}"
+        with urllib.request.urlopen(f"{broker.http_url}/health", timeout=TIMEOUT_S) as reply:
+            assert reply.status == 200
+    finally:
+        broker.stop()
+
+
+def test_a_process_broker_listens_where_its_ready_line_says(process_broker: Broker) -> None:
+    assert f"127.0.0.1:{process_broker.port} (PLAINTEXT)" in process_broker.log_text()
+    assert "--port 0" in process_broker.log_text()
 
 
 SAMPLE_USER_TEST = """

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from broker_process import HOST, BrokerProcess, free_port
+from broker_process import HOST, BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic_name
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -56,13 +56,10 @@ class TlsBroker(BrokerProcess):
 
     def __init__(self, data_dir: Path, certificates: Certificates, keystore: Path) -> None:
         super().__init__(data_dir)
-        self.ssl_port = free_port()
-        self.mtls_port = free_port()
         self.overrides = {
-            "listeners": (
-                f"PLAINTEXT://{HOST}:{self.port},SSL://{HOST}:{self.ssl_port},"
-                f"MTLS://{HOST}:{self.mtls_port}"
-            ),
+            # Port 0: each listener binds a port of the kernel's choice (read back once
+            # started, kept across restarts).
+            "listeners": f"PLAINTEXT://{HOST}:0,SSL://{HOST}:0,MTLS://{HOST}:0",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
@@ -70,6 +67,14 @@ class TlsBroker(BrokerProcess):
             "ssl.truststore.location": str(certificates.ca.certificate),
             "listener.name.mtls.ssl.client.auth": "required",
         }
+
+    @property
+    def ssl_port(self) -> int:
+        return self.listener_ports["SSL"]
+
+    @property
+    def mtls_port(self) -> int:
+        return self.listener_ports["MTLS"]
 
     @property
     def ssl_bootstrap(self) -> str:

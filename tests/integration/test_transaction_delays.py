@@ -19,12 +19,12 @@ duplicate.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 from delaying_proxy import DelayingProxy
 
 import sluice
-from sluice.cli.loopback import free_port
 from sluice.client.admin import NewTopic
 from sluice.client.admin_api import Admin
 from sluice.common.ids import TopicPartition
@@ -39,10 +39,14 @@ that no other request of the scenario times out on a busy machine."""
 
 @pytest.fixture
 def proxied(broker_factory):
-    """A broker that advertises the proxy's port, and that port."""
-    port = free_port()
-    broker = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
-    return broker, port
+    """A broker that advertises the proxy's port, and the proxy's socket: bound (not yet
+    listening) on a port of the kernel's choice, so that nothing can take the port
+    before the proxy listens on it."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        broker = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+        yield broker, bound
 
 
 async def read_committed(bootstrap: str, topic: str, end: bytes) -> dict[int, list[bytes]]:
@@ -61,10 +65,12 @@ async def read_committed(bootstrap: str, topic: str, end: bytes) -> dict[int, li
     return values
 
 
-async def run_scenario(broker, port: int, topic: str, held_api: ApiKey) -> dict[int, list[bytes]]:
+async def run_scenario(
+    broker, bound: socket.socket, topic: str, held_api: ApiKey
+) -> dict[int, list[bytes]]:
     proxy = DelayingProxy(broker.host, broker.port)
-    await proxy.start(port)
-    bootstrap = f"127.0.0.1:{port}"
+    await proxy.start(bound)
+    bootstrap = f"127.0.0.1:{bound.getsockname()[1]}"
     try:
         async with Admin(bootstrap) as admin:
             await admin.create_topics([NewTopic(topic, PARTITIONS)])
@@ -114,9 +120,9 @@ async def run_scenario(broker, port: int, topic: str, held_api: ApiKey) -> dict[
 def test_a_delayed_request_of_a_finished_transaction_changes_nothing(
     proxied, topic: str, held_api: ApiKey
 ) -> None:
-    broker, port = proxied
+    broker, bound = proxied
     values = asyncio.run(
-        asyncio.wait_for(run_scenario(broker, port, topic, held_api), SCENARIO_TIMEOUT_S)
+        asyncio.wait_for(run_scenario(broker, bound, topic, held_api), SCENARIO_TIMEOUT_S)
     )
     for partition in range(PARTITIONS):
         expected = [

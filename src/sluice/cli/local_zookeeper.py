@@ -12,9 +12,13 @@ The class path is ``zookeeper.jar`` (whose manifest names its dependencies) and 
 binding, log4j's: ``/usr/share/java`` holds several bindings, and slf4j would pick one
 that drops every message.
 
-It is ready when it answers ``ruok`` with ``imok`` on its port (polled until
-:data:`START_TIMEOUT_S`). The tick is short (:data:`TICK_MS`) so that brokers may use
-session timeouts of a few seconds: ZooKeeper allows sessions of 2 to 20 ticks.
+It is ready when it answers ``ruok`` with ``imok`` on its port and ``conf`` names its own
+data directory (polled until :data:`START_TIMEOUT_S`): another ZooKeeper on that port
+would answer ``ruok`` too. ZooKeeper cannot bind port 0, so the port is picked free
+beforehand; when something takes it before ZooKeeper binds it (ZooKeeper then exits),
+a port picked here is replaced by another (:data:`PORT_ATTEMPTS`). The tick is short
+(:data:`TICK_MS`) so that brokers may use session timeouts of a few seconds: ZooKeeper
+allows sessions of 2 to 20 ticks.
 """
 
 from __future__ import annotations
@@ -48,6 +52,11 @@ STOP_TIMEOUT_S = 10.0
 """How long ZooKeeper may take to exit after SIGTERM before it is killed."""
 POLL_INTERVAL_S = 0.05
 """How often readiness is checked while waiting."""
+PORT_ATTEMPTS = 5
+"""Starts on a newly picked port after the one picked before was taken meanwhile."""
+ANSWER_BYTES_MAX = 64 * 1024
+"""The most of a four-letter command's answer read (``conf`` is about 1 KiB)."""
+_PORT_TAKEN = "java.net.BindException"
 
 
 class ZooKeeperError(Exception):
@@ -62,6 +71,25 @@ def is_ok(host: str, port: int) -> bool:
             return connection.recv(4) == b"imok"
     except OSError:
         return False
+
+
+def serves_from(host: str, port: int, data_dir: Path) -> bool:
+    """Whether the ZooKeeper server at host:port keeps its data in ``data_dir`` (its
+    ``conf`` answer names it): that it is this one, not another on the same port."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as connection:
+            connection.sendall(b"conf")
+            answer = b""
+            while len(answer) < ANSWER_BYTES_MAX and (chunk := connection.recv(4096)):
+                answer += chunk
+    except OSError:
+        return False
+    # ZooKeeper keeps its files in a version-2 directory under the dataDir it was given.
+    own = data_dir.resolve()
+    return any(
+        line.startswith("dataDir=") and Path(line.removeprefix("dataDir=")).parent == own
+        for line in answer.decode(errors="replace").splitlines()
+    )
 
 
 class LocalZooKeeper:
@@ -80,6 +108,7 @@ class LocalZooKeeper:
         """The address it listens on (loopback unless given)."""
         self.command_prefix = list(command_prefix)
         """Put before the java command line (a test runs it in a network namespace)."""
+        self._port_picked = port is None
         self.port = port if port is not None else free_port(host)
         self.log_path = self.directory / "zookeeper.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -96,6 +125,21 @@ class LocalZooKeeper:
         return self._process.pid
 
     def start(self) -> None:
+        """Start and return once it serves (see the module docstring); raises
+        ZooKeeperError when it cannot start."""
+        for _attempt in range(PORT_ATTEMPTS - 1):
+            if self._start_once() or not self._port_picked:
+                return
+            self.port = free_port(self.host)
+        if not self._start_once():
+            raise ZooKeeperError(
+                f"ZooKeeper found its port taken {PORT_ATTEMPTS} times in a row; its log "
+                f"is {self.log_path}"
+            )
+
+    def _start_once(self) -> bool:
+        """Start on ``self.port`` and wait until it serves: True; False when the port
+        was taken before it bound it and the port was picked here (try another)."""
         if not ZOOKEEPER_JAR.exists():
             raise ZooKeeperError(
                 f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
@@ -110,7 +154,7 @@ class LocalZooKeeper:
             f"clientPort={self.port}\n"
             f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr\n"
+            "4lw.commands.whitelist=ruok,srvr,conf\n"
         )
         logging_config = self.directory / "log4j.properties"
         logging_config.write_text(
@@ -120,6 +164,7 @@ class LocalZooKeeper:
             "log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n\n"
         )
         self._log = self.log_path.open("ab")
+        log_start = self._log.tell()
         try:
             self._process = subprocess.Popen(
                 [
@@ -143,13 +188,26 @@ class LocalZooKeeper:
                 "('apt-get install openjdk-17-jre-headless'; make install does)"
             ) from None
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not is_ok(self.host, self.port):
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise ZooKeeperError(
-                    f"ZooKeeper did not start on {self.connect}; its log is {self.log_path}"
-                )
-            time.sleep(POLL_INTERVAL_S)
+        try:
+            while not (is_ok(self.host, self.port) and serves_from(self.host, self.port, data_dir)):
+                exited = self._process.poll() is not None
+                if exited and self._port_picked and _PORT_TAKEN in self._log_since(log_start):
+                    self.stop()
+                    return False
+                if exited or time.monotonic() > deadline:
+                    raise ZooKeeperError(
+                        f"ZooKeeper did not start on {self.connect}; its log is {self.log_path}"
+                    )
+                time.sleep(POLL_INTERVAL_S)
+        except BaseException:
+            self.stop()  # nothing outlives a failed start
+            raise
+        return True
+
+    def _log_since(self, offset: int) -> str:
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def stop(self) -> None:
         process = self._process

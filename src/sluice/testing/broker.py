@@ -4,16 +4,20 @@ Two ways to run it, the same broker either way:
 
 - ``mode="thread"`` (the default): in the test process, the broker's asyncio loop in a
   daemon thread of its own. Sync tests and tests that run their own asyncio loop both
-  use it (it never touches the caller's loop). The port is the kernel's choice (port 0),
-  so two brokers never race for one.
+  use it (it never touches the caller's loop).
 - ``mode="process"``: ``python -m sluice serve`` as a child process, exactly as a user
   starts it; its log is captured in a file and shown when it fails to start. It costs a
   second interpreter and about a second more, and isolates the broker completely (a
   test may kill it, it does not share the test's GIL).
 
-Either way ``start`` returns once the broker accepts connections (it binds its port
-before it loads the group coordinators, and accepts only after), and a broker that
-cannot start raises :class:`BrokerStartError` in the caller with the reason.
+Either way the port is the kernel's choice (port 0), so two brokers never race for one;
+a process broker's port is read back from its ready line
+(:mod:`sluice.testing.ready_line`). ``start`` returns once the broker accepts
+connections (it binds its port before it loads the group coordinators, and accepts only
+after), and a broker that cannot start raises :class:`BrokerStartError` in the caller
+with the reason. The HTTP listener's port (``http=True``) cannot be 0 (that turns it
+off), so it is picked free beforehand and, if something takes it before the broker binds
+it, picked again (:data:`PORT_ATTEMPTS`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from sluice.client.cluster import TopicMetadata
 from sluice.client.sync import Admin
 from sluice.common import errors
 from sluice.common.config import BrokerConfig, BrokerConfigError
+from sluice.testing.ready_line import ready_listeners
 
 Mode = Literal["thread", "process"]
 
@@ -50,8 +55,8 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 TOPIC_READY_TIMEOUT_S = 30.0
-PROCESS_PORT_ATTEMPTS = 3
-"""A process broker gets a port that was free a moment before; if something took it
+PORT_ATTEMPTS = 3
+"""The HTTP listener gets a port that was free a moment before; if something took it
 meanwhile, start again on another."""
 POLL_INTERVAL_S = 0.05
 LOG_TAIL_BYTES = 20_000
@@ -74,6 +79,15 @@ TEST_DEFAULTS: Mapping[str, str] = {
 class BrokerStartError(RuntimeError):
     """The broker did not start; the message says why (and, for a process broker, ends
     with the tail of its log)."""
+
+
+class _HttpPortTaken(Exception):
+    """The HTTP port picked for the broker was taken before the broker bound it."""
+
+
+_HTTP_PORT_TAKEN = "already in use"
+"""What the broker says (in its error, or its log) when a port it must bind is taken;
+with the Kafka port 0, only the HTTP port can be."""
 
 
 class Broker:
@@ -199,11 +213,17 @@ class Broker:
             raise RuntimeError("the broker is already running")
         self._work_dir = Path(tempfile.mkdtemp(prefix="sluice-test-"))
         try:
-            config = self._config(self.settings)
-            if self.mode == "thread":
-                self._start_thread(config)
-            else:
-                self._start_process()
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                try:
+                    self._start_once()
+                    break
+                except _HttpPortTaken as taken:
+                    if attempt == PORT_ATTEMPTS:
+                        raise BrokerStartError(
+                            f"the broker found its HTTP port taken {PORT_ATTEMPTS} times in "
+                            f"a row: {taken}"
+                        ) from None
+                    self._pick_http_port()
         except BaseException:
             self._remove_work_dir()
             raise
@@ -227,6 +247,13 @@ class Broker:
         finally:
             self._remove_work_dir()
 
+    def _start_once(self) -> None:
+        config = self._config(self.settings)
+        if self.mode == "thread":
+            self._start_thread(config)
+        else:
+            self._start_process()
+
     def _remove_work_dir(self) -> None:
         if self._work_dir is not None and not self.keep_data:
             shutil.rmtree(self._work_dir, ignore_errors=True)
@@ -240,6 +267,10 @@ class Broker:
         elif settings.get("http.port", "0") != "0":
             self._http_port = int(settings["http.port"])
         return settings
+
+    def _pick_http_port(self) -> None:
+        self._http_port = _free_port()
+        self.settings["http.port"] = str(self._http_port)
 
     def _config(self, settings: Mapping[str, str]) -> BrokerConfig:
         """The broker's configuration, checked here so that a bad setting fails in the
@@ -287,6 +318,8 @@ class Broker:
             ) from None
         except Exception as e:
             thread.join(STOP_TIMEOUT_S)
+            if self._http and _HTTP_PORT_TAKEN in str(e):
+                raise _HttpPortTaken(str(e)) from None
             raise BrokerStartError(f"the broker did not start: {e}") from e
         self._port = port
         thread.name = f"sluice-testing-broker-{port}"
@@ -339,7 +372,7 @@ class Broker:
 
     # ── process mode ──────────────────────────────────────────────────────────────────
 
-    def _command(self, port: int) -> list[str]:
+    def _command(self) -> list[str]:
         argv = [
             sys.executable,
             "-m",
@@ -348,7 +381,7 @@ class Broker:
             "--host",
             HOST,
             "--port",
-            str(port),
+            "0",
             "--data-dir",
             str(self.data_dir),
         ]
@@ -371,51 +404,55 @@ class Broker:
         }
 
     def _start_process(self) -> None:
-        for _attempt in range(PROCESS_PORT_ATTEMPTS):
-            if self._spawn(_free_port()):
-                return
-        raise BrokerStartError(
-            f"the broker found its port taken {PROCESS_PORT_ATTEMPTS} times in a row; its "
-            f"log:\n{self._log_tail()}"
-        )
-
-    def _spawn(self, port: int) -> bool:
-        """Start the process on ``port`` and wait until it accepts connections: True;
-        False when the port was taken meanwhile (try another). Raises
-        BrokerStartError for any other failure."""
+        """Start the process on port 0 and wait until its log says it is ready (and on
+        which port). Raises _HttpPortTaken when its HTTP port was taken meanwhile, and
+        BrokerStartError for any other failure; nothing is left running either way."""
         log_path = self.log_path
         assert log_path is not None
         with log_path.open("ab") as log:
-            log.write(f"===== {' '.join(self._command(port))}\n".encode())
+            log.write(f"===== {' '.join(self._command())}\n".encode())
             log.flush()
+            log_start = log.tell()
             process = subprocess.Popen(
-                self._command(port),
+                self._command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 env=self._environment(),
             )
         self._process = process
-        self._port = port
+        try:
+            self._port = self._wait_until_ready(process, log_path, log_start)
+        except BaseException:
+            self._stop_process(signal.SIGKILL)
+            raise
+
+    def _wait_until_ready(
+        self, process: subprocess.Popen[bytes], log_path: Path, log_start: int
+    ) -> int:
         deadline = time.monotonic() + self.start_timeout_s
-        while not _accepts_connections(port):
+        while True:
             exit_code = process.poll()
+            with log_path.open("rb") as log:
+                log.seek(log_start)
+                text = log.read().decode(errors="replace")
+            listeners = ready_listeners(text)
+            if listeners:
+                return listeners[0].port
             if exit_code is not None:
                 self._process = None
-                if "already in use" in self._log_tail():
-                    return False
+                if self._http and _HTTP_PORT_TAKEN in text:
+                    raise _HttpPortTaken(text.strip().splitlines()[-1])
                 raise BrokerStartError(
                     f"the broker exited with code {exit_code} before it accepted "
                     f"connections; its log:\n{self._log_tail()}"
                 )
             if time.monotonic() > deadline:
-                self._stop_process(signal.SIGKILL)
                 raise BrokerStartError(
-                    f"the broker on {self.bootstrap} did not accept connections within "
-                    f"{self.start_timeout_s}s; its log:\n{self._log_tail()}"
+                    f"the broker did not accept connections within {self.start_timeout_s}s; "
+                    f"its log:\n{self._log_tail()}"
                 )
-            time.sleep(POLL_INTERVAL_S)  # the interval between two connection attempts
-        return True
+            time.sleep(POLL_INTERVAL_S)  # the interval between two reads of its log
 
     def _stop_process(self, sig: signal.Signals = signal.SIGTERM) -> None:
         process = self._process

@@ -49,10 +49,13 @@ def test_quotas_throttle_mute_and_survive_a_reopen(tmp_path: Path) -> None:
 
         # A produce over the rate: throttled, and its connection muted that long.
         produce = _context(ApiKey.PRODUCE, "app")
+        before_s = time.monotonic()
         answer = quotas.apply(produce, _Request(), 4000, _metadata_response(), 0.0)
+        after_s = time.monotonic()
         assert answer.throttle_time == datetime.timedelta(milliseconds=2000)
-        muted_s = produce.connection.muted_until - time.monotonic()
-        assert 1.5 < muted_s <= 2.0
+        # Muted for the throttle time from the moment of the answer, however long the
+        # call took (read around it, not after it).
+        assert before_s + 2.0 <= produce.connection.muted_until <= after_s + 2.0
         # Another client id has no produce quota.
         other = _context(ApiKey.PRODUCE, "other")
         assert quotas.apply(other, _Request(), 4000, None, 0.0) is None
@@ -86,12 +89,13 @@ def test_timed_coroutine_counts_the_steps_not_the_waits() -> None:
         deadline = time.perf_counter() + 0.02
         while time.perf_counter() < deadline:
             pass  # 20 ms of work on the loop
-        await asyncio.sleep(0.2)  # waiting: not counted
+        await asyncio.sleep(0.5)  # waiting: not counted
         return "done"
 
     async def scenario() -> None:
         timed = TimedCoroutine(handler())
         assert await timed == "done"
-        assert 0.02 <= timed.seconds < 0.1
+        # Far below the wait, with room for a busy machine to preempt the steps.
+        assert 0.02 <= timed.seconds < 0.25
 
     asyncio.run(scenario())

@@ -92,6 +92,11 @@ class BrokerStateCollector(Collector):
             "Parked records not yet delivered, in partitions led here",
             value=parked,
         )
+        yield GaugeMetricFamily(
+            "sluice_delayed_records_loaded",
+            "Parked records held in memory to be fired soon (the rest wait on disk)",
+            value=self._delays.loaded,
+        )
         yield CounterMetricFamily(
             "sluice_delayed_records_delivered",
             "Parked records this broker delivered (fired) since start",
