@@ -45,6 +45,7 @@ import bisect
 import functools
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1418,6 +1419,27 @@ class PartitionLog:
             segment.delete_files()
         self._pending_deletes.clear()
         self._closed = True
+
+    def close_for_deletion(self) -> None:
+        """Close every file and write nothing: no flush, no checkpoint, no producer
+        snapshot (the partition is being deleted, and a write could only race the
+        rename of its directory). For the one owner of a detached log; never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.cleaning_plan is not None:
+            self.cleaning_plan.cancel()
+        closers: list[Callable[[], None]] = [self.delays.close]
+        if self.tag_summaries is not None:
+            closers.append(self.tag_summaries.close)
+        closers += [segment.close_without_writing for segment in self._segments]
+        closers += [segment.delete_files for _, segment in self._pending_deletes]
+        for close in closers:
+            try:
+                close()
+            except (OSError, sqlite3.Error) as e:
+                logger.warning("%s: closing a deleted partition: %s", self.directory, e)
+        self._pending_deletes.clear()
 
     def __repr__(self) -> str:
         return (

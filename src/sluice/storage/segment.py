@@ -929,6 +929,18 @@ class LogSegment:
             self._file.close()
             self._file = None
 
+    def close_without_writing(self) -> None:
+        """Close every file and write nothing (no index trim, no sync): the segment's
+        partition is being deleted."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_without_trim()
+        self._offset_index = self._time_index = None
+        OPEN_SEGMENT_FILES.forget(self)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
     def rename_to_deleted(self) -> None:
         """Mark for deletion: unmap the indexes, add ``.deleted`` to the file names. The
         log file stays open so reads in flight (sendfile) can finish."""
