@@ -40,7 +40,7 @@ from sluice.common.config import BrokerConfig
 from sluice.common.errors import KafkaStorageError
 from sluice.storage import PartitionLog, cleaner
 from sluice.storage.cleaner import CleaningCancelled
-from sluice.storage.partition_dirs import deletion_dirs_in, remove_deletion_dir
+from sluice.storage.partition_dirs import DeletedDirectory, deletion_dirs_in, remove_deletion_dir
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ def _deleted_meanwhile(partition: Partition) -> bool:
     return partition.detached
 
 
-def _remove_all(directories: list[Path]) -> None:
+def _remove_all(directories: list[DeletedDirectory]) -> None:
     """Worker thread: remove directories renamed for deletion (never raises)."""
     for directory in directories:
         remove_deletion_dir(directory)

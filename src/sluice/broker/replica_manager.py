@@ -13,12 +13,14 @@ deleted as Kafka deletes it::
                    cleaner skip it; a cleaning in flight is cancelled
                    wait until the jobs it lent to worker threads came back (one fsync,
                    one cancelled cleaning)
-    worker thread  close its files without writing; rename the directory to
+    worker thread  close it without writing (its segments' log files stay open, for
+                   reads in flight to finish); rename the directory to
                    ``<topic>-<partition>.<id>-delete`` (``storage.partition_dirs``);
                    fsync the data directory
     event loop     the name is free: a new topic of that name may be made at once
-    later          the renamed directory is removed after log.segment.delete.delay.ms
-                   (``broker.log_maintenance``), or at the next start
+    later          after log.segment.delete.delay.ms (``broker.log_maintenance``): its
+                   files are closed and the renamed directory removed (a directory
+                   left by a broker that stopped is removed at its next start)
 
 A failure on the way is logged and never stops the broker: the data is being deleted.
 
@@ -60,7 +62,7 @@ from sluice.storage.checkpoint import (
     read_partition_topic_id,
     write_partition_topic_id,
 )
-from sluice.storage.partition_dirs import rename_for_deletion
+from sluice.storage.partition_dirs import DeletedDirectory, close_quietly, rename_for_deletion
 from sluice.storage.segment import OPEN_SEGMENT_FILES
 
 log = logging.getLogger(__name__)
@@ -131,7 +133,7 @@ class ReplicaManager:
         """Set by the broker after :func:`raise_open_files_limit`."""
         self.leadership_changes = 0
         """Times a partition hosted here became led here or stopped being (a metric)."""
-        self._deleted_dirs: list[tuple[int, Path]] = []
+        self._deleted_dirs: list[tuple[int, DeletedDirectory]] = []
         """Directories renamed for deletion, each with the monotonic time it may go."""
         self.deleted_dirs_changed = asyncio.Event()
         """Set when a directory is scheduled for removal (the remover waits on it)."""
@@ -303,27 +305,28 @@ class ReplicaManager:
         renamed = await asyncio.to_thread(self._close_and_rename, logs)
         self.schedule_removal(renamed, self.clock.monotonic_ms() + self._file_delete_delay_ms())
 
-    def _close_and_rename(self, logs: Sequence[tuple[TopicPartition, PartitionLog]]) -> list[Path]:
+    def _close_and_rename(
+        self, logs: Sequence[tuple[TopicPartition, PartitionLog]]
+    ) -> list[DeletedDirectory]:
         """Worker thread, sole owner of ``logs``: close them without writing, rename
         their directories for deletion, fsync the data directory. A directory that
         cannot be renamed is removed at once, so its name is free either way."""
-        renamed: list[Path] = []
+        renamed: list[DeletedDirectory] = []
         for topic_partition, partition_log in logs:
-            partition_log.close_for_deletion()
+            open_files = partition_log.close_for_deletion()
             try:
-                renamed.append(rename_for_deletion(partition_log.directory, topic_partition))
-            except FileNotFoundError:
-                log.warning("%s was already gone", partition_log.directory)
-                continue
+                path = rename_for_deletion(partition_log.directory, topic_partition)
             except OSError as e:
                 log.warning(
-                    "cannot rename %s for deletion, removing it now: %s", partition_log.directory, e
+                    "cannot rename %s for deletion, removing it now: %s",
+                    partition_log.directory,
+                    e,
                 )
+                close_quietly(open_files)
                 shutil.rmtree(partition_log.directory, ignore_errors=True)
                 continue
-            log.info(
-                "deleted partition %s (its directory now %s)", topic_partition, renamed[-1].name
-            )
+            renamed.append(DeletedDirectory(path, open_files))
+            log.info("deleted partition %s (its directory now %s)", topic_partition, path.name)
         if renamed:
             try:
                 fsync_directory(self.data_dir)
@@ -338,13 +341,13 @@ class ReplicaManager:
         log.segment.delete.delay.ms (Kafka uses the broker's, not the topic's)."""
         return TopicConfig.from_entries({}, self.topic_defaults).file_delete_delay_ms
 
-    def schedule_removal(self, directories: Sequence[Path], due_ms: int) -> None:
+    def schedule_removal(self, directories: Sequence[DeletedDirectory], due_ms: int) -> None:
         """Remove these directories renamed for deletion at monotonic ``due_ms``."""
         if directories:
             self._deleted_dirs += [(due_ms, directory) for directory in directories]
             self.deleted_dirs_changed.set()
 
-    def take_due_removals(self, now_ms: int) -> list[Path]:
+    def take_due_removals(self, now_ms: int) -> list[DeletedDirectory]:
         """The directories renamed for deletion whose time came, forgotten here."""
         due = [directory for due_ms, directory in self._deleted_dirs if due_ms <= now_ms]
         self._deleted_dirs = [(d, p) for d, p in self._deleted_dirs if d > now_ms]

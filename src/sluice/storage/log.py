@@ -49,7 +49,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import BinaryIO, ParamSpec, TypeVar
 
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
@@ -1420,26 +1420,29 @@ class PartitionLog:
         self._pending_deletes.clear()
         self._closed = True
 
-    def close_for_deletion(self) -> None:
-        """Close every file and write nothing: no flush, no checkpoint, no producer
+    def close_for_deletion(self) -> list[BinaryIO]:
+        """Close the log and write nothing: no flush, no checkpoint, no producer
         snapshot (the partition is being deleted, and a write could only race the
-        rename of its directory). For the one owner of a detached log; never raises."""
+        rename of its directory). The segments' log files are not closed but returned:
+        reads in flight may still send from them, so the caller closes them after
+        file.delete.delay.ms, as for a deleted segment. For the one owner of a detached
+        log; never raises."""
         if self._closed:
-            return
+            return []
         self._closed = True
         if self.cleaning_plan is not None:
             self.cleaning_plan.cancel()
         closers: list[Callable[[], None]] = [self.delays.close]
         if self.tag_summaries is not None:
             closers.append(self.tag_summaries.close)
-        closers += [segment.close_without_writing for segment in self._segments]
-        closers += [segment.delete_files for _, segment in self._pending_deletes]
         for close in closers:
             try:
                 close()
             except (OSError, sqlite3.Error) as e:
                 logger.warning("%s: closing a deleted partition: %s", self.directory, e)
+        segments = self._segments + [segment for _, segment in self._pending_deletes]
         self._pending_deletes.clear()
+        return [file for segment in segments if (file := segment.close_for_deletion()) is not None]
 
     def __repr__(self) -> str:
         return (

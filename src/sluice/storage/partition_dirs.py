@@ -4,11 +4,14 @@ A deleted partition's directory leaves its name at once, as in Kafka, so a new
 topic of the same name never shares a path with the one going away::
 
     <data dir>/orders-0/                              hosted: the broker's event loop owns it
-        │ deleted (topic deleted, or replica moved away): closed, then one rename
+        │ deleted (topic deleted, or replica moved away): closed without writing,
+        │ then one rename
         ▼
-    <data dir>/orders-0.3f2a…9c1e-delete/             nobody's: removed after
-                                                      log.segment.delete.delay.ms, or at
-                                                      the next start if the broker stopped
+    <data dir>/orders-0.3f2a…9c1e-delete/             nobody's: its segments' log files
+                                                      stay open for reads in flight; after
+                                                      log.segment.delete.delay.ms they are
+                                                      closed and the directory removed (at
+                                                      the next start if the broker stopped)
 
 The name is Kafka's: ``<topic>-<partition>.<32 hex digits>-delete``, the topic cut
 short when the whole name would pass DIRECTORY_NAME_BYTES_MAX. Such a directory is never
@@ -24,7 +27,10 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from sluice.common.ids import TopicPartition
 
@@ -36,6 +42,15 @@ DIRECTORY_NAME_BYTES_MAX = 255
 """The longest file name Linux file systems take (NAME_MAX)."""
 
 _DELETION_NAME = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+
+
+@dataclass(frozen=True)
+class DeletedDirectory:
+    """A partition directory renamed for deletion, and the segment files still open on
+    it (reads in flight may be sending from them until it is removed)."""
+
+    path: Path
+    open_files: Sequence[BinaryIO] = field(default=())
 
 
 def deletion_dir_name(topic_partition: TopicPartition) -> str:
@@ -60,7 +75,7 @@ def rename_for_deletion(directory: Path, topic_partition: TopicPartition) -> Pat
     return renamed
 
 
-def deletion_dirs_in(data_dir: Path) -> list[Path]:
+def deletion_dirs_in(data_dir: Path) -> list[DeletedDirectory]:
     """The directories of ``data_dir`` renamed for deletion (left by a broker that
     stopped before removing them)."""
     try:
@@ -68,22 +83,33 @@ def deletion_dirs_in(data_dir: Path) -> list[Path]:
     except OSError as e:
         log.warning("cannot list %s for deleted partitions: %s", data_dir, e)
         return []
-    return sorted(
-        Path(entry.path)
-        for entry in entries
+    return [
+        DeletedDirectory(Path(entry.path))
+        for entry in sorted(entries, key=lambda entry: entry.name)
         if is_deletion_dir_name(entry.name) and entry.is_dir(follow_symlinks=False)
-    )
+    ]
 
 
-def remove_deletion_dir(directory: Path) -> bool:
-    """Remove a directory renamed for deletion, with everything in it. Never raises:
-    True when it is gone, False (logged) when it could not be removed."""
-    assert is_deletion_dir_name(directory.name), f"{directory} is not renamed for deletion"
+def close_quietly(files: Sequence[BinaryIO]) -> None:
+    """Close files of a deleted partition; an error is logged (nothing is lost)."""
+    for file in files:
+        try:
+            file.close()
+        except OSError as e:
+            log.warning("closing %s of a deleted partition: %s", getattr(file, "name", "?"), e)
+
+
+def remove_deletion_dir(directory: DeletedDirectory) -> bool:
+    """Close the files left open on a directory renamed for deletion, then remove it with
+    everything in it. Never raises: True when it is gone, False (logged) when it could
+    not be removed."""
+    assert is_deletion_dir_name(directory.path.name), f"{directory.path} is not a deletion"
+    close_quietly(directory.open_files)
     try:
-        shutil.rmtree(directory)
+        shutil.rmtree(directory.path)
     except FileNotFoundError:
         pass
     except OSError as e:
-        log.warning("cannot remove the deleted partition directory %s: %s", directory, e)
+        log.warning("cannot remove the deleted partition directory %s: %s", directory.path, e)
         return False
     return True

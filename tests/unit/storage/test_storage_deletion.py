@@ -18,6 +18,7 @@ from sluice.storage import cleaner
 from sluice.storage.cleaner import CleaningCancelled
 from sluice.storage.partition_dirs import (
     DIRECTORY_NAME_BYTES_MAX,
+    DeletedDirectory,
     deletion_dir_name,
     deletion_dirs_in,
     is_deletion_dir_name,
@@ -55,8 +56,11 @@ def test_closing_for_deletion_writes_nothing(open_log: OpenLog, tmp_path: Path) 
     before = {
         name: (tmp_path / "log" / name).stat().st_size for name in os.listdir(tmp_path / "log")
     }
-    log.close_for_deletion()
+    still_open = log.close_for_deletion()
     assert log.closed
+    # The active segment's log file stays open for reads in flight, until removal.
+    assert len(still_open) == 1 and not still_open[0].closed
+    still_open[0].close()
     after = {
         name: (tmp_path / "log" / name).stat().st_size for name in os.listdir(tmp_path / "log")
     }
@@ -70,11 +74,14 @@ def test_a_closed_partition_directory_is_renamed_then_removed(
 ) -> None:
     log = open_log(directory=tmp_path / "orders-0")
     log.append(make_batch(Compression.NONE), leader_epoch=0)
-    log.close_for_deletion()
-    renamed = rename_for_deletion(log.directory, TopicPartition("orders", 0))
+    still_open = log.close_for_deletion()
+    renamed = DeletedDirectory(
+        rename_for_deletion(log.directory, TopicPartition("orders", 0)), still_open
+    )
     assert not (tmp_path / "orders-0").exists()
-    assert deletion_dirs_in(tmp_path) == [renamed]
+    assert [found.path for found in deletion_dirs_in(tmp_path)] == [renamed.path]
     assert remove_deletion_dir(renamed)
+    assert all(file.closed for file in still_open)
     assert deletion_dirs_in(tmp_path) == []
     assert remove_deletion_dir(renamed)  # already gone: nothing to do
 
