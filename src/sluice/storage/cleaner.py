@@ -943,6 +943,10 @@ class CleaningPlan:
         going away, so the plan will be discarded rather than swapped in."""
         self._cancelled.set()
 
+    def _sleep_unless_cancelled(self, seconds: float) -> None:
+        """The throttle's wait, cut short by :meth:`cancel` (the next read then stops)."""
+        self._cancelled.wait(seconds)
+
     @property
     def last_marker_removed(self) -> int:
         """The highest offset of a transaction marker the built plan removes; -1: none."""
@@ -970,7 +974,7 @@ class CleaningPlan:
         io_budget_bytes_per_s: float | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> CleaningStats:
         """Build the offset map and write the cleaned segments (``*.cleaned``, fsynced).
         Touches nothing but the plan, its duplicated descriptors and its new files, so
@@ -982,7 +986,9 @@ class CleaningPlan:
         assert self._state is _State.PREPARED, f"build of a {self._state.value} plan"
         self._state = _State.BUILDING
         started_ms = clock.monotonic_ms()
-        throttler = Throttler(io_budget_bytes_per_s, clock=clock, sleep=sleep)
+        throttler = Throttler(
+            io_budget_bytes_per_s, clock=clock, sleep=sleep or self._sleep_unless_cancelled
+        )
         counters = _Counters()
         try:
             offset_map = self._build_offset_map(throttler, counters)
