@@ -970,7 +970,11 @@ class PartitionLog:
         first batch whole when ``min_one_batch``), never a batch reaching ``max_offset``
         (exclusive; the high watermark for consumers). May span segments, at most
         SEGMENTS_PER_READ_MAX (each slice holds its file open until sent). Raises
-        OffsetOutOfRange outside [log start offset, log end offset]."""
+        OffsetOutOfRange outside [log start offset, log end offset], and
+        NotLeaderOrFollower once the log is closed (a reader that held the partition
+        across its deletion: its files' paths may name another topic's by now)."""
+        if self._closed:
+            raise errors.NotLeaderOrFollower(f"{self.directory.name} is no longer hosted here")
         if not self._log_start_offset <= offset <= self._log_end_offset:
             raise errors.OffsetOutOfRange(
                 f"offset {offset} is outside [{self._log_start_offset}, {self._log_end_offset}]"

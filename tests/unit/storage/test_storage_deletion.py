@@ -12,6 +12,7 @@ from cleaner_helpers import leftovers, overwrite, settle
 from conftest import OpenLog
 from storage_helpers import make_batch
 
+from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.batch import Compression
 from sluice.storage import cleaner
@@ -66,6 +67,9 @@ def test_closing_for_deletion_writes_nothing(open_log: OpenLog, tmp_path: Path) 
     }
     # No checkpoint, no producer snapshot, no trimmed index: the files are as they were.
     assert after == before
+    # A reader still holding the log is told to look the partition up again.
+    with pytest.raises(errors.NotLeaderOrFollower):
+        log.read(0, 1024)
     log.close()  # a later close is a no-op
 
 
