@@ -181,7 +181,11 @@ class LogMaintenance:
             await asyncio.sleep(interval_s)
             self._due_this_pass = 0
             for partition in self._replicas:
-                if partition.log.config.compact and not partition.detached:
+                if (
+                    partition.log.config.compact
+                    and not partition.detached
+                    and not partition.log.closed
+                ):
                     with partition.lent_to_worker_thread():
                         await self.clean(partition.log)
             self._metrics.cleaner_partitions_due = self._due_this_pass
