@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from sluice.cli.local_zookeeper import LocalZooKeeper
+from sluice.storage.partition_dirs import is_deletion_dir_name
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +101,8 @@ def test_reassign_moves_data_to_other_brokers_and_decommission_empties_one(
     for node_id in (0, 1):
         directories = cluster.broker(node_id).data_dir
         deadline = time.monotonic() + MOVE_TIMEOUT_S
-        while any(directories.glob(f"{name}-*")):
+        # A replica moved away is renamed for deletion at once (removed later).
+        while any(not is_deletion_dir_name(p.name) for p in directories.glob(f"{name}-*")):
             assert time.monotonic() < deadline, f"broker {node_id} still holds {name}"
             time.sleep(VERIFY_INTERVAL_S)
 

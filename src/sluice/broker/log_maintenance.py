@@ -1,9 +1,17 @@
-"""The broker's background work on its partition logs: the flusher, retention and the
-log cleaner, each a loop on its own interval::
+"""The broker's background work on its partition logs: the flusher, retention, the
+log cleaner, and the removal of deleted partitions, each a loop of its own::
 
     every log.flush.scheduler.interval.ms   flush_due: fsync logs older than flush.ms
     every log.retention.check.interval.ms   delete segments past retention
     every log.cleaner.backoff.ms            clean: compact the dirty compacted logs
+    when one is due                         remove directories renamed for deletion
+                                            (log.segment.delete.delay.ms after the
+                                            deletion; at start, those left behind)
+
+They work on hosted partitions only: a detached one (being deleted) is skipped, and the
+fsync or cleaning in flight on it when it was detached ends without touching it again
+(each runs inside ``Partition.lent_to_worker_thread``, which the deletion waits for). An
+error on a partition being deleted is logged, never fatal.
 
 A storage error that escapes a loop, or a failed fsync, is fatal
 (:class:`sluice.broker.fatal.FatalStorageStop`): a second fsync must not be trusted
@@ -15,6 +23,7 @@ the broker at once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Coroutine
@@ -24,11 +33,14 @@ from typing import Any
 from sluice.broker.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
 from sluice.broker.metrics.storage import StorageMetrics
+from sluice.broker.partition import Partition
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import KafkaStorageError
 from sluice.storage import PartitionLog, cleaner
+from sluice.storage.cleaner import CleaningCancelled
+from sluice.storage.partition_dirs import DeletedDirectory, deletion_dirs_in, remove_deletion_dir
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +82,7 @@ class LogMaintenance:
             tasks.create_task(
                 self._stop_on_storage_error("the log cleaner", self._clean_periodically())
             ),
+            tasks.create_task(self._remove_deleted_partitions()),
         ]
 
     def stop(self) -> None:
@@ -105,28 +118,40 @@ class LogMaintenance:
         for partition in self._replicas.dirty_partitions():
             if self._fatal.error is not None:
                 return
+            if partition.detached:  # detached while an earlier partition was synced
+                continue
             if now_ms - partition.last_flush_ms < partition.log.config.flush_ms:
                 continue
             partition.dirty = False
             partition.last_flush_ms = now_ms
-            pending = partition.log.begin_flush()
-            started = time.perf_counter()
-            try:
-                await asyncio.to_thread(pending.sync)
-            except KafkaStorageError as e:
-                self._fatal.fail(
-                    f"fsync of partition {partition.topic_partition} in "
-                    f"{partition.log.directory} failed: {describe_os_error(e)}; data "
-                    "acknowledged since the last fsync may be lost, so the broker stops "
-                    "without the clean-shutdown marker and the next start recovers the logs; "
-                    f"{what_to_do(e)}"
-                )
-                return
-            self._metrics.flush_duration.observe(time.perf_counter() - started)
-            write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
-            if write_checkpoints:
-                partition.last_checkpoint_ms = now_ms
-            partition.log.complete_flush(pending, write_checkpoints=write_checkpoints)
+            with partition.lent_to_worker_thread():
+                pending = partition.log.begin_flush()
+                started = time.perf_counter()
+                try:
+                    await asyncio.to_thread(pending.sync)
+                except KafkaStorageError as e:
+                    if _deleted_meanwhile(partition):
+                        log.warning(
+                            "fsync of %s, deleted meanwhile, failed: %s",
+                            partition.topic_partition,
+                            describe_os_error(e),
+                        )
+                        continue
+                    self._fatal.fail(
+                        f"fsync of partition {partition.topic_partition} in "
+                        f"{partition.log.directory} failed: {describe_os_error(e)}; data "
+                        "acknowledged since the last fsync may be lost, so the broker stops "
+                        "without the clean-shutdown marker and the next start recovers the "
+                        f"logs; {what_to_do(e)}"
+                    )
+                    return
+                self._metrics.flush_duration.observe(time.perf_counter() - started)
+                if _deleted_meanwhile(partition):  # the deletion owns the log: no checkpoints
+                    continue
+                write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
+                if write_checkpoints:
+                    partition.last_checkpoint_ms = now_ms
+                partition.log.complete_flush(pending, write_checkpoints=write_checkpoints)
 
     async def _apply_retention_periodically(self) -> None:
         interval_s = self._config.log_retention_check_interval_ms / 1000
@@ -134,6 +159,8 @@ class LogMaintenance:
             await asyncio.sleep(interval_s)
             now_ms = self._clock.wall_ms()
             for partition in self._replicas:
+                if partition.detached:
+                    continue
                 moved = park_again_before_retention(partition, now_ms)
                 if moved:
                     log.info(
@@ -154,9 +181,34 @@ class LogMaintenance:
             await asyncio.sleep(interval_s)
             self._due_this_pass = 0
             for partition in self._replicas:
-                if partition.log.config.compact and not partition.log.closed:
-                    await self.clean(partition.log)
+                if (
+                    partition.log.config.compact
+                    and not partition.detached
+                    and not partition.log.closed
+                ):
+                    with partition.lent_to_worker_thread():
+                        await self.clean(partition.log)
             self._metrics.cleaner_partitions_due = self._due_this_pass
+
+    async def _remove_deleted_partitions(self) -> None:
+        """Remove each directory renamed for deletion once its time comes, in a worker
+        thread; first those a previous run left behind (they are never partitions). A
+        directory that cannot be removed is logged and left for the next start."""
+        leftovers = await asyncio.to_thread(deletion_dirs_in, self._data_dir)
+        if leftovers:
+            log.info("removing %d deleted partition directories left behind", len(leftovers))
+        self._replicas.schedule_removal(leftovers, self._clock.monotonic_ms())
+        while True:
+            self._replicas.deleted_dirs_changed.clear()
+            now_ms = self._clock.monotonic_ms()
+            due = self._replicas.take_due_removals(now_ms)
+            if due:
+                await asyncio.to_thread(_remove_all, due)
+                continue
+            next_ms = self._replicas.next_removal_ms()
+            timeout_s = None if next_ms is None else max(0, next_ms - now_ms) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._replicas.deleted_dirs_changed.wait(), timeout_s)
 
     async def clean(self, partition_log: PartitionLog) -> bool:
         """Compact one log if it is dirty enough: plan here, rewrite in a worker thread
@@ -175,6 +227,10 @@ class LogMaintenance:
             stats = await asyncio.to_thread(
                 plan.build, self._config.log_cleaner_io_max_bytes_per_second
             )
+        except CleaningCancelled:
+            log.info("cleaning %s stopped: it is being deleted", partition_log.directory.name)
+            plan.discard()
+            return False
         except KafkaStorageError as e:
             log.warning(
                 "cleaning %s failed; will try again: %s",
@@ -193,3 +249,14 @@ class LogMaintenance:
             )
             log.info("compacted %s: %s", partition_log.directory.name, stats)
         return swapped
+
+
+def _deleted_meanwhile(partition: Partition) -> bool:
+    """Whether ``partition`` was detached while the loop awaited a worker thread."""
+    return partition.detached
+
+
+def _remove_all(directories: list[DeletedDirectory]) -> None:
+    """Worker thread: remove directories renamed for deletion (never raises)."""
+    for directory in directories:
+        remove_deletion_dir(directory)

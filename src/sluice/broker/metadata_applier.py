@@ -10,7 +10,9 @@ loop. One task applies images in order, each as a delta from the image applied b
                                     from what was applied)
                   event loop task ─▶ delta.for_node(me):
                      deleted topics, partitions moved away   → detach now, close and
-                                                               remove in a worker thread
+                                                               rename for deletion in a
+                                                               worker thread, before any
+                                                               log is opened
                      new partitions hosted here              → logs made in advance by a
                                                                creation here, or opened /
                                                                created in a worker thread
@@ -40,6 +42,7 @@ from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataDelta, MetadataImage
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
+from sluice.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +126,18 @@ class MetadataApplier:
         if broker_configs_changed:
             self._on_broker_configs(image)  # before logs are opened with the defaults
         detached: list[Partition] = []
+        abandoned: list[tuple[TopicPartition, PartitionLog]] = []
         for topic in changes.deleted_topics:
             detached += self._replicas.detach_topic(topic.name)
-            for _, abandoned in self._replicas.discard_prepared(topic.topic_id):
-                abandoned.close()
+            abandoned += self._replicas.discard_prepared(topic.topic_id)
         for topic_partition in changes.removed:
             partition = self._replicas.detach(topic_partition)
             if partition is not None:
                 detached.append(partition)
+        if detached or abandoned:
+            # Before anything is opened: a topic made again under the same name (in this
+            # very image, or by a request once it is applied) must find its paths free.
+            await self._replicas.delete_detached(detached, abandoned)
         to_open: dict[str, list[int]] = {}
         for topic, index in changes.hosted:
             topic_partition = TopicPartition(topic.name, index)
@@ -159,8 +166,6 @@ class MetadataApplier:
                 if self._replicas.find(TopicPartition(topic.name, index)) is not None:
                     self._replicas.update(topic, index)
         self.image = image
-        if detached:
-            await asyncio.to_thread(self._replicas.remove_logs, detached)
         for listener in list(self._listeners):
             listener(delta)
         for waiter in list(self._waiters):

@@ -31,12 +31,26 @@ The leader (Kafka's ISR model):
 
 A single node is a cluster of one: its ISR is itself, so the high watermark follows the
 log end at once, through the same path.
+
+Who may touch the partition's log (one owner at a time)::
+
+    hosted      the event loop: appends, reads, truncation, retention, checkpoints; a
+                worker thread only through what the loop hands it for one job (the
+                flusher's duplicated descriptors, the cleaner's plan), inside
+                :meth:`Partition.lent_to_worker_thread`
+    detached    nobody on the loop (produce gets NOT_LEADER_OR_FOLLOWER, the follower's
+                fetcher lets go, the flusher, retention and the cleaner skip it); once
+                every job lent out has come back (:meth:`Partition.wait_until_returned`)
+                the deletion owns it: it closes the log in a worker thread and renames
+                its directory (``broker.replica_manager``)
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,6 +122,10 @@ class Partition:
         """Monotonic time of the last fsync the flusher started."""
         self.last_checkpoint_ms = 0
         """Monotonic time the flusher last wrote this partition's checkpoints."""
+        self._lent = 0
+        """Jobs on worker threads using the log's files (a flush, a cleaning)."""
+        self._returned = asyncio.Event()
+        self._returned.set()
         if self.is_leader:
             self._become_leader()
             self._advance_high_watermark()  # alone in the ISR: up to the log end at once
@@ -198,8 +216,29 @@ class Partition:
             if replica != self._node_id
         }
 
+    @contextlib.contextmanager
+    def lent_to_worker_thread(self) -> Iterator[None]:
+        """On the event loop, around a job that uses the log's files on a worker thread
+        (and what the loop does with its result): a deletion waits until it ends."""
+        assert not self.detached, f"{self.topic_partition} is detached"
+        self._lent += 1
+        self._returned.clear()
+        try:
+            yield
+        finally:
+            self._lent -= 1
+            if self._lent == 0:
+                self._returned.set()
+
+    async def wait_until_returned(self) -> None:
+        """Wait until no job lent the log to a worker thread (a detached partition: no
+        new one starts, so this ends after one fsync or one cancelled cleaning)."""
+        await self._returned.wait()
+
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raise unless this replica leads at the epoch the client believes in."""
+        if self.detached:
+            raise errors.NotLeaderOrFollower(f"{self.topic_partition} is no longer hosted here")
         if not self.is_leader:
             raise errors.NotLeaderOrFollower(
                 f"{self.topic_partition} is led by broker {self.state.leader}"

@@ -260,7 +260,11 @@ class ReplicaFetcher:
     def _current(self, followed: _Followed) -> bool:
         """Still followed as it was when the request was made."""
         now = self._followed.get(followed.partition.topic_partition)
-        return now is followed and followed.partition.leader_epoch == followed.leader_epoch
+        return (
+            now is followed
+            and not followed.partition.detached  # being deleted: its log is not ours
+            and followed.partition.leader_epoch == followed.leader_epoch
+        )
 
     def _retry_later(self, followed: _Followed, code: int) -> None:
         loop = asyncio.get_running_loop()

@@ -4,9 +4,25 @@ Partition directories are ``<data dir>/<topic>-<partition>/``, each with a
 ``partition.metadata`` file naming the topic's id, so a directory left by a deleted topic
 is never taken for a new topic of the same name. The broker's metadata task
 (:mod:`sluice.broker.metadata_applier`) drives what is hosted: logs are opened or created
-in a worker thread (:meth:`ReplicaManager.open_logs`) and installed on the event loop;
-partitions that go away are detached on the loop and their logs closed and removed in a
-worker thread.
+in a worker thread (:meth:`ReplicaManager.open_logs`) and installed on the event loop.
+
+A partition that goes away (its topic deleted, or its replica moved off this broker) is
+deleted as Kafka deletes it::
+
+    event loop     detach: requests no longer find it; the flusher, retention and the
+                   cleaner skip it; a cleaning in flight is cancelled
+                   wait until the jobs it lent to worker threads came back (one fsync,
+                   one cancelled cleaning)
+    worker thread  close it without writing (its segments' log files stay open, for
+                   reads in flight to finish); rename the directory to
+                   ``<topic>-<partition>.<id>-delete`` (``storage.partition_dirs``);
+                   fsync the data directory
+    event loop     the name is free: a new topic of that name may be made at once
+    later          after log.segment.delete.delay.ms (``broker.log_maintenance``): its
+                   files are closed and the renamed directory removed (a directory
+                   left by a broker that stopped is removed at its next start)
+
+A failure on the way is logged and never stops the broker: the data is being deleted.
 
 Topics created by this broker take a faster path (:meth:`ReplicaManager.create_logs`,
 on a worker thread): their empty logs are made before the metadata names them, with one
@@ -21,6 +37,7 @@ says how many partitions fit in it (each keeps its active segment's ``.log`` ope
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 import shutil
@@ -45,6 +62,7 @@ from sluice.storage.checkpoint import (
     read_partition_topic_id,
     write_partition_topic_id,
 )
+from sluice.storage.partition_dirs import DeletedDirectory, close_quietly, rename_for_deletion
 from sluice.storage.segment import OPEN_SEGMENT_FILES
 
 log = logging.getLogger(__name__)
@@ -115,6 +133,10 @@ class ReplicaManager:
         """Set by the broker after :func:`raise_open_files_limit`."""
         self.leadership_changes = 0
         """Times a partition hosted here became led here or stopped being (a metric)."""
+        self._deleted_dirs: list[tuple[int, DeletedDirectory]] = []
+        """Directories renamed for deletion, each with the monotonic time it may go."""
+        self.deleted_dirs_changed = asyncio.Event()
+        """Set when a directory is scheduled for removal (the remover waits on it)."""
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
@@ -250,8 +272,7 @@ class ReplicaManager:
 
     def detach(self, topic_partition: TopicPartition) -> Partition | None:
         """Stop hosting a partition (on the event loop): requests no longer find it and
-        waiting ones are woken. The caller closes and removes its log
-        (:meth:`remove_logs`, in a worker thread)."""
+        waiting ones are woken. The caller deletes its log (:meth:`delete_detached`)."""
         partition = self._partitions.pop(topic_partition, None)
         if partition is not None:
             partition.detached = True  # acks=all waits on it end (NOT_LEADER_OR_FOLLOWER)
@@ -265,16 +286,76 @@ class ReplicaManager:
             if (partition := self.detach(topic_partition)) is not None
         ]
 
-    @staticmethod
-    def remove_logs(partitions: Sequence[Partition]) -> None:
-        """Worker thread: close the detached partitions' logs and remove their files."""
+    async def delete_detached(
+        self,
+        partitions: Sequence[Partition],
+        abandoned: Sequence[tuple[TopicPartition, PartitionLog]] = (),
+    ) -> None:
+        """On the event loop, after :meth:`detach`: delete these partitions' logs (and
+        ``abandoned`` ones, prepared for a topic deleted before it was applied), as the
+        module docstring says. Returns once their directory names are free; never
+        raises."""
         for partition in partitions:
+            plan = partition.log.cleaning_plan
+            if plan is not None:
+                plan.cancel()
+        for partition in partitions:
+            await partition.wait_until_returned()
+        logs = [(p.topic_partition, p.log) for p in partitions] + list(abandoned)
+        renamed = await asyncio.to_thread(self._close_and_rename, logs)
+        self.schedule_removal(renamed, self.clock.monotonic_ms() + self._file_delete_delay_ms())
+
+    def _close_and_rename(
+        self, logs: Sequence[tuple[TopicPartition, PartitionLog]]
+    ) -> list[DeletedDirectory]:
+        """Worker thread, sole owner of ``logs``: close them without writing, rename
+        their directories for deletion, fsync the data directory. A directory that
+        cannot be renamed is removed at once, so its name is free either way."""
+        renamed: list[DeletedDirectory] = []
+        for topic_partition, partition_log in logs:
+            open_files = partition_log.close_for_deletion()
             try:
-                partition.log.close()
-            except errors.KafkaError as e:
-                log.warning("closing %s: %s", partition.log.directory, e)
-            shutil.rmtree(partition.log.directory, ignore_errors=True)
-            log.info("deleted partition %s", partition.topic_partition)
+                path = rename_for_deletion(partition_log.directory, topic_partition)
+            except OSError as e:
+                log.warning(
+                    "cannot rename %s for deletion, removing it now: %s",
+                    partition_log.directory,
+                    e,
+                )
+                close_quietly(open_files)
+                shutil.rmtree(partition_log.directory, ignore_errors=True)
+                continue
+            renamed.append(DeletedDirectory(path, open_files))
+            log.info("deleted partition %s (its directory now %s)", topic_partition, path.name)
+        if renamed:
+            try:
+                fsync_directory(self.data_dir)
+            except OSError as e:
+                log.warning(
+                    "cannot fsync %s after renaming deleted partitions: %s", self.data_dir, e
+                )
+        return renamed
+
+    def _file_delete_delay_ms(self) -> int:
+        """How long a deleted partition's files stay: the broker's
+        log.segment.delete.delay.ms (Kafka uses the broker's, not the topic's)."""
+        return TopicConfig.from_entries({}, self.topic_defaults).file_delete_delay_ms
+
+    def schedule_removal(self, directories: Sequence[DeletedDirectory], due_ms: int) -> None:
+        """Remove these directories renamed for deletion at monotonic ``due_ms``."""
+        if directories:
+            self._deleted_dirs += [(due_ms, directory) for directory in directories]
+            self.deleted_dirs_changed.set()
+
+    def take_due_removals(self, now_ms: int) -> list[DeletedDirectory]:
+        """The directories renamed for deletion whose time came, forgotten here."""
+        due = [directory for due_ms, directory in self._deleted_dirs if due_ms <= now_ms]
+        self._deleted_dirs = [(d, p) for d, p in self._deleted_dirs if d > now_ms]
+        return due
+
+    def next_removal_ms(self) -> int | None:
+        """When the next directory renamed for deletion may go (monotonic), if any."""
+        return min((due_ms for due_ms, _ in self._deleted_dirs), default=None)
 
     def create_logs(self, topic: TopicMetadata) -> list[tuple[TopicPartition, PartitionLog]]:
         """Make the empty logs of a new topic's partitions that this broker hosts. Safe

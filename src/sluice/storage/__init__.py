@@ -22,6 +22,7 @@ Modules, bottom up::
                     markers that may go, the .txnindex entries kept
     cleaner         compaction: prepare (appending thread) / build (worker) / swap
     log             PartitionLog, the API the broker uses
+    partition_dirs  deleted partitions: <topic>-<partition>.<id>-delete, removed later
 
 On-disk format of a partition directory (each module's docstring has the byte layout)::
 
@@ -49,6 +50,7 @@ On-disk format of a partition directory (each module's docstring has the byte la
                                       completed on open (it replaces the segments in
                                       its offset range) unless a .log.cleaned remains
     <data dir>/.clean-shutdown        written by the broker after closing every log
+    <data dir>/<topic>-<partition>.<id>-delete/   a deleted partition, removed later
 
 Every checkpoint and snapshot is written to ``<name>.tmp``, fsynced, renamed, and the
 directory fsynced. The ``.log`` files are the truth: indexes, the leader-epoch cache and

@@ -138,6 +138,7 @@ import hashlib
 import logging
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -709,6 +710,11 @@ class CleaningStats:
     elapsed_s: float
 
 
+class CleaningCancelled(Exception):
+    """:meth:`CleaningPlan.build` stopped because :meth:`CleaningPlan.cancel` was called
+    (the log is being deleted). The caller discards the plan."""
+
+
 class _State(enum.Enum):
     PREPARED = "prepared"
     BUILDING = "building"
@@ -929,6 +935,17 @@ class CleaningPlan:
         self.tombstone_horizon_ms = -1
         """The earliest delete horizon of a tombstone or marker kept; -1 when none."""
         self.stats: CleaningStats | None = None
+        self._cancelled = threading.Event()
+        """Set from the appending thread, read by :meth:`build` on its worker thread."""
+
+    def cancel(self) -> None:
+        """Ask a build in flight to stop at its next read (any thread): the log is
+        going away, so the plan will be discarded rather than swapped in."""
+        self._cancelled.set()
+
+    def _sleep_unless_cancelled(self, seconds: float) -> None:
+        """The throttle's wait, cut short by :meth:`cancel` (the next read then stops)."""
+        self._cancelled.wait(seconds)
 
     @property
     def last_marker_removed(self) -> int:
@@ -957,18 +974,21 @@ class CleaningPlan:
         io_budget_bytes_per_s: float | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> CleaningStats:
         """Build the offset map and write the cleaned segments (``*.cleaned``, fsynced).
         Touches nothing but the plan, its duplicated descriptors and its new files, so
         it may run on any thread while the log goes on appending. Bytes read and
         written together stay within ``io_budget_bytes_per_s`` (None: no limit).
-        Raises KafkaStorageError when a segment cannot be read or parsed (the caller
-        discards the plan)."""
+        Raises KafkaStorageError when a segment cannot be read or parsed, and
+        CleaningCancelled once :meth:`cancel` was called (the caller discards the plan
+        either way)."""
         assert self._state is _State.PREPARED, f"build of a {self._state.value} plan"
         self._state = _State.BUILDING
         started_ms = clock.monotonic_ms()
-        throttler = Throttler(io_budget_bytes_per_s, clock=clock, sleep=sleep)
+        throttler = Throttler(
+            io_budget_bytes_per_s, clock=clock, sleep=sleep or self._sleep_unless_cancelled
+        )
         counters = _Counters()
         try:
             offset_map = self._build_offset_map(throttler, counters)
@@ -1017,6 +1037,8 @@ class CleaningPlan:
         while position < end:
             in_chunk = position - chunk_start
             if in_chunk + HEADER_BYTES > len(chunk):
+                if self._cancelled.is_set():
+                    raise CleaningCancelled(f"{self.directory}: cleaning cancelled")
                 chunk = source.pread(min(CLEANER_READ_BYTES, end - position), position)
                 throttler.consume(len(chunk))
                 counters.bytes_read += len(chunk)

@@ -45,10 +45,11 @@ import bisect
 import functools
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import BinaryIO, ParamSpec, TypeVar
 
 from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
@@ -969,7 +970,11 @@ class PartitionLog:
         first batch whole when ``min_one_batch``), never a batch reaching ``max_offset``
         (exclusive; the high watermark for consumers). May span segments, at most
         SEGMENTS_PER_READ_MAX (each slice holds its file open until sent). Raises
-        OffsetOutOfRange outside [log start offset, log end offset]."""
+        OffsetOutOfRange outside [log start offset, log end offset], and
+        NotLeaderOrFollower once the log is closed (a reader that held the partition
+        across its deletion: its files' paths may name another topic's by now)."""
+        if self._closed:
+            raise errors.NotLeaderOrFollower(f"{self.directory.name} is no longer hosted here")
         if not self._log_start_offset <= offset <= self._log_end_offset:
             raise errors.OffsetOutOfRange(
                 f"offset {offset} is outside [{self._log_start_offset}, {self._log_end_offset}]"
@@ -1418,6 +1423,30 @@ class PartitionLog:
             segment.delete_files()
         self._pending_deletes.clear()
         self._closed = True
+
+    def close_for_deletion(self) -> list[BinaryIO]:
+        """Close the log and write nothing: no flush, no checkpoint, no producer
+        snapshot (the partition is being deleted, and a write could only race the
+        rename of its directory). The segments' log files are not closed but returned:
+        reads in flight may still send from them, so the caller closes them after
+        file.delete.delay.ms, as for a deleted segment. For the one owner of a detached
+        log; never raises."""
+        if self._closed:
+            return []
+        self._closed = True
+        if self.cleaning_plan is not None:
+            self.cleaning_plan.cancel()
+        closers: list[Callable[[], None]] = [self.delays.close]
+        if self.tag_summaries is not None:
+            closers.append(self.tag_summaries.close)
+        for close in closers:
+            try:
+                close()
+            except (OSError, sqlite3.Error) as e:
+                logger.warning("%s: closing a deleted partition: %s", self.directory, e)
+        segments = self._segments + [segment for _, segment in self._pending_deletes]
+        self._pending_deletes.clear()
+        return [file for segment in segments if (file := segment.close_for_deletion()) is not None]
 
     def __repr__(self) -> str:
         return (

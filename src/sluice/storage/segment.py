@@ -929,6 +929,19 @@ class LogSegment:
             self._file.close()
             self._file = None
 
+    def close_for_deletion(self) -> BinaryIO | None:
+        """Close the indexes without writing anything (no trim, no sync) and hand over
+        the open log file, if any: a read in flight (sendfile) may still be sending
+        from it, so the caller closes it once file.delete.delay.ms has passed. The
+        segment's partition is being deleted."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_without_trim()
+        self._offset_index = self._time_index = None
+        OPEN_SEGMENT_FILES.forget(self)
+        file, self._file = self._file, None
+        return file
+
     def rename_to_deleted(self) -> None:
         """Mark for deletion: unmap the indexes, add ``.deleted`` to the file names. The
         log file stays open so reads in flight (sendfile) can finish."""
