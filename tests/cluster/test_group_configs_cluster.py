@@ -1,10 +1,13 @@
 """Group configs in a cluster: two brokers on ZooKeeper. A share group's configs altered
 through one broker reach the other broker's metadata image, and from there the next
 ShareFetch on the share-partitions it leads (which reads them from the image, without a
-ZooKeeper round trip); the broker that altered them shows them as soon as it answers."""
+ZooKeeper round trip: fetches go on while ZooKeeper does not answer); the broker that
+altered them shows them as soon as it answers."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -118,3 +121,33 @@ def test_a_group_config_altered_through_one_broker_applies_to_the_next_fetch_on_
         )
         member.fetch()
         assert str(lock_ms(member)) == default_lock
+
+
+def test_share_fetches_run_with_the_group_settings_while_zookeeper_does_not_answer(
+    cluster: Cluster, zookeeper: LocalZooKeeper
+) -> None:
+    """The group's settings come from the leader's image: with ZooKeeper paused
+    (SIGSTOP), ShareFetch is answered at once, under the group's lock duration."""
+    topic, group = f"queue-{uuid.uuid4().hex[:8]}", f"workers-{uuid.uuid4().hex[:8]}"
+    admin = cluster.admin(cluster.running()[0])
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
+    status = cluster.wait_for(lambda s: topic in s["topics"])
+    leader = cluster.broker(status["topics"][topic][0]["leader"])
+    produce_and_flush(
+        Producer(producer_config(cluster.bootstrap)),
+        topic,
+        ({"value": b"%d" % i} for i in range(RECORDS)),
+    )
+    with KafkaConnection(leader.host, leader.port) as to_leader:
+        set_group_configs(
+            to_leader, group, {"share.auto.offset.reset": "earliest", LOCK_NAME: "20000"}
+        )
+        member = ShareMember(to_leader, group, topic_id(to_leader, topic))
+        assert len(fetch_until(member, RECORDS)) == RECORDS
+        os.kill(zookeeper.pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):
+                assert member.fetch() == []  # all held by this member already
+                assert lock_ms(member) == 20_000
+        finally:
+            os.kill(zookeeper.pid, signal.SIGCONT)
