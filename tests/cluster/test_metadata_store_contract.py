@@ -443,3 +443,65 @@ def test_dynamic_broker_configs_are_stored_seen_by_other_brokers_and_kept(
         await reopened.close()
 
     run(scenario)
+
+
+def _groups(image: MetadataImage) -> dict[str, dict[str, str]]:
+    return {group: dict(configs) for group, configs in image.group_configs.items()}
+
+
+def test_group_configs_are_in_every_image_after_a_write_and_after_a_deletion(
+    open_store: OpenStore,
+) -> None:
+    async def scenario() -> None:
+        first = await open_store()
+        assert _groups(first.image()) == {}
+        assert first.image().group_overrides("g") == {}
+        await first.set_group_configs("g", {"share.record.lock.duration.ms": "20000"})
+        await first.set_group_configs("team/a", {"share.auto.offset.reset": "earliest"})
+        # The writer's next image holds its write.
+        assert _groups(first.image()) == {
+            "g": {"share.record.lock.duration.ms": "20000"},
+            "team/a": {"share.auto.offset.reset": "earliest"},
+        }
+        assert first.image().group_overrides("team/a") == {"share.auto.offset.reset": "earliest"}
+        wanted = {"g": {"share.record.lock.duration.ms": "30000"}}
+        if open_store.shared:
+            second = await open_store()
+            assert _groups(second.image())["team/a"] == {"share.auto.offset.reset": "earliest"}
+            # Changed and deleted through another broker: the first one's image follows.
+            await second.set_group_configs("g", {"share.record.lock.duration.ms": "30000"})
+            await second.set_group_configs("team/a", {})
+            assert _groups(second.image()) == wanted
+            await eventually(first, lambda image: _groups(image) == wanted)
+            # Created again after its deletion: seen again (a new node, a new watch).
+            await second.set_group_configs("team/a", {"share.isolation.level": "read_committed"})
+            again = {**wanted, "team/a": {"share.isolation.level": "read_committed"}}
+            await eventually(first, lambda image: _groups(image) == again)
+            await second.set_group_configs("team/a", {})
+            await eventually(first, lambda image: _groups(image) == wanted)
+            await second.close()
+        else:
+            await first.set_group_configs("g", {"share.record.lock.duration.ms": "30000"})
+            await first.set_group_configs("team/a", {})
+            assert _groups(first.image()) == wanted
+        assert await first.group_configs("team/a") == {}
+        assert await first.groups_with_configs() == ["g"]
+        await first.close()
+        reopened = await open_store()
+        assert _groups(reopened.image()) == wanted
+        await reopened.close()
+
+    run(scenario)
+
+
+def test_a_group_config_write_publishes_an_image_to_subscribers(open_store: OpenStore) -> None:
+    async def scenario() -> None:
+        store = await open_store()
+        seen: list[MetadataImage] = []
+        store.subscribe(seen.append)
+        await store.set_group_configs("g", {"share.delivery.count.limit": "3"})
+        assert seen, "a group config write publishes a new image"
+        assert seen[-1].group_overrides("g") == {"share.delivery.count.limit": "3"}
+        await store.close()
+
+    run(scenario)

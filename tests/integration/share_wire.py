@@ -20,6 +20,7 @@ from kio.schema.share_group_heartbeat.v1 import request as share_heartbeat_v1
 
 GROUP_RESOURCE_TYPE = 32
 SET = 0
+DELETE = 1
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,13 @@ def topic_id(connection: KafkaConnection, topic: str) -> uuid.UUID:
     return found.topic_id
 
 
-def set_group_configs(connection: KafkaConnection, group: str, configs: dict[str, str]) -> None:
+def set_group_configs(
+    connection: KafkaConnection,
+    group: str,
+    configs: dict[str, str],
+    deleted: Sequence[str] = (),
+) -> None:
+    """IncrementalAlterConfigs on the group: SET ``configs``, DELETE ``deleted``."""
     response = connection.request(
         alter_configs_v1.IncrementalAlterConfigsRequest(
             resources=(
@@ -53,6 +60,12 @@ def set_group_configs(connection: KafkaConnection, group: str, configs: dict[str
                     configs=tuple(
                         alter_configs_v1.AlterableConfig(name=k, config_operation=SET, value=v)
                         for k, v in configs.items()
+                    )
+                    + tuple(
+                        alter_configs_v1.AlterableConfig(
+                            name=k, config_operation=DELETE, value=None
+                        )
+                        for k in deleted
                     ),
                 ),
             ),

@@ -125,8 +125,6 @@ class SharePartitions:
         self._hosted: dict[ShareStateKey, HostedSharePartition] = {}
         """By group, topic id and partition (a topic created again is another topic)."""
         self._loading: dict[ShareStateKey, asyncio.Future[HostedSharePartition]] = {}
-        self._settings: dict[str, ShareGroupSettings] = {}
-        """Each group's settings as its last request read them (:meth:`settings`)."""
         self._wake = asyncio.Event()
         self._timer_target_ms: int | None = None
         """When the lock timer wakes next (None: it sleeps until woken)."""
@@ -137,11 +135,13 @@ class SharePartitions:
         """The share-partitions loaded here, for metrics (do not modify them)."""
         return list(self._hosted.values())
 
-    async def settings(self, group_id: str) -> ShareGroupSettings:
-        """The group's settings as the metadata store has them now. Every ShareFetch and
-        ShareAcknowledge reads them first, so a config change applies to the next one
-        (as in Kafka); the share-partitions it names take them from there."""
-        overrides = await self._store.group_configs(group_id)
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's settings as this broker's metadata image has them now (no I/O).
+        Every ShareFetch and ShareAcknowledge reads them first, so a config change
+        applies to the next one once the image holds it (as in Kafka, whose brokers keep
+        group configs in memory from the metadata log); the share-partitions it names
+        take them from there."""
+        overrides = self._store.image().group_overrides(group_id)
         topic = overrides.get("errors.deadletterqueue.topic.name") or ""
         prefix = self._config.share_dead_letter_topic_prefix
         if topic and not topic.startswith(prefix):
@@ -176,13 +176,7 @@ class SharePartitions:
             if topic
             else None,
         )
-        self._settings[group_id] = settings
         return settings
-
-    async def _current_settings(self, group_id: str) -> ShareGroupSettings:
-        """The settings last read for the group (read now if never)."""
-        settings = self._settings.get(group_id)
-        return settings if settings is not None else await self.settings(group_id)
 
     # ================================================================ hosting
 
@@ -202,7 +196,7 @@ class SharePartitions:
         hosted = self._hosted.get(slot)
         if hosted is not None and hosted.leader_epoch == partition.leader_epoch:
             hosted.last_used_ms = self._clock.wall_ms()
-            settings = await self._current_settings(group_id)
+            settings = self.settings(group_id)
             if settings != hosted.settings:
                 hosted.settings = settings
                 hosted.share.config = self._share_config(settings)
@@ -235,7 +229,7 @@ class SharePartitions:
         partition: Partition,
     ) -> HostedSharePartition:
         key = ShareStateKey(group_id, topic_id, topic_partition.partition)
-        settings = await self._current_settings(group_id)
+        settings = self.settings(group_id)
         epoch = partition.leader_epoch
         state = await self._persister.read(key, epoch)
         if state is None:

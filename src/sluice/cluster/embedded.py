@@ -110,21 +110,22 @@ class EmbeddedMetadataStore:
             # Topics stored before they had ids were given one while loading: keep it.
             self._commit(topics={name: t.to_json() for name, t in sorted(self._topics.items())})
         self._acls = self._acls_from_json(self._document.get("acls", []))
-        self._broker_configs = self._broker_configs_from_json(
-            self._document.get("broker_configs", {})
-        )
+        self._broker_configs = self._config_maps_from_json("broker_configs")
+        self._group_configs = self._config_maps_from_json("group_configs")
         self._image = self._make_image()
 
-    def _broker_configs_from_json(self, data: Any) -> Mapping[str, Mapping[str, str]]:
+    def _config_maps_from_json(self, field: str) -> Mapping[str, Mapping[str, str]]:
+        """A field of config sets by name (broker levels, groups), read-only."""
+        data = self._document.get(field, {})
         if not isinstance(data, dict) or not all(
-            isinstance(level, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in level.items())
-            for level in data.values()
+            isinstance(configs, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items())
+            for configs in data.values()
         ):
             raise MetadataFileError(
-                f"{self._path}: field 'broker_configs' is not a map of maps of strings"
+                f"{self._path}: field {field!r} is not a map of maps of strings"
             )
-        return _frozen_levels(data)
+        return _frozen_config_maps(data)
 
     def _acls_from_json(self, data: Any) -> frozenset[AclBinding]:
         try:
@@ -193,6 +194,7 @@ class EmbeddedMetadataStore:
             topics=MappingProxyType(dict(self._topics)),
             acls=self._acls,
             broker_configs=self._broker_configs,
+            group_configs=self._group_configs,
         )
 
     def _publish(self) -> None:
@@ -353,26 +355,26 @@ class EmbeddedMetadataStore:
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
         """The config overrides stored for one group (empty when none)."""
-        stored = self._document.get("group_configs", {}).get(group_id, {})
-        return dict(stored)
+        return dict(self._image.group_overrides(group_id))
 
     async def groups_with_configs(self) -> list[str]:
-        return sorted(self._document.get("group_configs", {}))
+        return sorted(self._image.group_configs)
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace one group's overrides (already checked); empty removes the group's
-        entry. In memory only once the file is written."""
+        entry. In memory, and in the next image, only once the file is written."""
 
         def write() -> None:
-            with self._lock:
-                updated = dict(self._document.get("group_configs") or {})
-                if configs:
-                    updated[group_id] = dict(sorted(configs.items()))
-                else:
-                    updated.pop(group_id, None)
-                self._commit(group_configs=updated)
+            groups = {name: dict(group) for name, group in self._group_configs.items()}
+            if configs:
+                groups[group_id] = dict(sorted(configs.items()))
+            else:
+                groups.pop(group_id, None)
+            self._commit(group_configs=dict(sorted(groups.items())))
+            self._group_configs = _frozen_config_maps(groups)
+            self._image = self._make_image()
 
-        await asyncio.to_thread(write)
+        await self._run(write)
 
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
         """Replace one level's dynamic broker configs (already checked); empty removes
@@ -385,7 +387,7 @@ class EmbeddedMetadataStore:
             else:
                 levels.pop(resource_name, None)
             self._commit(broker_configs=dict(sorted(levels.items())))
-            self._broker_configs = _frozen_levels(levels)
+            self._broker_configs = _frozen_config_maps(levels)
             self._image = self._make_image()
 
         await self._run(write)
@@ -477,6 +479,7 @@ class EmbeddedMetadataStore:
         await asyncio.to_thread(write)
 
 
-def _frozen_levels(levels: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
-    """Dynamic broker config levels as an image holds them (read-only copies)."""
+def _frozen_config_maps(levels: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
+    """Config sets by name (dynamic broker config levels, groups' overrides) as an image
+    holds them (read-only copies)."""
     return MappingProxyType({name: MappingProxyType(dict(level)) for name, level in levels.items()})

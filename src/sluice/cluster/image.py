@@ -15,6 +15,9 @@ works out what changed for itself with :meth:`MetadataDelta.for_node`::
                                                    new dynamic broker configs (every
                                                    hosted partition takes new defaults)
 
+Group configs (config resource GROUP) are in the image too, so requests read them
+without I/O (each ShareFetch does): a change is seen by a broker once its image has it.
+
 An image is never changed: everything in it is frozen or a fresh dict nobody else
 holds, so handlers may read it without locks while the next image is being built.
 A topic appears in an image only with all of its partitions (a store that reads a new
@@ -31,6 +34,8 @@ from sluice.cluster.model import BrokerInfo, PartitionState, TopicId, TopicMetad
 from sluice.common.authorizer import AclBinding
 from sluice.common.ids import TopicPartition
 
+_NO_OVERRIDES: Mapping[str, str] = MappingProxyType({})
+
 
 @dataclass(frozen=True)
 class ControllerInfo:
@@ -43,7 +48,8 @@ class ControllerInfo:
 @dataclass(frozen=True)
 class MetadataImage:
     """The cluster as one broker last saw it: the live brokers, the controller, every
-    topic with its partitions, the ACLs and the dynamic broker configs."""
+    topic with its partitions, the ACLs, the dynamic broker configs and the groups'
+    config overrides."""
 
     cluster_id: str
     brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: MappingProxyType({}))
@@ -57,6 +63,11 @@ class MetadataImage:
     )
     """Dynamic broker configs by resource name: ``""`` the cluster-wide default level,
     ``"<node id>"`` one broker's (see :mod:`sluice.common.dynamic_config`)."""
+    group_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Config overrides by group id (config resource GROUP; a group without overrides
+    is absent)."""
     _by_id: dict[TopicId, TopicMetadata] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -89,6 +100,10 @@ class MetadataImage:
             self.broker_configs.get("", empty),
             self.broker_configs.get(str(node_id), empty),
         )
+
+    def group_overrides(self, group_id: str) -> Mapping[str, str]:
+        """The group's config overrides; empty when it has none."""
+        return self.group_configs.get(group_id, _NO_OVERRIDES)
 
     def live_brokers(self) -> list[BrokerInfo]:
         return sorted(self.brokers.values(), key=lambda b: b.node_id)

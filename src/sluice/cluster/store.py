@@ -23,6 +23,7 @@ Writes are conditional::
     ACLs              any broker            none: adding a binding present or removing
                                             one absent changes nothing (Kafka's rule)
     broker configs    any broker            none: one level's set replaced whole
+    group configs     any broker            none: one group's set replaced whole
 
 so a writer that read a stale state, or a controller that was paused past its session
 and replaced, cannot overwrite what is newer. A write that fails changes nothing.
@@ -143,15 +144,18 @@ class MetadataStore(Protocol):
         ...
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
-        """A group's config overrides (config resource GROUP); empty when none."""
+        """A group's config overrides (config resource GROUP); empty when none. As the
+        image has them (:meth:`MetadataImage.group_overrides`, which requests read)."""
         ...
 
     async def groups_with_configs(self) -> list[str]:
-        """Every group that has config overrides."""
+        """Every group that has config overrides, as the image has them."""
         ...
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
-        """Replace a group's config overrides durably; empty removes them."""
+        """Replace a group's config overrides durably (already checked); empty removes
+        them. Every store's image shows them (:attr:`MetadataImage.group_configs`), the
+        caller's next image included."""
         ...
 
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:

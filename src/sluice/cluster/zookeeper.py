@@ -20,7 +20,8 @@ another Sluice cluster under another chroot) is never touched::
                                                 since the state was written)
                    /producer_ids                {"next": N}
                    /group_configs/<group id>    {config name: value}; the id
-                                                percent-encoded (a group id may hold "/")
+                                                percent-encoded (a group id may hold "/");
+                                                watched, in the image
                    /acls                        {"acls": [binding, …]}: every ACL in one
                                                 node, written conditionally on its version
                                                 (a node holds 1 MB: thousands of ACLs)
@@ -106,6 +107,7 @@ _CONTROLLER = "controller"
 _TOPICS = "topics"
 _ACLS = "acls"
 _BROKER_CONFIGS = "broker_configs"
+_GROUP_CONFIGS = "group_configs"
 _DEFAULT_BROKER_NODE = "<default>"
 """The node of the cluster-wide dynamic broker configs (Kafka's name for it)."""
 
@@ -152,6 +154,8 @@ class ZooKeeperMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._acls: frozenset[AclBinding] = frozenset()
         self._broker_configs: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+        self._group_configs: dict[str, Mapping[str, str]] = {}
+        """By group id (decoded)."""
         self._image = MetadataImage("")
         self._registration: BrokerInfo | None = None
         self._session_lost = False
@@ -301,6 +305,11 @@ class ZooKeeperMetadataStore:
             self._read_acls()
         if everything or _BROKER_CONFIGS in dirty:
             self._read_broker_configs()
+        if everything or _GROUP_CONFIGS in dirty:
+            dirty.update(self._read_groups_with_configs(everything))
+        self._read_group_configs(
+            [key[1] for key in dirty if isinstance(key, tuple) and key[0] == "group"]
+        )
         if everything or _TOPICS in dirty:
             names = self._client.get_children(self._path("topics"), watch=self._watch(_TOPICS))
             for gone in set(self._topics) - set(names):
@@ -321,6 +330,7 @@ class ZooKeeperMetadataStore:
             MappingProxyType(dict(self._topics)),
             self._acls,
             self._broker_configs,
+            MappingProxyType(dict(self._group_configs)),
         )
         for listener in list(self._listeners):
             listener(self._image)
@@ -366,6 +376,45 @@ class ZooKeeperMetadataStore:
             name = "" if child == _DEFAULT_BROKER_NODE else child
             levels[name] = MappingProxyType({str(k): str(v) for k, v in json.loads(data).items()})
         self._broker_configs = MappingProxyType(levels)
+
+    def _read_groups_with_configs(self, everything: bool) -> list[tuple[str, str]]:
+        """Which groups have configs (setting the children's watch): forget those gone,
+        and return the keys of those to read (the new ones; all of them after a new
+        session, whose watches are gone)."""
+        children = self._client.get_children(
+            self._path("group_configs"), watch=self._watch(_GROUP_CONFIGS)
+        )
+        present = {urllib.parse.unquote(child): child for child in children}
+        for gone in set(self._group_configs) - set(present):
+            del self._group_configs[gone]
+        return [
+            ("group", child)
+            for group_id, child in present.items()
+            if everything or group_id not in self._group_configs
+        ]
+
+    def _read_group_configs(self, children: Sequence[str]) -> None:
+        """Read the named groups' configs (node names, percent-encoded) at once, each read
+        setting the node's watch; a group whose node is gone has no configs."""
+        pending = [
+            (
+                child,
+                self._client.get_async(
+                    self._path("group_configs", child), watch=self._watch(("group", child))
+                ),
+            )
+            for child in children
+        ]
+        for child, result in pending:
+            group_id = urllib.parse.unquote(child)
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                self._group_configs.pop(group_id, None)
+                continue
+            self._group_configs[group_id] = MappingProxyType(
+                {str(k): str(v) for k, v in json.loads(data).items()}
+            )
 
     def _read_topic(self, name: str) -> None:
         """The topic and all its partitions (each read sets its watch); gone if deleted."""
@@ -768,18 +817,10 @@ class ZooKeeperMetadataStore:
         await self._run(write)
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
-        def read() -> dict[str, str]:
-            try:
-                data, _ = self._client.get(self._group_path(group_id))
-            except NoNodeError:
-                return {}
-            return dict(json.loads(data))
-
-        return await asyncio.to_thread(read)
+        return dict(self._image.group_overrides(group_id))
 
     async def groups_with_configs(self) -> list[str]:
-        children = await asyncio.to_thread(self._client.get_children, self._path("group_configs"))
-        return sorted(urllib.parse.unquote(child) for child in children)
+        return sorted(self._image.group_configs)
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         def write() -> None:
@@ -789,14 +830,20 @@ class ZooKeeperMetadataStore:
                     self._client.delete(path)
                 except NoNodeError:
                     pass
-                return
-            data = _dumps(dict(sorted(configs.items())))
-            try:
-                self._client.set(path, data)
-            except NoNodeError:
-                self._client.create(path, data)
+            else:
+                data = _dumps(dict(sorted(configs.items())))
+                try:
+                    self._client.set(path, data)
+                except NoNodeError:
+                    try:
+                        self._client.create(path, data)
+                    except NodeExistsError:  # another broker made it meanwhile
+                        self._client.set(path, data)
+            self._mark(_GROUP_CONFIGS)
+            self._mark(("group", path.rsplit("/", 1)[1]))
+            self._refresh_now()
 
-        await asyncio.to_thread(write)
+        await self._run(write)
 
     # -- client quotas: /client_quotas/<entity key> {type: value}, the key percent-encoded -
 

@@ -217,10 +217,10 @@ async def handle_describe_log_dirs(
 # ── ListConfigResources ────────────────────────────────────────────────────────────────
 
 
-async def _group_config_names(services: BrokerServices) -> list[str]:
+def _group_config_names(services: BrokerServices) -> list[str]:
     """Groups that have stored config overrides (Kafka lists those, whether or not the
-    group exists), from the metadata store."""
-    return sorted(await services.store.groups_with_configs())
+    group exists), from the metadata image."""
+    return sorted(services.store.image().group_configs)
 
 
 async def handle_list_config_resources(
@@ -252,7 +252,7 @@ async def handle_list_config_resources(
         return answer(ErrorCode.unsupported_version, [])
     listed: list[tuple[str, ConfigResourceType]] = []
     if ConfigResourceType.GROUP in requested:
-        listed += [(name, ConfigResourceType.GROUP) for name in await _group_config_names(services)]
+        listed += [(name, ConfigResourceType.GROUP) for name in _group_config_names(services)]
     if ConfigResourceType.BROKER in requested:
         listed += [
             (str(b.node_id), ConfigResourceType.BROKER)

@@ -40,7 +40,9 @@ at the end, SUBTRACT removes items, and the empty list is a value (Kafka 4.2+: f
 Group configs (resource type 32, Kafka's GroupConfig names: ``consumer.*`` and
 ``share.*``) are per group id, whether or not the group exists. IncrementalAlterConfigs
 SETs and DELETEs them, checked by name and range as a whole
-(:func:`~sluice.common.config.parse_group_configs`), stored in the metadata store;
+(:func:`~sluice.common.config.parse_group_configs`), stored in the metadata store and
+answered once this broker's metadata image holds them (every broker reads a group's
+configs from its image, so the group's next request here runs with them);
 DescribeConfigs shows the group's value (GROUP_CONFIG, 8) or Kafka's default
 (DEFAULT_CONFIG), with the broker setting it defaults to as a synonym. The legacy
 AlterConfigs refuses groups (INVALID_REQUEST), as it predates them.
@@ -787,7 +789,7 @@ async def _describe_resource(services: BrokerServices, resource: Any) -> list[De
     if resource_type == ResourceType.GROUP:
         group_id = _check_group_name(resource.resource_name)
         return describe_group_configs(
-            await services.store.group_configs(group_id), names, services.config
+            services.store.image().group_overrides(group_id), names, services.config
         )
     raise _unsupported_resource_type(resource_type)
 
@@ -826,14 +828,7 @@ async def _alter_resource(
         await _alter_broker_level(services, resource, validate_only, incremental)
         return
     if resource_type == ResourceType.GROUP and incremental:
-        group_id = _check_group_name(resource.resource_name)
-        altered = incrementally_altered_group_configs(
-            await services.store.group_configs(group_id),
-            [(c.name, int(c.config_operation), c.value) for c in resource.configs],
-            services.config,
-        )
-        if not validate_only:
-            await services.store.set_group_configs(group_id, altered)
+        await _alter_group(services, resource, validate_only)
         return
     if resource_type == ResourceType.GROUP:
         raise errors.InvalidRequest(
@@ -854,6 +849,30 @@ async def _alter_resource(
 
     topic = services.topics.require(resource.resource_name)
     await services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
+
+
+async def _alter_group(services: BrokerServices, resource: Any, validate_only: bool) -> None:
+    """Change a group's config overrides; answered once this broker's image holds them,
+    so the group's next request here (a ShareFetch) runs with them (the other brokers
+    apply them when their store shows them)."""
+    group_id = _check_group_name(resource.resource_name)
+    stored = services.store.image().group_overrides(group_id)
+    altered = incrementally_altered_group_configs(
+        stored,
+        [(c.name, int(c.config_operation), c.value) for c in resource.configs],
+        services.config,
+    )
+    if validate_only or altered == dict(stored):
+        return
+    try:
+        await services.store.set_group_configs(group_id, altered)
+    except OSError as e:
+        raise errors.KafkaStorageError(f"cannot store the group configs: {e}") from e
+    except MetadataStoreError as e:
+        raise errors.RequestTimedOut(f"cannot store the group configs: {e}") from e
+    await services.topics.wait_applied(
+        lambda applied: dict(applied.group_overrides(group_id)) == altered
+    )
 
 
 async def _alter_broker_level(

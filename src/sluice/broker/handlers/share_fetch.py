@@ -409,7 +409,7 @@ async def handle_share_fetch(
             error=e.code,
             message=str(e) or None,
         )
-    settings = await services.share_partitions.settings(group_id)
+    settings = services.share_partitions.settings(group_id)
     await _acknowledge(services, group_id, member_id, request.topics, outcomes, version)
     if session is None:
         closed = services.share_sessions.close(group_id, member_id)
@@ -451,7 +451,7 @@ async def handle_share_acknowledge(
         error, message = e.code, str(e) or None
     lock_ms = 0
     if group_id:  # read before acknowledging: a config change applies to this request
-        lock_ms = (await services.share_partitions.settings(group_id)).lock_duration_ms
+        lock_ms = services.share_partitions.settings(group_id).lock_duration_ms
     lock: dict[str, int] = {}
     if has_field(module.ShareAcknowledgeResponse, "acquisition_lock_timeout"):  # v2
         lock["acquisition_lock_timeout"] = lock_ms

@@ -86,7 +86,7 @@ async def handle_share_group_heartbeat(
         services.authorizer.require(context, GROUP_READ, request.group_id)
         for name in request.subscribed_topic_names or ():
             services.authorizer.require(context, TOPIC_DESCRIBE, name)
-        group_configs = await services.store.group_configs(request.group_id)
+        group_configs = services.store.image().group_overrides(request.group_id)
         heartbeat = ShareGroupHeartbeatRequest(
             group_id=request.group_id,
             member_id=request.member_id,
