@@ -386,8 +386,10 @@ def test_no_record_is_held_by_two_members_at_once(broker: BrokerProcess, topic: 
         broker,
         **{"share.record.lock.duration.ms": str(LONG_LOCK_MS), "share.delivery.count.limit": "10"},
     )
+    # Batches of 10 records: a fetch takes whole batches (Kafka's batch_optimized acquire
+    # mode), so a few large batches would be one or two members' work.
     produce_and_flush(
-        Producer(producer_config(broker.bootstrap, **{"linger.ms": 0})),
+        Producer(producer_config(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 10})),
         topic,
         ({"value": f"d{i}".encode()} for i in range(total)),
     )
