@@ -20,7 +20,7 @@ from kio.schema.alter_client_quotas.v1.request import (
 )
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.static.primitive import f64
-from test_zookeeper_store import SESSION_TIMEOUT_S, expire_session
+from zookeeper_sessions import SESSION_TIMEOUT_S, expire_session
 
 from sluice.broker.quotas import ClientQuotas
 from sluice.cli.local_zookeeper import LocalZooKeeper

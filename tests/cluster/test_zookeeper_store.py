@@ -9,14 +9,13 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 import pytest
-from kazoo.client import KazooClient
+from zookeeper_sessions import SESSION_TIMEOUT_S, expire_session
 
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata, new_topic_id
 from sluice.cluster.store import BrokerIdInUse, ControllerFenced, PartitionChange
-from sluice.cluster.zookeeper import ZooKeeperMetadataStore, split_connect
+from sluice.cluster.zookeeper import ZooKeeperMetadataStore
 
-SESSION_TIMEOUT_S = 4.0
 SCENARIO_TIMEOUT_S = 60.0
 
 
@@ -44,17 +43,6 @@ async def eventually(
         await seen.wait()
         seen.clear()
     return store.image()
-
-
-def expire_session(connect: str, store: ZooKeeperMetadataStore) -> None:
-    """Expire the store's session on the server, as a long pause or a partition would:
-    a second client joins the same session and closes it."""
-    session_id, password = store._client.client_id
-    hosts, _ = split_connect(connect)
-    intruder = KazooClient(hosts=hosts, client_id=(session_id, password))
-    intruder.start(timeout=10)
-    intruder.stop()
-    intruder.close()
 
 
 def test_a_registration_lasts_as_long_as_the_session(zookeeper_connect: str) -> None:
