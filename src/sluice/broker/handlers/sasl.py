@@ -14,7 +14,8 @@ answered with its error and the connection is then closed, as Kafka does.
 SCRAM users are looked up in the metadata store at each authentication, so a user
 created, changed or deleted through any broker counts on every broker at once. PLAIN
 checks the password against the same SCRAM credential (SCRAM-SHA-512's if the user has
-one, else SCRAM-SHA-256's): one user database for both mechanisms.
+one, else SCRAM-SHA-256's): one user database for both mechanisms. An unknown user costs
+PLAIN the same PBKDF2 as a known one, so timing does not reveal who exists.
 
 SaslHandshake v0 means Kafka's legacy framing (raw SASL tokens after the handshake,
 outside any request). No client in use needs it: librdkafka, the Java client,
@@ -38,7 +39,7 @@ from sluice.protocol.sasl import (
     ScramMechanism,
     ScramServer,
     parse_plain,
-    password_matches,
+    plain_password_matches,
 )
 from sluice.protocol.versions import ApiKey
 
@@ -48,9 +49,6 @@ if TYPE_CHECKING:
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
-
-PLAIN_CREDENTIAL_ORDER = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
-"""Which SCRAM credential a PLAIN password is checked against, first found."""
 
 
 def _handshake_response(version: int, error: ErrorCode, mechanisms: tuple[str, ...]) -> Any:
@@ -158,13 +156,9 @@ async def handle_sasl_authenticate(
 async def _authenticate_plain(services: BrokerServices, token: bytes) -> str:
     plain = parse_plain(token)
     credentials = await services.store.scram_credentials(plain.username)
-    for scram in PLAIN_CREDENTIAL_ORDER:
-        credential = credentials.get(scram)
-        if credential is not None:
-            # PBKDF2 takes milliseconds: off the event loop.
-            if await asyncio.to_thread(password_matches, scram, credential, plain.password):
-                return plain.username
-            break
+    # PBKDF2 takes milliseconds, for an unknown user too: off the event loop.
+    if await asyncio.to_thread(plain_password_matches, credentials, plain.username, plain.password):
+        return plain.username
     raise SaslAuthenticationFailed("invalid credentials")
 
 
