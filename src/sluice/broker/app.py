@@ -196,6 +196,9 @@ class Broker:
                     listener_max_connections=config.listener_max_connections.get(listener.name),
                     request_max_bytes=config.socket_request_max_bytes,
                     unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
+                    failed_authentication_delay_ms=(
+                        config.connection_failed_authentication_delay_ms
+                    ),
                 )
             )
         return servers

@@ -31,7 +31,9 @@ one that has held an incomplete frame that long, is closed.
 On a SASL listener a connection is unauthenticated until SaslAuthenticate succeeds: its
 frames may be at most ``sasl.server.max.receive.size`` and each request is answered
 before the next is read (the dispatcher serves only ApiVersions and the SASL APIs then,
-and a failed authentication closes the connection once its answer is written).
+and a failed authentication closes the connection once its answer is written). The
+answer to a failed authentication waits ``connection.failed.authentication.delay.ms``
+first, as in Kafka, on this connection's own task: others are served meanwhile.
 
 A peer that sends bytes we cannot parse has its connection closed; everyone else keeps
 being served. A handler that raises something other than a Kafka error is a bug: it is
@@ -72,6 +74,8 @@ WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
 MAX_CONNECTIONS_PER_IP_DEFAULT = 1_000
+FAILED_AUTHENTICATION_DELAY_MS_DEFAULT = 100
+"""Kafka's connection.failed.authentication.delay.ms."""
 
 
 class FileSlice(Protocol):
@@ -127,6 +131,9 @@ class ConnectionInfo:
         self.close_after_response = False
         """Close the connection once the response being computed is written (a failed
         SASL authentication)."""
+        self.authentication_failed = False
+        """The response being computed refuses an authentication: it is written after
+        ``connection.failed.authentication.delay.ms``, then the connection is closed."""
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
@@ -235,8 +242,10 @@ class Server:
         listener_max_connections: int | None = None,
         request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
     ) -> None:
         self.host = host
+        self._failed_authentication_delay_ms = failed_authentication_delay_ms
         self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self.port = port
         self.listener_name = listener_name
@@ -350,6 +359,7 @@ class Server:
                 zero_copy=self._ssl_context is None,
                 request_max_bytes=self._request_max_bytes,
                 unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
+                failed_authentication_delay_ms=self._failed_authentication_delay_ms,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -444,8 +454,10 @@ class Connection:
         zero_copy: bool = True,
         request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
     ) -> None:
         self._zero_copy = zero_copy
+        self._failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self._reader = reader
         self._writer = writer
         self._handle = handle
@@ -548,6 +560,11 @@ class Connection:
         try:
             response = await self._handle(frame, self._info)
             close_after = self._info.close_after_response
+            if self._info.authentication_failed and self._failed_authentication_delay_s > 0:
+                # Kafka delays a failed authentication's answer and close: one guess
+                # per connection per delay. Only this connection waits (it reads
+                # nothing meanwhile: before authentication one request at a time).
+                await asyncio.sleep(self._failed_authentication_delay_s)
         finally:
             self._running_handlers -= 1
             self._running_request_bytes -= len(frame)

@@ -9,7 +9,8 @@ The connection's state (:class:`~sluice.broker.server.ConnectionInfo`) goes::
 
 Until the first authentication the dispatcher serves nothing but ApiVersions and these
 two APIs. A refused mechanism, a request out of order or a failed authentication is
-answered with its error and the connection is then closed, as Kafka does.
+answered with its error after ``connection.failed.authentication.delay.ms`` (the server
+waits, on that connection alone) and the connection is then closed, as Kafka does.
 
 SCRAM users are looked up in the metadata store at each authentication, so a user
 created, changed or deleted through any broker counts on every broker at once. PLAIN
@@ -73,6 +74,14 @@ def _authenticate_response(
     )
 
 
+def _refuse(connection: ConnectionInfo) -> None:
+    """The answer being computed refuses the authentication: the server writes it after
+    connection.failed.authentication.delay.ms, then closes the connection (Kafka's
+    failed authentications, a refused mechanism and SASL requests out of order alike)."""
+    connection.authentication_failed = True
+    connection.close_after_response = True
+
+
 def _reset(connection: ConnectionInfo) -> None:
     connection.sasl_mechanism = None
     connection.sasl_exchange = None
@@ -88,7 +97,7 @@ async def handle_sasl_handshake(
         connection.listener_name, connection.security_protocol
     )
     if connection.security_protocol not in SASL_PROTOCOLS or connection.sasl_mechanism:
-        connection.close_after_response = True
+        _refuse(connection)
         return _handshake_response(version, ErrorCode.illegal_sasl_state, offered)
     mechanism = request.mechanism
     if mechanism not in offered:
@@ -98,7 +107,7 @@ async def handle_sasl_handshake(
             mechanism,
             ", ".join(offered),
         )
-        connection.close_after_response = True
+        _refuse(connection)
         return _handshake_response(version, ErrorCode.unsupported_sasl_mechanism, offered)
     connection.sasl_mechanism = mechanism
     connection.sasl_exchange = None
@@ -114,7 +123,7 @@ async def handle_sasl_authenticate(
     mechanism = connection.sasl_mechanism
     connection.sasl_legacy_framing = False
     if mechanism is None:
-        connection.close_after_response = True
+        _refuse(connection)
         return _authenticate_response(
             version,
             ErrorCode.illegal_sasl_state,
@@ -144,7 +153,7 @@ async def handle_sasl_authenticate(
             failure,
         )
         _reset(connection)
-        connection.close_after_response = True
+        _refuse(connection)
         return _authenticate_response(
             version,
             ErrorCode.sasl_authentication_failed,
