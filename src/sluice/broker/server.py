@@ -1,24 +1,28 @@
-"""The network server: one task per connection, requests answered in order.
+"""The network server: one task per connection, one request of it handled at a time.
 
 Per connection::
 
-    socket ──read──▶ FrameDecoder ──frame──▶ handler task ─┐   (one per request,
-      ▲                                                    │    started in arrival order)
-      │    ◀──write/sendfile── response writer ◀──awaits───┘   (in request order)
-      └── idle watchdog: closes the connection after connections.max.idle.ms
+    socket ──read (bounded read-ahead)──▶ FrameDecoder ──frame──▶ handler ──▶ response queue
+      ▲                                     (the next frame is taken once       │
+      │                                      this response is queued)          │
+      └──────────────── write/sendfile ◀── response writer ◀───────────────────┘
+      idle watchdog: closes the connection after connections.max.idle.ms
 
-Handlers run concurrently, so a long-polling fetch does not hold up a produce behind it,
-but responses leave in request order, as the protocol requires. Record bytes in fetch
-responses go from the page cache to the socket with ``loop.sendfile`` (zero copy on
-Linux).
+As in Kafka, a connection is muted while one of its requests is handled: its next
+request is decoded and dispatched only once the answer to the previous one is queued for
+writing. Responses thus leave in request order, and a client pipelining many expensive
+requests holds one handler at a time, so a new client is served after about one request
+of each busy connection instead of behind every pipeline. A request that waits in the
+purgatory (Produce with acks=all, Fetch with max_wait) holds its connection's next
+requests meanwhile, as in Kafka. Record bytes in fetch responses go from the page cache
+to the socket with ``loop.sendfile`` (zero copy on Linux).
 
-What one connection may hold is bounded: before it reads more, the reader waits until
-fewer than IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX requests are unanswered, their frames
-hold less than IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX, and responses waiting for
-the socket hold less than QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX (common.limits). A
-paused reader leaves the bytes in the kernel, and TCP pushes back on the client. After
-each request it starts while others are pending, the reader yields once, so a handler
-that answers at once has its response counted before the next request is admitted.
+What one connection may hold is bounded: beyond the request being handled, the reader
+keeps at most REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX of what the client sent (the
+rest of a frame being waited for is always read), and no request is handled while
+QUEUED_RESPONSES_PER_CONNECTION_MAX responses, or QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
+of them, wait for the socket (common.limits). A paused reader leaves the bytes in the
+kernel, and TCP pushes back on the client.
 
 Connections beyond ``max.connections``, beyond a listener's
 ``listener.name.<name>.max.connections``, or beyond ``max.connections.per.ip`` from one
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -57,11 +62,11 @@ from typing import Any, BinaryIO, Protocol
 from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
-    IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
-    IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
     MALFORMED_REQUEST_WARNING_INTERVAL_MS,
     MALFORMED_REQUEST_WARNINGS_PER_INTERVAL,
     QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX,
+    QUEUED_RESPONSES_PER_CONNECTION_MAX,
+    REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX,
 )
 from sluice.protocol.framing import FrameDecoder
 
@@ -470,56 +475,98 @@ class Connection:
         self._loop = loop
         self._last_activity = loop.time()
         self._partial_frame_since: float | None = None
-        """When the incomplete frame in the decoder started arriving (reader running)."""
+        """When the dispatcher started waiting for the rest of an incomplete frame."""
         self._unanswered_requests = 0
-        """Requests read whose responses the writer has not finished with."""
+        """Requests taken whose responses the writer has not finished with."""
         self._running_handlers = 0
-        self._running_request_bytes = 0
         self._queued_response_bytes = 0
         """Responses computed but not yet handed to the transport."""
         self._writer_blocked = False
         """The writer waits for the transport to drain: the peer is not reading."""
+        self._waiting_for_bytes = False
+        """The dispatcher needs more bytes to complete a frame: the reader reads on,
+        whatever the read-ahead."""
+        self._peer_closed = False
+        """The peer closed its side with bytes still buffered (their frames are served)."""
+        self._reads = 0
+        """Reads that brought bytes, counted: the dispatcher waits for the next one."""
         self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None] = asyncio.Queue()
+        responses: asyncio.Queue[tuple[Response, bool] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
-            writer_task = tasks.create_task(self._write_responses(in_flight))
+            writer_task = tasks.create_task(self._write_responses(responses))
             watchdog = tasks.create_task(self._close_when_idle())
+            reader_task = tasks.create_task(self._read())
             try:
                 while not writer_task.done():
+                    frame = await self._take_frame()
                     await self._wait_for_room()
-                    data = await self._reader.read(READ_CHUNK_BYTES)
-                    if not data:
-                        # The peer closed: stop waiting requests (a long-polling fetch)
-                        # instead of answering a socket nobody reads.
-                        raise ConnectionResetError("peer closed the connection")
-                    self._last_activity = self._loop.time()
-                    self._decoder.receive(data)
-                    completed_a_frame = False
-                    while (frame := self._next_frame()) is not None:
-                        completed_a_frame = True
-                        self._unanswered_requests += 1
-                        request = tasks.create_task(self._run_handler(frame))
-                        in_flight.put_nowait(request)
-                        del frame
-                        if not self._info.authenticated:
-                            # Before authentication one request at a time: the next
-                            # frame's limit and admission depend on this one's outcome.
-                            await asyncio.wait((request,))
-                        elif self._unanswered_requests > 1:
-                            # Let the handler run first: if it answers at once, its
-                            # response is counted before the next request is admitted.
-                            await asyncio.sleep(0)
-                        await self._wait_for_room()
-                    if not self._decoder.buffered_bytes:
-                        self._partial_frame_since = None
-                    elif completed_a_frame or self._partial_frame_since is None:
-                        self._partial_frame_since = self._loop.time()
+                    self._unanswered_requests += 1
+                    response, close_after = await self._run_handler(frame)
+                    del frame
+                    self._queued_response_bytes += _in_memory_bytes(response)
+                    responses.put_nowait((response, close_after))
+                    if close_after:
+                        # Nothing more is read: the writer closes the connection once
+                        # this answer is written.
+                        await asyncio.wait((writer_task,))
+                    # Let every other connection (and the listener's accepts) have its
+                    # turn before this one's next request: a handler that never waits
+                    # would otherwise serve a whole pipeline in one go.
+                    await asyncio.sleep(0)
             finally:
                 watchdog.cancel()
+                reader_task.cancel()
                 if not writer_task.done():
-                    in_flight.put_nowait(None)
+                    responses.put_nowait(None)
+
+    async def _read(self) -> None:
+        """Read the socket into the frame decoder while the dispatcher waits for bytes
+        or the read-ahead has room. The peer closing with nothing buffered ends the
+        connection at once (a long-polling fetch stops waiting for a socket nobody
+        reads); with bytes buffered, their frames are served first."""
+        while True:
+            await self._wait_until(self._may_read)
+            data = await self._reader.read(READ_CHUNK_BYTES)
+            if not data:
+                if not self._decoder.buffered_bytes:
+                    raise ConnectionResetError("peer closed the connection")
+                self._peer_closed = True
+                self._changed()
+                return
+            self._last_activity = self._loop.time()
+            self._decoder.receive(data)
+            self._reads += 1
+            self._changed()
+
+    def _may_read(self) -> bool:
+        return (
+            self._waiting_for_bytes
+            or self._decoder.buffered_bytes < REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX
+        )
+
+    async def _take_frame(self) -> bytes:
+        """The next whole frame, once it has arrived (checked against the limit of the
+        connection's current state: smaller before SASL authentication)."""
+        while (frame := self._next_frame()) is None:
+            if self._peer_closed:
+                raise ConnectionResetError("peer closed the connection")
+            if self._decoder.buffered_bytes and self._partial_frame_since is None:
+                self._partial_frame_since = self._loop.time()
+            reads = self._reads
+            self._waiting_for_bytes = True
+            self._changed()
+            await self._wait_until(functools.partial(self._read_since, reads))
+            self._waiting_for_bytes = False
+        if not self._decoder.buffered_bytes:
+            self._partial_frame_since = None
+        elif self._partial_frame_since is not None:
+            self._partial_frame_since = self._loop.time()
+        return frame
+
+    def _read_since(self, reads: int) -> bool:
+        return self._reads > reads or self._peer_closed
 
     def _frame_bytes_max(self) -> int:
         if self._info.authenticated:
@@ -528,12 +575,14 @@ class Connection:
 
     def _next_frame(self) -> bytes | None:
         self._decoder.frame_bytes_max = self._frame_bytes_max()
-        return self._decoder.next_frame()
+        frame = self._decoder.next_frame()
+        if frame is not None:
+            self._changed()  # the read-ahead has room again
+        return frame
 
     def _has_room(self) -> bool:
         return (
-            self._unanswered_requests < IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
-            and self._running_request_bytes < IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX
+            self._unanswered_requests < QUEUED_RESPONSES_PER_CONNECTION_MAX
             and self._queued_response_bytes < QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
             and not self._writer_blocked
         )
@@ -541,35 +590,28 @@ class Connection:
     async def _wait_for_room(self) -> None:
         while (muted_s := self._info.muted_until - time.monotonic()) > 0:
             await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
-        if self._has_room():
-            return
-        paused_with_partial_frame = self._partial_frame_since is not None
-        self._partial_frame_since = None  # a paused reader is not the peer stalling
-        while not self._has_room():
+        await self._wait_until(self._has_room)
+
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
             self._state_changed.clear()
             await self._state_changed.wait()
-        if paused_with_partial_frame:
-            self._partial_frame_since = self._loop.time()
 
     def _changed(self) -> None:
         self._state_changed.set()
 
     async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
-        self._running_request_bytes += len(frame)
         try:
             response = await self._handle(frame, self._info)
             close_after = self._info.close_after_response
             if self._info.authentication_failed and self._failed_authentication_delay_s > 0:
                 # Kafka delays a failed authentication's answer and close: one guess
-                # per connection per delay. Only this connection waits (it reads
-                # nothing meanwhile: before authentication one request at a time).
+                # per connection per delay. Only this connection waits.
                 await asyncio.sleep(self._failed_authentication_delay_s)
         finally:
             self._running_handlers -= 1
-            self._running_request_bytes -= len(frame)
             self._changed()
-        self._queued_response_bytes += _in_memory_bytes(response)
         return response, close_after
 
     async def _close_when_idle(self) -> None:
@@ -594,17 +636,17 @@ class Connection:
             await asyncio.sleep(deadline - now)
 
     async def _write_responses(
-        self, in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None]
+        self, responses: asyncio.Queue[tuple[Response, bool] | None]
     ) -> None:
         loop = self._loop
         writer = self._writer
         zero_copy = self._zero_copy and _loop_has_sendfile(loop)
         while True:
-            task = await in_flight.get()
-            if task is None:
+            queued = await responses.get()
+            if queued is None:
                 await self._drain()
                 return
-            response, close_after = await task
+            response, close_after = queued
             self._queued_response_bytes -= _in_memory_bytes(response)
             if isinstance(response, bytes):
                 writer.write(response)

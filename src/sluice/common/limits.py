@@ -7,9 +7,10 @@ FRAME_BYTES_MAX = 100 * 1024 * 1024
 """Largest request frame accepted (Kafka's socket.request.max.bytes). A larger length
 prefix closes the connection before anything is buffered."""
 
-IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX = 100
-"""Requests read from one connection and not yet answered; reading pauses past this so a
-client that never reads its responses cannot grow the broker's memory."""
+QUEUED_RESPONSES_PER_CONNECTION_MAX = 100
+"""Responses answered on one connection and not yet written to its socket; no further
+request of that connection is handled past this, so a client that never reads its
+responses cannot grow the broker's memory."""
 
 PARTITIONS_PER_TOPIC_MAX = 10_000
 """More partitions than this in one CreateTopics/CreatePartitions is refused as absurd."""
@@ -40,11 +41,11 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX = 2000
 ``response_partition_limit`` (Kafka's max.request.partition.size.limit); a cursor
 points to the rest."""
 
-IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX = 16 * 1024 * 1024
-"""Bytes of request frames read from one connection whose handlers have not finished;
-reading pauses past this (one frame up to FRAME_BYTES_MAX is always admitted). A
-producer keeps about max.in.flight.requests × max.request.size (5 × 1 MiB) in flight, so
-this never slows a well-behaved client, while 100 pipelined 100 MiB frames cannot."""
+REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX = 256 * 1024
+"""Bytes read from one connection beyond the request being handled (a connection has one
+request in flight at a time, as in Kafka); past this the broker stops reading it and TCP
+pushes back on the client. The rest of a frame the broker waits for is always read,
+whatever its size up to socket.request.max.bytes."""
 
 QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX = 256 * 1024
 """Bytes of responses answered on one connection but not yet taken by its socket (the
