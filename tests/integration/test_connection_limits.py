@@ -139,9 +139,9 @@ FAIRNESS_NEWCOMER_AFTER = 0.1
 has been sent and the broker is busy with them."""
 FAIRNESS_TIMEOUT_S = 120.0
 FAIRNESS_SHARE_MAX = 0.25
-"""Most of the flood's remaining answers that may leave before the newcomer's. With one
-request in flight per connection the newcomer is served after about one round of the
-flood's connections; without it, it waited behind nearly all of their pipelines."""
+"""Most of the flood's remaining answers that may leave before the newcomer's. The
+newcomer's accept, read and answer each take a turn of the event loop, and a turn serves
+one request of each busy connection: a few turns, a small share of the pipelines."""
 
 
 class _Answers:
@@ -223,9 +223,9 @@ def _flood_answers_while_newcomer_waits(host: str, port: int) -> tuple[int, int,
 
 
 def test_a_new_client_is_served_before_other_connections_pipelined_requests(broker_factory):
-    """Each connection has one request in flight at a time (Kafka mutes a connection
-    while its request is handled): a new client's ApiVersions is answered after about
-    one round of the flood's connections, not behind their pipelines."""
+    """Connections take turns, one request each (Kafka mutes a connection while its
+    request is handled): a new client's ApiVersions is answered after a few turns of the
+    flood's connections, not behind their pipelines."""
     broker = broker_factory()
     with KafkaConnection(broker.host, broker.port) as admin:
         created = admin.request(create_topics_request("metadata-weight", FAIRNESS_PARTITIONS))

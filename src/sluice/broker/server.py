@@ -2,26 +2,27 @@
 
 Per connection::
 
-    socket ──read (bounded read-ahead)──▶ FrameDecoder ──frame──▶ handler ──▶ response queue
-      ▲                                     (the next frame is taken once       │
-      │                                      this response is queued)          │
-      └──────────────── write/sendfile ◀── response writer ◀───────────────────┘
-      idle watchdog: closes the connection after connections.max.idle.ms
+    socket ──read──▶ FrameDecoder ──frame──▶ handler ──response──▶ write/sendfile ─┐
+      ▲                   ▲                                                       │
+      │                   └────── next frame once the response is queued ◀────────┘
+      └── idle watchdog: closes the connection after connections.max.idle.ms
 
 As in Kafka, a connection is muted while one of its requests is handled: its next
-request is decoded and dispatched only once the answer to the previous one is queued for
-writing. Responses thus leave in request order, and a client pipelining many expensive
-requests holds one handler at a time, so a new client is served after about one request
-of each busy connection instead of behind every pipeline. A request that waits in the
-purgatory (Produce with acks=all, Fetch with max_wait) holds its connection's next
-requests meanwhile, as in Kafka. Record bytes in fetch responses go from the page cache
-to the socket with ``loop.sendfile`` (zero copy on Linux).
+request is decoded and dispatched only once the answer to the previous one is handed to
+the transport (and the transport holds less than WRITE_BUFFER_HIGH_BYTES; a file slice
+of a fetch is sent first). Responses thus leave in request order, and a client
+pipelining many expensive requests has one handler at a time, so it cannot make others
+wait behind its pipeline. A request that waits in the purgatory (Produce with acks=all,
+Fetch with max_wait) holds its connection's next requests meanwhile, as in Kafka. After
+each request the connection yields, so every connection and the listener's accepts get
+their turn. Record bytes in fetch responses go from the page cache to the socket with
+``loop.sendfile`` (zero copy on Linux).
 
-What one connection may hold is bounded: beyond the request being handled, the reader
-keeps at most REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX of what the client sent (the
-rest of a frame being waited for is always read), and no request is handled while
-QUEUED_RESPONSES_PER_CONNECTION_MAX responses, or QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
-of them, wait for the socket (common.limits). A paused reader leaves the bytes in the
+What one connection may hold is bounded: the bytes read beyond the request being
+handled (the stream reader stops reading the socket past 2 × READ_CHUNK_BYTES / 2, the
+frame decoder holds what one read returned), and the responses waiting for the socket
+(QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX in common.limits; no request of the connection
+is handled while its transport holds more). A paused reader leaves the bytes in the
 kernel, and TCP pushes back on the client.
 
 Connections beyond ``max.connections``, beyond a listener's
@@ -49,7 +50,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -65,8 +65,6 @@ from sluice.common.limits import (
     MALFORMED_REQUEST_WARNING_INTERVAL_MS,
     MALFORMED_REQUEST_WARNINGS_PER_INTERVAL,
     QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX,
-    QUEUED_RESPONSES_PER_CONNECTION_MAX,
-    REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX,
 )
 from sluice.protocol.framing import FrameDecoder
 
@@ -144,7 +142,7 @@ class ConnectionInfo:
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
         self.muted_until = 0.0
-        """``time.monotonic()`` until which nothing more is read from the connection: a
+        """``time.monotonic()`` until which no further request of the connection is handled: a
         client over its quota is muted for its throttle time (KIP-219)."""
 
     def mute_for(self, seconds: float) -> None:
@@ -438,15 +436,6 @@ def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
     return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
 
 
-def _in_memory_bytes(response: Response) -> int:
-    """Bytes a response holds in memory (file slices are sent from the page cache)."""
-    if response is None:
-        return 0
-    if isinstance(response, bytes):
-        return len(response)
-    return sum(len(part) for part in response if isinstance(part, bytes))
-
-
 class Connection:
     def __init__(
         self,
@@ -475,98 +464,46 @@ class Connection:
         self._loop = loop
         self._last_activity = loop.time()
         self._partial_frame_since: float | None = None
-        """When the dispatcher started waiting for the rest of an incomplete frame."""
-        self._unanswered_requests = 0
-        """Requests taken whose responses the writer has not finished with."""
+        """When the connection started waiting for the rest of an incomplete frame."""
         self._running_handlers = 0
-        self._queued_response_bytes = 0
-        """Responses computed but not yet handed to the transport."""
-        self._writer_blocked = False
-        """The writer waits for the transport to drain: the peer is not reading."""
-        self._waiting_for_bytes = False
-        """The dispatcher needs more bytes to complete a frame: the reader reads on,
-        whatever the read-ahead."""
-        self._peer_closed = False
-        """The peer closed its side with bytes still buffered (their frames are served)."""
-        self._reads = 0
-        """Reads that brought bytes, counted: the dispatcher waits for the next one."""
-        self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        responses: asyncio.Queue[tuple[Response, bool] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
-            writer_task = tasks.create_task(self._write_responses(responses))
             watchdog = tasks.create_task(self._close_when_idle())
-            reader_task = tasks.create_task(self._read())
             try:
-                while not writer_task.done():
+                while True:
                     frame = await self._take_frame()
-                    await self._wait_for_room()
-                    self._unanswered_requests += 1
+                    while (muted_s := self._info.muted_until - time.monotonic()) > 0:
+                        await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
                     response, close_after = await self._run_handler(frame)
                     del frame
-                    self._queued_response_bytes += _in_memory_bytes(response)
-                    responses.put_nowait((response, close_after))
+                    await self._write(response)
                     if close_after:
-                        # Nothing more is read: the writer closes the connection once
-                        # this answer is written.
-                        await asyncio.wait((writer_task,))
+                        raise ConnectionClosedAfterResponse
                     # Let every other connection (and the listener's accepts) have its
                     # turn before this one's next request: a handler that never waits
                     # would otherwise serve a whole pipeline in one go.
                     await asyncio.sleep(0)
             finally:
                 watchdog.cancel()
-                reader_task.cancel()
-                if not writer_task.done():
-                    responses.put_nowait(None)
-
-    async def _read(self) -> None:
-        """Read the socket into the frame decoder while the dispatcher waits for bytes
-        or the read-ahead has room. The peer closing with nothing buffered ends the
-        connection at once (a long-polling fetch stops waiting for a socket nobody
-        reads); with bytes buffered, their frames are served first."""
-        while True:
-            await self._wait_until(self._may_read)
-            data = await self._reader.read(READ_CHUNK_BYTES)
-            if not data:
-                if not self._decoder.buffered_bytes:
-                    raise ConnectionResetError("peer closed the connection")
-                self._peer_closed = True
-                self._changed()
-                return
-            self._last_activity = self._loop.time()
-            self._decoder.receive(data)
-            self._reads += 1
-            self._changed()
-
-    def _may_read(self) -> bool:
-        return (
-            self._waiting_for_bytes
-            or self._decoder.buffered_bytes < REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX
-        )
 
     async def _take_frame(self) -> bytes:
-        """The next whole frame, once it has arrived (checked against the limit of the
-        connection's current state: smaller before SASL authentication)."""
+        """The next whole frame, reading the socket until it has arrived (its size
+        checked against the limit of the connection's current state: smaller before
+        SASL authentication)."""
         while (frame := self._next_frame()) is None:
-            if self._peer_closed:
-                raise ConnectionResetError("peer closed the connection")
             if self._decoder.buffered_bytes and self._partial_frame_since is None:
                 self._partial_frame_since = self._loop.time()
-            reads = self._reads
-            self._waiting_for_bytes = True
-            self._changed()
-            await self._wait_until(functools.partial(self._read_since, reads))
-            self._waiting_for_bytes = False
+            data = await self._reader.read(READ_CHUNK_BYTES)
+            if not data:
+                raise ConnectionResetError("peer closed the connection")
+            self._last_activity = self._loop.time()
+            self._decoder.receive(data)
         if not self._decoder.buffered_bytes:
             self._partial_frame_since = None
         elif self._partial_frame_since is not None:
             self._partial_frame_since = self._loop.time()
         return frame
-
-    def _read_since(self, reads: int) -> bool:
-        return self._reads > reads or self._peer_closed
 
     def _frame_bytes_max(self) -> int:
         if self._info.authenticated:
@@ -575,30 +512,7 @@ class Connection:
 
     def _next_frame(self) -> bytes | None:
         self._decoder.frame_bytes_max = self._frame_bytes_max()
-        frame = self._decoder.next_frame()
-        if frame is not None:
-            self._changed()  # the read-ahead has room again
-        return frame
-
-    def _has_room(self) -> bool:
-        return (
-            self._unanswered_requests < QUEUED_RESPONSES_PER_CONNECTION_MAX
-            and self._queued_response_bytes < QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
-            and not self._writer_blocked
-        )
-
-    async def _wait_for_room(self) -> None:
-        while (muted_s := self._info.muted_until - time.monotonic()) > 0:
-            await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
-        await self._wait_until(self._has_room)
-
-    async def _wait_until(self, ready: Callable[[], bool]) -> None:
-        while not ready():
-            self._state_changed.clear()
-            await self._state_changed.wait()
-
-    def _changed(self) -> None:
-        self._state_changed.set()
+        return self._decoder.next_frame()
 
     async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
@@ -611,7 +525,6 @@ class Connection:
                 await asyncio.sleep(self._failed_authentication_delay_s)
         finally:
             self._running_handlers -= 1
-            self._changed()
         return response, close_after
 
     async def _close_when_idle(self) -> None:
@@ -635,38 +548,27 @@ class Connection:
                 )
             await asyncio.sleep(deadline - now)
 
-    async def _write_responses(
-        self, responses: asyncio.Queue[tuple[Response, bool] | None]
-    ) -> None:
+    async def _write(self, response: Response) -> None:
+        """Hand the response to the transport; wait only while the transport holds more
+        than WRITE_BUFFER_HIGH_BYTES (the peer is not reading), or for a sendfile."""
+        if response is None:
+            return  # acks=0
         loop = self._loop
         writer = self._writer
-        zero_copy = self._zero_copy and _loop_has_sendfile(loop)
-        while True:
-            queued = await responses.get()
-            if queued is None:
-                await self._drain()
-                return
-            response, close_after = queued
-            self._queued_response_bytes -= _in_memory_bytes(response)
-            if isinstance(response, bytes):
-                writer.write(response)
-            elif response is not None:
-                for part in response:
-                    if isinstance(part, bytes):
-                        writer.write(part)
-                    elif not zero_copy:
-                        await self._write_slice(part)
-                    else:
-                        await self._drain()
-                        await loop.sendfile(
-                            writer.transport, part.file, part.position, part.size_bytes
-                        )
-                        self._last_activity = loop.time()
-            self._unanswered_requests -= 1
-            self._changed()
-            await self._drain()
-            if close_after:
-                raise ConnectionClosedAfterResponse
+        if isinstance(response, bytes):
+            writer.write(response)
+        else:
+            zero_copy = self._zero_copy and _loop_has_sendfile(loop)
+            for part in response:
+                if isinstance(part, bytes):
+                    writer.write(part)
+                elif not zero_copy:
+                    await self._write_slice(part)
+                else:
+                    await self._drain()
+                    await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes)
+                    self._last_activity = loop.time()
+        await self._drain()
 
     async def _write_slice(self, part: FileSlice) -> None:
         """Copy a file slice to the transport through memory, at most
@@ -690,10 +592,7 @@ class Connection:
             await self._drain()
 
     async def _drain(self) -> None:
-        self._writer_blocked = True
         try:
             await self._writer.drain()
         finally:
-            self._writer_blocked = False
             self._last_activity = self._loop.time()
-            self._changed()

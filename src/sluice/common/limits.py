@@ -7,11 +7,6 @@ FRAME_BYTES_MAX = 100 * 1024 * 1024
 """Largest request frame accepted (Kafka's socket.request.max.bytes). A larger length
 prefix closes the connection before anything is buffered."""
 
-QUEUED_RESPONSES_PER_CONNECTION_MAX = 100
-"""Responses answered on one connection and not yet written to its socket; no further
-request of that connection is handled past this, so a client that never reads its
-responses cannot grow the broker's memory."""
-
 PARTITIONS_PER_TOPIC_MAX = 10_000
 """More partitions than this in one CreateTopics/CreatePartitions is refused as absurd."""
 
@@ -41,18 +36,12 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX = 2000
 ``response_partition_limit`` (Kafka's max.request.partition.size.limit); a cursor
 points to the rest."""
 
-REQUEST_READ_AHEAD_BYTES_PER_CONNECTION_MAX = 256 * 1024
-"""Bytes read from one connection beyond the request being handled (a connection has one
-request in flight at a time, as in Kafka); past this the broker stops reading it and TCP
-pushes back on the client. The rest of a frame the broker waits for is always read,
-whatever its size up to socket.request.max.bytes."""
-
 QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX = 256 * 1024
 """Bytes of responses answered on one connection but not yet taken by its socket (the
-transport's buffer included); reading from the connection pauses past this. A client
-that sends requests without reading the replies thus holds about this much of the
-broker's memory, plus the responses of requests already started, instead of growing it
-until the process is killed. Record bytes served with sendfile are not counted: they
+transport's buffer); no further request of the connection is handled past this (it has
+one request in flight at a time, as in Kafka). A client that sends requests without
+reading the replies thus holds about this much of the broker's memory instead of growing
+it until the process is killed. Record bytes served with sendfile are not counted: they
 are never in memory."""
 
 MALFORMED_REQUEST_WARNINGS_PER_INTERVAL = 10
