@@ -1,6 +1,7 @@
 """ACLs with authenticated principals: two SCRAM users on a SASL_PLAINTEXT listener, one
 granted a topic and the other not, and an administrator (a super user) managing ACLs
-through confluent-kafka's admin API (CreateAcls, DescribeAcls, DeleteAcls)."""
+through confluent-kafka's admin API (CreateAcls, DescribeAcls, DeleteAcls); a user
+without DESCRIBE on the cluster describing SCRAM users is refused in Kafka's shape."""
 
 from __future__ import annotations
 
@@ -21,7 +22,12 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from test_sasl import seed_users
+from kafka_wire import KafkaConnection
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest,
+    UserName,
+)
+from test_sasl import scram_login, seed_users
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TIMEOUT_S = 30.0
@@ -116,3 +122,29 @@ def test_each_user_may_do_only_what_it_was_granted(broker: BrokerProcess) -> Non
     (deleted,) = admin.delete_acls([everything_for_alice]).values()
     assert deleted.result(TIMEOUT_S) == [grant]
     assert produce_error(broker, "alice", topic) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+CLUSTER_AUTHORIZATION_FAILED = 31
+
+
+def test_describing_scram_users_unauthorized_answers_in_kafkas_shape(
+    broker: BrokerProcess,
+) -> None:
+    with KafkaConnection(broker.host, broker.port) as connection:
+        assert scram_login(connection, "bob", USERS["bob"]).error_code == 0
+        named = connection.request(
+            DescribeUserScramCredentialsRequest(
+                users=(UserName(name="alice"), UserName(name="nobody"))
+            )
+        )
+        everyone = connection.request(DescribeUserScramCredentialsRequest(users=None))
+    assert named.error_code == CLUSTER_AUTHORIZATION_FAILED
+    assert named.error_message == "Cluster authorization failed."
+    assert [(r.user, r.error_code, r.error_message, r.credential_infos) for r in named.results] == [
+        ("alice", CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", ()),
+        ("nobody", CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", ()),
+    ]
+    # Describing every user names nobody: the top-level error alone.
+    assert everyone.error_code == CLUSTER_AUTHORIZATION_FAILED
+    assert everyone.error_message == "Cluster authorization failed."
+    assert everyone.results == ()

@@ -1,15 +1,16 @@
 """What one connection, one address and one fetch may take from the broker.
 
-Real sockets against a real broker: clients that never read their replies, that open
-more connections than allowed, that stall halfway through a frame or send garbage in a
-loop; and a fetch asking for 2 GiB. Each test checks the bound and that a well-behaved
-client is served meanwhile.
+Real sockets against a real broker: clients that never read their replies, that pipeline
+expensive requests ahead of a newcomer, that open more connections than allowed, that
+stall halfway through a frame or send garbage in a loop; and a fetch asking for 2 GiB.
+Each test checks the bound and that a well-behaved client is served meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import selectors
 import socket
 import struct
 import time
@@ -127,6 +128,141 @@ def test_fifty_connections_that_never_read_replies_hold_bounded_memory(broker_fa
         f"{GREEDY_CONNECTIONS} connections that never read them"
     )
     round_trip_one_message(broker.bootstrap)
+
+
+FAIRNESS_CONNECTIONS = 20
+FAIRNESS_REQUESTS_PER_CONNECTION = 40
+FAIRNESS_PARTITIONS = 200
+"""One topic this wide makes each Metadata request for all topics cost milliseconds."""
+FAIRNESS_NEWCOMER_AFTER = 0.1
+"""The newcomer arrives once this share of the flood is answered: every flood request
+has been sent and the broker is busy with them."""
+FAIRNESS_TIMEOUT_S = 120.0
+FAIRNESS_SHARE_MAX = 0.25
+"""Most of the flood's remaining answers that may leave before the newcomer's. The
+newcomer's accept, read and answer each take a turn of the event loop, and a turn serves
+one request of each busy connection: a few turns, a small share of the pipelines."""
+
+
+class _Answers:
+    """Reads whole response frames from many non-blocking sockets, counting them."""
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self.buffers: dict[socket.socket, bytearray] = {}
+
+    def add(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.buffers[sock] = bytearray()
+        self.selector.register(sock, selectors.EVENT_READ)
+
+    def frames(self, timeout_s: float) -> list[socket.socket]:
+        """The socket of each frame completed within one wait, in order."""
+        completed = []
+        for key, _ in self.selector.select(timeout=timeout_s):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            chunk = sock.recv(1 << 20)
+            assert chunk, "the broker closed a connection"
+            buffer = self.buffers[sock]
+            buffer += chunk
+            while len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack_from(">i", buffer)[0]:
+                del buffer[: 4 + struct.unpack_from(">i", buffer)[0]]
+                completed.append(sock)
+        return completed
+
+    def close(self) -> None:
+        self.selector.close()
+        for sock in self.buffers:
+            sock.close()
+
+
+def _flood_answers_while_newcomer_waits(host: str, port: int) -> tuple[int, int, float, float]:
+    """FAIRNESS_CONNECTIONS connections each pipeline FAIRNESS_REQUESTS_PER_CONNECTION
+    Metadata requests for all topics (reading every answer); once the broker is busy with
+    them a new client sends one ApiVersions. Return (flood answers received while the
+    newcomer waited, flood answers still due when it arrived, seconds it waited, seconds
+    the whole flood took)."""
+    request = encode_request(1, "flood", metadata_request(None))
+    expected = FAIRNESS_CONNECTIONS * FAIRNESS_REQUESTS_PER_CONNECTION
+    answers = _Answers()
+    try:
+        flood = [socket.create_connection((host, port)) for _ in range(FAIRNESS_CONNECTIONS)]
+        started = time.monotonic()
+        for sock in flood:
+            sock.sendall(request * FAIRNESS_REQUESTS_PER_CONNECTION)
+            answers.add(sock)
+        newcomer: socket.socket | None = None
+        answered = 0
+        answered_when_newcomer_came = answered_when_newcomer_served = -1
+        newcomer_sent = newcomer_waited_s = 0.0
+        deadline = time.monotonic() + FAIRNESS_TIMEOUT_S
+        while answered < expected or answered_when_newcomer_served < 0:
+            assert time.monotonic() < deadline, f"{answered} of {expected} answered"
+            if newcomer is None and answered >= FAIRNESS_NEWCOMER_AFTER * expected:
+                newcomer = socket.create_connection((host, port))
+                newcomer_sent = time.monotonic()
+                newcomer.sendall(encode_request(1, "newcomer", api_versions_request()))
+                answers.add(newcomer)
+                answered_when_newcomer_came = answered
+            for sock in answers.frames(timeout_s=1.0):
+                if sock is newcomer:
+                    answered_when_newcomer_served = answered
+                    newcomer_waited_s = time.monotonic() - newcomer_sent
+                else:
+                    answered += 1
+        flood_s = time.monotonic() - started
+    finally:
+        answers.close()
+    return (
+        answered_when_newcomer_served - answered_when_newcomer_came,
+        expected - answered_when_newcomer_came,
+        newcomer_waited_s,
+        flood_s,
+    )
+
+
+def test_a_new_client_is_served_before_other_connections_pipelined_requests(broker_factory):
+    """Connections take turns, one request each (Kafka mutes a connection while its
+    request is handled): a new client's ApiVersions is answered after a few turns of the
+    flood's connections, not behind their pipelines."""
+    broker = broker_factory()
+    with KafkaConnection(broker.host, broker.port) as admin:
+        created = admin.request(create_topics_request("metadata-weight", FAIRNESS_PARTITIONS))
+        assert created.topics[0].error_code == NONE
+    ahead, due, waited_s, flood_s = _flood_answers_while_newcomer_waits(broker.host, broker.port)
+    print(
+        f"{ahead} of the {due} flood answers still due went out before the newcomer's; "
+        f"it waited {waited_s:.2f} s of the flood's {flood_s:.2f} s"
+    )
+    assert ahead < FAIRNESS_SHARE_MAX * due
+
+
+PARKED_FETCH_WAIT_MS = 1500
+
+
+def test_a_connection_has_one_request_in_flight(broker_factory, topic):
+    """A produce pipelined behind a fetch parked in the purgatory is not handled until
+    the fetch is answered (Kafka mutes the connection meanwhile), so the fetch, waiting
+    for records of that very partition, ends empty at its max_wait; another connection's
+    produce wakes it at once."""
+    broker = broker_factory()
+    with (
+        KafkaConnection(broker.host, broker.port) as connection,
+        KafkaConnection(broker.host, broker.port) as other,
+    ):
+        assert connection.request(create_topics_request(topic)).topics[0].error_code == NONE
+        batch = encode_batch([Record(key=None, value=b"behind the fetch")])
+        fetch = fetch_request(topic, 0, 0, max_wait_ms=PARKED_FETCH_WAIT_MS)
+        produce = produce_request(topic, 0, batch, acks=1)
+        fetch_id = connection.send(fetch)
+        produce_id = connection.send(produce)
+        assert only_partition(connection.receive(fetch, fetch_id)).records in (None, b"")
+        assert only_partition(connection.receive(produce, produce_id)).error_code == NONE
+        # The same fetch, parked again, is woken by a produce on another connection.
+        fetch_id = connection.send(fetch_request(topic, 0, 1, max_wait_ms=60_000))
+        assert only_partition(other.request(produce_request(topic, 0, batch))).error_code == NONE
+        assert only_partition(connection.receive(fetch, fetch_id)).records
 
 
 def test_connections_beyond_max_connections_per_ip_are_closed_and_slots_come_back(broker_factory):

@@ -1,8 +1,10 @@
 """SASL on SASL_PLAINTEXT and SASL_SSL listeners: confluent-kafka, kafka-python, aiokafka
 and kcat authenticate with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN; wrong passwords,
 requests before authentication, oversized frames before authentication and expired
-sessions close the connection; re-authentication (KIP-368) keeps a connection going;
-``sluice users`` and confluent-kafka's admin API manage the users.
+sessions close the connection (a failed authentication is answered after
+connection.failed.authentication.delay.ms, while other clients are served);
+re-authentication (KIP-368) keeps a connection going; ``sluice users`` and
+confluent-kafka's admin API manage the users.
 
 Certificates are made by the tests (``tls_certs``), never committed."""
 
@@ -134,11 +136,13 @@ def test_confluent_kafka_produces_and_consumes(broker: BrokerProcess, mechanism:
     )
 
 
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
-def test_confluent_kafka_wrong_password_is_refused(broker: BrokerProcess, mechanism: str) -> None:
+def librdkafka_authentication_errors(
+    broker: BrokerProcess, mechanism: str, password: str
+) -> list[KafkaError]:
+    """The errors a librdkafka producer reports once it fails to log in (at least one)."""
     errors: list[KafkaError] = []
     config = {
-        **librdkafka_config(broker, mechanism, password="wrong"),
+        **librdkafka_config(broker, mechanism, password=password),
         "error_cb": errors.append,
     }
     producer = Producer(config)
@@ -147,6 +151,12 @@ def test_confluent_kafka_wrong_password_is_refused(broker: BrokerProcess, mechan
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while not errors and time.monotonic() < deadline:
         producer.poll(0.5)  # error_cb is served by poll
+    return errors
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_kafka_wrong_password_is_refused(broker: BrokerProcess, mechanism: str) -> None:
+    errors = librdkafka_authentication_errors(broker, mechanism, "wrong")
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("Authentication failed" in e.str() for e in errors), errors
 
@@ -322,6 +332,63 @@ def test_plain_is_refused_on_sasl_plaintext_unless_allowed(
                 connection.request(SaslAuthenticateRequest(auth_bytes=plain_token("alice", "x")))
     finally:
         process.stop()
+
+
+FAILED_AUTHENTICATION_DELAY_S = 3.0
+"""Long enough that another connection's whole login fits in it on a loaded machine."""
+
+
+@pytest.fixture(scope="module")
+def delaying_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = sasl_broker_process(
+        tmp_path_factory.mktemp("sasl-delay") / "data",
+        {
+            "connection.failed.authentication.delay.ms": str(
+                int(FAILED_AUTHENTICATION_DELAY_S * 1000)
+            )
+        },
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served(
+    delaying_broker: BrokerProcess,
+) -> None:
+    broker = delaying_broker
+    with (
+        KafkaConnection(broker.host, broker.port) as guessing,
+        KafkaConnection(broker.host, broker.port) as other,
+    ):
+        assert guessing.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512")).error_code == 0
+        client = ScramClient(SHA512, "alice", "a-guess")
+        first = guessing.request(SaslAuthenticateRequest(auth_bytes=client.first()))
+        final = SaslAuthenticateRequest(auth_bytes=client.final(first.auth_bytes))
+        started = time.monotonic()
+        correlation_id = guessing.send(final)
+        # While the guess waits for its answer, another client logs in and is served.
+        assert scram_login(other, "alice", USERS["alice"]).error_code == 0
+        assert other.request(metadata_request([])).brokers
+        other_served_s = time.monotonic() - started
+        answer = guessing.receive(final, correlation_id)
+        answered_s = time.monotonic() - started
+        assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert guessing.wait_closed_by_peer()
+    assert answered_s >= FAILED_AUTHENTICATION_DELAY_S
+    assert other_served_s < FAILED_AUTHENTICATION_DELAY_S
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_kafka_wrong_password_waits_for_the_delay(
+    delaying_broker: BrokerProcess, mechanism: str
+) -> None:
+    started = time.monotonic()
+    errors = librdkafka_authentication_errors(delaying_broker, mechanism, "wrong")
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""The settings of the input limits, and how requests are counted against
-sluice.request.max.partitions."""
+"""The settings of the input limits (and of the failed-authentication delay), and how
+requests are counted against sluice.request.max.partitions."""
 
 from __future__ import annotations
 
@@ -74,3 +74,24 @@ def test_limit_settings_parse_with_kafkas_names() -> None:
     ):
         with pytest.raises(BrokerConfigError):
             BrokerConfig().apply_properties({name: value})
+
+
+def test_failed_authentication_delay_has_kafkas_default_bounds_and_rule() -> None:
+    assert BrokerConfig().connection_failed_authentication_delay_ms == 100
+    config = BrokerConfig()
+    config.apply_properties({"connection.failed.authentication.delay.ms": "0"})
+    assert config.connection_failed_authentication_delay_ms == 0
+    with pytest.raises(BrokerConfigError, match="outside"):
+        BrokerConfig().apply_properties({"connection.failed.authentication.delay.ms": "-1"})
+    # Kafka refuses a delay that is not below connections.max.idle.ms.
+    for properties in (
+        {"connections.max.idle.ms": "100"},
+        {"connection.failed.authentication.delay.ms": "600000"},
+    ):
+        with pytest.raises(BrokerConfigError, match=r"must be less than connections\.max\.idle"):
+            BrokerConfig().apply_properties(properties)
+    config = BrokerConfig()
+    config.apply_properties(
+        {"connections.max.idle.ms": "100", "connection.failed.authentication.delay.ms": "99"}
+    )
+    assert config.connection_failed_authentication_delay_ms == 99

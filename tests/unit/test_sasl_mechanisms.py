@@ -4,10 +4,12 @@ against each other, and the messages a server must refuse."""
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 
 from sluice.protocol.sasl import (
+    SCRAM_ITERATIONS_DEFAULT,
     SCRAM_ITERATIONS_MIN,
     SaslAuthenticationFailed,
     ScramClient,
@@ -17,6 +19,7 @@ from sluice.protocol.sasl import (
     make_credential,
     parse_plain,
     password_matches,
+    plain_password_matches,
     plain_token,
 )
 
@@ -150,3 +153,36 @@ def test_plain_checks_against_the_scram_credential() -> None:
     credential = make_credential(SHA512, "pw")
     assert password_matches(SHA512, credential, "pw")
     assert not password_matches(SHA512, credential, "pW")
+
+
+class CountingDerive:
+    """PBKDF2 that records each call's hash, salt length and iteration count."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    def __call__(self, hash_name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+        self.calls.append((hash_name, len(salt), iterations))
+        return hashlib.pbkdf2_hmac(hash_name, password, salt, iterations)
+
+
+def test_plain_does_the_same_work_for_an_unknown_user_as_for_a_known_one() -> None:
+    known = {SHA512: make_credential(SHA512, "pw"), SHA256: make_credential(SHA256, "pw")}
+    right, wrong, unknown = CountingDerive(), CountingDerive(), CountingDerive()
+    assert plain_password_matches(known, "alice", "pw", right)
+    assert not plain_password_matches(known, "alice", "guess", wrong)
+    assert not plain_password_matches({}, "mallory", "guess", unknown)
+    # One PBKDF2 each, of the same hash, salt size and iteration count.
+    assert right.calls == wrong.calls == unknown.calls == [("sha512", 32, SCRAM_ITERATIONS_DEFAULT)]
+
+
+def test_plain_never_accepts_an_unknown_user() -> None:
+    for password in ("", "pw", "sluice unknown user"):
+        assert not plain_password_matches({}, "mallory", password)
+
+
+def test_plain_falls_back_to_the_scram_sha_256_credential() -> None:
+    only_256 = {SHA256: make_credential(SHA256, "pw", iterations=8192)}
+    derive = CountingDerive()
+    assert plain_password_matches(only_256, "carol", "pw", derive)
+    assert derive.calls == [("sha256", 32, 8192)]

@@ -203,6 +203,9 @@ class Broker:
                     listener_max_connections=config.listener_max_connections.get(listener.name),
                     request_max_bytes=config.socket_request_max_bytes,
                     unauthenticated_frame_bytes_max=config.sasl_server_max_receive_size,
+                    failed_authentication_delay_ms=(
+                        config.connection_failed_authentication_delay_ms
+                    ),
                 )
             )
         return servers
@@ -622,7 +625,10 @@ class Broker:
         if secured:
             assert self.store is not None
             authenticator = HttpAuthenticator(
-                self.store.scram_credentials, config.http_metrics_bearer_token
+                self.store.scram_credentials,
+                config.http_metrics_bearer_token,
+                failed_authentication_delay_s=config.connection_failed_authentication_delay_ms
+                / 1000,
             )
             may_read_metrics = metrics_access(Authorizer(config, self.store))
         http = HttpListener(

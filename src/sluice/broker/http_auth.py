@@ -7,7 +7,7 @@ against the SCRAM users of the metadata store, or the bearer token
     request ──/health, /ready──────────────────────────────▶ served (liveness probes)
         │
         ├─ no Authorization ───────────────────────────────▶ 401 WWW-Authenticate: Basic
-        ├─ wrong credentials ──(FAILED_AUTHENTICATION_DELAY_S)─▶ 401
+        ├─ wrong credentials ──(the failed-authentication delay)─▶ 401
         ├─ Bearer <http.metrics.bearer.token> ─────────────▶ /metrics only (403 elsewhere)
         └─ Basic user:password (a SCRAM credential matches) ─▶
               /metrics   DESCRIBE on the cluster (a super user; anyone without an
@@ -15,9 +15,12 @@ against the SCRAM users of the metadata store, or the bearer token
               the rest   the console, acting as that user (an ``HttpCaller`` on the
                          request), so the user's ACLs apply to everything it does
 
-A password is checked as SASL/PLAIN checks it: the salted password derived with the
-stored salt and iterations (SCRAM-SHA-512's credential if the user has one, else
-SCRAM-SHA-256's), its stored key compared in constant time, off the event loop. A
+A password is checked as SASL/PLAIN checks it (:func:`sluice.protocol.sasl.plain_password_matches`:
+the salted password derived with the stored salt and iterations, SCRAM-SHA-512's
+credential if the user has one, else SCRAM-SHA-256's, its stored key compared in
+constant time; an unknown user's password costs the same), off the event loop; wrong
+credentials are answered after ``connection.failed.authentication.delay.ms``, as on the
+Kafka listeners. A
 success is remembered for ``AUTHENTICATED_CACHE_TTL_S`` (keyed by a keyed hash of the
 password and the stored key it matched, so a changed password or a deleted user counts
 at once), so a scrape every few seconds does not cost thousands of PBKDF2 iterations
@@ -29,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import functools
 import hashlib
 import hmac
 import secrets
@@ -39,14 +41,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from sluice.broker.authorization import CLUSTER, Authorizer
-from sluice.broker.handlers.sasl import PLAIN_CREDENTIAL_ORDER
 from sluice.common.authorizer import Operation, ResourceType
 from sluice.common.http_caller import HttpCaller
 from sluice.protocol.sasl import (
+    PLAIN_CREDENTIAL_ORDER,
     ScramCredential,
     ScramMechanism,
-    make_credential,
     password_matches,
+    plain_password_matches,
 )
 
 REALM = "sluice"
@@ -57,28 +59,11 @@ AUTHENTICATED_CACHE_TTL_S = 60.0
 """How long a checked password is taken as good without deriving it again."""
 AUTHENTICATED_CACHE_USERS_MAX = 1024
 """Users remembered at most (least recently used forgotten first)."""
-FAILED_AUTHENTICATION_DELAY_S = 0.1
-"""The wait before answering wrong credentials: Kafka's default
-``connection.failed.authentication.delay.ms`` (100 ms), to slow password guessing."""
 PASSWORD_CHECKS_CONCURRENT_MAX = 2
 """Password derivations (PBKDF2, milliseconds of CPU each) run at once at most, so a
 flood of guesses cannot take every core from the broker."""
 AUTHORIZATION_HEADER_BYTES_MAX = 4096
 """A longer ``Authorization`` header is refused without being decoded."""
-
-UNKNOWN_USER_MECHANISM = ScramMechanism.SCRAM_SHA_512
-
-
-@functools.cache
-def _unknown_user_credential() -> ScramCredential:
-    """What a password for a user without credentials is checked against (a random
-    password's: never matches)."""
-    return make_credential(UNKNOWN_USER_MECHANISM, secrets.token_urlsafe(16))
-
-
-def _check_unknown_user(password: str) -> bool:
-    return password_matches(UNKNOWN_USER_MECHANISM, _unknown_user_credential(), password)
-
 
 TOKEN_PRINCIPAL = "http.metrics.bearer.token"
 """How a request that presented the bearer token is named in logs (it is no user)."""
@@ -114,9 +99,11 @@ class HttpAuthenticator:
         credentials: CredentialLookup,
         bearer_token: str | None,
         *,
+        failed_authentication_delay_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._credentials = credentials
+        self._failed_authentication_delay_s = failed_authentication_delay_s
         self._bearer_token = bearer_token.encode() if bearer_token else None
         self._clock = clock
         self._digest_key = secrets.token_bytes(32)
@@ -130,7 +117,7 @@ class HttpAuthenticator:
             return None
         identity = await self._identify(authorization)
         if identity is None:
-            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
+            await asyncio.sleep(self._failed_authentication_delay_s)
         return identity
 
     async def _identify(self, authorization: str) -> HttpIdentity | None:
@@ -164,7 +151,7 @@ class HttpAuthenticator:
             # As much work as a wrong password, so the time taken does not tell
             # whether the user exists.
             async with self._checks:
-                await asyncio.to_thread(_check_unknown_user, password)
+                await asyncio.to_thread(plain_password_matches, stored, user, password)
             return None
         mechanism, credential = found
         digest = hmac.new(self._digest_key, password.encode(), hashlib.sha256).digest()

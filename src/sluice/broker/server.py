@@ -1,24 +1,29 @@
-"""The network server: one task per connection, requests answered in order.
+"""The network server: one task per connection, one request of it handled at a time.
 
 Per connection::
 
-    socket ──read──▶ FrameDecoder ──frame──▶ handler task ─┐   (one per request,
-      ▲                                                    │    started in arrival order)
-      │    ◀──write/sendfile── response writer ◀──awaits───┘   (in request order)
+    socket ──read──▶ FrameDecoder ──frame──▶ handler ──response──▶ write/sendfile ─┐
+      ▲                   ▲                                                       │
+      │                   └────── next frame once the response is queued ◀────────┘
       └── idle watchdog: closes the connection after connections.max.idle.ms
 
-Handlers run concurrently, so a long-polling fetch does not hold up a produce behind it,
-but responses leave in request order, as the protocol requires. Record bytes in fetch
-responses go from the page cache to the socket with ``loop.sendfile`` (zero copy on
-Linux).
+As in Kafka, a connection is muted while one of its requests is handled: its next
+request is decoded and dispatched only once the answer to the previous one is handed to
+the transport (and the transport holds less than WRITE_BUFFER_HIGH_BYTES; a file slice
+of a fetch is sent first). Responses thus leave in request order, and a client
+pipelining many expensive requests has one handler at a time, so it cannot make others
+wait behind its pipeline. A request that waits in the purgatory (Produce with acks=all,
+Fetch with max_wait) holds its connection's next requests meanwhile, as in Kafka. After
+each request the connection yields, so every connection and the listener's accepts get
+their turn. Record bytes in fetch responses go from the page cache to the socket with
+``loop.sendfile`` (zero copy on Linux).
 
-What one connection may hold is bounded: before it reads more, the reader waits until
-fewer than IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX requests are unanswered, their frames
-hold less than IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX, and responses waiting for
-the socket hold less than QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX (common.limits). A
-paused reader leaves the bytes in the kernel, and TCP pushes back on the client. After
-each request it starts while others are pending, the reader yields once, so a handler
-that answers at once has its response counted before the next request is admitted.
+What one connection may hold is bounded: the bytes read beyond the request being
+handled (the stream reader stops reading the socket past 2 × READ_CHUNK_BYTES / 2, the
+frame decoder holds what one read returned), and the responses waiting for the socket
+(QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX in common.limits; no request of the connection
+is handled while its transport holds more). A paused reader leaves the bytes in the
+kernel, and TCP pushes back on the client.
 
 Connections beyond ``max.connections``, beyond a listener's
 ``listener.name.<name>.max.connections``, or beyond ``max.connections.per.ip`` from one
@@ -31,7 +36,9 @@ one that has held an incomplete frame that long, is closed.
 On a SASL listener a connection is unauthenticated until SaslAuthenticate succeeds: its
 frames may be at most ``sasl.server.max.receive.size`` and each request is answered
 before the next is read (the dispatcher serves only ApiVersions and the SASL APIs then,
-and a failed authentication closes the connection once its answer is written).
+and a failed authentication closes the connection once its answer is written). The
+answer to a failed authentication waits ``connection.failed.authentication.delay.ms``
+first, as in Kafka, on this connection's own task: others are served meanwhile.
 
 A peer that sends bytes we cannot parse has its connection closed; everyone else keeps
 being served. A handler that raises something other than a Kafka error is a bug: it is
@@ -55,8 +62,6 @@ from typing import Any, BinaryIO, Protocol
 from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
-    IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX,
-    IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
     MALFORMED_REQUEST_WARNING_INTERVAL_MS,
     MALFORMED_REQUEST_WARNINGS_PER_INTERVAL,
     QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX,
@@ -72,6 +77,8 @@ WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
 MAX_CONNECTIONS_PER_IP_DEFAULT = 1_000
+FAILED_AUTHENTICATION_DELAY_MS_DEFAULT = 100
+"""Kafka's connection.failed.authentication.delay.ms."""
 
 
 class FileSlice(Protocol):
@@ -127,12 +134,15 @@ class ConnectionInfo:
         self.close_after_response = False
         """Close the connection once the response being computed is written (a failed
         SASL authentication)."""
+        self.authentication_failed = False
+        """The response being computed refuses an authentication: it is written after
+        ``connection.failed.authentication.delay.ms``, then the connection is closed."""
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
         """What the client says it is (ApiVersions v3+, KIP-511), e.g. ``apache-kafka-java``
         ``4.0.0``; None until it says so."""
         self.muted_until = 0.0
-        """``time.monotonic()`` until which nothing more is read from the connection: a
+        """``time.monotonic()`` until which no further request of the connection is handled: a
         client over its quota is muted for its throttle time (KIP-219)."""
 
     def mute_for(self, seconds: float) -> None:
@@ -235,8 +245,10 @@ class Server:
         listener_max_connections: int | None = None,
         request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
     ) -> None:
         self.host = host
+        self._failed_authentication_delay_ms = failed_authentication_delay_ms
         self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
         self.port = port
         self.listener_name = listener_name
@@ -363,6 +375,7 @@ class Server:
                 zero_copy=self._ssl_context is None,
                 request_max_bytes=self._request_max_bytes,
                 unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
+                failed_authentication_delay_ms=self._failed_authentication_delay_ms,
             ).run()
         except* ProtocolError as group:
             self._malformed_warnings.log(
@@ -436,15 +449,6 @@ def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
     return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
 
 
-def _in_memory_bytes(response: Response) -> int:
-    """Bytes a response holds in memory (file slices are sent from the page cache)."""
-    if response is None:
-        return 0
-    if isinstance(response, bytes):
-        return len(response)
-    return sum(len(part) for part in response if isinstance(part, bytes))
-
-
 class Connection:
     def __init__(
         self,
@@ -457,8 +461,10 @@ class Connection:
         zero_copy: bool = True,
         request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
     ) -> None:
         self._zero_copy = zero_copy
+        self._failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self._reader = reader
         self._writer = writer
         self._handle = handle
@@ -471,56 +477,46 @@ class Connection:
         self._loop = loop
         self._last_activity = loop.time()
         self._partial_frame_since: float | None = None
-        """When the incomplete frame in the decoder started arriving (reader running)."""
-        self._unanswered_requests = 0
-        """Requests read whose responses the writer has not finished with."""
+        """When the connection started waiting for the rest of an incomplete frame."""
         self._running_handlers = 0
-        self._running_request_bytes = 0
-        self._queued_response_bytes = 0
-        """Responses computed but not yet handed to the transport."""
-        self._writer_blocked = False
-        """The writer waits for the transport to drain: the peer is not reading."""
-        self._state_changed = asyncio.Event()
 
     async def run(self) -> None:
-        in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as tasks:
-            writer_task = tasks.create_task(self._write_responses(in_flight))
             watchdog = tasks.create_task(self._close_when_idle())
             try:
-                while not writer_task.done():
-                    await self._wait_for_room()
-                    data = await self._reader.read(READ_CHUNK_BYTES)
-                    if not data:
-                        # The peer closed: stop waiting requests (a long-polling fetch)
-                        # instead of answering a socket nobody reads.
-                        raise ConnectionResetError("peer closed the connection")
-                    self._last_activity = self._loop.time()
-                    self._decoder.receive(data)
-                    completed_a_frame = False
-                    while (frame := self._next_frame()) is not None:
-                        completed_a_frame = True
-                        self._unanswered_requests += 1
-                        request = tasks.create_task(self._run_handler(frame))
-                        in_flight.put_nowait(request)
-                        del frame
-                        if not self._info.authenticated:
-                            # Before authentication one request at a time: the next
-                            # frame's limit and admission depend on this one's outcome.
-                            await asyncio.wait((request,))
-                        elif self._unanswered_requests > 1:
-                            # Let the handler run first: if it answers at once, its
-                            # response is counted before the next request is admitted.
-                            await asyncio.sleep(0)
-                        await self._wait_for_room()
-                    if not self._decoder.buffered_bytes:
-                        self._partial_frame_since = None
-                    elif completed_a_frame or self._partial_frame_since is None:
-                        self._partial_frame_since = self._loop.time()
+                while True:
+                    frame = await self._take_frame()
+                    while (muted_s := self._info.muted_until - time.monotonic()) > 0:
+                        await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
+                    response, close_after = await self._run_handler(frame)
+                    del frame
+                    await self._write(response)
+                    if close_after:
+                        raise ConnectionClosedAfterResponse
+                    # Let every other connection (and the listener's accepts) have its
+                    # turn before this one's next request: a handler that never waits
+                    # would otherwise serve a whole pipeline in one go.
+                    await asyncio.sleep(0)
             finally:
                 watchdog.cancel()
-                if not writer_task.done():
-                    in_flight.put_nowait(None)
+
+    async def _take_frame(self) -> bytes:
+        """The next whole frame, reading the socket until it has arrived (its size
+        checked against the limit of the connection's current state: smaller before
+        SASL authentication)."""
+        while (frame := self._next_frame()) is None:
+            if self._decoder.buffered_bytes and self._partial_frame_since is None:
+                self._partial_frame_since = self._loop.time()
+            data = await self._reader.read(READ_CHUNK_BYTES)
+            if not data:
+                raise ConnectionResetError("peer closed the connection")
+            self._last_activity = self._loop.time()
+            self._decoder.receive(data)
+        if not self._decoder.buffered_bytes:
+            self._partial_frame_since = None
+        elif self._partial_frame_since is not None:
+            self._partial_frame_since = self._loop.time()
+        return frame
 
     def _frame_bytes_max(self) -> int:
         if self._info.authenticated:
@@ -531,41 +527,17 @@ class Connection:
         self._decoder.frame_bytes_max = self._frame_bytes_max()
         return self._decoder.next_frame()
 
-    def _has_room(self) -> bool:
-        return (
-            self._unanswered_requests < IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX
-            and self._running_request_bytes < IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX
-            and self._queued_response_bytes < QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
-            and not self._writer_blocked
-        )
-
-    async def _wait_for_room(self) -> None:
-        while (muted_s := self._info.muted_until - time.monotonic()) > 0:
-            await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
-        if self._has_room():
-            return
-        paused_with_partial_frame = self._partial_frame_since is not None
-        self._partial_frame_since = None  # a paused reader is not the peer stalling
-        while not self._has_room():
-            self._state_changed.clear()
-            await self._state_changed.wait()
-        if paused_with_partial_frame:
-            self._partial_frame_since = self._loop.time()
-
-    def _changed(self) -> None:
-        self._state_changed.set()
-
     async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
-        self._running_request_bytes += len(frame)
         try:
             response = await self._handle(frame, self._info)
             close_after = self._info.close_after_response
+            if self._info.authentication_failed and self._failed_authentication_delay_s > 0:
+                # Kafka delays a failed authentication's answer and close: one guess
+                # per connection per delay. Only this connection waits.
+                await asyncio.sleep(self._failed_authentication_delay_s)
         finally:
             self._running_handlers -= 1
-            self._running_request_bytes -= len(frame)
-            self._changed()
-        self._queued_response_bytes += _in_memory_bytes(response)
         return response, close_after
 
     async def _close_when_idle(self) -> None:
@@ -589,38 +561,27 @@ class Connection:
                 )
             await asyncio.sleep(deadline - now)
 
-    async def _write_responses(
-        self, in_flight: asyncio.Queue[asyncio.Task[tuple[Response, bool]] | None]
-    ) -> None:
+    async def _write(self, response: Response) -> None:
+        """Hand the response to the transport; wait only while the transport holds more
+        than WRITE_BUFFER_HIGH_BYTES (the peer is not reading), or for a sendfile."""
+        if response is None:
+            return  # acks=0
         loop = self._loop
         writer = self._writer
-        zero_copy = self._zero_copy and _loop_has_sendfile(loop)
-        while True:
-            task = await in_flight.get()
-            if task is None:
-                await self._drain()
-                return
-            response, close_after = await task
-            self._queued_response_bytes -= _in_memory_bytes(response)
-            if isinstance(response, bytes):
-                writer.write(response)
-            elif response is not None:
-                for part in response:
-                    if isinstance(part, bytes):
-                        writer.write(part)
-                    elif not zero_copy:
-                        await self._write_slice(part)
-                    else:
-                        await self._drain()
-                        await loop.sendfile(
-                            writer.transport, part.file, part.position, part.size_bytes
-                        )
-                        self._last_activity = loop.time()
-            self._unanswered_requests -= 1
-            self._changed()
-            await self._drain()
-            if close_after:
-                raise ConnectionClosedAfterResponse
+        if isinstance(response, bytes):
+            writer.write(response)
+        else:
+            zero_copy = self._zero_copy and _loop_has_sendfile(loop)
+            for part in response:
+                if isinstance(part, bytes):
+                    writer.write(part)
+                elif not zero_copy:
+                    await self._write_slice(part)
+                else:
+                    await self._drain()
+                    await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes)
+                    self._last_activity = loop.time()
+        await self._drain()
 
     async def _write_slice(self, part: FileSlice) -> None:
         """Copy a file slice to the transport through memory, at most
@@ -644,10 +605,7 @@ class Connection:
             await self._drain()
 
     async def _drain(self) -> None:
-        self._writer_blocked = True
         try:
             await self._writer.drain()
         finally:
-            self._writer_blocked = False
             self._last_activity = self._loop.time()
-            self._changed()

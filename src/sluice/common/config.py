@@ -659,6 +659,11 @@ class BrokerConfig:
     where the password crosses the network in the clear."""
     sasl_server_max_receive_size: int = 524_288
     """sasl.server.max.receive.size: the largest request frame before authentication."""
+    connection_failed_authentication_delay_ms: int = 100
+    """connection.failed.authentication.delay.ms: how long the answer to a failed SASL
+    authentication (and the close that follows it) waits, so a client guessing passwords
+    gets at most one guess per connection per delay. Kafka's default and bounds (0 turns
+    it off); it must be below ``connections.max.idle.ms``, as Kafka requires."""
     http_host: str | None = None
     """http.host: where the HTTP listener (``/metrics``, ``/health``, ``/ready``, the web
     console) listens; None: the host of the first Kafka listener, or loopback
@@ -889,19 +894,35 @@ class BrokerConfig:
         """Set values from Kafka-style ``name=value`` properties (static: given in the
         file, with -o or as options). Raises BrokerConfigError."""
         for name, text in properties.items():
-            self.apply_dynamic({name: text})
+            self._apply_one(name, text)
             self.static_names.add(name.strip())
+        self._check_failed_authentication_delay()
 
     def apply_dynamic(self, properties: Mapping[str, str]) -> None:
         """Set values as :meth:`apply_properties` does, without counting them as static
         (dynamic broker configs laid over the static ones). Raises BrokerConfigError."""
         for name, text in properties.items():
-            try:
-                self._apply(name.strip(), text.strip())
-            except BrokerConfigError:
-                raise
-            except ValueError as e:
-                raise BrokerConfigError(f"{name}: {e}") from None
+            self._apply_one(name, text)
+        self._check_failed_authentication_delay()
+
+    def _apply_one(self, name: str, text: str) -> None:
+        try:
+            self._apply(name.strip(), text.strip())
+        except BrokerConfigError:
+            raise
+        except ValueError as e:
+            raise BrokerConfigError(f"{name}: {e}") from None
+
+    def _check_failed_authentication_delay(self) -> None:
+        """Kafka's rule: a failed authentication's delayed answer must come before the
+        connection counts as idle."""
+        delay_ms = self.connection_failed_authentication_delay_ms
+        if delay_ms >= self.connections_max_idle_ms:
+            raise BrokerConfigError(
+                f"connection.failed.authentication.delay.ms={delay_ms} must be less than "
+                f"connections.max.idle.ms={self.connections_max_idle_ms}, or the delayed "
+                "answer to a failed authentication would time out"
+            )
 
     def _apply(self, name: str, text: str) -> None:
         if name == "listeners":
@@ -1119,6 +1140,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
     "sluice.sasl.plain.insecure.allow": ("sasl_plain_insecure_allow", _bool),
     "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _long(1024, 2**31 - 1)),
+    "connection.failed.authentication.delay.ms": (
+        "connection_failed_authentication_delay_ms",
+        _long(0, 2**31 - 1),
+    ),
     "http.host": ("http_host", str),
     "http.port": ("http_port", _long(0, 65535)),
     "http.console": ("http_console", _choice("on", "read-only", "off")),

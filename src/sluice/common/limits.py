@@ -7,10 +7,6 @@ FRAME_BYTES_MAX = 100 * 1024 * 1024
 """Largest request frame accepted (Kafka's socket.request.max.bytes). A larger length
 prefix closes the connection before anything is buffered."""
 
-IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX = 100
-"""Requests read from one connection and not yet answered; reading pauses past this so a
-client that never reads its responses cannot grow the broker's memory."""
-
 PARTITIONS_PER_TOPIC_MAX = 10_000
 """More partitions than this in one CreateTopics/CreatePartitions is refused as absurd."""
 
@@ -40,18 +36,12 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX = 2000
 ``response_partition_limit`` (Kafka's max.request.partition.size.limit); a cursor
 points to the rest."""
 
-IN_FLIGHT_REQUEST_BYTES_PER_CONNECTION_MAX = 16 * 1024 * 1024
-"""Bytes of request frames read from one connection whose handlers have not finished;
-reading pauses past this (one frame up to FRAME_BYTES_MAX is always admitted). A
-producer keeps about max.in.flight.requests × max.request.size (5 × 1 MiB) in flight, so
-this never slows a well-behaved client, while 100 pipelined 100 MiB frames cannot."""
-
 QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX = 256 * 1024
 """Bytes of responses answered on one connection but not yet taken by its socket (the
-transport's buffer included); reading from the connection pauses past this. A client
-that sends requests without reading the replies thus holds about this much of the
-broker's memory, plus the responses of requests already started, instead of growing it
-until the process is killed. Record bytes served with sendfile are not counted: they
+transport's buffer); no further request of the connection is handled past this (it has
+one request in flight at a time, as in Kafka). A client that sends requests without
+reading the replies thus holds about this much of the broker's memory instead of growing
+it until the process is killed. Record bytes served with sendfile are not counted: they
 are never in memory."""
 
 MALFORMED_REQUEST_WARNINGS_PER_INTERVAL = 10

@@ -15,7 +15,10 @@ prove the server knows them, never enough to log in, and never the password.
 
 PLAIN (``authzid NUL authcid NUL password``) is checked against the same credential:
 the password is salted and hashed with the stored salt and iterations and must give the
-stored key. Sluice keeps one user database for both mechanisms.
+stored key. Sluice keeps one user database for both mechanisms. An unknown user's
+password is salted and hashed all the same, against a made-up credential of the default
+cost (:func:`plain_password_matches`), so the time an answer takes does not tell whether
+the user exists.
 
 Failures raise :class:`SaslAuthenticationFailed`; its ``rfc_error`` is RFC 5802's
 ``e=`` value. The message never says whether the user exists: an unknown user goes
@@ -30,6 +33,7 @@ import enum
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 SCRAM_ITERATIONS_MIN = 4096
@@ -82,9 +86,24 @@ class ScramMechanism(enum.Enum):
     def hash(self, data: bytes) -> bytes:
         return hashlib.new(self.hash_name, data).digest()
 
-    def salted_password(self, password: str, salt: bytes, iterations: int) -> bytes:
-        """Hi(password, salt, i) of RFC 5802: PBKDF2 with HMAC of this hash."""
-        return hashlib.pbkdf2_hmac(self.hash_name, password.encode(), salt, iterations)
+    @property
+    def hash_bytes(self) -> int:
+        return hashlib.new(self.hash_name).digest_size
+
+    def salted_password(
+        self,
+        password: str,
+        salt: bytes,
+        iterations: int,
+        derive: DeriveKey = hashlib.pbkdf2_hmac,
+    ) -> bytes:
+        """Hi(password, salt, i) of RFC 5802: PBKDF2 with HMAC of this hash (``derive``
+        is ``hashlib.pbkdf2_hmac``; tests count the work through it)."""
+        return derive(self.hash_name, password.encode(), salt, iterations)
+
+
+DeriveKey = Callable[[str, bytes, bytes, int], bytes]
+"""PBKDF2's signature (``hashlib.pbkdf2_hmac``): hash name, password, salt, iterations."""
 
 
 PLAIN = "PLAIN"
@@ -156,12 +175,48 @@ def check_iterations(iterations: int) -> None:
         )
 
 
-def password_matches(mechanism: ScramMechanism, credential: ScramCredential, password: str) -> bool:
+def password_matches(
+    mechanism: ScramMechanism,
+    credential: ScramCredential,
+    password: str,
+    derive: DeriveKey = hashlib.pbkdf2_hmac,
+) -> bool:
     """Whether ``password`` gives ``credential`` (PLAIN's check; costs one PBKDF2)."""
-    candidate = make_credential(
-        mechanism, password, salt=credential.salt, iterations=credential.iterations
+    salted = mechanism.salted_password(password, credential.salt, credential.iterations, derive)
+    candidate = credential_from_salted_password(
+        mechanism, salted, credential.salt, credential.iterations
     )
     return hmac.compare_digest(candidate.stored_key, credential.stored_key)
+
+
+PLAIN_CREDENTIAL_ORDER = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
+"""Which of a user's SCRAM credentials a PLAIN password is checked against, first found."""
+
+
+def plain_password_matches(
+    credentials: Mapping[ScramMechanism, ScramCredential],
+    username: str,
+    password: str,
+    derive: DeriveKey = hashlib.pbkdf2_hmac,
+) -> bool:
+    """PLAIN's check of ``password`` against the user's SCRAM credentials (none: an
+    unknown user). Either way it costs one PBKDF2: an unknown user's password is salted
+    and hashed against a made-up SCRAM-SHA-512 credential with the default iteration
+    count (what ``sluice users`` and Kafka's tools create), then refused, so a known
+    user and an unknown one take the same time to refuse."""
+    for mechanism in PLAIN_CREDENTIAL_ORDER:
+        credential = credentials.get(mechanism)
+        if credential is not None:
+            return password_matches(mechanism, credential, password, derive)
+    mechanism = PLAIN_CREDENTIAL_ORDER[0]
+    made_up = ScramCredential(
+        salt=mechanism.hmac(b"sluice unknown user", username.encode())[:SALT_BYTES],
+        stored_key=secrets.token_bytes(mechanism.hash_bytes),
+        server_key=b"",
+        iterations=SCRAM_ITERATIONS_DEFAULT,
+    )
+    password_matches(mechanism, made_up, password, derive)
+    return False
 
 
 def _xor(a: bytes, b: bytes) -> bytes:

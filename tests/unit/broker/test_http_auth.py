@@ -14,7 +14,6 @@ import pytest
 
 from sluice.broker.http_auth import (
     AUTHENTICATED_CACHE_TTL_S,
-    FAILED_AUTHENTICATION_DELAY_S,
     HttpAuthenticator,
     HttpIdentity,
 )
@@ -22,6 +21,8 @@ from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.http_caller import HttpCaller
 from sluice.protocol.sasl import ScramCredential, ScramMechanism, make_credential
 
+FAILED_AUTHENTICATION_DELAY_S = BrokerConfig().connection_failed_authentication_delay_ms / 1000
+"""The broker's default connection.failed.authentication.delay.ms."""
 SHA512 = ScramMechanism.SCRAM_SHA_512
 SHA256 = ScramMechanism.SCRAM_SHA_256
 
@@ -56,7 +57,9 @@ def test_basic_checks_the_password_against_the_stored_credential() -> None:
     store = Store()
     store.users["alice"] = {m: make_credential(m, "alice-secret") for m in ScramMechanism}
     store.users["carol"] = {SHA256: make_credential(SHA256, "carol-secret")}
-    authenticator = HttpAuthenticator(store.lookup, None)
+    authenticator = HttpAuthenticator(
+        store.lookup, None, failed_authentication_delay_s=FAILED_AUTHENTICATION_DELAY_S
+    )
     assert authenticate(authenticator, basic("alice", "alice-secret")) == HttpIdentity(
         HttpCaller("alice", "alice-secret", "SCRAM-SHA-512")
     )
@@ -79,7 +82,9 @@ def test_basic_checks_the_password_against_the_stored_credential() -> None:
 
 
 def test_the_bearer_token_is_no_user() -> None:
-    authenticator = HttpAuthenticator(Store().lookup, "s3cret-token")
+    authenticator = HttpAuthenticator(
+        Store().lookup, "s3cret-token", failed_authentication_delay_s=FAILED_AUTHENTICATION_DELAY_S
+    )
     identity = authenticate(authenticator, "Bearer s3cret-token")
     assert identity == HttpIdentity(caller=None)
     assert authenticate(authenticator, "bearer  s3cret-token ") == identity
@@ -92,7 +97,9 @@ def test_a_success_is_remembered_until_it_ages_or_the_credential_changes() -> No
     good = make_credential(SHA512, "alice-secret")
     store.users["alice"] = {SHA512: good}
     clock = Clock()
-    authenticator = HttpAuthenticator(store.lookup, None, clock=clock)
+    authenticator = HttpAuthenticator(
+        store.lookup, None, failed_authentication_delay_s=FAILED_AUTHENTICATION_DELAY_S, clock=clock
+    )
     assert authenticate(authenticator, basic("alice", "alice-secret")) is not None
     # Same stored key, a salt the password no longer derives it from: only a remembered
     # success can accept it, and only for the cache's lifetime.
@@ -114,7 +121,9 @@ def test_a_success_is_remembered_until_it_ages_or_the_credential_changes() -> No
 def test_wrong_credentials_are_answered_after_the_delay() -> None:
     store = Store()
     store.users["alice"] = {SHA512: make_credential(SHA512, "alice-secret")}
-    authenticator = HttpAuthenticator(store.lookup, "token")
+    authenticator = HttpAuthenticator(
+        store.lookup, "token", failed_authentication_delay_s=FAILED_AUTHENTICATION_DELAY_S
+    )
     for wrong in (basic("alice", "guess"), "Bearer guess"):
         started = time.monotonic()
         assert authenticate(authenticator, wrong) is None

@@ -11,7 +11,10 @@ twice for one mechanism in one request is refused (DUPLICATE_RESOURCE) with all 
 changes.
 
 With the authorizer on, describing needs DESCRIBE and altering ALTER on the cluster
-(CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
+(CLUSTER_AUTHORIZATION_FAILED), as in Kafka. An unauthorized describe is answered in
+Kafka's shape: the error and "Cluster authorization failed." at the top, and one result
+with the same error per user asked for, in the order asked (none for "all users").
+Kafka leaves those results' user name empty; Sluice names the user.
 """
 
 from __future__ import annotations
@@ -33,21 +36,36 @@ if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.services import BrokerServices
 
+CLUSTER_AUTHORIZATION_FAILED_MESSAGE = "Cluster authorization failed."
+"""Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which an unauthorized
+DescribeUserScramCredentials carries at the top and in each user's result."""
+
 
 async def handle_describe_user_scram_credentials(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, context.header.api_version)
     store = services.store
+    asked = [user.name for user in request.users or ()]
     if not services.authorizer.allows(context, CLUSTER_DESCRIBE):
+        # Kafka's shape: the request-level error with its message, and the same error
+        # once per user named (none when all users were asked for).
         return make(
             module.DescribeUserScramCredentialsResponse,
             throttle_time=0,
             error_code=CLUSTER_DESCRIBE.error_code,
-            error_message=None,
-            results=(),
+            error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+            results=tuple(
+                make(
+                    module.DescribeUserScramCredentialsResult,
+                    user=user,
+                    error_code=CLUSTER_DESCRIBE.error_code,
+                    error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                    credential_infos=(),
+                )
+                for user in asked
+            ),
         )
-    asked = [user.name for user in request.users or ()]
     counts = Counter(asked)
     results = []
     for user in dict.fromkeys(asked) if asked else await store.scram_users():

@@ -9,12 +9,14 @@ The connection's state (:class:`~sluice.broker.server.ConnectionInfo`) goes::
 
 Until the first authentication the dispatcher serves nothing but ApiVersions and these
 two APIs. A refused mechanism, a request out of order or a failed authentication is
-answered with its error and the connection is then closed, as Kafka does.
+answered with its error after ``connection.failed.authentication.delay.ms`` (the server
+waits, on that connection alone) and the connection is then closed, as Kafka does.
 
 SCRAM users are looked up in the metadata store at each authentication, so a user
 created, changed or deleted through any broker counts on every broker at once. PLAIN
 checks the password against the same SCRAM credential (SCRAM-SHA-512's if the user has
-one, else SCRAM-SHA-256's): one user database for both mechanisms.
+one, else SCRAM-SHA-256's): one user database for both mechanisms. An unknown user costs
+PLAIN the same PBKDF2 as a known one, so timing does not reveal who exists.
 
 SaslHandshake v0 means Kafka's legacy framing (raw SASL tokens after the handshake,
 outside any request). No client in use needs it: librdkafka, the Java client,
@@ -38,7 +40,7 @@ from sluice.protocol.sasl import (
     ScramMechanism,
     ScramServer,
     parse_plain,
-    password_matches,
+    plain_password_matches,
 )
 from sluice.protocol.versions import ApiKey
 
@@ -48,9 +50,6 @@ if TYPE_CHECKING:
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
-
-PLAIN_CREDENTIAL_ORDER = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
-"""Which SCRAM credential a PLAIN password is checked against, first found."""
 
 
 def _handshake_response(version: int, error: ErrorCode, mechanisms: tuple[str, ...]) -> Any:
@@ -75,6 +74,14 @@ def _authenticate_response(
     )
 
 
+def _refuse(connection: ConnectionInfo) -> None:
+    """The answer being computed refuses the authentication: the server writes it after
+    connection.failed.authentication.delay.ms, then closes the connection (Kafka's
+    failed authentications, a refused mechanism and SASL requests out of order alike)."""
+    connection.authentication_failed = True
+    connection.close_after_response = True
+
+
 def _reset(connection: ConnectionInfo) -> None:
     connection.sasl_mechanism = None
     connection.sasl_exchange = None
@@ -90,7 +97,7 @@ async def handle_sasl_handshake(
         connection.listener_name, connection.security_protocol
     )
     if connection.security_protocol not in SASL_PROTOCOLS or connection.sasl_mechanism:
-        connection.close_after_response = True
+        _refuse(connection)
         return _handshake_response(version, ErrorCode.illegal_sasl_state, offered)
     mechanism = request.mechanism
     if mechanism not in offered:
@@ -100,7 +107,7 @@ async def handle_sasl_handshake(
             mechanism,
             ", ".join(offered),
         )
-        connection.close_after_response = True
+        _refuse(connection)
         return _handshake_response(version, ErrorCode.unsupported_sasl_mechanism, offered)
     connection.sasl_mechanism = mechanism
     connection.sasl_exchange = None
@@ -116,7 +123,7 @@ async def handle_sasl_authenticate(
     mechanism = connection.sasl_mechanism
     connection.sasl_legacy_framing = False
     if mechanism is None:
-        connection.close_after_response = True
+        _refuse(connection)
         return _authenticate_response(
             version,
             ErrorCode.illegal_sasl_state,
@@ -146,7 +153,7 @@ async def handle_sasl_authenticate(
             failure,
         )
         _reset(connection)
-        connection.close_after_response = True
+        _refuse(connection)
         return _authenticate_response(
             version,
             ErrorCode.sasl_authentication_failed,
@@ -158,13 +165,9 @@ async def handle_sasl_authenticate(
 async def _authenticate_plain(services: BrokerServices, token: bytes) -> str:
     plain = parse_plain(token)
     credentials = await services.store.scram_credentials(plain.username)
-    for scram in PLAIN_CREDENTIAL_ORDER:
-        credential = credentials.get(scram)
-        if credential is not None:
-            # PBKDF2 takes milliseconds: off the event loop.
-            if await asyncio.to_thread(password_matches, scram, credential, plain.password):
-                return plain.username
-            break
+    # PBKDF2 takes milliseconds, for an unknown user too: off the event loop.
+    if await asyncio.to_thread(plain_password_matches, credentials, plain.username, plain.password):
+        return plain.username
     raise SaslAuthenticationFailed("invalid credentials")
 
 
