@@ -36,7 +36,15 @@ Offsets, always ``log start offset <= high watermark <= log end offset``::
 Writes are synchronous, go to the OS with ``pwrite`` (visible to readers and to
 ``sendfile`` at once) and are fsynced on :meth:`PartitionLog.flush`, or before the
 acknowledgement when ``flush.ms=0`` / ``flush.messages=1``. Nothing here is thread-safe:
-one event loop owns each log.
+one event loop owns each log, except :class:`PendingFlush.sync`, which a worker thread
+runs on duplicated descriptors, and the :class:`FsyncGuard` it shares with the log.
+
+A failed fsync is reported once per open file description, and a duplicated descriptor
+shares its description: when a worker's fsync of a flush fails, the appending thread's
+next fsync of the same file may succeed although the pages the failure lost are gone.
+So every fsync of a log's files runs under its :class:`FsyncGuard`, and once one has
+failed no later fsync of that log counts as a success (an acknowledgement that waits for
+an fsync is never given behind a possible hole).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import functools
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +192,28 @@ def remove_clean_shutdown_marker(data_directory: Path) -> None:
         fsync_directory(data_directory)
 
 
+class FsyncGuard:
+    """Orders the fsyncs of one partition's files across threads and remembers a failure
+    (see the module docstring): the appending thread and a flush's worker thread each
+    fsync under :attr:`lock`, and an fsync that fails sets :attr:`failed` before the lock
+    is let go."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failed: OSError | None = None
+
+    def run(self, fsync: Callable[[], None]) -> None:
+        """Run ``fsync`` under the lock; raise OSError if it fails or one already has."""
+        with self.lock:
+            if self.failed is not None:
+                raise OSError(self.failed.errno, f"an earlier fsync failed: {self.failed}")
+            try:
+                fsync()
+            except OSError as e:
+                self.failed = e
+                raise
+
+
 @dataclass
 class PendingFlush:
     """Descriptors to fdatasync (and a directory to fsync) for one partition's flush;
@@ -194,13 +225,16 @@ class PendingFlush:
     checkpoint: Callable[[], None] | None = None
     """Moves the delay index's write-ahead log into its database (an fsync of its own),
     here rather than on the appending thread."""
+    guard: FsyncGuard | None = None
+    """The log's guard, shared with the appending thread's fsyncs."""
 
     def sync(self) -> None:
+        guard = self.guard if self.guard is not None else FsyncGuard()
         try:
             for descriptor in self.descriptors:
-                os.fdatasync(descriptor)
+                guard.run(functools.partial(os.fdatasync, descriptor))
             if self.directory is not None:
-                fsync_directory(self.directory)
+                guard.run(functools.partial(fsync_directory, self.directory))
             if self.checkpoint is not None:
                 self.checkpoint()
         except OSError as e:
@@ -226,6 +260,7 @@ class PartitionLog:
         self._recovery_point = 0
         self._checkpointed: tuple[int, int, int] | None = None
         self._unflushed_messages = 0
+        self._fsync_guard = FsyncGuard()
         self._directory_dirty = False
         self._directory_unsynced = False
         """Made by :meth:`create` and never fsynced: the first write dirties it (an
@@ -905,11 +940,11 @@ class PartitionLog:
             self._directory_unsynced = False
             self._directory_dirty = True
             if self.config.fsync_every_append:
-                fsync_directory(self.directory)
+                self._fsync_guard.run(functools.partial(fsync_directory, self.directory))
                 self._directory_dirty = False
         self._unflushed_messages += records
         if self.config.fsync_every_append:
-            segment.sync_data()
+            self._fsync_guard.run(segment.sync_data)
         elif self._unflushed_messages >= self.config.flush_messages:
             self.flush()
 
@@ -1356,9 +1391,9 @@ class PartitionLog:
             return
         for segment in self._segments:
             if segment.unflushed:
-                segment.flush()
+                self._fsync_guard.run(segment.flush)
         if self._directory_dirty:
-            fsync_directory(self.directory)
+            self._fsync_guard.run(functools.partial(fsync_directory, self.directory))
             self._directory_dirty = False
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
@@ -1388,6 +1423,7 @@ class PartitionLog:
             directory,
             self._log_end_offset,
             None if index is None else index.checkpoint,
+            self._fsync_guard,
         )
 
     @_storage_errors
