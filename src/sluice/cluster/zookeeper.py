@@ -794,23 +794,27 @@ class ZooKeeperMetadataStore:
         self._mark(_ACLS)
         self._refresh_now()
 
+    def _write_configs_node(self, path: str, configs: Mapping[str, str]) -> None:
+        """Store ``configs`` as the JSON of the node at ``path``, or remove the node when
+        there are none (on a worker thread)."""
+        if not configs:
+            try:
+                self._client.delete(path)
+            except NoNodeError:
+                pass
+            return
+        data = _dumps(dict(sorted(configs.items())))
+        try:
+            self._client.set(path, data)
+        except NoNodeError:
+            try:
+                self._client.create(path, data, makepath=True)
+            except NodeExistsError:  # another broker made it meanwhile
+                self._client.set(path, data)
+
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
         def write() -> None:
-            path = self._broker_config_path(resource_name)
-            if not configs:
-                try:
-                    self._client.delete(path)
-                except NoNodeError:
-                    pass
-            else:
-                data = _dumps(dict(sorted(configs.items())))
-                try:
-                    self._client.set(path, data)
-                except NoNodeError:
-                    try:
-                        self._client.create(path, data, makepath=True)
-                    except NodeExistsError:  # another broker made it meanwhile
-                        self._client.set(path, data)
+            self._write_configs_node(self._broker_config_path(resource_name), configs)
             self._mark(_BROKER_CONFIGS)
             self._refresh_now()
 
@@ -825,20 +829,7 @@ class ZooKeeperMetadataStore:
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
         def write() -> None:
             path = self._group_path(group_id)
-            if not configs:
-                try:
-                    self._client.delete(path)
-                except NoNodeError:
-                    pass
-            else:
-                data = _dumps(dict(sorted(configs.items())))
-                try:
-                    self._client.set(path, data)
-                except NoNodeError:
-                    try:
-                        self._client.create(path, data)
-                    except NodeExistsError:  # another broker made it meanwhile
-                        self._client.set(path, data)
+            self._write_configs_node(path, configs)
             self._mark(_GROUP_CONFIGS)
             self._mark(("group", path.rsplit("/", 1)[1]))
             self._refresh_now()
