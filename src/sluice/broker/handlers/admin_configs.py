@@ -586,13 +586,7 @@ def incrementally_altered_overrides(
             if value is None:
                 raise errors.InvalidConfig(f"topic config {name!r} has no value")
             effective = altered.get(name, config.topic_defaults.get(name, key.default))
-            items = [item for item in list_items(effective) if item]
-            given = [item for item in list_items(value) if item]
-            if operation == AlterConfigOp.APPEND:
-                items += [item for item in given if item not in items]
-            else:
-                items = [item for item in items if item not in given]
-            altered[name] = ",".join(items)
+            altered[name] = _list_altered(effective, value, operation)
         else:
             raise errors.InvalidRequest(f"unknown config operation {operation} for {name!r}")
     return parse_topic_configs(altered)
@@ -642,13 +636,7 @@ def incrementally_altered_broker_configs(
                 current = effective.topic_defaults.get(
                     topic_key, TOPIC_CONFIG_KEYS[topic_key].default
                 )
-            items = [item for item in list_items(current) if item]
-            given = [item for item in list_items(value) if item]
-            if operation == AlterConfigOp.APPEND:
-                items += [item for item in given if item not in items]
-            else:
-                items = [item for item in items if item not in given]
-            altered[name] = ",".join(items)
+            altered[name] = _list_altered(current, value, operation)
         else:
             raise errors.InvalidRequest(f"Unknown operations type {operation}")
     return checked_dynamic_configs(altered)
@@ -947,3 +935,15 @@ async def handle_incremental_alter_configs(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     return await _alter(services, context, request, incremental=True)
+
+
+def _list_altered(current: str, value: str, operation: int) -> str:
+    """A list-valued config after IncrementalAlterConfigs' APPEND (items not yet there,
+    in order) or SUBTRACT (every item given removed)."""
+    items = [item for item in list_items(current) if item]
+    given = [item for item in list_items(value) if item]
+    if operation == AlterConfigOp.APPEND:
+        items += [item for item in given if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
