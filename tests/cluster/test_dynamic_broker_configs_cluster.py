@@ -5,13 +5,17 @@ accepts for the partition it leads."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_topic_name
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    admin_client,
+    create_topic,
+    unique_topic_name,
+    wait_until,
+)
 from cluster_processes import Cluster
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kafka_wire import (
@@ -29,8 +33,6 @@ from sluice.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT_S = 30.0
-"""Bound for a broker to see a change made through another (a ZooKeeper watch)."""
 BROKER = 4
 MESSAGE_TOO_LARGE = 10
 RECORD_VALUE_BYTES = 5_000
@@ -64,13 +66,6 @@ def cluster_default_seen(connection: KafkaConnection) -> dict[str, str | None]:
     (result,) = connection.request(request).results
     assert int(result.error_code) == 0, result
     return {entry.name: entry.value for entry in result.configs}
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {TIMEOUT_S}s"
-        time.sleep(0.1)  # polling interval while the broker reads the store, not a sync
 
 
 def produce_error(connection: KafkaConnection, topic: str, partition: int) -> int:

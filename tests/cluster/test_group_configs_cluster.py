@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from client_helpers import produce_and_flush, producer_config
+from client_helpers import produce_and_flush, producer_config, wait_until
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
@@ -54,13 +53,6 @@ def group_configs_seen(connection: KafkaConnection, group: str) -> dict[str, str
     (result,) = connection.request(request).results
     assert int(result.error_code) == 0, result
     return {entry.name: entry.value for entry in result.configs}
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {TIMEOUT_S}s"
-        time.sleep(0.1)  # polling interval while the broker's watch fires, not a sync
 
 
 def lock_ms(member: ShareMember) -> int:

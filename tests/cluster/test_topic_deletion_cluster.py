@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import producer_config
+from client_helpers import producer_config, wait_until
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka import Producer
 from deletion_workload import (
@@ -19,7 +19,6 @@ from deletion_workload import (
     racing_producers,
     storage_trouble,
     tolerant,
-    wait_until,
 )
 
 from sluice.cli.local_zookeeper import LocalZooKeeper
@@ -73,6 +72,6 @@ def test_deleting_replicated_topics_while_they_are_written_never_stops_a_broker(
                 deletion_directories(data_dir) == []
                 and not any(data_dir.glob("cluster-deletion-*"))
             ),
+            f"broker {broker.node_id} removed the deleted partitions",
             REMOVAL_TIMEOUT_S,
-            f"broker {broker.node_id} to remove the deleted partitions",
         )

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,20 @@ class Delivered:
     offset: int
     key: bytes | None
     value: bytes | None
+
+
+WAIT_POLL_INTERVAL_S = 0.1
+"""How often :func:`wait_until` looks again."""
+
+
+def wait_until(
+    condition: Callable[[], bool], what: str, timeout_s: float = CLIENT_TIMEOUT_S
+) -> None:
+    """Return once ``condition()`` holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what} ({timeout_s}s)"
+        time.sleep(WAIT_POLL_INTERVAL_S)  # polling interval of a bounded wait, not a sync
 
 
 class DeliveryFailedError(AssertionError):

@@ -8,8 +8,7 @@ from __future__ import annotations
 import random
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +27,6 @@ PARTITIONS = 4
 PRODUCERS = 2
 """Threads producing to the shared names while the cycles run."""
 REQUEST_TIMEOUT_S = 15.0
-POLL_INTERVAL_S = 0.05
 
 RACING_OVERRIDES = {
     # Flush, clean and check retention as often as the broker allows, so that every
@@ -64,13 +62,6 @@ def deletion_directories(data_dir: Path, topic: str | None = None) -> list[str]:
 
 def storage_trouble(broker: BrokerProcess) -> list[str]:
     return [line for line in broker.log_text().splitlines() if STORAGE_TROUBLE.search(line)]
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(POLL_INTERVAL_S)  # polling interval of a bounded wait, not a sync
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import share_wire
 from broker_process import BrokerProcess
-from client_helpers import CLIENT_TIMEOUT_S, create_topic, unique_group_id
+from client_helpers import CLIENT_TIMEOUT_S, create_topic, unique_group_id, wait_until
 from confluent_kafka import Consumer, TopicPartition
 from kafka_wire import KafkaConnection
 from kio.schema.delete_groups.v2 import request as delete_groups_v2
@@ -102,12 +102,6 @@ def delete(broker: BrokerProcess, group: str) -> ErrorCode:
     payload = delete_groups_v2.DeleteGroupsRequest(groups_names=(group,))
     (result,) = request(broker, payload).results
     return ErrorCode(result.error_code)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
 
 
 @pytest.fixture

@@ -13,7 +13,13 @@ import random
 import time
 
 from broker_process import BrokerProcess
-from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, producer_config
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    admin_client,
+    create_topic,
+    producer_config,
+    wait_until,
+)
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from deletion_workload import (
@@ -23,7 +29,6 @@ from deletion_workload import (
     racing_producers,
     storage_trouble,
     tolerant,
-    wait_until,
 )
 
 CYCLES = 300
@@ -58,7 +63,7 @@ def test_deletions_racing_flushes_cleaning_and_auto_creation_never_stop_the_brok
     assert trouble == [], "\n".join(trouble[:20])
     # Every renamed directory goes (a second after its deletion), and with it the data.
     tolerant(admin.delete_topics(names, operation_timeout=10))
-    wait_until(lambda: deletion_directories(broker.data_dir) == [], 30, "the -delete directories")
+    wait_until(lambda: deletion_directories(broker.data_dir) == [], "the -delete directories go")
     assert not any(broker.data_dir.glob("deletion-race-*"))
     assert broker.stop() == 0
 
@@ -88,8 +93,7 @@ def test_a_deleted_partition_is_renamed_at_once_and_removed_at_the_next_start(
     broker.start()
     wait_until(
         lambda: deletion_directories(broker.data_dir, topic) == [],
-        30,
-        "the -delete directories to go at start",
+        "the -delete directories go at start",
     )
     assert topic not in admin.list_topics(timeout=CLIENT_TIMEOUT_S).topics
     create_topic(broker.bootstrap, topic, num_partitions=2)
