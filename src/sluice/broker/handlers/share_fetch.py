@@ -365,38 +365,28 @@ async def handle_share_fetch(
     outcomes = _outcomes(services, context)
     group_id, member_id = request.group_id or "", request.member_id or ""
     epoch = int(request.share_session_epoch)
-    if not group_id or not member_id:
+
+    def invalid(message: str) -> Any:
         return _fetch_response(
             services,
             version,
             context.connection.listener_name,
             outcomes,
             error=ErrorCode.invalid_request,
-            message="a share fetch names its group and member",
+            message=message,
         )
+
+    if not group_id or not member_id:
+        return invalid("a share fetch names its group and member")
     if (
         epoch == FINAL_EPOCH
         and request.topics
         and any(not p.acknowledgement_batches for t in request.topics for p in t.partitions)
     ):
-        return _fetch_response(
-            services,
-            version,
-            context.connection.listener_name,
-            outcomes,
-            error=ErrorCode.invalid_request,
-            message="the request closing a share session (epoch -1) fetches nothing",
-        )
+        return invalid("the request closing a share session (epoch -1) fetches nothing")
     mode = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED)
     if mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
-        return _fetch_response(
-            services,
-            version,
-            context.connection.listener_name,
-            outcomes,
-            error=ErrorCode.invalid_request,
-            message=f"unknown share acquire mode {mode} (0: batch_optimized, 1: record_limit)",
-        )
+        return invalid(f"unknown share acquire mode {mode} (0: batch_optimized, 1: record_limit)")
     try:
         services.authorizer.require(context, GROUP_READ, group_id)
         session = None if epoch == FINAL_EPOCH else _session(services, group_id, member_id, epoch)
