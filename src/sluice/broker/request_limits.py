@@ -25,15 +25,34 @@ def named_partitions(request: Any, limit: int) -> int:
     pending = [request]
     while pending and count <= limit:
         message = pending.pop()
-        for field in dataclasses.fields(message):
-            value = getattr(message, field.name)
-            if not isinstance(value, tuple) or not value:
+        for name, names_partitions in _array_fields(type(message)):
+            value = getattr(message, name)
+            if type(value) is not tuple or not value:
                 continue
-            if any(word in field.name for word in _NAMING_WORDS):
+            if names_partitions:
                 count += len(value)
-            if dataclasses.is_dataclass(value[0]):
+            if _is_message(type(value[0])):
                 pending.extend(value)
     return count
+
+
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _array_fields(message_class: type) -> tuple[tuple[str, bool], ...]:
+    """The fields of a message class, each with whether it names topics or partitions
+    (the per-request walk reads this, kept per class, instead of ``dataclasses.fields``)."""
+    found = _FIELDS.get(message_class)
+    if found is None:
+        found = _FIELDS[message_class] = tuple(
+            (field.name, any(word in field.name for word in _NAMING_WORDS))
+            for field in dataclasses.fields(message_class)
+        )
+    return found
+
+
+def _is_message(value_class: type) -> bool:
+    return value_class in _FIELDS or dataclasses.is_dataclass(value_class)
 
 
 def check_named_partitions(request: Any, limit: int) -> None:
