@@ -19,8 +19,8 @@ their turn. Record bytes in fetch responses go from the page cache to the socket
 ``loop.sendfile`` (zero copy on Linux).
 
 What one connection may hold is bounded: the bytes read beyond the request being
-handled (the stream reader stops reading the socket past 2 × READ_CHUNK_BYTES / 2, the
-frame decoder holds what one read returned), and the responses waiting for the socket
+handled (the socket is no longer read once the frame decoder holds more than
+READ_LIMIT_BYTES), and the responses waiting for the socket
 (QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX in common.limits; no request of the connection
 is handled while its transport holds more). A paused reader leaves the bytes in the
 kernel, and TCP pushes back on the client.
@@ -59,6 +59,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
+from sluice.broker.socket_stream import SocketStream
 from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,
@@ -70,7 +71,9 @@ from sluice.protocol.framing import FrameDecoder
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = 256 * 1024
+READ_LIMIT_BYTES = 256 * 1024
+"""Bytes a connection's decoder may hold beyond the frame being handled before the
+socket is no longer read (the kernel keeps the rest; TCP pushes back on the client)."""
 TLS_WRITE_CHUNK_BYTES = 256 * 1024
 """Record bytes a TLS connection copies through memory at a time (no sendfile there)."""
 WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
@@ -297,13 +300,12 @@ class Server:
     async def start(self, *, start_serving: bool = True) -> None:
         """Bind the port; accept clients now, or from :meth:`start_serving` on (until
         then, connecting is refused)."""
-        self._server = await asyncio.start_server(
-            self._on_connection,
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: SocketStream(FrameDecoder(), READ_LIMIT_BYTES, self._accepted),
             self.host,
             self.port,
             reuse_address=True,
-            # The stream buffers up to twice its limit before it stops reading the socket.
-            limit=READ_CHUNK_BYTES // 2,
             start_serving=start_serving,
         )
         sockets = self._server.sockets
@@ -335,19 +337,23 @@ class Server:
             return f"{host} already has {setting}={per_ip} connections"
         return None
 
-    async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def _accepted(self, stream: SocketStream) -> None:
+        """A new connection (its transport made): its task serves it from here (the
+        stream holds the task, since the loop keeps only a weak reference)."""
+        stream.task = asyncio.get_running_loop().create_task(self._on_connection(stream))
+
+    async def _on_connection(self, stream: SocketStream) -> None:
         task = asyncio.current_task()
         assert task is not None
-        peer_address = writer.get_extra_info("peername")
+        peer_address = stream.extra("peername")
         peer = str(peer_address)
         host = str(peer_address[0]) if isinstance(peer_address, tuple) else ""
         refusal = self._refusal(host)
         if refusal is not None:
             self._refused_warnings.log("refusing connection from %s: %s", peer, refusal)
             self.refused_total += 1
-            writer.transport.abort()
+            assert stream.transport is not None
+            stream.transport.abort()
             return
         self._counts.tasks.add(task)
         self._connections.add(task)
@@ -359,16 +365,16 @@ class Server:
             listener_name=self.listener_name,
             security_protocol=self.security_protocol,
         )
-        sock = writer.get_extra_info("socket")
+        sock = stream.extra("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            if self._ssl_context is not None and not await self._handshake(writer, peer, info):
+            if self._ssl_context is not None and not await self._handshake(stream, peer, info):
                 return
-            writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
+            assert stream.transport is not None
+            stream.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
             await Connection(
-                reader,
-                writer,
+                stream,
                 self._handle,
                 info,
                 idle_ms=self._connections_max_idle_ms,
@@ -388,7 +394,7 @@ class Server:
         except* (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
         except* asyncio.CancelledError:
-            pass  # stop() cancels connections; re-raised, 3.11's start_server logs it
+            pass  # stop() cancels connections
         except* Exception as group:
             self._internal_errors.log(
                 "closing connection from %s after an internal error", peer, exc_info=group
@@ -400,27 +406,24 @@ class Server:
             remaining = self._counts.per_ip.pop(host, 1) - 1
             if remaining:
                 self._counts.per_ip[host] = remaining
-            writer.close()
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                await stream.close()
 
-    async def _handshake(
-        self, writer: asyncio.StreamWriter, peer: str, info: ConnectionInfo
-    ) -> bool:
+    async def _handshake(self, stream: SocketStream, peer: str, info: ConnectionInfo) -> bool:
         """TLS on an accepted connection (after the connection limits, so refused
         clients cost no handshake); the principal from the verified client certificate.
         False, logged (rate limited), when the handshake fails: a client without a
         certificate the listener requires, one it does not trust, or not TLS at all."""
         assert self._ssl_context is not None
         try:
-            await writer.start_tls(self._ssl_context)
-        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            await stream.start_tls(self._ssl_context)
+        except (OSError, TimeoutError, ConnectionError) as e:  # ssl.SSLError is an OSError
             self._handshake_failures.log(
                 "listener %s: TLS handshake with %s failed: %s", self.listener_name, peer, e
             )
             return False
         if self._principal_of is not None:
-            info.principal = self._principal_of(writer.get_extra_info("peercert"))
+            info.principal = self._principal_of(stream.extra("peercert"))
         return True
 
     async def stop(self) -> None:
@@ -452,8 +455,7 @@ def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
 class Connection:
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: SocketStream,
         handle: RequestHandler,
         info: ConnectionInfo,
         *,
@@ -465,17 +467,15 @@ class Connection:
     ) -> None:
         self._zero_copy = zero_copy
         self._failed_authentication_delay_s = failed_authentication_delay_ms / 1000
-        self._reader = reader
-        self._writer = writer
+        self._stream = stream
         self._handle = handle
         self._info = info
         self._request_max_bytes = request_max_bytes
         self._unauthenticated_frame_bytes_max = unauthenticated_frame_bytes_max
-        self._decoder = FrameDecoder(self._frame_bytes_max())
+        self._decoder = stream.decoder
+        self._decoder.frame_bytes_max = self._frame_bytes_max()
         self._idle_s = idle_ms / 1000
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._last_activity = loop.time()
+        self._loop = asyncio.get_running_loop()
         self._partial_frame_since: float | None = None
         """When the connection started waiting for the rest of an incomplete frame."""
         self._running_handlers = 0
@@ -493,10 +493,12 @@ class Connection:
                     await self._write(response)
                     if close_after:
                         raise ConnectionClosedAfterResponse
-                    # Let every other connection (and the listener's accepts) have its
-                    # turn before this one's next request: a handler that never waits
-                    # would otherwise serve a whole pipeline in one go.
-                    await asyncio.sleep(0)
+                    if self._decoder.buffered_bytes:
+                        # Pipelined: let every other connection (and the listener's
+                        # accepts) have its turn before this one's next request; a
+                        # handler that never waits would otherwise serve a whole
+                        # pipeline in one go. Otherwise the wait for bytes yields.
+                        await asyncio.sleep(0)
             finally:
                 watchdog.cancel()
 
@@ -507,11 +509,7 @@ class Connection:
         while (frame := self._next_frame()) is None:
             if self._decoder.buffered_bytes and self._partial_frame_since is None:
                 self._partial_frame_since = self._loop.time()
-            data = await self._reader.read(READ_CHUNK_BYTES)
-            if not data:
-                raise ConnectionResetError("peer closed the connection")
-            self._last_activity = self._loop.time()
-            self._decoder.receive(data)
+            await self._stream.wait_for_bytes()
         if not self._decoder.buffered_bytes:
             self._partial_frame_since = None
         elif self._partial_frame_since is not None:
@@ -548,8 +546,9 @@ class Connection:
             now = self._loop.time()
             deadline = now + self._idle_s
             reason = ""
-            if self._running_handlers == 0 and self._last_activity + self._idle_s < deadline:
-                deadline = self._last_activity + self._idle_s
+            last_activity = self._stream.last_activity
+            if self._running_handlers == 0 and last_activity + self._idle_s < deadline:
+                deadline = last_activity + self._idle_s
                 reason = "no bytes moved"
             partial_since = self._partial_frame_since
             if partial_since is not None and partial_since + self._idle_s < deadline:
@@ -567,20 +566,21 @@ class Connection:
         if response is None:
             return  # acks=0
         loop = self._loop
-        writer = self._writer
+        stream = self._stream
         if isinstance(response, bytes):
-            writer.write(response)
+            stream.write(response)
         else:
             zero_copy = self._zero_copy and _loop_has_sendfile(loop)
             for part in response:
                 if isinstance(part, bytes):
-                    writer.write(part)
+                    stream.write(part)
                 elif not zero_copy:
                     await self._write_slice(part)
                 else:
                     await self._drain()
-                    await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes)
-                    self._last_activity = loop.time()
+                    assert stream.transport is not None
+                    await loop.sendfile(stream.transport, part.file, part.position, part.size_bytes)
+                    stream.last_activity = loop.time()
         await self._drain()
 
     async def _write_slice(self, part: FileSlice) -> None:
@@ -588,7 +588,7 @@ class Connection:
         TLS_WRITE_CHUNK_BYTES at a time (TLS encrypts in user space, so sendfile cannot
         be used; chunks keep a large fetch from holding its whole size in memory)."""
         if part.size_bytes <= TLS_WRITE_CHUNK_BYTES:
-            self._writer.write(part.read())
+            self._stream.write(part.read())
             return
         fd = part.file.fileno()
         position, end = part.position, part.position + part.size_bytes
@@ -600,12 +600,12 @@ class Connection:
                     f"{getattr(part.file, 'name', '?')}: wanted {wanted} bytes at "
                     f"{position}, the file has {len(chunk)}"
                 )
-            self._writer.write(chunk)
+            self._stream.write(chunk)
             position += wanted
             await self._drain()
 
     async def _drain(self) -> None:
         try:
-            await self._writer.drain()
+            await self._stream.drain()
         finally:
-            self._last_activity = self._loop.time()
+            self._stream.last_activity = self._loop.time()

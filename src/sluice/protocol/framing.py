@@ -39,6 +39,14 @@ class FrameDecoder:
     def buffered_bytes(self) -> int:
         return len(self._buffer) - self._start
 
+    def holds_whole_frame(self) -> bool:
+        """Whether :meth:`next_frame` would return a frame (or raise) now."""
+        available = len(self._buffer) - self._start
+        if available < SIZE_PREFIX_BYTES:
+            return False
+        (size,) = _SIZE.unpack_from(self._buffer, self._start)
+        return available >= SIZE_PREFIX_BYTES + size or size < 0
+
     def receive(self, data: bytes) -> None:
         """Add received bytes; take frames out one at a time with :meth:`next_frame`.
 
