@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib.resources
 import json
+import math
 import os
 import shutil
 import statistics
@@ -124,13 +125,15 @@ class PhaseResult:
         return self.cpu_seconds * 1e6 / self.requests
 
     def to_json(self) -> dict[str, Any]:
+        """The raw numbers; a quantile of no latencies (the idle phase) is null."""
         fields = asdict(self)
         del fields["latencies_s"]
+        p50, p99 = self.quantile_ms(50), self.quantile_ms(99)
         return {
             **fields,
             "rate_per_s": self.rate,
-            "p50_ms": self.quantile_ms(50),
-            "p99_ms": self.quantile_ms(99),
+            "p50_ms": None if math.isnan(p50) else p50,
+            "p99_ms": None if math.isnan(p99) else p99,
             "cpu_us_per_request": self.cpu_us_per_request,
         }
 
@@ -571,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": [r.to_json() for r in results],
             "skipped": skipped,
         }
-        args.json.write_text(json.dumps(document, indent=2))
+        args.json.write_text(json.dumps(document, indent=2, allow_nan=False))
     return 0
 
 

@@ -27,6 +27,7 @@ def test_a_short_run_measures_every_phase_without_errors(tmp_path: Path) -> None
 
     results = json.loads(output.read_text())["results"]
     assert [r["phase"] for r in results] == ["idle", "produce", "fetch", "metadata"]
+    assert results[0]["p50_ms"] is None  # no latency without requests, and strict JSON
     results = results[1:]
     for result in results:
         assert result["system"] == "sluice"
