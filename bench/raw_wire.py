@@ -113,7 +113,8 @@ class KafkaWire(Wire):
         correlation_id, response = decode_response(
             int(payload.__api_key__), int(payload.__version__), self._read_frame()
         )
-        assert correlation_id == self._correlation_id
+        if correlation_id != self._correlation_id:
+            raise ConnectionError("an answer out of order")
         return response
 
     def _read_frame(self) -> bytes:

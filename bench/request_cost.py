@@ -290,13 +290,22 @@ def client_phase(system: str, pid: int, bootstrap: str, args: argparse.Namespace
     return finish(lambda: (errors, 0))
 
 
+@dataclass
+class ProfileReport:
+    """A profiled phase: its Markdown report and its raw numbers."""
+
+    lines: list[str]
+    numbers: dict[str, Any]
+
+
 def run_kafka_system(
     system: str, port: int, pid: int, args: argparse.Namespace, profile_dir: Path | None
-) -> list[PhaseResult]:
+) -> tuple[list[PhaseResult], list[ProfileReport]]:
     bootstrap = f"127.0.0.1:{port}"
     topic = create_topic(bootstrap, 1)
     wire = KafkaWire(port)
     results: list[PhaseResult] = []
+    profiles: list[ProfileReport] = []
     try:
         topic_id = wire.topic_id(topic)
         results.append(idle(system, pid))
@@ -309,7 +318,8 @@ def run_kafka_system(
                 results.append(kafka_phase(system, phase, pid, wire, request, args))
                 produced += results[-1].requests
                 if phase == "produce" and profile_dir is not None:
-                    profile_produce(system, pid, wire, request, args, profile_dir)
+                    profile = profile_produce(system, pid, wire, request, args, profile_dir)
+                    profiles += [profile] if profile else []
             elif phase == "fetch":
                 if produced == 0:
                     seed = wire.produce(topic, topic_id, VALUE_BYTES, 1)
@@ -326,7 +336,7 @@ def run_kafka_system(
             print(f"{system} {phase}: {describe(results[-1])}", file=sys.stderr)
     finally:
         wire.close()
-    return results
+    return results, profiles
 
 
 # ── profile ───────────────────────────────────────────────────────────────────────────
@@ -344,41 +354,50 @@ def profile_produce(
     request: KafkaRequest,
     args: argparse.Namespace,
     profile_dir: Path,
-) -> None:
-    """The produce phase again (not in the results) under ``py-spy record``; prints the
-    grouped profile and the top functions."""
+) -> ProfileReport | None:
+    """The produce phase again (not in the results) under ``py-spy record``: the grouped
+    profile and the top functions (None, said on stderr, when py-spy is missing or
+    fails)."""
     py_spy = py_spy_path()
     if py_spy is None:
-        print("profile skipped: py-spy not found (pip install 'sluice[bench]')", file=sys.stderr)
-        return
+        print("profile skipped: py-spy not found (pip install -e '.[bench]')", file=sys.stderr)
+        return None
     profile_dir.mkdir(parents=True, exist_ok=True)
     output = profile_dir / f"{system}-produce.collapsed.txt"
     argv = [py_spy, "record", "--pid", str(pid), "--rate", str(args.profile_rate)]
-    argv += ["--duration", str(int(args.seconds)), "--format", "raw", "--nolineno"]
+    duration_s = max(1, math.ceil(args.seconds))
+    argv += ["--duration", str(duration_s), "--format", "raw", "--nolineno"]
     argv += ["--output", str(output)]
     with (profile_dir / "py-spy.log").open("ab") as log:
         spy = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
         result = kafka_phase(system, "produce (under py-spy)", pid, wire, request, args)
         spy.wait(PY_SPY_EXIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"py-spy did not finish within {PY_SPY_EXIT_TIMEOUT_S}s", file=sys.stderr)
     finally:
         stop(spy)
-    if not output.exists():
+    if spy.returncode != 0 or not output.exists():
         print(f"profile failed: see {profile_dir / 'py-spy.log'}", file=sys.stderr)
-        return
-    PROFILE_REPORTS.append(
-        [
-            f"### Where a {system} Produce's broker time goes",
-            "",
-            f"py-spy {args.profile_rate} Hz on the broker during a second produce phase "
-            f"({describe(result)}, sampling included); collapsed stacks: `{output}`",
-            "",
-            *report_lines(read_collapsed(output), args.profile_top),
-        ]
-    )
-
-
-PROFILE_REPORTS: list[list[str]] = []
+        return None
+    profile = read_collapsed(output)
+    lines = [
+        f"### Where a {system} Produce's broker time goes",
+        "",
+        f"py-spy {args.profile_rate} Hz on the broker during a second produce phase "
+        f"({describe(result)}, sampling included); collapsed stacks: `{output}`",
+        "",
+        *report_lines(profile, args.profile_top),
+    ]
+    numbers = {
+        "system": system,
+        "collapsed_stacks": str(output),
+        "phase": result.to_json(),
+        "busy_samples": profile.busy_samples,
+        "idle_samples": profile.idle_samples,
+        "groups": {name: profile.share(count) for name, count in profile.groups.most_common()},
+    }
+    return ProfileReport(lines, numbers)
 
 
 # ── the systems ───────────────────────────────────────────────────────────────────────
@@ -466,7 +485,9 @@ def describe(result: PhaseResult) -> str:
     )
 
 
-def print_report(results: list[PhaseResult], args: argparse.Namespace) -> None:
+def print_report(
+    results: list[PhaseResult], profiles: list[ProfileReport], args: argparse.Namespace
+) -> None:
     print_run_header()
     print(
         f"One connection, one request in flight, {args.rate:,.0f} requests/s for "
@@ -500,9 +521,9 @@ def print_report(results: list[PhaseResult], args: argparse.Namespace) -> None:
             f"\nServer CPU with no request ({IDLE_SECONDS:g} s before the phases, included in "
             f"the figures above): {', '.join(idle_rows)}."
         )
-    for lines in PROFILE_REPORTS:
+    for profile in profiles:
         print()
-        print("\n".join(lines))
+        print("\n".join(profile.lines))
     print()
 
 
@@ -543,6 +564,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     results: list[PhaseResult] = []
+    profiles: list[ProfileReport] = []
     skipped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="request-cost-") as work:
         work_dir = Path(work)
@@ -550,20 +572,23 @@ def main(argv: list[str] | None = None) -> int:
             with sluice_broker(None, args.override) as target:
                 assert target.pid is not None
                 port = int(target.bootstrap.rsplit(":", 1)[1])
-                results += run_kafka_system("sluice", port, target.pid, args, args.profile)
+                sluice_results, profiles = run_kafka_system(
+                    "sluice", port, target.pid, args, args.profile
+                )
+                results += sluice_results
         if "tansu" in args.systems:
             if (tansu := tansu_binary()) is None:
                 skipped.append(TANSU_MISSING)
             else:
                 with tansu_broker(tansu, work_dir) as (port, pid):
-                    results += run_kafka_system("tansu", port, pid, args, None)
+                    results += run_kafka_system("tansu", port, pid, args, None)[0]
         if "redis" in args.systems:
             if (redis := shutil.which("redis-server")) is None:
                 skipped.append(REDIS_MISSING)
             else:
                 with redis_server(redis, work_dir) as (port, pid):
                     results += run_redis(port, pid, args)
-    print_report(results, args)
+    print_report(results, profiles, args)
     for line in skipped:
         print(line)
     if args.json:
@@ -572,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
             "checkout": source_revision(),
             "settings": {"rate": args.rate, "seconds": args.seconds, "phases": args.phases},
             "results": [r.to_json() for r in results],
+            "profiles": [profile.numbers for profile in profiles],
             "skipped": skipped,
         }
         args.json.write_text(json.dumps(document, indent=2, allow_nan=False))
