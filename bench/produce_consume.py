@@ -29,8 +29,6 @@ import os
 import platform
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,8 +48,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # confluent_kafka.admin does not re-export it
 
+from processes import free_loopback_port, serving
+
 MB = 1_000_000
-START_TIMEOUT_S = 60.0
 RSS_SAMPLE_INTERVAL_S = 0.1
 WARM_UP_TIMEOUT_S = 60.0
 
@@ -118,12 +117,6 @@ def print_run_header() -> None:
     print()
 
 
-def free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def require_loopback(bootstrap: str) -> None:
     host = bootstrap.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":
@@ -161,28 +154,10 @@ def sluice_broker(
     argv += ["--data-dir", str(data_dir), "-o", "http.port=0"]
     for override in overrides:
         argv += ["-o", override]
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"broker exited with {process.returncode}; see {log_path}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"broker did not listen within {START_TIMEOUT_S}s") from None
-                time.sleep(0.05)  # polling interval for the port
-        yield Target("sluice", f"127.0.0.1:{port}", process.pid, log_path)
+        with serving(argv, port, log_path) as process:
+            yield Target("sluice", f"127.0.0.1:{port}", process.pid, log_path)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         if owned_dir is not None:
             shutil.rmtree(owned_dir, ignore_errors=True)
 
