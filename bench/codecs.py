@@ -5,7 +5,9 @@ process, with no broker and no I/O:
 - decoding Produce v3, v8 and v9 requests (one partition of a 1 KiB batch; v9 also
   four partitions of 16 KiB) and Fetch v12, v15 (a follower's, with replica_state) and
   v17 requests (one partition, and 100 partitions);
-- encoding Produce responses v3, v8 and v9 (one partition, and four).
+- encoding Produce responses v3, v8 and v9 (one partition, and four);
+- decoding Fetch responses v16 as a follower reads its leader's (1 and 50 partitions, a
+  1 KiB batch each), through ``codec.decode_response``.
 
 Each case runs ``--iterations`` times, best of 5 rounds of CPU time.
 
@@ -23,8 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from sluice.protocol import codec
+from sluice.protocol.bounds import checked_body
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import request_module, response_module
 from sluice.protocol.records import RecordInput, build_batch
@@ -115,6 +119,42 @@ def _produce_response(version: int, partitions: int) -> Any:
     )
 
 
+def _fetch_response(version: int, partitions: int) -> Any:
+    module = response_module(FETCH, version)
+    batch = build_batch([RecordInput(None, b"x" * 1000)], base_timestamp_ms=1_700_000_000_000)
+    return module.FetchResponse(
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(
+            module.FetchableTopicResponse(
+                topic_id=uuid.uuid4(),
+                partitions=tuple(
+                    module.PartitionData(
+                        partition_index=p,
+                        error_code=ErrorCode.none,
+                        high_watermark=100,
+                        last_stable_offset=100,
+                        log_start_offset=0,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=batch,
+                    )
+                    for p in range(partitions)
+                ),
+            ),
+        ),
+    )
+
+
+def _decode_response_generic(version: int, frame: bytes) -> Any:
+    """``codec.decode_response``'s general path: the schema walk, then kio."""
+    schema = codec.response_schema(FETCH, version)
+    assert schema is not None
+    body, _ = checked_body(schema, frame, 5)
+    return entity_reader(schema)(body, 5)[0]
+
+
 def _best_seconds_per_call(function: Callable[[], object], iterations: int) -> float:
     best = float("inf")
     for _ in range(ROUNDS):
@@ -170,11 +210,31 @@ def main() -> None:
             general_s = _best_seconds_per_call(
                 lambda r=response: codec.encode_response_generic(1, r), iterations
             )
-            fast_s = _best_seconds_per_call(lambda r=response: codec.encode_response(1, r), iterations)
+            fast_s = _best_seconds_per_call(
+                lambda r=response: codec.encode_response(1, r), iterations
+            )
             print(
                 f"| Produce response v{version}, {partitions} partition(s) | "
                 f"{general_s * 1e6:.1f} | {fast_s * 1e6:.1f} | {fast_s / general_s:.0%} |"
             )
+    print()
+    print("| decode response | general µs | fast µs | fast / general |")
+    print("|---|---|---|---|")
+    for partitions in (1, 50):
+        response = _fetch_response(16, partitions)
+        frame = codec.encode_response_generic(1, response)[4:]
+        assert codec.decode_response(FETCH, 16, frame) == (1, response)
+        assert _decode_response_generic(16, frame) == response
+        general_s = _best_seconds_per_call(
+            lambda f=frame: _decode_response_generic(16, f), iterations
+        )
+        fast_s = _best_seconds_per_call(
+            lambda f=frame: codec.decode_response(FETCH, 16, f), iterations
+        )
+        print(
+            f"| Fetch response v16, {partitions} × 1 KiB | "
+            f"{general_s * 1e6:.1f} | {fast_s * 1e6:.1f} | {fast_s / general_s:.0%} |"
+        )
 
 
 if __name__ == "__main__":

@@ -265,6 +265,9 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     position = 4
     if schema.__header_schema__.__flexible__:
         position = _skip_tagged_fields(frame_bytes, position)
+    payload = fast_codecs.decode_response_body(api_key, api_version, frame_bytes, position)
+    if payload is not None:
+        return int(correlation_id), payload
     frame_bytes, _end = checked_body(schema, frame_bytes, position)
     try:
         payload, _size = entity_reader(schema)(frame_bytes, position)

@@ -19,7 +19,9 @@ slower (about 0.6 µs per Fetch partition against kio's 0.2 µs).
 
 Responses are the other way round: kio's writer is pure Python, so the Produce response
 is written by hand (``produce_codec.encode_response``), byte for byte what kio writes.
-The Fetch response is already framed by hand (``fetch_response``).
+The Fetch response is already framed by hand (``fetch_response``); the follower's side,
+decoding its leader's Fetch responses, gets a hand-written check in front of kio's reader
+as requests do (``fetch_response_codec``, through ``codec.decode_response``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
-from sluice.protocol import fetch_request_codec, produce_codec
+from sluice.protocol import fetch_request_codec, fetch_response_codec, produce_codec
 
 
 class Header(Protocol):
@@ -84,6 +86,32 @@ def decode_request(header: Header, frame: bytes, body_offset: int) -> Any | None
         payload, size = _reader(api_key, version)(frame, body_offset)
     except (SerialError, ValueError, TypeError, LookupError, OverflowError, struct.error):
         return None  # e.g. a name that is not UTF-8: the general path says so
+    if body_offset + size != len(frame):
+        return None
+    return payload
+
+
+@cache
+def _response_reader(api_key: int, version: int) -> Callable[[bytes, int], tuple[Any, int]]:
+    reader: Callable[[bytes, int], tuple[Any, int]] = entity_reader(
+        load_response_schema(api_key, version)
+    )
+    return reader
+
+
+def decode_response_body(api_key: int, version: int, frame: bytes, body_offset: int) -> Any | None:
+    """The kio response whose body is ``frame[body_offset:]`` (a Fetch response, as a
+    follower reads its leader's), or None when the fast path does not handle it."""
+    if api_key != fetch_response_codec.FETCH_API_KEY or not (
+        fetch_response_codec.FIRST_VERSION <= version <= fetch_response_codec.LAST_VERSION
+    ):
+        return None
+    if fetch_response_codec.response_body_end(version, frame, body_offset) != len(frame):
+        return None
+    try:
+        payload, size = _response_reader(api_key, version)(frame, body_offset)
+    except (SerialError, ValueError, TypeError, LookupError, OverflowError, struct.error):
+        return None
     if body_offset + size != len(frame):
         return None
     return payload

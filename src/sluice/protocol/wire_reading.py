@@ -1,5 +1,5 @@
 """Reading helpers shared by the hand-built body checks of the hot requests
-(``produce_codec``, ``fetch_request_codec``).
+(``produce_codec``, ``fetch_request_codec``, ``fetch_response_codec``).
 
 Those checks are a fast path in front of :mod:`sluice.protocol.bounds`: they either
 return where a body ends, having seen every count and length fit and no tagged field
