@@ -6,6 +6,8 @@ everything after it on the same connection, stays in the proxy (as a request stu
 the network would), while other connections flow. ``release()`` sends what was held on
 to the broker, even if the client has given up on that connection meanwhile, and
 returns once the broker has answered the held request. Runs in the test's asyncio loop.
+``requests`` lists every request frame that passed (without its size prefix), for the
+tool that records golden frames from real clients.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class DelayingProxy:
         self.held = asyncio.Event()
         """Set once a request is being held."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self.requests: list[bytes] = []
+        """Every request frame seen, in arrival order, without its size prefix."""
 
     async def start(self, bound: socket.socket) -> None:
         """Listen on ``bound``, a socket the caller bound beforehand (on port 0: its
@@ -92,6 +96,7 @@ class DelayingProxy:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
                 frame = await _read_frame(reader)
+                self.requests.append(frame[_SIZE.size :])
                 api_key, _version, correlation = _REQUEST_HEAD.unpack_from(frame, _SIZE.size)
                 if link.held_correlation is None and self._armed == api_key:
                     self._armed = None

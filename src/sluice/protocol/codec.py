@@ -28,7 +28,7 @@ from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from sluice.common.errors import ProtocolError
-from sluice.protocol import private
+from sluice.protocol import fast_codecs, private
 from sluice.protocol.bounds import checked_body
 from sluice.protocol.framing import frame
 from sluice.protocol.versions import ApiKey, request_is_flexible
@@ -129,9 +129,20 @@ def decode_request_body(header: RequestHeader, frame_bytes: bytes, body_offset: 
     """Decode a request body with kio. Raises ProtocolError for bytes that do not parse.
 
     Counts and lengths are checked against the bytes that remain before kio allocates
-    anything (:mod:`sluice.protocol.bounds`), and nulls where the schema forbids them
-    are refused, so a hostile body is an error here, never an abort in kio.
+    anything, and nulls where the schema forbids them are refused, so a hostile body is
+    an error here, never an abort in kio. The hot requests take the hand-written checks
+    of :mod:`sluice.protocol.fast_codecs`; the rest, and anything those leave, the
+    schema walk (:mod:`sluice.protocol.bounds`).
     """
+    payload = fast_codecs.decode_request(header, frame_bytes, body_offset)
+    if payload is not None:
+        return payload
+    return decode_request_body_generic(header, frame_bytes, body_offset)
+
+
+def decode_request_body_generic(header: RequestHeader, frame_bytes: bytes, body_offset: int) -> Any:
+    """:func:`decode_request_body` by the schema walk and kio alone: the reference the
+    fast path is tested against, and the path for every request it does not take."""
     api_key, version = header.api_key, header.api_version
     if api_key == ApiKey.PRODUCE and version < 3:
         frame_bytes, body_offset, version = _NULL_STRING + frame_bytes[body_offset:], 0, 3
@@ -203,7 +214,16 @@ def response_header_bytes(correlation_id: int, flexible: bool) -> bytes:
 
 
 def encode_response(correlation_id: int, payload: Any) -> bytes:
-    """A whole response frame, size prefix included."""
+    """A whole response frame, size prefix included (written by hand for the hot
+    responses, :mod:`sluice.protocol.fast_codecs`)."""
+    fast = fast_codecs.encode_response(correlation_id, payload)
+    if fast is not None:
+        return fast
+    return encode_response_generic(correlation_id, payload)
+
+
+def encode_response_generic(correlation_id: int, payload: Any) -> bytes:
+    """:func:`encode_response` by kio's writer: the reference for the fast path."""
     header = response_header_bytes(correlation_id, _response_header_is_flexible(payload))
     return frame(header + encode_body(payload))
 
@@ -245,6 +265,9 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     position = 4
     if schema.__header_schema__.__flexible__:
         position = _skip_tagged_fields(frame_bytes, position)
+    payload = fast_codecs.decode_response_body(api_key, api_version, frame_bytes, position)
+    if payload is not None:
+        return int(correlation_id), payload
     frame_bytes, _end = checked_body(schema, frame_bytes, position)
     try:
         payload, _size = entity_reader(schema)(frame_bytes, position)

@@ -1,0 +1,39 @@
+"""Reading helpers shared by the hand-built body checks of the hot requests
+(``produce_codec``, ``fetch_request_codec``, ``fetch_response_codec``).
+
+Those checks are a fast path in front of :mod:`sluice.protocol.bounds`: they either
+return where a body ends, having seen every count and length fit and no tagged field
+the schema does not know, or None, in which case the caller takes the general path
+(the schema walk of ``bounds``, then kio), which refuses a bad body with its precise
+error. So the checks never raise on bad bytes: any surprise (a read past the end, a
+null, an unknown or unusual tagged field) is None, and they only need to agree with
+``bounds`` on the bodies they accept; unit tests hold them to exactly that.
+"""
+
+from __future__ import annotations
+
+UVARINT_BYTES_MAX = 5
+"""Kafka's unsigned varints for lengths, counts and tags are at most 5 bytes (32 bits)."""
+
+
+class Unusual(Exception):
+    """A body the fast check leaves to the general path."""
+
+
+def uvarint_at(data: bytes, position: int) -> tuple[int, int]:
+    """The unsigned varint at ``position`` and the position after it. Raises IndexError
+    past the end of ``data`` and :class:`Unusual` for a varint longer than 5 bytes."""
+    first = data[position]
+    if first < 0x80:  # one byte: nearly every count and tag
+        return first, position + 1
+    result = first & 0x7F
+    shift = 7
+    position += 1
+    for _ in range(UVARINT_BYTES_MAX - 1):
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, position
+        shift += 7
+    raise Unusual("unsigned varint longer than 5 bytes")
