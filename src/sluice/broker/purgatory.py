@@ -53,14 +53,22 @@ class Purgatory:
             future: asyncio.Future[None] = loop.create_future()
             for key in keys:
                 self._waiters[key].add(future)
+            # A timer on the future itself rather than asyncio.wait_for, which in 3.11
+            # adds a second future, a done-callback and one more turn of the loop to
+            # every wake-up (every parked follower fetch and acks=all produce).
+            timer = loop.call_at(deadline, _wake, future)
             try:
-                await asyncio.wait_for(future, remaining)
-            except TimeoutError:
-                return condition()
+                await future
             finally:
+                timer.cancel()
                 for key in keys:
                     waiters = self._waiters.get(key)
                     if waiters is not None:
                         waiters.discard(future)
                         if not waiters:
                             del self._waiters[key]
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
