@@ -1,5 +1,5 @@
 """``python -m sluice`` is the ``sluice`` command."""
 
-from sluice.cli.main import main
+from sluice.cli.entry import main
 
 main()
