@@ -8,47 +8,52 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from sluice import __version__
-from sluice.cli.acls import acls
-from sluice.cli.cluster import cluster
-from sluice.cli.console import console, top
-from sluice.cli.consume import consume
-from sluice.cli.delays import delays
-from sluice.cli.dev_cluster import dev_cluster
-from sluice.cli.dlq import dlq
-from sluice.cli.groups import groups
-from sluice.cli.pipelines import register_pipelines
-from sluice.cli.produce import produce
-from sluice.cli.quotas import quotas
-from sluice.cli.serve import serve
-from sluice.cli.share_groups import share_groups
-from sluice.cli.topics import topics
-from sluice.cli.transactions import transactions
-from sluice.cli.users import users
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("sluice.cli.serve", "serve"),
+    "topics": ("sluice.cli.topics", "topics"),
+    "produce": ("sluice.cli.produce", "produce"),
+    "consume": ("sluice.cli.consume", "consume"),
+    "groups": ("sluice.cli.groups", "groups"),
+    "share-groups": ("sluice.cli.share_groups", "share_groups"),
+    "cluster": ("sluice.cli.cluster", "cluster"),
+    "quotas": ("sluice.cli.quotas", "quotas"),
+    "transactions": ("sluice.cli.transactions", "transactions"),
+    "acls": ("sluice.cli.acls", "acls"),
+    "delays": ("sluice.cli.delays", "delays"),
+    "dlq": ("sluice.cli.dlq", "dlq"),
+    "users": ("sluice.cli.users", "users"),
+    "dev-cluster": ("sluice.cli.dev_cluster", "dev_cluster"),
+    "console": ("sluice.cli.console", "console"),
+    "top": ("sluice.cli.console", "top"),
+    "archive": ("sluice.cli.pipelines", "archive"),
+    "replay": ("sluice.cli.pipelines", "replay"),
+}
+"""Each subcommand by name: the module that defines it and its name there. A command's
+module is imported only when that command runs (or ``--help`` lists them all): ``sluice
+serve`` need not load the client, the console or Spark's glue, nor ``sluice topics``
+the broker."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module_name, attribute = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attribute)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sluice")
 def main() -> None:
     """Sluice: a durable, partitioned event log that speaks the Kafka protocol."""
-
-
-main.add_command(serve)
-main.add_command(topics)
-main.add_command(produce)
-main.add_command(consume)
-main.add_command(groups)
-main.add_command(share_groups)
-main.add_command(cluster)
-main.add_command(quotas)
-main.add_command(transactions)
-main.add_command(acls)
-main.add_command(delays)
-main.add_command(dlq)
-main.add_command(users)
-main.add_command(dev_cluster)
-main.add_command(console)
-main.add_command(top)
-register_pipelines(main)

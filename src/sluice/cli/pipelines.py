@@ -218,9 +218,3 @@ def replay(
                 pipelines.run_replay(spark, job)
         finally:
             spark.stop()  # type: ignore[attr-defined]
-
-
-def register_pipelines(group: click.Group) -> None:
-    """Add ``archive`` and ``replay`` to the ``sluice`` command group."""
-    group.add_command(archive)
-    group.add_command(replay)
