@@ -165,3 +165,24 @@ def test_requests_of_real_clients_encode_as_kio_encodes_them(frame_bytes: bytes)
     header, body_offset = codec.parse_request_header(frame_bytes)
     request = codec.decode_request_body(header, frame_bytes, body_offset)
     assert compiled_writer.encode(request) == encode(request)
+
+
+@pytest.mark.parametrize("version", [7, 12])
+@pytest.mark.parametrize("count", [0, 1, 126, 127, 128, 300, 20_000])
+def test_long_arrays_of_fixed_size_items_encode_as_kio_encodes_them(
+    version: int, count: int
+) -> None:
+    # Compact lengths of one byte and more, packers cached per count and not.
+    module = _response(ApiKey.METADATA, version)
+    nodes = tuple(range(-1, count - 1))
+    partition = module.MetadataResponsePartition(
+        error_code=ErrorCode.none,
+        partition_index=0,
+        leader_id=1,
+        leader_epoch=3,
+        replica_nodes=nodes,
+        isr_nodes=nodes[: count // 2],
+        offline_replicas=(),
+    )
+    for _ in range(2):  # built once, then taken from the cache
+        assert compiled_writer.encode(partition) == encode(partition)

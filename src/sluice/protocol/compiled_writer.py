@@ -174,6 +174,57 @@ def _emit_array_length(
     return indent + 1
 
 
+ARRAY_PACKERS_CACHED_COUNT_MAX: Final = 256
+"""Arrays of fixed-size items up to this many items long have their packer (length and
+items in one struct) cached per count; longer ones build theirs on each call."""
+
+
+class _ArrayPackers(dict[int, Callable[..., bytes]]):
+    """Packers of an array of ``count`` items of one struct code, its length included
+    (``packers[count](length, *items)``): int32 for legacy arrays, the uvarint of
+    count + 1 for compact ones."""
+
+    def __init__(self, code: str, flexible: bool) -> None:
+        super().__init__()
+        self._code = code
+        self._flexible = flexible
+
+    def __missing__(self, count: int) -> Callable[..., bytes]:
+        items = f"{count}{self._code}" if len(self._code) == 1 else self._code * count
+        packer: Callable[..., bytes]
+        if not self._flexible:
+            packer = struct.Struct(">i" + items).pack
+        elif count + 1 < _UVARINT_ONE_BYTE_LIMIT:
+            packer = struct.Struct(">B" + items).pack
+        else:
+            items_struct = struct.Struct(">" + items)
+
+            def packer(length: int, *values: Any) -> bytes:
+                return uvarint_bytes(length) + items_struct.pack(*values)
+
+        if count <= ARRAY_PACKERS_CACHED_COUNT_MAX:
+            self[count] = packer
+        return packer
+
+
+def _emit_fixed_array(
+    source: _Source, indent: int, append: str, value: str, kind: str, flexible: bool
+) -> None:
+    """An array of fixed-size items: its length and items in one struct.pack."""
+    code, expression = _FIXED[kind]
+    packers = source.constant(_ArrayPackers(code, flexible), "_a")
+    source.emit(indent, f"if {value} is None:")
+    source.emit(indent + 1, f"{append}({_COMPACT_NULL if flexible else _LEGACY_ARRAY_NULL})")
+    source.emit(indent, "else:")
+    count = source.name("n")
+    source.emit(indent + 1, f"{count} = len({value})")
+    item = source.name("x")
+    packed = expression.format(item)
+    items = f"*{value}" if packed == item else f"*[{packed} for {item} in {value}]"
+    length = f"{count} + 1" if flexible else count
+    source.emit(indent + 1, f"{append}({packers}[{count}]({length}, {items}))")
+
+
 def _emit_field_value(
     source: _Source,
     indent: int,
@@ -191,27 +242,16 @@ def _emit_field_value(
         return
     optional = False if is_tag else is_optional(field)
     field_class = classify_field(field)
+    if isinstance(field_class, PrimitiveTupleField) and kind in _FIXED:
+        _emit_fixed_array(source, indent, append, value, kind, flexible)
+        return
     if isinstance(field_class, EntityTupleField | PrimitiveTupleField):
         items_indent = _emit_array_length(source, indent, append, value, flexible)
+        item = source.name("x")
+        source.emit(items_indent, f"for {item} in {value}:")
         if isinstance(field_class, EntityTupleField):
-            item = source.name("x")
-            source.emit(items_indent, f"for {item} in {value}:")
             _emit_entity(source, items_indent + 1, append, item, field_class.type_)
-        elif kind in _FIXED:
-            code, expression = _FIXED[kind]
-            item = source.name("x")
-            packed = expression.format(item)
-            arguments = f"*{value}" if packed == item else f"*[{packed} for {item} in {value}]"
-            # '>3i' is three ints, but '>316s' one string of 316 bytes: repeat such codes.
-            layout = (
-                f"'>%d{code}' % len({value})"
-                if len(code) == 1
-                else f"'>' + {code!r} * len({value})"
-            )
-            source.emit(items_indent, f"{append}(_pack({layout}, {arguments}))")
         else:
-            item = source.name("x")
-            source.emit(items_indent, f"for {item} in {value}:")
             _emit_variable(source, items_indent + 1, append, item, kind, flexible, False)
         return
     if isinstance(field_class, EntityField):
@@ -259,7 +299,7 @@ def _emit_entity(source: _Source, indent: int, append: str, entity: str, cls: ty
         if not run:
             return
         packer = source.constant(struct.Struct(">" + "".join(code for code, _ in run)).pack, "_s")
-        arguments = ", ".join(expression for _, expression in run)
+        arguments = ", ".join(expression for _, expression in run if expression)
         source.emit(indent, f"{append}({packer}({arguments}))")
         run.clear()
 
@@ -284,14 +324,19 @@ def _emit_entity(source: _Source, indent: int, append: str, entity: str, cls: ty
         value = source.name("v")
         source.emit(indent, f"{value} = {entity}.{field.name}")
         _emit_field_value(source, indent, append, value, field, flexible, is_request_header, False)
-    flush_run()
     if not flexible:
+        flush_run()
         if tagged:
             raise ValueError(f"{cls.__name__} has tagged fields but is not flexible")
         return
     if not tagged:
-        source.emit(indent, f"{append}(b'\\x00')")
+        if run:
+            run.append(("x", ""))  # no tagged fields: a zero count, struct's pad byte
+            flush_run()
+        else:
+            source.emit(indent, f"{append}(b'\\x00')")
         return
+    flush_run()
     tags = source.name("tags")
     source.emit(indent, f"{tags} = []")
     for tag_number, field in sorted(tagged, key=lambda pair: pair[0]):
