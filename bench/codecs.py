@@ -7,7 +7,13 @@ process, with no broker and no I/O:
   v17 requests (one partition, and 100 partitions);
 - encoding Produce responses v3, v8 and v9 (one partition, and four);
 - decoding Fetch responses v16 as a follower reads its leader's (1 and 50 partitions, a
-  1 KiB batch each), through ``codec.decode_response``.
+  1 KiB batch each), through ``codec.decode_response``;
+- encoding the responses of the other APIs by kio's ``entity_writer`` and by the writer
+  generated for their class (``sluice.protocol.compiled_writer``, which the codec uses):
+  Metadata v12 (1 topic × 1 partition, 100 topics × 10 partitions), ApiVersions v3,
+  FindCoordinator v4, JoinGroup v9 (3 members), SyncGroup v5, Heartbeat v4, OffsetCommit
+  v9 and OffsetFetch v9 (1 topic × 4 partitions), ListOffsets v9 (1 × 4), CreateTopics v7
+  (1 topic with 20 configs). Their fields hold typical values, filled in generically.
 
 Each case runs ``--iterations`` times, best of 5 rounds of CPU time.
 
@@ -17,7 +23,9 @@ Each case runs ``--iterations`` times, best of 5 rounds of CPU time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import io
 import platform
 import time
 import uuid
@@ -25,9 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
+from kio.serial import entity_reader, entity_writer
 
-from sluice.protocol import codec
+from sluice.protocol import codec, compiled_writer
 from sluice.protocol.bounds import checked_body
 from sluice.protocol.codec import RequestHeader
 from sluice.protocol.messages import request_module, response_module
@@ -155,6 +163,80 @@ def _decode_response_generic(version: int, frame: bytes) -> Any:
     return entity_reader(schema)(body, 5)[0]
 
 
+_FILLER: dict[str, Any] = {
+    "int8": 1,
+    "int16": 3,
+    "int32": 1_000,
+    "int64": 1_700_000_000_000,
+    "uint16": 9092,
+    "float64": 0.5,
+    "bool": False,
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(minutes=5),
+    "datetime_i64": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+    "uuid": uuid.UUID(int=0x1234_5678_9ABC_DEF0),
+    "string": "orders-eu-west",
+    "bytes": b"\x00" * 64,
+    "records": None,
+}
+
+
+def _filled(cls: type[Any], counts: dict[str, int]) -> Any:
+    """An instance of kio class ``cls`` with typical values: an array of entities named in
+    ``counts`` has that many, any other array 1 (3 for primitive arrays)."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if "tag" in field.metadata:
+            continue  # left at its default, as handlers mostly leave them
+        annotation = field.type
+        arguments = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+        inner = arguments[0] if len(arguments) == 1 and "|" in str(annotation) else annotation
+        if getattr(inner, "__origin__", None) is tuple:
+            element = inner.__args__[0]
+            element = next(
+                (a for a in getattr(element, "__args__", (element,)) if a is not type(None)),
+                element,
+            )
+            if dataclasses.is_dataclass(element):
+                count = counts.get(field.name, 1)
+                values[field.name] = tuple(_filled(element, counts) for _ in range(count))  # type: ignore[arg-type]
+            else:
+                values[field.name] = (_FILLER[field.metadata["kafka_type"]],) * 3
+        elif dataclasses.is_dataclass(inner):
+            values[field.name] = _filled(inner, counts)  # type: ignore[arg-type]
+        else:
+            values[field.name] = _FILLER[field.metadata["kafka_type"]]
+    return cls(**values)
+
+
+def _typical_responses() -> list[tuple[str, Any]]:
+    def response(api_key: int, version: int, **counts: int) -> Any:
+        cls = codec.response_schema(api_key, version)
+        assert cls is not None
+        return _filled(cls, counts)
+
+    return [
+        ("Metadata v12, 1 topic × 1 partition", response(3, 12)),
+        ("Metadata v12, 100 topics × 10 partitions", response(3, 12, topics=100, partitions=10)),
+        ("ApiVersions v3, 60 APIs", response(18, 3, api_keys=60)),
+        ("FindCoordinator v4", response(10, 4)),
+        ("JoinGroup v9, 3 members", response(11, 9, members=3)),
+        ("SyncGroup v5", response(14, 5)),
+        ("Heartbeat v4", response(12, 4)),
+        ("OffsetCommit v9, 1 × 4", response(8, 9, partitions=4)),
+        ("OffsetFetch v9, 1 × 4", response(9, 9, partitions=4)),
+        ("ListOffsets v9, 1 × 4", response(2, 9, partitions=4)),
+        ("CreateTopics v7, 20 configs", response(19, 7, configs=20)),
+    ]
+
+
+def _kio_encode(payload: Any) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(type(payload))(buffer, payload)
+    return buffer.getvalue()
+
+
 def _best_seconds_per_call(function: Callable[[], object], iterations: int) -> float:
     best = float("inf")
     for _ in range(ROUNDS):
@@ -234,6 +316,19 @@ def main() -> None:
         print(
             f"| Fetch response v16, {partitions} × 1 KiB | "
             f"{general_s * 1e6:.1f} | {fast_s * 1e6:.1f} | {fast_s / general_s:.0%} |"
+        )
+    print()
+    print("| encode response body | bytes | kio µs | compiled µs | compiled / kio |")
+    print("|---|---|---|---|---|")
+    for name, payload in _typical_responses():
+        expected = _kio_encode(payload)
+        assert compiled_writer.encode(payload) == expected, name
+        rounds = max(iterations // max(len(expected) // 2000, 1), 20)
+        kio_s = _best_seconds_per_call(lambda p=payload: _kio_encode(p), rounds)
+        compiled_s = _best_seconds_per_call(lambda p=payload: compiled_writer.encode(p), rounds)
+        print(
+            f"| {name} | {len(expected):,} | {kio_s * 1e6:.1f} | {compiled_s * 1e6:.1f} | "
+            f"{compiled_s / kio_s:.0%} |"
         )
 
 

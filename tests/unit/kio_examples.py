@@ -79,10 +79,16 @@ def _small_int(rng: random.Random, low: int, high: int) -> int:
     return rng.randint(low, high)
 
 
-def _primitive(kafka_type: str, rng: random.Random, nullable: bool) -> Any:
+_WIDE_ALPHABET = "aZ-_.09 éß€😀\u0000"
+"""Characters of wide examples' strings: one, two, three and four UTF-8 bytes, and NUL."""
+
+
+def _primitive(kafka_type: str, rng: random.Random, nullable: bool, wide: bool = False) -> Any:
     if nullable and rng.random() < 0.2:
         return None
     if kafka_type in _INT_RANGES:
+        if wide and rng.random() < 0.3:
+            return rng.choice(_INT_RANGES[kafka_type])
         return _small_int(rng, *_INT_RANGES[kafka_type])
     if kafka_type == "bool":
         return rng.random() < 0.5
@@ -99,14 +105,18 @@ def _primitive(kafka_type: str, rng: random.Random, nullable: bool) -> Any:
     if kafka_type == "uuid":
         return uuid.UUID(int=rng.getrandbits(128))
     if kafka_type == "string":
+        if wide:
+            length = rng.choice([0, 1, 5, 40, 200])
+            return "".join(rng.choice(_WIDE_ALPHABET) for _ in range(length))
         return "".join(rng.choice("abcxyz-_.0123") for _ in range(rng.randrange(0, 12)))
     if kafka_type in ("bytes", "records"):
-        return rng.randbytes(rng.randrange(0, 40))
+        return rng.randbytes(rng.choice([0, 3, 40, 300]) if wide else rng.randrange(0, 40))
     raise NotImplementedError(kafka_type)
 
 
-def example(cls: type[Any], rng: random.Random, depth: int = 0) -> Any:
-    """A random instance of kio class ``cls`` that kio's writer accepts."""
+def example(cls: type[Any], rng: random.Random, depth: int = 0, wide: bool = False) -> Any:
+    """A random instance of kio class ``cls`` that kio's writer accepts. A ``wide`` one
+    also has the extreme ints of each type, long multi-byte strings and longer arrays."""
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         tagged = "tag" in field.metadata
@@ -126,24 +136,24 @@ def example(cls: type[Any], rng: random.Random, depth: int = 0) -> Any:
             if nullable and rng.random() < 0.2:
                 values[field.name] = None
                 continue
-            count = rng.randrange(0, 4 if depth < 2 else 2)
+            count = rng.randrange(0, (4 if depth < 2 else 2) + (3 if wide else 0))
             if dataclasses.is_dataclass(element_type):
                 values[field.name] = tuple(
-                    example(element_type, rng, depth + 1)  # type: ignore[arg-type]
+                    example(element_type, rng, depth + 1, wide)  # type: ignore[arg-type]
                     for _ in range(count)
                 )
             else:
                 values[field.name] = tuple(
-                    _primitive(field.metadata["kafka_type"], rng, nullable=False)
+                    _primitive(field.metadata["kafka_type"], rng, nullable=False, wide=wide)
                     for _ in range(count)
                 )
         elif dataclasses.is_dataclass(inner):
             if _nullable(annotation) and rng.random() < 0.2:
                 values[field.name] = None
             else:
-                values[field.name] = example(inner, rng, depth + 1)  # type: ignore[arg-type]
+                values[field.name] = example(inner, rng, depth + 1, wide)  # type: ignore[arg-type]
         else:
-            value = _primitive(field.metadata["kafka_type"], rng, nullable=nullable)
+            value = _primitive(field.metadata["kafka_type"], rng, nullable=nullable, wide=wide)
             if value is None and tagged and has_default:
                 continue
             values[field.name] = value

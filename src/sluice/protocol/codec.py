@@ -16,21 +16,20 @@ Handlers are written once against kio's dataclasses; the version only selects th
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from sluice.common.errors import ProtocolError
-from sluice.protocol import fast_codecs, private
+from sluice.protocol import compiled_writer, fast_codecs, private
 from sluice.protocol.bounds import checked_body
-from sluice.protocol.framing import frame
+from sluice.protocol.framing import frame, size_prefix
 from sluice.protocol.versions import ApiKey, request_is_flexible
 
 _HEADER_FIXED = struct.Struct(">hhi")
@@ -203,9 +202,9 @@ def _response_header_is_flexible(payload: Any) -> bool:
 
 
 def encode_body(payload: Any) -> bytes:
-    buffer = io.BytesIO()
-    entity_writer(type(payload))(buffer, payload)
-    return buffer.getvalue()
+    """The bytes of a kio payload: kio's own, by the writer generated for its class
+    (:mod:`sluice.protocol.compiled_writer`)."""
+    return compiled_writer.encode(payload)
 
 
 def response_header_bytes(correlation_id: int, flexible: bool) -> bytes:
@@ -223,9 +222,12 @@ def encode_response(correlation_id: int, payload: Any) -> bytes:
 
 
 def encode_response_generic(correlation_id: int, payload: Any) -> bytes:
-    """:func:`encode_response` by kio's writer: the reference for the fast path."""
-    header = response_header_bytes(correlation_id, _response_header_is_flexible(payload))
-    return frame(header + encode_body(payload))
+    """:func:`encode_response` by the writer generated for the payload's class, which
+    writes kio's bytes: the reference for the hand-written fast path."""
+    parts = [b"", response_header_bytes(correlation_id, _response_header_is_flexible(payload))]
+    compiled_writer.writer(type(payload))(payload, parts)
+    parts[0] = size_prefix(sum(map(len, parts)))
+    return b"".join(parts)
 
 
 # ── client side ────────────────────────────────────────────────────────────────────────
@@ -238,17 +240,18 @@ def encode_request(correlation_id: int, client_id: str | None, payload: Any) -> 
         return frame(private.encode_request_frame(correlation_id, client_id, payload))
     api_key = int(payload.__api_key__)
     version = int(payload.__version__)
-    buffer = io.BytesIO()
-    buffer.write(_HEADER_FIXED.pack(api_key, version, correlation_id))
+    parts = [b"", _HEADER_FIXED.pack(api_key, version, correlation_id)]
     if client_id is None:
-        buffer.write(_INT16.pack(-1))
+        parts.append(_INT16.pack(-1))
     else:
         encoded = client_id.encode()
-        buffer.write(_INT16.pack(len(encoded)) + encoded)
+        parts.append(_INT16.pack(len(encoded)))
+        parts.append(encoded)
     if request_is_flexible(api_key, version):
-        buffer.write(b"\x00")
-    entity_writer(type(payload))(buffer, payload)
-    return frame(buffer.getvalue())
+        parts.append(b"\x00")
+    compiled_writer.writer(type(payload))(payload, parts)
+    parts[0] = size_prefix(sum(map(len, parts)))
+    return b"".join(parts)
 
 
 def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:

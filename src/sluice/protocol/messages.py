@@ -96,23 +96,68 @@ def _collect_names_in_any_version(cls: type[Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _convert(kind: str | None, value: Any) -> Any:
-    if kind == "error_code" and not isinstance(value, ErrorCode):
-        return ErrorCode(int(value))
-    if kind in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
-    if kind == "datetime_i64" and isinstance(value, int):
+def _to_error_code(value: Any) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
+
+
+def _to_timedelta(value: Any) -> Any:
+    return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
+
+
+def _to_datetime(value: Any) -> Any:
+    if isinstance(value, int):
         return None if value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
     return value
+
+
+_CONVERTERS: dict[str, Any] = {
+    "error_code": _to_error_code,
+    "timedelta_i32": _to_timedelta,
+    "timedelta_i64": _to_timedelta,
+    "datetime_i64": _to_datetime,
+}
+"""How a plain Python value becomes the wire type kio wants, by the field's kafka type:
+error codes from ints, durations and timestamps from integer milliseconds (a negative
+timestamp is none). A value already of that type is kept as it is."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How :func:`make` fills one class: its field names, and the fields whose values
+    may need converting with the function for each."""
+
+    names: frozenset[str]
+    converters: tuple[tuple[str, Any], ...]
+
+
+_PLANS: dict[type[Any], _Plan] = {}
+
+
+def _plan(cls: type[Any]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        kinds = _field_kinds(cls)
+        plan = _PLANS[cls] = _Plan(
+            frozenset(kinds),
+            tuple(
+                (name, _CONVERTERS[kind])
+                for name, kind in kinds.items()
+                if kind is not None and kind in _CONVERTERS
+            ),
+        )
+    return plan
+
+
+_ABSENT = object()
 
 
 def make(cls: type[T], **values: Any) -> T:
     """An instance of kio class ``cls`` from the values it has fields for.
 
     Raises :class:`UnknownFieldError` for a name that no version of ``cls`` has."""
-    kinds = _field_kinds(cls)
-    unknown = [name for name in values if name not in kinds]
-    if unknown:
+    plan = _PLANS.get(cls) or _plan(cls)
+    if not plan.names.issuperset(values):
+        unknown = [name for name in values if name not in plan.names]
         everywhere = _names_in_any_version(cls)
         misspelled = sorted(name for name in unknown if name not in everywhere)
         if misspelled:
@@ -120,8 +165,13 @@ def make(cls: type[T], **values: Any) -> T:
                 f"{cls.__qualname__} has no field {', '.join(map(repr, misspelled))} "
                 f"in any version (module {cls.__module__})"
             )
-    fields = {name: _convert(kinds[name], value) for name, value in values.items() if name in kinds}
-    return cls(**fields)
+        for name in unknown:
+            del values[name]
+    for name, convert in plan.converters:
+        value = values.get(name, _ABSENT)
+        if value is not _ABSENT:
+            values[name] = convert(value)
+    return cls(**values)
 
 
 def has_field(cls: type[Any], name: str) -> bool:
