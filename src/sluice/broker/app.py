@@ -150,7 +150,9 @@ class Broker:
         """Why clients are not served (``/ready``), None while they are."""
         self.data_dir = Path(config.data_dir)
         self.purgatory = Purgatory()
-        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.request_max_partitions
+        )
         self._lock_file: IO[bytes] | None = None
         self._stopping = asyncio.Event()
         self.replicas = ReplicaManager(

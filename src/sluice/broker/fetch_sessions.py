@@ -25,7 +25,10 @@ empty closes it and is answered as a sessionless one. From v13 a session keeps t
 id: a partition of a deleted topic is answered UNKNOWN_TOPIC_ID at every fetch, as Kafka
 does, until the fetcher forgets it.
 
-The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions (0: none).
+A session holds at most as many partitions as one request may name
+(``sluice.request.max.partitions``); an incremental fetch adding more ends it and is
+answered INVALID_REQUEST. The cache holds at most
+``max.incremental.fetch.session.cache.slots`` sessions (0: none).
 When full, a new session takes a slot only by evicting one, by Kafka's rules: first the
 session least recently used, if unused for :data:`SESSION_EVICTION_MS`; else the least
 valuable one that may be evicted, if the new one is worth at least as much. Sessions of
@@ -56,6 +59,10 @@ SESSION_EVICTION_MS = 120_000
 """A session unused this long may be evicted by any new one, and one older than this
 competes on its value alone (Kafka's minimum eviction time, fixed there too)."""
 FIRST_TOPIC_ID_VERSION = 13
+PARTITIONS_MAX_DEFAULT = 100_000
+"""Partitions one session may hold (the broker passes ``sluice.request.max.partitions``,
+what one full fetch may name): incremental fetches cannot grow a session past what a
+request could name; one that tries ends the session, answered INVALID_REQUEST."""
 
 TopicKey = str | uuid.UUID
 """A topic as a fetch names it: by name up to v12, by id from v13."""
@@ -171,8 +178,14 @@ class FetchContext:
 class FetchSessionCache:
     """The broker's fetch sessions, at most ``slots_max`` of them."""
 
-    def __init__(self, slots_max: int, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        slots_max: int,
+        partitions_max: int = PARTITIONS_MAX_DEFAULT,
+        rng: random.Random | None = None,
+    ) -> None:
         self._slots_max = slots_max
+        self._partitions_max = partitions_max
         self._sessions: dict[int, FetchSession] = {}
         """By id, least recently used first."""
         self._rng = rng or random.Random()
@@ -210,6 +223,9 @@ class FetchSessionCache:
         if session.uses_topic_ids != (int(request.__version__) >= FIRST_TOPIC_ID_VERSION):
             return FetchContext([], ErrorCode.fetch_session_topic_id_error)
         self._update(session, request)
+        if len(session.partitions) > self._partitions_max:
+            del self._sessions[session.id]
+            return FetchContext([], ErrorCode.invalid_request)
         if not session.partitions:
             del self._sessions[session.id]
             return FetchContext(requested_topics(request))

@@ -136,7 +136,7 @@ def open_session(
 
 
 def test_a_full_fetch_opens_a_session_and_incremental_fetches_read_all_of_it() -> None:
-    cache = FetchSessionCache(10, random.Random(1))
+    cache = FetchSessionCache(10, rng=random.Random(1))
     session_id = open_session(cache, {"a": [(0, 5), (1, 7)], "b": [(0, 3)]})
     assert session_id != NO_SESSION_ID
     assert len(cache) == 1
@@ -248,6 +248,17 @@ def test_sessions_from_v13_hold_topics_by_id() -> None:
     assert cache.context(fetch({}, session_id=session_id, epoch=1), False, 1).error_code == (
         ErrorCode.fetch_session_id_not_found
     )
+
+
+def test_a_session_holds_no_more_partitions_than_one_request_may_name() -> None:
+    cache = FetchSessionCache(10, partitions_max=3)
+    session_id = open_session(cache, {"a": [(0, 0), (1, 0)]})
+    assert cache.context(
+        fetch({"a": [(2, 0)]}, session_id=session_id, epoch=1), False, 1
+    ).incremental
+    too_many = cache.context(fetch({"a": [(3, 0)]}, session_id=session_id, epoch=2), False, 2)
+    assert too_many.error_code == ErrorCode.invalid_request
+    assert len(cache) == 0
 
 
 def test_the_epoch_wraps_to_1() -> None:

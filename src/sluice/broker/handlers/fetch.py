@@ -15,7 +15,8 @@ follower's log ends (which moves the high watermark and the ISR,
 ``broker.partition``), and it waits for appends rather than for the high watermark. A
 follower fetching in a session is also answered once the high watermark of one of its
 partitions moved past what the session last told it (as Kafka's KRaft fetches are since
-KIP-1166), so a follower learns it without waiting for the next append or the end of
+KIP-1166), after at most :data:`FOLLOWER_HIGH_WATERMARK_LINGER_MS` for records to carry
+it, so a follower learns it without waiting for the next append or the end of
 ``max_wait_ms``.
 
 From v12 a fetcher may send the epoch of the last batch it fetched
@@ -37,8 +38,9 @@ on the cluster; the partitions of the others are answered TOPIC_AUTHORIZATION_FA
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.fetch_sessions import (
@@ -65,10 +67,16 @@ from sluice.protocol.messages import millis
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
+    from sluice.broker.purgatory import Purgatory
     from sluice.broker.services import BrokerServices
     from sluice.storage.log import PartitionLog
 
 READ_COMMITTED = 1
+FOLLOWER_HIGH_WATERMARK_LINGER_MS = 10
+"""How long a follower's session fetch whose only news is a moved high watermark still
+waits for records to carry it. Under load the next append comes sooner and the news rides
+with its records at no cost; when appends stop, the follower learns the high watermark
+this much later than at once, instead of ``replica.fetch.wait.max.ms`` later."""
 FIRST_CURRENT_LEADER_VERSION = 16
 _LEADER_CHANGE_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
@@ -292,6 +300,35 @@ def _high_watermark_news(session: FetchSession | None, topics: TopicResults) -> 
     return False
 
 
+async def _wait_in_session(
+    purgatory: Purgatory,
+    keys: list[Hashable],
+    due: Callable[[], bool],
+    high_watermark_news: Callable[[], bool],
+    wait_ms: int,
+) -> None:
+    """A follower's session fetch waits for records as any follower's does, but once a
+    high watermark moved past what its session last told it, at most
+    :data:`FOLLOWER_HIGH_WATERMARK_LINGER_MS` more: records coming by then carry the
+    news (no answer and fetch spent on it alone), else it is answered without them."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+    news = False
+
+    def due_or_news() -> bool:
+        nonlocal news
+        if due():
+            return True
+        news = high_watermark_news()
+        return news
+
+    if not await purgatory.wait_until(keys, due_or_news, wait_ms / 1000) or not news:
+        return
+    linger_s = min(deadline - loop.time(), FOLLOWER_HIGH_WATERMARK_LINGER_MS / 1000)
+    if linger_s > 0:
+        await purgatory.wait_until(keys, due, linger_s)
+
+
 async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     replica_id = replica_id_of(request)
     version = context.header.api_version
@@ -313,12 +350,7 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
     )
     min_bytes = max(int(request.min_bytes), 1)
     wait_ms = min(max(millis(request.max_wait), 0), FETCH_WAIT_MS_MAX)
-    if (
-        total < min_bytes
-        and not failed
-        and wait_ms > 0
-        and not _high_watermark_news(follower_session, topics)
-    ):
+    if total < min_bytes and not failed and wait_ms > 0:
         # Consumers wait for the high watermark to move, followers for appends (and, in
         # a session, for the high watermark too: the session knows what they last
         # learnt of it).
@@ -334,14 +366,22 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
             if follower_session is not None:
                 keys += partitions
 
-        def enough() -> bool:
+        def due() -> bool:
+            """Read again; whether the answer is due."""
             nonlocal topics, total, failed
             topics, total, failed = _read_partitions(
                 services, request, fetched, replica_id, refused, quota_bytes
             )
-            return total >= min_bytes or failed or _high_watermark_news(follower_session, topics)
+            return total >= min_bytes or failed
 
-        await services.purgatory.wait_until(keys, enough, wait_ms / 1000)
+        purgatory = services.purgatory
+        if follower_session is None:
+            await purgatory.wait_until(keys, due, wait_ms / 1000)
+        else:
+            session = follower_session
+            await _wait_in_session(
+                purgatory, keys, due, lambda: _high_watermark_news(session, topics), wait_ms
+            )
     _count_fetched(services, fetched, topics, replica_id)
     session_id, topics = sessions.answer(
         fetch_context, request, topics, replica_id >= 0, services.clock.monotonic_ms()
