@@ -4,9 +4,11 @@ decodes them."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -22,12 +24,19 @@ from sluice.broker.fetch_sessions import (
     next_epoch,
 )
 from sluice.broker.follower_session import FollowerFetchSession, Wanted
-from sluice.common.config import BrokerConfig, BrokerConfigError
+from sluice.broker.partition import Partition
+from sluice.broker.peer_connection import PeerConnection
+from sluice.broker.purgatory import Purgatory
+from sluice.broker.replica_fetcher import ReplicaFetcher, _Followed
+from sluice.cluster.model import PartitionState
+from sluice.common.clock import ManualClock
+from sluice.common.config import BrokerConfig, BrokerConfigError, TopicConfig
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.protocol.codec import decode_request_body, encode_request, parse_request_header
 from sluice.protocol.fetch_response import FetchPartitionResult, RecordBytes
-from sluice.protocol.messages import make, request_module
+from sluice.protocol.messages import make, request_module, response_module
+from sluice.storage import PartitionLog
 
 Partitions = dict[str, list[tuple[int, int]]]
 """Topic (name, or id as text from v13) → [(partition, fetch offset)]."""
@@ -343,3 +352,87 @@ def test_a_follower_of_a_leader_declining_sessions_fetches_in_full() -> None:
         plan = session.plan({a0: wanted(offset)})
         assert (plan.session_id, plan.epoch, plan.named) == (0, INITIAL_EPOCH, {a0})
         session.answered(plan, NO_SESSION_ID)
+
+
+# ── a replica fetcher's session, against a scripted leader ─────────────────────────
+
+
+class ScriptedLeader:
+    """The leader's end of a fetcher's connection: records each Fetch and answers the
+    next scripted (error code, session id, high watermark) with kio's own response."""
+
+    def __init__(self, answers: list[tuple[int, int, int]]) -> None:
+        self.requests: list[Any] = []
+        self._answers = answers
+
+    def version_for(self, api_key: int) -> int:
+        return 12
+
+    async def request(self, payload: Any, timeout_s: float) -> Any:
+        self.requests.append(payload)
+        error_code, session_id, high_watermark = self._answers.pop(0)
+        module = response_module(1, 12)
+        partitions = tuple(
+            make(
+                module.PartitionData,
+                partition_index=p.partition,
+                error_code=0,
+                high_watermark=high_watermark,
+                last_stable_offset=high_watermark,
+                log_start_offset=0,
+                aborted_transactions=(),
+                preferred_read_replica=-1,
+                records=None,
+            )
+            for t in payload.topics
+            for p in t.partitions
+        )
+        return make(
+            module.FetchResponse,
+            throttle_time=0,
+            error_code=error_code,
+            session_id=session_id,
+            responses=(make(module.FetchableTopicResponse, topic="orders", partitions=partitions),)
+            if partitions and error_code == 0
+            else (),
+        )
+
+
+def sessions_of(leader: ScriptedLeader) -> list[tuple[int, int, int]]:
+    """(session id, epoch, partitions named) of each fetch the leader got."""
+    return [
+        (int(r.session_id), int(r.session_epoch), sum(len(t.partitions) for t in r.topics))
+        for r in leader.requests
+    ]
+
+
+def test_a_replica_fetcher_falls_back_to_a_full_fetch_on_a_session_error(tmp_path: Path) -> None:
+    clock = ManualClock()
+    state = PartitionState(replicas=(0, 1), leader=1, leader_epoch=3, isr=(0, 1), version=1)
+    followed = []
+    for index in range(2):
+        log = PartitionLog.create(tmp_path / f"orders-{index}", TopicConfig(), clock)
+        partition = Partition(TopicPartition("orders", index), log, state, 0, Purgatory(), clock)
+        followed.append(_Followed(partition, leader_epoch=3, truncating=False))
+    fetcher = ReplicaFetcher((1, "127.0.0.1", 9092), BrokerConfig(), lambda e: None)
+    for f in followed:
+        fetcher._followed[f.partition.topic_partition] = f
+    leader = ScriptedLeader(
+        [
+            (ErrorCode.none, 42, 0),  # full fetch: session 42 opened
+            (ErrorCode.none, 42, 0),  # incremental: nothing named, nothing new
+            (ErrorCode.fetch_session_id_not_found, 0, 0),  # evicted at the leader
+            (ErrorCode.none, 43, 0),  # full again: session 43
+        ]
+    )
+    connection = cast(PeerConnection, leader)
+
+    async def four_fetches() -> None:
+        for _ in range(4):
+            await fetcher._fetch(connection, followed, {})
+
+    asyncio.run(four_fetches())
+    assert sessions_of(leader) == [(0, 0, 2), (42, 1, 0), (42, 2, 0), (42, 0, 2)]
+    assert (fetcher.session.id, fetcher.session.epoch) == (43, 1)
+    assert not any(f.retry_at for f in followed)  # a session error holds nothing back
+    assert (fetcher.fetches_total, fetcher.incremental_fetches_total) == (4, 2)
