@@ -16,6 +16,11 @@ each fetcher its partitions. A fetcher holds one connection to its leader
                     the leader's end ───┘   they are, take the high watermark; the next ◀──┘
                                             fetch tells the leader this log's new end
 
+Fetches go in a fetch session with the leader (KIP-227, :mod:`sluice.broker.follower_session`):
+after a full one, each names only the partitions whose fetch offset, last fetched epoch,
+log start offset, leader epoch or byte limit changed, and forgets those not fetched this
+time; a session error or any failed fetch makes the next one full.
+
 A partition this broker is being added to by a reassignment copies at most its topic's
 ``reassignment.throttled.rate`` bytes per second (:class:`ReplicationThrottle`), so a
 move does not starve the cluster's own replication and clients.
