@@ -55,6 +55,7 @@ from sluice.broker.fatal import (
     describe_os_error,
     what_to_do,
 )
+from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
 from sluice.broker.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
 from sluice.broker.http_server import LOOPBACK_HOST, ConsoleFactory, HttpListener, everyone
@@ -149,6 +150,9 @@ class Broker:
         """Why clients are not served (``/ready``), None while they are."""
         self.data_dir = Path(config.data_dir)
         self.purgatory = Purgatory()
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.request_max_partitions
+        )
         self._lock_file: IO[bytes] | None = None
         self._stopping = asyncio.Event()
         self.replicas = ReplicaManager(
@@ -469,6 +473,7 @@ class Broker:
             topics=self.topics,
             replicas=self.replicas,
             purgatory=self.purgatory,
+            fetch_sessions=self.fetch_sessions,
             groups=self.groups,
             transactions=self.transactions,
             markers=self.markers,
@@ -542,6 +547,7 @@ class Broker:
                 self.delays,
                 lambda: self.transactions,
                 lambda: self.share_partitions,
+                self.fetch_sessions,
             ),
         ):
             self.metrics.add(collector)

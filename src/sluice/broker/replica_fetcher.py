@@ -16,6 +16,11 @@ each fetcher its partitions. A fetcher holds one connection to its leader
                     the leader's end ───┘   they are, take the high watermark; the next ◀──┘
                                             fetch tells the leader this log's new end
 
+Fetches go in a fetch session with the leader (KIP-227, :mod:`sluice.broker.follower_session`):
+after a full one, each names only the partitions whose fetch offset, last fetched epoch,
+log start offset, leader epoch or byte limit changed, and forgets those not fetched this
+time; a session error or any failed fetch makes the next one full.
+
 A partition this broker is being added to by a reassignment copies at most its topic's
 ``reassignment.throttled.rate`` bytes per second (:class:`ReplicationThrottle`), so a
 move does not starve the cluster's own replication and clients.
@@ -37,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.broker.follower_session import FollowerFetchSession, Wanted
 from sluice.broker.partition import Partition
 from sluice.broker.peer_connection import InterBrokerListener, PeerConnection, PeerUnavailable
 from sluice.broker.replica_manager import ReplicaManager
@@ -70,6 +76,15 @@ _RETRY_LATER = frozenset(
 """Answers that a later metadata image (or the leader's) will settle: wait, then retry."""
 
 _UNLIMITED = 2**31 - 1
+
+_SESSION_ERRORS = frozenset(
+    {
+        ErrorCode.fetch_session_id_not_found,
+        ErrorCode.invalid_fetch_session_epoch,
+        ErrorCode.fetch_session_topic_id_error,
+    }
+)
+"""Answers about the fetch session itself: the next fetch is a full one."""
 
 LeaderAddress = tuple[int, str, int]
 """(node id, host, port) of a leader: a broker back at another address is another
@@ -166,6 +181,13 @@ class ReplicaFetcher:
         self._on_storage_error = on_storage_error
         self._followed: dict[TopicPartition, _Followed] = {}
         self._changed = asyncio.Event()
+        self.session = FollowerFetchSession()
+        """This fetcher's fetch session with the leader (KIP-227)."""
+        self.fetches_total = 0
+        self.incremental_fetches_total = 0
+        self.partitions_named_total = 0
+        """Fetches answered, those of them incremental, and the partitions they named
+        (what a session saves shows as fewer partitions named than followed)."""
 
     def __len__(self) -> int:
         return len(self._followed)
@@ -200,6 +222,7 @@ class ReplicaFetcher:
                 ssl_context=self._listener.ssl_context,
                 sasl=self._listener.sasl,
             )
+            self.session.failed()  # a new connection: the next fetch is a full one
             try:
                 await connection.open(CONNECT_TIMEOUT_MS / 1000)
                 while self._followed:
@@ -360,6 +383,25 @@ class ReplicaFetcher:
         config = self._config
         version = connection.version_for(ApiKey.FETCH)
         module = request_module(ApiKey.FETCH, version)
+        wanted = {
+            f.partition.topic_partition: Wanted(
+                fetch_offset=f.partition.log.log_end_offset,
+                last_fetched_epoch=f.partition.log.latest_epoch,
+                log_start_offset=f.partition.log.log_start_offset,
+                current_leader_epoch=f.leader_epoch,
+                partition_max_bytes=min(
+                    config.replica_fetch_max_bytes,
+                    limits.get(f.partition.topic_partition, _UNLIMITED),
+                ),
+            )
+            for f in batch
+        }
+        session = self.session
+        plan = session.plan(wanted)
+        named = [f for f in batch if f.partition.topic_partition in plan.named]
+        forgotten: dict[str, list[int]] = {}
+        for topic_partition in plan.forgotten:
+            forgotten.setdefault(topic_partition.topic, []).append(topic_partition.partition)
         request = make(
             module.FetchRequest,
             replica_id=config.node_id,
@@ -367,30 +409,42 @@ class ReplicaFetcher:
             min_bytes=1,
             max_bytes=config.replica_fetch_response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
             topics=_request_topics(
                 module.FetchTopic,
                 module.FetchPartition,
-                batch,
-                lambda f: {
-                    "fetch_offset": f.partition.log.log_end_offset,
-                    "last_fetched_epoch": f.partition.log.latest_epoch,
-                    "log_start_offset": f.partition.log.log_start_offset,
-                    "partition_max_bytes": min(
-                        config.replica_fetch_max_bytes,
-                        limits.get(f.partition.topic_partition, _UNLIMITED),
-                    ),
-                },
+                named,
+                lambda f: wanted[f.partition.topic_partition].fields(),
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                make(module.ForgottenTopic, topic=topic, partitions=tuple(partitions))
+                for topic, partitions in forgotten.items()
+            ),
         )
         timeout_s = (config.replica_fetch_wait_max_ms + REQUEST_TIMEOUT_MARGIN_MS) / 1000
-        response = await connection.request(request, timeout_s)
+        try:
+            response = await connection.request(request, timeout_s)
+        except BaseException:
+            session.failed()
+            raise
+        self.fetches_total += 1
+        self.partitions_named_total += len(named)
+        if plan.incremental:
+            self.incremental_fetches_total += 1
         if response.error_code != ErrorCode.none:
+            session.failed()
+            if response.error_code in _SESSION_ERRORS:
+                log.info(
+                    "replica fetcher for broker %d: %s; fetching in full again",
+                    self.leader[0],
+                    ErrorCode(response.error_code).name,
+                )
+                return
             for followed in batch:
                 self._retry_later(followed, response.error_code)
             return
+        session.answered(plan, int(response.session_id))
         for topic_result in response.responses:
             for result in topic_result.partitions:
                 topic_partition = TopicPartition(topic_result.topic, result.partition_index)

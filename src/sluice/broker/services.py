@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from sluice.broker.authorization import Authorizer
 from sluice.broker.delays import DelayScheduler
+from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.metrics.traffic import TopicTraffic
 from sluice.broker.peers import Peers
@@ -44,6 +45,8 @@ class BrokerServices:
     """The partitions hosted here, with their logs."""
     purgatory: Purgatory
     """Where acks=all produce requests wait for the high watermark."""
+    fetch_sessions: FetchSessionCache
+    """The fetchers' incremental fetch sessions (KIP-227)."""
     groups: GroupCoordinatorRuntime
     transactions: TransactionCoordinatorRuntime
     markers: TransactionMarkers

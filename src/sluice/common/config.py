@@ -599,6 +599,9 @@ class BrokerConfig:
     """How long a follower's fetch waits at the leader for new records."""
     replica_fetch_backoff_ms: int = 1_000
     """How long a follower waits before fetching again after an error."""
+    max_incremental_fetch_session_cache_slots: int = 1_000
+    """Incremental fetch sessions (KIP-227) the broker keeps at most, followers' and
+    consumers' together (0: none; fetchers then always fetch in full)."""
     fetch_max_bytes: int = 57_671_680
     """Most record bytes in one fetch response, whatever the request's max_bytes (Kafka's
     fetch.max.bytes, 55 MiB); the first batch is returned even when larger (KIP-74)."""
@@ -1118,6 +1121,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     ),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _long(1, 60_000)),
     "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _long(1, 600_000)),
+    "max.incremental.fetch.session.cache.slots": (
+        "max_incremental_fetch_session_cache_slots",
+        _long(0, 2**31 - 1),
+    ),
     "fetch.max.bytes": ("fetch_max_bytes", _long(1024, 2**31 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _long(1)),
     "max.connections": ("max_connections", _long(1, 2**31 - 1)),

@@ -11,6 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sluice.broker.delays import DelayScheduler
+from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.server import Server
@@ -59,7 +60,9 @@ class BrokerStateCollector(Collector):
         delays: DelayScheduler,
         transactions: Callable[[], TransactionCoordinatorRuntime | None],
         share_partitions: Callable[[], SharePartitions | None],
+        fetch_sessions: FetchSessionCache,
     ) -> None:
+        self._fetch_sessions = fetch_sessions
         self._purgatory = purgatory
         self._replicas = replicas
         self._delays = delays
@@ -76,9 +79,41 @@ class BrokerStateCollector(Collector):
         for kind, count in sorted(self._purgatory.waiting().items()):
             waiting.add_metric([kind], count)
         yield waiting
+        yield from self._incremental_fetch_sessions()
         yield from self._delayed_delivery()
         yield from self._transaction_states()
         yield from self._share()
+
+    def _incremental_fetch_sessions(self) -> Iterator[Metric]:
+        sessions = self._fetch_sessions
+        yield GaugeMetricFamily(
+            "sluice_incremental_fetch_sessions",
+            "Incremental fetch sessions (KIP-227) kept here (Kafka's NumIncrementalFetchSessions)",
+            value=len(sessions),
+        )
+        yield GaugeMetricFamily(
+            "sluice_incremental_fetch_partitions_cached",
+            "Partitions held by the incremental fetch sessions kept here "
+            "(Kafka's NumIncrementalFetchPartitionsCached)",
+            value=sessions.partitions_cached,
+        )
+        yield CounterMetricFamily(
+            "sluice_incremental_fetch_session_evictions",
+            "Fetch sessions evicted to make room for new ones "
+            "(Kafka's IncrementalFetchSessionEvictionsPerSec)",
+            value=sessions.evictions_total,
+        )
+        yield CounterMetricFamily(
+            "sluice_incremental_fetches",
+            "Incremental fetches served from a fetch session",
+            value=sessions.incremental_fetches_total,
+        )
+        yield CounterMetricFamily(
+            "sluice_incremental_fetch_partitions_named",
+            "Partitions named by incremental fetches (the rest of their sessions' "
+            "partitions were read without being named)",
+            value=sessions.incremental_partitions_named_total,
+        )
 
     def _delayed_delivery(self) -> Iterator[Metric]:
         parked = 0
