@@ -18,7 +18,9 @@ each request the connection yields, so every connection and the listener's accep
 their turn. Record bytes in fetch responses go from the page cache to the socket
 without passing through Python (zero copy on Linux): with ``loop.sendfile`` on asyncio's
 loop, and on a loop without it (uvloop) with ``os.sendfile`` on the socket's descriptor
-(see :meth:`Connection._sendfile_to_descriptor`). Over TLS they are copied in chunks.
+(see :meth:`Connection._sendfile_to_descriptor`). Slices smaller than
+ZERO_COPY_SLICE_BYTES_MIN are copied (cheaper than a sendfile for a few KiB), and over TLS
+every slice is copied, in chunks.
 
 What one connection may hold is bounded: the bytes read beyond the request being
 handled (the socket is no longer read once the frame decoder holds more than
@@ -78,6 +80,11 @@ READ_LIMIT_BYTES = 256 * 1024
 socket is no longer read (the kernel keeps the rest; TCP pushes back on the client)."""
 TLS_WRITE_CHUNK_BYTES = 256 * 1024
 """Record bytes a TLS connection copies through memory at a time (no sendfile there)."""
+ZERO_COPY_SLICE_BYTES_MIN = 16 * 1024
+"""Record bytes below which a file slice is copied (pread, then written with the rest of
+the response) rather than sent with sendfile: for a few KiB, the copy costs less than
+the sendfile (on asyncio's loop, a wait for the transport to flush, a writer callback and
+a future per slice). A follower or a consumer at the tail fetches such slices."""
 SENDFILE_BLOCKED_CHUNK_BYTES = 64 * 1024
 """Record bytes copied through the transport when the socket's send buffer is full
 during a sendfile on a loop without ``loop.sendfile`` (uvloop): the transport tells the
@@ -598,6 +605,10 @@ class Connection:
                     stream.write(part)
                 elif not zero_copy:
                     await self._write_slice(part)
+                elif part.size_bytes < ZERO_COPY_SLICE_BYTES_MIN:
+                    stream.write(part.read())
+                    self._record_bytes_sent.copied += part.size_bytes
+                    await self._drain()  # many small slices queue no more than the limit
                 elif native_sendfile:
                     await self._drain()
                     assert stream.transport is not None

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from sluice.broker.server import ConnectionInfo, Server
+from sluice.broker.server import ZERO_COPY_SLICE_BYTES_MIN, ConnectionInfo, Server
 from sluice.storage.segment import FileSlice
 
 LOOP_FACTORIES: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -32,6 +32,9 @@ LOOP_FACTORIES: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 DATA_FILE_BYTES = 6 * 1024 * 1024
 DEADLINE_S = 30.0
 """Bound on every wait (generous: the machine may be loaded)."""
+SMALL_SLICE_BYTES = 1000
+"""A follower's or a tail consumer's slice: below ZERO_COPY_SLICE_BYTES_MIN, copied."""
+SMALL_SLICES = 3000
 SMALL_RECEIVE_BUFFER_BYTES = 4096
 """A slow reader's SO_RCVBUF: the server's sends hit a full socket again and again."""
 
@@ -67,6 +70,11 @@ def _response_plan(size_bytes: int) -> list[tuple[str, int, int] | bytes]:
     ]
 
 
+def _small_slice_positions() -> list[int]:
+    """Out of file order, so the bytes show their order: one 3 MB answer of 1 KB slices."""
+    return [(index * 7919) % SMALL_SLICES * SMALL_SLICE_BYTES for index in range(SMALL_SLICES)]
+
+
 def _expected(data: bytes) -> bytes:
     parts = []
     for part in _response_plan(len(data)):
@@ -92,6 +100,11 @@ def _run_with_server(
             async def handle(frame: bytes, info: ConnectionInfo) -> Any:
                 if frame == b"ping":
                     return b"pong"
+                if frame == b"small":
+                    return [
+                        FileSlice(file, position, SMALL_SLICE_BYTES)
+                        for position in _small_slice_positions()
+                    ]
                 return [
                     part if isinstance(part, bytes) else FileSlice(file, part[1], part[2])
                     for part in _response_plan(DATA_FILE_BYTES)
@@ -222,3 +235,27 @@ def test_a_peer_closing_mid_sendfile_closes_only_its_connection(
 
     _run_with_server(loop_name, path, body)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_many_small_slices_are_copied_in_order(
+    loop_name: str, data_file: tuple[Path, bytes]
+) -> None:
+    """Slices below ZERO_COPY_SLICE_BYTES_MIN are copied (cheaper than a sendfile each);
+    thousands of them in one answer still arrive in order."""
+    path, data = data_file
+    assert SMALL_SLICE_BYTES < ZERO_COPY_SLICE_BYTES_MIN
+    expected = b"".join(
+        data[position : position + SMALL_SLICE_BYTES] for position in _small_slice_positions()
+    )
+
+    async def body(server: Server) -> None:
+        def client() -> bytes:
+            with _connect(server.port, SMALL_RECEIVE_BUFFER_BYTES) as sock:
+                sock.sendall(_request(b"small") + _request(b"ping"))
+                return _read_exactly(sock, len(expected) + 4, 4096)
+
+        assert await asyncio.to_thread(client) == expected + b"pong"
+        assert server.record_bytes_sent.copied == len(expected)
+        assert server.record_bytes_sent.zero_copy == 0
+
+    _run_with_server(loop_name, path, body)
