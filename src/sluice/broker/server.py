@@ -612,6 +612,7 @@ class Connection:
                 elif native_sendfile:
                     await self._drain()
                     assert stream.transport is not None
+                    _raise_if_closing(stream.transport)  # loop.sendfile raises RuntimeError
                     await loop.sendfile(stream.transport, part.file, part.position, part.size_bytes)
                     self._record_bytes_sent.zero_copy += part.size_bytes
                     stream.last_activity = loop.time()
@@ -634,6 +635,7 @@ class Connection:
         stream = self._stream
         transport = stream.transport
         assert transport is not None
+        _raise_if_closing(transport)
         sock = stream.extra("socket")
         if sock is None:
             await self._write_slice(part)
@@ -701,3 +703,10 @@ def _read_exactly(part: FileSlice, position: int, size_bytes: int) -> bytes:
             f"{position}, the file has {len(data)}"
         )
     return data
+
+
+def _raise_if_closing(transport: asyncio.BaseTransport) -> None:
+    """The peer went away (or the connection is being closed) while the answer was being
+    written: ConnectionResetError, which closes the connection quietly."""
+    if transport.is_closing():
+        raise ConnectionResetError("the connection closed before its answer was sent")

@@ -16,6 +16,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,15 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     yield path, data
 
 
+@dataclass
+class Gate:
+    """Holds the answer to a ``gated`` request: ``handling`` is set once its handler
+    runs, which then waits for ``opened``."""
+
+    handling: asyncio.Event
+    opened: asyncio.Event
+
+
 def _response_plan(size_bytes: int) -> list[tuple[str, int, int] | bytes]:
     """What one request is answered with: bytes, and (file, position, size) slices that
     together cover several MB in several pieces (several partitions of a fetch)."""
@@ -89,17 +99,22 @@ def _expected(data: bytes) -> bytes:
 def _run_with_server(
     loop_name: str,
     path: Path,
-    body: Callable[[Server], Coroutine[Any, Any, None]],
+    body: Callable[[Server, Gate], Coroutine[Any, Any, None]],
 ) -> None:
     """Start a server on ``loop_name``'s loop whose handler answers every request with
-    the response plan over ``path`` (a request ``ping`` gets ``pong``), run ``body``."""
+    the response plan over ``path`` (a request ``ping`` gets ``pong``; ``small``, many
+    small slices; ``gated``, the plan once ``body`` sets the gate), run ``body``."""
 
     async def main() -> None:
+        gate = Gate(asyncio.Event(), asyncio.Event())
         with path.open("rb") as file:
 
             async def handle(frame: bytes, info: ConnectionInfo) -> Any:
                 if frame == b"ping":
                     return b"pong"
+                if frame == b"gated":
+                    gate.handling.set()
+                    await gate.opened.wait()
                 if frame == b"small":
                     return [
                         FileSlice(file, position, SMALL_SLICE_BYTES)
@@ -113,7 +128,7 @@ def _run_with_server(
             server = Server("127.0.0.1", 0, handle)
             await server.start()
             try:
-                await body(server)
+                await body(server, gate)
             finally:
                 await server.stop()
 
@@ -159,7 +174,7 @@ def test_pipelined_responses_with_several_slices_arrive_whole_and_in_order(
     expected = _expected(data)
     slice_bytes = sum(p[2] for p in _response_plan(len(data)) if not isinstance(p, bytes))
 
-    async def body(server: Server) -> None:
+    async def body(server: Server, gate: Gate) -> None:
         def client() -> bytes:
             with _connect(server.port) as sock:
                 sock.sendall(_request(b"fetch") + _request(b"fetch") + _request(b"ping"))
@@ -184,7 +199,7 @@ def test_a_slow_reader_gets_every_byte_while_others_are_served(
     path, data = data_file
     expected = _expected(data)
 
-    async def body(server: Server) -> None:
+    async def body(server: Server, gate: Gate) -> None:
         slow = _connect(server.port, SMALL_RECEIVE_BUFFER_BYTES)
         try:
             slow.sendall(_request(b"fetch"))
@@ -213,7 +228,7 @@ def test_a_peer_closing_mid_sendfile_closes_only_its_connection(
     expected = _expected(data)
     caplog.set_level(logging.WARNING, logger="sluice.broker.server")
 
-    async def body(server: Server) -> None:
+    async def body(server: Server, gate: Gate) -> None:
         def read_a_little_then_reset() -> None:
             sock = _connect(server.port, SMALL_RECEIVE_BUFFER_BYTES)
             sock.sendall(_request(b"fetch"))
@@ -248,7 +263,7 @@ def test_many_small_slices_are_copied_in_order(
         data[position : position + SMALL_SLICE_BYTES] for position in _small_slice_positions()
     )
 
-    async def body(server: Server) -> None:
+    async def body(server: Server, gate: Gate) -> None:
         def client() -> bytes:
             with _connect(server.port, SMALL_RECEIVE_BUFFER_BYTES) as sock:
                 sock.sendall(_request(b"small") + _request(b"ping"))
@@ -259,3 +274,29 @@ def test_many_small_slices_are_copied_in_order(
         assert server.record_bytes_sent.zero_copy == 0
 
     _run_with_server(loop_name, path, body)
+
+
+def test_a_peer_gone_before_its_answer_is_sent_is_closed_quietly(
+    loop_name: str, data_file: tuple[Path, bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The peer resets while its request is being handled: the file slice of the answer
+    finds the transport closing (asyncio's loop.sendfile raised RuntimeError there, which
+    was logged as an internal error). The connection is closed quietly."""
+    path, _ = data_file
+    caplog.set_level(logging.WARNING)
+
+    async def body(server: Server, gate: Gate) -> None:
+        sock = await asyncio.to_thread(_connect, server.port)
+        try:
+            await asyncio.to_thread(sock.sendall, _request(b"gated"))
+            await asyncio.wait_for(gate.handling.wait(), DEADLINE_S)
+        finally:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # a reset, in the server socket's state from here on
+        # The loop reads the reset (the transport is then closing) no later than the
+        # handler wakes up and hands the answer over.
+        gate.opened.set()
+        await _wait_for(lambda: server.closed_total == 1, "the connection to be closed")
+
+    _run_with_server(loop_name, path, body)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
