@@ -15,9 +15,13 @@ pipelining many expensive requests has one handler at a time, so it cannot make 
 wait behind its pipeline. A request that waits in the purgatory (Produce with acks=all,
 Fetch with max_wait) holds its connection's next requests meanwhile, as in Kafka. After
 each request the connection yields, so every connection and the listener's accepts get
-their turn. Record bytes in fetch responses go from the page cache to the socket with
-``loop.sendfile`` (zero copy on Linux), except in small responses (at most
-SMALL_RESPONSE_COPY_BYTES of records), which are copied and sent in one write.
+their turn. Record bytes in fetch responses go from the page cache to the socket
+without passing through Python (zero copy on Linux): with ``loop.sendfile`` on asyncio's
+loop, and on a loop without it (uvloop) with ``os.sendfile`` on the socket's descriptor
+(see :meth:`Connection._sendfile_to_descriptor`). A response with at most
+SMALL_RESPONSE_COPY_BYTES of records is copied and sent in one write, and in larger ones
+slices smaller than ZERO_COPY_SLICE_BYTES_MIN are copied (cheaper than a sendfile for a
+few KiB); over TLS every slice is copied, in chunks.
 
 What one connection may hold is bounded: the bytes read beyond the request being
 handled (the socket is no longer read once the frame decoder holds more than
@@ -83,6 +87,17 @@ memory and written with one send: each ``loop.sendfile`` costs a send of the fra
 before it, its own syscalls and two more turns of the event loop, far more than copying a
 few KiB from the page cache (a follower's fetch at 1,000 messages/s carries one small
 batch). Larger responses keep zero copy."""
+ZERO_COPY_SLICE_BYTES_MIN = 16 * 1024
+"""Record bytes below which a file slice is copied (pread, then written with the rest of
+the response) rather than sent with sendfile: for a few KiB, the copy costs less than
+the sendfile (on asyncio's loop, a wait for the transport to flush, a writer callback and
+a future per slice). A follower or a consumer at the tail fetches such slices."""
+SENDFILE_BLOCKED_CHUNK_BYTES = 64 * 1024
+"""Record bytes copied through the transport when the socket's send buffer is full
+during a sendfile on a loop without ``loop.sendfile`` (uvloop): the transport tells the
+connection once it has flushed them, that is once the socket takes bytes again, and the
+rest of the file slice goes by sendfile (a loop without ``loop.sendfile`` does not let us
+watch the transport's socket for writability ourselves)."""
 WRITE_BUFFER_HIGH_BYTES = QUEUED_RESPONSE_BYTES_PER_CONNECTION_MAX
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 MAX_CONNECTIONS_DEFAULT = 10_000
@@ -166,6 +181,15 @@ class ConnectionCounts:
 
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     per_ip: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RecordBytesSent:
+    """File-slice (record) bytes the connections of a listener sent, by how (tests and
+    metrics tell zero copy from copies through memory)."""
+
+    zero_copy: int = 0
+    copied: int = 0
 
 
 class ConnectionIdle(Exception):
@@ -286,6 +310,7 @@ class Server:
         self.closed_total = 0
         """Connections accepted, refused at once (connection limits) and closed after
         being accepted, since start (metrics)."""
+        self.record_bytes_sent = RecordBytesSent()
 
     @property
     def open_connections(self) -> int:
@@ -386,6 +411,7 @@ class Server:
                 info,
                 idle_ms=self._connections_max_idle_ms,
                 zero_copy=self._ssl_context is None,
+                record_bytes_sent=self.record_bytes_sent,
                 request_max_bytes=self._request_max_bytes,
                 unauthenticated_frame_bytes_max=self._unauthenticated_frame_bytes_max,
                 failed_authentication_delay_ms=self._failed_authentication_delay_ms,
@@ -455,7 +481,7 @@ class Server:
 
 def _loop_has_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
     """uvloop has no ``loop.sendfile`` (it raises, even with fallback=True); on such
-    a loop record slices are read into memory and written instead."""
+    a loop record slices go by ``os.sendfile`` on the socket's descriptor instead."""
     return isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
 
 
@@ -472,11 +498,13 @@ class Connection:
         *,
         idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT,
         zero_copy: bool = True,
+        record_bytes_sent: RecordBytesSent | None = None,
         request_max_bytes: int = FRAME_BYTES_MAX,
         unauthenticated_frame_bytes_max: int = FRAME_BYTES_MAX,
         failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
     ) -> None:
         self._zero_copy = zero_copy
+        self._record_bytes_sent = record_bytes_sent or RecordBytesSent()
         self._failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self._stream = stream
         self._handle = handle
@@ -580,40 +608,95 @@ class Connection:
         stream = self._stream
         if isinstance(response, bytes):
             stream.write(response)
-        elif _slices_bytes(response) <= SMALL_RESPONSE_COPY_BYTES:
+        elif (copied := _slices_bytes(response)) <= SMALL_RESPONSE_COPY_BYTES:
             stream.write(b"".join(p if isinstance(p, bytes) else p.read() for p in response))
+            self._record_bytes_sent.copied += copied
         else:
-            zero_copy = self._zero_copy and _loop_has_sendfile(loop)
+            zero_copy = self._zero_copy
+            native_sendfile = zero_copy and _loop_has_sendfile(loop)
             for part in response:
                 if isinstance(part, bytes):
                     stream.write(part)
                 elif not zero_copy:
                     await self._write_slice(part)
-                else:
+                elif part.size_bytes < ZERO_COPY_SLICE_BYTES_MIN:
+                    stream.write(part.read())
+                    self._record_bytes_sent.copied += part.size_bytes
+                    await self._drain()  # many small slices queue no more than the limit
+                elif native_sendfile:
                     await self._drain()
                     assert stream.transport is not None
+                    _raise_if_closing(stream.transport)  # loop.sendfile raises RuntimeError
                     await loop.sendfile(stream.transport, part.file, part.position, part.size_bytes)
+                    self._record_bytes_sent.zero_copy += part.size_bytes
                     stream.last_activity = loop.time()
+                else:
+                    await self._sendfile_to_descriptor(part)
         await self._drain()
+
+    async def _sendfile_to_descriptor(self, part: FileSlice) -> None:
+        """Send a file slice with ``os.sendfile`` on the socket's own (non-blocking)
+        descriptor, for a loop without ``loop.sendfile`` (uvloop).
+
+        The bytes must leave in order: before each sendfile the transport has flushed
+        everything written before it (its high-water mark is 0 meanwhile, so ``drain``
+        waits exactly until its buffer is empty). When the socket's send buffer is full
+        (EAGAIN), SENDFILE_BLOCKED_CHUNK_BYTES of the slice are copied through the
+        transport instead; ``drain`` returns once they are flushed, that is once the
+        socket takes bytes again, and sendfile resumes after them. So the loop never
+        blocks, and what a connection holds in memory stays one small chunk however
+        slowly its peer reads."""
+        stream = self._stream
+        transport = stream.transport
+        assert transport is not None
+        _raise_if_closing(transport)
+        sock = stream.extra("socket")
+        if sock is None:
+            await self._write_slice(part)
+            return
+        socket_fd = sock.fileno()
+        file_fd = part.file.fileno()
+        position, end = part.position, part.position + part.size_bytes
+        sent_zero_copy = 0
+        transport.set_write_buffer_limits(high=0)
+        try:
+            while position < end:
+                await self._drain()
+                try:
+                    sent = os.sendfile(socket_fd, file_fd, position, end - position)
+                except BlockingIOError:
+                    chunk = _read_exactly(
+                        part, position, min(SENDFILE_BLOCKED_CHUNK_BYTES, end - position)
+                    )
+                    stream.write(chunk)
+                    self._record_bytes_sent.copied += len(chunk)
+                    position += len(chunk)
+                    continue
+                if sent == 0:  # the file ends before the slice does
+                    raise KafkaStorageError(
+                        f"{getattr(part.file, 'name', '?')}: wanted {end - position} bytes "
+                        f"at {position}, the file ends there"
+                    )
+                position += sent
+                sent_zero_copy += sent
+                stream.last_activity = self._loop.time()
+        finally:
+            self._record_bytes_sent.zero_copy += sent_zero_copy
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
 
     async def _write_slice(self, part: FileSlice) -> None:
         """Copy a file slice to the transport through memory, at most
         TLS_WRITE_CHUNK_BYTES at a time (TLS encrypts in user space, so sendfile cannot
         be used; chunks keep a large fetch from holding its whole size in memory)."""
+        self._record_bytes_sent.copied += part.size_bytes
         if part.size_bytes <= TLS_WRITE_CHUNK_BYTES:
             self._stream.write(part.read())
             return
-        fd = part.file.fileno()
         position, end = part.position, part.position + part.size_bytes
         while position < end:
             wanted = min(TLS_WRITE_CHUNK_BYTES, end - position)
-            chunk = os.pread(fd, wanted, position)
-            if len(chunk) != wanted:
-                raise KafkaStorageError(
-                    f"{getattr(part.file, 'name', '?')}: wanted {wanted} bytes at "
-                    f"{position}, the file has {len(chunk)}"
-                )
-            self._stream.write(chunk)
+            self._stream.write(_read_exactly(part, position, wanted))
             position += wanted
             await self._drain()
 
@@ -622,3 +705,22 @@ class Connection:
             await self._stream.drain()
         finally:
             self._stream.last_activity = self._loop.time()
+
+
+def _read_exactly(part: FileSlice, position: int, size_bytes: int) -> bytes:
+    """``size_bytes`` of the slice's file from ``position`` (pread: no shared file
+    position is touched); KafkaStorageError if the file is shorter."""
+    data = os.pread(part.file.fileno(), size_bytes, position)
+    if len(data) != size_bytes:
+        raise KafkaStorageError(
+            f"{getattr(part.file, 'name', '?')}: wanted {size_bytes} bytes at "
+            f"{position}, the file has {len(data)}"
+        )
+    return data
+
+
+def _raise_if_closing(transport: asyncio.BaseTransport) -> None:
+    """The peer went away (or the connection is being closed) while the answer was being
+    written: ConnectionResetError, which closes the connection quietly."""
+    if transport.is_closing():
+        raise ConnectionResetError("the connection closed before its answer was sent")

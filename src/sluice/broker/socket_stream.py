@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sluice.protocol.framing import FrameDecoder
 
@@ -53,8 +53,9 @@ class SocketStream(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport, but not necessarily an asyncio.Transport subclass: uvloop's
+        # TCPTransport implements the same methods without deriving from it.
+        self.transport = cast(asyncio.Transport, transport)
         if self._on_connection_made is not None:
             self._on_connection_made(self)
 

@@ -146,8 +146,8 @@ def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     default="asyncio",
     envvar="SLUICE_EVENT_LOOP",
     show_default=True,
-    help="asyncio serves fetches with zero-copy sendfile; uvloop (pip install uvloop) has "
-    "no sendfile. docs/performance.md has the measurement.",
+    help="Both serve fetched records zero copy (sendfile); uvloop needs pip install "
+    "uvloop. docs/performance.md has the measurement.",
 )
 @click.option(
     "--log-level",
