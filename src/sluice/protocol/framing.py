@@ -44,7 +44,7 @@ class FrameDecoder:
         available = len(self._buffer) - self._start
         if available < SIZE_PREFIX_BYTES:
             return False
-        (size,) = _SIZE.unpack_from(self._buffer, self._start)
+        size: int = _SIZE.unpack_from(self._buffer, self._start)[0]
         return available >= SIZE_PREFIX_BYTES + size or size < 0
 
     def receive(self, data: bytes) -> None:
