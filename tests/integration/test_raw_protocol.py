@@ -95,6 +95,23 @@ def test_pipelined_requests_are_answered_in_order(broker, topic):
         assert produced_offsets == list(range(25))
 
 
+def test_pipelined_produces_to_a_topic_being_created_append_in_request_order(broker, topic):
+    """The first produce waits for the topic's creation; the ones pipelined behind it on
+    the connection wait for it, and once it is done a later round appends at once."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        for first, count in ((0, 20), (20, 5)):
+            requests = []
+            for i in range(first, first + count):
+                payload = produce_request(topic, 0, encode_batch([Record(None, str(i).encode())]))
+                requests.append((payload, connection.send(payload)))
+            for payload, correlation_id in requests:
+                result = only_partition(connection.receive(payload, correlation_id))
+                assert result.error_code == NONE, result
+        fetched = only_partition(connection.request(fetch_request(topic, 0, 0))).records
+    values = [record.value for batch in decode_batches(fetched) for record in batch.records]
+    assert values == [str(i).encode() for i in range(25)]
+
+
 def test_metadata_creates_a_missing_topic_only_when_allowed(broker, topic):
     with KafkaConnection(broker.host, broker.port) as connection:
         (refused,) = connection.request(

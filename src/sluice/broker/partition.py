@@ -60,6 +60,7 @@ from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
+from sluice.protocol.records.batch import BatchHeader
 from sluice.protocol.records.delayed import Delivery
 from sluice.storage import AppendResult, PartitionLog
 
@@ -260,17 +261,23 @@ class Partition:
         batch: bytearray,
         *,
         acks: int,
+        header: BatchHeader | None = None,
         fired_origins: Sequence[int] | None = None,
         parked: Sequence[Delivery] | None = None,
     ) -> AppendResult:
-        """Append one validated batch as leader. Synchronous: appends from pipelined
-        requests happen in the order the requests arrived. acks=all is refused with
-        NOT_ENOUGH_REPLICAS while the ISR is smaller than min.insync.replicas."""
+        """Append one validated batch as leader (``header``: its parsed header, if the
+        caller has it). Synchronous: appends from pipelined requests happen in the order
+        the requests arrived. acks=all is refused with NOT_ENOUGH_REPLICAS while the ISR
+        is smaller than min.insync.replicas."""
         self.check_leader()
         if acks == -1:
             self.check_enough_replicas(errors.NotEnoughReplicas)
         result = self.log.append(
-            batch, leader_epoch=self.leader_epoch, fired_origins=fired_origins, parked=parked
+            batch,
+            leader_epoch=self.leader_epoch,
+            header=header,
+            fired_origins=fired_origins,
+            parked=parked,
         )
         if not result.duplicate:
             self.dirty = True
@@ -372,7 +379,10 @@ class Partition:
         if not self.is_leader:
             return
         new_high_watermark = self.log.log_end_offset
-        for replica in self.maximal_isr:
+        # maximal_isr without building it (called on every append): the ISR alone
+        # while no change is pending.
+        pending = self._pending_isr
+        for replica in self.state.isr if not pending else self.maximal_isr:
             if replica == self._node_id:
                 continue
             follower = self._followers.get(replica)

@@ -10,6 +10,7 @@ INVALID_CONFIG and a message that says which key and why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -316,9 +317,10 @@ class TopicConfig:
         """True when an acknowledgement must wait for fsync (flush.ms=0 or flush.messages=1)."""
         return self.flush_ms == 0 or self.flush_messages == 1
 
-    @property
+    @functools.cached_property
     def compact(self) -> bool:
-        """The cleaner compacts this log (``compact`` among the cleanup policies)."""
+        """The cleaner compacts this log (``compact`` among the cleanup policies). Read
+        on every produce, so parsed once per config."""
         return "compact" in list_items(self.cleanup_policy)
 
     @property

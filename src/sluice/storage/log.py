@@ -767,11 +767,13 @@ class PartitionLog:
         batch: bytearray,
         *,
         leader_epoch: int,
+        header: BatchHeader | None = None,
         now_ms: int | None = None,
         fired_origins: Sequence[int] | None = None,
         parked: Sequence[Delivery] | None = None,
     ) -> AppendResult:
-        """Append one produced batch (already checked with ``validate_produced``).
+        """Append one produced batch (already checked with ``validate_produced``, which
+        gave its ``header``, parsed again here when not given).
 
         Checks the producer's epoch and sequence, assigns offsets from the log end,
         stamps the leader epoch (and the time, for LogAppendTime), writes it. A
@@ -781,7 +783,8 @@ class PartitionLog:
         offsets it delivers; ``parked``: for a parked batch built here, each record's
         delivery."""
         assert not self._closed, "append to a closed log"
-        header = parse_header(batch)
+        if header is None:
+            header = parse_header(batch)
         assert header.size_bytes == len(batch), "append takes exactly one whole batch"
         self._check_leader_epoch(leader_epoch)
         if header.producer_id >= 0:
@@ -936,14 +939,15 @@ class PartitionLog:
             )
 
     def _after_write(self, segment: LogSegment, records: int) -> None:
+        fsync_every_append = self.config.fsync_every_append
         if self._directory_unsynced:
             self._directory_unsynced = False
             self._directory_dirty = True
-            if self.config.fsync_every_append:
+            if fsync_every_append:
                 self._fsync_guard.run(functools.partial(fsync_directory, self.directory))
                 self._directory_dirty = False
         self._unflushed_messages += records
-        if self.config.fsync_every_append:
+        if fsync_every_append:
             self._fsync_guard.run(segment.sync_data)
         elif self._unflushed_messages >= self.config.flush_messages:
             self.flush()

@@ -660,7 +660,10 @@ class LogSegment:
         assert base_offset >= self.next_offset and next_offset > base_offset
         assert next_offset - 1 - self.base_offset <= RELATIVE_OFFSET_MAX
         position = self.size_bytes
-        write_all(self.file.fileno(), batch, position)
+        fd = self.file.fileno()
+        written = os.pwrite(fd, batch, position)  # one call for all but a short write
+        if written < len(batch):
+            write_all(fd, memoryview(batch)[written:], position + written)
         self._index_batch(position, base_offset, len(batch), max_timestamp_ms)
         self.size_bytes = position + len(batch)
         self._next_offset = next_offset

@@ -50,11 +50,11 @@ or the topic.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import struct
 import uuid
-import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.delays import SLUICE_HEADER_PREFIX, park_if_delayed
@@ -65,8 +65,10 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_WRITE,
     TRANSACTIONAL_WRITE,
 )
+from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
 from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import is_internal_topic
+from sluice.broker.views import VIEW_SOURCE, view_of
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -77,13 +79,11 @@ from sluice.common.limits import (
 )
 from sluice.protocol import framing
 from sluice.protocol.codec import RequestHeader, response_header_bytes
-from sluice.protocol.messages import has_field, make, millis, response_module
+from sluice.protocol.messages import millis
 from sluice.protocol.records.batch import BatchHeader, parse_header, validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from sluice.broker.context import RequestContext
     from sluice.broker.partition import Partition
     from sluice.broker.produce_checks import AppendTurn
@@ -93,33 +93,22 @@ log = logging.getLogger(__name__)
 
 PRODUCE_VERSION_MIN_SERVED = 3
 
-_APPENDS_PENDING: weakref.WeakKeyDictionary[ConnectionInfo, asyncio.Future[None]] = (
-    weakref.WeakKeyDictionary()
-)
+_APPENDS_PENDING: dict[ConnectionInfo, asyncio.Future[None]] = {}
 """Per connection, the produce request that last had to wait (for topic creation) before
-appending; produce requests after it on that connection append after it."""
+appending; produce requests after it on that connection append after it. A request
+removes its entry when it is done (none is left behind by a closed connection), so
+this is empty, and costs one truth test per request, while nothing waits."""
 
+_NOTHING_REFUSED: dict[str, ErrorCode] = {}
+"""What ``_refused_topics`` answers without an authorizer (never modified)."""
 
-@dataclass
-class _PartitionOutcome:
-    index: int
-    error_code: int = 0
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    record_errors: list[tuple[int, str]] = field(default_factory=list)
-    """(batch index, reason) of records refused one by one (Produce v8+)."""
-    replication: tuple[Partition, int, int] | None = None
-    """For acks=all: the partition, the high watermark it must reach, and the leader
-    epoch of the append (``Partition.acks_all_outcome``)."""
-    current_leader: tuple[int, int] | None = None
-    """(leader id, epoch) for a NOT_LEADER_OR_FOLLOWER answer (v10+, KIP-951)."""
+TOPIC_IDS_SINCE_VERSION = 13
+"""Produce v13+ names topics by id (KIP-516), not by name."""
 
 
 def _refuse(
     services: BrokerServices,
-    outcome: _PartitionOutcome,
+    outcome: PartitionOutcome,
     topic_partition: TopicPartition,
     e: KafkaError,
 ) -> None:
@@ -175,7 +164,7 @@ def _start_one(
     topic_partition: TopicPartition,
     records: bytes | None,
     acks: int,
-    outcome: _PartitionOutcome,
+    outcome: PartitionOutcome,
     creation_failures: dict[str, KafkaError],
     transactional_id: str | None,
     version: int,
@@ -189,9 +178,10 @@ def _start_one(
             raise errors.InvalidTopicException(
                 f"cannot produce to internal topic {topic_partition.topic}"
             )
-        if services.topics.get(topic_partition.topic) is None:
+        topic = services.topics.get(topic_partition.topic)
+        if topic is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic_partition.topic!r} does not exist")
-        view = services.topics.view(topic_partition.topic)
+        view = view_of(topic) if VIEW_SOURCE in topic.configs else None
         if view is not None:
             raise errors.InvalidTopicException(
                 f"topic {view.name!r} is a read-only view of {view.source!r}: produce to "
@@ -221,14 +211,16 @@ def _start_one(
                 and verification is None
                 and not checks.has_waiting_turns(topic_partition)
             ):
-                _append_checked(services, topic_partition, records, check, acks, outcome)
+                _append_checked(
+                    services, topic_partition, records, header, check, acks, outcome, partition
+                )
                 return None
         turn = checks.take_turn(topic_partition)
     except KafkaError as e:
         _refuse(services, outcome, topic_partition, e)
         return None
     return _UnfinishedAppend(
-        services, topic_partition, records, check, acks, outcome, turn, verification
+        services, topic_partition, records, header, check, acks, outcome, turn, verification
     )
 
 
@@ -241,9 +233,10 @@ class _UnfinishedAppend:
     services: BrokerServices
     topic_partition: TopicPartition
     records: bytes
+    header: BatchHeader
     check: ProducedRecordsCheck
     acks: int
-    outcome: _PartitionOutcome
+    outcome: PartitionOutcome
     turn: AppendTurn
     verification: _Verification | None = None
 
@@ -273,6 +266,7 @@ class _UnfinishedAppend:
                 self.services,
                 self.topic_partition,
                 self.records,
+                self.header,
                 self.check,
                 self.acks,
                 self.outcome,
@@ -293,26 +287,29 @@ def _append_checked(
     services: BrokerServices,
     topic_partition: TopicPartition,
     records: bytes,
+    header: BatchHeader,
     check: ProducedRecordsCheck,
     acks: int,
-    outcome: _PartitionOutcome,
+    outcome: PartitionOutcome,
+    partition: Partition | None = None,
 ) -> None:
-    """Append a batch whose check is done, or refuse it for its keyless records. Raises
-    KafkaError for what the append itself refuses."""
+    """Append a batch (``header``: its header) whose check is done, or refuse it for its
+    keyless records. ``partition``: the replica, when just looked up. Raises KafkaError
+    for what the append itself refuses."""
     if check.keyless_records:
         _refuse_keyless_records(outcome, topic_partition, check)
         return
-    partition = services.replicas.get(topic_partition)
+    if partition is None:
+        partition = services.replicas.get(topic_partition)
     config = partition.log.config
     parked = None
     if check.watched_seen or config.sluice_delivery_delay_ms > 0:
         now_ms = services.clock.wall_ms()
-        parked = park_if_delayed(records, parse_header(records), config, now_ms)
-    result = partition.append(
-        bytearray(records if parked is None else parked[0]),
-        acks=acks,
-        parked=None if parked is None else parked[1],
-    )
+        parked = park_if_delayed(records, header, config, now_ms)
+    if parked is None:
+        result = partition.append(bytearray(records), acks=acks, header=header)
+    else:
+        result = partition.append(bytearray(parked[0]), acks=acks, parked=parked[1])
     if parked is not None and not result.duplicate:
         services.delays.parked(
             topic_partition,
@@ -330,7 +327,7 @@ def _append_checked(
 
 
 def _refuse_keyless_records(
-    outcome: _PartitionOutcome, topic_partition: TopicPartition, check: ProducedRecordsCheck
+    outcome: PartitionOutcome, topic_partition: TopicPartition, check: ProducedRecordsCheck
 ) -> None:
     """A compacted topic keeps the last value per key, so a record without a key could
     never be compacted away; Kafka refuses the batch with INVALID_RECORD and names each
@@ -348,25 +345,35 @@ def _refuse_keyless_records(
 
 
 async def _wait_for_replication(
-    services: BrokerServices, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_ms: int
+    services: BrokerServices,
+    outcomes: dict[TopicPartition, PartitionOutcome],
+    timeout: datetime.timedelta,
 ) -> None:
     """acks=all: wait until every appended batch is committed by the ISR, leadership
     moved, or the timeout passed, and answer each partition accordingly."""
     waiting = {tp: o.replication for tp, o in outcomes.items() if o.replication is not None}
     if not waiting:
         return
+    settled_as_now = [
+        partition.acks_all_outcome(end_offset, epoch)
+        for partition, end_offset, epoch in waiting.values()
+    ]
+    if False in settled_as_now:  # not all committed yet (a single replica is at once)
 
-    def settled() -> bool:
-        return all(
-            partition.acks_all_outcome(end_offset, epoch) is not False
+        def settled() -> bool:
+            return all(
+                partition.acks_all_outcome(end_offset, epoch) is not False
+                for partition, end_offset, epoch in waiting.values()
+            )
+
+        timeout_s = min(max(millis(timeout), 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
+        await services.purgatory.wait_until(waiting, settled, timeout_s)
+        settled_as_now = [
+            partition.acks_all_outcome(end_offset, epoch)
             for partition, end_offset, epoch in waiting.values()
-        )
-
-    timeout_s = min(max(timeout_ms, 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
-    await services.purgatory.wait_until(waiting, settled, timeout_s)
-    for tp, (partition, end_offset, epoch) in waiting.items():
+        ]
+    for tp, settled_as in zip(waiting, settled_as_now, strict=True):
         outcome = outcomes[tp]
-        settled_as = partition.acks_all_outcome(end_offset, epoch)
         if settled_as is False:
             outcome.error_code = ErrorCode.request_timed_out
             outcome.error_message = "not replicated to the in-sync replicas in time"
@@ -397,7 +404,11 @@ def _refused_topics(
     names = {
         name
         for t in request.topic_data
-        if (name := _topic_name(services, t) if has_field(type(t), "topic_id") else str(t.name))
+        if (
+            name := _topic_name(services, t)
+            if context.header.api_version >= TOPIC_IDS_SINCE_VERSION
+            else str(t.name)
+        )
     }
     transactional_id = request.transactional_id
     if transactional_id is not None:
@@ -425,19 +436,27 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
     if context.header.api_version < PRODUCE_VERSION_MIN_SERVED:
         return _legacy_unsupported(context.header, request)
     acks = int(request.acks)
-    refused = _refused_topics(services, context, request)
-    outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    refused = (
+        _refused_topics(services, context, request)
+        if services.authorizer.enabled
+        else _NOTHING_REFUSED
+    )
+    outcomes: dict[TopicPartition, PartitionOutcome] = {}
     # What to answer, by the topic key of the request (name, or id from v13): the
     # partition whose outcome it is, or the outcome itself for a topic id nobody has.
-    answers: dict[str | uuid.UUID, list[TopicPartition | _PartitionOutcome]] = {}
-    previous = _APPENDS_PENDING.get(context.connection)
-    missing = [
-        str(t.name)
-        for t in request.topic_data
-        if not has_field(type(t), "topic_id")
-        and services.topics.get(str(t.name)) is None
-        and str(t.name) not in refused
-    ]
+    answers: dict[str | uuid.UUID, list[TopicPartition | PartitionOutcome]] = {}
+    version = context.header.api_version
+    by_id = version >= TOPIC_IDS_SINCE_VERSION
+    previous = _APPENDS_PENDING.get(context.connection) if _APPENDS_PENDING else None
+    missing = (
+        []
+        if by_id
+        else [
+            str(t.name)
+            for t in request.topic_data
+            if services.topics.get(str(t.name)) is None and str(t.name) not in refused
+        ]
+    )
     turn: asyncio.Future[None] | None = None
     if (missing and acks in (0, 1, -1)) or (previous is not None and not previous.done()):
         turn = asyncio.get_running_loop().create_future()
@@ -452,7 +471,6 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                 found = await services.topics.ensure_all(missing)
                 creation_failures = {n: t for n, t in found.items() if isinstance(t, KafkaError)}
         for topic_data in request.topic_data:
-            by_id = has_field(type(topic_data), "topic_id")
             name: str | None = _topic_name(services, topic_data) if by_id else str(topic_data.name)
             key: str | uuid.UUID = (
                 (topic_data.topic_id or ZERO_TOPIC_ID) if by_id else str(topic_data.name)
@@ -460,7 +478,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
             topic_answers = answers.setdefault(key, [])
             for partition_data in topic_data.partition_data:
                 if name is None:
-                    unknown = _PartitionOutcome(
+                    unknown = PartitionOutcome(
                         partition_data.index,
                         error_code=ErrorCode.unknown_topic_id,
                         error_message=f"no topic has id {topic_data.topic_id}",
@@ -471,7 +489,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                 if tp in outcomes:
                     continue  # a partition named twice is answered (and appended) once
                 topic_answers.append(tp)
-                outcome = outcomes[tp] = _PartitionOutcome(tp.partition)
+                outcome = outcomes[tp] = PartitionOutcome(tp.partition)
                 if acks not in (0, 1, -1):
                     outcome.error_code = ErrorCode.invalid_required_acks
                     continue
@@ -486,7 +504,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
                     outcome,
                     creation_failures,
                     request.transactional_id,
-                    context.header.api_version,
+                    version,
                 )
                 if later is not None:
                     unfinished.append(later)
@@ -497,88 +515,37 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
             append.turn.release()
         if turn is not None:
             turn.set_result(None)
+            if _APPENDS_PENDING.get(context.connection) is turn:
+                del _APPENDS_PENDING[context.connection]
     for tp, outcome in outcomes.items():
         if outcome.error_code == ErrorCode.not_leader_or_follower:
             outcome.current_leader = _current_leader(services, tp)
     if acks == 0:
         _count_refused(services, outcomes)
         return None
-    await _wait_for_replication(services, outcomes, millis(request.timeout))
+    if acks == -1:
+        await _wait_for_replication(services, outcomes, request.timeout)
     _count_refused(services, outcomes)
 
-    module = response_module(context.header.api_key, context.header.api_version)
     leaders = {o.current_leader[0] for o in outcomes.values() if o.current_leader is not None}
-    return make(
-        module.ProduceResponse,
-        responses=tuple(
-            make(
-                module.TopicProduceResponse,
-                name=key,
-                topic_id=key,
-                partition_responses=tuple(
-                    _partition_response(
-                        module, outcomes[item] if isinstance(item, TopicPartition) else item
-                    )
-                    for item in topic_answers
-                ),
-            )
-            for key, topic_answers in answers.items()
-        ),
-        throttle_time=0,
-        node_endpoints=tuple(
-            make(
-                module.NodeEndpoint,
-                node_id=b.node_id,
-                host=b.address(context.connection.listener_name)[0],
-                port=b.address(context.connection.listener_name)[1],
-                rack=b.rack,
-            )
-            for b in services.topics.image.live_brokers()
-            if b.node_id in leaders
-        )
-        if hasattr(module, "NodeEndpoint")  # v10+ (KIP-951)
+    return produce_response(
+        version,
+        answers,
+        outcomes,
+        [b for b in services.topics.image.live_brokers() if b.node_id in leaders]
+        if leaders
         else (),
+        context.connection.listener_name,
     )
 
 
 def _count_refused(
-    services: BrokerServices, outcomes: dict[TopicPartition, _PartitionOutcome]
+    services: BrokerServices, outcomes: dict[TopicPartition, PartitionOutcome]
 ) -> None:
     """Count the partitions refused or failed, by topic (``sluice_topic_produce_errors``)."""
     for topic_partition, outcome in outcomes.items():
         if outcome.error_code:
             services.traffic.produce_errors[topic_partition.topic] += 1
-
-
-def _partition_response(module: ModuleType, outcome: _PartitionOutcome) -> Any:
-    fields: dict[str, Any] = {}
-    if outcome.current_leader is not None and has_field(
-        module.PartitionProduceResponse, "current_leader"
-    ):
-        leader_id, leader_epoch = outcome.current_leader
-        fields["current_leader"] = make(
-            module.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=leader_epoch
-        )
-    return make(
-        module.PartitionProduceResponse,
-        index=outcome.index,
-        error_code=outcome.error_code,
-        base_offset=outcome.base_offset,
-        log_append_time=outcome.log_append_time_ms,
-        log_start_offset=outcome.log_start_offset,
-        record_errors=tuple(
-            make(
-                module.BatchIndexAndErrorMessage,
-                batch_index=index,
-                batch_index_error_message=why,
-            )
-            for index, why in outcome.record_errors
-        )
-        if has_field(module.PartitionProduceResponse, "record_errors")
-        else (),
-        error_message=outcome.error_message,
-        **fields,
-    )
 
 
 def _topic_name(services: BrokerServices, topic_data: Any) -> str | None:
