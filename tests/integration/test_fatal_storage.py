@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -38,11 +37,10 @@ from client_helpers import (
     producer_config,
 )
 from confluent_kafka import KafkaException, Producer
+from disk_faults import FLUSH_MS, faulty_broker
 
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 EXIT_DEADLINE_S = 30.0
-FLUSH_MS = 100
-SHIM_SOURCE = Path(__file__).parent / "native" / "disk_faults.c"
 
 
 def wait_for_exit(broker: BrokerProcess, timeout_s: float = EXIT_DEADLINE_S) -> int:
@@ -65,33 +63,6 @@ def assert_one_line_fatal_error(log_text: str, *words: str) -> str:
     for word in words:
         assert word in error_lines[0], error_lines[0]
     return error_lines[0]
-
-
-@pytest.fixture(scope="module")
-def disk_faults_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is needed to build the disk-fault shim")
-    library = tmp_path_factory.mktemp("shim") / "disk_faults.so"
-    subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O2", "-o", str(library), str(SHIM_SOURCE), "-ldl"],
-        check=True,
-    )
-    return library
-
-
-def faulty_broker(data_dir: Path, shim: Path, kind: str, trigger: Path) -> BrokerProcess:
-    """A broker whose disk gets the fault ``kind`` once ``trigger`` exists."""
-    return BrokerProcess(
-        data_dir,
-        overrides={"log.flush.interval.ms": str(FLUSH_MS)},
-        environment={
-            "LD_PRELOAD": str(shim),
-            "DISK_FAULT_KIND": kind,
-            "DISK_FAULT_TRIGGER": str(trigger),
-            "DISK_FAULT_UNDER": f"{data_dir.resolve()}/",  # not the log beside it
-        },
-    )
 
 
 def test_failed_fsync_stops_the_broker_without_the_marker_and_the_next_start_recovers(

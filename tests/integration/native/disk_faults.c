@@ -10,6 +10,11 @@
  *   read-only   every write (write, pwrite, writev) and every open for writing returns
  *               -1 with errno EROFS, as on a filesystem the kernel remounted read-only
  *               after an error (already open descriptors fail too).
+ *   fsync-hold  an fsync() or fdatasync() of a file whose path ends with
+ *               $DISK_FAULT_HOLD_SUFFIX creates "$DISK_FAULT_TRIGGER.held" and then
+ *               waits until the trigger file is removed before it syncs: a disk that
+ *               takes as long as the test wants (the calling thread is held, the rest
+ *               of the process runs on).
  *
  * Every other call goes to the C library unchanged.
  */
@@ -23,9 +28,13 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static int fsync_failed = 0;
+
+#define REAL(name, type) ((type)dlsym(RTLD_NEXT, name))
+#define REAL_OPEN REAL("open", int (*)(const char *, int, ...))
 
 static int armed(const char *kind) {
     const char *trigger = getenv("DISK_FAULT_TRIGGER");
@@ -59,6 +68,43 @@ static int fsync_fails(int fd) {
     return 1;
 }
 
+static int path_ends_with(const char *path, const char *suffix) {
+    size_t path_length = strlen(path);
+    size_t suffix_length = strlen(suffix);
+    return path_length >= suffix_length &&
+           strcmp(path + path_length - suffix_length, suffix) == 0;
+}
+
+/* fsync-hold: wait while the trigger exists, after saying so in "<trigger>.held". */
+static void hold_fsync(int fd) {
+    const char *suffix = getenv("DISK_FAULT_HOLD_SUFFIX");
+    const char *trigger = getenv("DISK_FAULT_TRIGGER");
+    char link[64];
+    char target[4096];
+    char held[4096];
+    if (suffix == NULL || !armed("fsync-hold") || !fd_is_under(fd)) {
+        return;
+    }
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t length = readlink(link, target, sizeof target - 1);
+    if (length < 0) {
+        return;
+    }
+    target[length] = '\0';
+    if (!path_ends_with(target, suffix)) {
+        return;
+    }
+    snprintf(held, sizeof held, "%s.held", trigger);
+    int marker = REAL_OPEN(held, O_WRONLY | O_CREAT, 0644);
+    if (marker >= 0) {
+        close(marker);
+    }
+    struct timespec pause = {0, 1000000}; /* 1 ms between looks at the trigger */
+    while (access(trigger, F_OK) == 0) {
+        nanosleep(&pause, NULL);
+    }
+}
+
 static int write_fails(int fd) { return armed("read-only") && fd_is_under(fd); }
 
 static int open_fails(const char *path, int flags) {
@@ -66,14 +112,15 @@ static int open_fails(const char *path, int flags) {
     return writes && armed("read-only") && path_is_under(path);
 }
 
-#define REAL(name, type) ((type)dlsym(RTLD_NEXT, name))
 
 int fsync(int fd) {
+    hold_fsync(fd);
     if (fsync_fails(fd)) { errno = EIO; return -1; }
     return REAL("fsync", int (*)(int))(fd);
 }
 
 int fdatasync(int fd) {
+    hold_fsync(fd);
     if (fsync_fails(fd)) { errno = EIO; return -1; }
     return REAL("fdatasync", int (*)(int))(fd);
 }

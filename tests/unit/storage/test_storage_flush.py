@@ -1,5 +1,6 @@
 """The two-step flush the broker runs off the event loop: the recovery point moves only
-to what was synced, and appends made while the fsync runs stay marked unflushed."""
+to what was synced, appends made while the fsync runs stay marked unflushed, and the
+checkpoints are written by a job for a worker thread, in order with the log's own."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from storage_helpers import make_batch
 
 from sluice.common import errors
 from sluice.protocol.records.batch import Compression
+from sluice.storage import PartitionLog
+from sluice.storage.checkpoint import read_offsets_checkpoint, read_pairs_checkpoint
+from sluice.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_NAME
+from sluice.storage.log import PARTITION_CHECKPOINT_NAME
 
 
 def test_recovery_point_moves_only_to_the_offset_noted_before_the_sync(
@@ -87,3 +92,59 @@ def test_after_a_flush_fails_on_its_worker_no_fsync_of_the_log_counts_as_a_succe
     with pytest.raises(errors.KafkaStorageError, match="an earlier fsync failed"):
         log.flush()
     log.close_for_deletion()  # a clean close would fsync, and fail as well
+
+
+def on_disk(log: PartitionLog) -> dict[str, int] | None:
+    return read_offsets_checkpoint(log.directory / PARTITION_CHECKPOINT_NAME)
+
+
+def test_the_flush_checkpoints_are_written_by_the_job_it_returns_with_the_synced_offset(
+    open_log: OpenLog,
+) -> None:
+    """complete_flush writes nothing on the appending thread: it returns the job (values
+    taken after the sync) that the broker runs on a worker thread."""
+    log = open_log()
+    log.begin_leader_epoch(3)
+    log.append(bytearray(make_batch(Compression.NONE, [b"a", b"b"])), leader_epoch=3)
+    log.append(bytearray(make_batch(Compression.NONE, [b"c"])), leader_epoch=4)
+    written_before = on_disk(log)
+    pending = log.begin_flush()
+    log.append(bytearray(make_batch(Compression.NONE, [b"late"])), leader_epoch=4)
+    pending.sync()
+    job = log.complete_flush(pending)
+    assert job is not None
+    assert on_disk(log) == written_before, "complete_flush itself wrote the checkpoint"
+    assert [path.name for path, _ in job.files] == [
+        LEADER_EPOCH_CHECKPOINT_NAME,  # first: the recovery point relies on its epochs
+        PARTITION_CHECKPOINT_NAME,
+    ]
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    worker.join()
+    checkpoint = on_disk(log)
+    assert checkpoint is not None
+    assert checkpoint["recovery_point"] == 3, "never the late append, not yet synced"
+    assert read_pairs_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT_NAME) == [(3, 0), (4, 2)]
+    second = log.begin_flush()
+    second.sync()
+    late = log.complete_flush(second)
+    assert late is not None
+    late.run()
+    assert on_disk(log) == {"log_start_offset": 0, "high_watermark": 0, "recovery_point": 4}
+    assert log.complete_flush(log.begin_flush()) is None, "nothing changed since"
+
+
+def test_close_writes_a_queued_flush_checkpoint_first_and_a_late_run_changes_nothing(
+    open_log: OpenLog,
+) -> None:
+    log = open_log()
+    log.append(bytearray(make_batch(Compression.NONE, [b"a", b"b"])), leader_epoch=0)
+    pending = log.begin_flush()
+    pending.sync()
+    job = log.complete_flush(pending)
+    assert job is not None
+    log.append(bytearray(make_batch(Compression.NONE, [b"c"])), leader_epoch=0)
+    log.close()
+    assert on_disk(log) == {"log_start_offset": 0, "high_watermark": 0, "recovery_point": 3}
+    job.run()  # the flusher's worker, late: the close's newer values stay
+    assert on_disk(log) == {"log_start_offset": 0, "high_watermark": 0, "recovery_point": 3}
