@@ -1423,7 +1423,7 @@ class PartitionLog:
         if self._closed:
             return
         for segment in self._segments:
-            if segment.unflushed:
+            if segment.needs_sync:
                 self._fsync_guard.run(segment.flush)
         if self._directory_dirty:
             self._fsync_guard.run(functools.partial(fsync_directory, self.directory))
@@ -1436,16 +1436,20 @@ class PartitionLog:
     def begin_flush(self) -> PendingFlush:
         """The first half of a flush that fsyncs off the appending thread.
 
-        On the thread that appends: note the log end offset and duplicate the
-        descriptors of segments with unflushed data. :meth:`PendingFlush.sync` may then
+        On the thread that appends: note the log end offset, duplicate the descriptors
+        of segments with unflushed data and open the index files of rolled segments not
+        synced yet (``LogSegment.needs_sync``). :meth:`PendingFlush.sync` may then
         run in a worker thread while appends go on (it touches only those duplicates),
         and :meth:`complete_flush`, back on the appending thread, moves the recovery
         point to the noted offset, never past what was synced."""
-        descriptors = [
-            descriptor
-            for segment in self._segments
-            if (descriptor := segment.take_unflushed_descriptor()) is not None
-        ]
+        descriptors: list[int] = []
+        try:
+            for segment in self._segments:
+                descriptors.extend(segment.take_unflushed_descriptors())
+        except OSError:
+            for descriptor in descriptors:
+                os.close(descriptor)
+            raise
         directory = self.directory if self._directory_dirty else None
         self._directory_dirty = False
         self._unflushed_messages = 0

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import OpenLog
-from storage_helpers import make_batch
+from storage_helpers import make_batch, values_of
 
 from sluice.common import errors
 from sluice.protocol.records.batch import Compression
@@ -17,6 +18,7 @@ from sluice.storage import PartitionLog
 from sluice.storage.checkpoint import read_offsets_checkpoint, read_pairs_checkpoint
 from sluice.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_NAME
 from sluice.storage.log import PARTITION_CHECKPOINT_NAME
+from sluice.storage.segment import LogSegment
 
 
 def test_recovery_point_moves_only_to_the_offset_noted_before_the_sync(
@@ -148,3 +150,40 @@ def test_close_writes_a_queued_flush_checkpoint_first_and_a_late_run_changes_not
     assert on_disk(log) == {"log_start_offset": 0, "high_watermark": 0, "recovery_point": 3}
     job.run()  # the flusher's worker, late: the close's newer values stay
     assert on_disk(log) == {"log_start_offset": 0, "high_watermark": 0, "recovery_point": 3}
+
+
+def roll_once(log: PartitionLog) -> LogSegment:
+    """Append until the log rolls; the segment rolled."""
+    while len(log.segments) < 2:
+        log.append(bytearray(make_batch(Compression.NONE, values_of(300, 2))), leader_epoch=0)
+    return log.segments[0]
+
+
+def test_a_roll_leaves_its_index_fsyncs_to_the_flush_that_moves_the_recovery_point_past_it(
+    open_log: OpenLog,
+) -> None:
+    """A roll trims the indexes but does not wait for their fsync on the appending
+    thread: the next flush syncs them on its worker thread, before the recovery point
+    (below which recovery trusts the indexes) passes the segment."""
+    log = open_log()
+    rolled = roll_once(log)
+    assert rolled.needs_sync
+    assert log.recovery_point == 0
+    pending = log.begin_flush()
+    synced = {Path(os.readlink(f"/proc/self/fd/{d}")).name for d in pending.descriptors}
+    assert {rolled.index_path.name, rolled.time_index_path.name, rolled.log_path.name} <= synced
+    assert not rolled.needs_sync
+    worker = threading.Thread(target=pending.sync)
+    worker.start()
+    worker.join()
+    log.complete_flush(pending)
+    assert log.recovery_point == log.log_end_offset
+    assert pending.descriptors == [], "the flush closed every descriptor it was given"
+
+
+def test_a_flush_on_the_appending_thread_syncs_the_rolled_indexes_too(open_log: OpenLog) -> None:
+    log = open_log()
+    rolled = roll_once(log)
+    log.flush()
+    assert not rolled.needs_sync
+    assert log.recovery_point == log.log_end_offset
