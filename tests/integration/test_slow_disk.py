@@ -44,7 +44,7 @@ def test_the_broker_answers_while_a_checkpoint_write_waits_on_the_disk(
         disk_faults_shim,
         "fsync-hold",
         trigger,
-        environment={"DISK_FAULT_HOLD_SUFFIX": f"/{topic}-0/{PARTITION_CHECKPOINT_NAME}.tmp"},
+        environment={"DISK_FAULT_SUFFIX": f"/{topic}-0/{PARTITION_CHECKPOINT_NAME}.tmp"},
     )
     broker.start()
     try:

@@ -169,7 +169,14 @@ class LogMaintenance:
                             describe_os_error(e),
                         )
                         continue
-                    raise KafkaStorageError(f"PartitionLog.complete_flush: {e}") from e
+                    self._fatal.fail(
+                        f"writing the checkpoints (write, fsync, rename) of partition "
+                        f"{partition.topic_partition} in {partition.log.directory} failed: "
+                        f"{describe_os_error(e)}; the broker stops without the "
+                        "clean-shutdown marker and the next start recovers the logs; "
+                        f"{what_to_do(e)}"
+                    )
+                    return
 
     async def _apply_retention_periodically(self) -> None:
         interval_s = self._config.log_retention_check_interval_ms / 1000
@@ -186,6 +193,8 @@ class LogMaintenance:
                         moved,
                         partition.topic_partition,
                     )
+                # On the loop: a directory fsync and a checkpoint when segments went, at
+                # most once a partition each log.retention.check.interval.ms (5 min).
                 deleted = partition.log.apply_retention(now_ms)
                 if deleted:
                     log.info(

@@ -715,6 +715,8 @@ class PartitionLog:
         old.make_inactive()
         segment = self._create_segment(new_base_offset, now_ms)
         self._directory_dirty = True
+        # On this thread, without an fsync (a page-cache write, once a segment): later
+        # truncations and deletions of snapshots here must find it in place.
         self.producer_state.take_snapshot(new_base_offset)
         if self.config.fsync_every_append:
             fsync_directory(self.directory)
@@ -1199,8 +1201,9 @@ class PartitionLog:
     @_storage_errors
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
-        watermark), delete segments wholly below it, checkpoint it. Returns the new log
-        start offset. Raises OffsetOutOfRange beyond the high watermark."""
+        watermark), delete segments wholly below it, checkpoint it (on this thread: the
+        answer waits until the new log start is durable). Returns the new log start
+        offset. Raises OffsetOutOfRange beyond the high watermark."""
         if offset == -1:
             offset = self._high_watermark
         if not 0 <= offset <= self._high_watermark:
@@ -1289,7 +1292,8 @@ class PartitionLog:
     @_storage_errors
     def swap_cleaned(self, plan: CleaningPlan) -> bool:
         """Put the segments a built cleaning plan wrote in place of those they replace
-        (on the appending thread; see ``cleaner`` for the crash-safe protocol). Returns
+        (on the appending thread, with its directory fsync: once a cleaning; see
+        ``cleaner`` for the crash-safe protocol). Returns
         False, deleting the plan's files, when the log changed in a way that voids the
         plan (closed, truncated, a planned segment deleted) or the build failed."""
         problem = self._cleaning_plan_problem(plan)

@@ -1,6 +1,7 @@
 /*
- * LD_PRELOAD shim for tests: disk faults on the files under $DISK_FAULT_UNDER, from the
- * moment the file $DISK_FAULT_TRIGGER exists. $DISK_FAULT_KIND chooses the fault:
+ * LD_PRELOAD shim for tests: disk faults on the files under $DISK_FAULT_UNDER (and, when
+ * $DISK_FAULT_SUFFIX is set, only those whose path ends with it), from the moment the
+ * file $DISK_FAULT_TRIGGER exists. $DISK_FAULT_KIND chooses the fault:
  *
  *   fsync-eio   the first fsync() or fdatasync() returns -1 with errno EIO; later ones
  *               succeed. That is what the kernel does: a writeback error is reported to
@@ -10,8 +11,7 @@
  *   read-only   every write (write, pwrite, writev) and every open for writing returns
  *               -1 with errno EROFS, as on a filesystem the kernel remounted read-only
  *               after an error (already open descriptors fail too).
- *   fsync-hold  an fsync() or fdatasync() of a file whose path ends with
- *               $DISK_FAULT_HOLD_SUFFIX creates "$DISK_FAULT_TRIGGER.held" and then
+ *   fsync-hold  an fsync() or fdatasync() creates "$DISK_FAULT_TRIGGER.held" and then
  *               waits until the trigger file is removed before it syncs: a disk that
  *               takes as long as the test wants (the calling thread is held, the rest
  *               of the process runs on).
@@ -43,9 +43,18 @@ static int armed(const char *kind) {
            access(trigger, F_OK) == 0;
 }
 
+static int path_ends_with(const char *path, const char *suffix) {
+    size_t path_length = strlen(path);
+    size_t suffix_length = strlen(suffix);
+    return path_length >= suffix_length &&
+           strcmp(path + path_length - suffix_length, suffix) == 0;
+}
+
 static int path_is_under(const char *path) {
     const char *under = getenv("DISK_FAULT_UNDER");
-    return path != NULL && under != NULL && strncmp(path, under, strlen(under)) == 0;
+    const char *suffix = getenv("DISK_FAULT_SUFFIX");
+    return path != NULL && under != NULL && strncmp(path, under, strlen(under)) == 0 &&
+           (suffix == NULL || path_ends_with(path, suffix));
 }
 
 static int fd_is_under(int fd) {
@@ -68,30 +77,11 @@ static int fsync_fails(int fd) {
     return 1;
 }
 
-static int path_ends_with(const char *path, const char *suffix) {
-    size_t path_length = strlen(path);
-    size_t suffix_length = strlen(suffix);
-    return path_length >= suffix_length &&
-           strcmp(path + path_length - suffix_length, suffix) == 0;
-}
-
 /* fsync-hold: wait while the trigger exists, after saying so in "<trigger>.held". */
 static void hold_fsync(int fd) {
-    const char *suffix = getenv("DISK_FAULT_HOLD_SUFFIX");
     const char *trigger = getenv("DISK_FAULT_TRIGGER");
-    char link[64];
-    char target[4096];
     char held[4096];
-    if (suffix == NULL || !armed("fsync-hold") || !fd_is_under(fd)) {
-        return;
-    }
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t length = readlink(link, target, sizeof target - 1);
-    if (length < 0) {
-        return;
-    }
-    target[length] = '\0';
-    if (!path_ends_with(target, suffix)) {
+    if (!armed("fsync-hold") || !fd_is_under(fd)) {
         return;
     }
     snprintf(held, sizeof held, "%s.held", trigger);
