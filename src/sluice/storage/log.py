@@ -993,7 +993,9 @@ class PartitionLog:
                 self.producer_state.replay(header)
             self._index_written(header, data, marker=None, fired_origins=None, parked=None)
             records += header.records_count
-        self._write_epochs_now()
+        # A new epoch is written with the next flush's checkpoints, as for the leader's
+        # appends (see _write): not here, on the loop, once per partition at every
+        # leader change, when followers catch up with the new leaders.
         if records:
             self._after_write(segment, records)
 
