@@ -5,6 +5,8 @@
 - ``broker_factory``: more brokers with their own settings (``-o key=value``), stopped at
   the end of the test.
 - ``topic``: a topic name no other test uses.
+- ``disk_faults_shim``: the LD_PRELOAD library that makes a broker's disk fail or wait
+  (``disk_faults``).
 
 Every broker is stopped on every path; the ``process_leaks`` plugin registered here
 fails the session if any process a test started outlives it.
@@ -21,6 +23,7 @@ import process_leaks
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import round_trip_one_message, unique_topic_name
+from disk_faults import build_shim
 from kafka_wire import KafkaConnection
 
 from sluice.testing import pytest_plugin
@@ -168,6 +171,12 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
         yield factory
     finally:
         factory.stop_all()
+
+
+@pytest.fixture(scope="session")
+def disk_faults_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The disk-fault shim, built once (``disk_faults``)."""
+    return build_shim(tmp_path_factory.mktemp("shim"))
 
 
 @pytest.fixture

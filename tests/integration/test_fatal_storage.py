@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -38,11 +37,12 @@ from client_helpers import (
     producer_config,
 )
 from confluent_kafka import KafkaException, Producer
+from disk_faults import FLUSH_MS, faulty_broker
+
+from sluice.storage.log import PARTITION_CHECKPOINT_NAME
 
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 EXIT_DEADLINE_S = 30.0
-FLUSH_MS = 100
-SHIM_SOURCE = Path(__file__).parent / "native" / "disk_faults.c"
 
 
 def wait_for_exit(broker: BrokerProcess, timeout_s: float = EXIT_DEADLINE_S) -> int:
@@ -65,33 +65,6 @@ def assert_one_line_fatal_error(log_text: str, *words: str) -> str:
     for word in words:
         assert word in error_lines[0], error_lines[0]
     return error_lines[0]
-
-
-@pytest.fixture(scope="module")
-def disk_faults_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is needed to build the disk-fault shim")
-    library = tmp_path_factory.mktemp("shim") / "disk_faults.so"
-    subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O2", "-o", str(library), str(SHIM_SOURCE), "-ldl"],
-        check=True,
-    )
-    return library
-
-
-def faulty_broker(data_dir: Path, shim: Path, kind: str, trigger: Path) -> BrokerProcess:
-    """A broker whose disk gets the fault ``kind`` once ``trigger`` exists."""
-    return BrokerProcess(
-        data_dir,
-        overrides={"log.flush.interval.ms": str(FLUSH_MS)},
-        environment={
-            "LD_PRELOAD": str(shim),
-            "DISK_FAULT_KIND": kind,
-            "DISK_FAULT_TRIGGER": str(trigger),
-            "DISK_FAULT_UNDER": f"{data_dir.resolve()}/",  # not the log beside it
-        },
-    )
 
 
 def test_failed_fsync_stops_the_broker_without_the_marker_and_the_next_start_recovers(
@@ -128,6 +101,48 @@ def test_failed_fsync_stops_the_broker_without_the_marker_and_the_next_start_rec
     finally:
         assert broker.stop() == 0
     assert (data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_failed_fsync_of_a_checkpoint_written_off_the_loop_stops_the_broker(
+    tmp_path: Path, disk_faults_shim: Path, topic: str
+) -> None:
+    """The flusher writes the partition checkpoint on a worker thread: its failed fsync
+    is as fatal as on the loop, names the partition, and loses nothing acknowledged."""
+    data_dir = tmp_path / "data"
+    trigger = tmp_path / "fault-now"
+    broker = faulty_broker(
+        data_dir,
+        disk_faults_shim,
+        "fsync-eio",
+        trigger,
+        environment={"DISK_FAULT_SUFFIX": f"/{topic}-0/{PARTITION_CHECKPOINT_NAME}.tmp"},
+    )
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic)
+        trigger.touch()
+        producer = Producer(producer_config(broker.bootstrap, acks="all"))
+        acknowledged = produce_and_flush(
+            producer, topic, [{"value": b"value-%d" % i} for i in range(20)]
+        )
+        exit_code = wait_for_exit(broker)
+    finally:
+        broker.stop()
+
+    log_text = broker.log_text()
+    assert exit_code != 0, log_text
+    assert not (data_dir / CLEAN_SHUTDOWN_MARKER).exists(), log_text
+    assert_one_line_fatal_error(log_text, "checkpoints", f"{topic}-0", "Input/output error")
+
+    broker.environment.clear()
+    broker.start()
+    try:
+        messages = consume_exactly(broker.bootstrap, [(topic, 0)], len(acknowledged))
+        assert [(m.offset(), m.value()) for m in messages] == [
+            (d.offset, d.value) for d in acknowledged
+        ]
+    finally:
+        assert broker.stop() == 0
 
 
 def test_failed_fsync_before_an_acknowledgement_stops_the_broker(

@@ -111,8 +111,11 @@ class LogMaintenance:
         The fdatasync runs in a worker thread on duplicated descriptors while appends go
         on; the recovery point then moves to what was synced. Checkpoint files (a few
         small fsyncs) are written at most every CHECKPOINT_INTERVAL_MS per partition: a
-        stale recovery point only makes recovery rescan a little more. A failed fsync
-        stops the broker, as in Kafka: the kernel may have dropped the dirty pages, so
+        stale recovery point only makes recovery rescan a little more. Their values are
+        taken on the loop, after the sync, and the files written in a worker thread too
+        (in order with the log's other checkpoint writes: ``CheckpointWriter``), so no
+        fsync of the flusher stalls the loop. A failed fsync or checkpoint write stops
+        the broker, as in Kafka: the kernel may have dropped the dirty pages, so
         carrying on could acknowledge data that is gone."""
         now_ms = self._clock.monotonic_ms()
         for partition in self._replicas.dirty_partitions():
@@ -151,7 +154,29 @@ class LogMaintenance:
                 write_checkpoints = now_ms - partition.last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS
                 if write_checkpoints:
                     partition.last_checkpoint_ms = now_ms
-                partition.log.complete_flush(pending, write_checkpoints=write_checkpoints)
+                checkpoints = partition.log.complete_flush(
+                    pending, write_checkpoints=write_checkpoints
+                )
+                if checkpoints is None:
+                    continue
+                try:
+                    await asyncio.to_thread(checkpoints.run)
+                except OSError as e:
+                    if _deleted_meanwhile(partition):
+                        log.warning(
+                            "checkpoint of %s, deleted meanwhile, failed: %s",
+                            partition.topic_partition,
+                            describe_os_error(e),
+                        )
+                        continue
+                    self._fatal.fail(
+                        f"writing the checkpoints (write, fsync, rename) of partition "
+                        f"{partition.topic_partition} in {partition.log.directory} failed: "
+                        f"{describe_os_error(e)}; the broker stops without the "
+                        "clean-shutdown marker and the next start recovers the logs; "
+                        f"{what_to_do(e)}"
+                    )
+                    return
 
     async def _apply_retention_periodically(self) -> None:
         interval_s = self._config.log_retention_check_interval_ms / 1000
@@ -168,6 +193,8 @@ class LogMaintenance:
                         moved,
                         partition.topic_partition,
                     )
+                # On the loop: a directory fsync and a checkpoint when segments went, at
+                # most once a partition each log.retention.check.interval.ms (5 min).
                 deleted = partition.log.apply_retention(now_ms)
                 if deleted:
                     log.info(

@@ -36,8 +36,8 @@ Who may touch the partition's log (one owner at a time)::
 
     hosted      the event loop: appends, reads, truncation, retention, checkpoints; a
                 worker thread only through what the loop hands it for one job (the
-                flusher's duplicated descriptors, the cleaner's plan), inside
-                :meth:`Partition.lent_to_worker_thread`
+                flusher's duplicated descriptors and checkpoint job, the cleaner's
+                plan), inside :meth:`Partition.lent_to_worker_thread`
     detached    nobody on the loop (produce gets NOT_LEADER_OR_FOLLOWER, the follower's
                 fetcher lets go, the flusher, retention and the cleaner skip it); once
                 every job lent out has come back (:meth:`Partition.wait_until_returned`)

@@ -8,11 +8,14 @@ sockets, asyncio, replication decisions (the broker's replica manager sets the h
 watermark and calls ``truncate_to``), and anything about topics beyond one partition's
 directory. Everything here is synchronous and single-threaded per log, except
 ``cleaner.CleaningPlan.build``, which runs on a worker thread (it reads duplicated
-descriptors and writes only its own new files).
+descriptors and writes only its own new files), ``log.PendingFlush.sync`` (fsyncs of
+duplicated descriptors) and ``checkpoint_writer.CheckpointJob.run`` (checkpoint files
+whose contents the owning thread took), which the broker runs on worker threads too.
 
 Modules, bottom up::
 
     checkpoint      atomic small-file writes; text checkpoint formats
+    checkpoint_writer  one log's checkpoint writes, in order, on any thread
     index           offset index and time index of a segment (mmap)
     transaction_index  a segment's aborted transactions (.txnindex)
     segment         one .log file + indexes; scan, recover, truncate

@@ -104,13 +104,18 @@ def _read_checkpoint_lines(path: Path) -> list[str] | None:
     return lines[1:]
 
 
-def write_offsets_checkpoint(path: Path, offsets: Mapping[str, int]) -> None:
-    """Write named offsets, one ``name value`` a line."""
+def encode_offsets_checkpoint(offsets: Mapping[str, int]) -> bytes:
+    """Named offsets, one ``name value`` a line, after the version line."""
     lines = [str(CHECKPOINT_VERSION)]
     for name, value in offsets.items():
         assert name.isidentifier(), f"checkpoint key {name!r} must be one word"
         lines.append(f"{name} {value}")
-    write_file_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[str, int]) -> None:
+    """Write named offsets, one ``name value`` a line."""
+    write_file_atomically(path, encode_offsets_checkpoint(offsets))
 
 
 def read_offsets_checkpoint(path: Path) -> dict[str, int] | None:
@@ -133,11 +138,16 @@ def read_offsets_checkpoint(path: Path) -> dict[str, int] | None:
     return offsets
 
 
-def write_pairs_checkpoint(path: Path, pairs: Sequence[tuple[int, int]]) -> None:
-    """Write Kafka's ``version / count / "a b" lines`` layout."""
+def encode_pairs_checkpoint(pairs: Sequence[tuple[int, int]]) -> bytes:
+    """Kafka's ``version / count / "a b" lines`` layout."""
     lines = [str(CHECKPOINT_VERSION), str(len(pairs))]
     lines.extend(f"{first} {second}" for first, second in pairs)
-    write_file_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def write_pairs_checkpoint(path: Path, pairs: Sequence[tuple[int, int]]) -> None:
+    """Write Kafka's ``version / count / "a b" lines`` layout."""
+    write_file_atomically(path, encode_pairs_checkpoint(pairs))
 
 
 def read_pairs_checkpoint(path: Path) -> list[tuple[int, int]] | None:

@@ -137,9 +137,9 @@ class _SparseIndex:
             self._mmap = None
         self._memory = None
 
-    def make_read_only(self) -> None:
-        """Write the entries to the file, fsync it and map it read-only (segment
-        rolled)."""
+    def make_read_only(self, *, sync: bool = True) -> None:
+        """Write the entries to the file, fsync it (unless ``sync`` is False: the
+        caller syncs it later) and map it read-only (segment rolled)."""
         if not self._writable:
             return
         used = self._entries * self._entry_bytes
@@ -148,7 +148,8 @@ class _SparseIndex:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             write_all(fd, data, 0)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         self._open(0, writable=False)

@@ -12,7 +12,8 @@ A follower rejoining asks the leader "where does my latest epoch end?"
 truncates there, never at a stale high watermark.
 
 Stored in ``leader-epoch-checkpoint`` beside the segments, Kafka's layout (see
-``checkpoint``); rewritten whenever the entries change (a new epoch, a truncation). The
+``checkpoint``); rewritten by the log after the entries change (a new epoch, a
+truncation), through the log's ``checkpoint_writer.CheckpointWriter``. The
 entries can always be rebuilt from the batch headers of the log, which recovery does for
 the batches it rescans.
 """
@@ -25,7 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sluice.common import errors
-from sluice.storage.checkpoint import read_pairs_checkpoint, write_pairs_checkpoint
+from sluice.storage.checkpoint import (
+    encode_pairs_checkpoint,
+    read_pairs_checkpoint,
+    write_file_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +151,21 @@ class LeaderEpochCache:
     def dirty(self) -> bool:
         return self._dirty
 
+    def mark_changed(self) -> None:
+        """The checkpoint file may not hold the entries (a write of it failed)."""
+        self._dirty = True
+
+    def take_checkpoint(self) -> tuple[Path, bytes] | None:
+        """The checkpoint file's path and new contents if the entries changed since the
+        last one taken (then they count as written: the caller writes them, through the
+        log's ``CheckpointWriter``); None when nothing changed."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.path, encode_pairs_checkpoint(self.entries)
+
     def flush(self) -> None:
-        """Write the checkpoint if the entries changed since the last write."""
-        if self._dirty:
-            write_pairs_checkpoint(self.path, self.entries)
-            self._dirty = False
+        """Write the checkpoint now if the entries changed since the last write."""
+        taken = self.take_checkpoint()
+        if taken is not None:
+            write_file_atomically(*taken)

@@ -83,10 +83,11 @@ from sluice.protocol.records.builder import (
 from sluice.protocol.records.delayed import Delivery, is_parked_key
 from sluice.storage.checkpoint import (
     TEMP_SUFFIX,
+    encode_offsets_checkpoint,
     fsync_directory,
     read_offsets_checkpoint,
-    write_offsets_checkpoint,
 )
+from sluice.storage.checkpoint_writer import CheckpointJob, CheckpointWriter
 from sluice.storage.cleaner import (
     CleaningPlan,
     finish_interrupted_swap,
@@ -259,6 +260,11 @@ class PartitionLog:
         self._high_watermark = 0
         self._recovery_point = 0
         self._checkpointed: tuple[int, int, int] | None = None
+        """(log start offset, high watermark, recovery point) last handed to
+        :attr:`checkpoint_writer`; None when unknown (then the next checkpoint writes)."""
+        self.checkpoint_writer = CheckpointWriter()
+        """Writes ``partition.checkpoint`` and ``leader-epoch-checkpoint``, in order: at
+        once for the rare writes, on the flusher's worker thread for the periodic ones."""
         self._unflushed_messages = 0
         self._fsync_guard = FsyncGuard()
         self._directory_dirty = False
@@ -381,7 +387,6 @@ class PartitionLog:
             log._recovery_point = log._log_end_offset
         else:
             log._recovery_point = min(recovery_point, log._log_end_offset)
-        log.leader_epoch_cache.flush()
         log._checkpointed = on_disk
         log._write_checkpoint()
         return log
@@ -668,7 +673,7 @@ class PartitionLog:
         get an answer at once. Written to the checkpoint now (one fsync per leader
         change)."""
         if self.leader_epoch_cache.assign(epoch, self._log_end_offset):
-            self.leader_epoch_cache.flush()
+            self._write_epochs_now()
 
     @property
     def latest_epoch(self) -> int:
@@ -710,6 +715,8 @@ class PartitionLog:
         old.make_inactive()
         segment = self._create_segment(new_base_offset, now_ms)
         self._directory_dirty = True
+        # On this thread, without an fsync (a page-cache write, once a segment): later
+        # truncations and deletions of snapshots here must find it in place.
         self.producer_state.take_snapshot(new_base_offset)
         if self.config.fsync_every_append:
             fsync_directory(self.directory)
@@ -990,7 +997,9 @@ class PartitionLog:
                 self.producer_state.replay(header)
             self._index_written(header, data, marker=None, fired_origins=None, parked=None)
             records += header.records_count
-        self.leader_epoch_cache.flush()
+        # A new epoch is written with the next flush's checkpoints, as for the leader's
+        # appends (see _write): not here, on the loop, once per partition at every
+        # leader change, when followers catch up with the new leaders.
         if records:
             self._after_write(segment, records)
 
@@ -1143,7 +1152,7 @@ class PartitionLog:
         if offset >= self._log_end_offset:
             if offset == self._log_end_offset:
                 self.leader_epoch_cache.truncate_from_end(offset)
-                self.leader_epoch_cache.flush()
+                self._write_epochs_now()
             return
         if offset < self._log_start_offset or offset < self._base_offsets[0]:
             self.truncate_fully_and_start_at(offset)
@@ -1165,7 +1174,6 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.leader_epoch_cache.flush()
         self._load_producer_state()
         self.delays.truncate(self._log_end_offset)
         if self.tag_summaries is not None:
@@ -1188,7 +1196,6 @@ class PartitionLog:
         self._log_end_offset = self._log_start_offset = self._high_watermark = offset
         self._recovery_point = offset
         self.leader_epoch_cache.clear()
-        self.leader_epoch_cache.flush()
         self.producer_state.clear()
         self._undecided.clear()
         self.producer_state.delete_snapshots_after(-1)
@@ -1200,8 +1207,9 @@ class PartitionLog:
     @_storage_errors
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
-        watermark), delete segments wholly below it, checkpoint it. Returns the new log
-        start offset. Raises OffsetOutOfRange beyond the high watermark."""
+        watermark), delete segments wholly below it, checkpoint it (on this thread: the
+        answer waits until the new log start is durable). Returns the new log start
+        offset. Raises OffsetOutOfRange beyond the high watermark."""
         if offset == -1:
             offset = self._high_watermark
         if not 0 <= offset <= self._high_watermark:
@@ -1229,7 +1237,6 @@ class PartitionLog:
             self.tag_summaries.forget(below=self._log_start_offset)
         self._high_watermark = self._clamp(self._high_watermark)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.leader_epoch_cache.flush()
         self.producer_state.delete_snapshots_before(self._base_offsets[0])
         if self._directory_dirty:
             fsync_directory(self.directory)
@@ -1291,7 +1298,8 @@ class PartitionLog:
     @_storage_errors
     def swap_cleaned(self, plan: CleaningPlan) -> bool:
         """Put the segments a built cleaning plan wrote in place of those they replace
-        (on the appending thread; see ``cleaner`` for the crash-safe protocol). Returns
+        (on the appending thread, with its directory fsync: once a cleaning; see
+        ``cleaner`` for the crash-safe protocol). Returns
         False, deleting the plan's files, when the log changed in a way that voids the
         plan (closed, truncated, a planned segment deleted) or the build failed."""
         problem = self._cleaning_plan_problem(plan)
@@ -1373,19 +1381,50 @@ class PartitionLog:
 
     # -- durability -----------------------------------------------------------------
 
-    def _write_checkpoint(self) -> None:
+    def _take_checkpoints(self) -> list[tuple[Path, bytes]]:
+        """The checkpoint files that changed since the last taken, encoded now: the
+        leader-epoch checkpoint first (a recovery point on disk must never pass an epoch
+        start that is not), then the partition checkpoint. From here they count as
+        written; the caller hands them to :attr:`checkpoint_writer`."""
+        files: list[tuple[Path, bytes]] = []
+        epochs = self.leader_epoch_cache.take_checkpoint()
+        if epochs is not None:
+            files.append(epochs)
         values = (self._log_start_offset, self._high_watermark, self._recovery_point)
-        if values == self._checkpointed:
-            return
-        write_offsets_checkpoint(
-            self.directory / PARTITION_CHECKPOINT_NAME,
-            {
+        if values != self._checkpointed:
+            offsets = {
                 "log_start_offset": values[0],
                 "high_watermark": values[1],
                 "recovery_point": values[2],
-            },
-        )
-        self._checkpointed = values
+            }
+            files.append(
+                (self.directory / PARTITION_CHECKPOINT_NAME, encode_offsets_checkpoint(offsets))
+            )
+            self._checkpointed = values
+        return files
+
+    def _write_now(self, files: list[tuple[Path, bytes]]) -> None:
+        """Write ``files`` on this thread, after any checkpoint still queued. When that
+        fails, the log forgets what its files hold, so the next checkpoint writes again."""
+        if not files:
+            return
+        try:
+            self.checkpoint_writer.write_now(files)
+        except OSError:
+            self._checkpointed = None
+            self.leader_epoch_cache.mark_changed()
+            raise
+
+    def _write_checkpoint(self) -> None:
+        """Write the checkpoints that changed, now (the rare writes: open, truncation,
+        the log start moved, close); the flusher's go through :meth:`complete_flush`."""
+        self._write_now(self._take_checkpoints())
+
+    def _write_epochs_now(self) -> None:
+        """Write the leader-epoch checkpoint now if it changed (a new leader epoch)."""
+        epochs = self.leader_epoch_cache.take_checkpoint()
+        if epochs is not None:
+            self._write_now([epochs])
 
     @_storage_errors
     def flush(self) -> None:
@@ -1394,30 +1433,33 @@ class PartitionLog:
         if self._closed:
             return
         for segment in self._segments:
-            if segment.unflushed:
+            if segment.needs_sync:
                 self._fsync_guard.run(segment.flush)
         if self._directory_dirty:
             self._fsync_guard.run(functools.partial(fsync_directory, self.directory))
             self._directory_dirty = False
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
-        self.leader_epoch_cache.flush()
         self.delays.applied(self._log_end_offset, purge_below=self._high_watermark)
         self._write_checkpoint()
 
     def begin_flush(self) -> PendingFlush:
         """The first half of a flush that fsyncs off the appending thread.
 
-        On the thread that appends: note the log end offset and duplicate the
-        descriptors of segments with unflushed data. :meth:`PendingFlush.sync` may then
+        On the thread that appends: note the log end offset, duplicate the descriptors
+        of segments with unflushed data and open the index files of rolled segments not
+        synced yet (``LogSegment.needs_sync``). :meth:`PendingFlush.sync` may then
         run in a worker thread while appends go on (it touches only those duplicates),
         and :meth:`complete_flush`, back on the appending thread, moves the recovery
         point to the noted offset, never past what was synced."""
-        descriptors = [
-            descriptor
-            for segment in self._segments
-            if (descriptor := segment.take_unflushed_descriptor()) is not None
-        ]
+        descriptors: list[int] = []
+        try:
+            for segment in self._segments:
+                descriptors.extend(segment.take_unflushed_descriptors())
+        except OSError:
+            for descriptor in descriptors:
+                os.close(descriptor)
+            raise
         directory = self.directory if self._directory_dirty else None
         self._directory_dirty = False
         self._unflushed_messages = 0
@@ -1431,18 +1473,25 @@ class PartitionLog:
         )
 
     @_storage_errors
-    def complete_flush(self, pending: PendingFlush, *, write_checkpoints: bool = True) -> None:
-        """The second half of :meth:`begin_flush`, after ``pending.sync()`` succeeded.
-        With ``write_checkpoints=False`` the recovery point moves in memory only (it is
-        written by a later flush or close); that keeps small fsyncs off the hot path."""
+    def complete_flush(
+        self, pending: PendingFlush, *, write_checkpoints: bool = True
+    ) -> CheckpointJob | None:
+        """The second half of :meth:`begin_flush`, after ``pending.sync()`` succeeded:
+        the recovery point moves to what was synced. With ``write_checkpoints`` the
+        checkpoints that changed are snapshotted here and returned as a job queued on
+        :attr:`checkpoint_writer`, for the caller to run on a worker thread (its two
+        fsyncs a file stay off the loop); None when nothing changed. A job never run is
+        written by the next checkpoint written at once (or :meth:`close`). Without
+        ``write_checkpoints`` the recovery point moves in memory only."""
         if self._closed:
-            return
+            return None
         synced_to = min(pending.log_end_offset, self._log_end_offset)
         self._recovery_point = max(self._recovery_point, synced_to)
-        if write_checkpoints:
-            self.leader_epoch_cache.flush()
-            self.delays.applied(self._log_end_offset, purge_below=self._high_watermark)
-            self._write_checkpoint()
+        if not write_checkpoints:
+            return None
+        self.delays.applied(self._log_end_offset, purge_below=self._high_watermark)
+        files = self._take_checkpoints()
+        return self.checkpoint_writer.submit(files) if files else None
 
     @_storage_errors
     def close(self) -> None:

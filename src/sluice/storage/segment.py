@@ -281,6 +281,10 @@ class LogSegment:
         self._last_batch_offset: int | None = None
         self._next_offset: int | None = None
         self._unflushed = False
+        self._indexes_unsynced = False
+        """Rolled, and the trimmed index files not fsynced yet: the next flush syncs
+        them (on the flusher's worker thread), before the recovery point passes this
+        segment, since recovery trusts the indexes below it."""
         self.deleted = False
         self.needs_recovery = False
         """Set by :meth:`open` when the caller must run :meth:`recover`."""
@@ -576,14 +580,14 @@ class LogSegment:
             self._max_timestamp_ms = max_timestamp_ms
             self._max_timestamp_batch_offset = batch_offset
 
-    def _finish_indexes(self) -> None:
+    def _finish_indexes(self, *, sync: bool = True) -> None:
         """Write the final time-index entry (the segment's max timestamp) and trim both
-        files to their entries."""
+        files to their entries (fsynced unless ``sync`` is False)."""
         offset_index, time_index = self._indexes()
         if self._last_batch_offset is not None and time_index.writable:
             time_index.maybe_append(self._max_timestamp_ms, self._last_batch_offset)
-        offset_index.make_read_only()
-        time_index.make_read_only()
+        offset_index.make_read_only(sync=sync)
+        time_index.make_read_only(sync=sync)
 
     def index_is_full(self) -> bool:
         """True when the next append might find no room in an index (then roll)."""
@@ -864,10 +868,16 @@ class LogSegment:
     # -- life cycle -----------------------------------------------------------------
 
     def make_inactive(self) -> None:
-        """The segment was rolled: final time-index entry, trim and fsync the indexes."""
+        """The segment was rolled: final time-index entry, trim the indexes. Their
+        fsyncs are left to the next flush (:attr:`needs_sync`), which the broker runs on
+        a worker thread: a roll costs the appending thread no wait for the disk (but an
+        fsync of the .txnindex when aborted transactions were indexed since the last)."""
         if not self._active:
             return
-        self._finish_indexes()
+        self._finish_indexes(sync=False)
+        self._indexes_unsynced = True
+        # Synced now (when a marker wrote to it since the last sync): the producer-state
+        # snapshot this roll writes makes recovery replay markers only after it.
         self.txn_index.sync()
         self._active = False
         OPEN_SEGMENT_FILES.touch(self)
@@ -881,6 +891,7 @@ class LogSegment:
             self._open_file()
         OPEN_SEGMENT_FILES.forget(self)
         self._active = True
+        self._indexes_unsynced = False  # an active segment's indexes are never trusted
         offset_index.make_writable(self.index_capacity_bytes)
         time_index.make_writable(self.index_capacity_bytes)
         self._scan_tail()
@@ -889,23 +900,62 @@ class LogSegment:
     def unflushed(self) -> bool:
         return self._unflushed
 
-    def flush(self) -> None:
-        """fdatasync the log file. The indexes of the active segment are not synced:
-        after a crash the active segment is always recovered, which rebuilds them; an
-        inactive segment's indexes were fsynced when they were trimmed."""
-        if not self._unflushed:
-            return
-        os.fdatasync(self.file.fileno())
-        self._unflushed = False
+    @property
+    def needs_sync(self) -> bool:
+        """Unflushed data, or index files a roll left unsynced."""
+        return self._unflushed or self._indexes_unsynced
 
-    def take_unflushed_descriptor(self) -> int | None:
-        """For a flush done on another thread: a duplicate of the log file's descriptor
-        (the caller fdatasyncs and closes it) if there is unflushed data, else None. The
-        segment counts as flushed from now on; appends after this mark it again."""
-        if not self._unflushed:
-            return None
-        self._unflushed = False
-        return os.dup(self.file.fileno())
+    def flush(self) -> None:
+        """fdatasync the log file, and the index files of a roll not synced yet. The
+        indexes of the active segment are not synced: after a crash the active segment
+        is always recovered, which rebuilds them; an inactive segment's indexes are
+        synced by the first flush after its roll, before the recovery point passes it."""
+        if self._unflushed:
+            os.fdatasync(self.file.fileno())
+            self._unflushed = False
+        if self._indexes_unsynced:
+            descriptors = self._take_unsynced_index_descriptors()
+            try:
+                for descriptor in descriptors:
+                    os.fsync(descriptor)
+            finally:
+                for descriptor in descriptors:
+                    os.close(descriptor)
+
+    def take_unflushed_descriptors(self) -> list[int]:
+        """For a flush done on another thread: descriptors to fdatasync and close (a
+        duplicate of the log file's if there is unflushed data; the index files a roll
+        left unsynced). The segment counts as flushed from now on; appends after this
+        mark it again."""
+        descriptors: list[int] = []
+        if self._unflushed:
+            self._unflushed = False
+            descriptors.append(os.dup(self.file.fileno()))
+        if self._indexes_unsynced:
+            try:
+                descriptors.extend(self._take_unsynced_index_descriptors())
+            except OSError:
+                for descriptor in descriptors:
+                    os.close(descriptor)
+                raise
+        return descriptors
+
+    def _take_unsynced_index_descriptors(self) -> list[int]:
+        """Read-only descriptors of the index files a roll left unsynced (the caller
+        fsyncs and closes them); from now on they count as synced. Opened anew, not
+        kept from the write: the files are derived from the log, and a write-back error
+        nobody has seen yet is reported to a descriptor opened after it (as for the
+        .txnindex, synced through a new descriptor too)."""
+        self._indexes_unsynced = False
+        descriptors: list[int] = []
+        try:
+            for path in (self.index_path, self.time_index_path):
+                descriptors.append(os.open(path, os.O_RDONLY))
+        except OSError:
+            for descriptor in descriptors:
+                os.close(descriptor)
+            raise
+        return descriptors
 
     def sync_data(self) -> None:
         """fdatasync the log file only (acks that must be durable; indexes are rebuilt
@@ -922,6 +972,8 @@ class LogSegment:
             self._offset_index = self._time_index = None
         elif self._active:
             self._finish_indexes()
+        elif self._indexes_unsynced:
+            self.flush()
         self.txn_index.sync()
         for index in (self._offset_index, self._time_index):
             if index is not None:

@@ -1,6 +1,7 @@
 /*
- * LD_PRELOAD shim for tests: disk faults on the files under $DISK_FAULT_UNDER, from the
- * moment the file $DISK_FAULT_TRIGGER exists. $DISK_FAULT_KIND chooses the fault:
+ * LD_PRELOAD shim for tests: disk faults on the files under $DISK_FAULT_UNDER (and, when
+ * $DISK_FAULT_SUFFIX is set, only those whose path ends with it), from the moment the
+ * file $DISK_FAULT_TRIGGER exists. $DISK_FAULT_KIND chooses the fault:
  *
  *   fsync-eio   the first fsync() or fdatasync() returns -1 with errno EIO; later ones
  *               succeed. That is what the kernel does: a writeback error is reported to
@@ -10,6 +11,10 @@
  *   read-only   every write (write, pwrite, writev) and every open for writing returns
  *               -1 with errno EROFS, as on a filesystem the kernel remounted read-only
  *               after an error (already open descriptors fail too).
+ *   fsync-hold  an fsync() or fdatasync() creates "$DISK_FAULT_TRIGGER.held" and then
+ *               waits until the trigger file is removed before it syncs: a disk that
+ *               takes as long as the test wants (the calling thread is held, the rest
+ *               of the process runs on).
  *
  * Every other call goes to the C library unchanged.
  */
@@ -23,9 +28,13 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static int fsync_failed = 0;
+
+#define REAL(name, type) ((type)dlsym(RTLD_NEXT, name))
+#define REAL_OPEN REAL("open", int (*)(const char *, int, ...))
 
 static int armed(const char *kind) {
     const char *trigger = getenv("DISK_FAULT_TRIGGER");
@@ -34,9 +43,18 @@ static int armed(const char *kind) {
            access(trigger, F_OK) == 0;
 }
 
+static int path_ends_with(const char *path, const char *suffix) {
+    size_t path_length = strlen(path);
+    size_t suffix_length = strlen(suffix);
+    return path_length >= suffix_length &&
+           strcmp(path + path_length - suffix_length, suffix) == 0;
+}
+
 static int path_is_under(const char *path) {
     const char *under = getenv("DISK_FAULT_UNDER");
-    return path != NULL && under != NULL && strncmp(path, under, strlen(under)) == 0;
+    const char *suffix = getenv("DISK_FAULT_SUFFIX");
+    return path != NULL && under != NULL && strncmp(path, under, strlen(under)) == 0 &&
+           (suffix == NULL || path_ends_with(path, suffix));
 }
 
 static int fd_is_under(int fd) {
@@ -59,6 +77,24 @@ static int fsync_fails(int fd) {
     return 1;
 }
 
+/* fsync-hold: wait while the trigger exists, after saying so in "<trigger>.held". */
+static void hold_fsync(int fd) {
+    const char *trigger = getenv("DISK_FAULT_TRIGGER");
+    char held[4096];
+    if (!armed("fsync-hold") || !fd_is_under(fd)) {
+        return;
+    }
+    snprintf(held, sizeof held, "%s.held", trigger);
+    int marker = REAL_OPEN(held, O_WRONLY | O_CREAT, 0644);
+    if (marker >= 0) {
+        close(marker);
+    }
+    struct timespec pause = {0, 1000000}; /* 1 ms between looks at the trigger */
+    while (access(trigger, F_OK) == 0) {
+        nanosleep(&pause, NULL);
+    }
+}
+
 static int write_fails(int fd) { return armed("read-only") && fd_is_under(fd); }
 
 static int open_fails(const char *path, int flags) {
@@ -66,14 +102,15 @@ static int open_fails(const char *path, int flags) {
     return writes && armed("read-only") && path_is_under(path);
 }
 
-#define REAL(name, type) ((type)dlsym(RTLD_NEXT, name))
 
 int fsync(int fd) {
+    hold_fsync(fd);
     if (fsync_fails(fd)) { errno = EIO; return -1; }
     return REAL("fsync", int (*)(int))(fd);
 }
 
 int fdatasync(int fd) {
+    hold_fsync(fd);
     if (fsync_fails(fd)) { errno = EIO; return -1; }
     return REAL("fdatasync", int (*)(int))(fd);
 }

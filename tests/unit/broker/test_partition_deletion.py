@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from pathlib import Path
 
 from sluice.broker.fatal import FatalStorageStop
-from sluice.broker.log_maintenance import LogMaintenance
+from sluice.broker.log_maintenance import CHECKPOINT_INTERVAL_MS, LogMaintenance
 from sluice.broker.partition import Partition
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
@@ -21,9 +22,14 @@ from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig
 from sluice.common.ids import TopicPartition
 from sluice.protocol.records.builder import RecordInput, build_batch
+from sluice.storage.checkpoint import read_offsets_checkpoint, write_file_atomically
+from sluice.storage.checkpoint_writer import CheckpointWriter
+from sluice.storage.log import PARTITION_CHECKPOINT_NAME
 from sluice.storage.partition_dirs import is_deletion_dir_name, remove_deletion_dir
 
 DELETE_DELAY_MS = 60_000
+WORKER_DEADLINE_S = 30.0
+"""Longest a held worker thread waits for the test (a bound, never a pause)."""
 TOPIC_PARTITION = TopicPartition("orders", 0)
 
 
@@ -94,6 +100,51 @@ async def _flush_then_delete(tmp_path: Path) -> None:
     assert due.path == renamed and due.open_files  # the segment file, open for reads
     assert remove_deletion_dir(due)
     assert not renamed.exists() and all(file.closed for file in due.open_files)
+
+
+def test_a_deletion_waits_for_the_checkpoint_write_in_flight_on_a_worker_thread(
+    tmp_path: Path,
+) -> None:
+    asyncio.run(_checkpoint_then_delete(tmp_path))
+
+
+async def _checkpoint_then_delete(tmp_path: Path) -> None:
+    """The flusher's checkpoint job is lent like its fsync: the deletion waits for the
+    write held on the worker thread, and renames the directory only once it landed."""
+    replicas, partition, clock = _hosted(tmp_path)
+    maintenance = _maintenance(tmp_path, replicas, clock)
+    started = threading.Event()
+    release = threading.Event()
+
+    def held_write(path: Path, data: bytes) -> None:
+        if path.name == PARTITION_CHECKPOINT_NAME:
+            started.set()
+            assert release.wait(WORKER_DEADLINE_S), "the test never released the write"
+        write_file_atomically(path, data)
+
+    partition.log.checkpoint_writer = CheckpointWriter(held_write)
+    _produce(partition, 5)
+    clock.advance(CHECKPOINT_INTERVAL_MS)  # the partition's first checkpoint is due
+    flushing = asyncio.create_task(maintenance.flush_due())
+    assert await asyncio.to_thread(started.wait, WORKER_DEADLINE_S), "no checkpoint write"
+    assert replicas.detach(TOPIC_PARTITION) is partition
+    deleting = asyncio.create_task(replicas.delete_detached([partition]))
+    returned = asyncio.ensure_future(partition.wait_until_returned())
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert not returned.done() and not deleting.done(), "the log was taken from the writer"
+    assert (tmp_path / "orders-0").exists()
+
+    release.set()
+    await deleting
+    await flushing
+    assert maintenance._fatal.error is None
+    [renamed] = [p for p in tmp_path.iterdir() if is_deletion_dir_name(p.name)]
+    assert read_offsets_checkpoint(renamed / PARTITION_CHECKPOINT_NAME) == {
+        "log_start_offset": 0,
+        "high_watermark": 5,
+        "recovery_point": 5,
+    }
 
 
 def test_a_deletion_cancels_a_cleaning_in_flight(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from sluice.common.clock import ManualClock
 from sluice.common.config import TopicConfig
 from sluice.protocol.records.batch import Compression
 from sluice.storage import LogSegment, PartitionLog
+from sluice.storage.checkpoint import read_pairs_checkpoint
+from sluice.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_NAME
 
 
 def fill(log: PartitionLog, codec: Compression, batches: int, *, value_bytes: int = 120) -> None:
@@ -358,3 +360,27 @@ def test_leftovers_of_a_crash_are_removed(open_log: OpenLog, codec: Compression)
     reopened = open_log(recover=False)
     assert not [name for name in leftovers if (directory / name).exists()]
     assert reopened.log_end_offset == 4
+
+
+def test_a_follower_writes_new_epochs_with_its_next_flush_and_a_crash_before_recovers_them(
+    open_log: OpenLog, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A follower's append of a new leader epoch writes no checkpoint on the appending
+    thread (once per partition at every leader change): the next flush writes it
+    before the recovery point it relies on, and a crash before that flush rebuilds the
+    epochs from the batch headers above the recovery point."""
+    leader = open_log(tmp_path / "leader", segment_bytes=1024)
+    fill(leader, Compression.NONE, 12)
+    follower = open_log(tmp_path / "follower", segment_bytes=1024)
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    assert follower.log_end_offset == leader.log_end_offset
+    epochs_path = follower.directory / LEADER_EPOCH_CHECKPOINT_NAME
+    assert not epochs_path.exists()
+
+    image = crash_image(follower.directory, tmp_path / "image")
+    recovered = open_copy(image, follower.config, clock)
+    assert recovered.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    recovered.close()
+
+    follower.flush()
+    assert read_pairs_checkpoint(epochs_path) == leader.leader_epoch_cache.entries
