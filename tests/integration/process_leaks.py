@@ -31,7 +31,8 @@ KILL_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.05
 KEPT_UNTIL_EXIT = ("org.apache.spark.deploy.SparkSubmit",)
 """Command-line marks of processes that live until the interpreter exits by design:
-pyspark keeps its gateway JVM after the Spark session stops."""
+pyspark keeps its gateway JVM after the Spark session stops (and with it the Python
+worker daemons it started, which it reuses; they are its children)."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,24 @@ def descendants(pid: int) -> list[ProcessInfo]:
 def running_leftovers(pid: int, existing: set[int]) -> list[ProcessInfo]:
     """Descendants of ``pid`` still running that are not in ``existing`` (nor kept
     until exit by design)."""
+    found = descendants(pid)
+    by_pid = {info.pid: info for info in found}
+    kept = {info.pid for info in found if any(mark in info.command for mark in KEPT_UNTIL_EXIT)}
+
+    def under_kept(info: ProcessInfo) -> bool:
+        """The process or one of its ancestors lives until exit by design (the gateway
+        JVM's own Python workers, which Spark reuses and stops with it)."""
+        current: ProcessInfo | None = info
+        while current is not None:
+            if current.pid in kept:
+                return True
+            current = by_pid.get(current.parent_pid)
+        return False
+
     return [
         info
-        for info in descendants(pid)
-        if info.pid not in existing
-        and info.state != "Z"
-        and not any(mark in info.command for mark in KEPT_UNTIL_EXIT)
+        for info in found
+        if info.pid not in existing and info.state != "Z" and not under_kept(info)
     ]
 
 
