@@ -27,7 +27,7 @@ from kio.static.constants import EntityType
 from kio_examples import encode, example
 from test_golden_requests import CAPTURED
 
-from sluice.protocol import codec, compiled_writer
+from sluice.protocol import codec, compiled_writer, varints
 from sluice.protocol.messages import response_module
 from sluice.protocol.versions import ApiKey
 
@@ -147,7 +147,7 @@ def test_the_writer_is_generated_once_per_class() -> None:
 
 def test_unsigned_varints_of_every_width() -> None:
     for value in (0, 1, 127, 128, 16_383, 16_384, 2**21, 2**28, 2**31 - 1):
-        encoded = compiled_writer.uvarint_bytes(value)
+        encoded = varints.uvarint_bytes(value)
         decoded, shift = 0, 0
         for byte in encoded:
             decoded |= (byte & 0x7F) << shift
@@ -155,7 +155,7 @@ def test_unsigned_varints_of_every_width() -> None:
         assert decoded == value
         assert all(byte & 0x80 for byte in encoded[:-1]) and not encoded[-1] & 0x80
     with pytest.raises(ValueError, match="negative"):
-        compiled_writer.uvarint_bytes(-1)
+        varints.uvarint_bytes(-1)
 
 
 @pytest.mark.parametrize("frame_bytes", CAPTURED)

@@ -46,6 +46,7 @@ from types import EllipsisType, NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from sluice.common.errors import ProtocolError
+from sluice.protocol.varints import uvarint_bytes
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -433,22 +434,13 @@ def check_body(schema: type[Any], data: bytes, offset: int, unknown: Sections | 
     return body_walker(schema)(data, offset, len(data), [] if unknown is None else unknown)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def without_unknown_tagged_fields(data: bytes, unknown: Sections) -> bytes:
     """A copy of ``data`` without the unknown tagged fields ``unknown`` records, each
     section's count rewritten to the fields that stay (so kio, which refuses unknown
     tags, reads the rest)."""
     edits: list[tuple[int, int, bytes]] = []
     for section in unknown:
-        edits.append((section.count_start, section.count_end, _uvarint(section.known_count)))
+        edits.append((section.count_start, section.count_end, uvarint_bytes(section.known_count)))
         edits.extend((start, end, b"") for start, end in section.spans)
     edits.sort()
     parts: list[bytes] = []

@@ -43,27 +43,13 @@ from kio.serial._introspect import (
 )
 from kio.static.constants import uuid_zero
 
+from sluice.protocol.varints import ONE_BYTE, ONE_BYTE_LIMIT, uvarint_bytes
+
 Writer = Callable[[Any, list[bytes]], None]
 """Appends the encoding of an entity to a list of parts."""
 
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
-_UVARINT_ONE_BYTE: Final = tuple(bytes((value,)) for value in range(0x80))
-_UVARINT_ONE_BYTE_LIMIT: Final = 0x80
-
-
-def uvarint_bytes(value: int) -> bytes:
-    """The unsigned varint encoding of ``value`` (a length, a count or a tag)."""
-    if value < 0:
-        raise ValueError(f"unsigned varint of a negative value: {value}")
-    if value < _UVARINT_ONE_BYTE_LIMIT:
-        return _UVARINT_ONE_BYTE[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # kafka type -> (struct code, expression of the value to pack, ``{}`` standing for it)
@@ -99,7 +85,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.namespace: dict[str, Any] = {
-            "_UV1": _UVARINT_ONE_BYTE,
+            "_UV1": ONE_BYTE,
             "_uv": uvarint_bytes,
             "_H": _INT16.pack,
             "_I": _INT32.pack,
@@ -193,7 +179,7 @@ class _ArrayPackers(dict[int, Callable[..., bytes]]):
         packer: Callable[..., bytes]
         if not self._flexible:
             packer = struct.Struct(">i" + items).pack
-        elif count + 1 < _UVARINT_ONE_BYTE_LIMIT:
+        elif count + 1 < ONE_BYTE_LIMIT:
             packer = struct.Struct(">B" + items).pack
         else:
             items_struct = struct.Struct(">" + items)

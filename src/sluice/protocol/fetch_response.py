@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sluice.protocol.varints import uvarint_bytes
+
 FETCH_VERSION_MIN = 4
 FETCH_VERSION_MAX = 16
 FETCH_FIRST_FLEXIBLE_VERSION = 12
@@ -98,32 +100,21 @@ class FetchPartitionResult:
         return sum(part.size_bytes for part in self.records)
 
 
-def uvarint(value: int) -> bytes:
-    """Kafka's unsigned varint: 7 bits a byte, least significant group first."""
-    assert value >= 0, value
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(text: str, flexible: bool) -> bytes:
     encoded = text.encode()
-    length = uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
+    length = uvarint_bytes(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
     return length + encoded
 
 
 def _array_length(count: int, flexible: bool) -> bytes:
-    return uvarint(count + 1) if flexible else _I32.pack(count)
+    return uvarint_bytes(count + 1) if flexible else _I32.pack(count)
 
 
 def _tagged_fields(fields: Sequence[tuple[int, bytes]]) -> bytes:
     """Tagged fields in tag order: count, then tag, size and value of each."""
-    out = bytearray(uvarint(len(fields)))
+    out = bytearray(uvarint_bytes(len(fields)))
     for tag, value in fields:
-        out += uvarint(tag) + uvarint(len(value)) + value
+        out += uvarint_bytes(tag) + uvarint_bytes(len(value)) + value
     return bytes(out)
 
 
@@ -144,7 +135,7 @@ def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
     value = bytearray(_array_length(len(endpoints), True))
     for node_id, host, port, rack in endpoints:
         value += _I32.pack(node_id) + _string(host, True) + _I32.pack(port)
-        value += uvarint(0) if rack is None else _string(rack, True)
+        value += uvarint_bytes(0) if rack is None else _string(rack, True)
         value += NO_TAGGED_FIELDS
     return _tagged_fields([(NODE_ENDPOINTS_TAG, bytes(value))])
 
@@ -192,7 +183,7 @@ def encode_fetch_response(
                 pending += _I64.pack(result.log_start_offset)
             aborted = result.aborted_transactions
             if aborted is None:
-                pending += uvarint(0) if flexible else _I32.pack(-1)
+                pending += uvarint_bytes(0) if flexible else _I32.pack(-1)
             else:
                 pending += _array_length(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
@@ -202,7 +193,7 @@ def encode_fetch_response(
             if version >= 11:
                 pending += _I32.pack(result.preferred_read_replica)
             records_size = result.records_size_bytes
-            pending += uvarint(records_size + 1) if flexible else _I32.pack(records_size)
+            pending += uvarint_bytes(records_size + 1) if flexible else _I32.pack(records_size)
             if records_size:
                 total += len(pending)
                 parts.append(bytes(pending))

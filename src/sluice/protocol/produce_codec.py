@@ -32,6 +32,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from sluice.protocol.varints import uvarint_bytes
 from sluice.protocol.wire_reading import Unusual, uvarint_at
 
 PRODUCE_API_KEY = 0
@@ -161,20 +162,6 @@ _CURRENT_LEADER_TAG = 0
 _CURRENT_LEADER_BYTES = 4 + 4 + 1
 
 
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL_UVARINTS[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL_UVARINTS = tuple(bytes((value,)) for value in range(0x80))
-
-
 def _instant_ms(value: datetime.datetime | None) -> int:
     """kio's encoding of a nullable ms timestamp (None is -1)."""
     return -1 if value is None else round(value.timestamp() * 1000)
@@ -212,7 +199,7 @@ def _compact_string(value: str | None) -> bytes:
     if value is None:
         return b"\x00"
     encoded = value.encode()
-    return _uvarint(len(encoded) + 1) + encoded
+    return uvarint_bytes(len(encoded) + 1) + encoded
 
 
 def _legacy_body(response: Any, version: int) -> bytearray:
@@ -255,13 +242,13 @@ def _flexible_body(response: Any, version: int) -> bytearray:
     by_id = version >= FIRST_TOPIC_ID_VERSION
     with_current_leader = version >= FIRST_CURRENT_LEADER_VERSION
     pack = _PARTITION_V5.pack
-    out = bytearray(_uvarint(len(response.responses) + 1))
+    out = bytearray(uvarint_bytes(len(response.responses) + 1))
     for topic in response.responses:
         if by_id:
             out += topic.topic_id.bytes if topic.topic_id is not None else bytes(_UUID_BYTES)
         else:
             out += _compact_string(topic.name)
-        out += _uvarint(len(topic.partition_responses) + 1)
+        out += uvarint_bytes(len(topic.partition_responses) + 1)
         for partition in topic.partition_responses:
             out += pack(
                 partition.index,
@@ -270,7 +257,7 @@ def _flexible_body(response: Any, version: int) -> bytearray:
                 _instant_ms(partition.log_append_time),
                 partition.log_start_offset,
             )
-            out += _uvarint(len(partition.record_errors) + 1)
+            out += uvarint_bytes(len(partition.record_errors) + 1)
             for record_error in partition.record_errors:
                 out += _INT32_PACK(record_error.batch_index)
                 out += _compact_string(record_error.batch_index_error_message)
