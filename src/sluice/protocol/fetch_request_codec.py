@@ -28,7 +28,13 @@ import struct
 from collections.abc import Callable
 from functools import cache
 
-from sluice.protocol.wire_reading import Unusual, uvarint_at
+from sluice.protocol.wire_reading import (
+    UUID_BYTES,
+    Unusual,
+    compact_count_at,
+    past_compact_topic_key,
+    uvarint_at,
+)
 
 FETCH_API_KEY = 1
 FIRST_VERSION = 4
@@ -40,7 +46,6 @@ FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15
 
-_UUID_BYTES = 16
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _CLUSTER_ID_TAG = 0
@@ -136,24 +141,16 @@ def _flexible_check(version: int) -> BodyCheck:
     fixed_bytes = _fixed_bytes(version)
     partition_stride = _partition_bytes(version) + 1  # and its empty tagged fields
     by_topic_id = version >= FIRST_TOPIC_ID_VERSION
-    topic_min_bytes = (_UUID_BYTES if by_topic_id else 1) + 1 + 1
+    topic_min_bytes = (UUID_BYTES if by_topic_id else 1) + 1 + 1
     with_replica_state = version >= FIRST_REPLICA_STATE_VERSION
-
-    def topic_key(data: bytes, position: int) -> int:
-        if by_topic_id:
-            return position + _UUID_BYTES
-        length, position = uvarint_at(data, position)
-        if not length:
-            raise Unusual("null topic name")
-        return position + length - 1
 
     def check(data: bytes, position: int) -> int:
         end = len(data)
-        count, position = uvarint_at(data, position + fixed_bytes)
-        if not count or (count - 1) * topic_min_bytes > end - position:
-            raise Unusual("topic count")
-        for _ in range(count - 1):
-            position = topic_key(data, position)
+        count, position = compact_count_at(
+            data, position + fixed_bytes, topic_min_bytes, "topic count"
+        )
+        for _ in range(count):
+            position = past_compact_topic_key(data, position, by_topic_id)
             partitions, position = uvarint_at(data, position)
             if not partitions:
                 raise Unusual("null partitions")
@@ -166,11 +163,9 @@ def _flexible_check(version: int) -> BodyCheck:
             if data[stop]:
                 raise Unusual("topic tagged fields")
             position = stop + 1
-        count, position = uvarint_at(data, position)
-        if not count or (count - 1) * topic_min_bytes > end - position:
-            raise Unusual("forgotten topic count")
-        for _ in range(count - 1):
-            position = topic_key(data, position)
+        count, position = compact_count_at(data, position, topic_min_bytes, "forgotten topic count")
+        for _ in range(count):
+            position = past_compact_topic_key(data, position, by_topic_id)
             partitions, position = uvarint_at(data, position)
             if not partitions:
                 raise Unusual("null forgotten partitions")

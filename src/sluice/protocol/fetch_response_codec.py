@@ -28,7 +28,13 @@ import struct
 from collections.abc import Callable
 from functools import cache
 
-from sluice.protocol.wire_reading import Unusual, uvarint_at
+from sluice.protocol.wire_reading import (
+    UUID_BYTES,
+    Unusual,
+    compact_count_at,
+    past_compact_topic_key,
+    uvarint_at,
+)
 
 FETCH_API_KEY = 1
 FIRST_VERSION = 4
@@ -39,7 +45,6 @@ FIRST_PREFERRED_READ_REPLICA_VERSION = 11
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
 
-_UUID_BYTES = 16
 _ABORTED_TRANSACTION_BYTES = 8 + 8
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -120,27 +125,21 @@ def _flexible_check(version: int) -> BodyCheck:
     fixed_bytes = 4 + 2 + 4
     prefix_bytes = _partition_prefix_bytes(version)
     by_topic_id = version >= FIRST_TOPIC_ID_VERSION
-    topic_min_bytes = (_UUID_BYTES if by_topic_id else 1) + 1 + 1
+    topic_min_bytes = (UUID_BYTES if by_topic_id else 1) + 1 + 1
     partition_min_bytes = prefix_bytes + 1 + 4 + 1 + 1
     aborted_stride = _ABORTED_TRANSACTION_BYTES + 1  # and its empty tagged fields
 
     def check(data: bytes, position: int) -> int:
         end = len(data)
-        topics, position = uvarint_at(data, position + fixed_bytes)
-        if not topics or (topics - 1) * topic_min_bytes > end - position:
-            raise Unusual("topic count")
-        for _ in range(topics - 1):
-            if by_topic_id:
-                position += _UUID_BYTES
-            else:
-                length, position = uvarint_at(data, position)
-                if not length:
-                    raise Unusual("null topic name")
-                position += length - 1
-            partitions, position = uvarint_at(data, position)
-            if not partitions or (partitions - 1) * partition_min_bytes > end - position:
-                raise Unusual("partition count")
-            for _ in range(partitions - 1):
+        topics, position = compact_count_at(
+            data, position + fixed_bytes, topic_min_bytes, "topic count"
+        )
+        for _ in range(topics):
+            position = past_compact_topic_key(data, position, by_topic_id)
+            partitions, position = compact_count_at(
+                data, position, partition_min_bytes, "partition count"
+            )
+            for _ in range(partitions):
                 aborted, position = uvarint_at(data, position + prefix_bytes)
                 if aborted > 1:
                     stop = position + (aborted - 1) * aborted_stride

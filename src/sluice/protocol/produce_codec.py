@@ -33,7 +33,13 @@ from functools import cache
 from typing import Any
 
 from sluice.protocol.varints import uvarint_bytes
-from sluice.protocol.wire_reading import Unusual, uvarint_at
+from sluice.protocol.wire_reading import (
+    UUID_BYTES,
+    Unusual,
+    compact_count_at,
+    past_compact_topic_key,
+    uvarint_at,
+)
 
 PRODUCE_API_KEY = 0
 FIRST_VERSION = 3
@@ -45,7 +51,6 @@ FIRST_LOG_START_OFFSET_VERSION = 5
 FIRST_RECORD_ERRORS_VERSION = 8
 FIRST_CURRENT_LEADER_VERSION = 10
 
-_UUID_BYTES = 16
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ACKS_AND_TIMEOUT_BYTES = 2 + 4
@@ -108,30 +113,21 @@ def _legacy_check(data: bytes, position: int) -> int:
 
 
 def _flexible_check(by_topic_id: bool) -> BodyCheck:
-    topic_min_bytes = (_UUID_BYTES if by_topic_id else 1) + 1 + 1
+    topic_min_bytes = (UUID_BYTES if by_topic_id else 1) + 1 + 1
     partition_min_bytes = 4 + 1 + 1
 
     def check(data: bytes, position: int) -> int:
-        end = len(data)
         length, position = uvarint_at(data, position)
         if length:
             position += length - 1
         position += _ACKS_AND_TIMEOUT_BYTES
-        count, position = uvarint_at(data, position)
-        if not count or (count - 1) * topic_min_bytes > end - position:
-            raise Unusual("topic count")
-        for _ in range(count - 1):
-            if by_topic_id:
-                position += _UUID_BYTES
-            else:
-                length, position = uvarint_at(data, position)
-                if not length:
-                    raise Unusual("null topic name")
-                position += length - 1
-            partition_count, position = uvarint_at(data, position)
-            if not partition_count or (partition_count - 1) * partition_min_bytes > end - position:
-                raise Unusual("partition count")
-            for _ in range(partition_count - 1):
+        count, position = compact_count_at(data, position, topic_min_bytes, "topic count")
+        for _ in range(count):
+            position = past_compact_topic_key(data, position, by_topic_id)
+            partition_count, position = compact_count_at(
+                data, position, partition_min_bytes, "partition count"
+            )
+            for _ in range(partition_count):
                 length, position = uvarint_at(data, position + 4)
                 if length:
                     position += length - 1
@@ -245,7 +241,7 @@ def _flexible_body(response: Any, version: int) -> bytearray:
     out = bytearray(uvarint_bytes(len(response.responses) + 1))
     for topic in response.responses:
         if by_id:
-            out += topic.topic_id.bytes if topic.topic_id is not None else bytes(_UUID_BYTES)
+            out += topic.topic_id.bytes if topic.topic_id is not None else bytes(UUID_BYTES)
         else:
             out += _compact_string(topic.name)
         out += uvarint_bytes(len(topic.partition_responses) + 1)

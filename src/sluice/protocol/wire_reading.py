@@ -14,6 +14,7 @@ from __future__ import annotations
 
 UVARINT_BYTES_MAX = 5
 """Kafka's unsigned varints for lengths, counts and tags are at most 5 bytes (32 bits)."""
+UUID_BYTES = 16
 
 
 class Unusual(Exception):
@@ -37,3 +38,24 @@ def uvarint_at(data: bytes, position: int) -> tuple[int, int]:
             return result, position
         shift += 7
     raise Unusual("unsigned varint longer than 5 bytes")
+
+
+def compact_count_at(data: bytes, position: int, item_min_bytes: int, what: str) -> tuple[int, int]:
+    """A compact array's item count (its varint holds count + 1; a null array is
+    unusual) and the position after it; unusual too when that many items of at least
+    ``item_min_bytes`` each cannot fit in the bytes left."""
+    count, position = uvarint_at(data, position)
+    if not count or (count - 1) * item_min_bytes > len(data) - position:
+        raise Unusual(what)
+    return count - 1, position
+
+
+def past_compact_topic_key(data: bytes, position: int, by_topic_id: bool) -> int:
+    """The position after a topic's key in a flexible body: its id (v13+: 16 bytes) or
+    its compact name (a null name is unusual)."""
+    if by_topic_id:
+        return position + UUID_BYTES
+    length, position = uvarint_at(data, position)
+    if not length:
+        raise Unusual("null topic name")
+    return position + length - 1
