@@ -128,18 +128,10 @@ def _partition_response(schema: _Schema, outcome: PartitionOutcome) -> Any:
         if outcome.record_errors
         else ()
     )
+    leader: dict[str, Any] = {}
     if schema.leader is not None and outcome.current_leader is not None:
         leader_id, leader_epoch = outcome.current_leader
-        return schema.partition(
-            index=outcome.index,
-            error_code=outcome.error_code,
-            base_offset=outcome.base_offset,
-            log_append_time=append_time,
-            log_start_offset=outcome.log_start_offset,
-            record_errors=record_errors,
-            error_message=outcome.error_message,
-            current_leader=schema.leader(leader_id=leader_id, leader_epoch=leader_epoch),
-        )
+        leader["current_leader"] = schema.leader(leader_id=leader_id, leader_epoch=leader_epoch)
     return schema.partition(
         index=outcome.index,
         error_code=outcome.error_code,
@@ -148,6 +140,7 @@ def _partition_response(schema: _Schema, outcome: PartitionOutcome) -> Any:
         log_start_offset=outcome.log_start_offset,
         record_errors=record_errors,
         error_message=outcome.error_message,
+        **leader,
     )
 
 
