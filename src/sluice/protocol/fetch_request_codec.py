@@ -25,12 +25,13 @@ the general path (``bounds``, then kio) to refuse or read.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from functools import cache
 
 from sluice.protocol.wire_reading import (
     UUID_BYTES,
+    BodyCheck,
     Unusual,
+    checked_end,
     compact_count_at,
     past_compact_topic_key,
     uvarint_at,
@@ -53,17 +54,12 @@ _REPLICA_STATE_TAG = 1
 _REPLICA_STATE_BYTES = 4 + 8 + 1
 """replica_id, replica_epoch and an empty tagged-field section."""
 
-BodyCheck = Callable[[bytes, int], int]
-
 
 def request_body_end(version: int, data: bytes, position: int) -> int | None:
     """Where the Fetch request body at ``data[position:]`` ends, every count and length
     in it checked against the bytes of ``data``; None when the body is malformed or
     unusual, for the general path to refuse or read."""
-    try:
-        return _body_check(version)(data, position)
-    except (IndexError, struct.error, Unusual):
-        return None
+    return checked_end(_body_check(version), data, position)
 
 
 def _fixed_bytes(version: int) -> int:

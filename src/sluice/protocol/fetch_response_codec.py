@@ -25,12 +25,13 @@ for the general path (``bounds``, then kio) to read or refuse.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from functools import cache
 
 from sluice.protocol.wire_reading import (
     UUID_BYTES,
+    BodyCheck,
     Unusual,
+    checked_end,
     compact_count_at,
     past_compact_topic_key,
     uvarint_at,
@@ -49,17 +50,12 @@ _ABORTED_TRANSACTION_BYTES = 8 + 8
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
-BodyCheck = Callable[[bytes, int], int]
-
 
 def response_body_end(version: int, data: bytes, position: int) -> int | None:
     """Where the Fetch response body at ``data[position:]`` ends, every count and length
     in it checked against the bytes of ``data``; None when the body is malformed or
     unusual, for the general path to refuse or read."""
-    try:
-        return _body_check(version)(data, position)
-    except (IndexError, struct.error, Unusual):
-        return None
+    return checked_end(_body_check(version), data, position)
 
 
 def _partition_prefix_bytes(version: int) -> int:

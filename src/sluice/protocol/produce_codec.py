@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import datetime
 import struct
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from sluice.protocol.varints import uvarint_bytes
 from sluice.protocol.wire_reading import (
     UUID_BYTES,
+    BodyCheck,
     Unusual,
+    checked_end,
     compact_count_at,
     past_compact_topic_key,
     uvarint_at,
@@ -55,17 +56,12 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ACKS_AND_TIMEOUT_BYTES = 2 + 4
 
-BodyCheck = Callable[[bytes, int], int]
-
 
 def request_body_end(version: int, data: bytes, position: int) -> int | None:
     """Where the Produce request body at ``data[position:]`` ends, every count and length
     in it checked against the bytes of ``data``; None when the body is malformed or
     unusual (tagged fields), for the general path to refuse or read."""
-    try:
-        return _body_check(version)(data, position)
-    except (IndexError, struct.error, Unusual):
-        return None
+    return checked_end(_body_check(version), data, position)
 
 
 @cache

@@ -12,6 +12,9 @@ null, an unknown or unusual tagged field) is None, and they only need to agree w
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
+
 UVARINT_BYTES_MAX = 5
 """Kafka's unsigned varints for lengths, counts and tags are at most 5 bytes (32 bits)."""
 UUID_BYTES = 16
@@ -19,6 +22,19 @@ UUID_BYTES = 16
 
 class Unusual(Exception):
     """A body the fast check leaves to the general path."""
+
+
+BodyCheck = Callable[[bytes, int], int]
+"""A hand-written check: where the body at a position ends, raising on any surprise."""
+
+
+def checked_end(check: BodyCheck, data: bytes, position: int) -> int | None:
+    """Where the body at ``data[position:]`` ends by ``check``, or None for any surprise
+    (a read past the end, a bad count or length, something :class:`Unusual`)."""
+    try:
+        return check(data, position)
+    except (IndexError, struct.error, Unusual):
+        return None
 
 
 def uvarint_at(data: bytes, position: int) -> tuple[int, int]:
