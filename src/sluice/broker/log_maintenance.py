@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -130,24 +130,16 @@ class LogMaintenance:
             with partition.lent_to_worker_thread():
                 pending = partition.log.begin_flush()
                 started = time.perf_counter()
-                try:
-                    await asyncio.to_thread(pending.sync)
-                except KafkaStorageError as e:
-                    if _deleted_meanwhile(partition):
-                        log.warning(
-                            "fsync of %s, deleted meanwhile, failed: %s",
-                            partition.topic_partition,
-                            describe_os_error(e),
-                        )
-                        continue
-                    self._fatal.fail(
-                        f"fsync of partition {partition.topic_partition} in "
-                        f"{partition.log.directory} failed: {describe_os_error(e)}; data "
-                        "acknowledged since the last fsync may be lost, so the broker stops "
-                        "without the clean-shutdown marker and the next start recovers the "
-                        f"logs; {what_to_do(e)}"
-                    )
-                    return
+                synced = await self._in_worker_thread(
+                    partition,
+                    pending.sync,
+                    KafkaStorageError,
+                    "fsync",
+                    "fsync",
+                    "data acknowledged since the last fsync may be lost, so the broker stops",
+                )
+                if not synced:
+                    continue
                 self._metrics.flush_duration.observe(time.perf_counter() - started)
                 if _deleted_meanwhile(partition):  # the deletion owns the log: no checkpoints
                     continue
@@ -159,24 +151,47 @@ class LogMaintenance:
                 )
                 if checkpoints is None:
                     continue
-                try:
-                    await asyncio.to_thread(checkpoints.run)
-                except OSError as e:
-                    if _deleted_meanwhile(partition):
-                        log.warning(
-                            "checkpoint of %s, deleted meanwhile, failed: %s",
-                            partition.topic_partition,
-                            describe_os_error(e),
-                        )
-                        continue
-                    self._fatal.fail(
-                        f"writing the checkpoints (write, fsync, rename) of partition "
-                        f"{partition.topic_partition} in {partition.log.directory} failed: "
-                        f"{describe_os_error(e)}; the broker stops without the "
-                        "clean-shutdown marker and the next start recovers the logs; "
-                        f"{what_to_do(e)}"
-                    )
-                    return
+                await self._in_worker_thread(
+                    partition,
+                    checkpoints.run,
+                    OSError,
+                    "checkpoint",
+                    "writing the checkpoints (write, fsync, rename)",
+                    "the broker stops",
+                )
+
+    async def _in_worker_thread(
+        self,
+        partition: Partition,
+        work: Callable[[], object],
+        failure: type[Exception],
+        short_name: str,
+        what: str,
+        consequence: str,
+    ) -> bool:
+        """Run the flusher's ``work`` for ``partition`` in a worker thread. False when it
+        raised ``failure``: only logged if the partition was deleted meanwhile (the
+        deletion owns its files), otherwise fatal (``fatal.fail``: the loop of
+        :meth:`flush_due` stops at its next partition)."""
+        try:
+            await asyncio.to_thread(work)
+        except failure as e:
+            if _deleted_meanwhile(partition):
+                log.warning(
+                    "%s of %s, deleted meanwhile, failed: %s",
+                    short_name,
+                    partition.topic_partition,
+                    describe_os_error(e),
+                )
+                return False
+            self._fatal.fail(
+                f"{what} of partition {partition.topic_partition} in "
+                f"{partition.log.directory} failed: {describe_os_error(e)}; {consequence} "
+                "without the clean-shutdown marker and the next start recovers the logs; "
+                f"{what_to_do(e)}"
+            )
+            return False
+        return True
 
     async def _apply_retention_periodically(self) -> None:
         interval_s = self._config.log_retention_check_interval_ms / 1000
