@@ -424,7 +424,7 @@ class Server:
             log.debug("closing connection from %s: %s", peer, group.exceptions[0])
         except* ConnectionClosedAfterResponse:
             log.debug("closed connection from %s after its answer", peer)
-        except* (ConnectionError, asyncio.IncompleteReadError):
+        except* ConnectionError:
             pass  # the peer went away; nothing to answer
         except* asyncio.CancelledError:
             pass  # stop() cancels connections
