@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
@@ -26,14 +26,14 @@ from sluice.broker.metrics.errors import error_codes
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.quotas import TimedCoroutine
 from sluice.broker.request_limits import check_named_partitions
-from sluice.broker.server import ConnectionInfo
+from sluice.broker.server import ConnectionInfo, Deferred
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, api_name
 
 if TYPE_CHECKING:
-    from sluice.broker.server import Response
+    from sluice.broker.server import Answer, Response
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -154,15 +154,38 @@ class Dispatcher:
         metrics = self.metrics
         started = time.perf_counter()
         metrics.in_flight += 1
+        response: Response = None
         try:
-            return await self._handle(frame, connection)
+            response = await self._handle(frame, connection)
+            if isinstance(response, Deferred):
+                response = Deferred(
+                    self._finish_later(response.answer, frame[:2], connection, started)
+                )
+            return response
         finally:
-            metrics.in_flight -= 1
-            metrics.finished(
-                _API_NAMES.get(frame[:2]) or _api_label(frame),
-                connection.listener_name,
-                time.perf_counter() - started,
-            )
+            if not isinstance(response, Deferred):
+                self._finished(frame[:2], connection, started)
+
+    async def _finish_later(
+        self,
+        answer: Coroutine[Any, Any, Answer],
+        api: bytes,
+        connection: ConnectionInfo,
+        started: float,
+    ) -> Answer:
+        """A deferred answer counts as in flight, and its duration ends, when it is done."""
+        try:
+            return await answer
+        finally:
+            self._finished(api, connection, started)
+
+    def _finished(self, api: bytes, connection: ConnectionInfo, started: float) -> None:
+        self.metrics.in_flight -= 1
+        self.metrics.finished(
+            _API_NAMES.get(api) or _api_label(api),
+            connection.listener_name,
+            time.perf_counter() - started,
+        )
 
     async def _handle(self, frame: bytes, connection: ConnectionInfo) -> Response:
         if connection.sasl_legacy_framing and not _is_sasl_authenticate(frame):
@@ -192,12 +215,25 @@ class Dispatcher:
             # request-percentage quota); the wrapper costs every request otherwise.
             timed = TimedCoroutine(handling)
             response = await timed
+            if isinstance(response, Deferred):
+                # Throttling needs the whole answer: with quotas, no request is deferred.
+                response = await response.answer
             response = quotas.apply(context, request, len(frame), response, timed.seconds)
         else:
             response = await handling
+        if isinstance(response, Deferred):
+            return Deferred(self._encode_later(response.answer, frame[:2], correlation_id))
+        return self._encoded(response, frame[:2], correlation_id)
+
+    async def _encode_later(
+        self, answer: Coroutine[Any, Any, Any], api: bytes, correlation_id: int
+    ) -> Answer:
+        return self._encoded(await answer, api, correlation_id)
+
+    def _encoded(self, response: Any, api: bytes, correlation_id: int) -> Answer:
         if response is None or isinstance(response, list | bytes):
             return response
-        self.metrics.count_errors(_API_NAMES[frame[:2]], error_codes(response))
+        self.metrics.count_errors(_API_NAMES[api], error_codes(response))
         return codec.encode_response(correlation_id, response)
 
     def _check_authentication(self, api_key: int, connection: ConnectionInfo) -> None:

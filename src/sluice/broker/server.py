@@ -12,11 +12,19 @@ request is decoded and dispatched only once the answer to the previous one is ha
 the transport (and the transport holds less than WRITE_BUFFER_HIGH_BYTES; a file slice
 of a fetch is sent first). Responses thus leave in request order, and a client
 pipelining many expensive requests has one handler at a time, so it cannot make others
-wait behind its pipeline. A request that waits in the purgatory (Produce with acks=all,
-Fetch with max_wait) holds its connection's next requests meanwhile, as in Kafka. After
-each request the connection yields, so every connection and the listener's accepts get
-their turn. Record bytes in fetch responses go from the page cache to the socket
-without passing through Python (zero copy on Linux): with ``loop.sendfile`` on asyncio's
+wait behind its pipeline. One exception, where Kafka's rule costs a whole replication
+round trip per request: a Produce with acks=all whose batches are appended and which
+only waits for the in-sync replicas answers with a :class:`Deferred`, and the connection
+takes its next request if that is a Produce too (up to PRODUCE_PIPELINE_DEPTH of them
+waiting, what an idempotent producer keeps in flight). Their appends stay in request
+order, one after the other, and their answers are written in request order; any other
+request waits until every earlier answer is written, so it is handled exactly as in
+Kafka. A Fetch with max_wait holds its
+connection's next requests, as in Kafka. After each request the connection yields, so
+every connection and the listener's accepts get their turn.
+
+Record bytes in fetch responses go from the page cache to the socket without passing
+through Python (zero copy on Linux): with ``loop.sendfile`` on asyncio's
 loop, and on a loop without it (uvloop) with ``os.sendfile`` on the socket's descriptor
 (see :meth:`Connection._sendfile_to_descriptor`). A response with at most
 SMALL_RESPONSE_COPY_BYTES of records is copied and sent in one write, and in larger ones
@@ -60,6 +68,7 @@ import os
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
@@ -104,6 +113,11 @@ MAX_CONNECTIONS_DEFAULT = 10_000
 MAX_CONNECTIONS_PER_IP_DEFAULT = 1_000
 FAILED_AUTHENTICATION_DELAY_MS_DEFAULT = 100
 """Kafka's connection.failed.authentication.delay.ms."""
+PRODUCE_PIPELINE_DEPTH = 5
+"""Produce requests of one connection that may wait for their in-sync replicas at once,
+their batches appended (an idempotent producer keeps at most 5 in flight per broker):
+the next Produce is taken while earlier ones wait, and answers leave in request order."""
+_PRODUCE_API_KEY = b"\x00\x00"
 
 
 class FileSlice(Protocol):
@@ -116,7 +130,23 @@ class FileSlice(Protocol):
     def read(self) -> bytes: ...
 
 
-Response = bytes | list[bytes | FileSlice] | None
+Answer = bytes | list[bytes | FileSlice] | None
+"""A response frame (with file slices of records to send zero copy), or None (acks=0)."""
+
+
+class Deferred:
+    """The answer to a request that is not ready yet but holds its connection no longer: a
+    Produce with acks=all whose batches are appended and which waits for its in-sync
+    replicas. The connection writes ``answer``'s result in request order once it is done
+    and may take its next Produce meanwhile."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Coroutine[Any, Any, Answer]) -> None:
+        self.answer = answer
+
+
+Response = Answer | Deferred
 RequestHandler = Callable[[bytes, "ConnectionInfo"], Coroutine[Any, Any, Response]]
 
 
@@ -518,6 +548,9 @@ class Connection:
         self._partial_frame_since: float | None = None
         """When the connection started waiting for the rest of an incomplete frame."""
         self._running_handlers = 0
+        self._unanswered: deque[asyncio.Task[None]] = deque()
+        """Tasks writing the answers of Produce requests that wait for their replicas,
+        oldest first; each writes after the one before it."""
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -527,8 +560,14 @@ class Connection:
                     frame = await self._take_frame()
                     while (muted_s := self._info.muted_until - time.monotonic()) > 0:
                         await asyncio.sleep(muted_s)  # throttled by a quota (broker.quotas)
+                    if self._unanswered:
+                        await self._make_room(frame[:2] == _PRODUCE_API_KEY)
                     response, close_after = await self._run_handler(frame)
                     del frame
+                    if isinstance(response, Deferred):
+                        self._answer_later(response, close_after, tasks)
+                        continue
+                    await self._earlier_answers_written()
                     await self._write(response)
                     if close_after:
                         raise ConnectionClosedAfterResponse
@@ -563,6 +602,43 @@ class Connection:
     def _next_frame(self) -> bytes | None:
         self._decoder.frame_bytes_max = self._frame_bytes_max()
         return self._decoder.next_frame()
+
+    async def _make_room(self, produce: bool) -> None:
+        """Before handling a request while deferred answers wait: a Produce waits only
+        for a place among PRODUCE_PIPELINE_DEPTH, anything else until every earlier
+        answer is written (handled as if the connection had been muted)."""
+        if not produce:
+            await self._earlier_answers_written()
+        while len(self._unanswered) >= PRODUCE_PIPELINE_DEPTH:
+            await self._unanswered[0]
+
+    def _answer_later(
+        self, deferred: Deferred, close_after: bool, tasks: asyncio.TaskGroup
+    ) -> None:
+        previous = self._unanswered[-1] if self._unanswered else None
+        answering = tasks.create_task(self._answer_after(previous, deferred, close_after))
+        self._unanswered.append(answering)
+        answering.add_done_callback(lambda _: self._unanswered.popleft())
+
+    async def _answer_after(
+        self, previous: asyncio.Task[None] | None, deferred: Deferred, close_after: bool
+    ) -> None:
+        """Complete a deferred answer (alongside the earlier ones), then write it once the
+        answer before it is written."""
+        self._running_handlers += 1
+        try:
+            response = await deferred.answer
+        finally:
+            self._running_handlers -= 1
+        if previous is not None:
+            await previous
+        await self._write(response)
+        if close_after:
+            raise ConnectionClosedAfterResponse
+
+    async def _earlier_answers_written(self) -> None:
+        if self._unanswered:
+            await self._unanswered[-1]
 
     async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
@@ -599,7 +675,7 @@ class Connection:
                 )
             await asyncio.sleep(deadline - now)
 
-    async def _write(self, response: Response) -> None:
+    async def _write(self, response: Answer) -> None:
         """Hand the response to the transport; wait only while the transport holds more
         than WRITE_BUFFER_HIGH_BYTES (the peer is not reading), or for a sendfile."""
         if response is None:

@@ -66,7 +66,7 @@ from sluice.broker.handlers.acl_rules import (
     TRANSACTIONAL_WRITE,
 )
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
-from sluice.broker.server import ConnectionInfo
+from sluice.broker.server import ConnectionInfo, Deferred
 from sluice.broker.topics import is_internal_topic
 from sluice.broker.views import VIEW_SOURCE, view_of
 from sluice.cluster.model import ZERO_TOPIC_ID
@@ -344,35 +344,63 @@ def _refuse_keyless_records(
     )
 
 
-async def _wait_for_replication(
-    services: BrokerServices,
-    outcomes: dict[TopicPartition, PartitionOutcome],
-    timeout: datetime.timedelta,
-) -> None:
-    """acks=all: wait until every appended batch is committed by the ISR, leadership
-    moved, or the timeout passed, and answer each partition accordingly."""
+Replicating = dict[TopicPartition, tuple["Partition", int, int]]
+"""Partitions of an acks=all produce not yet committed: (partition, end offset, epoch)."""
+
+
+def _replicating(outcomes: dict[TopicPartition, PartitionOutcome]) -> Replicating:
+    """The appended partitions of an acks=all produce not yet committed by the ISR (a
+    single replica commits at once); those settled already get their outcome now."""
     waiting = {tp: o.replication for tp, o in outcomes.items() if o.replication is not None}
     if not waiting:
-        return
-    settled_as_now = [
+        return {}
+    settled = [
         partition.acks_all_outcome(end_offset, epoch)
         for partition, end_offset, epoch in waiting.values()
     ]
-    if False in settled_as_now:  # not all committed yet (a single replica is at once)
+    if False not in settled:
+        _settle(outcomes, waiting, settled)
+        return {}
+    return waiting
 
-        def settled() -> bool:
-            return all(
-                partition.acks_all_outcome(end_offset, epoch) is not False
-                for partition, end_offset, epoch in waiting.values()
-            )
 
-        timeout_s = min(max(millis(timeout), 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
-        await services.purgatory.wait_until(waiting, settled, timeout_s)
-        settled_as_now = [
+async def _answer_once_replicated(
+    services: BrokerServices,
+    version: int,
+    answers: dict[str | uuid.UUID, list[TopicPartition | PartitionOutcome]],
+    outcomes: dict[TopicPartition, PartitionOutcome],
+    waiting: Replicating,
+    timeout: datetime.timedelta,
+    listener: str,
+) -> Any:
+    """acks=all: wait until every appended batch is committed by the ISR, leadership
+    moved, or the timeout passed; answer each partition accordingly."""
+
+    def committed() -> bool:
+        return all(
+            partition.acks_all_outcome(end_offset, epoch) is not False
+            for partition, end_offset, epoch in waiting.values()
+        )
+
+    timeout_s = min(max(millis(timeout), 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
+    await services.purgatory.wait_until(waiting, committed, timeout_s)
+    _settle(
+        outcomes,
+        waiting,
+        [
             partition.acks_all_outcome(end_offset, epoch)
             for partition, end_offset, epoch in waiting.values()
-        ]
-    for tp, settled_as in zip(waiting, settled_as_now, strict=True):
+        ],
+    )
+    return _answer(services, version, answers, outcomes, listener)
+
+
+def _settle(
+    outcomes: dict[TopicPartition, PartitionOutcome],
+    waiting: Replicating,
+    settled: list[bool | KafkaError],
+) -> None:
+    for tp, settled_as in zip(waiting, settled, strict=True):
         outcome = outcomes[tp]
         if settled_as is False:
             outcome.error_code = ErrorCode.request_timed_out
@@ -523,10 +551,26 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
     if acks == 0:
         _count_refused(services, outcomes)
         return None
-    if acks == -1:
-        await _wait_for_replication(services, outcomes, request.timeout)
-    _count_refused(services, outcomes)
+    listener = context.connection.listener_name
+    if acks == -1 and (waiting := _replicating(outcomes)):
+        # Appended; only the in-sync replicas are awaited now: the connection may take
+        # its next Produce meanwhile (server.Deferred).
+        return Deferred(
+            _answer_once_replicated(
+                services, version, answers, outcomes, waiting, request.timeout, listener
+            )
+        )
+    return _answer(services, version, answers, outcomes, listener)
 
+
+def _answer(
+    services: BrokerServices,
+    version: int,
+    answers: dict[str | uuid.UUID, list[TopicPartition | PartitionOutcome]],
+    outcomes: dict[TopicPartition, PartitionOutcome],
+    listener: str,
+) -> Any:
+    _count_refused(services, outcomes)
     leaders = {o.current_leader[0] for o in outcomes.values() if o.current_leader is not None}
     return produce_response(
         version,
@@ -535,7 +579,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
         [b for b in services.topics.image.live_brokers() if b.node_id in leaders]
         if leaders
         else (),
-        context.connection.listener_name,
+        listener,
     )
 
 
