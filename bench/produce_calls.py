@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from sluice.broker.app import Broker
-from sluice.broker.server import ConnectionInfo
+from sluice.broker.network.server import ConnectionInfo
 from sluice.common.config import BrokerConfig
 from sluice.protocol.codec import decode_response, encode_request
 from sluice.protocol.messages import make, request_module

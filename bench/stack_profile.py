@@ -82,7 +82,7 @@ GROUPS: tuple[Group, ...] = (
             "sluice/broker/partition.py",
             "sluice/broker/replica_manager.py",
             "sluice/broker/purgatory.py",
-            "sluice/broker/leader_offsets.py",
+            "sluice/broker/network/leader_offsets.py",
             "sluice/broker/isr.py",
             "sluice/broker/producer_ids.py",
             "sluice/protocol/records/",
@@ -104,7 +104,11 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "request loop, framing, codec glue",
-        ("sluice/broker/server.py", "sluice/protocol/framing.py", "sluice/protocol/codec.py"),
+        (
+            "sluice/broker/network/server.py",
+            "sluice/protocol/framing.py",
+            "sluice/protocol/codec.py",
+        ),
     ),
     Group(
         "event loop/task machinery",

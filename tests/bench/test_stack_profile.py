@@ -6,7 +6,7 @@ from stack_profile import OTHER, aggregate, report_lines
 ROOT = 'process 7:"python -m sluice serve";_run_once (asyncio/base_events.py)'
 LINES = [
     f"{ROOT};EpollSelector.select (selectors.py) 50",
-    f"{ROOT};Connection._write (sluice/broker/server.py);"
+    f"{ROOT};Connection._write (sluice/broker/network/server.py);"
     "_SelectorSocketTransport.write (asyncio/selector_events.py) 30",
     f"{ROOT};Dispatcher._handle (sluice/broker/dispatcher.py);"
     "decode (kio/serial/_parse.py);pack (struct.py) 15",

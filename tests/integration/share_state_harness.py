@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from kafka_wire import KafkaConnection, metadata_request
 
-from sluice.broker.peers import Peers
+from sluice.broker.network.peers import Peers
 from sluice.broker.share_persister import BrokerSharePersister
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata

@@ -31,8 +31,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from tls_certs import CertificateAuthority, Leaf
 
-from sluice.broker.server import TLS_WRITE_CHUNK_BYTES, ConnectionInfo, Server
-from sluice.broker.tls import TlsFiles, principal_from_peercert, server_context
+from sluice.broker.network.server import TLS_WRITE_CHUNK_BYTES, ConnectionInfo, Server
+from sluice.broker.network.tls import TlsFiles, principal_from_peercert, server_context
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 KEY_PASSWORD = "broker-key-secret"

@@ -33,9 +33,9 @@ from sluice.broker.handlers.admin_configs import (
     replaced_overrides,
 )
 from sluice.broker.metadata_applier import MetadataApplier
+from sluice.broker.network.server import ConnectionInfo
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
-from sluice.broker.server import ConnectionInfo
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo

@@ -67,26 +67,26 @@ from sluice.broker.metrics.end_offsets import RemoteEndOffsets
 from sluice.broker.metrics.groups import GroupCollector, committed_partitions
 from sluice.broker.metrics.partitions import PartitionCollector
 from sluice.broker.metrics.registry import BrokerMetrics
-from sluice.broker.peer_connection import InterBrokerListener, InterBrokerSasl
-from sluice.broker.peers import Peers
+from sluice.broker.network.peer_connection import InterBrokerListener, InterBrokerSasl
+from sluice.broker.network.peers import Peers
+from sluice.broker.network.server import ConnectionCounts, ConnectionInfo, Response, Server
+from sluice.broker.network.tls import (
+    ReloadingServerContext,
+    TlsFiles,
+    client_context,
+    principal_from_peercert,
+)
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replica_fetcher import ReplicaFetchers
 from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
-from sluice.broker.server import ConnectionCounts, ConnectionInfo, Response, Server
 from sluice.broker.services import BrokerServices
 from sluice.broker.share_dead_letters import DeadLetterWriter
 from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_persister import BrokerSharePersister
 from sluice.broker.share_sessions import ShareSessions
-from sluice.broker.tls import (
-    ReloadingServerContext,
-    TlsFiles,
-    client_context,
-    principal_from_peercert,
-)
 from sluice.broker.topics import TopicManager
 from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sluice.broker.server import ConnectionInfo
+from sluice.broker.network.server import ConnectionInfo
 from sluice.protocol.codec import RequestHeader
 
 

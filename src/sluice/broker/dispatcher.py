@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 from sluice.broker.context import RequestContext
 from sluice.broker.metrics.errors import error_codes
 from sluice.broker.metrics.requests import RequestMetrics
+from sluice.broker.network.server import ConnectionInfo, Deferred
 from sluice.broker.quotas import TimedCoroutine
 from sluice.broker.request_limits import check_named_partitions
-from sluice.broker.server import ConnectionInfo, Deferred
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, api_name
 
 if TYPE_CHECKING:
-    from sluice.broker.server import Answer, Response
+    from sluice.broker.network.server import Answer, Response
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)

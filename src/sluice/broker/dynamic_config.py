@@ -26,7 +26,7 @@ import copy
 import logging
 from collections.abc import Sequence
 
-from sluice.broker.server import Server
+from sluice.broker.network.server import Server
 from sluice.cluster.image import MetadataImage
 from sluice.common.config import BrokerConfig, BrokerConfigError
 from sluice.common.dynamic_config import adopt, effective_config

@@ -51,7 +51,7 @@ from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.server import Response
+    from sluice.broker.network.server import Response
     from sluice.cluster.store import MetadataStore
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 :class:`ReplicaFetchers` keeps, after every applied metadata image, one
 :class:`ReplicaFetcher` per broker that leads a partition this broker follows, and gives
 each fetcher its partitions. A fetcher holds one connection to its leader
-(:mod:`sluice.broker.peer_connection`) and loops over its partitions::
+(:mod:`sluice.broker.network.peer_connection`) and loops over its partitions::
 
     added, or a new leader epoch ──▶ TRUNCATING ──OffsetForLeaderEpoch(latest epoch here)──┐
                                         ▲       leader: "your epoch ends at E here"        │
@@ -43,8 +43,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.broker.follower_session import FollowerFetchSession, Wanted
+from sluice.broker.network.peer_connection import (
+    InterBrokerListener,
+    PeerConnection,
+    PeerUnavailable,
+)
 from sluice.broker.partition import Partition
-from sluice.broker.peer_connection import InterBrokerListener, PeerConnection, PeerUnavailable
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import NO_LEADER

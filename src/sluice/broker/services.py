@@ -15,7 +15,7 @@ from sluice.broker.delays import DelayScheduler
 from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.metrics.traffic import TopicTraffic
-from sluice.broker.peers import Peers
+from sluice.broker.network.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.purgatory import Purgatory

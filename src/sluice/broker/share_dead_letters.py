@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.network.peers import Peers
 from sluice.broker.partition import settled_acks_all
-from sluice.broker.peer_connection import PeerUnavailable
-from sluice.broker.peers import Peers
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.broker.topics import TopicManager

@@ -7,7 +7,7 @@ It creates ``__share_group_state`` on first need (as FindCoordinator creates
 either calls the runtime hosted here or sends Kafka's internal share-state requests
 (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
 DeleteShareGroupState, ReadShareGroupStateSummary) to that broker through
-:class:`~sluice.broker.peers.Peers`. While leadership moves (NOT_COORDINATOR,
+:class:`~sluice.broker.network.peers.Peers`. While leadership moves (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable broker) it
 retries a bounded number of times with a growing backoff, so the metadata can catch up;
 any other error, or the last of those, is raised as a KafkaError.
@@ -24,8 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from sluice.broker.peer_connection import PeerUnavailable
-from sluice.broker.peers import Peers
+from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.network.peers import Peers
 from sluice.broker.share_state_batches import state_batch_messages, state_batches
 from sluice.cluster.model import TopicMetadata
 from sluice.common import errors

@@ -29,9 +29,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.network.peers import Peers
 from sluice.broker.partition import Partition, settled_acks_all
-from sluice.broker.peer_connection import PeerUnavailable
-from sluice.broker.peers import Peers
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage

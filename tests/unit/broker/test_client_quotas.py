@@ -11,8 +11,8 @@ from pathlib import Path
 from kio.schema.metadata.v8.response import MetadataResponse
 
 from sluice.broker.context import RequestContext
+from sluice.broker.network.server import ConnectionInfo
 from sluice.broker.quotas import ClientQuotas, TimedCoroutine
-from sluice.broker.server import ConnectionInfo
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.common.quotas import DEFAULT, QuotaEntity, WindowConfig
 from sluice.protocol.codec import RequestHeader

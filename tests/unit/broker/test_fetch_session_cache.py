@@ -24,8 +24,8 @@ from sluice.broker.fetch_sessions import (
     next_epoch,
 )
 from sluice.broker.follower_session import FollowerFetchSession, Wanted
+from sluice.broker.network.peer_connection import PeerConnection
 from sluice.broker.partition import Partition
-from sluice.broker.peer_connection import PeerConnection
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_fetcher import ReplicaFetcher, _Followed
 from sluice.cluster.model import PartitionState

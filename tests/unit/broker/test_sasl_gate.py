@@ -14,7 +14,7 @@ from kio.schema.metadata.v8.request import MetadataRequest
 
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.handlers.table import HANDLERS
-from sluice.broker.server import ConnectionInfo
+from sluice.broker.network.server import ConnectionInfo
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import ProtocolError

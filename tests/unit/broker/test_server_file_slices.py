@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from sluice.broker.server import ZERO_COPY_SLICE_BYTES_MIN, ConnectionInfo, Server
+from sluice.broker.network.server import ZERO_COPY_SLICE_BYTES_MIN, ConnectionInfo, Server
 from sluice.storage.segment import FileSlice
 
 LOOP_FACTORIES: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -226,7 +226,7 @@ def test_a_peer_closing_mid_sendfile_closes_only_its_connection(
 ) -> None:
     path, data = data_file
     expected = _expected(data)
-    caplog.set_level(logging.WARNING, logger="sluice.broker.server")
+    caplog.set_level(logging.WARNING, logger="sluice.broker.network.server")
 
     async def body(server: Server, gate: Gate) -> None:
         def read_a_little_then_reset() -> None:

@@ -3,7 +3,7 @@ certificate's subject in RFC 2253 form; ``User:ANONYMOUS`` without one."""
 
 from __future__ import annotations
 
-from sluice.broker.tls import ANONYMOUS, principal_from_peercert, subject_rfc2253
+from sluice.broker.network.tls import ANONYMOUS, principal_from_peercert, subject_rfc2253
 
 
 def test_subject_is_written_most_specific_first_with_rfc2253_keywords() -> None:

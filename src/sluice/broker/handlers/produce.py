@@ -66,7 +66,7 @@ from sluice.broker.handlers.acl_rules import (
     TRANSACTIONAL_WRITE,
 )
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
-from sluice.broker.server import ConnectionInfo, Deferred
+from sluice.broker.network.server import ConnectionInfo, Deferred
 from sluice.broker.topics import is_internal_topic
 from sluice.broker.views import VIEW_SOURCE, view_of
 from sluice.cluster.model import ZERO_TOPIC_ID

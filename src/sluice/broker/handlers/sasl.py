@@ -1,6 +1,6 @@
 """SaslHandshake and SaslAuthenticate: SASL authentication on a SASL_* listener.
 
-The connection's state (:class:`~sluice.broker.server.ConnectionInfo`) goes::
+The connection's state (:class:`~sluice.broker.network.server.ConnectionInfo`) goes::
 
     unauthenticated ──SaslHandshake(mech)──▶ mechanism chosen ──SaslAuthenticate…──▶
         authenticated (principal User:<name>, session ending after
@@ -46,7 +46,7 @@ from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.server import ConnectionInfo
+    from sluice.broker.network.server import ConnectionInfo
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)

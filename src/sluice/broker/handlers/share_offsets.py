@@ -39,8 +39,8 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_DESCRIBE,
     TOPIC_READ,
 )
-from sluice.broker.leader_offsets import leader_high_watermarks
-from sluice.broker.peer_connection import PeerUnavailable
+from sluice.broker.network.leader_offsets import leader_high_watermarks
+from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError

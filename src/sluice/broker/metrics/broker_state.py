@@ -12,9 +12,9 @@ from prometheus_client.registry import Collector
 
 from sluice.broker.delays import DelayScheduler
 from sluice.broker.fetch_sessions import FetchSessionCache
+from sluice.broker.network.server import Server
 from sluice.broker.purgatory import Purgatory
 from sluice.broker.replica_manager import ReplicaManager
-from sluice.broker.server import Server
 from sluice.broker.share_partitions import SharePartitions
 from sluice.txn.records import TransactionState
 from sluice.txn.runtime import TransactionCoordinatorRuntime

@@ -19,9 +19,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from sluice.broker.leader_offsets import leader_high_watermarks
-from sluice.broker.peer_connection import PeerUnavailable
-from sluice.broker.peers import Peers
+from sluice.broker.network.leader_offsets import leader_high_watermarks
+from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.network.peers import Peers
 from sluice.broker.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors

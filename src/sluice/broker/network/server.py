@@ -73,7 +73,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from sluice.broker.socket_stream import SocketStream
+from sluice.broker.network.socket_stream import SocketStream
 from sluice.common.errors import KafkaStorageError, ProtocolError
 from sluice.common.limits import (
     FRAME_BYTES_MAX,

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sluice.broker.peers import Peers
+from sluice.broker.network.peers import Peers
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.protocol.messages import make, request_module

@@ -1,6 +1,6 @@
 """A connection from this broker to another one, for the broker's own requests (the
 replica fetcher's Fetch and OffsetForLeaderEpoch; transaction markers and
-verifications, through :class:`~sluice.broker.peers.Peers`).
+verifications, through :class:`~sluice.broker.network.peers.Peers`).
 
 The asyncio shell around the sans-IO client protocol (:mod:`sluice.protocol.client`),
 kept to what a fetcher needs: one request at a time, each answered before the next is

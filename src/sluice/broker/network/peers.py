@@ -15,7 +15,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from sluice.broker.peer_connection import InterBrokerListener, PeerConnection, PeerUnavailable
+from sluice.broker.network.peer_connection import (
+    InterBrokerListener,
+    PeerConnection,
+    PeerUnavailable,
+)
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
 from sluice.protocol.versions import ApiKey

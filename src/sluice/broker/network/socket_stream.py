@@ -1,4 +1,4 @@
-"""One client connection's transport, as the request loop of :mod:`sluice.broker.server`
+"""One client connection's transport, as the request loop of :mod:`sluice.broker.network.server`
 sees it: received bytes go straight into the connection's frame decoder, and writes are
 flow controlled both ways.
 
