@@ -32,10 +32,10 @@ from sluice.broker.handlers.admin_configs import (
     incrementally_altered_overrides,
     replaced_overrides,
 )
-from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.network.server import ConnectionInfo
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.metadata_applier import MetadataApplier
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.topics import TopicManager
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.model import BrokerInfo

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from sluice.testing.ready_line import ReadyListener, ready_listeners
 
-STARTING = "2026-01-01 00:00:00,000 INFO sluice.broker.partition: __consumer_offsets-0: ...\n"
+STARTING = (
+    "2026-01-01 00:00:00,000 INFO sluice.broker.replication.partition: __consumer_offsets-0: ...\n"
+)
 
 
 def test_no_ready_line_yet() -> None:

@@ -55,13 +55,10 @@ from sluice.broker.fatal import (
     describe_os_error,
     what_to_do,
 )
-from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
 from sluice.broker.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
 from sluice.broker.http_server import LOOPBACK_HOST, ConsoleFactory, HttpListener, everyone
-from sluice.broker.isr import IsrChanges
 from sluice.broker.log_maintenance import LogMaintenance
-from sluice.broker.metadata_applier import MetadataApplier
 from sluice.broker.metrics.broker_state import BrokerStateCollector, ConnectionCollector
 from sluice.broker.metrics.end_offsets import RemoteEndOffsets
 from sluice.broker.metrics.groups import GroupCollector, committed_partitions
@@ -78,10 +75,13 @@ from sluice.broker.network.tls import (
 )
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
-from sluice.broker.purgatory import Purgatory
 from sluice.broker.quotas import ClientQuotas
-from sluice.broker.replica_fetcher import ReplicaFetchers
-from sluice.broker.replica_manager import ReplicaManager, raise_open_files_limit
+from sluice.broker.replication.fetch_sessions import FetchSessionCache
+from sluice.broker.replication.isr import IsrChanges
+from sluice.broker.replication.metadata_applier import MetadataApplier
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_fetcher import ReplicaFetchers
+from sluice.broker.replication.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.services import BrokerServices
 from sluice.broker.share_dead_letters import DeadLetterWriter
 from sluice.broker.share_partitions import SharePartitions

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.coordinator.runtime import CoordinatorRuntime
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from sluice.broker.partition import settled_acks_all
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import settled_acks_all
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.ids import TopicPartition

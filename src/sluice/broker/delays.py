@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from sluice.broker.partition import Partition
+from sluice.broker.replication.partition import Partition
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig

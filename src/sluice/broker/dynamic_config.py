@@ -15,7 +15,7 @@ and copies the result into the config object every part of the broker holds::
                                    connection limits         ─▶ the listeners, for the
                                                                 connections they accept
 
-Partitions are reconfigured by the applier (:mod:`sluice.broker.metadata_applier`) right
+Partitions are reconfigured by the applier (:mod:`sluice.broker.replication.metadata_applier`) right
 after, so a topic without an override follows a changed default at once. The same
 happens on start, before any log is opened: a dynamic config survives restarts.
 """

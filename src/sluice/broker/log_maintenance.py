@@ -33,8 +33,8 @@ from typing import Any
 from sluice.broker.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
 from sluice.broker.metrics.storage import StorageMetrics
-from sluice.broker.partition import Partition
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import KafkaStorageError

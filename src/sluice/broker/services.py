@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 from sluice.broker.authorization import Authorizer
 from sluice.broker.delays import DelayScheduler
-from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.metrics.traffic import TopicTraffic
 from sluice.broker.network.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.producer_ids import ProducerIdManager
-from sluice.broker.purgatory import Purgatory
 from sluice.broker.quotas import ClientQuotas
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.fetch_sessions import FetchSessionCache
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.share_partitions import SharePartitions
 from sluice.broker.share_sessions import ShareSessions
 from sluice.broker.topics import TopicManager

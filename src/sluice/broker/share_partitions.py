@@ -32,9 +32,9 @@ import uuid
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.share_dead_letters import DeadLetterTarget, DeadLetterWriter
 from sluice.cluster.store import MetadataStore
 from sluice.common import errors

@@ -2,7 +2,7 @@
 
 Each operation is decided here (placement by :mod:`sluice.cluster.placement`), written
 through the metadata store (conditional on the version read), and answered once the
-broker has applied the metadata that holds it (:mod:`sluice.broker.metadata_applier`):
+broker has applied the metadata that holds it (:mod:`sluice.broker.replication.metadata_applier`):
 the same path whichever broker of a cluster made the change. A write that loses to a
 concurrent change of the same topic (StaleVersion) is decided again from the newer
 metadata, a bounded number of times. Reads (:meth:`TopicManager.get` and the like)
@@ -38,8 +38,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from random import Random
 
-from sluice.broker.metadata_applier import MetadataApplier
-from sluice.broker.replica_manager import ReplicaManager, partitions_allowed_by_open_files
+from sluice.broker.replication.metadata_applier import MetadataApplier
+from sluice.broker.replication.replica_manager import (
+    ReplicaManager,
+    partitions_allowed_by_open_files,
+)
 from sluice.broker.views import (
     VIEW_FILTER,
     VIEW_SOURCE,

@@ -31,9 +31,9 @@ from typing import Any
 
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
-from sluice.broker.partition import Partition, settled_acks_all
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition, settled_acks_all
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError

@@ -15,8 +15,8 @@ from sluice.broker.delays import (
     park_again_before_retention,
     park_if_delayed,
 )
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
 from sluice.cluster.model import PartitionState
 from sluice.common.clock import ManualClock
 from sluice.common.config import TopicConfig

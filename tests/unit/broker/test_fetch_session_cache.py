@@ -12,7 +12,8 @@ from typing import Any, cast
 
 import pytest
 
-from sluice.broker.fetch_sessions import (
+from sluice.broker.network.peer_connection import PeerConnection
+from sluice.broker.replication.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INT32_MAX,
@@ -23,11 +24,10 @@ from sluice.broker.fetch_sessions import (
     TopicResults,
     next_epoch,
 )
-from sluice.broker.follower_session import FollowerFetchSession, Wanted
-from sluice.broker.network.peer_connection import PeerConnection
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_fetcher import ReplicaFetcher, _Followed
+from sluice.broker.replication.follower_session import FollowerFetchSession, Wanted
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_fetcher import ReplicaFetcher, _Followed
 from sluice.cluster.model import PartitionState
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig, BrokerConfigError, TopicConfig

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_fetcher import ReplicaFetcher, ReplicationThrottle, _Followed
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_fetcher import ReplicaFetcher, ReplicationThrottle, _Followed
 from sluice.cluster.model import PartitionState
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig, TopicConfig

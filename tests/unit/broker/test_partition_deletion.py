@@ -14,9 +14,9 @@ from pathlib import Path
 
 from sluice.broker.fatal import FatalStorageStop
 from sluice.broker.log_maintenance import CHECKPOINT_INTERVAL_MS, LogMaintenance
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.model import PartitionState, TopicMetadata
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig

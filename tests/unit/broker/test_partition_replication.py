@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.broker.partition import Partition
-from sluice.broker.purgatory import Purgatory
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.purgatory import Purgatory
 from sluice.cluster.model import PartitionState
 from sluice.common import errors
 from sluice.common.clock import ManualClock

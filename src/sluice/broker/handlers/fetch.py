@@ -5,19 +5,19 @@ does not). Data is read only below the high watermark, whole batches at a time; 
 first batch of the response may exceed the limits so a consumer can always progress
 (KIP-74). When less than ``min_bytes`` is available and nothing failed, the request waits
 in the purgatory until an append wakes it or ``max_wait_ms`` passes. Fetch sessions
-(KIP-227, ``broker.fetch_sessions``) decide what is read: the partitions a full fetch
-names, or every partition of an incremental fetch's session, whose answer then lists
-only the partitions with news.
+(KIP-227, ``broker.replication.fetch_sessions``) decide what is read: the partitions a
+full fetch names, or every partition of an incremental fetch's session, whose answer
+then lists only the partitions with news.
 
-A fetch with a replica id is a follower's (``broker.replica_fetcher``): it reads up to the
-log end rather than the high watermark, its fetch offset tells the leader where the
-follower's log ends (which moves the high watermark and the ISR,
-``broker.partition``), and it waits for appends rather than for the high watermark. A
-follower fetching in a session is also answered once the high watermark of one of its
-partitions moved past what the session last told it (as Kafka's KRaft fetches are since
-KIP-1166), after at most :data:`FOLLOWER_HIGH_WATERMARK_LINGER_MS` for records to carry
-it, so a follower learns it without waiting for the next append or the end of
-``max_wait_ms``.
+A fetch with a replica id is a follower's (``broker.replication.replica_fetcher``): it
+reads up to the log end rather than the high watermark, its fetch offset tells the
+leader where the follower's log ends (which moves the high watermark and the ISR,
+``broker.replication.partition``), and it waits for appends rather than for the high
+watermark. A follower fetching in a session is also answered once the high watermark
+of one of its partitions moved past what the session last told it (as Kafka's KRaft
+fetches are since KIP-1166), after at most :data:`FOLLOWER_HIGH_WATERMARK_LINGER_MS` for
+records to carry it, so a follower learns it without waiting for the next append or the
+end of ``max_wait_ms``.
 
 From v12 a fetcher may send the epoch of the last batch it fetched
 (``last_fetched_epoch``). If that epoch ends here before the fetch offset (or is unknown
@@ -43,16 +43,16 @@ import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.fetch_sessions import (
+from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
+from sluice.broker.metrics.traffic import CONSUMER, FOLLOWER
+from sluice.broker.replication.fetch_sessions import (
     FetchedTopic,
     FetchSession,
     SessionPartition,
     TopicKey,
     TopicResults,
 )
-from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
-from sluice.broker.metrics.traffic import CONSUMER, FOLLOWER
-from sluice.broker.partition import log_end_key
+from sluice.broker.replication.partition import log_end_key
 from sluice.broker.views import filter_records
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -67,7 +67,7 @@ from sluice.protocol.messages import millis
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.purgatory import Purgatory
+    from sluice.broker.replication.purgatory import Purgatory
     from sluice.broker.services import BrokerServices
     from sluice.storage.log import PartitionLog
 

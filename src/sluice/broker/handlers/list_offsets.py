@@ -34,7 +34,7 @@ from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.partition import Partition
+    from sluice.broker.replication.partition import Partition
     from sluice.broker.services import BrokerServices
 
 READ_COMMITTED = 1

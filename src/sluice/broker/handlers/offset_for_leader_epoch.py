@@ -4,7 +4,7 @@ For each partition the request names an epoch; the answer is the largest epoch h
 above it and the offset where that epoch ends (the start of the next newer one, or the
 log end offset for the latest epoch), or -1/-1 when this log has no epoch that old
 (``storage.leader_epoch``). Followers ask it to truncate after a leader change
-(``broker.replica_fetcher``); clients ask it to check that their position still exists
+(``broker.replication.replica_fetcher``); clients ask it to check that their position still exists
 after one (librdkafka, KIP-320). Only the leader answers (NOT_LEADER_OR_FOLLOWER
 otherwise), and ``current_leader_epoch`` is checked as Fetch checks it
 (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). Kafka's "debug" replica id -2 (what v0–2

@@ -85,8 +85,8 @@ from sluice.protocol.records.produced import ProducedRecordsCheck
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.partition import Partition
     from sluice.broker.produce_checks import AppendTurn
+    from sluice.broker.replication.partition import Partition
     from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)

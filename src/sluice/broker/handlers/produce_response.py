@@ -28,7 +28,7 @@ from sluice.protocol.messages import response_module
 from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
-    from sluice.broker.partition import Partition
+    from sluice.broker.replication.partition import Partition
     from sluice.cluster.model import BrokerInfo
 
 __all__ = ["PartitionOutcome", "produce_response"]

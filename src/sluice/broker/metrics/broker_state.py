@@ -11,10 +11,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sluice.broker.delays import DelayScheduler
-from sluice.broker.fetch_sessions import FetchSessionCache
 from sluice.broker.network.server import Server
-from sluice.broker.purgatory import Purgatory
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.fetch_sessions import FetchSessionCache
+from sluice.broker.replication.purgatory import Purgatory
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.share_partitions import SharePartitions
 from sluice.txn.records import TransactionState
 from sluice.txn.runtime import TransactionCoordinatorRuntime

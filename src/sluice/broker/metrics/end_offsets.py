@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from sluice.broker.network.leader_offsets import leader_high_watermarks
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
 from sluice.common.ids import TopicPartition

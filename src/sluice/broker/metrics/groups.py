@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics.end_offsets import RemoteEndOffsets
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.common.ids import TopicPartition
 from sluice.group.coordinator import GroupCoordinator
 from sluice.group.runtime import GroupCoordinatorRuntime

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sluice.broker.isr import IsrChanges
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.isr import IsrChanges
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.controller import Controller
 from sluice.cluster.image import MetadataImage
 

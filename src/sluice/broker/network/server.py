@@ -288,7 +288,7 @@ class RateLimitedLog:
 class Server:
     """One listener: its address, name and security protocol, and for TLS listeners
     the server context (``ssl_context``; its SNI callback may swap the context of each
-    connection for a reloaded one, see ``broker.tls``). ``principal_of`` names the
+    connection for a reloaded one, see ``broker.network.tls``). ``principal_of`` names the
     principal of a new connection from its verified peer certificate (None without)."""
 
     def __init__(

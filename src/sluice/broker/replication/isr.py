@@ -24,8 +24,8 @@ import asyncio
 import dataclasses
 import logging
 
-from sluice.broker.partition import Partition
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.store import MetadataStore, MetadataStoreError, PartitionChange, StaleVersion
 from sluice.common.ids import TopicPartition
 

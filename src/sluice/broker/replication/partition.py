@@ -24,7 +24,7 @@ The leader (Kafka's ISR model):
 * A follower outside the ISR whose log end reaches the high watermark and the start of
   the leader's epoch joins it; one in the ISR not caught up for ``replica.lag.time.max.ms``
   leaves it. Both are conditional writes of the partition state (version = Kafka's
-  partition epoch), made by :class:`IsrChanges` (``broker.isr``), one at a time per
+  partition epoch), made by :class:`IsrChanges` (``broker.replication.isr``), one at a time per
   partition; a write that loses to a newer state is simply dropped.
 * A new leader epoch starts at the log end offset, written to the leader-epoch checkpoint
   at once, so followers can ask where their epochs end (OffsetForLeaderEpoch).
@@ -42,7 +42,7 @@ Who may touch the partition's log (one owner at a time)::
                 fetcher lets go, the flusher, retention and the cleaner skip it); once
                 every job lent out has come back (:meth:`Partition.wait_until_returned`)
                 the deletion owns it: it closes the log in a worker thread and renames
-                its directory (``broker.replica_manager``)
+                its directory (``broker.replication.replica_manager``)
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sluice.broker.purgatory import Purgatory
+from sluice.broker.replication.purgatory import Purgatory
 from sluice.cluster.model import PartitionState
 from sluice.common import errors
 from sluice.common.clock import Clock
@@ -78,7 +78,7 @@ def log_end_key(topic_partition: TopicPartition) -> Hashable:
 
 
 class IsrChangeSink(Protocol):
-    """Where a leader sends the ISR it wants written (``broker.isr.IsrChanges``)."""
+    """Where a leader sends the ISR it wants written (``broker.replication.isr.IsrChanges``)."""
 
     def submit(self, partition: Partition, isr: tuple[int, ...]) -> None: ...
 

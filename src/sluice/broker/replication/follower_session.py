@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.broker.fetch_sessions import INITIAL_EPOCH, NO_SESSION_ID, next_epoch
+from sluice.broker.replication.fetch_sessions import INITIAL_EPOCH, NO_SESSION_ID, next_epoch
 from sluice.common.ids import TopicPartition
 
 

@@ -16,10 +16,11 @@ each fetcher its partitions. A fetcher holds one connection to its leader
                     the leader's end ───┘   they are, take the high watermark; the next ◀──┘
                                             fetch tells the leader this log's new end
 
-Fetches go in a fetch session with the leader (KIP-227, :mod:`sluice.broker.follower_session`):
-after a full one, each names only the partitions whose fetch offset, last fetched epoch,
-log start offset, leader epoch or byte limit changed, and forgets those not fetched this
-time; a session error or any failed fetch makes the next one full.
+Fetches go in a fetch session with the leader (KIP-227,
+:mod:`sluice.broker.replication.follower_session`): after a full one, each names only
+the partitions whose fetch offset, last fetched epoch, log start offset, leader epoch or
+byte limit changed, and forgets those not fetched this time; a session error or any
+failed fetch makes the next one full.
 
 A partition this broker is being added to by a reassignment copies at most its topic's
 ``reassignment.throttled.rate`` bytes per second (:class:`ReplicationThrottle`), so a
@@ -42,14 +43,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.broker.follower_session import FollowerFetchSession, Wanted
 from sluice.broker.network.peer_connection import (
     InterBrokerListener,
     PeerConnection,
     PeerUnavailable,
 )
-from sluice.broker.partition import Partition
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.follower_session import FollowerFetchSession, Wanted
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import NO_LEADER
 from sluice.common import errors

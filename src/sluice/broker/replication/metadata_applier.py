@@ -37,8 +37,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice.broker.partition import Partition
-from sluice.broker.replica_manager import ReplicaManager
+from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.cluster.image import MetadataDelta, MetadataImage
 from sluice.common import errors
 from sluice.common.ids import TopicPartition

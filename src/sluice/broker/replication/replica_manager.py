@@ -3,8 +3,8 @@
 Partition directories are ``<data dir>/<topic>-<partition>/``, each with a
 ``partition.metadata`` file naming the topic's id, so a directory left by a deleted topic
 is never taken for a new topic of the same name. The broker's metadata task
-(:mod:`sluice.broker.metadata_applier`) drives what is hosted: logs are opened or created
-in a worker thread (:meth:`ReplicaManager.open_logs`) and installed on the event loop.
+(:mod:`sluice.broker.replication.metadata_applier`) drives what is hosted: logs are opened
+or created in a worker thread (:meth:`ReplicaManager.open_logs`) and installed on the event loop.
 
 A partition that goes away (its topic deleted, or its replica moved off this broker) is
 deleted as Kafka deletes it::
@@ -44,8 +44,8 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from sluice.broker.partition import IsrChangeSink, Partition
-from sluice.broker.purgatory import Purgatory
+from sluice.broker.replication.partition import IsrChangeSink, Partition
+from sluice.broker.replication.purgatory import Purgatory
 from sluice.cluster.model import TopicId, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import Clock
