@@ -84,7 +84,7 @@ GROUPS: tuple[Group, ...] = (
             "sluice/broker/replication/purgatory.py",
             "sluice/broker/network/leader_offsets.py",
             "sluice/broker/replication/isr.py",
-            "sluice/broker/producer_ids.py",
+            "sluice/broker/coordination/producer_ids.py",
             "sluice/protocol/records/",
         ),
     ),

@@ -1,5 +1,5 @@
 """A share-partition leader's side of the share-state path, run in the test process: a
-:class:`~sluice.broker.share_persister.BrokerSharePersister` standing for a broker that
+:class:`~sluice.broker.share.persister.BrokerSharePersister` standing for a broker that
 coordinates nothing (its node id is no broker's), so every call goes over the wire to
 the broker that coordinates the key, through the broker's own peer connections.
 
@@ -17,7 +17,7 @@ from types import MappingProxyType
 from kafka_wire import KafkaConnection, metadata_request
 
 from sluice.broker.network.peers import Peers
-from sluice.broker.share_persister import BrokerSharePersister
+from sluice.broker.share.persister import BrokerSharePersister
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.common import errors

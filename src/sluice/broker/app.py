@@ -43,12 +43,14 @@ from typing import IO
 from sluice.broker import meta_properties
 from sluice.broker.allocator import tune_allocator
 from sluice.broker.authorization import Authorizer
-from sluice.broker.coordinator_hosting import CoordinatorHosting
-from sluice.broker.coordinator_log import PartitionCoordinatorLog
+from sluice.broker.coordination.coordinator_hosting import CoordinatorHosting
+from sluice.broker.coordination.coordinator_log import PartitionCoordinatorLog
+from sluice.broker.coordination.producer_ids import ProducerIdManager
+from sluice.broker.coordination.transactions import TransactionMarkers, TransactionVerifier
 from sluice.broker.data_dir import create_data_dir, open_in_data_dir
-from sluice.broker.delays import DelayScheduler
 from sluice.broker.dispatcher import Dispatcher
 from sluice.broker.dynamic_config import DynamicBrokerConfig
+from sluice.broker.extensions.delays import DelayScheduler
 from sluice.broker.fatal import (
     BrokerFatalError,
     FatalStorageStop,
@@ -74,7 +76,6 @@ from sluice.broker.network.tls import (
     principal_from_peercert,
 )
 from sluice.broker.produce_checks import ProduceChecks
-from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.isr import IsrChanges
@@ -83,12 +84,11 @@ from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_fetcher import ReplicaFetchers
 from sluice.broker.replication.replica_manager import ReplicaManager, raise_open_files_limit
 from sluice.broker.services import BrokerServices
-from sluice.broker.share_dead_letters import DeadLetterWriter
-from sluice.broker.share_partitions import SharePartitions
-from sluice.broker.share_persister import BrokerSharePersister
-from sluice.broker.share_sessions import ShareSessions
+from sluice.broker.share.dead_letters import DeadLetterWriter
+from sluice.broker.share.partitions import SharePartitions
+from sluice.broker.share.persister import BrokerSharePersister
+from sluice.broker.share.sessions import ShareSessions
 from sluice.broker.topics import TopicManager
-from sluice.broker.transactions import TransactionMarkers, TransactionVerifier
 from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.cluster.image import MetadataImage

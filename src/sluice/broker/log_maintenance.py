@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from sluice.broker.delays import park_again_before_retention
+from sluice.broker.extensions.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
 from sluice.broker.metrics.storage import StorageMetrics
 from sluice.broker.replication.partition import Partition

@@ -11,20 +11,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from sluice.broker.authorization import Authorizer
-from sluice.broker.delays import DelayScheduler
+from sluice.broker.coordination.producer_ids import ProducerIdManager
+from sluice.broker.coordination.transactions import TransactionMarkers
+from sluice.broker.extensions.delays import DelayScheduler
 from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.metrics.traffic import TopicTraffic
 from sluice.broker.network.peers import Peers
 from sluice.broker.produce_checks import ProduceChecks
-from sluice.broker.producer_ids import ProducerIdManager
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
-from sluice.broker.share_partitions import SharePartitions
-from sluice.broker.share_sessions import ShareSessions
+from sluice.broker.share.partitions import SharePartitions
+from sluice.broker.share.sessions import ShareSessions
 from sluice.broker.topics import TopicManager
-from sluice.broker.transactions import TransactionMarkers
 from sluice.cluster.store import MetadataStore
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig

@@ -38,12 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from random import Random
 
-from sluice.broker.replication.metadata_applier import MetadataApplier
-from sluice.broker.replication.replica_manager import (
-    ReplicaManager,
-    partitions_allowed_by_open_files,
-)
-from sluice.broker.views import (
+from sluice.broker.extensions.views import (
     VIEW_FILTER,
     VIEW_SOURCE,
     View,
@@ -51,6 +46,11 @@ from sluice.broker.views import (
     new_view,
     view_of,
     with_source_partitions,
+)
+from sluice.broker.replication.metadata_applier import MetadataApplier
+from sluice.broker.replication.replica_manager import (
+    ReplicaManager,
+    partitions_allowed_by_open_files,
 )
 from sluice.cluster import placement
 from sluice.cluster.image import MetadataImage
@@ -141,7 +141,7 @@ class TopicManager:
         return {name: self._as_seen(topic, topics) for name, topic in topics.items()}
 
     def get(self, name: str) -> TopicMetadata | None:
-        """The topic ``name`` as requests see it: a view (:mod:`sluice.broker.views`)
+        """The topic ``name`` as requests see it: a view (:mod:`sluice.broker.extensions.views`)
         has the partitions, leaders and epochs of its source."""
         topics = self._applier.image.topics
         topic = topics.get(name)

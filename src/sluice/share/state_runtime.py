@@ -7,7 +7,7 @@ writes, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS). This layer routes each
 share-partition to the partition its key hashes onto (Kafka's rule, over
 ``group:topic id:partition``) and turns the shard's refusals into KafkaErrors. It only
 serves the partitions led here; reaching the others is the broker's
-(``broker.share_persister``).
+(``broker.share.persister``).
 """
 
 from __future__ import annotations

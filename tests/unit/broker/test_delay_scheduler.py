@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from sluice.broker.delays import (
+from sluice.broker.extensions.delays import (
     LOAD_MAX,
     WINDOW_MS,
     DelayScheduler,

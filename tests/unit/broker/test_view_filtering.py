@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.broker.views import SKIPPED_CONTROL_TYPE, filter_records
+from sluice.broker.extensions.views import SKIPPED_CONTROL_TYPE, filter_records
 from sluice.common.config import TopicConfig
 from sluice.features.view_filter import parse_filter
 from sluice.protocol.fetch_response import RecordBytes

@@ -12,7 +12,7 @@ import pytest
 from cleaner_helpers import append_pairs, clean, settle
 from conftest import OpenLog
 
-from sluice.broker.views import filter_records
+from sluice.broker.extensions.views import filter_records
 from sluice.common.clock import ManualClock
 from sluice.features.view_filter import parse_filter
 from sluice.protocol.fetch_response import RecordBytes

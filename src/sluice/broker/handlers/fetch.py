@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sluice.broker.extensions.views import filter_records
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
 from sluice.broker.metrics.traffic import CONSUMER, FOLLOWER
 from sluice.broker.replication.fetch_sessions import (
@@ -53,7 +54,6 @@ from sluice.broker.replication.fetch_sessions import (
     TopicResults,
 )
 from sluice.broker.replication.partition import log_end_key
-from sluice.broker.views import filter_records
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition

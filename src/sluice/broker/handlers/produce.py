@@ -25,7 +25,7 @@ fsynced by the log inside the append, before any answer.
 
 A transactional batch that would open its producer's transaction on the partition is
 first verified with the transaction coordinator (KIP-890 part 1, see
-:mod:`sluice.broker.transactions`), keeping its place in the partition's append queue
+:mod:`sluice.broker.coordination.transactions`), keeping its place in the partition's append queue
 meanwhile; it is refused with INVALID_TXN_STATE when its transaction is not open (it was
 delayed past its end, or comes from a zombie), and also when a marker for its producer
 landed between the verification and the append.
@@ -57,7 +57,8 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.broker.delays import SLUICE_HEADER_PREFIX, park_if_delayed
+from sluice.broker.extensions.delays import SLUICE_HEADER_PREFIX, park_if_delayed
+from sluice.broker.extensions.views import VIEW_SOURCE, view_of
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_CREATE,
     IDEMPOTENT_WRITE,
@@ -68,7 +69,6 @@ from sluice.broker.handlers.acl_rules import (
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
 from sluice.broker.network.server import ConnectionInfo, Deferred
 from sluice.broker.topics import is_internal_topic
-from sluice.broker.views import VIEW_SOURCE, view_of
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError

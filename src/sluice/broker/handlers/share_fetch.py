@@ -3,7 +3,7 @@ partitions this broker leads and acknowledge them one by one (KIP-932).
 
 A ShareFetch first applies the acknowledgements it carries (each partition's outcome in
 ``acknowledge_error_code``), then acquires records for the member from the partitions of
-its share session (:mod:`sluice.broker.share_sessions`): the whole batches holding them
+its share session (:mod:`sluice.broker.share.sessions`): the whole batches holding them
 go in ``records``, and ``acquired_records`` says which offsets are the member's (with
 their delivery counts); the client hands out only those. When nothing can be acquired it
 waits up to ``max_wait_ms`` for records to arrive or be released. Epoch -1 closes the
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.handlers.acl_rules import GROUP_READ, TOPIC_READ
-from sluice.broker.share_partitions import share_key
-from sluice.broker.share_sessions import FINAL_EPOCH, OPEN_EPOCH, SessionPartition, ShareSession
+from sluice.broker.share.partitions import share_key
+from sluice.broker.share.sessions import FINAL_EPOCH, OPEN_EPOCH, SessionPartition, ShareSession
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition

@@ -3,7 +3,7 @@ InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
 DeleteShareGroupState and ReadShareGroupStateSummary.
 
 A share-partition's leader sends them to the share coordinator of the share-partition's
-``__share_group_state`` partition (:mod:`sluice.broker.share_persister`); this broker
+``__share_group_state`` partition (:mod:`sluice.broker.share.persister`); this broker
 answers for the partitions it coordinates and NOT_COORDINATOR for the others (the
 sender looks the leader up again). They are served but never advertised in ApiVersions
 (``VersionRange.internal``). Each partition of a request is answered on its own: a
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
-from sluice.broker.share_state_batches import state_batch_messages, state_batches
+from sluice.broker.share.state_batches import state_batch_messages, state_batches
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.protocol.messages import make, response_module

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sluice.broker.delays import DelayScheduler
+from sluice.broker.extensions.delays import DelayScheduler
 from sluice.broker.network.server import Server
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
-from sluice.broker.share_partitions import SharePartitions
+from sluice.broker.share.partitions import SharePartitions
 from sluice.txn.records import TransactionState
 from sluice.txn.runtime import TransactionCoordinatorRuntime
 

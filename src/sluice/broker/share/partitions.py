@@ -20,7 +20,7 @@ meanwhile share the next one.
 Locks end at their deadline in one timer task (:meth:`SharePartitions.run`); what they
 free, and records released or rejected, wake ShareFetch requests waiting in the
 purgatory under :func:`share_key`. Records archived with a dead-letter topic configured
-are written there first (:mod:`sluice.broker.share_dead_letters`).
+are written there first (:mod:`sluice.broker.share.dead_letters`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
-from sluice.broker.share_dead_letters import DeadLetterTarget, DeadLetterWriter
+from sluice.broker.share.dead_letters import DeadLetterTarget, DeadLetterWriter
 from sluice.cluster.store import MetadataStore
 from sluice.common import errors
 from sluice.common.clock import Clock

@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
-from sluice.broker.share_state_batches import state_batch_messages, state_batches
+from sluice.broker.share.state_batches import state_batch_messages, state_batches
 from sluice.cluster.model import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError

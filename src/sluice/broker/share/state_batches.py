@@ -1,6 +1,6 @@
 """The state batches of Kafka's internal share-state APIs on the wire, both ways: the
 share-partition's leader sends them in WriteShareGroupState and reads them from
-ReadShareGroupState (:mod:`sluice.broker.share_persister`), and the share coordinator
+ReadShareGroupState (:mod:`sluice.broker.share.persister`), and the share coordinator
 reads and answers them (:mod:`sluice.broker.handlers.share_state`). The messages
 themselves are the ``StateBatch`` class of whichever request or response module is in
 use."""
