@@ -17,8 +17,8 @@ import kio.schema.metadata.v12.response as metadata
 import kio.schema.produce.v9.response as produce
 from kio.schema.errors import ErrorCode
 
-from sluice.broker.metrics.errors import error_codes
-from sluice.broker.metrics.registry import BrokerMetrics
+from sluice.broker.observability.metrics.errors import error_codes
+from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.protocol.messages import make
 
 ROUNDS = 200_000

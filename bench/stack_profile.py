@@ -94,7 +94,7 @@ GROUPS: tuple[Group, ...] = (
         "dispatcher/metrics/quota wrappers",
         (
             "sluice/broker/dispatcher.py",
-            "sluice/broker/metrics/",
+            "sluice/broker/observability/metrics/",
             "sluice/broker/quotas.py",
             "sluice/broker/request_limits.py",
             "sluice/broker/authorization.py",

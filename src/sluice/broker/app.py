@@ -13,10 +13,10 @@ Start-up::
       ─▶ bind the HTTP port ─▶ background tasks ─▶ load the group coordinators
       ─▶ accept clients (ready)
 
-The HTTP listener (:mod:`sluice.broker.http_server`: ``/metrics``, ``/health``,
+The HTTP listener (:mod:`sluice.broker.observability.http_server`: ``/metrics``, ``/health``,
 ``/ready``, the web console a :data:`ConsoleFactory` makes) answers from its bind on;
 ``/ready`` says 503 until clients are accepted and again from the request to stop. The
-metrics (:mod:`sluice.broker.metrics`) are this broker's own registry.
+metrics (:mod:`sluice.broker.observability.metrics`) are this broker's own registry.
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
 and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
@@ -58,14 +58,7 @@ from sluice.broker.fatal import (
     what_to_do,
 )
 from sluice.broker.handlers.table import HANDLERS, PRIVATE_HANDLERS
-from sluice.broker.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
-from sluice.broker.http_server import LOOPBACK_HOST, ConsoleFactory, HttpListener, everyone
 from sluice.broker.log_maintenance import LogMaintenance
-from sluice.broker.metrics.broker_state import BrokerStateCollector, ConnectionCollector
-from sluice.broker.metrics.end_offsets import RemoteEndOffsets
-from sluice.broker.metrics.groups import GroupCollector, committed_partitions
-from sluice.broker.metrics.partitions import PartitionCollector
-from sluice.broker.metrics.registry import BrokerMetrics
 from sluice.broker.network.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.network.peers import Peers
 from sluice.broker.network.server import ConnectionCounts, ConnectionInfo, Response, Server
@@ -75,6 +68,21 @@ from sluice.broker.network.tls import (
     client_context,
     principal_from_peercert,
 )
+from sluice.broker.observability.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
+from sluice.broker.observability.http_server import (
+    LOOPBACK_HOST,
+    ConsoleFactory,
+    HttpListener,
+    everyone,
+)
+from sluice.broker.observability.metrics.broker_state import (
+    BrokerStateCollector,
+    ConnectionCollector,
+)
+from sluice.broker.observability.metrics.end_offsets import RemoteEndOffsets
+from sluice.broker.observability.metrics.groups import GroupCollector, committed_partitions
+from sluice.broker.observability.metrics.partitions import PartitionCollector
+from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replication.fetch_sessions import FetchSessionCache

@@ -9,9 +9,10 @@ given the handler table (:mod:`sluice.broker.handlers.table`) and checks it agai
 ``versions.SUPPORTED`` when built; Sluice's own APIs (:mod:`sluice.protocol.private`)
 have a table of their own.
 
-Each request is counted (:class:`sluice.broker.metrics.requests.RequestMetrics`): by API
-and listener, its duration from here to its response, and the error codes of its kio
-response (Fetch, framed by its handler, counts its own).
+Each request is counted
+(:class:`sluice.broker.observability.metrics.requests.RequestMetrics`): by API and
+listener, its duration from here to its response, and the error codes of its kio response
+(Fetch, framed by its handler, counts its own).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
-from sluice.broker.metrics.errors import error_codes
-from sluice.broker.metrics.requests import RequestMetrics
 from sluice.broker.network.server import ConnectionInfo, Deferred
+from sluice.broker.observability.metrics.errors import error_codes
+from sluice.broker.observability.metrics.requests import RequestMetrics
 from sluice.broker.quotas import TimedCoroutine
 from sluice.broker.request_limits import check_named_partitions
 from sluice.common.errors import ErrorCode, ProtocolError

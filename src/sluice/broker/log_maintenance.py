@@ -32,7 +32,7 @@ from typing import Any
 
 from sluice.broker.extensions.delays import park_again_before_retention
 from sluice.broker.fatal import FatalStorageStop, describe_os_error, what_to_do
-from sluice.broker.metrics.storage import StorageMetrics
+from sluice.broker.observability.metrics.storage import StorageMetrics
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.common.clock import Clock

@@ -14,9 +14,9 @@ from sluice.broker.authorization import Authorizer
 from sluice.broker.coordination.producer_ids import ProducerIdManager
 from sluice.broker.coordination.transactions import TransactionMarkers
 from sluice.broker.extensions.delays import DelayScheduler
-from sluice.broker.metrics.requests import RequestMetrics
-from sluice.broker.metrics.traffic import TopicTraffic
 from sluice.broker.network.peers import Peers
+from sluice.broker.observability.metrics.requests import RequestMetrics
+from sluice.broker.observability.metrics.traffic import TopicTraffic
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.replication.fetch_sessions import FetchSessionCache

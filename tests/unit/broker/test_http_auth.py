@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sluice.broker.http_auth import (
+from sluice.broker.observability.http_auth import (
     AUTHENTICATED_CACHE_TTL_S,
     HttpAuthenticator,
     HttpIdentity,

@@ -15,10 +15,10 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 from prometheus_client.parser import text_string_to_metric_families
 
-from sluice.broker.http_server import HttpListener
-from sluice.broker.metrics.errors import error_codes, error_name, error_paths
-from sluice.broker.metrics.groups import lag
-from sluice.broker.metrics.registry import BrokerMetrics
+from sluice.broker.observability.http_server import HttpListener
+from sluice.broker.observability.metrics.errors import error_codes, error_name, error_paths
+from sluice.broker.observability.metrics.groups import lag
+from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.protocol.messages import make
 
 

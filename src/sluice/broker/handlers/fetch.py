@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.broker.extensions.views import filter_records
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
-from sluice.broker.metrics.traffic import CONSUMER, FOLLOWER
+from sluice.broker.observability.metrics.traffic import CONSUMER, FOLLOWER
 from sluice.broker.replication.fetch_sessions import (
     FetchedTopic,
     FetchSession,

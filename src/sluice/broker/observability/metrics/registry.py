@@ -16,9 +16,9 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
-from sluice.broker.metrics.requests import RequestMetrics
-from sluice.broker.metrics.storage import StorageMetrics
-from sluice.broker.metrics.traffic import TopicTraffic
+from sluice.broker.observability.metrics.requests import RequestMetrics
+from sluice.broker.observability.metrics.storage import StorageMetrics
+from sluice.broker.observability.metrics.traffic import TopicTraffic
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The Prometheus text format 0.0.4, what ``generate_latest`` writes and every Prometheus

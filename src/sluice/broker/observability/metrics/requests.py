@@ -22,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from sluice.broker.metrics.errors import error_name
+from sluice.broker.observability.metrics.errors import error_name
 
 REQUEST_DURATION_BUCKETS_S = (
     0.0005,

@@ -18,7 +18,7 @@ to the application it returns and win over its own: a console must not use
 ``/metrics``, ``/health`` or ``/ready``.
 
 On a broker with SASL or ACLs the listener is given an
-:class:`~sluice.broker.http_auth.HttpAuthenticator`: every route but ``/health`` and
+:class:`~sluice.broker.observability.http_auth.HttpAuthenticator`: every route but ``/health`` and
 ``/ready`` then needs credentials (401 with a Basic challenge without them), ``/metrics``
 needs DESCRIBE on the cluster (``may_read_metrics``), and a console request carries the
 authenticated user (:data:`~sluice.common.http_caller.CALLER_REQUEST_KEY`) for the
@@ -36,8 +36,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from sluice.broker.fatal import BrokerFatalError
-from sluice.broker.http_auth import CHALLENGE, HttpAuthenticator, HttpIdentity
-from sluice.broker.metrics.registry import CONTENT_TYPE, BrokerMetrics
+from sluice.broker.observability.http_auth import CHALLENGE, HttpAuthenticator, HttpIdentity
+from sluice.broker.observability.metrics.registry import CONTENT_TYPE, BrokerMetrics
 from sluice.common.http_caller import CALLER_REQUEST_KEY
 
 log = logging.getLogger(__name__)

@@ -3,9 +3,9 @@ groups of the ``__consumer_offsets`` partitions loaded here), and their lag.
 
 The lag of a group on a partition is the partition's high watermark minus the group's
 committed offset, never below 0: read at scrape time for partitions led here, else from
-:class:`~sluice.broker.metrics.end_offsets.RemoteEndOffsets` (a few seconds stale), else
-from a follower replica here; a partition whose end offset is not known yet has no lag
-sample.
+:class:`~sluice.broker.observability.metrics.end_offsets.RemoteEndOffsets` (a few seconds
+stale), else from a follower replica here; a partition whose end offset is not known yet
+has no lag sample.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sluice.broker.metrics.end_offsets import RemoteEndOffsets
+from sluice.broker.observability.metrics.end_offsets import RemoteEndOffsets
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.common.ids import TopicPartition
 from sluice.group.coordinator import GroupCoordinator
