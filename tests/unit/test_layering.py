@@ -3,6 +3,12 @@
     cli | testing → broker | spark | console → group | txn | share | features
         → client | cluster | coordinator → storage → protocol → common
 
+and inside the broker (BROKER_PARTS):
+
+    top (app, services, dispatcher, handlers, topics, …) → observability
+        → coordination | share | extensions → replication
+        → fatal | authorization | context → network
+
 A package may import its own layer or any layer below, never above. On top of that:
 the broker never imports the client library (nor do group, txn and features, which sit
 above the client but run inside the broker), Spark and the web console read and write
@@ -49,6 +55,24 @@ FORBIDDEN_PACKAGES = {
     "console": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "client": {"storage", "cluster", "coordinator", "group", "txn", "features", "share"},
 }
+BROKER_PARTS = {
+    "network": 0,
+    "fatal": 1,
+    "authorization": 1,
+    "context": 1,
+    "replication": 2,
+    "coordination": 3,
+    "share": 3,
+    "extensions": 3,
+    "observability": 4,
+}
+"""Within sluice.broker (docs/ARCHITECTURE.md): the rank of each subpackage, and of the
+three top-level modules the subpackages share (fatal storage errors, authorization, the
+request context). A part imports parts of lower rank, never a peer of its own rank, and
+never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handlers,
+``topics`` and the rest), which may import any part. Nothing in the broker imports
+``app``, which only the CLI and ``sluice.testing`` start."""
+BROKER_TOP = 5
 NO_IO_PACKAGES = {"protocol", "storage", "common"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
 
@@ -118,6 +142,65 @@ def test_imports_respect_the_layers(path: Path) -> None:
     imports = _imports(path.read_text(), _module_name(path), is_package=path.name == "__init__.py")
     problems = _layer_problems(package, imports)
     assert not problems, "\n".join(problems)
+
+
+def _broker_part(module: str) -> str:
+    """The part of sluice.broker a module of it belongs to (its subpackage, or one of the
+    shared top-level modules), or "top"."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in BROKER_PARTS else "top"
+
+
+def _broker_problems(module: str, imports: list[tuple[int, str]]) -> list[str]:
+    """What breaks the order of the broker's parts among the imports of ``module``."""
+    part = _broker_part(module)
+    rank = BROKER_PARTS.get(part, BROKER_TOP)
+    problems = []
+    for line, name in imports:
+        if not name.startswith("sluice.broker."):
+            continue
+        if name == "sluice.broker.app" or name.startswith("sluice.broker.app."):
+            problems.append(f"line {line}: {module} imports the broker's app")
+            continue
+        target = _broker_part(name)
+        target_rank = BROKER_PARTS.get(target, BROKER_TOP)
+        if target == part or rank == BROKER_TOP:
+            continue
+        if target_rank > rank or (target_rank == rank and rank != BROKER_PARTS["fatal"]):
+            problems.append(
+                f"line {line}: broker.{part} (rank {rank}) imports {name} "
+                f"({'the top' if target_rank == BROKER_TOP else f'rank {target_rank}'})"
+            )
+    return problems
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((SOURCE_ROOT / "broker").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(SOURCE_ROOT)),
+)
+def test_the_broker_parts_import_downwards(path: Path) -> None:
+    module = _module_name(path)
+    imports = _imports(path.read_text(), module, is_package=path.name == "__init__.py")
+    problems = _broker_problems(module, imports)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_broker_part_check_names_what_breaks_the_order() -> None:
+    module = "sluice.broker.share.dead_letters"
+    imports = [
+        (1, "sluice.broker.replication.partition"),
+        (2, "sluice.broker.network.peers"),
+        (3, "sluice.broker.topics"),
+        (4, "sluice.broker.extensions.views"),
+        (5, "sluice.broker.app"),
+    ]
+    assert _broker_problems(module, imports) == [
+        "line 3: broker.share (rank 3) imports sluice.broker.topics (the top)",
+        "line 4: broker.share (rank 3) imports sluice.broker.extensions.views (rank 3)",
+        "line 5: sluice.broker.share.dead_letters imports the broker's app",
+    ]
+    assert _broker_problems("sluice.broker.topics", imports[:4]) == []
 
 
 @pytest.mark.parametrize(

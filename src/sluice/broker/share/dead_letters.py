@@ -17,17 +17,17 @@ written twice, never lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
 from sluice.broker.replication.partition import settled_acks_all
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
-from sluice.broker.topics import TopicManager
 from sluice.cluster.image import MetadataImage
+from sluice.cluster.model import TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -109,12 +109,21 @@ def dead_letter_records(
     return letters
 
 
+class TopicEnsurer(Protocol):
+    """What the writer needs of the broker's topics (``broker.topics.TopicManager``): a
+    dead-letter topic that does not exist yet is auto-created with the broker's defaults."""
+
+    async def ensure_all(
+        self, names: Iterable[str]
+    ) -> Mapping[str, TopicMetadata | KafkaError | None]: ...
+
+
 class DeadLetterWriter:
     def __init__(
         self,
         node_id: int,
         replicas: ReplicaManager,
-        topics: TopicManager,
+        topics: TopicEnsurer,
         purgatory: Purgatory,
         peers: Peers,
         image: Callable[[], MetadataImage],
