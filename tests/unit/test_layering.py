@@ -1,6 +1,6 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli | testing → broker | spark | console → group | txn | share | features
+    cli | testing → broker | spark | console → group | txn | share | features | replication
         → client | cluster | coordinator → storage → protocol → common
 
 and inside the broker (BROKER_PARTS):
@@ -12,8 +12,10 @@ and inside the broker (BROKER_PARTS):
 A package may import its own layer or any layer below, never above. On top of that:
 the broker never imports the client library (nor do group, txn and features, which sit
 above the client but run inside the broker), Spark and the web console read and write
-only through the client (so the console works against any Kafka cluster), and
-protocol/ and storage/ never import asyncio or sockets. Within the layers, no module
+only through the client (so the console works against any Kafka cluster),
+protocol/, storage/ and replication/ never import asyncio or sockets, and replication/
+reads no clock, starts no thread and draws no random number (its state machines replay
+from a seed). Within the layers, no module
 imports itself back through others: the module import graph has no cycle, counting
 imports made only for type checking (a type-only back reference is still a cycle in the
 design) and imports inside functions.
@@ -39,6 +41,7 @@ LAYER = {
     "txn": 4,
     "features": 4,
     "share": 4,
+    "replication": 4,
     "broker": 5,
     "spark": 5,
     "console": 5,
@@ -51,6 +54,7 @@ FORBIDDEN_PACKAGES = {
     "txn": {"client"},
     "features": {"client"},
     "share": {"client"},
+    "replication": {"client"},
     "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "console": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "client": {"storage", "cluster", "coordinator", "group", "txn", "features", "share"},
@@ -73,8 +77,12 @@ never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handl
 ``topics`` and the rest), which may import any part. Nothing in the broker imports
 ``app``, which only the CLI and ``sluice.testing`` start."""
 BROKER_TOP = 5
-NO_IO_PACKAGES = {"protocol", "storage", "common"}
+NO_IO_PACKAGES = {"protocol", "storage", "common", "replication"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
+DETERMINISTIC_PACKAGES = {"replication"}
+"""Packages whose code must behave the same on every run given the same inputs (a
+simulator replays them from a seed): no clock, thread, randomness or file of their own."""
+NONDETERMINISTIC_MODULES = {"time", "threading", "random", "os", "concurrent", "secrets", "uuid"}
 
 
 def _imports(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str]]:
@@ -118,6 +126,8 @@ def _layer_problems(package: str, imports: list[tuple[int, str]]) -> list[str]:
         parts = name.split(".")
         if parts[0] in IO_MODULES and package in NO_IO_PACKAGES:
             problems.append(f"line {line}: {package}/ must not import {name} (sans-IO)")
+        if parts[0] in NONDETERMINISTIC_MODULES and package in DETERMINISTIC_PACKAGES:
+            problems.append(f"line {line}: {package}/ must not import {name} (deterministic)")
         if parts[0] != "sluice" or len(parts) < 2 or parts[1] not in LAYER:
             continue
         target = parts[1]
