@@ -47,6 +47,7 @@ LAYER = {
     "console": 5,
     "cli": 6,
     "testing": 6,
+    "sim": 6,
 }
 FORBIDDEN_PACKAGES = {
     "broker": {"client"},
@@ -55,6 +56,7 @@ FORBIDDEN_PACKAGES = {
     "features": {"client"},
     "share": {"client"},
     "replication": {"client"},
+    "sim": {"broker", "client", "cli", "testing"},
     "spark": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "console": {"broker", "storage", "cluster", "coordinator", "group", "txn", "features", "share"},
     "client": {"storage", "cluster", "coordinator", "group", "txn", "features", "share"},
@@ -77,12 +79,17 @@ never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handl
 ``topics`` and the rest), which may import any part. Nothing in the broker imports
 ``app``, which only the CLI and ``sluice.testing`` start."""
 BROKER_TOP = 5
-NO_IO_PACKAGES = {"protocol", "storage", "common", "replication"}
+NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
-DETERMINISTIC_PACKAGES = {"replication"}
-"""Packages whose code must behave the same on every run given the same inputs (a
-simulator replays them from a seed): no clock, thread, randomness or file of their own."""
 NONDETERMINISTIC_MODULES = {"time", "threading", "random", "os", "concurrent", "secrets", "uuid"}
+DETERMINISTIC_PACKAGES = {
+    "replication": NONDETERMINISTIC_MODULES,
+    "sim": NONDETERMINISTIC_MODULES - {"random"},
+}
+"""Packages whose code must behave the same on every run given the same inputs (the
+simulator replays runs from a seed), and what they may not import for it: no clock,
+thread, file or randomness of their own (the simulator draws from ``random.Random``
+instances seeded from its seed)."""
 
 
 def _imports(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str]]:
@@ -126,7 +133,7 @@ def _layer_problems(package: str, imports: list[tuple[int, str]]) -> list[str]:
         parts = name.split(".")
         if parts[0] in IO_MODULES and package in NO_IO_PACKAGES:
             problems.append(f"line {line}: {package}/ must not import {name} (sans-IO)")
-        if parts[0] in NONDETERMINISTIC_MODULES and package in DETERMINISTIC_PACKAGES:
+        if parts[0] in DETERMINISTIC_PACKAGES.get(package, ()):
             problems.append(f"line {line}: {package}/ must not import {name} (deterministic)")
         if parts[0] != "sluice" or len(parts) < 2 or parts[1] not in LAYER:
             continue

@@ -1,0 +1,111 @@
+"""A partition's log on a simulated disk: what the replication state machines read and
+write, and what a crash keeps.
+
+Records are appended at the log end, each stamped with the leader epoch that appended it
+(the leader's epoch as leader; the fetched record's own as follower). The leader-epoch
+entries are Sluice's own :class:`~sluice.storage.leader_epoch.LeaderEpochCache` (kept in
+memory), so truncation by epoch behaves as the broker's does. An fsync (:meth:`SimLog.flush`)
+makes the log up to its end durable, with the high watermark and the epoch entries of
+that moment; :meth:`SimLog.crash` keeps only what the last fsync made durable (a machine
+that loses its page cache) or everything (a process crash: the page cache survives)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluice.storage.leader_epoch import LeaderEpochCache
+
+
+@dataclass(frozen=True, slots=True)
+class SimRecord:
+    """One record: the epoch of the leader that appended it, and what a producer sent."""
+
+    epoch: int
+    producer_id: int
+    sequence: int
+    value: str
+
+
+class SimLog:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.records: list[SimRecord] = []
+        self.high_watermark = 0
+        self.flushed_offset = 0
+        self._durable_high_watermark = 0
+        self._durable_epochs: list[tuple[int, int]] = []
+        self.epochs = self._new_epochs()
+
+    def _new_epochs(self) -> LeaderEpochCache:
+        # The path only names the log in the cache's messages; nothing is written.
+        return LeaderEpochCache(Path(self.name), lambda: self.log_end_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.records)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch
+
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """A leader's new epoch starts at the log end (written at once, as the broker
+        fsyncs its leader-epoch checkpoint when it begins leading)."""
+        if self.epochs.assign(epoch, self.log_end_offset):
+            self._durable_epochs = self.epochs.entries
+
+    def append(self, records: Sequence[SimRecord]) -> int:
+        """Append ``records`` (as leader or follower; each carries its epoch); the offset
+        of the first."""
+        base = self.log_end_offset
+        for record in records:
+            if record.epoch > self.epochs.latest_epoch:
+                self.epochs.assign(record.epoch, self.log_end_offset)
+            self.records.append(record)
+        return base
+
+    def read(self, offset: int, max_records: int, end: int | None = None) -> list[SimRecord]:
+        """Up to ``max_records`` from ``offset``, not past ``end`` (default: the log end)."""
+        stop = min(self.log_end_offset if end is None else end, offset + max_records)
+        return self.records[offset:stop]
+
+    def update_high_watermark(self, offset: int) -> None:
+        self.high_watermark = min(offset, self.log_end_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the records at ``offset`` and after (a follower whose tail diverged)."""
+        if offset >= self.log_end_offset:
+            return
+        del self.records[offset:]
+        self.epochs.truncate_from_end(offset)
+        self.high_watermark = min(self.high_watermark, offset)
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers it."""
+        return self.epochs.end_offset_for_epoch(epoch)
+
+    def flush(self) -> None:
+        """fsync: everything appended so far survives any crash."""
+        self.flushed_offset = self.log_end_offset
+        self._durable_high_watermark = self.high_watermark
+        self._durable_epochs = self.epochs.entries
+
+    @property
+    def unflushed(self) -> int:
+        return self.log_end_offset - self.flushed_offset
+
+    def crash(self, *, lose_unflushed: bool) -> None:
+        """The node stops at once. With ``lose_unflushed``, the machine went down too and
+        the records after the last fsync are gone; otherwise only the process died and
+        the page cache kept everything. The high watermark restarts from the last
+        fsync's (never above the log end), as from the broker's checkpoint."""
+        if lose_unflushed:
+            del self.records[self.flushed_offset :]
+            self.epochs = self._new_epochs()
+            for epoch, start in self._durable_epochs:
+                self.epochs.assign(epoch, start)
+            self.epochs.truncate_from_end(self.log_end_offset)
+        self.high_watermark = min(self._durable_high_watermark, self.log_end_offset)

@@ -1,0 +1,92 @@
+"""Simulated time and the one queue of everything that happens in a simulation.
+
+A :class:`World` holds the time (``now_ms``, which only moves when the next event is
+taken) and the events scheduled for later. Events at the same time run in the order they
+were scheduled (a sequence number breaks ties), so a run depends on nothing but its seed:
+every random choice comes from :meth:`World.random`, one ``random.Random`` per named
+stream, each seeded from the world's seed and the stream's name (adding a stream, or
+drawing more from one, does not change what the others draw)."""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Event = Callable[[], None]
+
+
+@dataclass(order=True)
+class _Scheduled:
+    at_ms: int
+    sequence: int
+    event: Event = field(compare=False)
+    cancelled: bool = field(default=False, compare=False)
+
+
+class Timer:
+    """A scheduled event that can be called off."""
+
+    __slots__ = ("_scheduled",)
+
+    def __init__(self, scheduled: _Scheduled) -> None:
+        self._scheduled = scheduled
+
+    @property
+    def at_ms(self) -> int:
+        return self._scheduled.at_ms
+
+    def cancel(self) -> None:
+        self._scheduled.cancelled = True
+
+
+class World:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.now_ms = 0
+        self._queue: list[_Scheduled] = []
+        self._sequence = 0
+        self._streams: dict[str, random.Random] = {}
+        self.events_run = 0
+
+    def random(self, stream: str) -> random.Random:
+        """The random numbers of one part of the simulation (a node's faults, the
+        network's latencies, a workload), seeded from the world's seed and ``stream``."""
+        found = self._streams.get(stream)
+        if found is None:
+            digest = hashlib.sha256(f"{self.seed}/{stream}".encode()).digest()
+            found = self._streams[stream] = random.Random(int.from_bytes(digest[:8], "big"))
+        return found
+
+    def at(self, at_ms: int, event: Event) -> Timer:
+        """Run ``event`` at ``at_ms`` (now if that is past)."""
+        self._sequence += 1
+        scheduled = _Scheduled(max(at_ms, self.now_ms), self._sequence, event)
+        heapq.heappush(self._queue, scheduled)
+        return Timer(scheduled)
+
+    def after(self, delay_ms: int, event: Event) -> Timer:
+        """Run ``event`` ``delay_ms`` from now."""
+        return self.at(self.now_ms + max(delay_ms, 0), event)
+
+    def run_until(self, end_ms: int, *, stop: Callable[[], bool] | None = None) -> None:
+        """Run events in time order until the next one is after ``end_ms`` (the clock then
+        stands at ``end_ms``), or until ``stop()`` holds after an event."""
+        queue = self._queue
+        while queue and queue[0].at_ms <= end_ms:
+            scheduled = heapq.heappop(queue)
+            if scheduled.cancelled:
+                continue
+            self.now_ms = scheduled.at_ms
+            self.events_run += 1
+            scheduled.event()
+            if stop is not None and stop():
+                return
+        self.now_ms = max(self.now_ms, end_ms)
+
+    @property
+    def pending(self) -> int:
+        """Events scheduled and not called off."""
+        return sum(1 for scheduled in self._queue if not scheduled.cancelled)

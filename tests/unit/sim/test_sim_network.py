@@ -1,0 +1,88 @@
+"""The simulated network: latency within bounds, order kept per link unless reordering
+is on, losses from partitions, downed nodes and the loss rate, duplicates, and the same
+deliveries for the same seed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.sim.network import Faults, Network
+from sluice.sim.world import World
+
+
+def _inboxes(network: Network, nodes: range) -> dict[int, list[tuple[int, Any, int]]]:
+    """Each node's arrivals: (sender, message, time)."""
+    inboxes: dict[int, list[tuple[int, Any, int]]] = {node: [] for node in nodes}
+    for node in nodes:
+        network.attach(
+            node,
+            lambda sender, message, node=node: inboxes[node].append(
+                (sender, message, network.world.now_ms)
+            ),
+        )
+    return inboxes
+
+
+def test_messages_arrive_within_the_latency_in_order_per_link() -> None:
+    world = World(seed=7)
+    network = Network(world, Faults(latency_ms=(1, 50)))
+    inboxes = _inboxes(network, range(2))
+    for i in range(100):
+        network.send(0, 1, i)
+    world.run_until(1_000)
+    assert [message for _, message, _ in inboxes[1]] == list(range(100))
+    assert all(1 <= at <= 50 for _, _, at in inboxes[1])
+    assert network.stats.delivered == 100
+
+
+def test_reordering_lets_later_messages_overtake() -> None:
+    world = World(seed=7)
+    network = Network(world, Faults(latency_ms=(1, 50), reorder=True))
+    inboxes = _inboxes(network, range(2))
+    for i in range(100):
+        network.send(0, 1, i)
+    world.run_until(1_000)
+    received = [message for _, message, _ in inboxes[1]]
+    assert sorted(received) == list(range(100)) and received != list(range(100))
+
+
+def test_a_partition_drops_messages_both_ways_until_healed() -> None:
+    world = World(seed=7)
+    network = Network(world)
+    inboxes = _inboxes(network, range(3))
+    network.partition({0}, {1})
+    network.send(0, 1, "cut")
+    network.send(1, 0, "cut")
+    network.send(0, 2, "through")
+    world.run_until(100)
+    assert inboxes[1] == [] and inboxes[0] == [] and len(inboxes[2]) == 1
+    network.heal()
+    network.send(0, 1, "healed")
+    world.run_until(200)
+    assert [message for _, message, _ in inboxes[1]] == ["healed"]
+
+
+def test_a_message_in_flight_to_a_node_that_goes_down_is_lost() -> None:
+    world = World(seed=7)
+    network = Network(world, Faults(latency_ms=(10, 10)))
+    inboxes = _inboxes(network, range(2))
+    network.send(0, 1, "in flight")
+    world.after(5, lambda: network.detach(1))
+    world.run_until(100)
+    assert inboxes[1] == [] and network.stats.lost == 1 and not network.is_up(1)
+
+
+def test_losses_and_duplicates_follow_their_rates_and_the_seed() -> None:
+    def run(seed: int) -> list[int]:
+        world = World(seed=seed)
+        network = Network(world, Faults(loss_rate=0.3, duplicate_rate=0.2))
+        inboxes = _inboxes(network, range(2))
+        for i in range(1_000):
+            network.send(0, 1, i)
+        world.run_until(10_000)
+        assert 200 < network.stats.lost < 400
+        assert 100 < network.stats.duplicated < 200
+        return [message for _, message, _ in inboxes[1]]
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
