@@ -84,12 +84,12 @@ IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
 NONDETERMINISTIC_MODULES = {"time", "threading", "random", "os", "concurrent", "secrets", "uuid"}
 DETERMINISTIC_PACKAGES = {
     "replication": NONDETERMINISTIC_MODULES,
-    "sim": NONDETERMINISTIC_MODULES - {"random"},
+    "sim": NONDETERMINISTIC_MODULES - {"random", "uuid"},
 }
 """Packages whose code must behave the same on every run given the same inputs (the
 simulator replays runs from a seed), and what they may not import for it: no clock,
 thread, file or randomness of their own (the simulator draws from ``random.Random``
-instances seeded from its seed)."""
+instances seeded from its seed, and makes topic ids from numbers)."""
 
 
 def _imports(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str]]:
