@@ -80,6 +80,10 @@ never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handl
 ``app``, which only the CLI and ``sluice.testing`` start."""
 BROKER_TOP = 5
 NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim"}
+NO_IO_MODULES = {"sluice.cluster.controller_core"}
+"""Sans-IO modules in a package that is not (the controller's decisions beside its
+asyncio shell): no event loop, socket, clock, thread or randomness of their own."""
+NO_IO_MODULE_IMPORTS = {"asyncio", "socket", "selectors", "ssl", "time", "threading", "random"}
 IO_MODULES = {"asyncio", "socket", "selectors", "ssl"}
 NONDETERMINISTIC_MODULES = {"time", "threading", "random", "os", "concurrent", "secrets", "uuid"}
 DETERMINISTIC_PACKAGES = {
@@ -159,6 +163,35 @@ def test_imports_respect_the_layers(path: Path) -> None:
     imports = _imports(path.read_text(), _module_name(path), is_package=path.name == "__init__.py")
     problems = _layer_problems(package, imports)
     assert not problems, "\n".join(problems)
+
+
+def _module_io_problems(module: str, imports: list[tuple[int, str]]) -> list[str]:
+    """What a module of NO_IO_MODULES must not import among ``imports``."""
+    return [
+        f"line {line}: {module} must not import {name} (sans-IO)"
+        for line, name in imports
+        if name.split(".")[0] in NO_IO_MODULE_IMPORTS
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(NO_IO_MODULES))
+def test_sans_io_modules_do_no_io(module: str) -> None:
+    path = SOURCE_ROOT.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    assert path.is_file(), f"{module} is named in NO_IO_MODULES but does not exist"
+    problems = _module_io_problems(module, _imports(path.read_text(), module))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_sans_io_module_check_names_what_it_imports() -> None:
+    imports = _imports(
+        "import time\nfrom asyncio import Event\nimport random as r\nimport dataclasses",
+        "sluice.cluster.controller_core",
+    )
+    assert _module_io_problems("sluice.cluster.controller_core", imports) == [
+        "line 1: sluice.cluster.controller_core must not import time (sans-IO)",
+        "line 2: sluice.cluster.controller_core must not import asyncio (sans-IO)",
+        "line 3: sluice.cluster.controller_core must not import random (sans-IO)",
+    ]
 
 
 def _broker_part(module: str) -> str:

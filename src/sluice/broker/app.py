@@ -378,7 +378,7 @@ class Broker:
             else None
         )
         self.controller = Controller(
-            store, self.config.node_id, self.config.topic_defaults, rebalance
+            store, self.config.node_id, self.config.topic_defaults, rebalance, clock=self.clock
         )
         self.producer_ids = ProducerIdManager(store)
         try:

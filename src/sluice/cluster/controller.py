@@ -14,42 +14,38 @@ While controller, each new image (a broker gone or registered anew, a topic crea
 reconciled (:func:`sluice.cluster.leadership.reconcile`) and the new partition states
 are written conditionally on their versions and on epoch E. A write that loses to a newer
 state (StaleVersion) is retried on the next image, or after
-:data:`RETRY_BACKOFF_MS` if none comes; a write refused for the epoch
-(ControllerFenced) means another broker was elected while this one was away (a lost
-ZooKeeper session, a paused process): this one stops acting at once and writes nothing
-more. On one node the embedded store elects the only broker at every start.
+:data:`~sluice.cluster.controller_core.RETRY_BACKOFF_MS` if none comes; a write refused
+for the epoch (ControllerFenced) means another broker was elected while this one was away
+(a lost ZooKeeper session, a paused process): this one stops acting at once and writes
+nothing more. On one node the embedded store elects the only broker at every start.
+
+The decisions are :class:`~sluice.cluster.controller_core.ControllerCore`'s (sans-IO);
+this module is the shell around it: it waits for a new image or the core's next wake-up
+time, asks the store (the elections and the writes, one at a time) and feeds each result
+back to the core.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from sluice.cluster import leadership
-from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.controller_core import (
+    ControllerCommand,
+    ControllerCore,
+    ElectController,
+    Fenced,
+    LeaderRebalance,
+    Lost,
+    StoreFailed,
+    WritePartitions,
+    WriteResult,
+    Written,
+)
 from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
-from sluice.common.config import TopicConfig
-from sluice.common.ids import TopicPartition
+from sluice.common.clock import SYSTEM_CLOCK, Clock
 
-log = logging.getLogger(__name__)
-
-RETRY_BACKOFF_MS = 200
-"""How long the controller waits before trying again after a write lost to a newer state
-or the store could not be reached, when no new image arrives sooner."""
-
-
-@dataclass(frozen=True)
-class LeaderRebalance:
-    """auto.leader.rebalance.enable: every ``interval_s``
-    (leader.imbalance.check.interval.seconds), partitions go back to their preferred
-    leader on brokers whose imbalance is above ``imbalance_percentage``
-    (leader.imbalance.per.broker.percentage)."""
-
-    interval_s: float
-    imbalance_percentage: int
+__all__ = ["Controller", "LeaderRebalance"]
 
 
 class Controller:
@@ -59,163 +55,74 @@ class Controller:
         node_id: int,
         topic_defaults: Mapping[str, str] | None = None,
         rebalance: LeaderRebalance | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self._rebalance = rebalance
         self._store = store
-        self._node_id = node_id
-        self._topic_defaults: Mapping[str, str] = {} if topic_defaults is None else topic_defaults
-        """The broker's topic defaults, shared: dynamic broker configs change them."""
-        """The brokers' topic config defaults (unclean.leader.election.enable…)."""
-        self._epoch: int | None = None
-        self._broker_epochs: dict[int, int] = {}
-        """Each live broker's registration epoch when the controller last wrote: a
-        different one later means the broker registered anew (it restarted). A
-        restart before this broker was elected shows in the partition states instead
-        (:meth:`PartitionState.registered_since`)."""
+        self._clock = clock
+        self._core = ControllerCore(node_id, topic_defaults, rebalance)
         self._changed = asyncio.Event()
         self._changed.set()
-        self.leader_elections = 0
-        """Partitions whose leader this controller changed (a metric the broker reads)."""
 
     @property
     def epoch(self) -> int | None:
         """The controller epoch while this broker is controller, else None."""
-        return self._epoch
+        return self._core.epoch
+
+    @property
+    def leader_elections(self) -> int:
+        """Partitions whose leader this controller changed (a metric the broker reads)."""
+        return self._core.leader_elections
 
     def notify(self) -> None:
         """A new image was published: look at it (on the event loop)."""
         self._changed.set()
 
     async def run(self) -> None:
-        """Act on images until cancelled; rebalance leadership now and then."""
-        loop = asyncio.get_running_loop()
-        rebalance = self._rebalance
-        next_rebalance = loop.time() + (rebalance.interval_s if rebalance else 0)
+        """Act on images until cancelled; rebalance leadership now and then, and look
+        again after a write that lost or a store that failed."""
+        core = self._core
+        clock = self._clock
+        core.start(clock.monotonic_ms())
         while True:
-            if rebalance is None:
+            wake_ms = core.next_wake_ms()
+            if wake_ms is None:
                 await self._changed.wait()
             else:
+                timeout_ms = max(wake_ms - clock.monotonic_ms(), 0)
                 try:
-                    await asyncio.wait_for(
-                        self._changed.wait(), max(next_rebalance - loop.time(), 0)
-                    )
+                    await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
                 except TimeoutError:
-                    next_rebalance = loop.time() + rebalance.interval_s
-                    await self._rebalance_leaders(rebalance)
+                    await self._carry_out(core.on_tick(self._store.image(), clock.monotonic_ms()))
                     continue
             self._changed.clear()
-            try:
-                settled = await self.step()
-            except MetadataStoreError as e:
-                log.warning("controller: the metadata store failed (%s); will retry", e)
-                settled = False
-            if not settled:
+            await self._carry_out(core.on_image(self._store.image(), clock.monotonic_ms()))
+
+    async def _carry_out(self, commands: list[ControllerCommand]) -> None:
+        """Carry out the core's commands one at a time, feeding each result back (it
+        may answer with the next command: an election won is followed by a write)."""
+        core = self._core
+        pending = list(commands)
+        while pending:
+            command = pending.pop(0)
+            if isinstance(command, ElectController):
                 try:
-                    await asyncio.wait_for(self._changed.wait(), RETRY_BACKOFF_MS / 1000)
-                except TimeoutError:
-                    self._changed.set()
+                    epoch = await self._store.elect_controller(command.node_id)
+                except MetadataStoreError as e:
+                    pending += core.on_election_failed(str(e), self._clock.monotonic_ms())
+                    continue
+                pending += core.on_elected(epoch, self._store.image(), self._clock.monotonic_ms())
+            else:
+                result = await self._write(command)
+                pending += core.on_write_result(result, self._clock.monotonic_ms())
 
-    async def step(self) -> bool:
-        """Elect or reconcile once for the current image; False when a write lost and
-        must be tried again."""
-        image = self._store.image()
-        self._follow(image)
-        if self._epoch is None and image.controller is None:
-            epoch = await self._store.elect_controller(self._node_id)
-            if epoch is not None:
-                self._epoch = epoch
-                self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
-                log.info("broker %d is now the controller (epoch %d)", self._node_id, epoch)
-            image = self._store.image()
-        if self._epoch is None:
-            return True
-        return await self._reconcile(image, self._epoch)
-
-    def _follow(self, image: MetadataImage) -> None:
-        """Stop acting as controller when the image names another one (or a newer epoch
-        of this broker's: a re-election after a lost session)."""
-        current = image.controller
-        if self._epoch is None or current is None:
-            return
-        if current.node_id != self._node_id or current.epoch != self._epoch:
-            log.warning(
-                "broker %d is no longer the controller (epoch %d); broker %d is (epoch %d)",
-                self._node_id,
-                self._epoch,
-                current.node_id,
-                current.epoch,
-            )
-            self._epoch = None
-
-    async def _rebalance_leaders(self, rebalance: LeaderRebalance) -> None:
-        """Move leadership back to preferred replicas where a broker's imbalance is too
-        high (auto.leader.rebalance.enable). A write that loses is retried next time."""
-        epoch = self._epoch
-        if epoch is None:
-            return
-        changes = leadership.preferred_leader_changes(
-            self._store.image(), rebalance.imbalance_percentage
-        )
-        if not changes:
-            return
+    async def _write(self, command: WritePartitions) -> WriteResult:
         try:
-            await self._store.update_partitions(changes, epoch)
+            await self._store.update_partitions(list(command.changes), command.epoch)
+        except StaleVersion as e:
+            return Lost(command.write_id, str(e))
         except ControllerFenced as e:
-            self._stop_acting(e)
-            return
+            return Fenced(command.write_id, str(e))
         except MetadataStoreError as e:
-            log.info("controller: leader rebalance deferred (%s)", e)
-            return
-        log.info("controller: moved %d partition(s) back to their preferred leader", len(changes))
-
-    def _stop_acting(self, fenced: ControllerFenced) -> None:
-        """A write was refused for the epoch: another broker was elected meanwhile."""
-        log.warning(
-            "broker %d stops acting as controller: another broker was elected while it "
-            "was away (%s)",
-            self._node_id,
-            fenced,
-        )
-        self._epoch = None
-
-    def _unclean_allowed(self, topic: TopicMetadata) -> bool:
-        config = TopicConfig.from_entries(topic.configs, self._topic_defaults)
-        return config.unclean_leader_election_enable
-
-    async def _reconcile(self, image: MetadataImage, epoch: int) -> bool:
-        restarted = {
-            node_id
-            for node_id, broker in image.brokers.items()
-            if self._broker_epochs.get(node_id, broker.epoch) != broker.epoch
-        }
-        changes = leadership.reconcile(image, restarted, self._unclean_allowed)
-        deciding = {(c.topic, c.partition) for c in changes}
-        changes += [
-            c
-            for c in leadership.reassignments_completed(image)
-            if (c.topic, c.partition) not in deciding  # the next round completes it
-        ]
-        if changes:
-            try:
-                await self._store.update_partitions(changes, epoch)
-            except StaleVersion as e:
-                # Usually its own previous write, not yet in the image it decided from.
-                log.debug("controller: a partition changed meanwhile (%s); trying again", e)
-                return False
-            except ControllerFenced as e:
-                self._stop_acting(e)
-                return True
-            self.leader_elections += sum(
-                1
-                for c in changes
-                if (before := image.partition(TopicPartition(c.topic, c.partition))) is None
-                or before.leader != c.state.leader
-            )
-            offline = sum(1 for c in changes if not c.state.is_online)
-            log.info(
-                "controller: moved leadership of %d partition(s) (%d now offline)",
-                len(changes),
-                offline,
-            )
-        self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
-        return True
+            return StoreFailed(command.write_id, str(e))
+        return Written(command.write_id)
