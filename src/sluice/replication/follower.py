@@ -231,9 +231,11 @@ class ReplicationThrottle:
         self._buckets[topic] = (level - size_bytes * MS_PER_S, now_ms)
 
     def ready_at_ms(self, topic: str, rate_bytes_per_s: int, now_ms: int) -> int:
-        """When the topic's bucket holds a byte again."""
+        """When the topic's bucket holds a whole byte again (what :meth:`available`
+        offers: a fraction of one is no byte to ask for, so waiting less would only
+        find the bucket still empty)."""
         level, _ = self._buckets.get(topic, (0, now_ms))
-        if level > 0:
+        if level >= MS_PER_S:
             return now_ms
         return now_ms + -(-(MS_PER_S - level) // rate_bytes_per_s)
 

@@ -160,6 +160,15 @@ def test_the_throttle_refills_at_its_rate_up_to_one_seconds_worth() -> None:
     assert throttle.available("t", 1000, now_ms=60_000) == 1000
 
 
+def test_the_throttle_rounds_waits_up_and_levels_down() -> None:
+    throttle = ReplicationThrottle()
+    throttle.available("t", 3, now_ms=0)
+    throttle.spend("t", 3, now_ms=0)
+    assert throttle.available("t", 3, now_ms=100) == 0  # 0.3 bytes: none whole yet
+    assert throttle.ready_at_ms("t", 3, now_ms=100) == 334  # 0.7 bytes more at 3/s
+    assert throttle.available("t", 3, now_ms=334) == 1
+
+
 def test_each_topic_has_its_own_bucket() -> None:
     throttle = ReplicationThrottle()
     throttle.spend("t", 10, now_ms=0)
@@ -291,6 +300,16 @@ def test_a_throttled_partition_asks_what_its_bucket_holds_and_waits_when_empty()
     assert c.begin_round(now_ms=509) == WaitUntil(510)
     query = a_fetch(c, now_ms=510)
     assert {tp: w.partition_max_bytes for tp, w in query.plan.wanted.items()} == {A0: 1, A1: 1}
+
+
+def test_a_bucket_holding_less_than_a_byte_waits_for_a_whole_one() -> None:
+    """Not a busy round after round until the fraction grows to a byte."""
+    c = core()
+    c.follow(A0, FakeReplica(throttled_rate=3))
+    c.on_fetch_answer(a_fetch(c), ErrorCode.none, 0, [answer(A0, records=b"xyz")], 0)
+    assert c.fetch_query(a_round(c, now_ms=100)) == WaitUntil(334)  # 0.3 bytes at 100 ms
+    assert c.begin_round(now_ms=333) == WaitUntil(334)
+    assert a_fetch(c, now_ms=334).plan.wanted[A0].partition_max_bytes == 1
 
 
 def test_an_unthrottled_partition_fetches_while_a_throttled_one_waits() -> None:
