@@ -4,15 +4,13 @@ decodes them."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from sluice.broker.network.peer_connection import PeerConnection
 from sluice.broker.replication.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -24,10 +22,8 @@ from sluice.broker.replication.fetch_sessions import (
     TopicResults,
     next_epoch,
 )
-from sluice.broker.replication.follower_session import FollowerFetchSession, Wanted
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.broker.replication.replica_fetcher import ReplicaFetcher, _Followed
 from sluice.cluster.model import PartitionState
 from sluice.common.clock import ManualClock
 from sluice.common.config import BrokerConfig, BrokerConfigError, TopicConfig
@@ -35,7 +31,16 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.protocol.codec import decode_request_body, encode_request, parse_request_header
 from sluice.protocol.fetch_response import FetchPartitionResult, RecordBytes
-from sluice.protocol.messages import make, request_module, response_module
+from sluice.protocol.messages import make, request_module
+from sluice.replication.follower import (
+    AppendFetched,
+    FetchedPartition,
+    FetchQuery,
+    FollowerCore,
+    ReplicationThrottle,
+    WaitUntil,
+)
+from sluice.replication.follower_session import FollowerFetchSession, Wanted
 from sluice.storage import PartitionLog
 
 Partitions = dict[str, list[tuple[int, int]]]
@@ -354,85 +359,38 @@ def test_a_follower_of_a_leader_declining_sessions_fetches_in_full() -> None:
         session.answered(plan, NO_SESSION_ID)
 
 
-# ── a replica fetcher's session, against a scripted leader ─────────────────────────
-
-
-class ScriptedLeader:
-    """The leader's end of a fetcher's connection: records each Fetch and answers the
-    next scripted (error code, session id, high watermark) with kio's own response."""
-
-    def __init__(self, answers: list[tuple[int, int, int]]) -> None:
-        self.requests: list[Any] = []
-        self._answers = answers
-
-    def version_for(self, api_key: int) -> int:
-        return 12
-
-    async def request(self, payload: Any, timeout_s: float) -> Any:
-        self.requests.append(payload)
-        error_code, session_id, high_watermark = self._answers.pop(0)
-        module = response_module(1, 12)
-        partitions = tuple(
-            make(
-                module.PartitionData,
-                partition_index=p.partition,
-                error_code=0,
-                high_watermark=high_watermark,
-                last_stable_offset=high_watermark,
-                log_start_offset=0,
-                aborted_transactions=(),
-                preferred_read_replica=-1,
-                records=None,
-            )
-            for t in payload.topics
-            for p in t.partitions
-        )
-        return make(
-            module.FetchResponse,
-            throttle_time=0,
-            error_code=error_code,
-            session_id=session_id,
-            responses=(make(module.FetchableTopicResponse, topic="orders", partitions=partitions),)
-            if partitions and error_code == 0
-            else (),
-        )
-
-
-def sessions_of(leader: ScriptedLeader) -> list[tuple[int, int, int]]:
-    """(session id, epoch, partitions named) of each fetch the leader got."""
-    return [
-        (int(r.session_id), int(r.session_epoch), sum(len(t.partitions) for t in r.topics))
-        for r in leader.requests
-    ]
+# ── a follower's session, against a scripted leader ───────────────────────────────
 
 
 def test_a_replica_fetcher_falls_back_to_a_full_fetch_on_a_session_error(tmp_path: Path) -> None:
     clock = ManualClock()
     state = PartitionState(replicas=(0, 1), leader=1, leader_epoch=3, isr=(0, 1), version=1)
-    followed = []
+    core: FollowerCore[Partition] = FollowerCore(
+        1, BrokerConfig(), ReplicationThrottle(), lambda p: 0
+    )
     for index in range(2):
         log = PartitionLog.create(tmp_path / f"orders-{index}", TopicConfig(), clock)
         partition = Partition(TopicPartition("orders", index), log, state, 0, Purgatory(), clock)
-        followed.append(_Followed(partition, leader_epoch=3, truncating=False))
-    fetcher = ReplicaFetcher((1, "127.0.0.1", 9092), BrokerConfig(), lambda e: None)
-    for f in followed:
-        fetcher._followed[f.partition.topic_partition] = f
-    leader = ScriptedLeader(
-        [
-            (ErrorCode.none, 42, 0),  # full fetch: session 42 opened
-            (ErrorCode.none, 42, 0),  # incremental: nothing named, nothing new
-            (ErrorCode.fetch_session_id_not_found, 0, 0),  # evicted at the leader
-            (ErrorCode.none, 43, 0),  # full again: session 43
+        core.follow(partition.topic_partition, partition)
+    answers = [
+        (ErrorCode.none, 42),  # full fetch: session 42 opened
+        (ErrorCode.none, 42),  # incremental: nothing named, nothing new
+        (ErrorCode.fetch_session_id_not_found, 0),  # evicted at the leader
+        (ErrorCode.none, 43),  # full again: session 43
+    ]
+    sent = []
+    for error_code, session_id in answers:
+        round_ = core.begin_round(clock.monotonic_ms())  # empty logs: nothing to truncate
+        assert not isinstance(round_, WaitUntil) and round_.epoch_query is None
+        query = core.fetch_query(round_)
+        assert isinstance(query, FetchQuery)
+        sent.append((query.plan.session_id, query.plan.epoch, len(query.named)))
+        partitions = [
+            FetchedPartition(f.topic_partition, ErrorCode.none, 0, 0, None) for f in query.named
         ]
-    )
-    connection = cast(PeerConnection, leader)
-
-    async def four_fetches() -> None:
-        for _ in range(4):
-            await fetcher._fetch(connection, followed, {})
-
-    asyncio.run(four_fetches())
-    assert sessions_of(leader) == [(0, 0, 2), (42, 1, 0), (42, 2, 0), (42, 0, 2)]
-    assert (fetcher.session.id, fetcher.session.epoch) == (43, 1)
-    assert not any(f.retry_at for f in followed)  # a session error holds nothing back
-    assert (fetcher.fetches_total, fetcher.incremental_fetches_total) == (4, 2)
+        commands = core.on_fetch_answer(query, error_code, session_id, partitions, 0)
+        assert all(isinstance(c, AppendFetched) for c in commands)
+    assert sent == [(0, 0, 2), (42, 1, 0), (42, 2, 0), (42, 0, 2)]
+    assert (core.session.id, core.session.epoch) == (43, 1)
+    assert core.next_retry_ms() == 0  # a session error holds nothing back
+    assert (core.fetches_total, core.incremental_fetches_total) == (4, 2)

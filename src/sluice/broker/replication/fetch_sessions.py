@@ -50,11 +50,14 @@ from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common.errors import ErrorCode
 from sluice.protocol.fetch_response import FetchPartitionResult
 from sluice.protocol.messages import has_field
+from sluice.replication.session_epochs import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INT32_MAX,
+    NO_SESSION_ID,
+    next_epoch,
+)
 
-NO_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-INT32_MAX = 2**31 - 1
 SESSION_EVICTION_MS = 120_000
 """A session unused this long may be evicted by any new one, and one older than this
 competes on its value alone (Kafka's minimum eviction time, fixed there too)."""
@@ -71,10 +74,6 @@ TopicKey = str | uuid.UUID
 class SessionPartition(NamedTuple):
     topic: TopicKey
     partition: int
-
-
-def next_epoch(epoch: int) -> int:
-    return 1 if epoch >= INT32_MAX else epoch + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.broker.replication.fetch_sessions import INITIAL_EPOCH, NO_SESSION_ID, next_epoch
 from sluice.common.ids import TopicPartition
+from sluice.replication.session_epochs import INITIAL_EPOCH, NO_SESSION_ID, next_epoch
 
 
 @dataclass(frozen=True, slots=True)
