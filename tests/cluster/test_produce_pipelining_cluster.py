@@ -24,6 +24,7 @@ from kafka_wire import (
 )
 from metrics_scrape import scrape, value
 
+from sluice.broker.network.server import PRODUCE_PIPELINE_DEPTH
 from sluice.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
@@ -34,6 +35,7 @@ PRODUCE_TIMEOUT_MS = 120_000
 APPENDED_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.1
 LEADER, FOLLOWER = 0, 1
+PRODUCES_WAITING = PRODUCE_PIPELINE_DEPTH + 2
 
 
 @pytest.fixture
@@ -82,8 +84,10 @@ def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: C
     os.kill(paused.pid, signal.SIGSTOP)
     try:
         with KafkaConnection(leader.host, leader.port) as connection:
-            # Two acks=all produces, an acks=1 one (answered as soon as it is appended,
-            # but after the two before it), then a request of another kind.
+            # More acks=all produces than a connection may have waiting, an
+            # acks=1 one (answered as soon as it is appended, but after those before it),
+            # then a request of another kind.
+            values = [(f"value-{i}".encode(), -1) for i in range(PRODUCES_WAITING)]
             requests = [
                 produce_request(
                     name,
@@ -92,14 +96,15 @@ def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: C
                     acks=acks,
                     timeout_ms=PRODUCE_TIMEOUT_MS,
                 )
-                for value, acks in ((b"first", -1), (b"second", -1), (b"third", 1))
+                for value, acks in [*values, (b"last", 1)]
             ]
             requests.append(api_versions_request())
             sent = [(request, connection.send(request)) for request in requests]
-            # All three batches are appended although the first still waits for the
-            # paused follower (one request at a time would hold the second behind it).
+            # The first PRODUCE_PIPELINE_DEPTH batches are appended although the first
+            # still waits for the paused follower (one request at a time would hold the
+            # second behind it).
             deadline = time.monotonic() + APPENDED_TIMEOUT_S
-            while (_leader_log_end(cluster, name) or 0) < 3:
+            while (_leader_log_end(cluster, name) or 0) < PRODUCE_PIPELINE_DEPTH:
                 assert time.monotonic() < deadline, (
                     "the produces behind a waiting acks=all produce were not appended\n"
                     + cluster.log_tails()
@@ -110,6 +115,8 @@ def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: C
     finally:
         os.kill(paused.pid, signal.SIGCONT)
     # receive() checked each correlation id: the answers came in request order.
-    produced = [only_partition(answer) for answer in answers[:3]]
-    assert [(p.error_code, int(p.base_offset)) for p in produced] == [(0, 0), (0, 1), (0, 2)]
-    assert answers[3].error_code == 0
+    produced = [only_partition(answer) for answer in answers[:-1]]
+    assert [(p.error_code, int(p.base_offset)) for p in produced] == [
+        (0, offset) for offset in range(PRODUCES_WAITING + 1)
+    ]
+    assert answers[-1].error_code == 0

@@ -26,6 +26,8 @@ from sluice.common.errors import KafkaError
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TIMEOUT_S = 90.0
+RETRY_BACKOFF_S = 0.1
+"""A member waits this long after a failed poll or commit before it tries again."""
 PARTITIONS = 3
 PER_PARTITION = 100
 
@@ -86,10 +88,15 @@ async def _consume(
         fetch_max_wait_ms=200,
         request_timeout_ms=5000,
     ) as member:
+        deadline = time.monotonic() + TIMEOUT_S
         while not stop.is_set():
+            # Bounded, and backing off after a failure: a member whose calls fail at once
+            # would otherwise hold the event loop (nothing else could stop it).
+            assert time.monotonic() < deadline, f"{len(set(accepted))} records accepted"
             try:
                 records = await member.poll(0.5)
             except (KafkaError, ClientError):
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             for record in records:
                 member.accept(record)
@@ -97,6 +104,7 @@ async def _consume(
             try:
                 await member.commit()
             except (KafkaError, ClientError):
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
 
 

@@ -49,6 +49,7 @@ from sluice.client.errors import (
     TlsHandshakeError,
     UnsupportedApiError,
 )
+from sluice.client.failure import StoredFailure
 from sluice.client.messages import Request, VersionedRequest
 from sluice.client.tls import TlsSettings
 from sluice.client.versions import CLIENT_VERSIONS
@@ -160,7 +161,7 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
-        self._failure: ClientError | None = None
+        self._failure: StoredFailure[ClientError] | None = None
         self._closed = False
 
     # ── opening ────────────────────────────────────────────────────────────────────
@@ -402,7 +403,7 @@ class BrokerConnection:
         if release_slot:
             self._in_flight.release()
         if self._failure is not None:
-            raise self._failure
+            self._failure.raise_again()
         if self._writer is None:
             raise ConnectionClosedError(f"connection to broker at {self.address} is not open yet")
         raise ConnectionClosedError(f"connection to broker at {self.address} is closed")
@@ -472,7 +473,7 @@ class BrokerConnection:
     def _fail(self, failure: ClientError) -> None:
         """Mark the connection broken and hand ``failure`` to every waiting request."""
         if self._failure is None and not self._closed:
-            self._failure = failure
+            self._failure = StoredFailure(failure)
         waiters, self._waiters = self._waiters, {}
         for future in waiters.values():
             self._in_flight.release()

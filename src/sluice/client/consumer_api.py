@@ -60,6 +60,7 @@ from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.assignors import assignors_named
 from sluice.client.cluster import Cluster
 from sluice.client.errors import ClientError
+from sluice.client.failure import StoredFailure
 from sluice.client.groups import GroupCoordinators
 from sluice.client.membership import (
     GroupMembership,
@@ -328,7 +329,7 @@ class Consumer:
         self._membership: GroupMembership | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._membership_task: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._failure: StoredFailure[BaseException] | None = None
         self._closed = False
 
         self._partitions: dict[TopicPartition, _PartitionState] = {}
@@ -426,13 +427,13 @@ class Consumer:
         except asyncio.CancelledError:
             raise
         except BaseException as e:
-            self._failure = e
+            self._failure = StoredFailure(e)
             self._failed.set()
             self._data_ready.set()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
-            raise self._failure
+            self._failure.raise_again()
         if self._cluster is None:
             raise ClientError("the consumer is not started: use `async with` or await start()")
         if self._closed:

@@ -64,6 +64,7 @@ from sluice.client.errors import (
     RequestTimedOutError,
     UnsupportedApiError,
 )
+from sluice.client.failure import StoredFailure
 from sluice.client.groups import GroupCoordinators
 from sluice.client.messages import Request
 from sluice.client.security import SecurityOptions, security_from_options
@@ -196,7 +197,7 @@ class ShareConsumer:
         self._topic_ids: TopicIds | None = None
         self._membership: ShareMembership | None = None
         self._membership_task: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._failure: StoredFailure[BaseException] | None = None
         self._failed = asyncio.Event()
         self._closed = False
         self._sessions: dict[NodeId, _Session] = {}
@@ -302,12 +303,12 @@ class ShareConsumer:
         except asyncio.CancelledError:
             raise
         except BaseException as e:
-            self._failure = e
+            self._failure = StoredFailure(e)
             self._failed.set()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
-            raise self._failure
+            self._failure.raise_again()
         if self._cluster is None:
             raise ClientError("the share consumer is not started: use `async with` or start()")
         if self._closed:

@@ -550,7 +550,8 @@ class Connection:
         self._running_handlers = 0
         self._unanswered: deque[asyncio.Task[None]] = deque()
         """Tasks writing the answers of Produce requests that wait for their replicas,
-        oldest first; each writes after the one before it."""
+        oldest first; each writes after the one before it. Written ones are trimmed from
+        the left when the connection next looks."""
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -609,8 +610,17 @@ class Connection:
         answer is written (handled as if the connection had been muted)."""
         if not produce:
             await self._earlier_answers_written()
-        while len(self._unanswered) >= PRODUCE_PIPELINE_DEPTH:
-            await self._unanswered[0]
+            return
+        unanswered = self._unanswered
+        while True:
+            # Answers are written in order, so the written ones are the oldest. (A task
+            # is done before its done-callbacks run: awaiting a done one does not yield,
+            # so the deque is trimmed here rather than by a callback.)
+            while unanswered and unanswered[0].done():
+                unanswered.popleft()
+            if len(unanswered) < PRODUCE_PIPELINE_DEPTH:
+                return
+            await unanswered[0]
 
     def _answer_later(
         self, deferred: Deferred, close_after: bool, tasks: asyncio.TaskGroup
@@ -618,7 +628,6 @@ class Connection:
         previous = self._unanswered[-1] if self._unanswered else None
         answering = tasks.create_task(self._answer_after(previous, deferred, close_after))
         self._unanswered.append(answering)
-        answering.add_done_callback(lambda _: self._unanswered.popleft())
 
     async def _answer_after(
         self, previous: asyncio.Task[None] | None, deferred: Deferred, close_after: bool
@@ -638,7 +647,8 @@ class Connection:
 
     async def _earlier_answers_written(self) -> None:
         if self._unanswered:
-            await self._unanswered[-1]
+            await self._unanswered[-1]  # written after every one before it
+            self._unanswered.clear()
 
     async def _run_handler(self, frame: bytes) -> tuple[Response, bool]:
         self._running_handlers += 1
