@@ -20,6 +20,12 @@ writer; a simulator can run it on simulated time.
   the leader's epoch joins it; one in the ISR not caught up for ``replica.lag.time.max.ms``
   leaves it. One proposed change at a time: another waits until the metadata holds a
   newer state, or the proposal failed.
+* A replica leads only under a state written after this broker registered (its broker
+  epoch): a state written before is about its previous run, which may have lost an
+  unsynced tail. Leading it at that old epoch would make the followers, fetching at the
+  same epoch, truncate what they have to the shorter log; the replica waits instead for
+  the controller, which gives such a partition a new leader epoch (and another leader
+  when a replica that stayed up is in sync).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from sluice.cluster.model import PartitionState
+from sluice.cluster.model import NOT_ORDERED, PartitionState
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
@@ -69,12 +75,17 @@ class LeaderCore:
         state: PartitionState,
         *,
         changes_isr: bool,
+        registered_at: int = NOT_ORDERED,
     ) -> None:
         """``changes_isr``: whether this leader may propose ISR changes (a broker of a
-        cluster; a single node's ISR is itself)."""
+        cluster; a single node's ISR is itself). ``registered_at``: this broker's epoch
+        (when it registered, on the scale of the states' ``written_at``), or NOT_ORDERED
+        where the store does not order them."""
         self.topic_partition = topic_partition
         self.node_id = node_id
+        self.registered_at = registered_at
         self.state = state
+        self._leads = self._leads_under(state)
         self._changes_isr = changes_isr
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: tuple[int, ...] | None = None
@@ -86,7 +97,26 @@ class LeaderCore:
 
     @property
     def is_leader(self) -> bool:
-        return self.state.leader == self.node_id
+        return self._leads
+
+    def _leads_under(self, state: PartitionState) -> bool:
+        if state.leader != self.node_id:
+            return False
+        if NOT_ORDERED in (self.registered_at, state.written_at):
+            return True  # a store that does not order them (one node): nothing to tell
+        return state.written_at >= self.registered_at
+
+    def registered(self, epoch: int) -> None:
+        """This broker registered anew (a new session): states written before it are no
+        longer its to lead."""
+        self.registered_at = epoch
+        self._leads = self._leads_under(self.state)
+
+    @property
+    def named_leader_of_a_previous_run(self) -> bool:
+        """The state names this broker leader, but was written before it registered:
+        it neither leads nor follows until the controller decides again."""
+        return self.state.leader == self.node_id and not self._leads
 
     @property
     def leader_epoch(self) -> int:
@@ -109,6 +139,7 @@ class LeaderCore:
             return Transition.IGNORED
         was_leader = self.is_leader
         self.state = state
+        self._leads = self._leads_under(state)
         if self.pending_isr is not None and state.version > self.pending_from_version:
             self.pending_isr = None  # written, or lost to a newer state: decided either way
         if self.is_leader and (not was_leader or state.leader_epoch != current.leader_epoch):

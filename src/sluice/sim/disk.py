@@ -47,6 +47,10 @@ class SimLog:
         return len(self.records)
 
     @property
+    def log_start_offset(self) -> int:
+        return 0  # nothing is deleted from a simulated log
+
+    @property
     def latest_epoch(self) -> int:
         return self.epochs.latest_epoch
 

@@ -182,3 +182,41 @@ def test_a_fetch_from_a_broker_that_is_not_a_replica_is_refused() -> None:
     core = _leader()
     with pytest.raises(errors.NotLeaderOrFollower):
         core.record_follower_fetch(7, 0, 10, 1_100)
+
+
+def test_a_state_written_before_this_broker_registered_is_not_led() -> None:
+    """It is about the broker's previous run, which may have lost a tail: leading it at
+    that epoch would make the followers truncate to the shorter log."""
+    before = PartitionState(
+        replicas=(0, 1, 2), leader=0, leader_epoch=EPOCH, isr=(0, 1, 2), version=7, written_at=40
+    )
+    core = LeaderCore(TP, 0, before, changes_isr=True, registered_at=50)
+    assert not core.is_leader and core.named_leader_of_a_previous_run
+    assert core.high_watermark_to_set(10, 0) is None
+    with pytest.raises(errors.NotLeaderOrFollower):
+        core.check_leader()
+    # The controller's next decision, written after the registration: leads again.
+    decided = PartitionState(
+        replicas=(0, 1, 2), leader=0, leader_epoch=EPOCH + 1, isr=(0,), version=8, written_at=60
+    )
+    assert core.update_state(decided, 1_000) is Transition.LEADS
+    assert core.is_leader and not core.named_leader_of_a_previous_run
+
+
+def test_registering_anew_ends_the_leadership_of_states_written_before() -> None:
+    state = PartitionState(
+        replicas=(0, 1), leader=0, leader_epoch=EPOCH, isr=(0, 1), version=7, written_at=40
+    )
+    core = LeaderCore(TP, 0, state, changes_isr=True, registered_at=30)
+    assert core.is_leader
+    core.registered(45)
+    assert not core.is_leader
+
+
+def test_a_store_that_does_not_order_writes_and_registrations_changes_nothing() -> None:
+    state = PartitionState(replicas=(0,), leader=0, leader_epoch=EPOCH, isr=(0,), version=7)
+    assert LeaderCore(TP, 0, state, changes_isr=False, registered_at=50).is_leader
+    ordered = PartitionState(
+        replicas=(0,), leader=0, leader_epoch=EPOCH, isr=(0,), version=7, written_at=40
+    )
+    assert LeaderCore(TP, 0, ordered, changes_isr=False).is_leader

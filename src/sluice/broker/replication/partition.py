@@ -45,7 +45,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from typing import Protocol
 
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.cluster.model import PartitionState
+from sluice.cluster.model import NOT_ORDERED, PartitionState
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.errors import KafkaError
@@ -81,14 +81,23 @@ class Partition:
         purgatory: Purgatory,
         clock: Clock,
         isr_changes: IsrChangeSink | None = None,
+        registered_at: int = NOT_ORDERED,
     ) -> None:
+        """``registered_at``: this broker's epoch (it leads no state written before it
+        registered: :class:`LeaderCore`)."""
         self.topic_partition = topic_partition
         self.log = log
         self._node_id = node_id
         self._purgatory = purgatory
         self._clock = clock
         self._isr_changes = isr_changes
-        self.core = LeaderCore(topic_partition, node_id, state, changes_isr=isr_changes is not None)
+        self.core = LeaderCore(
+            topic_partition,
+            node_id,
+            state,
+            changes_isr=isr_changes is not None,
+            registered_at=registered_at,
+        )
         """The leader's decisions (no I/O): this partition carries them out."""
         self.detached = False
         """No longer hosted here (deleted, or moved off this broker by a reassignment)."""
@@ -142,6 +151,14 @@ class Partition:
             return
         if transition is Transition.LEADS:
             self._begin_leading()
+        elif self.core.named_leader_of_a_previous_run:
+            log.info(
+                "%s: the state naming broker %d leader (epoch %d) was written before it "
+                "registered: it waits for the controller to decide again",
+                self.topic_partition,
+                self._node_id,
+                state.leader_epoch,
+            )
         elif transition is Transition.FOLLOWS:
             log.info(
                 "%s: broker %d now follows %d (epoch %d)",

@@ -428,8 +428,8 @@ class ReplicaFetchers:
         wanted: dict[TopicPartition, tuple[Partition, LeaderAddress]] = {}
         for partition in self._replicas:
             leader_id = partition.state.leader
-            if partition.is_leader or leader_id == NO_LEADER:
-                continue
+            if partition.is_leader or leader_id in (NO_LEADER, self._config.node_id):
+                continue  # (named leader by a state of its previous run: it waits)
             broker = image.brokers.get(leader_id)
             if broker is not None:
                 wanted[partition.topic_partition] = (

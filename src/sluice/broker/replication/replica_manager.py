@@ -46,7 +46,7 @@ from pathlib import Path
 
 from sluice.broker.replication.partition import IsrChangeSink, Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.cluster.model import TopicId, TopicMetadata
+from sluice.cluster.model import NOT_ORDERED, TopicId, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig
@@ -128,6 +128,9 @@ class ReplicaManager:
         """Whether the cluster metadata has a partition (set by the broker once its
         metadata is loaded)."""
         self.isr_changes: IsrChangeSink | None = None
+        self.broker_epoch = NOT_ORDERED
+        """This broker's registration epoch, once registered (partitions lead no state
+        written before it)."""
         """Where leaders send ISR changes (set by the broker in a cluster)."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
@@ -427,6 +430,7 @@ class ReplicaManager:
                     self.purgatory,
                     self.clock,
                     self.isr_changes,
+                    self.broker_epoch,
                 )
 
     def dirty_partitions(self) -> list[Partition]:
