@@ -354,10 +354,7 @@ def _replicating(outcomes: dict[TopicPartition, PartitionOutcome]) -> Replicatin
     waiting = {tp: o.replication for tp, o in outcomes.items() if o.replication is not None}
     if not waiting:
         return {}
-    settled = [
-        partition.acks_all_outcome(end_offset, epoch)
-        for partition, end_offset, epoch in waiting.values()
-    ]
+    settled = _outcomes_now(waiting)
     if False not in settled:
         _settle(outcomes, waiting, settled)
         return {}
@@ -377,28 +374,26 @@ async def _answer_once_replicated(
     moved, or the timeout passed; answer each partition accordingly."""
 
     def committed() -> bool:
-        return all(
-            partition.acks_all_outcome(end_offset, epoch) is not False
-            for partition, end_offset, epoch in waiting.values()
-        )
+        return False not in _outcomes_now(waiting)
 
     timeout_s = min(max(millis(timeout), 0), PRODUCE_TIMEOUT_MS_MAX) / 1000
     await services.purgatory.wait_until(waiting, committed, timeout_s)
-    _settle(
-        outcomes,
-        waiting,
-        [
-            partition.acks_all_outcome(end_offset, epoch)
-            for partition, end_offset, epoch in waiting.values()
-        ],
-    )
+    _settle(outcomes, waiting, _outcomes_now(waiting))
     return _answer(services, version, answers, outcomes, listener)
+
+
+def _outcomes_now(waiting: Replicating) -> list[KafkaError | bool]:
+    """Each waiting partition's :meth:`Partition.acks_all_outcome` now (False: waits)."""
+    return [
+        partition.acks_all_outcome(end_offset, epoch)
+        for partition, end_offset, epoch in waiting.values()
+    ]
 
 
 def _settle(
     outcomes: dict[TopicPartition, PartitionOutcome],
     waiting: Replicating,
-    settled: list[bool | KafkaError],
+    settled: list[KafkaError | bool],
 ) -> None:
     for tp, settled_as in zip(waiting, settled, strict=True):
         outcome = outcomes[tp]

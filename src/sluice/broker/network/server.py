@@ -19,9 +19,9 @@ takes its next request if that is a Produce too (up to PRODUCE_PIPELINE_DEPTH of
 waiting, what an idempotent producer keeps in flight). Their appends stay in request
 order, one after the other, and their answers are written in request order; any other
 request waits until every earlier answer is written, so it is handled exactly as in
-Kafka. A Fetch with max_wait holds its
-connection's next requests, as in Kafka. After each request the connection yields, so
-every connection and the listener's accepts get their turn.
+Kafka. A Fetch with max_wait holds its connection's next requests, as in Kafka. After
+each request the connection yields, so every connection and the listener's accepts get
+their turn.
 
 Record bytes in fetch responses go from the page cache to the socket without passing
 through Python (zero copy on Linux): with ``loop.sendfile`` on asyncio's
