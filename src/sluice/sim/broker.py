@@ -275,7 +275,7 @@ class SimBroker:
             replica.core.check_leader()
             replica.core.check_enough_replicas(self._min_insync(replica), errors.NotEnoughReplicas)
         except KafkaError as e:
-            self._send(client, ProduceAnswer(request.request_id, e.code))
+            self.send(client, ProduceAnswer(request.request_id, e.code))
             return
         log = replica.log
         done = replica.producers.setdefault(request.producer_id, [])
@@ -286,7 +286,7 @@ class SimBroker:
         last = done[-1][0] if done else -1
         if (done and request.sequence != last + 1) or (not done and request.sequence != 0):
             # (a producer unknown here may start at 0 only, as Kafka's rule says)
-            self._send(
+            self.send(
                 client, ProduceAnswer(request.request_id, ErrorCode.out_of_order_sequence_number)
             )
             return
@@ -296,7 +296,7 @@ class SimBroker:
         done.append((request.sequence, offset))
         del done[:-5]
         if "ack-before-isr" in self.inject:
-            self._send(client, ProduceAnswer(request.request_id, ErrorCode.none, offset))
+            self.send(client, ProduceAnswer(request.request_id, ErrorCode.none, offset))
             self._advance(replica)
             return
         self._wait_for_replicas(client, request, replica, offset)
@@ -323,7 +323,7 @@ class SimBroker:
         for item in list(self._waiting.get(tp, ())):
             if item.request is request:
                 self._waiting[tp].remove(item)
-                self._send(
+                self.send(
                     item.client, ProduceAnswer(request.request_id, ErrorCode.request_timed_out)
                 )
 
@@ -343,7 +343,7 @@ class SimBroker:
             waiting.remove(item)
             item.timer.cancel()
             code = ErrorCode.none if outcome is True else outcome.code
-            self._send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
+            self.send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
 
     def _min_insync(self, replica: Replica) -> int:
         assert self.image is not None
@@ -377,7 +377,7 @@ class SimBroker:
                 continue
             epoch, end = replica.log.end_offset_for_epoch(ask.leader_epoch)
             answers.append(fc.EpochAnswer(ask.topic_partition, ErrorCode.none, epoch, end))
-        self._send(follower, EpochReply(request.request_id, tuple(answers)))
+        self.send(follower, EpochReply(request.request_id, tuple(answers)))
 
     def _fetch(self, follower: int, request: FetchRequest, *, parked: bool = False) -> None:
         results: list[fc.FetchedPartition] = []
@@ -425,7 +425,7 @@ class SimBroker:
                 )
             )
         if news or parked:
-            self._send(follower, FetchReply(request.request_id, tuple(results)))
+            self.send(follower, FetchReply(request.request_id, tuple(results)))
             return
         timer = self.world.after(FETCH_LINGER_MS, lambda: self._unpark(follower, request))
         self._parked.append((follower, request, timer))
@@ -550,7 +550,7 @@ class SimBroker:
 
     # ── the network ────────────────────────────────────────────────────────────────
 
-    def _send(self, to: int, message: Any) -> None:
+    def send(self, to: int, message: Any) -> None:
         self.network.send(self.node_id, to, message)
 
     def next_request_id(self) -> int:
@@ -648,7 +648,7 @@ class _Fetcher:
 
     def _ask(self, request: Any, query: Any) -> None:
         self._asked = (request.request_id, query)
-        self.broker._send(self.leader, request)
+        self.broker.send(self.leader, request)
         request_id = request.request_id
         self._timer = self.broker.world.after(
             REQUEST_TIMEOUT_MS, lambda: self._timed_out(request_id)

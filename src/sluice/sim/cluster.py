@@ -58,7 +58,6 @@ class Run:
     result: CheckResult
     events: int
     digest: str
-    acknowledged: int = 0
     faults: list[str] = field(default_factory=list)
 
 
