@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from sluice.cli.loopback import HOST, free_port
@@ -30,6 +31,8 @@ from sluice.testing.ready_line import ready_listeners
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+STACK_DUMP_TIMEOUT_S = 30.0
+"""How long py-spy may take to read the stacks of a broker that would not stop."""
 LOG_TAIL_BYTES = 20_000
 POLL_INTERVAL_S = 0.05
 """How often a starting broker's log is read for its ready line."""
@@ -258,8 +261,15 @@ class BrokerProcess:
         try:
             exit_code = process.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            stacks = _stacks_of(process.pid)
             with self.log_path.open("ab") as log:
                 log.write(f"\n===== did not exit {timeout_s}s after {sig.name}; SIGKILL\n".encode())
+                log.write(stacks.encode())
+            warnings.warn(
+                f"broker {self.log_path} did not exit {timeout_s}s after {sig.name}; "
+                "killed; its threads' stacks are at the end of its log",
+                stacklevel=2,
+            )
             process.kill()
             exit_code = process.wait()
         self._process = None
@@ -279,3 +289,22 @@ class BrokerProcess:
     def __repr__(self) -> str:
         pid = self._process.pid if self._process is not None else None
         return f"BrokerProcess({self.host}:{self.port}, data_dir={self.data_dir}, pid={pid})"
+
+
+def _stacks_of(pid: int) -> str:
+    """Every thread's Python stack in process ``pid`` (py-spy, when installed), so a
+    broker that would not stop says where it was."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    if not py_spy.exists():
+        return "(py-spy is not installed: no stacks)\n"
+    try:
+        done = subprocess.run(
+            [str(py_spy), "dump", "--pid", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=STACK_DUMP_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return "(py-spy dump timed out)\n"
+    return done.stdout + done.stderr
