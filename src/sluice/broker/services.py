@@ -2,13 +2,18 @@
 
 Handlers get a :class:`BrokerServices`, never the broker itself: what a handler can
 touch is written down here, and the broker's start-up, shutdown and background tasks
-stay out of their reach.
+stay out of their reach. Each handler module narrows that further: it declares the few
+services it uses as a protocol made of the ``Uses…`` parts at the end of this module
+(``class FetchServices(UsesAuthorizer, UsesClock, …, Protocol)``) and takes that, so a
+reader sees at the top of a handler what it may touch, and the type checker refuses a
+handler that reaches for anything else. :class:`BrokerServices` has every part.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sluice.broker.authorization import Authorizer
 from sluice.broker.coordination.producer_ids import ProducerIdManager
@@ -87,3 +92,133 @@ class BrokerServices:
     static_config: BrokerConfig | None = None
     """The settings the broker started with, before dynamic broker configs (``config``
     holds them applied); None: the same as ``config``."""
+
+
+# -- the parts a handler may name in its protocol, one per BrokerServices field ---------
+
+
+class UsesConfig(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+
+class UsesStore(Protocol):
+    @property
+    def store(self) -> MetadataStore: ...
+
+
+class UsesTopics(Protocol):
+    @property
+    def topics(self) -> TopicManager: ...
+
+
+class UsesReplicas(Protocol):
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+
+class UsesPurgatory(Protocol):
+    @property
+    def purgatory(self) -> Purgatory: ...
+
+
+class UsesFetchSessions(Protocol):
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+
+class UsesGroups(Protocol):
+    @property
+    def groups(self) -> GroupCoordinatorRuntime: ...
+
+
+class UsesTransactions(Protocol):
+    @property
+    def transactions(self) -> TransactionCoordinatorRuntime: ...
+
+
+class UsesMarkers(Protocol):
+    @property
+    def markers(self) -> TransactionMarkers: ...
+
+
+class UsesVerifyTransaction(Protocol):
+    @property
+    def verify_transaction(
+        self,
+    ) -> Callable[[str, int, int, TopicPartition, bool], Awaitable[None]]: ...
+
+
+class UsesProducerIds(Protocol):
+    @property
+    def producer_ids(self) -> ProducerIdManager: ...
+
+
+class UsesProduceChecks(Protocol):
+    @property
+    def produce_checks(self) -> ProduceChecks: ...
+
+
+class UsesCheckStorageError(Protocol):
+    @property
+    def check_storage_error(self) -> Callable[[BaseException, object], None]: ...
+
+
+class UsesDelays(Protocol):
+    @property
+    def delays(self) -> DelayScheduler: ...
+
+
+class UsesShareStates(Protocol):
+    @property
+    def share_states(self) -> ShareStateCoordinatorRuntime: ...
+
+
+class UsesSharePersister(Protocol):
+    @property
+    def share_persister(self) -> SharePersister: ...
+
+
+class UsesSharePartitions(Protocol):
+    @property
+    def share_partitions(self) -> SharePartitions: ...
+
+
+class UsesShareSessions(Protocol):
+    @property
+    def share_sessions(self) -> ShareSessions: ...
+
+
+class UsesPeers(Protocol):
+    @property
+    def peers(self) -> Peers: ...
+
+
+class UsesClock(Protocol):
+    @property
+    def clock(self) -> Clock: ...
+
+
+class UsesAuthorizer(Protocol):
+    @property
+    def authorizer(self) -> Authorizer: ...
+
+
+class UsesQuotas(Protocol):
+    @property
+    def quotas(self) -> ClientQuotas | None: ...
+
+
+class UsesTraffic(Protocol):
+    @property
+    def traffic(self) -> TopicTraffic: ...
+
+
+class UsesRequestMetrics(Protocol):
+    @property
+    def request_metrics(self) -> RequestMetrics: ...
+
+
+class UsesStaticConfig(Protocol):
+    @property
+    def static_config(self) -> BrokerConfig | None: ...

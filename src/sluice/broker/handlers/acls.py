@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ALTER, CLUSTER_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesStore
 from sluice.common.authorizer import (
     AccessControlEntry,
     AclBinding,
@@ -36,7 +37,11 @@ from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class AclsServices(UsesAuthorizer, UsesStore, Protocol):
+    """What the acls handlers use of the broker."""
+
 
 _E = TypeVar("_E", bound=IntEnum)
 
@@ -67,9 +72,7 @@ def _filter(item: Any) -> AclBindingFilter:
     )
 
 
-async def handle_create_acls(
-    services: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+async def handle_create_acls(services: AclsServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     results: list[tuple[ErrorCode, str | None]] = []
     if not services.authorizer.enabled:
@@ -114,7 +117,7 @@ async def handle_create_acls(
 
 
 async def handle_describe_acls(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AclsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
 
@@ -158,9 +161,7 @@ async def handle_describe_acls(
     return answer(ErrorCode.none, None, services.authorizer.index().matching(acl_filter))
 
 
-async def handle_delete_acls(
-    services: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+async def handle_delete_acls(services: AclsServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     outcomes: list[tuple[ErrorCode, str | None, list[AclBinding]]] = []
     if not services.authorizer.enabled:

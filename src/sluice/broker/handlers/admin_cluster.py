@@ -30,10 +30,11 @@ import logging
 import os
 from collections import defaultdict
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.authorization import CLUSTER
 from sluice.broker.handlers.acl_rules import CLUSTER_DESCRIBE, CLUSTER_DESCRIBE_CONFIGS
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesReplicas, UsesStore, UsesTopics
 from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED
 from sluice.common.authorizer import ResourceType as AclResourceType
 from sluice.common.errors import ErrorCode
@@ -41,7 +42,13 @@ from sluice.protocol.messages import has_field, make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class AdminClusterServices(
+    UsesAuthorizer, UsesConfig, UsesReplicas, UsesStore, UsesTopics, Protocol
+):
+    """What the admin cluster handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +85,7 @@ LISTED_CONFIG_RESOURCE_TYPES = frozenset(
 
 
 async def handle_describe_cluster(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminClusterServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     endpoint_type = int(getattr(request, "endpoint_type", EndpointType.BROKER))
@@ -151,7 +158,7 @@ def _volume_bytes(path: str) -> tuple[int, int]:
 
 
 async def handle_describe_log_dirs(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminClusterServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if not services.authorizer.allows(context, CLUSTER_DESCRIBE):
@@ -217,14 +224,14 @@ async def handle_describe_log_dirs(
 # ── ListConfigResources ────────────────────────────────────────────────────────────────
 
 
-def _group_config_names(services: BrokerServices) -> list[str]:
+def _group_config_names(services: AdminClusterServices) -> list[str]:
     """Groups that have stored config overrides (Kafka lists those, whether or not the
     group exists), from the metadata image."""
     return sorted(services.store.image().group_configs)
 
 
 async def handle_list_config_resources(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminClusterServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
 

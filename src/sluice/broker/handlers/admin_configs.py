@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.authorization import CLUSTER, Need
 from sluice.broker.handlers.acl_rules import (
@@ -75,6 +75,13 @@ from sluice.broker.handlers.acl_rules import (
     GROUP_DESCRIBE_CONFIGS,
     TOPIC_ALTER_CONFIGS,
     TOPIC_DESCRIBE_CONFIGS,
+)
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesConfig,
+    UsesStaticConfig,
+    UsesStore,
+    UsesTopics,
 )
 from sluice.cluster.store import MetadataStoreError
 from sluice.common import errors
@@ -110,8 +117,13 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
     from sluice.cluster.model import TopicMetadata
+
+
+class AdminConfigsServices(
+    UsesAuthorizer, UsesConfig, UsesStaticConfig, UsesStore, UsesTopics, Protocol
+):
+    """What the admin configs handlers use of the broker."""
 
 
 class ResourceType(IntEnum):
@@ -692,7 +704,7 @@ def _check_group_name(group_id: str | None) -> str:
     return group_id
 
 
-def _check_broker_name(services: BrokerServices, resource_name: str) -> None:
+def _check_broker_name(services: AdminConfigsServices, resource_name: str) -> None:
     """A broker resource names this broker's id, or is empty (the cluster default);
     refused with Kafka's messages otherwise."""
     if resource_name == CLUSTER_DEFAULT:
@@ -710,7 +722,7 @@ def _check_broker_name(services: BrokerServices, resource_name: str) -> None:
         )
 
 
-def _broker_levels(services: BrokerServices) -> BrokerLevels:
+def _broker_levels(services: AdminConfigsServices) -> BrokerLevels:
     """This broker's static config and the dynamic levels that apply to it."""
     cluster_default, per_broker = services.store.image().dynamic_broker_configs(
         services.config.node_id
@@ -752,7 +764,7 @@ _ALTER_NEEDS: dict[int, Need] = {
 
 
 def _authorize(
-    services: BrokerServices, context: RequestContext, resource: Any, needs: dict[int, Need]
+    services: AdminConfigsServices, context: RequestContext, resource: Any, needs: dict[int, Need]
 ) -> None:
     """Raise the refusal for a config resource the request may not read or change (a
     broker's configs are the cluster's: Kafka authorizes them on the cluster)."""
@@ -763,7 +775,9 @@ def _authorize(
     services.authorizer.require(context, need, name or "")
 
 
-async def _describe_resource(services: BrokerServices, resource: Any) -> list[DescribedConfig]:
+async def _describe_resource(
+    services: AdminConfigsServices, resource: Any
+) -> list[DescribedConfig]:
     resource_type = int(resource.resource_type)
     names = resource.configuration_keys
     if resource_type == ResourceType.TOPIC:
@@ -783,7 +797,7 @@ async def _describe_resource(services: BrokerServices, resource: Any) -> list[De
 
 
 async def handle_describe_configs(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminConfigsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     results = []
@@ -809,7 +823,7 @@ async def handle_describe_configs(
 
 
 async def _alter_resource(
-    services: BrokerServices, resource: Any, validate_only: bool, incremental: bool
+    services: AdminConfigsServices, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
     resource_type = int(resource.resource_type)
     if resource_type == ResourceType.BROKER:
@@ -839,7 +853,7 @@ async def _alter_resource(
     await services.topics.set_configs(topic.name, overrides, validate_only=validate_only)
 
 
-async def _alter_group(services: BrokerServices, resource: Any, validate_only: bool) -> None:
+async def _alter_group(services: AdminConfigsServices, resource: Any, validate_only: bool) -> None:
     """Change a group's config overrides; answered once this broker's image holds them,
     so the group's next request here (a ShareFetch) runs with them (the other brokers
     apply them when their store shows them)."""
@@ -864,7 +878,7 @@ async def _alter_group(services: BrokerServices, resource: Any, validate_only: b
 
 
 async def _alter_broker_level(
-    services: BrokerServices, resource: Any, validate_only: bool, incremental: bool
+    services: AdminConfigsServices, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
     """Change one level of dynamic broker configs; answered once this broker runs with
     it (the others apply it when their store shows it)."""
@@ -894,7 +908,7 @@ async def _alter_broker_level(
 
 
 async def _alter(
-    services: BrokerServices, context: RequestContext, request: Any, *, incremental: bool
+    services: AdminConfigsServices, context: RequestContext, request: Any, *, incremental: bool
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     repeated = Counter((int(r.resource_type), r.resource_name) for r in request.resources)
@@ -926,13 +940,13 @@ async def _alter(
 
 
 async def handle_alter_configs(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminConfigsServices, context: RequestContext, request: Any
 ) -> Any:
     return await _alter(services, context, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminConfigsServices, context: RequestContext, request: Any
 ) -> Any:
     return await _alter(services, context, request, incremental=True)
 

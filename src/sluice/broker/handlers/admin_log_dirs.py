@@ -22,25 +22,29 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ALTER
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesReplicas
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
 
 
-def log_dir_names(services: BrokerServices) -> frozenset[str]:
+class AdminLogDirsServices(UsesAuthorizer, UsesConfig, UsesReplicas, Protocol):
+    """What the admin log dirs handlers use of the broker."""
+
+
+def log_dir_names(services: AdminLogDirsServices) -> frozenset[str]:
     """The names a request may give the broker's one log directory."""
     data_dir = services.config.data_dir
     return frozenset({str(data_dir.resolve()), os.path.abspath(data_dir)})
 
 
-def _partition_error(services: BrokerServices, path: str, partition: TopicPartition) -> int:
+def _partition_error(services: AdminLogDirsServices, path: str, partition: TopicPartition) -> int:
     if path not in log_dir_names(services):
         return ErrorCode.log_dir_not_found
     if services.replicas.find(partition) is None:
@@ -49,7 +53,7 @@ def _partition_error(services: BrokerServices, path: str, partition: TopicPartit
 
 
 async def handle_alter_replica_log_dirs(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminLogDirsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     allowed = services.authorizer.allows(context, CLUSTER_ALTER)

@@ -23,9 +23,10 @@ ListPartitionReassignments DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ALTER, CLUSTER_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesTopics
 from sluice.cluster import leadership
 from sluice.cluster.leadership import ElectionOutcome, ElectionType
 from sluice.common import errors
@@ -36,12 +37,17 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
     from sluice.cluster.image import MetadataImage
     from sluice.cluster.model import PartitionState
 
 
-def _unknown_partition(services: BrokerServices, topic: str, index: int) -> KafkaError | None:
+class AdminPartitionsServices(UsesAuthorizer, UsesTopics, Protocol):
+    """What the admin partitions handlers use of the broker."""
+
+
+def _unknown_partition(
+    services: AdminPartitionsServices, topic: str, index: int
+) -> KafkaError | None:
     metadata = services.topics.get(topic)
     if metadata is None:
         return errors.UnknownTopicOrPartition(f"No such topic as {topic}")
@@ -54,7 +60,7 @@ def _unknown_partition(services: BrokerServices, topic: str, index: int) -> Kafk
 
 
 async def _elect(
-    services: BrokerServices, topic: str, index: int, kind: ElectionType
+    services: AdminPartitionsServices, topic: str, index: int, kind: ElectionType
 ) -> tuple[int, str | None]:
     unknown = _unknown_partition(services, topic, index)
     if unknown is not None:
@@ -74,7 +80,7 @@ async def _elect(
 
 
 async def _election_results(
-    module: ModuleType, services: BrokerServices, request: Any, kind: ElectionType
+    module: ModuleType, services: AdminPartitionsServices, request: Any, kind: ElectionType
 ) -> list[Any]:
     results = []
     if request.topic_partitions is None:
@@ -115,7 +121,7 @@ async def _election_results(
 
 
 async def handle_elect_leaders(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminPartitionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
@@ -161,7 +167,7 @@ async def handle_elect_leaders(
 
 
 async def _reassign(
-    services: BrokerServices,
+    services: AdminPartitionsServices,
     topic: str,
     index: int,
     target: Any,
@@ -187,7 +193,7 @@ async def _reassign(
 
 
 async def handle_alter_partition_reassignments(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminPartitionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     allow_replication_factor_change = bool(
@@ -239,7 +245,7 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminPartitionsServices, context: RequestContext, request: Any
 ) -> Any:
     """The reassignments in progress: of every topic, or of the named partitions
     (unknown ones are left out, as Kafka leaves them out)."""

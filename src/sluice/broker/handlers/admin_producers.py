@@ -15,9 +15,10 @@ With the authorizer on, each topic needs READ (TOPIC_AUTHORIZATION_FAILED), as i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import TOPIC_READ
+from sluice.broker.services import UsesAuthorizer, UsesReplicas, UsesTopics
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
@@ -27,10 +28,13 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
 
 
-def _topic_error(services: BrokerServices, name: str) -> KafkaError | None:
+class AdminProducersServices(UsesAuthorizer, UsesReplicas, UsesTopics, Protocol):
+    """What the admin producers handlers use of the broker."""
+
+
+def _topic_error(services: AdminProducersServices, name: str) -> KafkaError | None:
     problem = topic_name_problem(name)
     if problem is not None:
         return errors.InvalidTopicException(problem)
@@ -39,7 +43,9 @@ def _topic_error(services: BrokerServices, name: str) -> KafkaError | None:
     return None
 
 
-def _partition_response(module: ModuleType, services: BrokerServices, tp: TopicPartition) -> Any:
+def _partition_response(
+    module: ModuleType, services: AdminProducersServices, tp: TopicPartition
+) -> Any:
     partition = services.replicas.find(tp)
     if partition is None:
         topic = services.topics.get(tp.topic)
@@ -82,7 +88,7 @@ def _partition_error(module: ModuleType, index: int, error: KafkaError) -> Any:
 
 
 async def handle_describe_producers(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminProducersServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     topics = []

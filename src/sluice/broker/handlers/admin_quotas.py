@@ -11,9 +11,10 @@ quotas) and quota keys Sluice does not enforce are refused with INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ALTER_CONFIGS, CLUSTER_DESCRIBE_CONFIGS
+from sluice.broker.services import UsesAuthorizer, UsesQuotas
 from sluice.common.errors import ErrorCode
 from sluice.common.quotas import (
     CLIENT_ID,
@@ -28,7 +29,11 @@ from sluice.protocol.messages import make, response_module
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.quotas import ClientQuotas
-    from sluice.broker.services import BrokerServices
+
+
+class AdminQuotasServices(UsesAuthorizer, UsesQuotas, Protocol):
+    """What the admin quotas handlers use of the broker."""
+
 
 MATCH_EXACT = 0
 MATCH_DEFAULT = 1
@@ -83,13 +88,13 @@ def _matches(entity: QuotaEntity, components: Any, strict: bool) -> bool:
     return not strict or len(named) == len(components)
 
 
-def _quotas(services: BrokerServices) -> ClientQuotas:
+def _quotas(services: AdminQuotasServices) -> ClientQuotas:
     assert services.quotas is not None, "the broker enforces quotas"
     return services.quotas
 
 
 async def handle_describe_client_quotas(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminQuotasServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     quotas = _quotas(services)
@@ -139,7 +144,7 @@ async def handle_describe_client_quotas(
 
 
 async def handle_alter_client_quotas(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminQuotasServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     quotas = _quotas(services)

@@ -14,9 +14,10 @@ With the authorizer on, each topic needs DELETE (TOPIC_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import TOPIC_DELETE
+from sluice.broker.services import UsesAuthorizer, UsesReplicas
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
@@ -24,13 +25,19 @@ from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class AdminRecordsServices(UsesAuthorizer, UsesReplicas, Protocol):
+    """What the admin records handlers use of the broker."""
+
 
 HIGH_WATERMARK_OFFSET = -1
 """The requested offset that stands for "up to the high watermark"."""
 
 
-def _delete_before(services: BrokerServices, topic_partition: TopicPartition, offset: int) -> int:
+def _delete_before(
+    services: AdminRecordsServices, topic_partition: TopicPartition, offset: int
+) -> int:
     """Delete records below ``offset``; return the new log start offset."""
     partition = services.replicas.get(topic_partition)
     partition.check_leader()
@@ -46,7 +53,7 @@ def _delete_before(services: BrokerServices, topic_partition: TopicPartition, of
 
 
 async def handle_delete_records(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminRecordsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     topics = []

@@ -41,7 +41,7 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_CREATE,
@@ -52,6 +52,7 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_DESCRIBE_CONFIGS,
 )
 from sluice.broker.handlers.admin_configs import describe_topic_configs
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesTopics
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common import errors
@@ -62,7 +63,11 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class AdminTopicsServices(UsesAuthorizer, UsesConfig, UsesTopics, Protocol):
+    """What the admin topics handlers use of the broker."""
+
 
 TopicAuthorizationFailed = errors.for_code(ErrorCode.topic_authorization_failed)
 UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
@@ -117,7 +122,7 @@ def _assignments_of(topic: Any) -> list[tuple[int, list[int]]]:
 
 
 def _create_one(
-    services: BrokerServices,
+    services: AdminTopicsServices,
     topic: Any,
     validate_only: bool,
     checked: dict[str, TopicMetadata],
@@ -143,7 +148,7 @@ def _create_one(
 
 def _created_topic_result(
     module: ModuleType,
-    services: BrokerServices,
+    services: AdminTopicsServices,
     name: str,
     topic: TopicMetadata | None,
     failure: Any,
@@ -195,7 +200,7 @@ def _created_topic_result(
 
 
 async def handle_create_topics(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminTopicsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)
@@ -243,7 +248,7 @@ def _topic_key(name: str | None, topic_id: uuid.UUID | None) -> str:
 
 
 async def handle_delete_topics(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminTopicsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     wanted: list[tuple[str | None, uuid.UUID | None]]
@@ -294,7 +299,7 @@ async def handle_delete_topics(
     return make(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(results))
 
 
-async def _add_partitions(services: BrokerServices, topic: Any, validate_only: bool) -> None:
+async def _add_partitions(services: AdminTopicsServices, topic: Any, validate_only: bool) -> None:
     _refuse_internal(topic.name, "the number of its partitions cannot be changed")
     assignments = (
         None
@@ -307,7 +312,7 @@ async def _add_partitions(services: BrokerServices, topic: Any, validate_only: b
 
 
 async def handle_create_partitions(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminTopicsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     validate_only = bool(request.validate_only)

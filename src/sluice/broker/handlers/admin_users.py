@@ -20,9 +20,10 @@ Kafka leaves those results' user name empty; Sluice names the user.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ALTER, CLUSTER_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesStore
 from sluice.common.errors import ErrorCode
 from sluice.protocol.messages import make, response_module
 from sluice.protocol.sasl import (
@@ -34,7 +35,11 @@ from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class AdminUsersServices(UsesAuthorizer, UsesStore, Protocol):
+    """What the admin users handlers use of the broker."""
+
 
 CLUSTER_AUTHORIZATION_FAILED_MESSAGE = "Cluster authorization failed."
 """Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which an unauthorized
@@ -42,7 +47,7 @@ DescribeUserScramCredentials carries at the top and in each user's result."""
 
 
 async def handle_describe_user_scram_credentials(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminUsersServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, context.header.api_version)
     store = services.store
@@ -137,7 +142,7 @@ def _mechanism(wire_type: int) -> ScramMechanism:
 
 
 async def handle_alter_user_scram_credentials(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: AdminUsersServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, context.header.api_version)
     store = services.store

@@ -22,7 +22,6 @@ from sluice.protocol.messages import has_field
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +33,7 @@ def _is_valid_software_label(text: str | None) -> bool:
     return text is not None and _CLIENT_SOFTWARE_PATTERN.fullmatch(text) is not None
 
 
-async def handle_api_versions(
-    services: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+async def handle_api_versions(services: object, context: RequestContext, request: Any) -> Any:
     if not has_field(type(request), "client_software_name"):
         return api_versions_response(context.header.api_version)
     name, version = request.client_software_name, request.client_software_version

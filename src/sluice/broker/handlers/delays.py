@@ -14,15 +14,20 @@ With the authorizer on, the topic needs READ (its delayed records are its record
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.broker.handlers.acl_rules import TOPIC_READ
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesReplicas, UsesTopics
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.common.ids import TopicPartition
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class DelaysServices(UsesAuthorizer, UsesConfig, UsesReplicas, UsesTopics, Protocol):
+    """What the delays handlers use of the broker."""
+
 
 LIMIT_MAX: Final = 1000
 """At most this many waiting records are listed per partition."""
@@ -44,7 +49,7 @@ def _request_fields(body: dict[str, Any]) -> tuple[str, list[int] | None, int]:
 
 
 async def handle_describe_delays(
-    services: BrokerServices, context: RequestContext, body: dict[str, Any]
+    services: DelaysServices, context: RequestContext, body: dict[str, Any]
 ) -> dict[str, Any]:
     name, requested, limit = _request_fields(body)
     if not services.authorizer.allows(context, TOPIC_READ, name):
@@ -72,7 +77,7 @@ async def handle_describe_delays(
 
 
 def _describe(
-    services: BrokerServices, tp: TopicPartition, exists: bool, limit: int
+    services: DelaysServices, tp: TopicPartition, exists: bool, limit: int
 ) -> dict[str, Any]:
     answer: dict[str, Any] = {"partition": tp.partition, "error_code": 0, "error_message": None}
     partition = services.replicas.find(tp)

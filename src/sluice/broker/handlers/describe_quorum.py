@@ -14,15 +14,20 @@ without it the whole response is CLUSTER_AUTHORIZATION_FAILED (31) and lists not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_DESCRIBE
+from sluice.broker.services import UsesAuthorizer
 from sluice.common.errors import ErrorCode
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class DescribeQuorumServices(UsesAuthorizer, Protocol):
+    """What the describe quorum handlers use of the broker."""
+
 
 NO_QUORUM_MESSAGE = (
     "Sluice keeps the cluster metadata in ZooKeeper or a file: there is no KRaft quorum "
@@ -31,7 +36,7 @@ NO_QUORUM_MESSAGE = (
 
 
 async def handle_describe_quorum(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: DescribeQuorumServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if not services.authorizer.allows(context, CLUSTER_DESCRIBE):

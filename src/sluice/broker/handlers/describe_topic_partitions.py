@@ -23,9 +23,10 @@ principal's.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import TOPIC_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesTopics
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common.authorizer import ResourceType
@@ -38,13 +39,21 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class DescribeTopicPartitionsServices(UsesAuthorizer, UsesTopics, Protocol):
+    """What the describe topic partitions handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
 
 def _partitions(
-    module: ModuleType, services: BrokerServices, topic: TopicMetadata, first: int, count: int
+    module: ModuleType,
+    services: DescribeTopicPartitionsServices,
+    topic: TopicMetadata,
+    first: int,
+    count: int,
 ) -> list[Any]:
     live = {b.node_id for b in services.topics.image.live_brokers()}
     answers = []
@@ -80,7 +89,7 @@ def _topic(module: ModuleType, name: str, error: ErrorCode, **fields: Any) -> An
 
 
 async def handle_describe_topic_partitions(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: DescribeTopicPartitionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     every_topic = not request.topics

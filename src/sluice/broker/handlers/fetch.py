@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.extensions.views import filter_records
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_READ
@@ -54,6 +54,18 @@ from sluice.broker.replication.fetch_sessions import (
     TopicResults,
 )
 from sluice.broker.replication.partition import log_end_key
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesClock,
+    UsesConfig,
+    UsesFetchSessions,
+    UsesPurgatory,
+    UsesQuotas,
+    UsesReplicas,
+    UsesRequestMetrics,
+    UsesTopics,
+    UsesTraffic,
+)
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -68,8 +80,24 @@ from sluice.protocol.messages import millis
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.replication.purgatory import Purgatory
-    from sluice.broker.services import BrokerServices
     from sluice.storage.log import PartitionLog
+
+
+class FetchServices(
+    UsesAuthorizer,
+    UsesClock,
+    UsesConfig,
+    UsesFetchSessions,
+    UsesPurgatory,
+    UsesQuotas,
+    UsesReplicas,
+    UsesRequestMetrics,
+    UsesTopics,
+    UsesTraffic,
+    Protocol,
+):
+    """What the fetch handlers use of the broker."""
+
 
 READ_COMMITTED = 1
 FOLLOWER_HIGH_WATERMARK_LINGER_MS = 100
@@ -84,7 +112,7 @@ UnknownTopicId = errors.for_code(ErrorCode.unknown_topic_id)
 TopicAuthorizationFailed = errors.for_code(ErrorCode.topic_authorization_failed)
 
 
-def _topic_name(services: BrokerServices, key: TopicKey) -> str | None:
+def _topic_name(services: FetchServices, key: TopicKey) -> str | None:
     """The name of a requested topic: given (v4–12) or found by its id (v13+)."""
     if not isinstance(key, uuid.UUID):
         return key
@@ -93,7 +121,7 @@ def _topic_name(services: BrokerServices, key: TopicKey) -> str | None:
 
 
 def _current_leader(
-    services: BrokerServices, topic_partition: TopicPartition
+    services: FetchServices, topic_partition: TopicPartition
 ) -> tuple[int, int] | None:
     topic = services.topics.get(topic_partition.topic)
     state = None if topic is None else topic.partitions.get(topic_partition.partition)
@@ -110,7 +138,7 @@ def replica_id_of(request: Any) -> int:
 
 
 def _refused_topics(
-    services: BrokerServices,
+    services: FetchServices,
     context: RequestContext,
     fetched: Sequence[FetchedTopic],
     replica_id: int,
@@ -128,7 +156,7 @@ def _refused_topics(
 
 
 def _read_partitions(
-    services: BrokerServices,
+    services: FetchServices,
     request: Any,
     fetched: Sequence[FetchedTopic],
     replica_id: int,
@@ -225,7 +253,7 @@ def _read_partitions(
 
 
 def _leader_endpoints(
-    services: BrokerServices,
+    services: FetchServices,
     topics: TopicResults,
     listener: str,
 ) -> list[NodeEndpoint]:
@@ -263,7 +291,7 @@ def _diverging_epoch(
 
 
 def _count_fetched(
-    services: BrokerServices,
+    services: FetchServices,
     fetched: Sequence[FetchedTopic],
     topics: TopicResults,
     replica_id: int,
@@ -330,7 +358,7 @@ async def _wait_in_session(
         await purgatory.wait_until(keys, due, linger_s)
 
 
-async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_fetch(services: FetchServices, context: RequestContext, request: Any) -> Any:
     replica_id = replica_id_of(request)
     version = context.header.api_version
     sessions = services.fetch_sessions

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_ACTION,
@@ -50,6 +50,14 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_DESCRIBE,
     TOPIC_READ,
     TRANSACTIONAL_DESCRIBE,
+)
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesGroups,
+    UsesSharePersister,
+    UsesShareStates,
+    UsesTopics,
+    UsesTransactions,
 )
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
@@ -81,7 +89,19 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class GroupsServices(
+    UsesAuthorizer,
+    UsesGroups,
+    UsesSharePersister,
+    UsesShareStates,
+    UsesTopics,
+    UsesTransactions,
+    Protocol,
+):
+    """What the groups handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +129,7 @@ def _optional(request: Any, name: str, default: Any = None) -> Any:
 
 
 async def handle_find_coordinator(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     key_type = int(_optional(request, "key_type", GROUP_KEY_TYPE))
@@ -141,7 +161,7 @@ _COORDINATOR_KEY_NEEDS = {
 
 
 async def _find_coordinator(
-    services: BrokerServices, context: RequestContext, key_type: int, key: str, listener: str
+    services: GroupsServices, context: RequestContext, key_type: int, key: str, listener: str
 ) -> dict[str, Any]:
     """The coordinator of one key, as FindCoordinator's fields, its address on the
     listener the request came in on."""
@@ -195,7 +215,7 @@ async def _find_coordinator(
 
 
 async def _find_share_coordinator(
-    services: BrokerServices,
+    services: GroupsServices,
     key: str,
     listener: str,
     answer: Callable[[ErrorCode, str | None, int, str, int], dict[str, Any]],
@@ -227,7 +247,7 @@ async def _find_share_coordinator(
 # -------------------------------------------------------------------- JoinGroup
 
 
-async def handle_join_group(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_join_group(services: GroupsServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     session_timeout_ms = millis(request.session_timeout)
     rebalance_timeout = _optional(request, "rebalance_timeout")
@@ -280,7 +300,7 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
 # -------------------------------------------------------------------- SyncGroup
 
 
-async def handle_sync_group(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_sync_group(services: GroupsServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     sync = SyncGroupRequest(
         group_id=request.group_id,
@@ -312,7 +332,7 @@ async def handle_sync_group(services: BrokerServices, context: RequestContext, r
 # -------------------------------------------------------------------- Heartbeat
 
 
-async def handle_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_heartbeat(services: GroupsServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
@@ -332,7 +352,7 @@ async def handle_heartbeat(services: BrokerServices, context: RequestContext, re
 
 
 async def handle_leave_group(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     batched = has_field(type(request), "members")
@@ -376,7 +396,7 @@ async def handle_leave_group(
 # ----------------------------------------------------------------- OffsetCommit
 
 
-def _partition_exists(services: BrokerServices, partition: TopicPartition) -> bool:
+def _partition_exists(services: GroupsServices, partition: TopicPartition) -> bool:
     topic = services.topics.get(partition.topic)
     return topic is not None and partition.partition in topic.partitions
 
@@ -392,7 +412,7 @@ def _by_topic(
 
 
 async def handle_offset_commit(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     requested: list[tuple[TopicPartition, OffsetToCommit]] = []
@@ -456,7 +476,7 @@ async def handle_offset_commit(
 
 
 async def handle_offset_fetch(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if has_field(type(request), "groups"):
@@ -498,7 +518,7 @@ async def handle_offset_fetch(
 
 
 async def _fetch_offsets(
-    services: BrokerServices,
+    services: GroupsServices,
     context: RequestContext,
     group_id: str,
     topics: Sequence[Any] | None,
@@ -572,7 +592,7 @@ def _offset_fetch_topics(
 
 
 async def handle_describe_groups(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     include_operations = bool(_optional(request, "include_authorized_operations", False))
@@ -637,7 +657,7 @@ def _described_group_error(description: Any, not_found_error: bool) -> dict[str,
 
 
 async def handle_list_groups(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     states = _optional(request, "states_filter")
@@ -673,7 +693,7 @@ async def handle_list_groups(
 
 
 async def handle_delete_groups(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     allowed = services.authorizer.allowed(context, GROUP_DELETE, request.groups_names)
@@ -699,7 +719,7 @@ async def handle_delete_groups(
 
 
 async def _delete_share_state(
-    services: BrokerServices, group_id: str, topics: Sequence[str]
+    services: GroupsServices, group_id: str, topics: Sequence[str]
 ) -> ErrorCode | None:
     """Delete the share-partition state of a deleted share group: every partition of
     every topic it ever subscribed to (topics since deleted have none left). The error
@@ -747,7 +767,7 @@ def _offset_delete_topics(
 
 
 async def handle_offset_delete(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: GroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     requested = [

@@ -15,20 +15,24 @@ cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED), Kafka 3's rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import IDEMPOTENT_WRITE, TOPIC_WRITE, TRANSACTIONAL_WRITE
 from sluice.broker.handlers.transactions import init_transactional_producer
+from sluice.broker.services import UsesAuthorizer, UsesProducerIds, UsesTransactions
 from sluice.common.errors import ErrorCode
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class InitProducerIdServices(UsesAuthorizer, UsesProducerIds, UsesTransactions, Protocol):
+    """What the init producer id handlers use of the broker."""
 
 
 def _refusal(
-    services: BrokerServices, context: RequestContext, transactional_id: str | None
+    services: InitProducerIdServices, context: RequestContext, transactional_id: str | None
 ) -> ErrorCode | None:
     authorizer = services.authorizer
     if transactional_id is not None:
@@ -41,7 +45,7 @@ def _refusal(
 
 
 async def handle_init_producer_id(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: InitProducerIdServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     refusal = _refusal(services, context, request.transactional_id)

@@ -24,9 +24,10 @@ watermark, as Kafka's does.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import TOPIC_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesReplicas, UsesTopics
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
@@ -35,7 +36,11 @@ from sluice.protocol.messages import make, response_module
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.replication.partition import Partition
-    from sluice.broker.services import BrokerServices
+
+
+class ListOffsetsServices(UsesAuthorizer, UsesReplicas, UsesTopics, Protocol):
+    """What the list offsets handlers use of the broker."""
+
 
 READ_COMMITTED = 1
 LATEST_TIMESTAMP = -1
@@ -95,7 +100,7 @@ def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple
 
 
 async def handle_list_offsets(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ListOffsetsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     named = Counter(

@@ -21,10 +21,11 @@ UNKNOWN_TOPIC_ID, as Kafka does.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.authorization import CLUSTER
 from sluice.broker.handlers.acl_rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesTopics
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.cluster.model import ZERO_TOPIC_ID, TopicMetadata
 from sluice.common.acls import AUTHORIZED_OPERATIONS_OMITTED
@@ -37,12 +38,15 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class MetadataServices(UsesAuthorizer, UsesTopics, Protocol):
+    """What the metadata handlers use of the broker."""
 
 
 def _topic_entry(
     module: ModuleType,
-    services: BrokerServices,
+    services: MetadataServices,
     context: RequestContext,
     topic: TopicMetadata,
     request: Any,
@@ -90,7 +94,7 @@ def _error_entry(
     )
 
 
-async def handle_metadata(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_metadata(services: MetadataServices, context: RequestContext, request: Any) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     authorizer = services.authorizer
     listener = context.connection.listener_name

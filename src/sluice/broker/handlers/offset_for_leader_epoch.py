@@ -13,9 +13,10 @@ imply) is treated as a client.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION, TOPIC_DESCRIBE
+from sluice.broker.services import UsesAuthorizer, UsesReplicas, UsesTopics
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.protocol.messages import make, response_module
@@ -23,12 +24,18 @@ from sluice.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class OffsetForLeaderEpochServices(UsesAuthorizer, UsesReplicas, UsesTopics, Protocol):
+    """What the offset for leader epoch handlers use of the broker."""
+
 
 UNDEFINED = -1
 
 
-def _end_of_epoch(services: BrokerServices, topic: str, wanted: Any) -> tuple[int, int, int]:
+def _end_of_epoch(
+    services: OffsetForLeaderEpochServices, topic: str, wanted: Any
+) -> tuple[int, int, int]:
     """(error code, epoch, end offset) for one requested partition."""
     try:
         source, _ = services.topics.resolve(TopicPartition(topic, wanted.partition))
@@ -41,7 +48,7 @@ def _end_of_epoch(services: BrokerServices, topic: str, wanted: Any) -> tuple[in
 
 
 async def handle_offset_for_leader_epoch(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: OffsetForLeaderEpochServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, context.header.api_version)
     authorizer = services.authorizer

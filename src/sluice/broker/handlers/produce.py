@@ -55,7 +55,7 @@ import logging
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.extensions.delays import SLUICE_HEADER_PREFIX, park_if_delayed
 from sluice.broker.extensions.views import VIEW_SOURCE, view_of
@@ -68,6 +68,19 @@ from sluice.broker.handlers.acl_rules import (
 )
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
 from sluice.broker.network.server import ConnectionInfo, Deferred
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesCheckStorageError,
+    UsesClock,
+    UsesConfig,
+    UsesDelays,
+    UsesProduceChecks,
+    UsesPurgatory,
+    UsesReplicas,
+    UsesTopics,
+    UsesTraffic,
+    UsesVerifyTransaction,
+)
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
@@ -87,7 +100,24 @@ if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.produce_checks import AppendTurn
     from sluice.broker.replication.partition import Partition
-    from sluice.broker.services import BrokerServices
+
+
+class ProduceServices(
+    UsesAuthorizer,
+    UsesCheckStorageError,
+    UsesClock,
+    UsesConfig,
+    UsesDelays,
+    UsesProduceChecks,
+    UsesPurgatory,
+    UsesReplicas,
+    UsesTopics,
+    UsesTraffic,
+    UsesVerifyTransaction,
+    Protocol,
+):
+    """What the produce handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +137,7 @@ TOPIC_IDS_SINCE_VERSION = 13
 
 
 def _refuse(
-    services: BrokerServices,
+    services: ProduceServices,
     outcome: PartitionOutcome,
     topic_partition: TopicPartition,
     e: KafkaError,
@@ -160,7 +190,7 @@ def _verification_needed(
 
 
 def _start_one(
-    services: BrokerServices,
+    services: ProduceServices,
     topic_partition: TopicPartition,
     records: bytes | None,
     acks: int,
@@ -230,7 +260,7 @@ class _UnfinishedAppend:
     Its turn must be released whatever happens: the handler does it in a ``finally``,
     since a task cancelled before it starts never runs its own."""
 
-    services: BrokerServices
+    services: ProduceServices
     topic_partition: TopicPartition
     records: bytes
     header: BatchHeader
@@ -284,7 +314,7 @@ class _UnfinishedAppend:
 
 
 def _append_checked(
-    services: BrokerServices,
+    services: ProduceServices,
     topic_partition: TopicPartition,
     records: bytes,
     header: BatchHeader,
@@ -362,7 +392,7 @@ def _replicating(outcomes: dict[TopicPartition, PartitionOutcome]) -> Replicatin
 
 
 async def _answer_once_replicated(
-    services: BrokerServices,
+    services: ProduceServices,
     version: int,
     answers: dict[str | uuid.UUID, list[TopicPartition | PartitionOutcome]],
     outcomes: dict[TopicPartition, PartitionOutcome],
@@ -417,7 +447,7 @@ def _has_idempotent_batch(request: Any) -> bool:
 
 
 def _refused_topics(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ProduceServices, context: RequestContext, request: Any
 ) -> dict[str, ErrorCode]:
     """The topics this request may not write to, with the error answering them (Kafka's
     order: the transactional id, then idempotence, then each topic's WRITE)."""
@@ -455,7 +485,7 @@ def _refused_topics(
     return refused
 
 
-async def handle_produce(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_produce(services: ProduceServices, context: RequestContext, request: Any) -> Any:
     if context.header.api_version < PRODUCE_VERSION_MIN_SERVED:
         return _legacy_unsupported(context.header, request)
     acks = int(request.acks)
@@ -559,7 +589,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
 
 
 def _answer(
-    services: BrokerServices,
+    services: ProduceServices,
     version: int,
     answers: dict[str | uuid.UUID, list[TopicPartition | PartitionOutcome]],
     outcomes: dict[TopicPartition, PartitionOutcome],
@@ -579,7 +609,7 @@ def _answer(
 
 
 def _count_refused(
-    services: BrokerServices, outcomes: dict[TopicPartition, PartitionOutcome]
+    services: ProduceServices, outcomes: dict[TopicPartition, PartitionOutcome]
 ) -> None:
     """Count the partitions refused or failed, by topic (``sluice_topic_produce_errors``)."""
     for topic_partition, outcome in outcomes.items():
@@ -587,14 +617,14 @@ def _count_refused(
             services.traffic.produce_errors[topic_partition.topic] += 1
 
 
-def _topic_name(services: BrokerServices, topic_data: Any) -> str | None:
+def _topic_name(services: ProduceServices, topic_data: Any) -> str | None:
     """The name of a topic named by id (v13+), or None if no topic has that id."""
     topic = services.topics.by_id(topic_data.topic_id)
     return None if topic is None else topic.name
 
 
 def _current_leader(
-    services: BrokerServices, topic_partition: TopicPartition
+    services: ProduceServices, topic_partition: TopicPartition
 ) -> tuple[int, int] | None:
     topic = services.topics.get(topic_partition.topic)
     state = None if topic is None else topic.partitions.get(topic_partition.partition)

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from sluice.broker.services import UsesClock, UsesConfig, UsesStore
 from sluice.common.config import SASL_PROTOCOLS
 from sluice.common.errors import ErrorCode
 from sluice.protocol.messages import make, response_module
@@ -47,7 +48,11 @@ from sluice.protocol.versions import ApiKey
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.network.server import ConnectionInfo
-    from sluice.broker.services import BrokerServices
+
+
+class SaslServices(UsesClock, UsesConfig, UsesStore, Protocol):
+    """What the sasl handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +94,7 @@ def _reset(connection: ConnectionInfo) -> None:
 
 
 async def handle_sasl_handshake(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: SaslServices, context: RequestContext, request: Any
 ) -> Any:
     connection = context.connection
     version = context.header.api_version
@@ -116,7 +121,7 @@ async def handle_sasl_handshake(
 
 
 async def handle_sasl_authenticate(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: SaslServices, context: RequestContext, request: Any
 ) -> Any:
     connection = context.connection
     version = context.header.api_version
@@ -162,7 +167,7 @@ async def handle_sasl_authenticate(
         )
 
 
-async def _authenticate_plain(services: BrokerServices, token: bytes) -> str:
+async def _authenticate_plain(services: SaslServices, token: bytes) -> str:
     plain = parse_plain(token)
     credentials = await services.store.scram_credentials(plain.username)
     # PBKDF2 takes milliseconds, for an unknown user too: off the event loop.
@@ -172,7 +177,7 @@ async def _authenticate_plain(services: BrokerServices, token: bytes) -> str:
 
 
 def _authenticated(
-    services: BrokerServices,
+    services: SaslServices,
     connection: ConnectionInfo,
     version: int,
     user: str,

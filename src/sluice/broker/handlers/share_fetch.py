@@ -34,9 +34,18 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_READ, TOPIC_READ
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesClock,
+    UsesConfig,
+    UsesPurgatory,
+    UsesSharePartitions,
+    UsesShareSessions,
+    UsesTopics,
+)
 from sluice.broker.share.partitions import share_key
 from sluice.broker.share.sessions import FINAL_EPOCH, OPEN_EPOCH, SessionPartition, ShareSession
 from sluice.common import errors
@@ -52,7 +61,20 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class ShareFetchServices(
+    UsesAuthorizer,
+    UsesClock,
+    UsesConfig,
+    UsesPurgatory,
+    UsesSharePartitions,
+    UsesShareSessions,
+    UsesTopics,
+    Protocol,
+):
+    """What the share fetch handlers use of the broker."""
+
 
 DEFAULT_MAX_RECORDS = 500
 FIRST_RENEW_VERSION = 2
@@ -93,19 +115,19 @@ class _Partitions:
         return outcome
 
 
-def _name_of(services: BrokerServices, topic_id: uuid.UUID | None) -> str | None:
+def _name_of(services: ShareFetchServices, topic_id: uuid.UUID | None) -> str | None:
     topic = None if topic_id is None else services.topics.by_id(topic_id)
     return None if topic is None else topic.name
 
 
-def _leader_of(services: BrokerServices, topic_partition: TopicPartition) -> tuple[int, int]:
+def _leader_of(services: ShareFetchServices, topic_partition: TopicPartition) -> tuple[int, int]:
     topic = services.topics.get(topic_partition.topic)
     state = None if topic is None else topic.partitions.get(topic_partition.partition)
     return (-1, -1) if state is None else (state.leader, state.leader_epoch)
 
 
 def _fail(
-    services: BrokerServices, outcome: _Outcome, topic_partition: TopicPartition, e: KafkaError
+    services: ShareFetchServices, outcome: _Outcome, topic_partition: TopicPartition, e: KafkaError
 ) -> None:
     outcome.error, outcome.error_message = e.code, str(e) or None
     if e.code in _LEADER_CHANGE_ERRORS:
@@ -113,7 +135,7 @@ def _fail(
 
 
 async def _acknowledge(
-    services: BrokerServices,
+    services: ShareFetchServices,
     group_id: str,
     member_id: str,
     topics: Iterable[Any],
@@ -159,7 +181,7 @@ async def _acknowledge(
 
 
 async def _release_all(
-    services: BrokerServices, session: ShareSession, group_id: str, member_id: str
+    services: ShareFetchServices, session: ShareSession, group_id: str, member_id: str
 ) -> None:
     for topic_id, index in session.partitions:
         hosted = services.share_partitions.loaded(ShareStateKey(group_id, topic_id, index))
@@ -167,7 +189,9 @@ async def _release_all(
             await services.share_partitions.release(hosted, member_id)
 
 
-def _session(services: BrokerServices, group_id: str, member_id: str, epoch: int) -> ShareSession:
+def _session(
+    services: ShareFetchServices, group_id: str, member_id: str, epoch: int
+) -> ShareSession:
     now_ms = services.clock.wall_ms()
     if epoch == OPEN_EPOCH:
         return services.share_sessions.open(group_id, member_id, now_ms)
@@ -175,7 +199,7 @@ def _session(services: BrokerServices, group_id: str, member_id: str, epoch: int
 
 
 def _update_partitions(
-    services: BrokerServices, session: ShareSession, request: Any, outcomes: _Partitions
+    services: ShareFetchServices, session: ShareSession, request: Any, outcomes: _Partitions
 ) -> None:
     for topic in request.topics:
         name = _name_of(services, topic.topic_id)
@@ -195,7 +219,7 @@ def _update_partitions(
 
 
 async def _acquire(
-    services: BrokerServices,
+    services: ShareFetchServices,
     session: ShareSession,
     member_id: str,
     request: Any,
@@ -240,7 +264,7 @@ async def _acquire(
     return taken
 
 
-def _has_work(services: BrokerServices, session: ShareSession) -> bool:
+def _has_work(services: ShareFetchServices, session: ShareSession) -> bool:
     return any(
         services.share_partitions.has_work(ShareStateKey(session.group_id, topic_id, index))
         for topic_id, index in session.partitions
@@ -248,7 +272,7 @@ def _has_work(services: BrokerServices, session: ShareSession) -> bool:
 
 
 async def _acquire_or_wait(
-    services: BrokerServices,
+    services: ShareFetchServices,
     session: ShareSession,
     member_id: str,
     request: Any,
@@ -279,7 +303,7 @@ async def _acquire_or_wait(
 
 
 def _node_endpoints(
-    services: BrokerServices, module: ModuleType, outcomes: _Partitions, listener: str
+    services: ShareFetchServices, module: ModuleType, outcomes: _Partitions, listener: str
 ) -> tuple[Any, ...]:
     leaders = {o.leader[0] for o in outcomes.by_partition.values() if o.leader[0] >= 0}
     return tuple(
@@ -303,7 +327,7 @@ def _by_topic(outcomes: _Partitions) -> dict[uuid.UUID, list[_Outcome]]:
 
 
 def _fetch_response(
-    services: BrokerServices,
+    services: ShareFetchServices,
     version: int,
     listener: str,
     outcomes: _Partitions,
@@ -354,12 +378,12 @@ def _fetch_response(
     )
 
 
-def _outcomes(services: BrokerServices, context: RequestContext) -> _Partitions:
+def _outcomes(services: ShareFetchServices, context: RequestContext) -> _Partitions:
     return _Partitions(lambda name: services.authorizer.allows(context, TOPIC_READ, name))
 
 
 async def handle_share_fetch(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareFetchServices, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
     outcomes = _outcomes(services, context)
@@ -419,7 +443,7 @@ async def handle_share_fetch(
 
 
 async def handle_share_acknowledge(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareFetchServices, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
     module = response_module(ApiKey.SHARE_ACKNOWLEDGE, version)

@@ -18,10 +18,11 @@ group, whose authorized operations are the principal's.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
 from sluice.broker.handlers.groups import client_host
+from sluice.broker.services import UsesAuthorizer, UsesGroups, UsesStore, UsesTopics
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.group.api import (
@@ -34,8 +35,12 @@ from sluice.protocol.messages import has_field, make, response_module
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
     from sluice.broker.topics import TopicManager
+
+
+class ShareGroupsServices(UsesAuthorizer, UsesGroups, UsesStore, UsesTopics, Protocol):
+    """What the share groups handlers use of the broker."""
+
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """What ``authorized_operations`` holds when the client did not ask for them."""
@@ -79,7 +84,7 @@ def _topic_partitions(topic_class: type[Any], assigned: tuple[ShareAssignedTopic
 
 
 async def handle_share_group_heartbeat(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareGroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
@@ -137,7 +142,7 @@ async def handle_share_group_heartbeat(
 
 
 async def handle_share_group_describe(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareGroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     allowed = services.authorizer.allowed(context, GROUP_DESCRIBE, request.group_ids)

@@ -29,7 +29,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.authorization import Need
 from sluice.broker.handlers.acl_rules import (
@@ -41,6 +41,15 @@ from sluice.broker.handlers.acl_rules import (
 )
 from sluice.broker.network.leader_offsets import leader_high_watermarks
 from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesGroups,
+    UsesPeers,
+    UsesReplicas,
+    UsesSharePartitions,
+    UsesSharePersister,
+    UsesTopics,
+)
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -52,7 +61,20 @@ from sluice.share.state import DeliveryState, ShareState, ShareStateKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class ShareOffsetsServices(
+    UsesAuthorizer,
+    UsesGroups,
+    UsesPeers,
+    UsesReplicas,
+    UsesSharePartitions,
+    UsesSharePersister,
+    UsesTopics,
+    Protocol,
+):
+    """What the share offsets handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +83,7 @@ NO_LAG = -1
 PEER_TIMEOUT_S = 10.0
 
 
-def _share_group(services: BrokerServices, group_id: str) -> ShareGroup:
+def _share_group(services: ShareOffsetsServices, group_id: str) -> ShareGroup:
     """The share group, coordinated here; raises NOT_COORDINATOR,
     COORDINATOR_LOAD_IN_PROGRESS or GROUP_ID_NOT_FOUND."""
     groups = services.groups
@@ -72,7 +94,7 @@ def _share_group(services: BrokerServices, group_id: str) -> ShareGroup:
     return group
 
 
-def _empty_share_group(services: BrokerServices, group_id: str) -> ShareGroup:
+def _empty_share_group(services: ShareOffsetsServices, group_id: str) -> ShareGroup:
     group = _share_group(services, group_id)
     if group.state is not ShareGroupState.EMPTY:
         raise errors.for_code(ErrorCode.non_empty_group)(
@@ -93,7 +115,9 @@ def unfinished(state: ShareState, high_watermark: int) -> int:
     return max(high_watermark - state.start_offset - finished, 0)
 
 
-async def _high_watermark(services: BrokerServices, topic_partition: TopicPartition) -> int | None:
+async def _high_watermark(
+    services: ShareOffsetsServices, topic_partition: TopicPartition
+) -> int | None:
     """The partition's high watermark, from its leader (here, or by ListOffsets)."""
     hosted = services.replicas.find(topic_partition)
     if hosted is not None and hosted.is_leader:
@@ -114,7 +138,7 @@ async def _high_watermark(services: BrokerServices, topic_partition: TopicPartit
 
 
 async def _describe_partition(
-    services: BrokerServices, group_id: str, topic_id: uuid.UUID, tp: TopicPartition
+    services: ShareOffsetsServices, group_id: str, topic_id: uuid.UUID, tp: TopicPartition
 ) -> tuple[int, int, int, ErrorCode, str | None]:
     """(start offset, leader epoch, lag, error, message) of one share-partition."""
     try:
@@ -131,7 +155,7 @@ async def _describe_partition(
 
 
 async def handle_describe_share_group_offsets(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareOffsetsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, context.header.api_version)
     groups = []
@@ -227,7 +251,7 @@ async def handle_describe_share_group_offsets(
 
 
 async def _answer_for_empty_group(
-    services: BrokerServices,
+    services: ShareOffsetsServices,
     context: RequestContext,
     rule: Need,
     response: type[Any],
@@ -258,7 +282,7 @@ async def _answer_for_empty_group(
 
 
 async def _change_state(
-    services: BrokerServices,
+    services: ShareOffsetsServices,
     key: ShareStateKey,
     change: Callable[[ShareStateKey], Awaitable[Any]],
 ) -> tuple[ErrorCode, str | None]:
@@ -274,7 +298,7 @@ async def _change_state(
 
 
 async def handle_alter_share_group_offsets(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareOffsetsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, context.header.api_version)
     group_id = str(request.group_id)
@@ -332,7 +356,7 @@ async def handle_alter_share_group_offsets(
 
 
 async def handle_delete_share_group_offsets(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareOffsetsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, context.header.api_version)
     group_id = str(request.group_id)

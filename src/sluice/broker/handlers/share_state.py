@@ -17,9 +17,10 @@ is a super user); others are answered CLUSTER_AUTHORIZATION_FAILED for every par
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
+from sluice.broker.services import UsesAuthorizer, UsesShareStates
 from sluice.broker.share.state_batches import state_batch_messages, state_batches
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -28,7 +29,11 @@ from sluice.share.state import ShareState, ShareStateKey
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class ShareStateServices(UsesAuthorizer, UsesShareStates, Protocol):
+    """What the share state handlers use of the broker."""
+
 
 UNINITIALIZED_START_OFFSET = -1
 UNINITIALIZED_STATE_EPOCH = 0
@@ -42,7 +47,7 @@ def _no_fields(e: KafkaError) -> dict[str, Any]:
 
 
 async def _answer_each(
-    services: BrokerServices,
+    services: ShareStateServices,
     context: RequestContext,
     request: Any,
     names: tuple[str, str],
@@ -86,7 +91,7 @@ async def _answer_each(
 
 
 async def handle_initialize_share_group_state(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareStateServices, context: RequestContext, request: Any
 ) -> Any:
     async def initialize(key: ShareStateKey, partition: Any) -> dict[str, Any]:
         state_epoch = int(partition.state_epoch)
@@ -116,7 +121,7 @@ _UNINITIALIZED: dict[str, Any] = {
 
 
 async def handle_read_share_group_state(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareStateServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
 
@@ -157,7 +162,7 @@ def _state_written(partition: Any) -> ShareState:
 
 
 async def handle_write_share_group_state(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareStateServices, context: RequestContext, request: Any
 ) -> Any:
     async def write(key: ShareStateKey, partition: Any) -> dict[str, Any]:
         await services.share_states.write(key, _state_written(partition))
@@ -172,7 +177,7 @@ async def handle_write_share_group_state(
 
 
 async def handle_delete_share_group_state(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareStateServices, context: RequestContext, request: Any
 ) -> Any:
     async def delete(key: ShareStateKey, partition: Any) -> dict[str, Any]:
         await services.share_states.delete(key)
@@ -194,7 +199,7 @@ _NO_SUMMARY: dict[str, Any] = {
 
 
 async def handle_read_share_group_state_summary(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: ShareStateServices, context: RequestContext, request: Any
 ) -> Any:
     async def summary(key: ShareStateKey, partition: Any) -> dict[str, Any]:
         found = await services.share_states.summary(key)

@@ -30,7 +30,7 @@ import datetime
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import (
     CLUSTER_ACTION,
@@ -40,6 +40,14 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_WRITE,
     TRANSACTIONAL_DESCRIBE,
     TRANSACTIONAL_WRITE,
+)
+from sluice.broker.services import (
+    UsesAuthorizer,
+    UsesGroups,
+    UsesMarkers,
+    UsesTopics,
+    UsesTransactions,
+    UsesVerifyTransaction,
 )
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
@@ -57,7 +65,19 @@ from sluice.txn.api import (
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
-    from sluice.broker.services import BrokerServices
+
+
+class TransactionsServices(
+    UsesAuthorizer,
+    UsesGroups,
+    UsesMarkers,
+    UsesTopics,
+    UsesTransactions,
+    UsesVerifyTransaction,
+    Protocol,
+):
+    """What the transactions handlers use of the broker."""
+
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +116,7 @@ def _by_topic(entries: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[t
 
 
 async def init_transactional_producer(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: UsesTransactions, context: RequestContext, request: Any
 ) -> ProducerIdAndEpoch:
     """InitProducerId with a transactional id (the handler in ``init_producer_id``
     serves the idempotent case and calls this)."""
@@ -119,7 +139,7 @@ async def init_transactional_producer(
 
 
 async def handle_add_partitions_to_txn(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     if has_field(type(request), "transactions"):  # v4: batched, from brokers
@@ -176,7 +196,7 @@ async def handle_add_partitions_to_txn(
 
 
 def _refused_partitions(
-    services: BrokerServices, context: RequestContext, transactional_id: str, topics: Any
+    services: TransactionsServices, context: RequestContext, transactional_id: str, topics: Any
 ) -> dict[TopicPartition, ErrorCode]:
     """A client's AddPartitionsToTxn (v3 and below) needs WRITE on the transactional id
     and on each topic; when refused, the refused partitions are answered with the error
@@ -213,7 +233,7 @@ def _partition_results(module: Any, errors: dict[TopicPartition, ErrorCode]) -> 
 
 
 async def _add_partitions(
-    services: BrokerServices,
+    services: TransactionsServices,
     context: RequestContext,
     transactional_id: str,
     producer_id: int,
@@ -248,7 +268,7 @@ async def _add_partitions(
 
 
 async def handle_add_offsets_to_txn(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     error = ErrorCode.none
@@ -276,7 +296,9 @@ async def handle_add_offsets_to_txn(
 # -------------------------------------------------------------------------- EndTxn
 
 
-async def handle_end_txn(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_end_txn(
+    services: TransactionsServices, context: RequestContext, request: Any
+) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     end = EndTxnRequest(
         request.transactional_id,
@@ -303,7 +325,7 @@ async def handle_end_txn(services: BrokerServices, context: RequestContext, requ
 
 
 async def handle_txn_offset_commit(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     requested: list[tuple[TopicPartition, OffsetToCommit]] = []
@@ -389,7 +411,7 @@ async def handle_txn_offset_commit(
 
 
 async def handle_write_txn_markers(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     results = []
@@ -437,7 +459,7 @@ async def handle_write_txn_markers(
 
 
 async def handle_describe_transactions(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     authorizer = services.authorizer
@@ -517,7 +539,7 @@ KNOWN_STATES = frozenset(
 
 
 async def handle_list_transactions(
-    services: BrokerServices, context: RequestContext, request: Any
+    services: TransactionsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     unknown = tuple(s for s in request.state_filters if s not in KNOWN_STATES)
