@@ -44,6 +44,7 @@ from sluice.protocol.records import (
     validate_produced,
 )
 from sluice.protocol.records import batch as batch_format
+from sluice.protocol.records.builder import decode_batches_made
 from sluice.protocol.records.compression import XERIAL_MAGIC
 
 T0 = 1_700_000_000_000
@@ -803,6 +804,30 @@ def test_batches_split_at_every_point() -> None:
     for cut in range(len(stream) + 1):
         decoded = list(decode_batches(stream[:cut]))
         assert len(decoded) == sum(1 for end in ends if end <= cut)
+
+
+def test_batches_made_by_a_readers_own_factory_hold_the_same_records() -> None:
+    batches = [
+        build_batch(sample_inputs(5), base_offset=5 * n, compression=codec)
+        for n, codec in enumerate(CODECS)
+    ]
+    batches.append(
+        build_batch(sample_inputs(3), base_offset=99, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    )
+    stream = b"".join(batches)
+
+    def make_for(header: BatchHeader) -> Callable[..., tuple[object, ...]]:
+        return lambda *fields: (header.base_offset, *fields)
+
+    made = list(decode_batches_made(stream, make_for))
+    assert [header for header, _ in made] == [d.header for d in decode_batches(stream)]
+    assert [record for _, records in made for record in records] == [
+        (d.header.base_offset, r.offset, r.timestamp_ms, r.key, r.value, r.headers)
+        for d in decode_batches(stream)
+        for r in d.records
+    ]
+    with pytest.raises(errors.CorruptMessage, match="CRC"):
+        list(decode_batches_made(stream[:-1] + bytes([stream[-1] ^ 1]), make_for))
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 7, 64, 1000])

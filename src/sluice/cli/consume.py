@@ -188,18 +188,20 @@ async def _consume(
             continue
         trouble_since = None
         retry_wait_s = RETRY_WAIT_S_MIN
+        lines: list[bytes] = []  # written once per fetch: one write per record cost more
         for tp in sorted(fetched):
             result = fetched[tp]
             for record in result.records:
                 if not follow and record.offset >= ends[tp]:
                     break
-                out.write(formatter(record, print_key))
+                lines.append(formatter(record, print_key))
                 printed += 1
                 if max_messages is not None and printed >= max_messages:
                     break
             positions[tp] = result.next_offset
             if max_messages is not None and printed >= max_messages:
                 break
+        out.write(b"".join(lines))
         out.flush()
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Final
 
 from sluice.client.cluster import Cluster, run_all
 from sluice.client.messages import Request
@@ -24,8 +25,9 @@ from sluice.common import errors
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import NodeId, TopicPartition
 from sluice.common.limits import FETCH_WAIT_MS_MAX
-from sluice.protocol.records.builder import decode_batches
-from sluice.protocol.records.record import Header
+from sluice.protocol.records.batch import BatchHeader
+from sluice.protocol.records.builder import decode_batches_made
+from sluice.protocol.records.record import Header, RecordFactory
 from sluice.protocol.versions import ApiKey
 
 FETCH_BYTES_MAX_DEFAULT = 50 * 1024 * 1024
@@ -54,6 +56,43 @@ class ConsumedRecord:
     timestamp_type: int = 0
     """0: the producer's CreateTime; 1: the broker's LogAppendTime
     (message.timestamp.type of the topic when the batch was written)."""
+
+
+def _consumed_record_factory(
+    topic: str, partition: int, timestamp_type: int
+) -> RecordFactory[ConsumedRecord]:
+    """Makes the records of one batch: as ``ConsumedRecord(topic, partition, …)`` but
+    about twice as fast (the slots set directly, not through a frozen ``__init__``'s
+    ``object.__setattr__``), which is most of a large fetch's decoding."""
+    new = object.__new__
+    set_topic, set_partition, set_offset, set_timestamp, set_key, set_value = _SLOT_SETTERS[:6]
+    set_headers, set_timestamp_type = _SLOT_SETTERS[6:]
+
+    def make(
+        offset: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Header, ...],
+    ) -> ConsumedRecord:
+        record = new(ConsumedRecord)
+        set_topic(record, topic)
+        set_partition(record, partition)
+        set_offset(record, offset)
+        set_timestamp(record, timestamp_ms)
+        set_key(record, key)
+        set_value(record, value)
+        set_headers(record, headers)
+        set_timestamp_type(record, timestamp_type)
+        return record
+
+    return make
+
+
+_SLOT_SETTERS: Final = tuple(
+    getattr(ConsumedRecord, f.name).__set__ for f in fields(ConsumedRecord)
+)
+"""The slot descriptors' setters of :class:`ConsumedRecord`, in field order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,25 +229,19 @@ def _decode_partition(
     records: list[ConsumedRecord] = []
     next_offset = fetch_offset
     topic, partition = topic_partition
-    for batch in decode_batches(data):
-        next_offset = max(next_offset, batch.header.next_offset)
-        if batch.header.is_control:
+
+    def make_for(header: BatchHeader) -> RecordFactory[ConsumedRecord]:
+        return _consumed_record_factory(topic, partition, int(header.timestamp_type))
+
+    for header, batch_records in decode_batches_made(data, make_for):
+        next_offset = max(next_offset, header.next_offset)
+        if header.is_control:
             continue
-        timestamp_type = int(batch.header.timestamp_type)
-        records.extend(
-            ConsumedRecord(
-                topic,
-                partition,
-                r.offset,
-                r.timestamp_ms,
-                r.key,
-                r.value,
-                r.headers,
-                timestamp_type,
-            )
-            for r in batch.records
-            if r.offset >= fetch_offset
-        )
+        if batch_records and batch_records[0].offset < fetch_offset:
+            # The first batch may start before the offset asked for.
+            records.extend(r for r in batch_records if r.offset >= fetch_offset)
+        else:
+            records.extend(batch_records)
     return FetchedPartition(
         topic_partition,
         tuple(records),
