@@ -375,11 +375,11 @@ class SimBroker:
         self._advance(replica)
         self._answer_parked()
 
-    def append_as_leader(self, tp: TopicPartition, records: list[SimRecord]) -> int | None:
-        """Append ``records`` (stamped with the leader's epoch here) to a partition this
-        broker leads with enough replicas in sync: the log end offset after them, or None
-        when it cannot (not the leader, too few in sync). The caller waits for the high
-        watermark to pass that end (:class:`Listener`)."""
+    def append_as_leader(self, tp: TopicPartition, values: list[str]) -> int | None:
+        """Append ``values`` as records of no producer (a coordinator's state) to a
+        partition this broker leads with enough replicas in sync: the log end offset after
+        them, or None when it cannot (not the leader, too few in sync). The caller waits
+        for the high watermark to pass that end (:class:`Listener`)."""
         replica = self.replicas.get(tp)
         if replica is None or not replica.core.is_leader:
             return None
@@ -388,7 +388,7 @@ class SimBroker:
             replica.core.check_enough_replicas(self._min_insync(replica), errors.NotEnoughReplicas)
         except KafkaError:
             return None
-        replica.log.append([dataclasses.replace(r, epoch=replica.leader_epoch) for r in records])
+        replica.log.append([SimRecord(replica.leader_epoch, -1, -1, value) for value in values])
         self._advance(replica)
         self._answer_parked()
         return replica.log.log_end_offset

@@ -48,7 +48,6 @@ from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import Append, Effect, Reply, Task
 from sluice.sim import history
 from sluice.sim.broker import ProduceAnswer, ProduceRequest, Replica, SimBroker
-from sluice.sim.disk import SimRecord
 from sluice.sim.network import Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.world import Timer, World
@@ -279,10 +278,8 @@ class CoordinatorHost:
         self._schedule()
 
     def _append(self, append: Append) -> None:
-        records = [
-            SimRecord(0, -1, -1, encode_state_record(key, value)) for key, value in append.records
-        ]
-        end = self.broker.append_as_leader(STATE_PARTITION, records)
+        values = [encode_state_record(key, value) for key, value in append.records]
+        end = self.broker.append_as_leader(STATE_PARTITION, values)
         self._appends.append((append.append_id, end))
 
     def _completed_appends(self, shard: TransactionCoordinator) -> list[Effect]:
