@@ -164,8 +164,6 @@ class CoordinatorHost:
         self._config = config
         self.shard: TransactionCoordinator | None = None
         self._loaded_epoch = -1
-        self.loads = 0
-        """How many times this broker became the coordinator."""
         self._appends: deque[tuple[int, int | None]] = deque()
         """(append id, the log end it waits for the high watermark to reach, or None: it
         could not be written), in the order the coordinator asked."""
@@ -208,7 +206,6 @@ class CoordinatorHost:
         shard.load_completed(self.world.now_ms)
         self.shard = shard
         self._loaded_epoch = replica.leader_epoch
-        self.loads += 1
         self._run([])
 
     def _unload(self, *, answer: bool) -> None:
