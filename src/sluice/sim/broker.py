@@ -16,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sluice.cluster import controller_core as cc
 from sluice.cluster.image import MetadataImage
@@ -28,9 +28,10 @@ from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.replication import follower as fc
 from sluice.replication.leader import LeaderCore, Transition
-from sluice.sim.disk import SimLog, SimRecord
+from sluice.sim.disk import Control, SimLog, SimRecord
 from sluice.sim.network import Network
 from sluice.sim.store import SimMetadataStore
+from sluice.sim.txnlog import transactions
 from sluice.sim.world import Timer, World
 
 NO_LEADER = -1
@@ -44,6 +45,7 @@ BUGS = {
     "skip-truncation": "a follower ignores the leader's word to truncate its diverged tail",
     "hw-from-leader-only": "the leader moves the high watermark to its own log end",
     "ack-before-isr": "an acks=all produce is answered once the leader appended it",
+    "read-past-lso": "a read_committed fetch reads up to the high watermark, not the LSO",
 }
 """Deliberate defects a run may switch on, to show that the checks find them."""
 
@@ -58,6 +60,11 @@ class ProduceRequest:
     producer_id: int
     sequence: int
     value: str
+    producer_epoch: int = 0
+    transactional: bool = False
+    control: Control | None = None
+    """A COMMIT or ABORT marker of the producer's transaction at ``producer_epoch`` (the
+    transaction coordinator's WriteTxnMarkers; no value, no sequence)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,13 @@ class FetchReply:
 
 
 def encode_records(records: list[SimRecord]) -> bytes:
-    return json.dumps([[r.epoch, r.producer_id, r.sequence, r.value] for r in records]).encode()
+    return json.dumps(
+        [
+            [r.epoch, r.producer_id, r.sequence, r.value, r.producer_epoch, r.transactional]
+            + ([r.control] if r.control is not None else [])
+            for r in records
+        ]
+    ).encode()
 
 
 def decode_records(data: bytes | memoryview) -> list[SimRecord]:
@@ -138,6 +151,17 @@ class _Waiting:
     timer: Timer
 
 
+class Listener(Protocol):
+    """What another part of the simulation (the transaction coordinator) hears of a
+    broker: changes of a replica's state, a high watermark moving, and a crash."""
+
+    def replica_changed(self, replica: Replica) -> None: ...
+
+    def high_watermark_moved(self, replica: Replica) -> None: ...
+
+    def crashed(self) -> None: ...
+
+
 class SimBroker:
     def __init__(
         self,
@@ -164,6 +188,10 @@ class SimBroker:
         """The broker's disk: kept across crashes."""
         self.up = False
         self.registered_at = -1
+        self.handlers: dict[type[Any], Callable[[int, Any], None]] = {}
+        """Messages of the simulation's other parts (transactions, consumers), by type:
+        the handler gets the sender and the message while the broker runs."""
+        self.listeners: list[Listener] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -216,6 +244,8 @@ class SimBroker:
         for log in self.logs.values():
             log.crash(lose_unflushed=lose_unflushed)
         self._reset()
+        for listener in self.listeners:
+            listener.crashed()
 
     # ── metadata ───────────────────────────────────────────────────────────────────
 
@@ -264,6 +294,8 @@ class SimBroker:
                 self._follow(replica, leader)
             else:
                 self._unfollow(tp)
+        for listener in self.listeners:
+            listener.replica_changed(replica)
 
     # ── leader: produce ─────────────────────────────────────────────────────────────
 
@@ -278,6 +310,16 @@ class SimBroker:
             self.send(client, ProduceAnswer(request.request_id, e.code))
             return
         log = replica.log
+        known_epoch = transactions(log).producer_epochs.get(request.producer_id, -1)
+        if request.producer_epoch < known_epoch:
+            # A zombie of a producer (or a marker of a transaction) a newer epoch fenced.
+            self.send(client, ProduceAnswer(request.request_id, ErrorCode.invalid_producer_epoch))
+            return
+        if request.control is not None:
+            self._append_marker(client, request, replica)
+            return
+        if request.producer_epoch > known_epoch:
+            replica.producers.pop(request.producer_id, None)  # a new epoch starts at 0
         done = replica.producers.setdefault(request.producer_id, [])
         for sequence, offset in done:
             if sequence == request.sequence:  # a retry of an appended batch
@@ -291,7 +333,16 @@ class SimBroker:
             )
             return
         offset = log.append(
-            [SimRecord(replica.leader_epoch, request.producer_id, request.sequence, request.value)]
+            [
+                SimRecord(
+                    replica.leader_epoch,
+                    request.producer_id,
+                    request.sequence,
+                    request.value,
+                    request.producer_epoch,
+                    request.transactional,
+                )
+            ]
         )
         done.append((request.sequence, offset))
         del done[:-5]
@@ -302,6 +353,45 @@ class SimBroker:
         self._wait_for_replicas(client, request, replica, offset)
         self._advance(replica)
         self._answer_parked()
+
+    def _append_marker(self, client: int, request: ProduceRequest, replica: Replica) -> None:
+        """A transaction's marker, answered once replicated as an acks=all produce is; it
+        ends the producer's sequences of that epoch."""
+        offset = replica.log.append(
+            [
+                SimRecord(
+                    replica.leader_epoch,
+                    request.producer_id,
+                    -1,
+                    "",
+                    request.producer_epoch,
+                    True,
+                    request.control,
+                )
+            ]
+        )
+        replica.producers.pop(request.producer_id, None)
+        self._wait_for_replicas(client, request, replica, offset)
+        self._advance(replica)
+        self._answer_parked()
+
+    def append_as_leader(self, tp: TopicPartition, values: list[str]) -> int | None:
+        """Append ``values`` as records of no producer (a coordinator's state) to a
+        partition this broker leads with enough replicas in sync: the log end offset after
+        them, or None when it cannot (not the leader, too few in sync). The caller waits
+        for the high watermark to pass that end (:class:`Listener`)."""
+        replica = self.replicas.get(tp)
+        if replica is None or not replica.core.is_leader:
+            return None
+        try:
+            replica.core.check_leader()
+            replica.core.check_enough_replicas(self._min_insync(replica), errors.NotEnoughReplicas)
+        except KafkaError:
+            return None
+        replica.log.append([SimRecord(replica.leader_epoch, -1, -1, value) for value in values])
+        self._advance(replica)
+        self._answer_parked()
+        return replica.log.log_end_offset
 
     def _wait_for_replicas(
         self, client: int, request: ProduceRequest, replica: Replica, offset: int
@@ -361,6 +451,8 @@ class SimBroker:
         if high_watermark is not None:
             log.update_high_watermark(high_watermark)
             self._settle_waiting(replica)
+            for listener in self.listeners:
+                listener.high_watermark_moved(replica)
 
     # ── leader: follower fetches and ISR changes ───────────────────────────────────
 
@@ -570,13 +662,25 @@ class SimBroker:
             fetcher = self.fetchers.get(sender)
             if fetcher is not None:
                 fetcher.answered(message)
+        else:
+            handler = self.handlers.get(type(message))
+            if handler is not None:
+                handler(sender, message)
 
 
 def _producer_state(log: SimLog) -> dict[int, list[tuple[int, int]]]:
-    """What a new leader knows of each producer: its last five sequences in the log."""
+    """What a new leader knows of each producer: its last five sequences in the log (of
+    its latest epoch: a new epoch, or a transaction's marker, starts them afresh)."""
     producers: dict[int, list[tuple[int, int]]] = {}
+    epochs: dict[int, int] = {}
     for offset, record in enumerate(log.records):
-        done = producers.setdefault(record.producer_id, [])
+        producer_id = record.producer_id
+        if record.control is not None or epochs.get(producer_id) != record.producer_epoch:
+            producers.pop(producer_id, None)
+            epochs[producer_id] = record.producer_epoch
+        if record.control is not None or producer_id < 0:
+            continue
+        done = producers.setdefault(producer_id, [])
         done.append((record.sequence, offset))
         del done[:-5]
     return producers

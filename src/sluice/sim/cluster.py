@@ -1,10 +1,12 @@
 """A whole simulated cluster, a workload and faults, run from one seed.
 
 :func:`run` builds a world from the seed, a network, a metadata store and brokers; creates
-one replicated topic; lets idempotent acks=all producers send unique values while faults
-strike (crashes with or without the unsynced tail, network partitions); then heals
-everything, lets replication catch up, reads every replica's log and checks the history
-(:mod:`sluice.sim.history`). Everything random comes from the world's streams, so a seed
+one replicated topic (and ``__transaction_state``); lets idempotent acks=all producers
+send unique values and transactional producers commit or abort transactions
+(:mod:`sluice.sim.transactions`), while consumers poll (:mod:`sluice.sim.consumers`) and
+faults strike (crashes with or without the unsynced tail, network partitions); then
+heals everything, lets replication catch up, reads every replica's log and checks the
+history (:mod:`sluice.sim.history`). Everything random comes from the world's streams, so a seed
 replays exactly."""
 
 from __future__ import annotations
@@ -17,18 +19,23 @@ from sluice.cluster.image import MetadataImage
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-from sluice.sim import history
+from sluice.sim import consumers, history, transactions
 from sluice.sim.broker import ProduceAnswer, ProduceRequest, SimBroker
 from sluice.sim.history import CheckResult
 from sluice.sim.network import Faults, Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.world import Timer, World
+from sluice.txn.config import TransactionConfig
 
 SESSION_TIMEOUT_MS = 3_000
 IMAGE_DELAY_MS = (1, 20)
 """How long a new metadata image takes to reach each broker."""
 CLIENT_NODE = 100
 """The first node id of the clients on the network (brokers are 0..n-1)."""
+TRANSACTIONAL_CLIENT_NODE = 200
+"""The first node id of the transactional producers."""
+CONSUMER_NODE = 300
+"""The first node id of the consumers."""
 SEND_RETRIES_MAX = 20
 RETRY_BACKOFF_MS = 100
 REQUEST_TIMEOUT_MS = 3_000
@@ -49,6 +56,11 @@ class Settings:
     """Messages the network loses (their senders time out and retry)."""
     duration_ms: int = 30_000
     settle_ms: int = 30_000
+    transactional_producers: int = 2
+    """Each runs transactions one after another (some aborted on purpose) until the
+    faults' time is over."""
+    read_committed_consumers: int = 2
+    read_uncommitted_consumers: int = 1
 
 
 @dataclass
@@ -311,9 +323,52 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
         tuple((p + r) % settings.brokers for r in range(min(3, settings.brokers)))
         for p in range(settings.partitions)
     ]
-    cluster.store.create_topic("t", assignment, {"min.insync.replicas": str(settings.min_insync)})
+    configs = {"min.insync.replicas": str(settings.min_insync)}
+    cluster.store.create_topic("t", assignment, configs)
+    if settings.transactional_producers:
+        # Led by the broker after the last data partition's leader, where there is one.
+        state_leader = settings.partitions % settings.brokers
+        state_replicas = tuple(
+            (state_leader + r) % settings.brokers for r in range(min(3, settings.brokers))
+        )
+        cluster.store.create_topic(transactions.STATE_PARTITION.topic, [state_replicas], configs)
+        transactions.host_coordinators(
+            cluster.brokers,
+            TransactionConfig(abort_check_interval_ms=transactions.ABORT_CHECK_INTERVAL_MS),
+        )
+    consumers.serve_consumers(cluster.brokers)
     cluster.publish()
     world.run_until(2_000)
+
+    transactional = [
+        transactions.TransactionalProducer(
+            world,
+            cluster.network,
+            cluster.store,
+            log,
+            TRANSACTIONAL_CLIENT_NODE + i,
+            "t",
+            settings.partitions,
+        )
+        for i in range(settings.transactional_producers)
+    ]
+    readers = [
+        consumers.Consumer(
+            world,
+            cluster.network,
+            cluster.store,
+            log,
+            CONSUMER_NODE + i,
+            "t",
+            settings.partitions,
+            read_committed=i < settings.read_committed_consumers,
+        )
+        for i in range(settings.read_committed_consumers + settings.read_uncommitted_consumers)
+    ]
+    for txn_producer in transactional:
+        txn_producer.start()
+    for reader in readers:
+        reader.start()
 
     producers = [_Producer(cluster, i, log) for i in range(settings.producers)]
     workload = world.random("workload")
@@ -349,15 +404,23 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
         world.at(at, strike)
 
     world.run_until(settings.duration_ms)
+    for txn_producer in transactional:
+        txn_producer.stop()
     for broker in cluster.brokers:
         if not broker.up:
             cluster.restart(broker.node_id)
     world.run_until(settings.duration_ms + settings.settle_ms)
     for producer in producers:
         producer.give_up()
+    for txn_producer in transactional:
+        txn_producer.give_up()
+    for reader in readers:
+        reader.stop()
 
     image = cluster.store.image()
     for name, topic in image.topics.items():
+        if name == transactions.STATE_PARTITION.topic:
+            continue  # the coordinator's records: no values of the workload
         for index in topic.partitions:
             tp = TopicPartition(name, index)
             for broker in cluster.brokers:
@@ -368,7 +431,11 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
                     history.FinalRead(
                         _partition(tp),
                         broker.node_id,
-                        tuple((offset, r.value) for offset, r in enumerate(replica_log.records)),
+                        tuple(
+                            (offset, r.value)
+                            for offset, r in enumerate(replica_log.records)
+                            if r.control is None  # a marker's offset holds no value
+                        ),
                         replica_log.high_watermark,
                         0,
                         replica_log.log_end_offset,

@@ -14,18 +14,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from sluice.storage.leader_epoch import LeaderEpochCache
+
+Control = Literal["commit", "abort"]
 
 
 @dataclass(frozen=True, slots=True)
 class SimRecord:
-    """One record: the epoch of the leader that appended it, and what a producer sent."""
+    """One record: the epoch of the leader that appended it, and what a producer sent.
+    A transactional producer's record carries its producer epoch and ``transactional``;
+    a COMMIT or ABORT marker of a producer's transaction is a record with ``control``
+    set (no value, sequence -1), as a control batch is."""
 
     epoch: int
     producer_id: int
     sequence: int
     value: str
+    producer_epoch: int = 0
+    transactional: bool = False
+    control: Control | None = None
 
 
 class SimLog:
