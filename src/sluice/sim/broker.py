@@ -12,13 +12,13 @@ not synced); the store ends the broker's session after its timeout."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.cluster import controller_core as cc
+from sluice.cluster import eligible
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState
 from sluice.cluster.store import ControllerFenced, PartitionChange, StaleVersion
@@ -451,7 +451,13 @@ class SimBroker:
             return
         try:
             (written,) = self.store.update_partitions(
-                [PartitionChange(tp.topic, tp.partition, dataclasses.replace(state, isr=isr))],
+                [
+                    PartitionChange(
+                        tp.topic,
+                        tp.partition,
+                        eligible.with_isr(state, isr, self._min_insync(replica)),
+                    )
+                ],
                 None,
             )
         except StaleVersion:
