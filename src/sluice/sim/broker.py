@@ -169,6 +169,7 @@ class SimBroker:
     def _reset(self) -> None:
         self.replicas: dict[TopicPartition, Replica] = {}
         self.image: MetadataImage | None = None
+        self._min_insync_of: dict[str, int] = {}
         self.fetchers: dict[int, _Fetcher] = {}
         self.controller = cc.ControllerCore(self.node_id)
         self._controller_timer: Timer | None = None
@@ -227,6 +228,7 @@ class SimBroker:
         self.image = image
         now = self.world.now_ms
         for topic in image.topics.values():
+            self._min_insync_of[topic.name] = int(topic.configs.get("min.insync.replicas", "1"))
             for index, state in topic.partitions.items():
                 tp = TopicPartition(topic.name, index)
                 if self.node_id not in state.replicas:
@@ -346,9 +348,9 @@ class SimBroker:
             self.send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
 
     def _min_insync(self, replica: Replica) -> int:
-        assert self.image is not None
-        topic = self.image.topics[replica.topic_partition.topic]
-        return int(topic.configs.get("min.insync.replicas", "1"))
+        """The topic's min.insync.replicas as the last image naming it said (images may
+        arrive out of order, an older one without the topic after a newer one)."""
+        return self._min_insync_of[replica.topic_partition.topic]
 
     def _advance(self, replica: Replica) -> None:
         log = replica.log
@@ -356,7 +358,7 @@ class SimBroker:
             high_watermark: int | None = log.log_end_offset if replica.core.is_leader else None
         else:
             high_watermark = replica.core.high_watermark_to_set(
-                log.log_end_offset, log.high_watermark
+                log.log_end_offset, log.high_watermark, self._min_insync(replica)
             )
         if high_watermark is not None:
             log.update_high_watermark(high_watermark)
