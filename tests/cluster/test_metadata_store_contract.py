@@ -221,6 +221,38 @@ def test_partition_states_are_versioned_apart_from_the_topic(open_store: OpenSto
     run(scenario)
 
 
+def test_eligible_leader_replicas_and_clean_shutdowns_are_kept_and_seen_by_others(
+    open_store: OpenStore,
+) -> None:
+    """KIP-966's fields: a partition state's ELR and last known ELR, written by a leader
+    (no controller epoch) and read back by another broker's store and after a reopen; a
+    registration's clean-shutdown flag."""
+
+    async def scenario() -> None:
+        store = await open_store()
+        registered = await store.register_broker(
+            BrokerInfo(1, "127.0.0.1", 9093, clean_shutdown=True)
+        )
+        assert registered.clean_shutdown
+        assert store.image().brokers[1].clean_shutdown, "as the store reads it back"
+        await store.create_topics([topic("t", 1)])
+        await eventually(store, lambda image: "t" in image.topics)
+        state = store.image().topics["t"].partitions[0]
+        shrunk = dataclasses.replace(state, isr=(), elr=(1,), last_known_elr=(2,))
+        (written,) = await store.update_partitions([PartitionChange("t", 0, shrunk)], None)
+        assert (written.elr, written.last_known_elr) == ((1,), (2,))
+        other = await open_store()
+        await eventually(
+            other, lambda image: image.topics["t"].partitions[0].version == written.version
+        )
+        seen = other.image().topics["t"].partitions[0]
+        assert (seen.isr, seen.elr, seen.last_known_elr) == ((), (1,), (2,))
+        await other.close()
+        await store.close()
+
+    run(scenario)
+
+
 def test_a_write_of_a_replaced_controller_is_fenced(open_store: OpenStore) -> None:
     async def scenario() -> None:
         first = await open_store()

@@ -156,6 +156,9 @@ class Broker:
         """The HTTP listener once bound (None with http.port=0)."""
         self._not_ready: str | None = "starting"
         """Why clients are not served (``/ready``), None while they are."""
+        self._previous_run_clean = False
+        """Whether the data directory held the clean-shutdown marker at this start (the
+        registration says so: KIP-966's clean shutdown)."""
         self.data_dir = Path(config.data_dir)
         self.purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache(
@@ -325,6 +328,7 @@ class Broker:
         """Open the metadata store and every local log (recovering them without the
         clean-shutdown marker)."""
         clean = clean_shutdown_marker_exists(self.data_dir)
+        self._previous_run_clean = clean
         if stored_identity is None:
             log.info("new data directory %s", self.data_dir)
         elif not clean:
@@ -520,6 +524,7 @@ class Broker:
             inter_broker.port,
             self.config.rack,
             endpoints=endpoints,
+            clean_shutdown=self._previous_run_clean,
         )
         self._add_collectors()
         self._not_ready = "registering with the cluster"

@@ -317,6 +317,10 @@ class ControllerCore:
         config = TopicConfig.from_entries(topic.configs, self._topic_defaults)
         return config.unclean_leader_election_enable
 
+    def _min_insync(self, topic: TopicMetadata) -> int:
+        """The topic's min.insync.replicas, which decides its eligible leader replicas."""
+        return TopicConfig.from_entries(topic.configs, self._topic_defaults).min_insync_replicas
+
     def _rebalance_leaders(
         self, image: MetadataImage, rebalance: LeaderRebalance
     ) -> list[ControllerCommand]:
@@ -336,7 +340,7 @@ class ControllerCore:
             for node_id, broker in image.brokers.items()
             if self._broker_epochs.get(node_id, broker.epoch) != broker.epoch
         }
-        changes = leadership.reconcile(image, restarted, self._unclean_allowed)
+        changes = leadership.reconcile(image, restarted, self._unclean_allowed, self._min_insync)
         deciding = {(c.topic, c.partition) for c in changes}
         changes += [
             c

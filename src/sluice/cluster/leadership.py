@@ -10,8 +10,10 @@ while its broker is live::
                   → ELECTION_NOT_NEEDED
                 PREFERRED: preferred replica live and in the ISR → it leads (epoch + 1)
                            otherwise → PREFERRED_LEADER_NOT_AVAILABLE
-                UNCLEAN:   first live replica in the ISR, else first live replica
-                           → it leads (epoch + 1); none live → ELIGIBLE_LEADERS_NOT_AVAILABLE
+                UNCLEAN:   first live replica in the ISR, else first live eligible
+                           leader replica (KIP-966: it is the ISR now), else first live
+                           replica (ELR cleared) → it leads (epoch + 1); none live
+                           → ELIGIBLE_LEADERS_NOT_AVAILABLE
 
     reassignment target T of a partition whose replicas are R (KIP-455):
                 T non-empty, every broker registered, no broker twice
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from sluice.cluster import eligible
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import NO_LEADER, PartitionState, TopicMetadata
+from sluice.cluster.model import NO_LEADER, BrokerInfo, PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
@@ -103,17 +106,27 @@ def elect(
     in_sync = [r for r in live_replicas if r in state.isr]
     if in_sync:
         return ElectionOutcome(_led_by(state, in_sync[0], state.isr))
+    electable = [r for r in live_replicas if r in state.elr]
+    if electable:
+        # An eligible leader replica has every committed record (KIP-966): a clean election.
+        leader = electable[0]
+        return ElectionOutcome(_led_by(eligible.elected_from_elr(state, leader), leader))
     if live_replicas:
         # Unclean: the new leader may lack committed records; it is the whole ISR now.
-        return ElectionOutcome(_led_by(state, live_replicas[0], (live_replicas[0],)))
+        unclean = eligible.cleared(state)
+        return ElectionOutcome(_led_by(unclean, live_replicas[0], (live_replicas[0],)))
     return ElectionOutcome(None, ErrorCode.eligible_leaders_not_available)
 
 
-def _led_by(state: PartitionState, leader: int, isr: Sequence[int]) -> PartitionState:
-    """``state`` with a new leader (or NO_LEADER) at the next leader epoch; the version
-    stays the one read, for the conditional write."""
+def _led_by(state: PartitionState, leader: int, isr: Sequence[int] | None = None) -> PartitionState:
+    """``state`` with a new leader (or NO_LEADER) at the next leader epoch, and the ISR
+    ``isr`` when given (its ELR fields already decided); the version stays the one
+    read, for the conditional write."""
     return dataclasses.replace(
-        state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=tuple(isr)
+        state,
+        leader=leader,
+        leader_epoch=state.leader_epoch + 1,
+        isr=state.isr if isr is None else tuple(isr),
     )
 
 
@@ -121,6 +134,7 @@ def reconcile(
     image: MetadataImage,
     restarted: Collection[int] = (),
     unclean_allowed: Callable[[TopicMetadata], bool] = lambda topic: False,
+    min_insync: Callable[[TopicMetadata], int] = lambda topic: 1,
 ) -> list[PartitionChange]:
     """What the controller writes after a change of the live brokers or the topics:
     every partition whose leader is not live gets the first live replica of its ISR
@@ -133,53 +147,90 @@ def reconcile(
     The ISR drops brokers that are not live,
     except the last one, which stays (the only replica known to have every record); a
     partition whose leader stays keeps its leader epoch when a dead or restarted follower
-    leaves its ISR (only the partition state's version moves). Where
-    ``unclean_allowed(topic)`` (its unclean.leader.election.enable), a partition with no
-    live in-sync replica is led by its first live replica instead of going offline."""
+    leaves its ISR (only the partition state's version moves).
+
+    Eligible leader replicas (KIP-966, :mod:`sluice.cluster.eligible`, with the topic's
+    ``min_insync(topic)``): a replica that leaves the ISR while it is below
+    min.insync.replicas joins the ELR; a restarted broker whose previous run did not
+    shut down cleanly (:attr:`BrokerInfo.clean_shutdown`) leaves the ISR and the ELR
+    (into the last known ELR). With no in-sync replica to lead, the order is: an
+    in-sync replica that stayed up, one that restarted cleanly, a live ELR member (the
+    partition waits offline for a dead ELR member or in-sync replica rather than let a
+    replica that lost its tail lead), a live member of the last known ELR when the ISR
+    and the ELR are empty (Kafka's last known leader), and only then, where
+    ``unclean_allowed(topic)`` (its unclean.leader.election.enable), the first live
+    replica."""
     live = image.brokers
     changes: list[PartitionChange] = []
     for topic in image.topics.values():
         for index, state in topic.partitions.items():
-            # A controller elected after a broker restarted never saw its previous
-            # registration: the state, written before the new one, tells it.
-            bounced = {*restarted, *state.registered_since(live)}
-            leader_ok = state.leader in live and state.leader not in bounced
-            if leader_ok:
-                in_sync_live = tuple(r for r in state.isr if r in live and r not in bounced)
-                if in_sync_live != state.isr:
-                    # A dead follower leaves the ISR at once (the leader would drop it
-                    # only after replica.lag.time.max.ms, holding acks=all back), and so
-                    # does a restarted one: it may have lost its unflushed tail, and
-                    # rejoins once caught up (as KIP-903 has it).
-                    new_state = dataclasses.replace(state, isr=in_sync_live)
-                    changes.append(PartitionChange(topic.name, index, new_state))
-                continue
-            in_sync = [r for r in state.replicas if r in state.isr and r in live]
-            # A restarted replica may have lost an unflushed tail: one that stayed up
-            # leads if there is one, and the restarted ones rejoin the ISR once caught up.
-            stayed_up = [r for r in in_sync if r not in bounced]
-            if in_sync:
-                trusted = stayed_up or in_sync
-                isr = [r for r in state.isr if r in trusted]
-                new_state = _led_by(state, trusted[0], isr)
-            elif (live_replicas := [r for r in state.replicas if r in live]) and unclean_allowed(
-                topic
-            ):
-                # Unclean: the records only the ISR had are lost; the partition serves again.
-                log.warning(
-                    "%s-%d: no in-sync replica is live; replica %d leads uncleanly "
-                    "(unclean.leader.election.enable=true): records it lacks are lost",
-                    topic.name,
-                    index,
-                    live_replicas[0],
-                )
-                new_state = _led_by(state, live_replicas[0], (live_replicas[0],))
-            elif state.is_online:
-                new_state = _led_by(state, NO_LEADER, state.isr)
-            else:
-                continue  # offline, and still no in-sync replica to lead
-            changes.append(PartitionChange(topic.name, index, new_state))
+            new_state = _reconciled(
+                topic, index, state, live, restarted, unclean_allowed, min_insync(topic)
+            )
+            if new_state is not None and new_state != state:
+                changes.append(PartitionChange(topic.name, index, new_state))
     return changes
+
+
+def _reconciled(
+    topic: TopicMetadata,
+    index: int,
+    state: PartitionState,
+    live: Mapping[int, BrokerInfo],
+    restarted: Collection[int],
+    unclean_allowed: Callable[[TopicMetadata], bool],
+    min_insync: int,
+) -> PartitionState | None:
+    """One partition's new state for :func:`reconcile`, or None to leave it."""
+    # A controller elected after a broker restarted never saw its previous
+    # registration: the state, written before the new one, tells it.
+    bounced = {*restarted, *state.registered_since(live)}
+    unclean = {r for r in bounced if r in live and not live[r].clean_shutdown}
+    decided = eligible.without_unclean(state, unclean, min_insync)
+    if decided.leader in live and decided.leader not in bounced:
+        # A dead follower leaves the ISR at once (the leader would drop it only after
+        # replica.lag.time.max.ms, holding acks=all back), and so does a restarted
+        # one: it may have lost its unflushed tail, and rejoins once caught up (as
+        # KIP-903 has it).
+        in_sync_live = tuple(r for r in decided.isr if r in live and r not in bounced)
+        return eligible.with_isr(decided, in_sync_live, min_insync, unclean)
+    in_sync = [r for r in decided.replicas if r in decided.isr and r in live]
+    # A restarted replica may have lost an unflushed tail: one that stayed up leads if
+    # there is one, else one whose previous run shut down cleanly; the restarted ones
+    # rejoin the ISR once caught up.
+    trusted = [r for r in in_sync if r not in bounced] or [r for r in in_sync if r not in unclean]
+    if trusted:
+        isr = [r for r in decided.isr if r in trusted]
+        return _led_by(eligible.with_isr(decided, isr, min_insync, unclean), trusted[0])
+    electable = [r for r in decided.replicas if r in decided.elr and r in live]
+    if electable:
+        log.info(
+            "%s-%d: no in-sync replica can lead; eligible leader replica %d leads",
+            topic.name,
+            index,
+            electable[0],
+        )
+        return _led_by(eligible.elected_from_elr(decided, electable[0]), electable[0])
+    if not decided.isr and not decided.elr:
+        last_known = [r for r in decided.replicas if r in decided.last_known_elr and r in live]
+        if last_known:
+            # Every replica known to have the records restarted without a clean shutdown
+            # (Kafka's last known leader): the first leads, as one did before KIP-966.
+            return _led_by(eligible.cleared(decided), last_known[0], (last_known[0],))
+    live_replicas = [r for r in decided.replicas if r in live]
+    if live_replicas and unclean_allowed(topic):
+        # Unclean: the records only the ISR had are lost; the partition serves again.
+        log.warning(
+            "%s-%d: no in-sync replica is live; replica %d leads uncleanly "
+            "(unclean.leader.election.enable=true): records it lacks are lost",
+            topic.name,
+            index,
+            live_replicas[0],
+        )
+        return _led_by(eligible.cleared(decided), live_replicas[0], (live_replicas[0],))
+    if decided.is_online:
+        return _led_by(decided, NO_LEADER)
+    return decided  # offline, and still nobody to lead (the ELR fields may have moved)
 
 
 def preferred_leader_changes(
@@ -295,8 +346,11 @@ def _with_replicas(
     its members among them; a leader not among them hands over to the first live
     in-sync one (next epoch), or the partition goes offline."""
     isr = tuple(r for r in state.isr if r in replicas)
-    settled = dataclasses.replace(
-        state, replicas=replicas, isr=isr, adding_replicas=(), removing_replicas=()
+    settled = eligible.restricted_to(
+        dataclasses.replace(
+            state, replicas=replicas, isr=isr, adding_replicas=(), removing_replicas=()
+        ),
+        replicas,
     )
     if state.leader in replicas or state.leader == NO_LEADER:
         return settled

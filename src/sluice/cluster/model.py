@@ -86,6 +86,13 @@ class BrokerInfo:
     rack: str | None = None
     epoch: int = -1
     endpoints: tuple[Endpoint, ...] = ()
+    clean_shutdown: bool = False
+    """Whether the broker's previous run ended in a clean shutdown (its data directory
+    held the clean-shutdown marker when it started, so every log had been flushed and
+    closed): it lost no unflushed tail. False after a crash, for a new data directory and
+    for a registration that does not say (Kafka likewise counts a registration whose
+    previous broker epoch it cannot match as an unclean shutdown). A broker that
+    registers again on a lost session without stopping says True: its logs are intact."""
 
     def endpoint(self, listener: str) -> Endpoint | None:
         """The advertised endpoint of ``listener``; for a registration without
@@ -110,6 +117,7 @@ class BrokerInfo:
             "host": self.host,
             "port": self.port,
             "rack": self.rack,
+            "clean_shutdown": self.clean_shutdown,
         }
         if self.endpoints:
             data["endpoints"] = [endpoint.to_json() for endpoint in self.endpoints]
@@ -120,7 +128,13 @@ class BrokerInfo:
         rack = data.get("rack")
         endpoints = tuple(Endpoint.from_json(e) for e in data.get("endpoints", ()))
         return cls(
-            int(data["node_id"]), str(data["host"]), int(data["port"]), rack, epoch, endpoints
+            int(data["node_id"]),
+            str(data["host"]),
+            int(data["port"]),
+            rack,
+            epoch,
+            endpoints,
+            bool(data.get("clean_shutdown", False)),
         )
 
 
@@ -145,6 +159,16 @@ class PartitionState:
     removing_replicas: tuple[int, ...] = ()
     """While a reassignment is in progress: replicas that go once the added ones are in
     sync. ``replicas`` holds both the target replicas and these."""
+    elr: tuple[int, ...] = ()
+    """Eligible leader replicas (KIP-966): replicas that left the ISR while it was smaller
+    than min.insync.replicas. An acks=all write needed them until they left, so each has
+    every committed record; one may lead when no in-sync replica can (see
+    :mod:`sluice.cluster.eligible`). Never overlaps the ISR."""
+    last_known_elr: tuple[int, ...] = ()
+    """Replicas that were eligible (in the ISR or the ELR while the ISR was below
+    min.insync.replicas) until they restarted after an unclean shutdown, which may have
+    cost them an unflushed tail (KIP-966's LastKnownELR): an unclean election tries them
+    before any other replica."""
     written_at: int = field(default=NOT_ORDERED, compare=False)
     """When the store last wrote the record, on the scale of the broker epochs
     (:attr:`BrokerInfo.epoch`), or :data:`NOT_ORDERED` where the store has no such order.
@@ -182,6 +206,10 @@ class PartitionState:
             document["adding_replicas"] = list(self.adding_replicas)
         if self.removing_replicas:
             document["removing_replicas"] = list(self.removing_replicas)
+        if self.elr:
+            document["elr"] = list(self.elr)
+        if self.last_known_elr:
+            document["last_known_elr"] = list(self.last_known_elr)
         return document
 
     @classmethod
@@ -196,6 +224,8 @@ class PartitionState:
             version=version,
             adding_replicas=tuple(data.get("adding_replicas", ())),
             removing_replicas=tuple(data.get("removing_replicas", ())),
+            elr=tuple(data.get("elr", ())),
+            last_known_elr=tuple(data.get("last_known_elr", ())),
             written_at=written_at,
         )
 

@@ -523,6 +523,8 @@ class ZooKeeperMetadataStore:
         broker = self._registration
         if broker is None:
             return
+        # The process never stopped: its logs lost nothing (KIP-966's clean shutdown).
+        broker = dataclasses.replace(broker, clean_shutdown=True)
         try:
             self._client.create(
                 self._path("brokers", str(broker.node_id)), _dumps(broker.to_json()), ephemeral=True

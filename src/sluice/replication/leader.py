@@ -198,13 +198,23 @@ class LeaderCore:
                 f"min.insync.replicas is {min_insync}"
             )
 
+    def under_min_insync(self, min_insync: int) -> bool:
+        """Whether the ISR is smaller than ``min_insync`` (never counted above the
+        replicas, Kafka's effective min ISR)."""
+        return len(self.state.isr) < min(min_insync, len(self.state.replicas))
+
     # ── decisions ──────────────────────────────────────────────────────────────────
 
-    def high_watermark_to_set(self, log_end_offset: int, high_watermark: int) -> int | None:
+    def high_watermark_to_set(
+        self, log_end_offset: int, high_watermark: int, min_insync: int = 1
+    ) -> int | None:
         """The high watermark the leader's log moves to (the smallest log end of the
         maximal ISR), or None when it does not move (a follower not heard from since
-        this leader began holds it back)."""
-        if not self.is_leader:
+        this leader began holds it back, or the ISR is below ``min_insync``, the
+        topic's min.insync.replicas, at most the replicas: KIP-966's strict min ISR,
+        which lets a replica that leaves such an ISR be an eligible leader replica,
+        sure to have every committed record)."""
+        if not self.is_leader or self.under_min_insync(min_insync):
             return None
         new_high_watermark = log_end_offset
         # maximal_isr without building it (called on every append): the ISR alone
@@ -305,6 +315,15 @@ class LeaderCore:
                 "was replicated"
             )
         if high_watermark < end_offset:
+            if self.under_min_insync(min_insync):
+                # The high watermark stays while the ISR is below min.insync.replicas
+                # (strict min ISR): answer now, as when the ISR shrank after the high
+                # watermark passed it, rather than hold the producer until it times out
+                # (Kafka holds it).
+                return errors.NotEnoughReplicasAfterAppend(
+                    f"{self.topic_partition} has {len(self.state.isr)} in-sync replica(s), "
+                    f"min.insync.replicas is {min_insync}"
+                )
             return False
         try:
             self.check_enough_replicas(min_insync, errors.NotEnoughReplicasAfterAppend)

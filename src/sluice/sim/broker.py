@@ -12,13 +12,13 @@ not synced); the store ends the broker's session after its timeout."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sluice.cluster import controller_core as cc
+from sluice.cluster import eligible
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState
 from sluice.cluster.store import ControllerFenced, PartitionChange, StaleVersion
@@ -197,6 +197,7 @@ class SimBroker:
     def _reset(self) -> None:
         self.replicas: dict[TopicPartition, Replica] = {}
         self.image: MetadataImage | None = None
+        self._min_insync_of: dict[str, int] = {}
         self.fetchers: dict[int, _Fetcher] = {}
         self.controller = cc.ControllerCore(self.node_id)
         self._controller_timer: Timer | None = None
@@ -257,6 +258,7 @@ class SimBroker:
         self.image = image
         now = self.world.now_ms
         for topic in image.topics.values():
+            self._min_insync_of[topic.name] = int(topic.configs.get("min.insync.replicas", "1"))
             for index, state in topic.partitions.items():
                 tp = TopicPartition(topic.name, index)
                 if self.node_id not in state.replicas:
@@ -436,9 +438,9 @@ class SimBroker:
             self.send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
 
     def _min_insync(self, replica: Replica) -> int:
-        assert self.image is not None
-        topic = self.image.topics[replica.topic_partition.topic]
-        return int(topic.configs.get("min.insync.replicas", "1"))
+        """The topic's min.insync.replicas as the last image naming it said (images may
+        arrive out of order, an older one without the topic after a newer one)."""
+        return self._min_insync_of[replica.topic_partition.topic]
 
     def _advance(self, replica: Replica) -> None:
         log = replica.log
@@ -446,7 +448,7 @@ class SimBroker:
             high_watermark: int | None = log.log_end_offset if replica.core.is_leader else None
         else:
             high_watermark = replica.core.high_watermark_to_set(
-                log.log_end_offset, log.high_watermark
+                log.log_end_offset, log.high_watermark, self._min_insync(replica)
             )
         if high_watermark is not None:
             log.update_high_watermark(high_watermark)
@@ -543,7 +545,13 @@ class SimBroker:
             return
         try:
             (written,) = self.store.update_partitions(
-                [PartitionChange(tp.topic, tp.partition, dataclasses.replace(state, isr=isr))],
+                [
+                    PartitionChange(
+                        tp.topic,
+                        tp.partition,
+                        eligible.with_isr(state, isr, self._min_insync(replica)),
+                    )
+                ],
                 None,
             )
         except StaleVersion:

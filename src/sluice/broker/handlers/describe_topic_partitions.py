@@ -2,9 +2,9 @@
 
 What Kafka 3.9+ admin clients use to describe topics (Metadata is their fallback).
 Topics are answered in name order, each with its id and its partitions' leader, leader
-epoch, replicas, ISR and offline replicas; eligible leader replicas and the last known
-ELR are always empty (Sluice has no ELR: its unclean election is off and the ISR is the
-only set a leader is chosen from). An empty topic list means every topic.
+epoch, replicas, ISR, eligible leader replicas, last known ELR (KIP-966, as the
+controller keeps them: :mod:`sluice.cluster.eligible`) and offline replicas. An empty
+topic list means every topic.
 
 Paging: at most ``min(response_partition_limit,
 DESCRIBE_TOPIC_PARTITIONS_RESPONSE_PARTITIONS_MAX)`` partitions (at least one) are
@@ -68,8 +68,8 @@ def _partitions(
                 leader_epoch=state.leader_epoch,
                 replica_nodes=state.replicas,
                 isr_nodes=state.isr,
-                eligible_leader_replicas=(),
-                last_known_elr=(),
+                eligible_leader_replicas=state.elr,
+                last_known_elr=state.last_known_elr,
                 offline_replicas=tuple(r for r in state.replicas if r not in live),
             )
         )

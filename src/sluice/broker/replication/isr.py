@@ -1,7 +1,9 @@
 """ISR changes: the leaders' writes of their partitions' in-sync replica sets.
 
 A leader asks for a change (:meth:`IsrChanges.submit`: a follower caught up and joins, or
-lagged and leaves); one task writes each as a conditional write of the partition state
+lagged and leaves), with the eligible leader replicas that go with the new ISR
+(:func:`sluice.cluster.eligible.with_isr`, on the topic's min.insync.replicas); one task
+writes each as a conditional write of the partition state
 (on the state's version, Kafka's partition epoch), and the written state is handed back
 to the partition at once, before the metadata image brings it::
 
@@ -21,11 +23,11 @@ so its write loses.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.cluster import eligible
 from sluice.cluster.store import MetadataStore, MetadataStoreError, PartitionChange, StaleVersion
 from sluice.common.ids import TopicPartition
 
@@ -50,7 +52,7 @@ class IsrChanges:
         change = PartitionChange(
             partition.topic_partition.topic,
             partition.topic_partition.partition,
-            dataclasses.replace(partition.state, isr=isr),
+            eligible.with_isr(partition.state, isr, partition.log.config.min_insync_replicas),
         )
         self._pending[partition.topic_partition] = (partition, change)
         self._wake.set()

@@ -305,7 +305,9 @@ class Partition:
 
     def _advance_high_watermark(self) -> None:
         log_ = self.log
-        high_watermark = self.core.high_watermark_to_set(log_.log_end_offset, log_.high_watermark)
+        high_watermark = self.core.high_watermark_to_set(
+            log_.log_end_offset, log_.high_watermark, log_.config.min_insync_replicas
+        )
         if high_watermark is not None:
             log_.update_high_watermark(high_watermark)
             self._purgatory.notify(self.topic_partition)
