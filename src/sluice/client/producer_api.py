@@ -625,9 +625,13 @@ class Producer:
         partition: int | None,
         on_delivery: OnDelivery | None,
     ) -> asyncio.Future[RecordMetadata]:
-        """``send`` of a record :meth:`check_record` made."""
+        """``send`` of a record :meth:`check_record` made (the producer's state is
+        checked again: records of the sync facade are checked in the caller's thread
+        and sent later from the loop's)."""
         if self._closing:
             raise ProducerClosedError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         key, value, record_headers = record.key, record.value, record.headers
         self._raise_if_sender_failed()
         size_bytes = record_size_bytes(key, value, record_headers)
