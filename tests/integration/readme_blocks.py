@@ -16,10 +16,10 @@ CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 BLOCK_TIMEOUT_S = 120.0
 
 
-def blocks(language: str, heading: str | None = None) -> list[str]:
-    """The ``language`` blocks of the README, or of its ``## heading`` section only, in
-    order."""
-    text = README.read_text()
+def blocks(language: str, heading: str | None = None, document: Path = README) -> list[str]:
+    """The ``language`` blocks of the README (or of another Markdown ``document``), or
+    of its ``## heading`` section only, in order."""
+    text = document.read_text()
     if heading is not None:
         text = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     return [body for lang, body in CODE_BLOCK.findall(text) if lang == language]

@@ -14,6 +14,7 @@ Modules, bottom up::
     messages      requests described as data, built at the version agreed on
     versions      the API versions this client speaks, and the negotiation
     errors        errors raised by the client itself (unreachable, timed out, ...)
+    arguments     checks of what a program passes (option names, record types, topics)
     partitioner   murmur2 key hashing, identical to the Java client's
     accumulator   per-partition record batches waiting to be sent
     producer      low-level helpers: build record batches, send them to leaders

@@ -21,7 +21,7 @@ from typing import Unpack
 from sluice.client import admin
 from sluice.client.cluster import DEFAULT_BOOTSTRAP, Cluster
 from sluice.client.groups import COORDINATOR_TIMEOUT_S_DEFAULT
-from sluice.client.security import SecurityOptions, security_from_options
+from sluice.client.security import SecurityOptions, option_names, security_for
 
 __all__ = ["Admin"]
 
@@ -55,7 +55,7 @@ class Admin(admin.Admin):
         """Check the options (and parse ``bootstrap_servers``); connect in :meth:`start`.
         ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
         (:mod:`sluice.client.security`)."""
-        tls, sasl = security_from_options(**security)
+        tls, sasl = security_for("Admin", security, _OPTIONS)
         if request_timeout_ms <= 0:
             raise ValueError(
                 f"admin option request_timeout_ms must be positive, not {request_timeout_ms}"
@@ -89,13 +89,14 @@ class Admin(admin.Admin):
         metadata.
 
         Raises :class:`~sluice.client.errors.BrokerUnreachableError` ("cannot reach
-        broker at …") when none does; the admin client is closed then.
+        broker at …") when none does (at once when they refuse connections, after a
+        few quick retries: :meth:`Cluster.bootstrap`); the admin client is closed then.
         """
         assert not self._closed, "the Admin is closed"
         if self._started:
             return
         try:
-            await self.cluster.metadata([])
+            await self.cluster.bootstrap()
         except BaseException:
             await self.close()
             raise
@@ -119,3 +120,6 @@ class Admin(admin.Admin):
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+_OPTIONS = option_names(Admin.__init__)

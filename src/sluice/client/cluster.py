@@ -39,6 +39,19 @@ from sluice.protocol.versions import ApiKey
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 """Where ``sluice serve`` listens unless told otherwise."""
 
+BOOTSTRAP_ATTEMPTS = 4
+"""Rounds over the bootstrap addresses a client's start makes before it gives up on
+addresses that refuse connections: a refusal is quick and certain, so the client says
+so within a second instead of waiting out its request timeout (Kafka's clients retry
+forever, logging; a newcomer's program should fail and say why)."""
+
+BOOTSTRAP_BACKOFF_MS = 50
+"""Wait after the first round of refused bootstrap connections (Kafka's
+reconnect.backoff.ms default); it doubles each round up to BOOTSTRAP_BACKOFF_MS_MAX."""
+
+BOOTSTRAP_BACKOFF_MS_MAX = 400
+"""Longest wait between rounds: 50 + 100 + 200 ms in all with BOOTSTRAP_ATTEMPTS 4."""
+
 NO_LEADER = -1
 """Leader id of a partition that has no leader right now."""
 
@@ -302,20 +315,37 @@ class Cluster:
             self._connections[(host, port)] = connection
             return connection
 
-    async def any_connection(self) -> BrokerConnection:
+    async def any_connection(self, *, attempts: int = 1) -> BrokerConnection:
         """A usable connection to some broker: an open one, else the first bootstrap
-        address that answers. Raises the last :class:`BrokerUnreachableError` if none does."""
+        address that answers, trying them all up to ``attempts`` times (backing off
+        between rounds, and not again after a round in which an attempt timed out).
+        Raises a :class:`BrokerUnreachableError` naming every address and why it failed
+        if none answers."""
+        assert attempts >= 1
         for connection in self._connections.values():
             if connection.is_usable:
                 return connection
-        failure: ClientError | None = None
-        for host, port in self.bootstrap_addresses:
-            try:
-                return await self._connection_to(host, port)
-            except BrokerUnreachableError as e:
-                failure = e
-        assert failure is not None
-        raise failure
+        backoff_ms = BOOTSTRAP_BACKOFF_MS
+        for attempt in range(1, attempts + 1):
+            failures: list[BrokerUnreachableError] = []
+            for host, port in self.bootstrap_addresses:
+                try:
+                    return await self._connection_to(host, port)
+                except BrokerUnreachableError as e:
+                    failures.append(e)
+            if attempt == attempts or any(f.timed_out or f.host_unknown for f in failures):
+                raise BrokerUnreachableError.of_bootstrap(failures, attempt)
+            await asyncio.sleep(backoff_ms / 1000)
+            backoff_ms = min(2 * backoff_ms, BOOTSTRAP_BACKOFF_MS_MAX)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def bootstrap(self) -> ClusterMetadata:
+        """Connect to a bootstrap broker and read the cluster's brokers, as a client's
+        ``start()`` does: addresses that refuse connections are tried again
+        :data:`BOOTSTRAP_ATTEMPTS` times over a fraction of a second (a broker starting
+        alongside gets that long), then a :class:`BrokerUnreachableError` names each."""
+        await self.any_connection(attempts=BOOTSTRAP_ATTEMPTS)
+        return await self.metadata([])
 
     async def connection(self, node_id: NodeId) -> BrokerConnection:
         """A connection to broker ``node_id`` as known from the last metadata."""

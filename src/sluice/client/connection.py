@@ -238,7 +238,10 @@ class BrokerConnection:
             raise BrokerUnreachableError(self.host, self.port, "connection refused") from None
         except TimeoutError:
             raise BrokerUnreachableError(
-                self.host, self.port, f"no connection within {connect_timeout_s:g} s"
+                self.host,
+                self.port,
+                f"no connection within {connect_timeout_s:g} s",
+                timed_out=True,
             ) from None
         except socket.gaierror as e:
             raise BrokerUnreachableError(

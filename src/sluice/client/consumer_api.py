@@ -57,6 +57,7 @@ from types import TracebackType
 from typing import Any, Literal, Unpack
 
 from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
+from sluice.client.arguments import optional_str, topic_names
 from sluice.client.assignors import assignors_named
 from sluice.client.cluster import Cluster
 from sluice.client.errors import ClientError
@@ -70,7 +71,7 @@ from sluice.client.membership import (
 )
 from sluice.client.messages import Request
 from sluice.client.retries import Retrier, RetryPolicy
-from sluice.client.security import SecurityOptions, security_from_options
+from sluice.client.security import SecurityOptions, option_names, security_for
 from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -233,7 +234,7 @@ class Consumer:
 
     def __init__(
         self,
-        *topics: str,
+        *topics: str | Iterable[str],
         bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
         client_id: str = "sluice-consumer",
         group_id: str | None = None,
@@ -264,7 +265,9 @@ class Consumer:
         creates them if needed and also reads its retry topic. ``security`` holds
         ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
         (:mod:`sluice.client.security`)."""
-        self._tls, self._sasl = security_from_options(**security)
+        self._tls, self._sasl = security_for("Consumer", security, _OPTIONS)
+        names = topic_names(topics, "Consumer")
+        group_id = optional_str("group_id", "Consumer", group_id)
         if delivery not in ("at-least-once", "at-most-once", "exactly-once"):
             raise ValueError(f"unknown delivery mode {delivery!r}")
         if isolation_level is None:
@@ -292,7 +295,7 @@ class Consumer:
             raise ValueError("max_poll_records and the fetch byte limits must be positive")
         if auto_commit_interval_ms < 1:
             raise ValueError("auto_commit_interval_ms must be positive")
-        if topics and group_id is None:
+        if names and group_id is None:
             raise ValueError("subscribing to topics needs a group_id (or use assign())")
         if retry_policy is not None and group_id is None:
             raise ValueError("retry_policy needs a group_id: retries belong to a group")
@@ -316,7 +319,7 @@ class Consumer:
         self.delivery = delivery
         self.request_timeout_ms = request_timeout_ms
         self._listener = rebalance_listener
-        self._initial_topics = list(topics)
+        self._initial_topics = names
         self._retrier = (
             None
             if retry_policy is None or group_id is None
@@ -354,7 +357,11 @@ class Consumer:
     # ── lifecycle ──────────────────────────────────────────────────────────────────
 
     async def start(self) -> None:
-        """Connect, start the fetcher, and subscribe to the topics given, if any."""
+        """Connect, start the fetcher, and subscribe to the topics given, if any.
+
+        Raises :class:`~sluice.client.errors.BrokerUnreachableError` naming every
+        bootstrap address when none can be reached (at once when they refuse
+        connections: :meth:`Cluster.bootstrap`)."""
         assert self._cluster is None, "a Consumer is started once"
         self._cluster = Cluster(
             self.bootstrap_servers,
@@ -363,7 +370,11 @@ class Consumer:
             sasl=self._sasl,
             tls=self._tls,
         )
-        await self._cluster.metadata([])
+        try:
+            await self._cluster.bootstrap()
+        except BaseException:
+            await self._cluster.close()
+            raise
         self._admin = Admin(self._cluster)
         self._coordinators = self._admin.coordinators
         self._tasks.append(asyncio.create_task(self._guarded(self._fetch_loop()), name="fetcher"))
@@ -443,18 +454,18 @@ class Consumer:
 
     def subscribe(
         self,
-        topics: Iterable[str] = (),
+        topics: str | Iterable[str] = (),
         *,
         pattern: str | re.Pattern[str] | None = None,
         listener: ConsumerRebalanceListener | None = None,
     ) -> None:
         """Join ``group_id`` for ``topics`` (or every topic matching ``pattern``);
-        partitions come and go by rebalance."""
+        partitions come and go by rebalance. ``topics`` is a list of names, or one name."""
         if self.group_id is None:
             raise ValueError("subscribe() needs a group_id; without one use assign()")
         if self._manual:
             raise ValueError("this consumer uses assign(); call unsubscribe() first")
-        names = list(topics)
+        names = topic_names(topics, "subscribe()")
         if not names and pattern is None:
             raise ValueError("subscribe() needs topics or a pattern")
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
@@ -1204,3 +1215,6 @@ class Consumer:
                 failed.cancel()
                 self._raise_failure()
         return self.assignment()
+
+
+_OPTIONS = option_names(Consumer.__init__)

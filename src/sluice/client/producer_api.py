@@ -58,12 +58,13 @@ from types import TracebackType
 from typing import Any, Literal, Unpack
 
 from sluice.client.accumulator import ProducerBatch, RecordAccumulator, record_size_bytes
+from sluice.client.arguments import record_bytes, record_timestamp_ms, topic_name
 from sluice.client.cluster import Cluster
 from sluice.client.connection import BrokerConnection
-from sluice.client.errors import BrokerUnreachableError, ClientError, RequestTimedOutError
+from sluice.client.errors import ClientError, RequestTimedOutError
 from sluice.client.messages import Request
 from sluice.client.partitioner import partition_for_key
-from sluice.client.security import SecurityOptions, security_from_options
+from sluice.client.security import SecurityOptions, option_names, security_for
 from sluice.client.transactions import (
     GroupMetadata,
     PreparedTransaction,
@@ -77,7 +78,7 @@ from sluice.common import errors
 from sluice.common.clock import SYSTEM_CLOCK, Clock
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import NodeId, TopicPartition
-from sluice.protocol.records.batch import Compression
+from sluice.protocol.records.batch import NO_SEQUENCE, Compression
 from sluice.protocol.records.builder import RecordInput, build_batch
 from sluice.protocol.records.record import Header
 from sluice.protocol.versions import ApiKey
@@ -145,6 +146,10 @@ _METADATA_ERRORS = frozenset(
 
 Partitioner = Callable[[bytes, int], int]
 """``(key, partition_count) -> partition`` for keyed records."""
+
+Serializer = Callable[[Any], bytes]
+"""Turns what ``send`` is given as a key or value into bytes (Kafka's key.serializer
+and value.serializer); not called for None."""
 
 OnDelivery = Callable[["RecordMetadata | None", "BaseException | None"], None]
 """Called once per record: ``(metadata, None)`` when delivered, ``(None, error)`` not."""
@@ -284,6 +289,8 @@ class Producer:
         transactional_id: str | None = None,
         transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
         partitioner: Partitioner | None = None,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
         clock: Clock = SYSTEM_CLOCK,
         random_source: random.Random | None = None,
         **security: Unpack[SecurityOptions],
@@ -295,10 +302,14 @@ class Producer:
         librdkafka's ``murmur2_random``); keyless records always use a sticky partition
         per topic that changes each time its batch is sent. ``transactional_id`` makes
         the producer transactional (idempotent, acks="all"; see the module docstring).
+        ``key_serializer`` and ``value_serializer`` turn what ``send`` is given into
+        bytes (``str.encode``, ``json.dumps(...).encode()``); without them keys and values
+        must be bytes-like or None.
         ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
-        (:mod:`sluice.client.security`).
+        (:mod:`sluice.client.security`); an option this class does not take is a
+        TypeError naming it and the closest option it takes.
         """
-        tls, sasl = security_from_options(**security)
+        tls, sasl = security_for("Producer", security, _PRODUCER_OPTIONS)
         acks_value = _parse_acks(acks)
         compression = _COMPRESSION_BY_NAME.get((compression_type or "none").lower())
         if compression is None:
@@ -367,6 +378,8 @@ class Producer:
             )
         )
         self._partitioner: Partitioner = partitioner or partition_for_key
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
         self._clock = clock
         self._random = random_source or random.Random()
         self._accumulator: RecordAccumulator[asyncio.Future[RecordMetadata]] = RecordAccumulator(
@@ -399,23 +412,16 @@ class Producer:
         """Connect to a bootstrap broker and start the sender task.
 
         Raises :class:`~sluice.client.errors.BrokerUnreachableError` ("cannot reach
-        broker at …: is `sluice serve` running?") when no broker answers within
-        ``request_timeout_ms``.
+        broker at …: is `sluice serve` running?") when no bootstrap broker can be
+        reached: at once when they refuse connections (after a few quick retries,
+        :meth:`Cluster.bootstrap`), after ``request_timeout_ms`` when they do not answer.
         """
         assert self._sender_task is None, "a Producer is started once"
-        deadline_ms = self._clock.monotonic_ms() + self._config.request_timeout_ms
-        while True:
-            try:
-                await self._cluster.metadata([])
-                break
-            except BrokerUnreachableError:
-                if self._clock.monotonic_ms() + self._config.retry_backoff_ms > deadline_ms:
-                    await self._cluster.close()
-                    raise
-                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
-            except BaseException:
-                await self._cluster.close()
-                raise
+        try:
+            await self._cluster.bootstrap()
+        except BaseException:
+            await self._cluster.close()
+            raise
         self._metadata_refreshed_ms = self._clock.monotonic_ms()
         if self._transactions is not None:
             try:
@@ -561,8 +567,8 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: object = None,
+        key: object = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
@@ -575,15 +581,58 @@ class Producer:
         raises :class:`DeliveryTimeoutError` after ``max_block_ms`` of waiting for room or
         for the topic's metadata. A record larger than ``max_request_size`` gets a future
         failed with MessageTooLarge. ``headers`` is a dict or a list of ``(name, value)``
-        pairs (:data:`Headers`); anything else raises TypeError here.
+        pairs (:data:`Headers`). ``key`` and ``value`` are bytes, bytearray, memoryview
+        or None, or what the producer's ``key_serializer``/``value_serializer`` turns
+        into bytes. Anything else (a ``str`` value, say) raises TypeError here, saying
+        what was given and what is accepted; nothing is buffered then.
         """
+        record = self.check_record(topic, value, key, headers, partition, timestamp_ms)
+        return await self._send_checked(topic, record, partition, on_delivery)
+
+    def check_record(
+        self,
+        topic: str,
+        value: object = None,
+        key: object = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordInput:
+        """The record ``send`` would buffer for these arguments (key and value through
+        the serializers, as bytes; headers normalized), or the TypeError or ValueError
+        ``send`` would raise. Touches no state of the producer but whether it is open,
+        so a thread that hands records to the producer's loop checks them itself."""
         if self._closing or self._sender_task is None:
             raise ProducerClosedError(
                 "the producer is closed" if self._closing else "the producer is not started"
             )
         if self._transactions is not None:
             self._transactions.check_can_send()
+        topic_name(topic)
+        key_bytes, value_bytes = self._serialize(key, value)
         record_headers = normalize_headers(headers)
+        checked_timestamp_ms = record_timestamp_ms(timestamp_ms)
+        if partition is not None and (
+            isinstance(partition, bool) or not isinstance(partition, int)
+        ):
+            raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
+        return RecordInput(key_bytes, value_bytes, record_headers, checked_timestamp_ms)
+
+    async def _send_checked(
+        self,
+        topic: str,
+        record: RecordInput,
+        partition: int | None,
+        on_delivery: OnDelivery | None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """``send`` of a record :meth:`check_record` made (the producer's state is
+        checked again: records of the sync facade are checked in the caller's thread
+        and sent later from the loop's)."""
+        if self._closing:
+            raise ProducerClosedError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
+        key, value, record_headers = record.key, record.value, record.headers
         self._raise_if_sender_failed()
         size_bytes = record_size_bytes(key, value, record_headers)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
@@ -611,7 +660,7 @@ class Producer:
             await self._wait_for_space(size_bytes)
         _, wake = self._accumulator.append(
             TopicPartition(topic, partition),
-            RecordInput(key, value, record_headers, timestamp_ms),
+            record,
             size_bytes,
             future,
             self._clock.monotonic_ms(),
@@ -621,11 +670,20 @@ class Producer:
             self._wakeup.set()
         return future
 
+    def _serialize(self, key: object, value: object) -> tuple[bytes | None, bytes | None]:
+        """The record's key and value as bytes (through the serializers, if any);
+        TypeError naming the field, the type given and the types accepted."""
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(value)
+        return record_bytes("key", key), record_bytes("value", value)
+
     async def send_and_wait(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: object = None,
+        key: object = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
@@ -892,23 +950,62 @@ class Producer:
             batch.producer_id = self._producer_id
             batch.producer_epoch = self._producer_epoch
             batch.base_sequence = self._next_sequence[topic_partition]
+        try:
+            try:
+                batch.encoded = self._encode(batch.records, batch)
+            except Exception as e:  # one bad record must not stop the sender
+                self._drop_unencodable(batch, e)
+                batch.encoded = self._encode(batch.records, batch)
+        except Exception as e:  # nor a batch that cannot be encoded at all
+            batch.base_sequence = NO_SEQUENCE  # its sequence numbers were never used
+            self._fail(batch, errors.InvalidRecord(f"cannot encode the batch: {e}"))
+            return False
+        if self._config.idempotent:
             self._next_sequence[topic_partition] = (batch.base_sequence + batch.record_count) % (
                 SEQUENCE_MAX + 1
             )
-        try:
-            batch.encoded = build_batch(
-                batch.records,
-                compression=self._config.compression,
-                base_timestamp_ms=batch.base_timestamp_ms,
-                producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence,
-                transactional=self._transactions is not None,
-            )
-        except ValueError as e:
-            self._fail(batch, errors.InvalidRecord(f"cannot encode the batch: {e}"))
-            return False
         return True
+
+    def _encode(self, records: Sequence[RecordInput], batch: ProducerBatch[Any]) -> bytes:
+        return build_batch(
+            records,
+            compression=self._config.compression,
+            base_timestamp_ms=batch.base_timestamp_ms,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            transactional=self._transactions is not None,
+        )
+
+    def _drop_unencodable(
+        self, batch: ProducerBatch[asyncio.Future[RecordMetadata]], failure: Exception
+    ) -> None:
+        """Take the records that cannot be encoded out of ``batch`` and fail their
+        futures, so one bad record fails alone (``send`` checks every record, so this
+        only catches what its checks let through). Raises ``failure`` if every record
+        encodes on its own (the batch as a whole is the problem)."""
+        kept: list[tuple[RecordInput, asyncio.Future[RecordMetadata]]] = []
+        dropped = 0
+        for record, future in zip(batch.records, batch.tokens, strict=True):
+            try:
+                self._encode([record], batch)
+            except Exception as e:  # this record's own failure
+                dropped += 1
+                error = errors.InvalidRecord(
+                    f"a record for {batch.topic_partition} cannot be encoded: {e!r}"
+                )
+                if self._transactions is not None:
+                    self._transactions.fail(error)  # the transaction lost a record
+                if not future.done():
+                    future.set_exception(error)
+            else:
+                kept.append((record, future))
+        if not dropped:
+            raise failure
+        batch.records = [record for record, _ in kept]
+        batch.tokens = [future for _, future in kept]
+        if not kept:
+            raise failure
 
     async def _produce(
         self, leader: NodeId, batches: list[ProducerBatch[asyncio.Future[RecordMetadata]]]
@@ -1071,6 +1168,9 @@ class Producer:
         self._space_freed.set()
         if self._accumulator.batch_count == 0:
             self._all_delivered.set()
+
+
+_PRODUCER_OPTIONS = option_names(Producer.__init__)
 
 
 def _delivery_callback(

@@ -19,8 +19,11 @@ anything connects, naming the option.
 
 from __future__ import annotations
 
-from typing import TypedDict
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypedDict
 
+from sluice.client.arguments import check_option_names
 from sluice.client.connection import SaslSettings
 from sluice.client.tls import TlsSettings
 
@@ -41,6 +44,28 @@ class SecurityOptions(TypedDict, total=False):
     sasl_mechanism: str | None
     sasl_plain_username: str | None
     sasl_plain_password: str | None
+
+
+def option_names(init: Callable[..., Any]) -> frozenset[str]:
+    """Every keyword option a client class takes: the named parameters of its
+    ``__init__`` and the security options its ``**security`` collects."""
+    named = {
+        name
+        for name, parameter in inspect.signature(init).parameters.items()
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        and name != "self"
+    }
+    return frozenset(named | SecurityOptions.__optional_keys__)
+
+
+def security_for(
+    owner: str, security: Mapping[str, Any], accepted: Collection[str]
+) -> tuple[TlsSettings | None, SaslSettings | None]:
+    """:func:`security_from_options` of the keywords a client class's ``**security``
+    collected: those that are not security options are options ``owner`` does not take
+    (a typo, usually), a TypeError naming the option and the closest of ``accepted``."""
+    check_option_names(owner, security, SecurityOptions.__optional_keys__ | set(accepted))
+    return security_from_options(**security)
 
 
 def security_from_options(

@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Unpack
 
-from sluice.client.cluster import Cluster
+from sluice.client.arguments import optional_str, topic_names
+from sluice.client.cluster import BOOTSTRAP_ATTEMPTS, Cluster
 from sluice.client.errors import (
     ClientError,
     ConnectionClosedError,
@@ -67,7 +68,7 @@ from sluice.client.errors import (
 from sluice.client.failure import StoredFailure
 from sluice.client.groups import GroupCoordinators
 from sluice.client.messages import Request
-from sluice.client.security import SecurityOptions, security_from_options
+from sluice.client.security import SecurityOptions, option_names, security_for
 from sluice.client.share_membership import ShareMembership, TopicIds
 from sluice.client.share_records import (
     FINAL_EPOCH,
@@ -150,7 +151,7 @@ class ShareConsumer:
 
     def __init__(
         self,
-        *topics: str,
+        *topics: str | Iterable[str],
         group_id: str,
         bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
         client_id: str = "sluice-share-consumer",
@@ -166,8 +167,10 @@ class ShareConsumer:
         """Check the settings (``ValueError`` naming the bad one); connect in start().
         ``security`` holds ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
         (:mod:`sluice.client.security`)."""
-        self._tls, self._sasl = security_from_options(**security)
-        if not topics:
+        self._tls, self._sasl = security_for("ShareConsumer", security, _OPTIONS)
+        names = topic_names(topics, "ShareConsumer")
+        optional_str("group_id", "ShareConsumer", group_id)
+        if not names:
             raise ValueError("a ShareConsumer needs at least one topic to read")
         if not group_id:
             raise ValueError("a ShareConsumer needs a group_id: the share group to join")
@@ -181,7 +184,7 @@ class ShareConsumer:
             raise ValueError(f"fetch_max_wait_ms must be in [0, {FETCH_WAIT_MS_MAX}]")
         if fetch_max_wait_ms >= request_timeout_ms:
             raise ValueError("fetch_max_wait_ms must be below request_timeout_ms")
-        self.topics = sorted(set(topics))
+        self.topics = sorted(set(names))
         self.group_id = group_id
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
@@ -224,7 +227,7 @@ class ShareConsumer:
             tls=self._tls,
         )
         try:
-            connection = await self._cluster.any_connection()
+            connection = await self._cluster.any_connection(attempts=BOOTSTRAP_ATTEMPTS)
             for api in (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE):
                 if not connection.supports(api):
                     raise UnsupportedApiError(
@@ -820,3 +823,6 @@ def _error_or_none(code: int, message: str | None, what: str) -> KafkaError | No
     if code == ErrorCode.none:
         return None
     return errors.for_code(code)(f"{what}: {message}" if message else what)
+
+
+_OPTIONS = option_names(ShareConsumer.__init__)

@@ -44,7 +44,7 @@ from sluice.client.admin import (
 )
 from sluice.client.cluster import BrokerMetadata, TopicMetadata
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
-from sluice.client.producer_api import Headers, OnDelivery, RecordMetadata, normalize_headers
+from sluice.client.producer_api import Headers, OnDelivery, RecordMetadata
 from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.ids import TopicPartition
@@ -143,8 +143,8 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: object = None,
+        key: object = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
@@ -155,9 +155,10 @@ class Producer:
         records wait for the loop thread, and the loop waits while the producer's
         buffer_memory is full, so a fast caller is held back, never buffered without
         bound."""
-        record_headers = normalize_headers(headers)  # a TypeError here, in the caller
+        # A TypeError or ValueError for a bad argument is raised here, in the caller.
+        record = self._producer.check_record(topic, value, key, headers, partition, timestamp_ms)
         result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        arguments = (topic, value, key, record_headers, partition, timestamp_ms, on_delivery)
+        arguments = (topic, record, partition, on_delivery)
         with self._handoff_lock:
             while len(self._handoff) >= SYNC_HANDOFF_RECORDS_MAX:
                 self._handoff_lock.wait()
@@ -184,7 +185,7 @@ class Producer:
                 self._handoff_lock.notify_all()
             for arguments, result in items:
                 try:
-                    future = await self._producer.send(*arguments)
+                    future = await self._producer._send_checked(*arguments)
                 except Exception as e:
                     result.set_exception(e)
                     continue
@@ -193,16 +194,15 @@ class Producer:
     def send_and_wait(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: object = None,
+        key: object = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
         """Send one record and block until it is delivered."""
-        record_headers = normalize_headers(headers)
         return self._loop_thread.run(
-            self._producer.send_and_wait(topic, value, key, record_headers, partition, timestamp_ms)
+            self._producer.send_and_wait(topic, value, key, headers, partition, timestamp_ms)
         )
 
     def send_batch(
@@ -290,12 +290,14 @@ class Consumer:
     Rebalance listener callbacks run in the consumer's loop thread.
     """
 
-    def __init__(self, *topics: str, **options: Any) -> None:
+    def __init__(self, *topics: str | Iterable[str], **options: Any) -> None:
         self._loop_thread = _LoopThread("sluice-consumer-loop")
         self._consumer = self._loop_thread.start(self._create(topics, options))
 
     @staticmethod
-    async def _create(topics: Sequence[str], options: dict[str, Any]) -> consumer_api.Consumer:
+    async def _create(
+        topics: Sequence[str | Iterable[str]], options: dict[str, Any]
+    ) -> consumer_api.Consumer:
         consumer = consumer_api.Consumer(*topics, **options)
         await consumer.start()
         return consumer
@@ -304,14 +306,13 @@ class Consumer:
 
     def subscribe(
         self,
-        topics: Iterable[str] = (),
+        topics: str | Iterable[str] = (),
         *,
         pattern: str | re.Pattern[str] | None = None,
         listener: consumer_api.ConsumerRebalanceListener | None = None,
     ) -> None:
-        self._loop_thread.call(
-            self._consumer.subscribe, list(topics), pattern=pattern, listener=listener
-        )
+        names = topics if isinstance(topics, str) else list(topics)
+        self._loop_thread.call(self._consumer.subscribe, names, pattern=pattern, listener=listener)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._loop_thread.call(self._consumer.assign, list(partitions))
@@ -444,13 +445,13 @@ class ShareConsumer:
             consumer.commit()
     """
 
-    def __init__(self, *topics: str, **options: Any) -> None:
+    def __init__(self, *topics: str | Iterable[str], **options: Any) -> None:
         self._loop_thread = _LoopThread("sluice-share-consumer-loop")
         self._consumer = self._loop_thread.start(self._create(topics, options))
 
     @staticmethod
     async def _create(
-        topics: Sequence[str], options: dict[str, Any]
+        topics: Sequence[str | Iterable[str]], options: dict[str, Any]
     ) -> share_consumer.ShareConsumer:
         consumer = share_consumer.ShareConsumer(*topics, **options)
         await consumer.start()
