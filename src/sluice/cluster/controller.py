@@ -19,18 +19,27 @@ for the epoch (ControllerFenced) means another broker was elected while this one
 (a lost ZooKeeper session, a paused process): this one stops acting at once and writes
 nothing more. On one node the embedded store elects the only broker at every start.
 
+The controller is also the one writer of ISR changes: partition leaders send it
+AlterPartition (:meth:`Controller.alter_partition`, from the handler or, on the
+controller broker, a local call), and it writes the new ISR conditionally on the
+partition's version and its own epoch.
+
 The decisions are :class:`~sluice.cluster.controller_core.ControllerCore`'s (sans-IO);
 this module is the shell around it: it waits for a new image or the core's next wake-up
 time, asks the store (the elections and the writes, one at a time) and feeds each result
-back to the core.
+back to the core. The core takes one input at a time: a lock keeps the loop's looks and
+the AlterPartition requests from overlapping.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import itertools
+from collections.abc import Callable, Mapping
 
+from sluice.cluster.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from sluice.cluster.controller_core import (
+    AnswerAlterPartition,
     ControllerCommand,
     ControllerCore,
     ElectController,
@@ -63,6 +72,10 @@ class Controller:
         self._core = ControllerCore(node_id, topic_defaults, rebalance)
         self._changed = asyncio.Event()
         self._changed.set()
+        self._lock = asyncio.Lock()
+        """Held while the core decides and its commands are carried out."""
+        self._request_ids = itertools.count(1)
+        self._answers: dict[int, AlterPartitionResponse] = {}
 
     @property
     def epoch(self) -> int | None:
@@ -93,10 +106,28 @@ class Controller:
                 try:
                     await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
                 except TimeoutError:
-                    await self._carry_out(core.on_tick(self._store.image(), clock.monotonic_ms()))
+                    await self._step(
+                        lambda: core.on_tick(self._store.image(), clock.monotonic_ms())
+                    )
                     continue
             self._changed.clear()
-            await self._carry_out(core.on_image(self._store.image(), clock.monotonic_ms()))
+            await self._step(lambda: core.on_image(self._store.image(), clock.monotonic_ms()))
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        """A leader's AlterPartition: the controller's answer once the valid proposals'
+        ISRs are stored (NOT_CONTROLLER while this broker is not the controller)."""
+        request_id = next(self._request_ids)
+        await self._step(
+            lambda: self._core.on_alter_partition(
+                request_id, request, self._store.image(), self._clock.monotonic_ms()
+            )
+        )
+        return self._answers.pop(request_id)
+
+    async def _step(self, decide: Callable[[], list[ControllerCommand]]) -> None:
+        """Under the lock: ask the core (``decide``) and carry out what it answers."""
+        async with self._lock:
+            await self._carry_out(decide())
 
     async def _carry_out(self, commands: list[ControllerCommand]) -> None:
         """Carry out the core's commands one at a time, feeding each result back (it
@@ -105,7 +136,9 @@ class Controller:
         pending = list(commands)
         while pending:
             command = pending.pop(0)
-            if isinstance(command, ElectController):
+            if isinstance(command, AnswerAlterPartition):
+                self._answers[command.request_id] = command.response
+            elif isinstance(command, ElectController):
                 try:
                     epoch = await self._store.elect_controller(command.node_id)
                 except MetadataStoreError as e:
@@ -118,11 +151,11 @@ class Controller:
 
     async def _write(self, command: WritePartitions) -> WriteResult:
         try:
-            await self._store.update_partitions(list(command.changes), command.epoch)
+            states = await self._store.update_partitions(list(command.changes), command.epoch)
         except StaleVersion as e:
             return Lost(command.write_id, str(e))
         except ControllerFenced as e:
             return Fenced(command.write_id, str(e))
         except MetadataStoreError as e:
             return StoreFailed(command.write_id, str(e))
-        return Written(command.write_id)
+        return Written(command.write_id, tuple(states))

@@ -20,6 +20,12 @@ a time: the caller feeds that result before anything else)::
                            (a rebalance write that loses waits for the next interval)
     on_tick(image)         retry due → as on_image; else rebalance due → next interval,
                              WritePartitions(preferred leaders, E)
+    on_alter_partition     a leader's ISR change (AlterPartition): not controller →
+                             AnswerAlterPartition(NOT_CONTROLLER); else each proposal
+                             checked against the image (:mod:`sluice.cluster.alter_partition`),
+                             the valid ones WritePartitions(new ISRs, E); once its result
+                             comes in → AnswerAlterPartition (stored states, or
+                             NOT_CONTROLLER: the leader asks again later)
 
 ``next_wake_ms()`` says when a tick is wanted: the retry while one is pending (the
 rebalance waits until the retry looked again), else the next rebalance, else never.
@@ -34,17 +40,24 @@ same starting point.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sluice.cluster import leadership
+from sluice.cluster import alter_partition, leadership
+from sluice.cluster.alter_partition import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    PartitionOutcome,
+)
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.model import PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
 from sluice.common.config import TopicConfig
+from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -71,7 +84,7 @@ class LeaderRebalance:
         return round(self.interval_s * MILLISECONDS_PER_SECOND)
 
 
-WritePurpose = Literal["reconcile", "rebalance"]
+WritePurpose = Literal["reconcile", "rebalance", "alter_partition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +108,24 @@ class WritePartitions:
     purpose: WritePurpose
 
 
-ControllerCommand = ElectController | WritePartitions
+@dataclass(frozen=True, slots=True)
+class AnswerAlterPartition:
+    """Answer the AlterPartition request ``request_id`` (no result to feed back)."""
+
+    request_id: int
+    response: AlterPartitionResponse
+
+
+ControllerCommand = ElectController | WritePartitions | AnswerAlterPartition
 
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """Every change of the write was stored."""
+    """Every change of the write was stored; ``states``: as stored (with their new
+    versions), in the order of the changes (needed for an AlterPartition's answer)."""
 
     write_id: int
+    states: tuple[PartitionState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +158,22 @@ WriteResult = Written | Lost | Fenced | StoreFailed
 
 
 @dataclass(frozen=True, slots=True)
+class _AlterInFlight:
+    """An AlterPartition request whose valid proposals are being written."""
+
+    request_id: int
+    refused: tuple[PartitionOutcome, ...]
+    """The proposals answered with an error without writing."""
+    written: tuple[PartitionOutcome, ...]
+    """The proposals being written (their outcome's state: the state written)."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Write:
     command: WritePartitions
     image: MetadataImage
     """The image the changes were decided from."""
+    alter: _AlterInFlight | None = None
 
 
 class ControllerCore:
@@ -231,6 +266,9 @@ class ControllerCore:
         self._in_flight = None
         if isinstance(result, Fenced):
             self._stop_acting(result.reason)
+        if write.alter is not None:
+            return [self._alter_answer(write.alter, result)]
+        if isinstance(result, Fenced):
             return []
         if write.command.purpose == "rebalance":
             if isinstance(result, Written):
@@ -282,6 +320,79 @@ class ControllerCore:
             return []
         self._next_rebalance_ms = now_ms + rebalance.interval_ms
         return self._rebalance_leaders(image, rebalance)
+
+    def on_alter_partition(
+        self,
+        request_id: int,
+        request: AlterPartitionRequest,
+        image: MetadataImage,
+        now_ms: int,
+    ) -> list[ControllerCommand]:
+        """A leader's AlterPartition request (``request_id``: the caller's name for it):
+        answered at once when nothing is to be written, else once the write of the
+        valid proposals' ISRs (conditional on their versions and this controller's
+        epoch) has a result."""
+        self._assert_idle()
+        self._follow(image)
+        epoch = self._epoch
+        if epoch is None:
+            response = alter_partition.refused(request, ErrorCode.not_controller)
+            return [AnswerAlterPartition(request_id, response)]
+        requester = alter_partition.check_requester(request, image)
+        if requester != ErrorCode.none:
+            return [AnswerAlterPartition(request_id, alter_partition.refused(request, requester))]
+        refused: list[PartitionOutcome] = []
+        written: list[PartitionOutcome] = []
+        changes: list[PartitionChange] = []
+        for proposal in request.proposals:
+            code, state = alter_partition.check(request.broker_id, proposal, image)
+            named = (proposal.topic_id, proposal.partition)
+            if code == ErrorCode.none and named in {(o.topic_id, o.partition) for o in written}:
+                code = ErrorCode.invalid_request  # the same partition twice in one request
+            if code != ErrorCode.none or state is None:
+                refused.append(PartitionOutcome(proposal.topic_id, proposal.partition, code))
+                continue
+            topic = image.topic_by_id(proposal.topic_id)
+            assert topic is not None  # checked
+            new_state = alter_partition.with_isr(state, proposal.isr)
+            written.append(
+                PartitionOutcome(proposal.topic_id, proposal.partition, ErrorCode.none, new_state)
+            )
+            changes.append(PartitionChange(topic.name, proposal.partition, new_state))
+        if not changes:
+            return [
+                AnswerAlterPartition(
+                    request_id, AlterPartitionResponse(ErrorCode.none, tuple(refused))
+                )
+            ]
+        command = self._write(changes, epoch, "alter_partition", image)
+        assert self._in_flight is not None
+        self._in_flight = dataclasses.replace(
+            self._in_flight, alter=_AlterInFlight(request_id, tuple(refused), tuple(written))
+        )
+        return [command]
+
+    def _alter_answer(self, alter: _AlterInFlight, result: WriteResult) -> AnswerAlterPartition:
+        """The answer to an AlterPartition once its write has ``result``: the stored
+        states, or NOT_CONTROLLER for every written proposal (a newer state won, the
+        store failed, or another controller was elected: the leader asks again later,
+        and is then answered from a newer image)."""
+        if isinstance(result, Written):
+            assert len(result.states) == len(alter.written), "the stored states of the write"
+            outcomes = tuple(
+                dataclasses.replace(outcome, state=state)
+                for outcome, state in zip(alter.written, result.states, strict=True)
+            )
+            log.debug("controller: ISR change(s) written: %s", outcomes)
+        else:
+            log.info("controller: AlterPartition not written (%s)", result)
+            outcomes = tuple(
+                PartitionOutcome(o.topic_id, o.partition, ErrorCode.not_controller)
+                for o in alter.written
+            )
+        return AnswerAlterPartition(
+            alter.request_id, AlterPartitionResponse(ErrorCode.none, alter.refused + outcomes)
+        )
 
     def _assert_idle(self) -> None:
         assert self._in_flight is None, f"write {self._in_flight} still in flight"
