@@ -383,7 +383,14 @@ class ControllerCore:
                 dataclasses.replace(outcome, state=state)
                 for outcome, state in zip(alter.written, result.states, strict=True)
             )
-            log.debug("controller: ISR change(s) written: %s", outcomes)
+            log.info(
+                "controller: stored ISR change(s) asked by a leader: %s",
+                ", ".join(
+                    f"{o.topic_id}-{o.partition} ISR {list(o.state.isr)}"
+                    for o in outcomes
+                    if o.state is not None
+                ),
+            )
         else:
             log.info("controller: AlterPartition not written (%s)", result)
             outcomes = tuple(
