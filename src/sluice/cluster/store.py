@@ -17,8 +17,8 @@ Writes are conditional::
     partition state   the controller        each state's version AND the controller
                                             epoch (ControllerFenced if a newer
                                             controller was elected)
-    partition ISR     the partition leader  the state's version (a leader change
-                                            bumps it, so a deposed leader loses)
+    partition ISR     the controller, on a  the same: the state's version and the
+                      leader's AlterPartition  controller epoch
     new topic         any broker            the name is free (TopicExists)
     ACLs              any broker            none: adding a binding present or removing
                                             one absent changes nothing (Kafka's rule)
@@ -133,9 +133,8 @@ class MetadataStore(Protocol):
         """Write new partition states, all or none, each conditional on its version and
         all on ``controller_epoch`` still being the current one; return them with their
         new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic.
-        ``controller_epoch`` None: a partition leader writing its ISR (Kafka's
-        AlterPartition, made as ZooKeeper-era Kafka leaders made it), conditional on the
-        versions only."""
+        ``controller_epoch`` None: conditional on the versions only (no caller passes it
+        any more: ISR changes are the controller's, on AlterPartition)."""
         ...
 
     async def allocate_producer_id_block(self, block_size: int) -> int:
