@@ -4,7 +4,8 @@ for ``replica.lag.time.max.ms`` (well inside its ZooKeeper session, so it is the
 leader's AlterPartition and not the controller's failover that takes it out) and returns
 after SIGCONT, each change stored by the controller; and an AlterPartition made at a
 leader epoch older than the partition's is refused with FENCED_LEADER_EPOCH and changes
-nothing."""
+nothing; and an ElectLeaders asked of a broker that is not the controller is forwarded
+to the controller, which moves the leadership."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from client_helpers import produce_and_flush, producer_config
 from cluster_processes import Cluster, running_cluster
-from confluent_kafka import Producer
+from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka_wire import KafkaConnection
 from kazoo.client import KazooClient
@@ -175,3 +176,22 @@ def test_a_leader_at_an_older_epoch_cannot_change_the_isr(cluster: Cluster) -> N
     after = _partition(cluster.status())
     assert after["isr"] == before["isr"]
     assert after["leader_epoch"] == before["leader_epoch"]
+
+
+def test_an_election_asked_of_another_broker_is_made_by_the_controller(cluster: Cluster) -> None:
+    status = cluster.status()
+    preferred = cluster.broker(_partition(status)["leader"])
+    preferred.kill()
+    others = [b for b in cluster.brokers if b is not preferred]
+    cluster.wait_for(
+        lambda s: _partition(s)["leader"] not in (-1, preferred.node_id), via=others[0]
+    )
+    preferred.start()
+    cluster.wait_for(lambda s: len(_partition(s)["isr"]) == 3)
+    controller_id = cluster.status()["controller_id"]
+    via = next(b for b in cluster.brokers if b.node_id != controller_id)
+    asked = TopicPartition(TOPIC, 0)
+    admin = cluster.admin(via)
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [asked])
+    assert elected.result(CLIENT_TIMEOUT_S)[asked] is None
+    cluster.wait_for(lambda s: _partition(s)["leader"] == preferred.node_id)

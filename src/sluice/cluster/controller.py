@@ -34,18 +34,22 @@ the AlterPartition requests from overlapping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Mapping
 
 from sluice.cluster.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from sluice.cluster.controller_core import (
     AnswerAlterPartition,
+    AnswerDecisions,
     ControllerCommand,
     ControllerCore,
+    DecisionOutcome,
     ElectController,
     Fenced,
     LeaderRebalance,
     Lost,
+    PartitionDecision,
     StoreFailed,
     WritePartitions,
     WriteResult,
@@ -53,8 +57,15 @@ from sluice.cluster.controller_core import (
 )
 from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
 from sluice.common.clock import SYSTEM_CLOCK, Clock
+from sluice.common.errors import ErrorCode
 
-__all__ = ["Controller", "LeaderRebalance"]
+__all__ = ["Controller", "DecisionOutcome", "LeaderRebalance", "PartitionDecision"]
+
+DECISION_ATTEMPTS_MAX = 10
+"""Times an administrator's change is decided again after its write lost to a newer
+state before it is answered REQUEST_TIMED_OUT."""
+NEWER_IMAGE_WAIT_S = 10.0
+"""How long a change that lost waits for the store's newer image before deciding again."""
 
 
 class Controller:
@@ -76,6 +87,8 @@ class Controller:
         """Held while the core decides and its commands are carried out."""
         self._request_ids = itertools.count(1)
         self._answers: dict[int, AlterPartitionResponse] = {}
+        self._decided: dict[int, tuple[DecisionOutcome, ...]] = {}
+        self._image_changed = asyncio.Event()
 
     @property
     def epoch(self) -> int | None:
@@ -90,6 +103,7 @@ class Controller:
     def notify(self) -> None:
         """A new image was published: look at it (on the event loop)."""
         self._changed.set()
+        self._image_changed.set()
 
     async def run(self) -> None:
         """Act on images until cancelled; rebalance leadership now and then, and look
@@ -124,6 +138,55 @@ class Controller:
         )
         return self._answers.pop(request_id)
 
+    async def change_partitions(self, decisions: list[PartitionDecision]) -> list[DecisionOutcome]:
+        """An administrator's changes (ElectLeaders, reassignments), decided from the
+        controller's image and stored with its epoch; decided again from a newer image
+        when a write loses to a newer state. The outcomes are in the decisions' order;
+        NOT_CONTROLLER for each while this broker is not the controller."""
+        done: dict[int, DecisionOutcome] = {}
+        pending = list(enumerate(decisions))
+        for _ in range(DECISION_ATTEMPTS_MAX):
+            seen = self._store.image()
+            outcomes = await self._decide_once(tuple(d for _, d in pending))
+            again = []
+            for (index, decision), outcome in zip(pending, outcomes, strict=True):
+                if outcome.retry:
+                    again.append((index, decision))
+                else:
+                    done[index] = outcome
+            pending = again
+            if not pending:
+                break
+            await self._newer_image(seen)
+        for index, decision in pending:
+            done[index] = DecisionOutcome(
+                decision.topic,
+                decision.partition,
+                ErrorCode.request_timed_out,
+                f"{decision.topic}-{decision.partition} kept changing; try again",
+            )
+        return [done[index] for index in range(len(decisions))]
+
+    async def _decide_once(
+        self, decisions: tuple[PartitionDecision, ...]
+    ) -> tuple[DecisionOutcome, ...]:
+        request_id = next(self._request_ids)
+        await self._step(
+            lambda: self._core.on_partition_decisions(
+                request_id, decisions, self._store.image(), self._clock.monotonic_ms()
+            )
+        )
+        return self._decided.pop(request_id)
+
+    async def _newer_image(self, seen: object) -> None:
+        """Wait (a bounded time) until the store's image is another than ``seen``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + NEWER_IMAGE_WAIT_S
+        while self._store.image() is seen and loop.time() < deadline:
+            self._image_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._image_changed.wait(), deadline - loop.time())
+
     async def _step(self, decide: Callable[[], list[ControllerCommand]]) -> None:
         """Under the lock: ask the core (``decide``) and carry out what it answers."""
         async with self._lock:
@@ -138,6 +201,8 @@ class Controller:
             command = pending.pop(0)
             if isinstance(command, AnswerAlterPartition):
                 self._answers[command.request_id] = command.response
+            elif isinstance(command, AnswerDecisions):
+                self._decided[command.request_id] = command.outcomes
             elif isinstance(command, ElectController):
                 try:
                     epoch = await self._store.elect_controller(command.node_id)

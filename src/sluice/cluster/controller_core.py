@@ -26,6 +26,11 @@ a time: the caller feeds that result before anything else)::
                              the valid ones WritePartitions(new ISRs, E); once its result
                              comes in → AnswerAlterPartition (stored states, or
                              NOT_CONTROLLER: the leader asks again later)
+    on_partition_decisions an administrator's changes (ElectLeaders, reassignments):
+                             not controller → AnswerDecisions(NOT_CONTROLLER); else each
+                             decided from the image, WritePartitions(new states, E), then
+                             AnswerDecisions (stored states; a write that lost: retry,
+                             decided again by the caller from a newer image)
 
 ``next_wake_ms()`` says when a tick is wanted: the retry while one is pending (the
 rebalance waits until the retry looked again), else the next rebalance, else never.
@@ -43,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,7 +62,7 @@ from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
 from sluice.common.config import TopicConfig
-from sluice.common.errors import ErrorCode
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -84,7 +89,7 @@ class LeaderRebalance:
         return round(self.interval_s * MILLISECONDS_PER_SECOND)
 
 
-WritePurpose = Literal["reconcile", "rebalance", "alter_partition"]
+WritePurpose = Literal["reconcile", "rebalance", "alter_partition", "decisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +121,39 @@ class AnswerAlterPartition:
     response: AlterPartitionResponse
 
 
-ControllerCommand = ElectController | WritePartitions | AnswerAlterPartition
+@dataclass(frozen=True, slots=True)
+class PartitionDecision:
+    """An administrator's change of one partition (ElectLeaders,
+    AlterPartitionReassignments), decided by the controller from its image."""
+
+    topic: str
+    partition: int
+    decide: Callable[[PartitionState, MetadataImage], PartitionState | None]
+    """The new state (None: nothing to write); raises KafkaError to refuse the change."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOutcome:
+    """What became of one decision: ``state`` as stored when one was written;
+    ``retry``: the write lost to a newer state, decide again from a newer image."""
+
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    state: PartitionState | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDecisions:
+    """Answer the decisions of request ``request_id``, in their order."""
+
+    request_id: int
+    outcomes: tuple[DecisionOutcome, ...]
+
+
+ControllerCommand = ElectController | WritePartitions | AnswerAlterPartition | AnswerDecisions
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +206,19 @@ class _AlterInFlight:
 
 
 @dataclass(frozen=True, slots=True)
+class _DecisionsInFlight:
+    request_id: int
+    outcomes: tuple[DecisionOutcome, ...]
+    """Every decision's outcome; those being written hold the state to write."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Write:
     command: WritePartitions
     image: MetadataImage
     """The image the changes were decided from."""
     alter: _AlterInFlight | None = None
+    decisions: _DecisionsInFlight | None = None
 
 
 class ControllerCore:
@@ -268,6 +313,8 @@ class ControllerCore:
             self._stop_acting(result.reason)
         if write.alter is not None:
             return [self._alter_answer(write.alter, result)]
+        if write.decisions is not None:
+            return [_decisions_answer(write.decisions, result)]
         if isinstance(result, Fenced):
             return []
         if write.command.purpose == "rebalance":
@@ -401,6 +448,70 @@ class ControllerCore:
             alter.request_id, AlterPartitionResponse(ErrorCode.none, alter.refused + outcomes)
         )
 
+    def on_partition_decisions(
+        self,
+        request_id: int,
+        decisions: tuple[PartitionDecision, ...],
+        image: MetadataImage,
+        now_ms: int,
+    ) -> list[ControllerCommand]:
+        """An administrator's changes (``request_id``: the caller's name for them), each
+        decided from ``image`` and written together, conditionally on the states'
+        versions and this controller's epoch; answered once the write has a result
+        (at once when nothing is to be written). A partition named twice is decided
+        once per write: the later decision is answered ``retry``."""
+        self._assert_idle()
+        self._follow(image)
+        epoch = self._epoch
+        if epoch is None:
+            return [
+                AnswerDecisions(
+                    request_id,
+                    tuple(
+                        DecisionOutcome(
+                            d.topic, d.partition, ErrorCode.not_controller, "not the controller"
+                        )
+                        for d in decisions
+                    ),
+                )
+            ]
+        outcomes: list[DecisionOutcome] = []
+        changes: list[PartitionChange] = []
+        deciding: set[tuple[str, int]] = set()
+        for decision in decisions:
+            named = (decision.topic, decision.partition)
+            outcome = DecisionOutcome(*named)
+            state = image.partition(TopicPartition(*named))
+            if state is None:
+                outcome = DecisionOutcome(
+                    *named,
+                    ErrorCode.unknown_topic_or_partition,
+                    f"No such partition as {decision.topic}-{decision.partition}",
+                )
+            elif named in deciding:
+                outcome = DecisionOutcome(*named, retry=True)
+            else:
+                try:
+                    new_state = decision.decide(state, image)
+                except KafkaError as e:
+                    outcome = DecisionOutcome(*named, e.code, e.message)
+                else:
+                    if new_state is not None:
+                        deciding.add(named)
+                        outcome = DecisionOutcome(*named, state=new_state)
+                        changes.append(
+                            PartitionChange(decision.topic, decision.partition, new_state)
+                        )
+            outcomes.append(outcome)
+        if not changes:
+            return [AnswerDecisions(request_id, tuple(outcomes))]
+        command = self._write(changes, epoch, "decisions", image)
+        assert self._in_flight is not None
+        self._in_flight = dataclasses.replace(
+            self._in_flight, decisions=_DecisionsInFlight(request_id, tuple(outcomes))
+        )
+        return [command]
+
     def _assert_idle(self) -> None:
         assert self._in_flight is None, f"write {self._in_flight} still in flight"
         assert self._electing_from is None, "an election still in flight"
@@ -476,3 +587,28 @@ class ControllerCore:
         command = WritePartitions(next(self._write_ids), tuple(changes), epoch, purpose)
         self._in_flight = _Write(command, image)
         return command
+
+
+def _decisions_answer(decisions: _DecisionsInFlight, result: WriteResult) -> AnswerDecisions:
+    """The outcomes once the decisions' write has ``result``: the stored states, or for
+    the written ones ``retry`` (lost to a newer state) or NOT_CONTROLLER (fenced, or
+    the store failed: the client asks again)."""
+    stored = iter(result.states) if isinstance(result, Written) else None
+    outcomes = []
+    for outcome in decisions.outcomes:
+        if outcome.state is None or outcome.retry:
+            outcomes.append(outcome)
+        elif stored is not None:
+            outcomes.append(dataclasses.replace(outcome, state=next(stored)))
+        elif isinstance(result, Lost):
+            outcomes.append(dataclasses.replace(outcome, state=None, retry=True))
+        else:
+            outcomes.append(
+                DecisionOutcome(
+                    outcome.topic,
+                    outcome.partition,
+                    ErrorCode.not_controller,
+                    f"the controller could not store the change ({result})",
+                )
+            )
+    return AnswerDecisions(decisions.request_id, tuple(outcomes))

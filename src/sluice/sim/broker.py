@@ -626,6 +626,7 @@ class SimBroker:
                 sender, request_id = self._alter_asks.pop(command.request_id)
                 self._alter_answer(sender, request_id, command.response)
                 continue
+            assert not isinstance(command, cc.AnswerDecisions), "no administrator here"
             if not self._reaches_store(self.node_id):
                 if isinstance(command, cc.ElectController):
                     commands += self.controller.on_election_failed("store unreachable", now)

@@ -21,10 +21,13 @@ from sluice.cluster.alter_partition import (
 )
 from sluice.cluster.controller_core import (
     AnswerAlterPartition,
+    AnswerDecisions,
     ControllerCore,
+    DecisionOutcome,
     ElectController,
     Fenced,
     Lost,
+    PartitionDecision,
     StoreFailed,
     WritePartitions,
     Written,
@@ -32,6 +35,7 @@ from sluice.cluster.controller_core import (
 from sluice.cluster.image import ControllerInfo, MetadataImage
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
+from sluice.common import errors
 from sluice.common.errors import ErrorCode
 
 ME = 1
@@ -227,3 +231,59 @@ def test_a_write_that_fails_answers_not_controller_so_the_leader_asks_again(
     )
     assert _codes(response) == [ErrorCode.not_controller]
     assert core.epoch == (None if isinstance(result, Fenced) else EPOCH)
+
+
+# ── administrators' changes (ElectLeaders, reassignments) ─────────────────────────────
+
+
+def _to_leader(leader: int) -> PartitionDecision:
+    def decide(state: PartitionState, image: MetadataImage) -> PartitionState | None:
+        if state.leader == leader:
+            raise errors.for_code(ErrorCode.election_not_needed)("leads already")
+        return dataclasses.replace(state, leader=leader, leader_epoch=state.leader_epoch + 1)
+
+    return PartitionDecision("t", 0, decide)
+
+
+def _decided(commands: Sequence[object]) -> tuple[DecisionOutcome, ...]:
+    (command,) = commands
+    assert isinstance(command, AnswerDecisions)
+    assert command.request_id == 5
+    return command.outcomes
+
+
+def test_a_broker_that_is_not_the_controller_decides_nothing() -> None:
+    outcomes = _decided(ControllerCore(ME).on_partition_decisions(5, (_to_leader(3),), _image(), 0))
+    assert [o.error_code for o in outcomes] == [ErrorCode.not_controller]
+
+
+def test_a_refused_or_unknown_change_is_answered_without_a_write() -> None:
+    unknown = PartitionDecision("t", 9, _to_leader(3).decide)
+    outcomes = _decided(
+        _controller().on_partition_decisions(5, (_to_leader(2), unknown), _image(), 0)
+    )
+    assert [o.error_code for o in outcomes] == [
+        ErrorCode.election_not_needed,
+        ErrorCode.unknown_topic_or_partition,
+    ]
+
+
+def test_a_change_is_written_with_the_controller_epoch_and_answered_with_the_stored_state() -> None:
+    core = _controller()
+    (command,) = core.on_partition_decisions(5, (_to_leader(3), _to_leader(3)), _image(), 0)
+    assert isinstance(command, WritePartitions)
+    assert command.epoch == EPOCH
+    (change,) = command.changes  # the same partition twice: decided once per write
+    stored = dataclasses.replace(change.state, version=VERSION + 1)
+    first, second = _decided(core.on_write_result(Written(command.write_id, (stored,)), 1))
+    assert (first.error_code, first.state, first.retry) == (ErrorCode.none, stored, False)
+    assert second.retry
+
+
+def test_a_change_that_lost_to_a_newer_state_is_to_be_decided_again() -> None:
+    core = _controller()
+    (command,) = core.on_partition_decisions(5, (_to_leader(3),), _image(), 0)
+    assert isinstance(command, WritePartitions)
+    (outcome,) = _decided(core.on_write_result(Lost(command.write_id, "newer"), 1))
+    assert outcome.retry
+    assert outcome.state is None
