@@ -537,3 +537,25 @@ def test_a_group_config_write_publishes_an_image_to_subscribers(open_store: Open
         await store.close()
 
     run(scenario)
+
+
+def test_a_partition_write_without_a_controller_epoch_is_refused(open_store: OpenStore) -> None:
+    """Only the controller writes partition states: a write naming no controller epoch
+    (-1, which ZooKeeper's version check would match whatever the epoch) is fenced."""
+
+    async def scenario() -> None:
+        store = await open_store()
+        await store.register_broker(BrokerInfo(1, "127.0.0.1", 9093))
+        epoch = await store.elect_controller(1)
+        assert epoch is not None
+        await store.create_topics([topic("t", 1)])
+        await eventually(store, lambda image: "t" in image.topics)
+        state = store.image().topics["t"].partitions[0]
+        moved = dataclasses.replace(state, leader_epoch=state.leader_epoch + 1)
+        with pytest.raises(ControllerFenced):
+            await store.update_partitions([PartitionChange("t", 0, moved)], -1)
+        assert store.image().topics["t"].partitions[0] == state
+        await store.update_partitions([PartitionChange("t", 0, moved)], epoch)
+        await store.close()
+
+    run(scenario)

@@ -152,7 +152,9 @@ def test_a_broker_registered_after_a_state_was_written_is_seen_as_restarted(
         assert again.epoch > written.written_at
         assert image.topics["t"].partitions[0].registered_since(image.brokers) == {1}
         moved = dataclasses.replace(image.topics["t"].partitions[0], leader_epoch=1)
-        (stored,) = await restarted.update_partitions([PartitionChange("t", 0, moved)], None)
+        epoch = await restarted.elect_controller(1)
+        assert epoch is not None
+        (stored,) = await restarted.update_partitions([PartitionChange("t", 0, moved)], epoch)
         assert stored.written_at > again.epoch
         image = await eventually(
             restarted, lambda image: image.topics["t"].partitions[0].leader_epoch == 1

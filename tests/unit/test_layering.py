@@ -80,7 +80,7 @@ never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handl
 ``app``, which only the CLI and ``sluice.testing`` start."""
 BROKER_TOP = 5
 NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim"}
-NO_IO_MODULES = {"sluice.cluster.controller_core"}
+NO_IO_MODULES = {"sluice.cluster.controller_core", "sluice.cluster.alter_partition"}
 """Sans-IO modules in a package that is not (the controller's decisions beside its
 asyncio shell): no event loop, socket, clock, thread or randomness of their own."""
 NO_IO_MODULE_IMPORTS = {"asyncio", "socket", "selectors", "ssl", "time", "threading", "random"}

@@ -85,6 +85,7 @@ from sluice.broker.observability.metrics.partitions import PartitionCollector
 from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
+from sluice.broker.replication.controller_channel import ControllerChannel
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.isr import IsrChanges
 from sluice.broker.replication.metadata_applier import MetadataApplier
@@ -345,7 +346,15 @@ class Broker:
             )
         else:
             meta_properties.check_cluster_id(self.data_dir, stored_identity, cluster_id)
-        self.isr_changes = IsrChanges(store, self.replicas, self.config.replica_lag_time_max_ms)
+        self.isr_changes = IsrChanges(
+            ControllerChannel(
+                self.config.node_id, store.image, lambda: self.peers, lambda: self.controller
+            ),
+            store.image,
+            self.config.node_id,
+            self.replicas,
+            self.config.replica_lag_time_max_ms,
+        )
         self.replicas.isr_changes = self.isr_changes
         self.applier = MetadataApplier(
             self.config.node_id,
@@ -499,6 +508,7 @@ class Broker:
             share_partitions=self.share_partitions,
             share_sessions=ShareSessions(self.config.share_max_share_sessions),
             peers=self.peers,
+            controller=self.controller,
             clock=self.clock,
             quotas=self.quotas,
             authorizer=Authorizer(self.config, store),

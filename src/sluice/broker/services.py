@@ -30,6 +30,7 @@ from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.share.partitions import SharePartitions
 from sluice.broker.share.sessions import ShareSessions
 from sluice.broker.topics import TopicManager
+from sluice.cluster.controller import Controller
 from sluice.cluster.store import MetadataStore
 from sluice.common.clock import Clock
 from sluice.common.config import BrokerConfig
@@ -79,6 +80,8 @@ class BrokerServices:
     """The share sessions of share-group members fetching from this broker."""
     peers: Peers
     """Requests to the other brokers of the cluster."""
+    controller: Controller
+    """This broker's controller (it answers AlterPartition while elected)."""
     clock: Clock
     authorizer: Authorizer
     """Whether the request's principal may do an operation (the ACLs, indexed)."""
@@ -222,3 +225,8 @@ class UsesRequestMetrics(Protocol):
 class UsesStaticConfig(Protocol):
     @property
     def static_config(self) -> BrokerConfig | None: ...
+
+
+class UsesController(Protocol):
+    @property
+    def controller(self) -> Controller: ...

@@ -54,12 +54,10 @@ from sluice.broker.replication.replica_manager import (
 )
 from sluice.cluster import placement
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import PartitionState, TopicId, TopicMetadata
+from sluice.cluster.model import TopicId, TopicMetadata
 from sluice.cluster.store import (
-    ControllerFenced,
     MetadataStore,
     NoSuchTopic,
-    PartitionChange,
     StaleVersion,
     TopicExists,
 )
@@ -668,58 +666,6 @@ class TopicManager:
             f"topic {name!r} kept changing under {STALE_WRITE_ATTEMPTS_MAX} attempts to "
             "change it; try again"
         )
-
-    async def change_partition(
-        self,
-        name: str,
-        index: int,
-        decide: Callable[[PartitionState, MetadataImage], PartitionState | None],
-    ) -> None:
-        """Write the state ``decide`` makes of one partition's state (None: nothing to
-        write), conditional on the state's version and the controller's epoch; when the
-        write loses to a newer state or controller, decide again from the newer metadata.
-        Returns once the new state is applied here (ElectLeaders, reassignments)."""
-        for _ in range(STALE_WRITE_ATTEMPTS_MAX):
-            image = self.image
-            state = self.require(name).partitions.get(index)
-            if state is None:
-                raise errors.UnknownTopicOrPartition(f"No such partition as {name}-{index}")
-            new_state = decide(state, image)
-            if new_state is None:
-                return
-            epoch = image.controller.epoch if image.controller is not None else -1
-            try:
-                (written,) = await self._store.update_partitions(
-                    [PartitionChange(name, index, new_state)], epoch
-                )
-            except (StaleVersion, ControllerFenced):
-                await self._wait_for_image_after(image)
-                continue
-            except NoSuchTopic:
-                raise errors.UnknownTopicOrPartition(f"No such topic as {name}") from None
-            except OSError as e:
-                raise errors.KafkaStorageError(f"cannot store {name}-{index}: {e}") from e
-            await self._wait_for_partition_version(TopicPartition(name, index), written.version)
-            return
-        raise errors.RequestTimedOut(
-            f"{name}-{index} kept changing under {STALE_WRITE_ATTEMPTS_MAX} attempts to "
-            "change it; try again"
-        )
-
-    async def _wait_for_image_after(self, image: MetadataImage) -> None:
-        """Wait until an image newer than ``image`` is applied."""
-        await self._wait_applied(lambda newer: newer is not image)
-
-    async def _wait_for_partition_version(
-        self, topic_partition: TopicPartition, version: int
-    ) -> None:
-        """Wait until the applied state of the partition reaches ``version`` (or is gone)."""
-
-        def reached(image: MetadataImage) -> bool:
-            state = image.partition(topic_partition)
-            return state is None or state.version >= version
-
-        await self._wait_applied(reached)
 
     async def _wait_for_version(self, name: str, version: int) -> None:
         """Wait until the applied topic record reaches ``version`` (or is gone)."""

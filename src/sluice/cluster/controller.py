@@ -19,24 +19,37 @@ for the epoch (ControllerFenced) means another broker was elected while this one
 (a lost ZooKeeper session, a paused process): this one stops acting at once and writes
 nothing more. On one node the embedded store elects the only broker at every start.
 
+The controller is also the one writer of ISR changes: partition leaders send it
+AlterPartition (:meth:`Controller.alter_partition`, from the handler or, on the
+controller broker, a local call), and it writes the new ISR conditionally on the
+partition's version and its own epoch.
+
 The decisions are :class:`~sluice.cluster.controller_core.ControllerCore`'s (sans-IO);
 this module is the shell around it: it waits for a new image or the core's next wake-up
 time, asks the store (the elections and the writes, one at a time) and feeds each result
-back to the core.
+back to the core. The core takes one input at a time: a lock keeps the loop's looks and
+the AlterPartition requests from overlapping.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+import itertools
+from collections.abc import Callable, Mapping
 
+from sluice.cluster.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from sluice.cluster.controller_core import (
+    AnswerAlterPartition,
+    AnswerDecisions,
     ControllerCommand,
     ControllerCore,
+    DecisionOutcome,
     ElectController,
     Fenced,
     LeaderRebalance,
     Lost,
+    PartitionDecision,
     StoreFailed,
     WritePartitions,
     WriteResult,
@@ -44,8 +57,15 @@ from sluice.cluster.controller_core import (
 )
 from sluice.cluster.store import ControllerFenced, MetadataStore, MetadataStoreError, StaleVersion
 from sluice.common.clock import SYSTEM_CLOCK, Clock
+from sluice.common.errors import ErrorCode
 
-__all__ = ["Controller", "LeaderRebalance"]
+__all__ = ["Controller", "DecisionOutcome", "LeaderRebalance", "PartitionDecision"]
+
+DECISION_ATTEMPTS_MAX = 10
+"""Times an administrator's change is decided again after its write lost to a newer
+state before it is answered REQUEST_TIMED_OUT."""
+NEWER_IMAGE_WAIT_S = 10.0
+"""How long a change that lost waits for the store's newer image before deciding again."""
 
 
 class Controller:
@@ -63,6 +83,12 @@ class Controller:
         self._core = ControllerCore(node_id, topic_defaults, rebalance)
         self._changed = asyncio.Event()
         self._changed.set()
+        self._lock = asyncio.Lock()
+        """Held while the core decides and its commands are carried out."""
+        self._request_ids = itertools.count(1)
+        self._answers: dict[int, AlterPartitionResponse] = {}
+        self._decided: dict[int, tuple[DecisionOutcome, ...]] = {}
+        self._image_changed = asyncio.Event()
 
     @property
     def epoch(self) -> int | None:
@@ -77,6 +103,7 @@ class Controller:
     def notify(self) -> None:
         """A new image was published: look at it (on the event loop)."""
         self._changed.set()
+        self._image_changed.set()
 
     async def run(self) -> None:
         """Act on images until cancelled; rebalance leadership now and then, and look
@@ -93,10 +120,77 @@ class Controller:
                 try:
                     await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
                 except TimeoutError:
-                    await self._carry_out(core.on_tick(self._store.image(), clock.monotonic_ms()))
+                    await self._step(
+                        lambda: core.on_tick(self._store.image(), clock.monotonic_ms())
+                    )
                     continue
             self._changed.clear()
-            await self._carry_out(core.on_image(self._store.image(), clock.monotonic_ms()))
+            await self._step(lambda: core.on_image(self._store.image(), clock.monotonic_ms()))
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        """A leader's AlterPartition: the controller's answer once the valid proposals'
+        ISRs are stored (NOT_CONTROLLER while this broker is not the controller)."""
+        request_id = next(self._request_ids)
+        await self._step(
+            lambda: self._core.on_alter_partition(
+                request_id, request, self._store.image(), self._clock.monotonic_ms()
+            )
+        )
+        return self._answers.pop(request_id)
+
+    async def change_partitions(self, decisions: list[PartitionDecision]) -> list[DecisionOutcome]:
+        """An administrator's changes (ElectLeaders, reassignments), decided from the
+        controller's image and stored with its epoch; decided again from a newer image
+        when a write loses to a newer state. The outcomes are in the decisions' order;
+        NOT_CONTROLLER for each while this broker is not the controller."""
+        done: dict[int, DecisionOutcome] = {}
+        pending = list(enumerate(decisions))
+        for _ in range(DECISION_ATTEMPTS_MAX):
+            seen = self._store.image()
+            outcomes = await self._decide_once(tuple(d for _, d in pending))
+            again = []
+            for (index, decision), outcome in zip(pending, outcomes, strict=True):
+                if outcome.retry:
+                    again.append((index, decision))
+                else:
+                    done[index] = outcome
+            pending = again
+            if not pending:
+                break
+            await self._newer_image(seen)
+        for index, decision in pending:
+            done[index] = DecisionOutcome(
+                decision.topic,
+                decision.partition,
+                ErrorCode.request_timed_out,
+                f"{decision.topic}-{decision.partition} kept changing; try again",
+            )
+        return [done[index] for index in range(len(decisions))]
+
+    async def _decide_once(
+        self, decisions: tuple[PartitionDecision, ...]
+    ) -> tuple[DecisionOutcome, ...]:
+        request_id = next(self._request_ids)
+        await self._step(
+            lambda: self._core.on_partition_decisions(
+                request_id, decisions, self._store.image(), self._clock.monotonic_ms()
+            )
+        )
+        return self._decided.pop(request_id)
+
+    async def _newer_image(self, seen: object) -> None:
+        """Wait (a bounded time) until the store's image is another than ``seen``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + NEWER_IMAGE_WAIT_S
+        while self._store.image() is seen and loop.time() < deadline:
+            self._image_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._image_changed.wait(), deadline - loop.time())
+
+    async def _step(self, decide: Callable[[], list[ControllerCommand]]) -> None:
+        """Under the lock: ask the core (``decide``) and carry out what it answers."""
+        async with self._lock:
+            await self._carry_out(decide())
 
     async def _carry_out(self, commands: list[ControllerCommand]) -> None:
         """Carry out the core's commands one at a time, feeding each result back (it
@@ -105,7 +199,11 @@ class Controller:
         pending = list(commands)
         while pending:
             command = pending.pop(0)
-            if isinstance(command, ElectController):
+            if isinstance(command, AnswerAlterPartition):
+                self._answers[command.request_id] = command.response
+            elif isinstance(command, AnswerDecisions):
+                self._decided[command.request_id] = command.outcomes
+            elif isinstance(command, ElectController):
                 try:
                     epoch = await self._store.elect_controller(command.node_id)
                 except MetadataStoreError as e:
@@ -118,11 +216,11 @@ class Controller:
 
     async def _write(self, command: WritePartitions) -> WriteResult:
         try:
-            await self._store.update_partitions(list(command.changes), command.epoch)
+            states = await self._store.update_partitions(list(command.changes), command.epoch)
         except StaleVersion as e:
             return Lost(command.write_id, str(e))
         except ControllerFenced as e:
             return Fenced(command.write_id, str(e))
         except MetadataStoreError as e:
             return StoreFailed(command.write_id, str(e))
-        return Written(command.write_id)
+        return Written(command.write_id, tuple(states))

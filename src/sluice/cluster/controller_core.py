@@ -20,6 +20,17 @@ a time: the caller feeds that result before anything else)::
                            (a rebalance write that loses waits for the next interval)
     on_tick(image)         retry due → as on_image; else rebalance due → next interval,
                              WritePartitions(preferred leaders, E)
+    on_alter_partition     a leader's ISR change (AlterPartition): not controller →
+                             AnswerAlterPartition(NOT_CONTROLLER); else each proposal
+                             checked against the image (:mod:`sluice.cluster.alter_partition`),
+                             the valid ones WritePartitions(new ISRs, E); once its result
+                             comes in → AnswerAlterPartition (stored states, or
+                             NOT_CONTROLLER: the leader asks again later)
+    on_partition_decisions an administrator's changes (ElectLeaders, reassignments):
+                             not controller → AnswerDecisions(NOT_CONTROLLER); else each
+                             decided from the image, WritePartitions(new states, E), then
+                             AnswerDecisions (stored states; a write that lost: retry,
+                             decided again by the caller from a newer image)
 
 ``next_wake_ms()`` says when a tick is wanted: the retry while one is pending (the
 rebalance waits until the retry looked again), else the next rebalance, else never.
@@ -34,17 +45,24 @@ same starting point.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sluice.cluster import leadership
+from sluice.cluster import alter_partition, leadership
+from sluice.cluster.alter_partition import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    PartitionOutcome,
+)
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import TopicMetadata
+from sluice.cluster.model import PartitionState, TopicMetadata
 from sluice.cluster.store import PartitionChange
 from sluice.common.config import TopicConfig
+from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -71,7 +89,7 @@ class LeaderRebalance:
         return round(self.interval_s * MILLISECONDS_PER_SECOND)
 
 
-WritePurpose = Literal["reconcile", "rebalance"]
+WritePurpose = Literal["reconcile", "rebalance", "alter_partition", "decisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +113,56 @@ class WritePartitions:
     purpose: WritePurpose
 
 
-ControllerCommand = ElectController | WritePartitions
+@dataclass(frozen=True, slots=True)
+class AnswerAlterPartition:
+    """Answer the AlterPartition request ``request_id`` (no result to feed back)."""
+
+    request_id: int
+    response: AlterPartitionResponse
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDecision:
+    """An administrator's change of one partition (ElectLeaders,
+    AlterPartitionReassignments), decided by the controller from its image."""
+
+    topic: str
+    partition: int
+    decide: Callable[[PartitionState, MetadataImage], PartitionState | None]
+    """The new state (None: nothing to write); raises KafkaError to refuse the change."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOutcome:
+    """What became of one decision: ``state`` as stored when one was written;
+    ``retry``: the write lost to a newer state, decide again from a newer image."""
+
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    state: PartitionState | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDecisions:
+    """Answer the decisions of request ``request_id``, in their order."""
+
+    request_id: int
+    outcomes: tuple[DecisionOutcome, ...]
+
+
+ControllerCommand = ElectController | WritePartitions | AnswerAlterPartition | AnswerDecisions
 
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """Every change of the write was stored."""
+    """Every change of the write was stored; ``states``: as stored (with their new
+    versions), in the order of the changes (needed for an AlterPartition's answer)."""
 
     write_id: int
+    states: tuple[PartitionState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +195,30 @@ WriteResult = Written | Lost | Fenced | StoreFailed
 
 
 @dataclass(frozen=True, slots=True)
+class _AlterInFlight:
+    """An AlterPartition request whose valid proposals are being written."""
+
+    request_id: int
+    refused: tuple[PartitionOutcome, ...]
+    """The proposals answered with an error without writing."""
+    written: tuple[PartitionOutcome, ...]
+    """The proposals being written (their outcome's state: the state written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _DecisionsInFlight:
+    request_id: int
+    outcomes: tuple[DecisionOutcome, ...]
+    """Every decision's outcome; those being written hold the state to write."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Write:
     command: WritePartitions
     image: MetadataImage
     """The image the changes were decided from."""
+    alter: _AlterInFlight | None = None
+    decisions: _DecisionsInFlight | None = None
 
 
 class ControllerCore:
@@ -231,6 +311,11 @@ class ControllerCore:
         self._in_flight = None
         if isinstance(result, Fenced):
             self._stop_acting(result.reason)
+        if write.alter is not None:
+            return [self._alter_answer(write.alter, result)]
+        if write.decisions is not None:
+            return [_decisions_answer(write.decisions, result)]
+        if isinstance(result, Fenced):
             return []
         if write.command.purpose == "rebalance":
             if isinstance(result, Written):
@@ -282,6 +367,150 @@ class ControllerCore:
             return []
         self._next_rebalance_ms = now_ms + rebalance.interval_ms
         return self._rebalance_leaders(image, rebalance)
+
+    def on_alter_partition(
+        self,
+        request_id: int,
+        request: AlterPartitionRequest,
+        image: MetadataImage,
+        now_ms: int,
+    ) -> list[ControllerCommand]:
+        """A leader's AlterPartition request (``request_id``: the caller's name for it):
+        answered at once when nothing is to be written, else once the write of the
+        valid proposals' ISRs (conditional on their versions and this controller's
+        epoch) has a result."""
+        self._assert_idle()
+        self._follow(image)
+        epoch = self._epoch
+        if epoch is None:
+            response = alter_partition.refused(request, ErrorCode.not_controller)
+            return [AnswerAlterPartition(request_id, response)]
+        requester = alter_partition.check_requester(request, image)
+        if requester != ErrorCode.none:
+            return [AnswerAlterPartition(request_id, alter_partition.refused(request, requester))]
+        refused: list[PartitionOutcome] = []
+        written: list[PartitionOutcome] = []
+        changes: list[PartitionChange] = []
+        for proposal in request.proposals:
+            code, state = alter_partition.check(request.broker_id, proposal, image)
+            named = (proposal.topic_id, proposal.partition)
+            if code == ErrorCode.none and named in {(o.topic_id, o.partition) for o in written}:
+                code = ErrorCode.invalid_request  # the same partition twice in one request
+            if code != ErrorCode.none or state is None:
+                refused.append(PartitionOutcome(proposal.topic_id, proposal.partition, code))
+                continue
+            topic = image.topic_by_id(proposal.topic_id)
+            assert topic is not None  # checked
+            new_state = alter_partition.with_isr(state, proposal.isr, self._min_insync(topic))
+            written.append(
+                PartitionOutcome(proposal.topic_id, proposal.partition, ErrorCode.none, new_state)
+            )
+            changes.append(PartitionChange(topic.name, proposal.partition, new_state))
+        if not changes:
+            return [
+                AnswerAlterPartition(
+                    request_id, AlterPartitionResponse(ErrorCode.none, tuple(refused))
+                )
+            ]
+        command = self._write(changes, epoch, "alter_partition", image)
+        assert self._in_flight is not None
+        self._in_flight = dataclasses.replace(
+            self._in_flight, alter=_AlterInFlight(request_id, tuple(refused), tuple(written))
+        )
+        return [command]
+
+    def _alter_answer(self, alter: _AlterInFlight, result: WriteResult) -> AnswerAlterPartition:
+        """The answer to an AlterPartition once its write has ``result``: the stored
+        states, or NOT_CONTROLLER for every written proposal (a newer state won, the
+        store failed, or another controller was elected: the leader asks again later,
+        and is then answered from a newer image)."""
+        if isinstance(result, Written):
+            assert len(result.states) == len(alter.written), "the stored states of the write"
+            outcomes = tuple(
+                dataclasses.replace(outcome, state=state)
+                for outcome, state in zip(alter.written, result.states, strict=True)
+            )
+            log.info(
+                "controller: stored ISR change(s) asked by a leader: %s",
+                ", ".join(
+                    f"{o.topic_id}-{o.partition} ISR {list(o.state.isr)}"
+                    for o in outcomes
+                    if o.state is not None
+                ),
+            )
+        else:
+            log.info("controller: AlterPartition not written (%s)", result)
+            outcomes = tuple(
+                PartitionOutcome(o.topic_id, o.partition, ErrorCode.not_controller)
+                for o in alter.written
+            )
+        return AnswerAlterPartition(
+            alter.request_id, AlterPartitionResponse(ErrorCode.none, alter.refused + outcomes)
+        )
+
+    def on_partition_decisions(
+        self,
+        request_id: int,
+        decisions: tuple[PartitionDecision, ...],
+        image: MetadataImage,
+        now_ms: int,
+    ) -> list[ControllerCommand]:
+        """An administrator's changes (``request_id``: the caller's name for them), each
+        decided from ``image`` and written together, conditionally on the states'
+        versions and this controller's epoch; answered once the write has a result
+        (at once when nothing is to be written). A partition named twice is decided
+        once per write: the later decision is answered ``retry``."""
+        self._assert_idle()
+        self._follow(image)
+        epoch = self._epoch
+        if epoch is None:
+            return [
+                AnswerDecisions(
+                    request_id,
+                    tuple(
+                        DecisionOutcome(
+                            d.topic, d.partition, ErrorCode.not_controller, "not the controller"
+                        )
+                        for d in decisions
+                    ),
+                )
+            ]
+        outcomes: list[DecisionOutcome] = []
+        changes: list[PartitionChange] = []
+        deciding: set[tuple[str, int]] = set()
+        for decision in decisions:
+            named = (decision.topic, decision.partition)
+            outcome = DecisionOutcome(*named)
+            state = image.partition(TopicPartition(*named))
+            if state is None:
+                outcome = DecisionOutcome(
+                    *named,
+                    ErrorCode.unknown_topic_or_partition,
+                    f"No such partition as {decision.topic}-{decision.partition}",
+                )
+            elif named in deciding:
+                outcome = DecisionOutcome(*named, retry=True)
+            else:
+                try:
+                    new_state = decision.decide(state, image)
+                except KafkaError as e:
+                    outcome = DecisionOutcome(*named, e.code, e.message)
+                else:
+                    if new_state is not None:
+                        deciding.add(named)
+                        outcome = DecisionOutcome(*named, state=new_state)
+                        changes.append(
+                            PartitionChange(decision.topic, decision.partition, new_state)
+                        )
+            outcomes.append(outcome)
+        if not changes:
+            return [AnswerDecisions(request_id, tuple(outcomes))]
+        command = self._write(changes, epoch, "decisions", image)
+        assert self._in_flight is not None
+        self._in_flight = dataclasses.replace(
+            self._in_flight, decisions=_DecisionsInFlight(request_id, tuple(outcomes))
+        )
+        return [command]
 
     def _assert_idle(self) -> None:
         assert self._in_flight is None, f"write {self._in_flight} still in flight"
@@ -362,3 +591,28 @@ class ControllerCore:
         command = WritePartitions(next(self._write_ids), tuple(changes), epoch, purpose)
         self._in_flight = _Write(command, image)
         return command
+
+
+def _decisions_answer(decisions: _DecisionsInFlight, result: WriteResult) -> AnswerDecisions:
+    """The outcomes once the decisions' write has ``result``: the stored states, or for
+    the written ones ``retry`` (lost to a newer state) or NOT_CONTROLLER (fenced, or
+    the store failed: the client asks again)."""
+    stored = iter(result.states) if isinstance(result, Written) else None
+    outcomes = []
+    for outcome in decisions.outcomes:
+        if outcome.state is None or outcome.retry:
+            outcomes.append(outcome)
+        elif stored is not None:
+            outcomes.append(dataclasses.replace(outcome, state=next(stored)))
+        elif isinstance(result, Lost):
+            outcomes.append(dataclasses.replace(outcome, state=None, retry=True))
+        else:
+            outcomes.append(
+                DecisionOutcome(
+                    outcome.topic,
+                    outcome.partition,
+                    ErrorCode.not_controller,
+                    f"the controller could not store the change ({result})",
+                )
+            )
+    return AnswerDecisions(decisions.request_id, tuple(outcomes))

@@ -312,11 +312,11 @@ class EmbeddedMetadataStore:
         return current
 
     async def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int | None
+        self, changes: Sequence[PartitionChange], controller_epoch: int
     ) -> list[PartitionState]:
         def update() -> list[PartitionState]:
             stored_epoch = int(self._document.get("controller_epoch", 0))
-            if controller_epoch is not None and controller_epoch != stored_epoch:
+            if controller_epoch < 0 or controller_epoch != stored_epoch:
                 raise ControllerFenced(
                     f"controller epoch {controller_epoch} is not the current {stored_epoch}"
                 )

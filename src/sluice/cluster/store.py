@@ -14,11 +14,11 @@ Writes are conditional::
 
     record            written by            condition
     topic             any broker            its version (StaleVersion on a mismatch)
-    partition state   the controller        each state's version AND the controller
+    partition state   the controller only   each state's version AND the controller
                                             epoch (ControllerFenced if a newer
-                                            controller was elected)
-    partition ISR     the partition leader  the state's version (a leader change
-                                            bumps it, so a deposed leader loses)
+                                            controller was elected, or none given)
+    partition ISR     the controller, on a  the same: the state's version and the
+                      leader's AlterPartition  controller epoch
     new topic         any broker            the name is free (TopicExists)
     ACLs              any broker            none: adding a binding present or removing
                                             one absent changes nothing (Kafka's rule)
@@ -128,14 +128,14 @@ class MetadataStore(Protocol):
         ...
 
     async def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int | None
+        self, changes: Sequence[PartitionChange], controller_epoch: int
     ) -> list[PartitionState]:
         """Write new partition states, all or none, each conditional on its version and
         all on ``controller_epoch`` still being the current one; return them with their
-        new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic.
-        ``controller_epoch`` None: a partition leader writing its ISR (Kafka's
-        AlterPartition, made as ZooKeeper-era Kafka leaders made it), conditional on the
-        versions only."""
+        new versions. Raises StaleVersion, ControllerFenced or NoSuchTopic. Only the
+        controller writes partition states (its own decisions, ElectLeaders and
+        reassignments, and the leaders' ISR changes on AlterPartition), so there is no
+        unfenced write: a negative epoch (no controller) is refused with ControllerFenced."""
         ...
 
     async def allocate_producer_id_block(self, block_size: int) -> int:

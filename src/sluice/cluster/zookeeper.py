@@ -691,16 +691,18 @@ class ZooKeeperMetadataStore:
         )
 
     async def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int | None
+        self, changes: Sequence[PartitionChange], controller_epoch: int
     ) -> list[PartitionState]:
+        if controller_epoch < 0:
+            # ZooKeeper's check of version -1 matches any version: it would not fence.
+            raise ControllerFenced(f"controller epoch {controller_epoch}: no controller")
         return await self._run(lambda: self._update_partitions(changes, controller_epoch))
 
     def _update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int | None
+        self, changes: Sequence[PartitionChange], controller_epoch: int
     ) -> list[PartitionState]:
         transaction = self._client.transaction()
-        if controller_epoch is not None:
-            transaction.check(self._path("controller_epoch"), version=controller_epoch)
+        transaction.check(self._path("controller_epoch"), version=controller_epoch)
         for change in changes:
             transaction.set_data(
                 self._partition_path(change.topic, change.partition),
@@ -708,12 +710,11 @@ class ZooKeeperMetadataStore:
                 version=change.state.version,
             )
         results = transaction.commit()
-        if controller_epoch is not None:
-            if isinstance(results[0], (BadVersionError, NoNodeError)):
-                raise ControllerFenced(
-                    f"controller epoch {controller_epoch} is no longer the current one"
-                )
-            results = results[1:]
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerFenced(
+                f"controller epoch {controller_epoch} is no longer the current one"
+            )
+        results = results[1:]
         for change, result in zip(changes, results, strict=True):
             if isinstance(result, BadVersionError):
                 raise StaleVersion(

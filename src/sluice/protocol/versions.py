@@ -65,6 +65,7 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -249,6 +250,10 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
     ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0, 0, internal=True),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: VersionRange(0, 0, 0, internal=True),
+    # AlterPartition (KIP-497): a partition leader asks the controller for an ISR change,
+    # between brokers only. Kafka 4 serves v2 (topics by id) and v3 (each member with its
+    # broker epoch, KIP-903).
+    ApiKey.ALTER_PARTITION: VersionRange(2, 3, 0, internal=True),
 }
 """Not advertised: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69). Some
 clients (franz-go) switch to the KIP-848 protocol as soon as 68 is listed."""
@@ -299,6 +304,7 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
     ApiKey.DESCRIBE_LOG_DIRS: 2,
     ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.ALTER_PARTITION: 0,
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,

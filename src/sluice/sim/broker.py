@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sluice.cluster import controller_core as cc
-from sluice.cluster import eligible
+from sluice.cluster.alter_partition import (
+    UNCHECKED_BROKER_EPOCH,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    IsrMember,
+    IsrProposal,
+)
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState
-from sluice.cluster.store import ControllerFenced, PartitionChange, StaleVersion
+from sluice.cluster.store import ControllerFenced, StaleVersion
 from sluice.common import errors
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import ErrorCode, KafkaError
@@ -41,6 +47,8 @@ FETCH_LINGER_MS = 50
 """A follower fetch with nothing to answer waits at most this long for an append."""
 RECORDS_PER_FETCH_MAX = 64
 PRODUCE_TIMEOUT_MS = 2_000
+ISR_RETRY_BACKOFF_MS = 100
+"""A leader whose AlterPartition found no controller (or no answer) asks again after this."""
 BUGS = {
     "skip-truncation": "a follower ignores the leader's word to truncate its diverged tail",
     "hw-from-leader-only": "the leader moves the high watermark to its own log end",
@@ -105,6 +113,18 @@ class FetchRequest:
 class FetchReply:
     request_id: int
     partitions: tuple[fc.FetchedPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionAsk:
+    request_id: int
+    request: AlterPartitionRequest
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    request_id: int
+    response: AlterPartitionResponse
 
 
 def encode_records(records: list[SimRecord]) -> bytes:
@@ -192,6 +212,8 @@ class SimBroker:
         """Messages of the simulation's other parts (transactions, consumers), by type:
         the handler gets the sender and the message while the broker runs."""
         self.listeners: list[Listener] = []
+        self._isr_request_ids = 0
+        """Never reset: an answer from before a crash must not match a later request."""
         self._reset()
 
     def _reset(self) -> None:
@@ -203,7 +225,12 @@ class SimBroker:
         self._controller_timer: Timer | None = None
         self._waiting: dict[TopicPartition, list[_Waiting]] = {}
         self._parked: list[tuple[int, FetchRequest, Timer]] = []
-        self._isr_writes: dict[TopicPartition, PartitionState] = {}
+        self._isr_asks: dict[int, tuple[Replica, tuple[int, ...], int, Timer]] = {}
+        """AlterPartition requests this broker's leaders sent: the replica, the ISR
+        proposed, the version it was proposed from, the answer's deadline."""
+        self._alter_asks: dict[int, tuple[int, int]] = {}
+        """As controller: AlterPartition requests being written, by the core's request
+        id: the leader that asked and its request id."""
         self._lag_timer: Timer | None = None
         self._requests = 0
 
@@ -241,6 +268,8 @@ class SimBroker:
             for item in waiting:
                 item.timer.cancel()
         for _, _, timer in self._parked:
+            timer.cancel()
+        for *_, timer in self._isr_asks.values():
             timer.cancel()
         for log in self.logs.values():
             log.crash(lose_unflushed=lose_unflushed)
@@ -536,31 +565,102 @@ class SimBroker:
             self._unpark(follower, request)
 
     def _write_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
-        """The leader's own ISR write, on the state's version (``broker.replication.isr``)."""
+        """The leader asks the controller named in its image for the ISR change
+        (AlterPartition, as ``broker.replication.isr`` does)."""
         state = replica.core.state
         tp = replica.topic_partition
-        if not self._reaches_store(self.node_id):
+        image = self.image
+        topic = None if image is None else image.topics.get(tp.topic)
+        if image is None or topic is None:
             if replica.core.isr_change_failed(state.version):
                 self._advance(replica)
             return
-        try:
-            (written,) = self.store.update_partitions(
-                [
-                    PartitionChange(
-                        tp.topic,
-                        tp.partition,
-                        eligible.with_isr(state, isr, self._min_insync(replica)),
-                    )
-                ],
-                None,
+        members = tuple(
+            IsrMember(
+                r, b.epoch if (b := image.brokers.get(r)) is not None else UNCHECKED_BROKER_EPOCH
             )
-        except StaleVersion:
-            if replica.core.isr_change_failed(state.version):
-                self._advance(replica)
+            for r in isr
+        )
+        proposal = IsrProposal(
+            topic.topic_id, tp.partition, state.leader_epoch, members, state.version
+        )
+        self._isr_request_ids += 1
+        request_id = self._isr_request_ids
+        timer = self.world.after(REQUEST_TIMEOUT_MS, lambda: self._isr_unanswered(request_id))
+        self._isr_asks[request_id] = (replica, isr, state.version, timer)
+        ask = AlterPartitionAsk(
+            request_id, AlterPartitionRequest(self.node_id, self.registered_at, (proposal,))
+        )
+        controller = image.controller
+        if controller is None:
+            self._isr_unanswered(request_id)
+        elif controller.node_id == self.node_id:
+            self.world.after(0, lambda: self._alter_partition_asked(self.node_id, ask))
+        else:
+            self.send(controller.node_id, ask)
+
+    def _isr_unanswered(self, request_id: int) -> None:
+        """No controller, or no answer in time: ask again after a backoff."""
+        entry = self._isr_asks.pop(request_id, None)
+        if entry is None or not self.up:
             return
-        replica.core.update_state(written, self.world.now_ms)
+        replica, isr, from_version, timer = entry
+        timer.cancel()
+        self.world.after(ISR_RETRY_BACKOFF_MS, lambda: self._retry_isr(replica, isr, from_version))
+
+    def _retry_isr(self, replica: Replica, isr: tuple[int, ...], from_version: int) -> None:
+        core = replica.core
+        if (
+            self.up
+            and self.replicas.get(replica.topic_partition) is replica
+            and core.is_leader
+            and core.pending_isr == isr
+            and core.pending_from_version == from_version
+        ):
+            self._write_isr(replica, isr)
+
+    def _isr_answered(self, request_id: int, response: AlterPartitionResponse) -> None:
+        entry = self._isr_asks.pop(request_id, None)
+        if entry is None or not self.up:
+            return
+        replica, _isr, from_version, timer = entry
+        timer.cancel()
+        outcome = response.outcomes[0] if response.outcomes else None
+        code = response.error_code if outcome is None else outcome.error_code
+        if code == ErrorCode.not_controller:
+            self._isr_asks[request_id] = entry
+            self._isr_unanswered(request_id)
+            return
+        if self.replicas.get(replica.topic_partition) is not replica:
+            return
+        if outcome is not None and outcome.state is not None and code == ErrorCode.none:
+            replica.core.update_state(outcome.state, self.world.now_ms)
+        elif not replica.core.isr_change_failed(from_version):
+            return
         self._advance(replica)
-        self._publish()
+
+    def _alter_partition_asked(self, sender: int, ask: AlterPartitionAsk) -> None:
+        """As controller (or not: the core answers NOT_CONTROLLER), a leader's request."""
+        if not self.up:
+            return
+        if self.image is None:
+            response = AlterPartitionResponse(ErrorCode.not_controller)
+            self._alter_answer(sender, ask.request_id, response)
+            return
+        self._isr_request_ids += 1
+        core_request_id = self._isr_request_ids
+        self._alter_asks[core_request_id] = (sender, ask.request_id)
+        self._controller_step(
+            self.controller.on_alter_partition(
+                core_request_id, ask.request, self.image, self.world.now_ms
+            )
+        )
+
+    def _alter_answer(self, sender: int, request_id: int, response: AlterPartitionResponse) -> None:
+        if sender == self.node_id:
+            self.world.after(0, lambda: self._isr_answered(request_id, response))
+        else:
+            self.send(sender, AlterPartitionReply(request_id, response))
 
     def _check_lag(self) -> None:
         if not self.up:
@@ -616,6 +716,11 @@ class SimBroker:
         while commands:
             command = commands.pop(0)
             now = self.world.now_ms
+            if isinstance(command, cc.AnswerAlterPartition):
+                sender, request_id = self._alter_asks.pop(command.request_id)
+                self._alter_answer(sender, request_id, command.response)
+                continue
+            assert not isinstance(command, cc.AnswerDecisions), "no administrator here"
             if not self._reaches_store(self.node_id):
                 if isinstance(command, cc.ElectController):
                     commands += self.controller.on_election_failed("store unreachable", now)
@@ -629,8 +734,8 @@ class SimBroker:
                 commands += self.controller.on_elected(epoch, self.store.image(), now)
                 continue
             try:
-                self.store.update_partitions(command.changes, command.epoch)
-                result: cc.WriteResult = cc.Written(command.write_id)
+                states = self.store.update_partitions(command.changes, command.epoch)
+                result: cc.WriteResult = cc.Written(command.write_id, tuple(states))
             except StaleVersion as e:
                 result = cc.Lost(command.write_id, str(e))
             except ControllerFenced as e:
@@ -666,6 +771,10 @@ class SimBroker:
             self._fetch(sender, message)
         elif isinstance(message, EpochRequest):
             self._epochs(sender, message)
+        elif isinstance(message, AlterPartitionAsk):
+            self._alter_partition_asked(sender, message)
+        elif isinstance(message, AlterPartitionReply):
+            self._isr_answered(message.request_id, message.response)
         elif isinstance(message, EpochReply | FetchReply):
             fetcher = self.fetchers.get(sender)
             if fetcher is not None:

@@ -11,7 +11,7 @@ DESCRIBE are answered as Kafka answers them (hidden from Metadata, TOPIC_AUTHORI
 FAILED elsewhere), so their existence is not revealed.
 
 Requests between brokers (a follower's Fetch and OffsetForLeaderEpoch, WriteTxnMarkers,
-AddPartitionsToTxn's verification, the share-state APIs) need CLUSTER_ACTION on the
+AddPartitionsToTxn's verification, the share-state APIs, AlterPartition) need CLUSTER_ACTION on the
 cluster: list the brokers' principal in ``super.users``, as Kafka's documentation says.
 A unit test checks that every API of the handler table has a row here.
 """
@@ -126,6 +126,7 @@ RULES: Mapping[ApiKey, tuple[Need, ...]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (CLUSTER_ACTION,),
     ApiKey.DELETE_SHARE_GROUP_STATE: (CLUSTER_ACTION,),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (CLUSTER_ACTION,),
+    ApiKey.ALTER_PARTITION: (CLUSTER_ACTION,),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (GROUP_DESCRIBE, TOPIC_DESCRIBE),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (GROUP_READ, TOPIC_READ),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (GROUP_DELETE, TOPIC_READ),

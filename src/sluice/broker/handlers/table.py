@@ -18,6 +18,7 @@ from sluice.broker.handlers import (
     admin_records,
     admin_topics,
     admin_users,
+    alter_partition,
     api_versions,
     delays,
     describe_quorum,
@@ -79,6 +80,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: share_state.handle_write_share_group_state,
     ApiKey.DELETE_SHARE_GROUP_STATE: share_state.handle_delete_share_group_state,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: share_state.handle_read_share_group_state_summary,
+    # ISR changes, from partition leaders to the controller (internal: not advertised)
+    ApiKey.ALTER_PARTITION: alter_partition.handle_alter_partition,
     # administration
     ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
     ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,

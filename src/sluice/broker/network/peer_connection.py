@@ -51,10 +51,15 @@ PEER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
+    ApiKey.ALTER_PARTITION: (3, 3),
+    ApiKey.ELECT_LEADERS: (2, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
 }
 """What the broker speaks to other brokers: Fetch v12 (the first with the follower's
 last fetched epoch, topics by name), OffsetForLeaderEpoch v3+ (with the replica id),
-WriteTxnMarkers v1, AddPartitionsToTxn v4 (verify only), the share-state APIs v0;
+WriteTxnMarkers v1, AddPartitionsToTxn v4 (verify only), the share-state APIs v0,
+AlterPartition v3, and ElectLeaders v2 and AlterPartitionReassignments v0-1 forwarded
+(to the controller);
 SaslHandshake v1 and SaslAuthenticate v1+ on SASL listeners."""
 
 
