@@ -287,3 +287,24 @@ def test_a_change_that_lost_to_a_newer_state_is_to_be_decided_again() -> None:
     (outcome,) = _decided(core.on_write_result(Lost(command.write_id, "newer"), 1))
     assert outcome.retry
     assert outcome.state is None
+
+
+def test_an_isr_change_carries_the_eligible_leader_replicas_of_the_new_isr() -> None:
+    """KIP-966: with min.insync.replicas 2, a replica dropped from an ISR that falls below
+    it is written into the ELR; the ELR is cleared once the ISR is back to the minimum."""
+    core = _controller()
+    topic = TopicMetadata("t", TOPIC_ID, {0: STATE}, {"min.insync.replicas": "2"})
+    image = dataclasses.replace(_image(), topics=MappingProxyType({"t": topic}))
+    (shrink,) = core.on_alter_partition(5, _request(_proposal((2,))), image, 0)
+    assert isinstance(shrink, WritePartitions)
+    (change,) = shrink.changes
+    assert (change.state.isr, change.state.elr, change.state.last_known_elr) == ((2,), (3,), ())
+    stored = dataclasses.replace(change.state, version=VERSION + 1)
+    _answer(core.on_write_result(Written(shrink.write_id, (stored,)), 1))
+    shrunk = TopicMetadata("t", TOPIC_ID, {0: stored}, {"min.insync.replicas": "2"})
+    image = dataclasses.replace(image, topics=MappingProxyType({"t": shrunk}))
+    grow = _request(_proposal((2, 1), partition_epoch=VERSION + 1))
+    (grown,) = core.on_alter_partition(6, grow, image, 2)
+    assert isinstance(grown, WritePartitions)
+    (change,) = grown.changes
+    assert (change.state.isr, change.state.elr, change.state.last_known_elr) == ((2, 1), (), ())
