@@ -13,8 +13,8 @@ import pytest
 
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.broker.replication.replica_manager import ReplicaManager
-from sluice.cluster.model import PartitionState, TopicMetadata
+from sluice.broker.replication.replica_manager import NOT_REGISTERED, ReplicaManager
+from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import ManualClock
 from sluice.common.config import TopicConfig
@@ -214,6 +214,34 @@ def test_a_store_that_does_not_order_writes_is_led_before_registration(tmp_path:
     assert replicas.get(TOPIC_PARTITION).is_leader
     replicas.registered(0)
     assert replicas.get(TOPIC_PARTITION).is_leader
+    replicas.close_all()
+
+
+def test_registered_again_a_leader_stops_leading_states_written_before(tmp_path: Path) -> None:
+    """The store registered the broker again after its session was lost: a state of the
+    old session is no longer led, and producers waiting on it are answered."""
+    replicas = _hosted_before_registration(tmp_path, written_at=60)
+    replicas.registered(50)
+    partition = replicas.get(TOPIC_PARTITION)
+    partition.append(_batch(), acks=-1)
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=50))
+    assert partition.is_leader  # the registration it has: nothing changes
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=70))
+    assert replicas.broker_epoch == 70
+    assert not partition.is_leader and not partition.core.followers
+    assert isinstance(partition.acks_all_outcome(1, 3), errors.NotLeaderOrFollower)
+    replicas.close_all()
+
+
+def test_a_registration_seen_before_the_broker_registered_is_its_previous_runs(
+    tmp_path: Path,
+) -> None:
+    """At start, the image may still hold the previous run's registration (its session
+    has not expired): that is not this run's epoch."""
+    replicas = _hosted_before_registration(tmp_path, written_at=40)
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=30))
+    assert replicas.broker_epoch == NOT_REGISTERED
+    assert not replicas.get(TOPIC_PARTITION).is_leader
     replicas.close_all()
 
 

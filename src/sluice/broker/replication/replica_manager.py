@@ -46,7 +46,7 @@ from pathlib import Path
 
 from sluice.broker.replication.partition import IsrChangeSink, Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.cluster.model import TopicId, TopicMetadata
+from sluice.cluster.model import BrokerInfo, TopicId, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig
@@ -450,6 +450,23 @@ class ReplicaManager:
             partition.registered(epoch)
             if partition.is_leader != was_leader:
                 self.leadership_changes += 1
+
+    def registration_seen(self, registration: BrokerInfo | None) -> None:
+        """This broker's registration in a metadata image: one newer than the broker's
+        epoch (the store registered it again after a lost session) is taken. Before the
+        broker's own first registration, an image's is its previous run's (a session
+        that has not expired yet): not taken."""
+        if registration is None or self.broker_epoch == NOT_REGISTERED:
+            return
+        if registration.epoch > self.broker_epoch:
+            log.warning(
+                "broker %d registered again (broker epoch %d, was %d): partition states "
+                "written before are not led here",
+                self.node_id,
+                registration.epoch,
+                self.broker_epoch,
+            )
+            self.registered(registration.epoch)
 
     def dirty_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.dirty]
