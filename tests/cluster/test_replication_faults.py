@@ -44,6 +44,9 @@ ACKNOWLEDGED_PER_PHASE = 300
 NAMESPACE_ZOOKEEPER_PORT = 2181
 LOG_TAIL_CUT_BYTES = 700
 """Bytes cut off the end of each of a restarted broker's partition logs (a lost page)."""
+RANDOM_SCHEDULE_TIMEOUT_S = 900
+"""The random schedule's six faults, each waited through, take four to five minutes on a
+loaded machine: past pytest's default timeout of 300 s."""
 KNOWN_VALUES = 2_000
 """Values an idempotent acks=all producer writes before the stale-leader scenario."""
 KNOWN_VALUES_PER_FLUSH = 100
@@ -239,6 +242,7 @@ def test_a_network_partition_isolating_a_leader(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RANDOM_SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", [SCHEDULE_SEED])
 def test_a_random_schedule_of_faults(cluster: Cluster, seed: int, tmp_path: Path) -> None:
     """Six faults drawn from the seed."""
