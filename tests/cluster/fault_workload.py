@@ -4,7 +4,8 @@ consumers against a real cluster, every outcome recorded in a :class:`history.Hi
 ::
 
     producer threads ──produce(value "p<process>-<n>", random partition)──▶ cluster
-        └ delivery callback: Send ok (offset) / info (any error: it may be written)
+        └ delivery callback: Send ok (offset) / info (any error: it may be written;
+          or acknowledged without an offset, then checked at the end: see Deliveries)
     consumer threads ◀──consume──  each poll's records; a new consumer is a new session
     faults (the test) ──kill -9, SIGSTOP/SIGCONT, partitions, truncated tails──▶ brokers
     finish(): stop clients, bring every broker back, wait until every ISR is whole, read
@@ -27,7 +28,16 @@ from cluster_processes import Cluster
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import NewTopic
-from history import CheckResult, History, Send, TopicPartition, check, read_replica_log
+from history import (
+    LOST_WRITE,
+    Anomaly,
+    CheckResult,
+    History,
+    Send,
+    TopicPartition,
+    check,
+    read_replica_log,
+)
 from netns import TestNetwork
 
 SENDS_PER_PRODUCER_MAX = 60_000
@@ -69,6 +79,57 @@ def consumer_settings(bootstrap: str) -> dict[str, Any]:
 
 
 @dataclass
+class Deliveries:
+    """The producers' delivery reports, into a history.
+
+    librdkafka reports success without an offset (``Message.offset()`` None) for the
+    messages of an idempotent producer's request whose outcome it never learned (the
+    leader died, the connection dropped, the request timed out) once a later batch of the
+    same producer is acknowledged: sequence numbers tell it they were written, not where.
+    Kafka's brokers and Java producer do the same. Such a send is recorded with an
+    unknown outcome (the history's acks name an offset) and checked at the end like any
+    acknowledged one: :meth:`check_acknowledged_without_offset`."""
+
+    history: History
+    acknowledged_without_offset: list[tuple[int, TopicPartition, str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_delivery(self, process: int, error: KafkaError | None, message: Message) -> None:
+        partition = TopicPartition(message.topic(), message.partition())
+        value = message.value().decode()
+        offset = message.offset()
+        if error is None and offset is not None:
+            self.history.send(process, "ok", partition, value, offset)
+            return
+        self.history.send(process, "info", partition, value)
+        if error is None:
+            with self._lock:
+                self.acknowledged_without_offset.append((process, partition, value))
+
+    def check_acknowledged_without_offset(self, result: CheckResult) -> None:
+        """Report as lost each value acknowledged without an offset that no replica's
+        final log holds below its high watermark (everything acknowledged is committed)."""
+        committed = {
+            (read.partition, value)
+            for read in self.history.final_reads
+            for offset, value in read.records
+            if offset < read.high_watermark
+        }
+        for process, partition, value in self.acknowledged_without_offset:
+            if (partition, value) not in committed:
+                result.report(
+                    Anomaly(
+                        LOST_WRITE,
+                        partition,
+                        None,
+                        value,
+                        f"{value!r} acknowledged to process {process} (without an offset) "
+                        "is in no replica's committed log",
+                    )
+                )
+
+
+@dataclass
 class Workload:
     cluster: Cluster
     seed: int
@@ -79,9 +140,13 @@ class Workload:
     network: TestNetwork | None = None
     """The namespaces the brokers run in, for partition faults (None: loopback)."""
     history: History = field(default_factory=History)
+    deliveries: Deliveries = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _failures: list[BaseException] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.deliveries = Deliveries(self.history)
 
     def create_topic(self) -> None:
         admin = self.cluster.admin(self.cluster.running()[0])
@@ -131,12 +196,7 @@ class Workload:
         producer = Producer(producer_settings(self.cluster.bootstrap))
 
         def on_delivery(error: KafkaError | None, message: Message) -> None:
-            partition = TopicPartition(self.topic, message.partition())
-            value = message.value().decode()
-            if error is None:
-                self.history.send(process, "ok", partition, value, message.offset())
-            else:
-                self.history.send(process, "info", partition, value)
+            self.deliveries.on_delivery(process, error, message)
 
         sent = 0
         while not self._stop.is_set() and sent < SENDS_PER_PRODUCER_MAX:
@@ -238,7 +298,9 @@ class Workload:
                         lambda value: (value or b"").decode(),
                     )
                 )
-        return check(self.history)
+        result = check(self.history)
+        self.deliveries.check_acknowledged_without_offset(result)
+        return result
 
     def _final_poll(self, process: int) -> None:
         """One more session reading every partition from the start to its high

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_INVALID, Message
+from fault_workload import Deliveries
 from history import (
     ABORTED_READ,
     DUPLICATE,
@@ -569,3 +571,36 @@ def test_read_replica_log_returns_every_data_record_to_the_log_end(tmp_path: Pat
     assert sorted((p.name, p.stat().st_size) for p in directory.iterdir()) == files_before
     read = replica.final_read(P, 1, lambda value: (value or b"").decode())
     assert read.records[0] == (0, "v0-0") and read.end_offset == 121
+
+
+def _delivered(value: str, offset: int) -> Message:
+    """A delivery report's message as confluent-kafka hands it to the callback (an
+    offset below 0 reads as None, as librdkafka's invalid offset does)."""
+    return Message(topic="t", partition=0, offset=offset, value=value.encode())
+
+
+def test_a_success_reported_without_an_offset_is_checked_as_acknowledged() -> None:
+    """librdkafka acknowledges, without an offset, the messages of a request whose
+    outcome it never learned once a later batch of the same idempotent producer
+    succeeds: recorded (not a crash of the producer's callback) and checked at the end."""
+    partition = TopicPartition("t", 0)
+    history = History()
+    deliveries = Deliveries(history)
+    deliveries.on_delivery(0, None, _delivered("a", 0))
+    deliveries.on_delivery(0, None, _delivered("b", OFFSET_INVALID))
+    assert deliveries.acknowledged_without_offset == [(0, partition, "b")]
+    held = FinalRead(partition, 0, ((0, "a"), (1, "b")), high_watermark=2)
+    history.final_read(held)
+    result = check(history)
+    deliveries.check_acknowledged_without_offset(result)
+    assert result.valid, result.summary()
+    assert result.sends_ok == 1
+
+    history = History()
+    deliveries = Deliveries(history)
+    deliveries.on_delivery(0, None, _delivered("a", 0))
+    deliveries.on_delivery(0, None, _delivered("b", OFFSET_INVALID))
+    history.final_read(FinalRead(partition, 0, ((0, "a"), (1, "b")), high_watermark=1))
+    result = check(history)
+    deliveries.check_acknowledged_without_offset(result)
+    assert result.anomaly_kinds == {LOST_WRITE}, result.summary()

@@ -1,20 +1,23 @@
 """acks=all Produce requests pipelined on one connection, on two real brokers: while the
 first waits for its follower, the next Produces of the connection are appended (the
 connection does not sit out the replication round trip), and the answers still leave
-in request order, an acks=1 Produce's and a request of another kind's after them."""
+in request order, an acks=1 Produce's and a request of another kind's after them. A
+connection that ends while an answer waits leaves no request counted in flight."""
 
 from __future__ import annotations
 
 import os
 import signal
+import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka.admin import NewTopic
 from kafka_wire import (
+    CLIENT_ID,
     KafkaConnection,
     Record,
     api_versions_request,
@@ -26,6 +29,7 @@ from metrics_scrape import scrape, value
 
 from sluice.broker.network.server import PRODUCE_PIPELINE_DEPTH
 from sluice.cli.local_zookeeper import LocalZooKeeper
+from sluice.protocol.codec import encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +63,8 @@ def _leader_log_end(cluster: Cluster, name: str) -> float | None:
     return value(samples, "sluice_partition_log_end_offset", topic=name, partition=0)
 
 
-def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: Cluster) -> None:
+def _replicated_topic(cluster: Cluster) -> str:
+    """A new topic led by LEADER, FOLLOWER in its ISR, min.insync.replicas=2."""
     name = f"pipelined-{uuid.uuid4().hex[:6]}"
     admin = cluster.admin(cluster.broker(LEADER))
     admin.create_topics(
@@ -79,6 +84,11 @@ def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: C
             and s["topics"][name][0]["leader"] == LEADER
         )
     )
+    return name
+
+
+def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: Cluster) -> None:
+    name = _replicated_topic(cluster)
     leader = cluster.broker(LEADER)
     paused = cluster.broker(FOLLOWER)
     os.kill(paused.pid, signal.SIGSTOP)
@@ -120,3 +130,47 @@ def test_acks_all_produces_pipeline_while_waiting_and_answer_in_order(cluster: C
         (0, offset) for offset in range(PRODUCES_WAITING + 1)
     ]
     assert answers[-1].error_code == 0
+
+
+def _in_flight(cluster: Cluster) -> float | None:
+    return value(scrape(cluster.broker(LEADER).http_url), "sluice_requests_in_flight")
+
+
+def _wait_for_leader(condition: Callable[[], bool], what: str, cluster: Cluster) -> None:
+    deadline = time.monotonic() + APPENDED_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}\n{cluster.log_tails()}"
+        time.sleep(POLL_INTERVAL_S)  # polling interval between scrapes, not a sync
+
+
+def test_a_connection_ended_before_its_waiting_answer_began_leaves_nothing_in_flight(
+    cluster: Cluster,
+) -> None:
+    """An acks=all Produce waiting for its follower, and behind it on the same read a
+    frame the broker refuses (too large): the connection ends before the task that was to
+    await the produce's answer took its first step. The request no longer counts in
+    flight (sluice_requests_in_flight was left one too high)."""
+    name = _replicated_topic(cluster)
+    leader = cluster.broker(LEADER)
+    paused = cluster.broker(FOLLOWER)
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        # The follower's last fetch, parked at the leader, ends at its wait time.
+        _wait_for_leader(lambda: _in_flight(cluster) == 0, "requests stay in flight", cluster)
+        produce = produce_request(
+            name, 0, encode_batch([Record(None, b"v")]), acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS
+        )
+        too_large = struct.pack(">i", 2**31 - 1)
+        with KafkaConnection(leader.host, leader.port) as connection:
+            connection.send_bytes(encode_request(1, CLIENT_ID, produce) + too_large)
+            assert connection.wait_closed_by_peer()
+        _wait_for_leader(
+            lambda: _leader_log_end(cluster, name) == 1, "the produce was not appended", cluster
+        )
+        _wait_for_leader(
+            lambda: _in_flight(cluster) == 0,
+            f"{_in_flight(cluster)} request(s) still counted in flight",
+            cluster,
+        )
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)

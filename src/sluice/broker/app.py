@@ -543,7 +543,7 @@ class Broker:
             self.node = await store.register_broker(self.node)
         except BrokerIdInUse as e:
             raise BrokerFatalError(str(e)) from None
-        self.replicas.broker_epoch = self.node.epoch
+        self.replicas.registered(self.node.epoch)
 
     def _add_collectors(self) -> None:
         """The scrape-time collectors, once the parts they read exist."""

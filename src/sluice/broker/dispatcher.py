@@ -159,13 +159,23 @@ class Dispatcher:
         try:
             response = await self._handle(frame, connection)
             if isinstance(response, Deferred):
-                response = Deferred(
-                    self._finish_later(response.answer, frame[:2], connection, started)
-                )
+                response = self._finishing_later(response, frame[:2], connection, started)
             return response
         finally:
             if not isinstance(response, Deferred):
                 self._finished(frame[:2], connection, started)
+
+    def _finishing_later(
+        self, deferred: Deferred, api: bytes, connection: ConnectionInfo, started: float
+    ) -> Deferred:
+        """``deferred``, counted as in flight until its answer is done, or abandoned
+        unstarted by its connection."""
+
+        def abandoned() -> None:
+            deferred.abandon()
+            self._finished(api, connection, started)
+
+        return Deferred(self._finish_later(deferred.answer, api, connection, started), abandoned)
 
     async def _finish_later(
         self,

@@ -108,9 +108,12 @@ class LeaderCore:
 
     def registered(self, epoch: int) -> None:
         """This broker registered anew (a new session): states written before it are no
-        longer its to lead."""
+        longer its to lead (what it knew of its followers goes with the leadership)."""
         self.registered_at = epoch
         self._leads = self._leads_under(self.state)
+        if not self._leads:
+            self.followers.clear()
+            self.pending_isr = None
 
     @property
     def named_leader_of_a_previous_run(self) -> bool:

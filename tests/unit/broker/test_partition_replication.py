@@ -5,13 +5,16 @@ as Kafka settles it, and a follower appends its leader's batches as they are."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import uuid
 from pathlib import Path
 
 import pytest
 
 from sluice.broker.replication.partition import Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.cluster.model import PartitionState
+from sluice.broker.replication.replica_manager import NOT_REGISTERED, ReplicaManager
+from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import ManualClock
 from sluice.common.config import TopicConfig
@@ -165,3 +168,97 @@ def test_a_follower_appends_the_leaders_batches_as_they_are(tmp_path: Path) -> N
     assert follower.high_watermark == 3
     assert follower_log.read(0, 1 << 20).read_bytes() == fetched
     assert follower_log.latest_epoch == 3
+
+
+def _hosted_before_registration(tmp_path: Path, written_at: int) -> ReplicaManager:
+    """A replica manager hosting ``orders-0``, whose state (written at ``written_at`` by
+    a store that orders writes and registrations) names broker 0 leader; broker 0 has
+    not registered yet."""
+    replicas = ReplicaManager(0, tmp_path, ManualClock(), Purgatory(), {})
+    state = PartitionState(
+        replicas=(0, 1), leader=0, leader_epoch=3, isr=(0, 1), version=7, written_at=written_at
+    )
+    topic = TopicMetadata("orders", uuid.uuid4(), {0: state}, {})
+    replicas.install(topic, replicas.create_logs(topic))
+    return replicas
+
+
+def test_a_replica_leads_no_ordered_state_before_its_broker_registers(tmp_path: Path) -> None:
+    """Before registering, every state naming this broker leader is about its previous
+    run; once registered, a state written before the registration is still not led."""
+    replicas = _hosted_before_registration(tmp_path, written_at=40)
+    partition = replicas.get(TOPIC_PARTITION)
+    assert not partition.is_leader and partition.core.named_leader_of_a_previous_run
+    replicas.registered(50)
+    assert not partition.is_leader
+    with pytest.raises(errors.NotLeaderOrFollower):
+        partition.check_leader()
+    replicas.close_all()
+
+
+def test_a_state_written_after_the_registration_is_led(tmp_path: Path) -> None:
+    replicas = _hosted_before_registration(tmp_path, written_at=60)
+    partition = replicas.get(TOPIC_PARTITION)
+    assert not partition.is_leader
+    replicas.registered(50)
+    assert partition.is_leader
+    assert partition.log.leader_epoch_cache.entries == [(3, 0)]  # it began leading
+    replicas.close_all()
+
+
+def test_a_store_that_does_not_order_writes_is_led_before_registration(tmp_path: Path) -> None:
+    replicas = ReplicaManager(0, tmp_path, ManualClock(), Purgatory(), {})
+    state = PartitionState(replicas=(0,), leader=0, leader_epoch=3, isr=(0,), version=7)
+    topic = TopicMetadata("orders", uuid.uuid4(), {0: state}, {})
+    replicas.install(topic, replicas.create_logs(topic))
+    assert replicas.get(TOPIC_PARTITION).is_leader
+    replicas.registered(0)
+    assert replicas.get(TOPIC_PARTITION).is_leader
+    replicas.close_all()
+
+
+def test_registered_again_a_leader_stops_leading_states_written_before(tmp_path: Path) -> None:
+    """The store registered the broker again after its session was lost: a state of the
+    old session is no longer led, and producers waiting on it are answered."""
+    replicas = _hosted_before_registration(tmp_path, written_at=60)
+    replicas.registered(50)
+    partition = replicas.get(TOPIC_PARTITION)
+    partition.append(_batch(), acks=-1)
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=50))
+    assert partition.is_leader  # the registration it has: nothing changes
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=70))
+    assert replicas.broker_epoch == 70
+    assert not partition.is_leader and not partition.core.followers
+    assert isinstance(partition.acks_all_outcome(1, 3), errors.NotLeaderOrFollower)
+    replicas.close_all()
+
+
+def test_a_registration_seen_before_the_broker_registered_is_its_previous_runs(
+    tmp_path: Path,
+) -> None:
+    """At start, the image may still hold the previous run's registration (its session
+    has not expired): that is not this run's epoch."""
+    replicas = _hosted_before_registration(tmp_path, written_at=40)
+    replicas.registration_seen(BrokerInfo(0, "127.0.0.1", 9092, epoch=30))
+    assert replicas.broker_epoch == NOT_REGISTERED
+    assert not replicas.get(TOPIC_PARTITION).is_leader
+    replicas.close_all()
+
+
+def test_waiting_for_the_controller_is_said_once_per_state(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluice.broker.replication.partition")
+    replicas = _hosted_before_registration(tmp_path, written_at=40)
+    partition = replicas.get(TOPIC_PARTITION)
+    replicas.registered(50)
+    replicas.registered(55)
+    for version in (8, 9):  # the same leader epoch, newer versions written before
+        partition.update_state(dataclasses.replace(partition.state, version=version))
+    said = [r.message for r in caplog.records if "waits for the controller" in r.message]
+    assert len(said) == 1, said
+    # Another state of a previous run (another leader epoch) is said again.
+    partition.update_state(dataclasses.replace(partition.state, leader_epoch=4, version=10))
+    said = [r.message for r in caplog.records if "waits for the controller" in r.message]
+    assert len(said) == 2, said
+    replicas.close_all()

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import socket
@@ -140,10 +141,28 @@ class Deferred:
     replicas. The connection writes ``answer``'s result in request order once it is done
     and may take its next Produce meanwhile."""
 
-    __slots__ = ("answer",)
+    __slots__ = ("_on_abandoned", "answer")
 
-    def __init__(self, answer: Coroutine[Any, Any, Answer]) -> None:
+    def __init__(
+        self,
+        answer: Coroutine[Any, Any, Answer],
+        on_abandoned: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_abandoned``: releases what the end of ``answer`` would have released,
+        should it never start (:meth:`abandon`)."""
         self.answer = answer
+        self._on_abandoned = on_abandoned
+
+    def abandon(self) -> None:
+        """The connection will never await ``answer``: it closed before the task that
+        was to await it took its first step, so nothing of the coroutine ran, not even
+        its ``finally``. Close it and call ``on_abandoned``. Nothing happens once the
+        answer has started (its own ``finally`` releases what it holds)."""
+        if inspect.getcoroutinestate(self.answer) != inspect.CORO_CREATED:
+            return
+        self.answer.close()
+        if self._on_abandoned is not None:
+            self._on_abandoned()
 
 
 Response = Answer | Deferred
@@ -627,6 +646,9 @@ class Connection:
     ) -> None:
         previous = self._unanswered[-1] if self._unanswered else None
         answering = tasks.create_task(self._answer_after(previous, deferred, close_after))
+        # Cancelled before its first step (the connection ended at once: a bad frame
+        # already read behind this one), the task never awaits the answer.
+        answering.add_done_callback(lambda _: deferred.abandon())
         self._unanswered.append(answering)
 
     async def _answer_after(

@@ -8,7 +8,10 @@ loop. One task applies images in order, each as a delta from the image applied b
     store thread ──offer(image)──▶ latest image (older ones not yet applied are skipped:
                                     an image is the whole state, the delta is taken
                                     from what was applied)
-                  event loop task ─▶ delta.for_node(me):
+                  event loop task ─▶ a newer registration of this broker (the store
+                                     registered it again after a lost session): the
+                                     new broker epoch, before any partition state
+                  ─▶ delta.for_node(me):
                      deleted topics, partitions moved away   → detach now, close and
                                                                rename for deletion in a
                                                                worker thread, before any
@@ -120,6 +123,9 @@ class MetadataApplier:
                 self._waiters.remove(waiter)
 
     async def _apply(self, image: MetadataImage, *, recover: bool) -> None:
+        # A new registration first (the store registered this broker again after a lost
+        # session): the states applied below are led only if written since.
+        self._replicas.registration_seen(image.brokers.get(self._node_id))
         delta = MetadataDelta(self.image, image)
         changes = delta.for_node(self._node_id)
         broker_configs_changed = delta.broker_configs_changed(self._node_id)

@@ -99,6 +99,9 @@ class Partition:
             registered_at=registered_at,
         )
         """The leader's decisions (no I/O): this partition carries them out."""
+        self._waits_under_epoch: int | None = None
+        """The leader epoch of the state of a previous run this replica waits under (it
+        was said once in the log), or None."""
         self.detached = False
         """No longer hosted here (deleted, or moved off this broker by a reassignment)."""
         self.dirty = False
@@ -114,6 +117,7 @@ class Partition:
         if self.is_leader:
             self._begin_leading()
             self._advance_high_watermark()  # alone in the ISR: up to the log end at once
+        self._say_if_waiting()
 
     # ── state ──────────────────────────────────────────────────────────────────────
 
@@ -151,15 +155,7 @@ class Partition:
             return
         if transition is Transition.LEADS:
             self._begin_leading()
-        elif self.core.named_leader_of_a_previous_run:
-            log.info(
-                "%s: the state naming broker %d leader (epoch %d) was written before it "
-                "registered: it waits for the controller to decide again",
-                self.topic_partition,
-                self._node_id,
-                state.leader_epoch,
-            )
-        elif transition is Transition.FOLLOWS:
+        elif transition is Transition.FOLLOWS and not self.core.named_leader_of_a_previous_run:
             log.info(
                 "%s: broker %d now follows %d (epoch %d)",
                 self.topic_partition,
@@ -167,7 +163,41 @@ class Partition:
                 state.leader,
                 state.leader_epoch,
             )
-        # Waiting producers and fetches look again: leadership or the ISR moved.
+        self._say_if_waiting()
+        self._look_again()
+
+    def registered(self, epoch: int) -> None:
+        """This broker registered with broker epoch ``epoch`` (at start, or again after
+        its session was lost): it leads no state written before (a state of its previous
+        run waits for the controller), and leads again a state it had set aside before
+        registering when the store does not order writes and registrations."""
+        was_leader = self.is_leader
+        self.core.registered(epoch)
+        if self.is_leader and not was_leader:
+            self._begin_leading()
+        self._say_if_waiting()
+        if self.is_leader != was_leader:
+            self._look_again()
+
+    def _say_if_waiting(self) -> None:
+        """Say in the log, once per state, that this replica waits for the controller:
+        the state naming it leader was written before this broker registered."""
+        if not self.core.named_leader_of_a_previous_run:
+            self._waits_under_epoch = None
+            return
+        epoch = self.core.state.leader_epoch
+        if self._waits_under_epoch != epoch:
+            self._waits_under_epoch = epoch
+            log.info(
+                "%s: the state naming broker %d leader (epoch %d) was written before this "
+                "broker registered: it waits for the controller to decide again",
+                self.topic_partition,
+                self._node_id,
+                epoch,
+            )
+
+    def _look_again(self) -> None:
+        """Waiting producers and fetches look again: leadership or the ISR moved."""
         self._purgatory.notify(self.topic_partition)
         self._purgatory.notify(log_end_key(self.topic_partition))
         self._advance_high_watermark()

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from sluice.broker.replication.partition import IsrChangeSink, Partition
 from sluice.broker.replication.purgatory import Purgatory
-from sluice.cluster.model import NOT_ORDERED, TopicId, TopicMetadata
+from sluice.cluster.model import BrokerInfo, TopicId, TopicMetadata
 from sluice.common import errors
 from sluice.common.clock import Clock
 from sluice.common.config import TopicConfig
@@ -66,6 +66,12 @@ from sluice.storage.partition_dirs import DeletedDirectory, close_quietly, renam
 from sluice.storage.segment import OPEN_SEGMENT_FILES
 
 log = logging.getLogger(__name__)
+
+NOT_REGISTERED = 2**63 - 1
+"""The broker epoch of a broker not registered yet: later than every write of a store
+that orders writes and registrations (ZooKeeper's zxids), so that until the broker
+registers, its partitions lead no state such a store wrote (each is about a previous
+run). A store that does not order them (one node's file) is not concerned."""
 
 OPEN_FILES_PER_INACTIVE_SEGMENT = 3
 """An open inactive segment: its ``.log`` and the two index mappings (each mapping holds
@@ -128,10 +134,10 @@ class ReplicaManager:
         """Whether the cluster metadata has a partition (set by the broker once its
         metadata is loaded)."""
         self.isr_changes: IsrChangeSink | None = None
-        self.broker_epoch = NOT_ORDERED
-        """This broker's registration epoch, once registered (partitions lead no state
-        written before it)."""
         """Where leaders send ISR changes (set by the broker in a cluster)."""
+        self.broker_epoch = NOT_REGISTERED
+        """This broker's registration epoch (:meth:`registered`): partitions lead no
+        state written before it."""
         self.open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         """Set by the broker after :func:`raise_open_files_limit`."""
         self.leadership_changes = 0
@@ -432,6 +438,35 @@ class ReplicaManager:
                     self.isr_changes,
                     self.broker_epoch,
                 )
+
+    def registered(self, epoch: int) -> None:
+        """This broker registered with broker epoch ``epoch``, at start or again after
+        its session was lost: no hosted partition leads a state written before it."""
+        if epoch == self.broker_epoch:
+            return
+        self.broker_epoch = epoch
+        for partition in self._partitions.values():
+            was_leader = partition.is_leader
+            partition.registered(epoch)
+            if partition.is_leader != was_leader:
+                self.leadership_changes += 1
+
+    def registration_seen(self, registration: BrokerInfo | None) -> None:
+        """This broker's registration in a metadata image: one newer than the broker's
+        epoch (the store registered it again after a lost session) is taken. Before the
+        broker's own first registration, an image's is its previous run's (a session
+        that has not expired yet): not taken."""
+        if registration is None or self.broker_epoch == NOT_REGISTERED:
+            return
+        if registration.epoch > self.broker_epoch:
+            log.warning(
+                "broker %d registered again (broker epoch %d, was %d): partition states "
+                "written before are not led here",
+                self.node_id,
+                registration.epoch,
+                self.broker_epoch,
+            )
+            self.registered(registration.epoch)
 
     def dirty_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.dirty]
