@@ -36,8 +36,6 @@ from sluice.sim.world import Timer, World
 NO_LEADER = -1
 REQUEST_TIMEOUT_MS = 1_000
 """A fetcher (or producer) that hears nothing back for this long gives the request up."""
-FETCH_LINGER_MS = 50
-"""A follower fetch with nothing to answer waits at most this long for an append."""
 RECORDS_PER_FETCH_MAX = 64
 PRODUCE_TIMEOUT_MS = 2_000
 BUGS = {
@@ -101,6 +99,8 @@ class FetchReply:
 
 
 def encode_records(records: list[SimRecord]) -> bytes:
+    if not records:
+        return b""
     return json.dumps([[r.epoch, r.producer_id, r.sequence, r.value] for r in records]).encode()
 
 
@@ -427,7 +427,10 @@ class SimBroker:
         if news or parked:
             self.send(follower, FetchReply(request.request_id, tuple(results)))
             return
-        timer = self.world.after(FETCH_LINGER_MS, lambda: self._unpark(follower, request))
+        # Nothing to answer: wait for an append, at most replica.fetch.wait.max.ms.
+        timer = self.world.after(
+            self.config.replica_fetch_wait_max_ms, lambda: self._unpark(follower, request)
+        )
         self._parked.append((follower, request, timer))
 
     def _unpark(self, follower: int, request: FetchRequest) -> None:

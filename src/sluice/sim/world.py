@@ -13,17 +13,20 @@ import hashlib
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 Event = Callable[[], None]
 
 
-@dataclass(order=True)
 class _Scheduled:
-    at_ms: int
-    sequence: int
-    event: Event = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    """An event in the queue. The queue holds ``(at_ms, sequence, scheduled)`` tuples,
+    compared as tuples (the sequence is unique, so the event itself is never compared)."""
+
+    __slots__ = ("at_ms", "cancelled", "event")
+
+    def __init__(self, at_ms: int, event: Event) -> None:
+        self.at_ms = at_ms
+        self.event = event
+        self.cancelled = False
 
 
 class Timer:
@@ -46,7 +49,7 @@ class World:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.now_ms = 0
-        self._queue: list[_Scheduled] = []
+        self._queue: list[tuple[int, int, _Scheduled]] = []
         self._sequence = 0
         self._streams: dict[str, random.Random] = {}
         self.events_run = 0
@@ -63,8 +66,9 @@ class World:
     def at(self, at_ms: int, event: Event) -> Timer:
         """Run ``event`` at ``at_ms`` (now if that is past)."""
         self._sequence += 1
-        scheduled = _Scheduled(max(at_ms, self.now_ms), self._sequence, event)
-        heapq.heappush(self._queue, scheduled)
+        at_ms = max(at_ms, self.now_ms)
+        scheduled = _Scheduled(at_ms, event)
+        heapq.heappush(self._queue, (at_ms, self._sequence, scheduled))
         return Timer(scheduled)
 
     def after(self, delay_ms: int, event: Event) -> Timer:
@@ -75,11 +79,12 @@ class World:
         """Run events in time order until the next one is after ``end_ms`` (the clock then
         stands at ``end_ms``), or until ``stop()`` holds after an event."""
         queue = self._queue
-        while queue and queue[0].at_ms <= end_ms:
-            scheduled = heapq.heappop(queue)
+        pop = heapq.heappop
+        while queue and queue[0][0] <= end_ms:
+            at_ms, _, scheduled = pop(queue)
             if scheduled.cancelled:
                 continue
-            self.now_ms = scheduled.at_ms
+            self.now_ms = at_ms
             self.events_run += 1
             scheduled.event()
             if stop is not None and stop():
@@ -89,4 +94,4 @@ class World:
     @property
     def pending(self) -> int:
         """Events scheduled and not called off."""
-        return sum(1 for scheduled in self._queue if not scheduled.cancelled)
+        return sum(1 for _, _, scheduled in self._queue if not scheduled.cancelled)
