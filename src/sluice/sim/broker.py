@@ -31,7 +31,7 @@ from sluice.replication.leader import LeaderCore, Transition
 from sluice.sim.disk import SimLog, SimRecord
 from sluice.sim.network import Network
 from sluice.sim.store import SimMetadataStore
-from sluice.sim.world import Timer, World
+from sluice.sim.world import NodeClock, Timer, World
 
 NO_LEADER = -1
 REQUEST_TIMEOUT_MS = 1_000
@@ -155,7 +155,8 @@ class SimBroker:
         self._reaches_store = reaches_store
         """Whether this broker can talk to the metadata store now (a partition may cut it
         off: its writes fail, and it sees no new image)."""
-        self.world = world
+        self.world = NodeClock(world)
+        """The broker's time: a pause stops it, a crash drops its timers."""
         self.network = network
         self.store = store
         self._publish = publish
@@ -164,6 +165,9 @@ class SimBroker:
         """The broker's disk: kept across crashes."""
         self.up = False
         self.registered_at = -1
+        self.slow_disk_ms = 0
+        """While above 0, each log write takes this long, one at a time (a slow disk)."""
+        self._disk_free_at_ms = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -202,6 +206,7 @@ class SimBroker:
         its logs keep what ``lose_unflushed`` says (the session ends later, in the
         store's time)."""
         self.up = False
+        self.world.reset()
         self.network.detach(self.node_id)
         for fetcher in self.fetchers.values():
             fetcher.stop()
@@ -217,12 +222,34 @@ class SimBroker:
             log.crash(lose_unflushed=lose_unflushed)
         self._reset()
 
+    def pause(self) -> None:
+        """Stop processing (a SIGSTOP, a long collection): timers and whatever arrives
+        wait for :meth:`resume`; the session goes on without heartbeats."""
+        self.world.pause()
+
+    def resume(self) -> None:
+        """Go on from where the pause stopped: what waited runs now, on the view of the
+        cluster the broker had (the images that came meanwhile, in their turn)."""
+        self.world.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self.world.paused
+
+    def disk_write_done_at(self) -> int:
+        """When a log write that starts now is done: at once on a healthy disk; on a slow
+        one, ``slow_disk_ms`` after the writes queued before it."""
+        if self.slow_disk_ms <= 0:
+            return self.world.now_ms
+        self._disk_free_at_ms = max(self.world.now_ms, self._disk_free_at_ms) + self.slow_disk_ms
+        return self._disk_free_at_ms
+
     # ── metadata ───────────────────────────────────────────────────────────────────
 
     def apply(self, image: MetadataImage) -> None:
         """A new image reached this broker: lead, follow or stop for each partition
         it hosts, then let the controller look."""
-        if not self.up:
+        if not self.up or self.world.hold(lambda: self.apply(image)):
             return
         self.image = image
         now = self.world.now_ms
@@ -561,10 +588,16 @@ class SimBroker:
         return self._requests
 
     def _receive(self, sender: int, message: Any) -> None:
-        if not self.up:
+        if not self.up or self.world.hold(lambda: self._receive(sender, message)):
             return
         if isinstance(message, ProduceRequest):
-            self._produce(sender, message)
+            if self.slow_disk_ms > 0:
+                # The request handler blocks on the append: the produce is done (and
+                # its dedup decided) when the disk gets to it.
+                done = self.disk_write_done_at()
+                self.world.at(done, lambda: self._produce(sender, message))
+            else:
+                self._produce(sender, message)
         elif isinstance(message, FetchRequest):
             self._fetch(sender, message)
         elif isinstance(message, EpochRequest):
@@ -599,6 +632,8 @@ class _Fetcher:
         self._asked: tuple[int, Any] | None = None
         self._timer: Timer | None = None
         self._stopped = False
+        self._writing_until_ms = 0
+        """The fetcher waits for its last append to be written (a slow disk)."""
         self.wake()
 
     def stop(self) -> None:
@@ -610,7 +645,7 @@ class _Fetcher:
         if self._asked is None and not self._stopped:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = self.broker.world.after(0, self._next_round)
+            self._timer = self.broker.world.at(self._writing_until_ms, self._next_round)
 
     def _next_round(self) -> None:
         if self._stopped or not self.broker.up or len(self.core) == 0:
@@ -680,4 +715,6 @@ class _Fetcher:
         for command in self.core.on_fetch_answer(query, ErrorCode.none, 0, reply.partitions, now):
             if not self.broker.carry_out(command):
                 self.core.on_append_failed(command.topic_partition, now)
+            elif isinstance(command, fc.AppendFetched) and len(command.records):
+                self._writing_until_ms = self.broker.disk_write_done_at()
         self.wake()

@@ -41,6 +41,10 @@ class Timer:
     def at_ms(self) -> int:
         return self._scheduled.at_ms
 
+    @property
+    def cancelled(self) -> bool:
+        return self._scheduled.cancelled
+
     def cancel(self) -> None:
         self._scheduled.cancelled = True
 
@@ -95,3 +99,68 @@ class World:
     def pending(self) -> int:
         """Events scheduled and not called off."""
         return sum(1 for _, _, scheduled in self._queue if not scheduled.cancelled)
+
+
+class NodeClock:
+    """One node's view of the world, which a pause can stop (a SIGSTOP, a long garbage
+    collection): while paused, the node's timers that come due and whatever reaches it
+    (:meth:`hold`) wait; when it resumes they run at once, in the order they came, and
+    the node finds the clock moved on and its view of the cluster stale. The node
+    schedules through this (``at``, ``after``) as through the :class:`World`."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.paused = False
+        self._held: list[tuple[Timer | None, Event]] = []
+        self._life = 0
+        """Bumped by a crash: events scheduled in an earlier life do not run."""
+
+    @property
+    def now_ms(self) -> int:
+        return self.world.now_ms
+
+    def random(self, stream: str) -> random.Random:
+        return self.world.random(stream)
+
+    def at(self, at_ms: int, event: Event) -> Timer:
+        timer: Timer
+        life = self._life
+
+        def gated() -> None:
+            if life != self._life:
+                return
+            if self.paused:
+                self._held.append((timer, event))
+            else:
+                event()
+
+        timer = self.world.at(at_ms, gated)
+        return timer
+
+    def after(self, delay_ms: int, event: Event) -> Timer:
+        return self.at(self.world.now_ms + max(delay_ms, 0), event)
+
+    def hold(self, event: Event) -> bool:
+        """While paused, keep ``event`` (something that reached the node) for the resume
+        and say so; otherwise False (the caller goes on at once)."""
+        if self.paused:
+            self._held.append((None, event))
+        return self.paused
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        """Run what waited, in order (a timer called off meanwhile does not run)."""
+        self.paused = False
+        while self._held and not self.paused:
+            timer, event = self._held.pop(0)
+            if timer is None or not timer.cancelled:
+                event()
+
+    def reset(self) -> None:
+        """The node crashed: its timers and what waited for it are gone, and it runs
+        (when it starts again) unpaused."""
+        self._life += 1
+        self._held.clear()
+        self.paused = False
