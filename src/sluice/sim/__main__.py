@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         if not outcome.valid:
             anomalies += 1
             if args.seed is None:
+                first = f", first {outcome.first_violation}" if outcome.first_violation else ""
                 print(
-                    f"seed {seed}: anomalies (replay: python -m sluice.sim --seed {seed}"
+                    f"seed {seed}: anomalies{first} (replay: python -m sluice.sim --seed {seed}"
                     + "".join(f" --inject {bug}" for bug in sorted(inject))
                     + ")"
                 )

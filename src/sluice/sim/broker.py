@@ -29,6 +29,7 @@ from sluice.common.ids import TopicPartition
 from sluice.replication import follower as fc
 from sluice.replication.leader import LeaderCore, Transition
 from sluice.sim.disk import SimLog, SimRecord
+from sluice.sim.invariants import Monitor
 from sluice.sim.network import Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.world import NodeClock, Timer, World
@@ -149,8 +150,11 @@ class SimBroker:
         config: BrokerConfig,
         inject: frozenset[str] = frozenset(),
         reaches_store: Callable[[int], bool] = lambda _node: True,
+        monitor: Monitor | None = None,
     ) -> None:
         self.node_id = node_id
+        self.monitor = monitor
+        """Told of each decision that an invariant constrains, as it is made."""
         self.inject = inject
         self._reaches_store = reaches_store
         """Whether this broker can talk to the metadata store now (a partition may cut it
@@ -280,6 +284,8 @@ class SimBroker:
         if transition is Transition.LEADS:
             log.begin_leader_epoch(state.leader_epoch)
             replica.core.begin_leading(now, log.epochs.start_offset_of(state.leader_epoch))
+            if self.monitor is not None:
+                self.monitor.begins_leading(tp, self.node_id, state.leader_epoch, log)
             replica.producers = _producer_state(log)
         if replica.core.is_leader:
             self._unfollow(tp)
@@ -323,6 +329,7 @@ class SimBroker:
         done.append((request.sequence, offset))
         del done[:-5]
         if "ack-before-isr" in self.inject:
+            self._acknowledged(replica, request, replica.leader_epoch, offset)
             self.send(client, ProduceAnswer(request.request_id, ErrorCode.none, offset))
             self._advance(replica)
             return
@@ -369,8 +376,23 @@ class SimBroker:
                 continue
             waiting.remove(item)
             item.timer.cancel()
+            if outcome is True:
+                self._acknowledged(replica, item.request, item.leader_epoch, item.offset)
             code = ErrorCode.none if outcome is True else outcome.code
             self.send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
+
+    def _acknowledged(
+        self, replica: Replica, request: ProduceRequest, leader_epoch: int, offset: int
+    ) -> None:
+        if self.monitor is not None:
+            self.monitor.acknowledged(
+                replica.topic_partition,
+                self.node_id,
+                leader_epoch,
+                offset,
+                request.producer_id,
+                request.sequence,
+            )
 
     def _min_insync(self, replica: Replica) -> int:
         assert self.image is not None
@@ -387,6 +409,11 @@ class SimBroker:
             )
         if high_watermark is not None:
             log.update_high_watermark(high_watermark)
+            if self.monitor is not None:
+                core = replica.core
+                self.monitor.leader_high_watermark(
+                    replica.topic_partition, self.node_id, core.leader_epoch, core.maximal_isr, log
+                )
             self._settle_waiting(replica)
 
     # ── leader: follower fetches and ISR changes ───────────────────────────────────
@@ -432,6 +459,14 @@ class SimBroker:
                 core.record_follower_fetch(
                     follower, ask.fetch_offset, log.log_end_offset, self.world.now_ms
                 )
+                if self.monitor is not None:
+                    self.monitor.follower_fetched(
+                        ask.topic_partition,
+                        self.node_id,
+                        core.leader_epoch,
+                        follower,
+                        ask.fetch_offset,
+                    )
                 self._advance(replica)
                 isr = core.join_proposal(follower, ask.fetch_offset, log.high_watermark)
                 if isr is not None:
@@ -538,6 +573,8 @@ class SimBroker:
                 return False
             log.append(records)
             log.update_high_watermark(command.leader_high_watermark)
+            if self.monitor is not None:
+                self.monitor.follower_high_watermark(command.topic_partition, self.node_id, log)
         return True
 
     # ── controller ─────────────────────────────────────────────────────────────────

@@ -20,7 +20,9 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.sim import history
 from sluice.sim.broker import ProduceAnswer, ProduceRequest, SimBroker
+from sluice.sim.disk import SimLog
 from sluice.sim.history import CheckResult
+from sluice.sim.invariants import Monitor, Violation
 from sluice.sim.network import Faults, Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.world import Timer, World
@@ -82,6 +84,21 @@ class Run:
     events: int
     digest: str
     faults: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    """The first invariants broken while it ran (:mod:`sluice.sim.invariants`)."""
+    violation_count: int = 0
+
+    @property
+    def valid(self) -> bool:
+        """No anomaly in the history, and no invariant broken on the way."""
+        return self.result.valid and self.violation_count == 0
+
+    def summary(self) -> str:
+        lines = [self.result.summary()]
+        if self.violation_count:
+            lines.append(f"invariants broken {self.violation_count} times; the first:")
+            lines.extend(f"  seed {self.seed} {violation}" for violation in self.violations)
+        return "\n".join(lines)
 
 
 class SimCluster:
@@ -100,6 +117,7 @@ class SimCluster:
         )
         self.store = SimMetadataStore()
         self.trace: list[str] = []
+        self.monitor = Monitor(lambda: self.world.now_ms, self.replica_logs)
         self.brokers = [
             SimBroker(
                 node,
@@ -110,6 +128,7 @@ class SimCluster:
                 BrokerConfig(node_id=node, replica_lag_time_max_ms=2_000),
                 inject,
                 self.reaches_store,
+                self.monitor,
             )
             for node in range(settings.brokers)
         ]
@@ -117,6 +136,18 @@ class SimCluster:
         self.cut_from_store: set[int] = set()
         self._waiting_to_register: set[int] = set()
         self._random = self.world.random("cluster")
+        writeback = self.world.random("writeback")
+        for node in range(settings.brokers):
+            first_ms = writeback.randint(1, settings.writeback_interval_ms)
+            self.world.at(first_ms, functools.partial(self.write_back, node))
+
+    def replica_logs(self, tp: TopicPartition) -> dict[int, SimLog]:
+        """Every broker's log of ``tp`` (up or down), by broker."""
+        return {
+            broker.node_id: found
+            for broker in self.brokers
+            if (found := broker.logs.get(tp)) is not None
+        }
 
     def reaches_store(self, node: int) -> bool:
         return node not in self.cut_from_store
@@ -469,10 +500,6 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
             value = f"p{producer.node}-{index}"
             world.at(at, producer.sender(tp, value))
 
-    writeback = world.random("writeback")
-    for node in range(settings.brokers):
-        first_ms = writeback.randint(1, settings.writeback_interval_ms)
-        world.at(first_ms, functools.partial(cluster.write_back, node))
     _schedule_faults(cluster)
     world.run_until(settings.duration_ms)
     for broker in cluster.brokers:
@@ -507,4 +534,14 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
                 )
     result = history.check(log)
     digest = hashlib.sha256(log.to_json().encode()).hexdigest()[:16]
-    return Run(seed, log, result, world.events_run, digest, faults=cluster.trace)
+    monitor = cluster.monitor
+    return Run(
+        seed,
+        log,
+        result,
+        world.events_run,
+        digest,
+        faults=cluster.trace,
+        violations=monitor.violations,
+        violation_count=monitor.count,
+    )

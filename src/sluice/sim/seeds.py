@@ -25,6 +25,8 @@ class SeedOutcome:
     digest: str
     faults: tuple[str, ...]
     summary: str
+    first_violation: str | None
+    """The first invariant the run broke, if any (kind and simulated time)."""
 
 
 def check_seed(seed: int, settings: Settings, inject: frozenset[str]) -> SeedOutcome:
@@ -32,11 +34,16 @@ def check_seed(seed: int, settings: Settings, inject: frozenset[str]) -> SeedOut
     result = run(seed, settings, inject)
     return SeedOutcome(
         seed,
-        result.result.valid,
+        result.valid,
         result.events,
         result.digest,
         tuple(result.faults),
-        result.result.summary(),
+        result.summary(),
+        (
+            f"{result.violations[0].kind} at {result.violations[0].at_ms} ms"
+            if result.violations
+            else None
+        ),
     )
 
 
