@@ -108,9 +108,10 @@ class Monitor:
         self, partition: TopicPartition, leader: int, epoch: int, log: SimLog
     ) -> None:
         """``leader`` begins leading ``epoch`` with ``log``."""
+        if epoch <= self._committing_epoch.get(partition, -1):
+            return  # a stale epoch (a broker resuming on an old image): it may diverge
         committed = len(self._committed.get(partition, ()))
-        newest = epoch > self._committing_epoch.get(partition, -1)
-        if newest and log.log_end_offset < committed:
+        if log.log_end_offset < committed:
             self._violated(
                 LEADER_LACKS_COMMITTED,
                 partition,

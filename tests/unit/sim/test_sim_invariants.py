@@ -103,3 +103,14 @@ def test_a_leader_without_every_committed_record_is_a_violation() -> None:
     monitor.begins_leading(TP, 1, 2, short)
     (violation,) = monitor.violations
     assert violation.kind == invariants.LEADER_LACKS_COMMITTED
+
+
+def test_a_broker_leading_a_stale_epoch_may_hold_a_diverged_log() -> None:
+    leader = _log("leader", "abcd", epoch=2, high_watermark=4)
+    stale = _log("stale", "abXY", epoch=0)  # resumed from a pause on an old image
+    monitor = _Cluster(b0=leader, b1=stale).monitor
+    monitor.leader_high_watermark(TP, 0, 2, {0}, leader)
+    monitor.begins_leading(TP, 1, 1, stale)
+    assert monitor.count == 0
+    monitor.begins_leading(TP, 1, 3, stale)
+    assert [v.kind for v in monitor.violations] == [invariants.COMMITTED_DIFFERS]
