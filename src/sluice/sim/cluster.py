@@ -135,6 +135,8 @@ class SimCluster:
         self._expiry: dict[int, Timer] = {}
         self.cut_from_store: set[int] = set()
         self._waiting_to_register: set[int] = set()
+        self._image_arrival_ms: dict[int, int] = {}
+        """When the last image published to each broker reaches it."""
         self._random = self.world.random("cluster")
         writeback = self.world.random("writeback")
         for node in range(settings.brokers):
@@ -154,12 +156,17 @@ class SimCluster:
 
     def publish(self) -> None:
         """The store changed: each running broker that reaches it sees the new image
-        after a delay."""
+        after a delay, never before an image published earlier (a ZooKeeper session's
+        notifications keep their order; a broker's view never goes back)."""
         image = self.store.image()
         for broker in self.brokers:
             if broker.up and broker.node_id not in self.cut_from_store:
                 low, high = IMAGE_DELAY_MS
-                self.world.after(self._random.randint(low, high), _applier(broker, image))
+                node = broker.node_id
+                arrival = self.world.now_ms + self._random.randint(low, high)
+                arrival = max(arrival, self._image_arrival_ms.get(node, 0))
+                self._image_arrival_ms[node] = arrival
+                self.world.at(arrival, _applier(broker, image))
 
     def crash(self, node: int, *, lose_unflushed: bool) -> None:
         self.trace.append(f"{self.world.now_ms} crash {node} lose={lose_unflushed}")

@@ -6,6 +6,7 @@ a seed run here gives the same digest as the same seed run alone (``--seed S``).
 from __future__ import annotations
 
 import multiprocessing
+import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -30,8 +31,14 @@ class SeedOutcome:
 
 
 def check_seed(seed: int, settings: Settings, inject: frozenset[str]) -> SeedOutcome:
-    """Run ``seed`` and check its history."""
-    result = run(seed, settings, inject)
+    """Run ``seed`` and check its history. A run that raises is an anomaly too (the
+    simulated cluster broke), reported with its traceback rather than ending the batch."""
+    try:
+        result = run(seed, settings, inject)
+    except Exception as e:  # the batch goes on; this seed's line names the error
+        return SeedOutcome(
+            seed, False, 0, "", (), traceback.format_exc(), f"crash ({type(e).__name__}: {e})"
+        )
     return SeedOutcome(
         seed,
         result.valid,

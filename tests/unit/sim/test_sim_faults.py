@@ -74,3 +74,17 @@ def test_a_slow_disk_holds_produces_behind_its_writes_and_syncs_nothing() -> Non
     world.run_until(7_000 + QUIET.writeback_interval_ms)
     assert leader_log.flushed_offset == 5, "written back once the disk recovered"
     assert cluster.trace[-1] == "7000 disk 0 recovers"
+
+
+def test_a_broker_sees_the_images_in_the_order_they_were_published() -> None:
+    # Seed 694 drew a longer delay for the image with the topic than for the one of a
+    # broker's registration published before it: broker 0 was left without the topic
+    # and failed on the first produce.
+    cluster = SimCluster(694, Settings())
+    for broker in cluster.brokers:
+        broker.start()
+    cluster.store.create_topic("t", [(0, 1, 2)], {"min.insync.replicas": "2"})
+    cluster.publish()
+    cluster.world.run_until(2_000)
+    for broker in cluster.brokers:
+        assert broker.image is not None and "t" in broker.image.topics, broker.node_id

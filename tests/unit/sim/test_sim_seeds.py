@@ -16,3 +16,9 @@ def test_seeds_run_in_workers_replay_as_alone_and_come_back_in_order() -> None:
         alone = run(outcome.seed, settings)
         assert (outcome.digest, outcome.events) == (alone.digest, alone.events)
         assert outcome.valid == alone.result.valid
+
+
+def test_a_seed_whose_run_raises_is_an_anomaly_with_its_traceback() -> None:
+    (outcome,) = check_seeds([1], Settings(partitions=0))  # no partition to send to
+    assert not outcome.valid and outcome.first_violation is not None
+    assert outcome.first_violation.startswith("crash (") and "Traceback" in outcome.summary
