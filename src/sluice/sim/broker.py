@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,7 +172,6 @@ class SimBroker:
         self.registered_at = -1
         self.slow_disk_ms = 0
         """While above 0, each log write takes this long, one at a time (a slow disk)."""
-        self._disk_free_at_ms = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -185,6 +185,9 @@ class SimBroker:
         self._isr_writes: dict[TopicPartition, PartitionState] = {}
         self._lag_timer: Timer | None = None
         self._requests = 0
+        self._disk_queue: deque[Callable[[], None]] = deque()
+        """Log writes waiting for a slow disk, first first (a crash loses them)."""
+        self._disk_timer: Timer | None = None
 
     # ── life ────────────────────────────────────────────────────────────────────────
 
@@ -240,13 +243,30 @@ class SimBroker:
     def paused(self) -> bool:
         return self.world.paused
 
-    def disk_write_done_at(self) -> int:
-        """When a log write that starts now is done: at once on a healthy disk; on a slow
-        one, ``slow_disk_ms`` after the writes queued before it."""
-        if self.slow_disk_ms <= 0:
-            return self.world.now_ms
-        self._disk_free_at_ms = max(self.world.now_ms, self._disk_free_at_ms) + self.slow_disk_ms
-        return self._disk_free_at_ms
+    def write_to_disk(self, done: Callable[[], None]) -> None:
+        """A log write: ``done`` runs once it is written. The disk writes one at a time,
+        each taking ``slow_disk_ms`` while it is slow, and at once when it is healthy."""
+        if not self._disk_queue and self.slow_disk_ms <= 0:
+            done()
+            return
+        self._disk_queue.append(done)
+        if self._disk_timer is None:
+            self._disk_timer = self.world.after(self.slow_disk_ms, self._disk_wrote)
+
+    def _disk_wrote(self) -> None:
+        self._disk_timer = None
+        self._disk_queue.popleft()()
+        if self._disk_queue:
+            self._disk_timer = self.world.after(self.slow_disk_ms, self._disk_wrote)
+
+    def disk_recovers(self) -> None:
+        """The disk is healthy again: what queued on it is written at once."""
+        self.slow_disk_ms = 0
+        if self._disk_timer is not None:
+            self._disk_timer.cancel()
+            self._disk_timer = None
+        while self._disk_queue:
+            self._disk_queue.popleft()()
 
     # ── metadata ───────────────────────────────────────────────────────────────────
 
@@ -628,13 +648,9 @@ class SimBroker:
         if not self.up or self.world.hold(lambda: self._receive(sender, message)):
             return
         if isinstance(message, ProduceRequest):
-            if self.slow_disk_ms > 0:
-                # The request handler blocks on the append: the produce is done (and
-                # its dedup decided) when the disk gets to it.
-                done = self.disk_write_done_at()
-                self.world.at(done, lambda: self._produce(sender, message))
-            else:
-                self._produce(sender, message)
+            # The request handler blocks on the append: on a slow disk the produce is
+            # done (and its dedup decided) when the disk gets to it.
+            self.write_to_disk(lambda: self._produce(sender, message))
         elif isinstance(message, FetchRequest):
             self._fetch(sender, message)
         elif isinstance(message, EpochRequest):
@@ -669,7 +685,7 @@ class _Fetcher:
         self._asked: tuple[int, Any] | None = None
         self._timer: Timer | None = None
         self._stopped = False
-        self._writing_until_ms = 0
+        self._writing = False
         """The fetcher waits for its last append to be written (a slow disk)."""
         self.wake()
 
@@ -679,10 +695,14 @@ class _Fetcher:
             self._timer.cancel()
 
     def wake(self) -> None:
-        if self._asked is None and not self._stopped:
+        if self._asked is None and not self._stopped and not self._writing:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = self.broker.world.at(self._writing_until_ms, self._next_round)
+            self._timer = self.broker.world.after(0, self._next_round)
+
+    def _written(self) -> None:
+        self._writing = False
+        self.wake()
 
     def _next_round(self) -> None:
         if self._stopped or not self.broker.up or len(self.core) == 0:
@@ -749,9 +769,14 @@ class _Fetcher:
                 self.broker.carry_out(command)
             self._fetch()
             return
+        appended = False
         for command in self.core.on_fetch_answer(query, ErrorCode.none, 0, reply.partitions, now):
             if not self.broker.carry_out(command):
                 self.core.on_append_failed(command.topic_partition, now)
             elif isinstance(command, fc.AppendFetched) and len(command.records):
-                self._writing_until_ms = self.broker.disk_write_done_at()
-        self.wake()
+                appended = True
+        if appended:
+            self._writing = True
+            self.broker.write_to_disk(self._written)
+        else:
+            self.wake()

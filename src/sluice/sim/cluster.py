@@ -223,7 +223,7 @@ class SimCluster:
 
     def _disk_recovers(self, node: int) -> None:
         self.trace.append(f"{self.world.now_ms} disk {node} recovers")
-        self.brokers[node].slow_disk_ms = 0
+        self.brokers[node].disk_recovers()
 
     def write_back(self, node: int) -> None:
         """The page cache of ``node``'s machine is written back: its logs are durable up

@@ -88,3 +88,18 @@ def test_a_broker_sees_the_images_in_the_order_they_were_published() -> None:
     cluster.world.run_until(2_000)
     for broker in cluster.brokers:
         assert broker.image is not None and "t" in broker.image.topics, broker.node_id
+
+
+def test_a_recovered_disk_writes_what_queued_at_once() -> None:
+    # Seed 13: writes queued on a slow disk kept their slow completion times after it
+    # recovered, so a follower waited behind them past the end of the run.
+    cluster, producer = _quiet_cluster(seed=5)
+    world = cluster.world
+    leader_log = cluster.brokers[0].logs[TP]
+    cluster.slow_disk(0, 300, 1_000)
+    for index in range(30):
+        world.at(2_000, producer.sender(TP, f"v{index}"))
+    world.run_until(2_999)
+    assert leader_log.log_end_offset == 3  # 300 ms a write
+    world.run_until(3_000)
+    assert leader_log.log_end_offset == 30
