@@ -3,6 +3,7 @@
     python -m sluice.sim --seeds 100          # seeds 1..100; ends with "100 seeds, K anomalies"
     python -m sluice.sim --seed 5863          # one run, its faults and its history's summary
     python -m sluice.sim --seeds 50 --inject ack-before-isr   # a deliberate defect: must be found
+    python -m sluice.sim --seeds 1000 --jobs 2  # in 2 worker processes (default: one per core)
 
 Exit status 0 only when no run found an anomaly."""
 
@@ -12,7 +13,8 @@ import argparse
 import sys
 
 from sluice.sim.broker import BUGS
-from sluice.sim.cluster import Settings, run
+from sluice.sim.cluster import Settings
+from sluice.sim.seeds import check_seeds, default_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         help="switch on a deliberate defect (repeatable): "
         + "; ".join(f"{k}: {v}" for k, v in BUGS.items()),
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help="worker processes running seeds side by side (default: the machine's cores)",
+    )
     args = parser.parse_args(argv)
     inject = frozenset(args.inject)
     seeds = (
@@ -39,18 +47,19 @@ def main(argv: list[str] | None = None) -> int:
         else range(args.first_seed, args.first_seed + args.seeds)
     )
     anomalies = 0
-    for seed in seeds:
-        result = run(seed, Settings(), inject)
+    for outcome in check_seeds(seeds, Settings(), inject, jobs=args.jobs):
+        seed = outcome.seed
         if args.seed is not None:
-            print(f"seed {seed}: {result.events} events, history {result.digest}")
-            for line in result.faults:
+            print(f"seed {seed}: {outcome.events} events, history {outcome.digest}")
+            for line in outcome.faults:
                 print(f"  {line}")
-            print(result.result.summary())
-        if not result.result.valid:
+            print(outcome.summary)
+        if not outcome.valid:
             anomalies += 1
             if args.seed is None:
+                first = f", first {outcome.first_violation}" if outcome.first_violation else ""
                 print(
-                    f"seed {seed}: anomalies (replay: python -m sluice.sim --seed {seed}"
+                    f"seed {seed}: anomalies{first} (replay: python -m sluice.sim --seed {seed}"
                     + "".join(f" --inject {bug}" for bug in sorted(inject))
                     + ")"
                 )

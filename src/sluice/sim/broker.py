@@ -13,6 +13,7 @@ not synced); the store ends the broker's session after its timeout."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,16 +36,15 @@ from sluice.common.ids import TopicPartition
 from sluice.replication import follower as fc
 from sluice.replication.leader import LeaderCore, Transition
 from sluice.sim.disk import Control, SimLog, SimRecord
+from sluice.sim.invariants import Monitor
 from sluice.sim.network import Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.txnlog import transactions
-from sluice.sim.world import Timer, World
+from sluice.sim.world import NodeClock, Timer, World
 
 NO_LEADER = -1
 REQUEST_TIMEOUT_MS = 1_000
 """A fetcher (or producer) that hears nothing back for this long gives the request up."""
-FETCH_LINGER_MS = 50
-"""A follower fetch with nothing to answer waits at most this long for an append."""
 RECORDS_PER_FETCH_MAX = 64
 PRODUCE_TIMEOUT_MS = 2_000
 ISR_RETRY_BACKOFF_MS = 100
@@ -128,6 +128,8 @@ class AlterPartitionReply:
 
 
 def encode_records(records: list[SimRecord]) -> bytes:
+    if not records:
+        return b""
     return json.dumps(
         [
             [r.epoch, r.producer_id, r.sequence, r.value, r.producer_epoch, r.transactional]
@@ -193,13 +195,17 @@ class SimBroker:
         config: BrokerConfig,
         inject: frozenset[str] = frozenset(),
         reaches_store: Callable[[int], bool] = lambda _node: True,
+        monitor: Monitor | None = None,
     ) -> None:
         self.node_id = node_id
+        self.monitor = monitor
+        """Told of each decision that an invariant constrains, as it is made."""
         self.inject = inject
         self._reaches_store = reaches_store
         """Whether this broker can talk to the metadata store now (a partition may cut it
         off: its writes fail, and it sees no new image)."""
-        self.world = world
+        self.world = NodeClock(world)
+        """The broker's time: a pause stops it, a crash drops its timers."""
         self.network = network
         self.store = store
         self._publish = publish
@@ -214,6 +220,8 @@ class SimBroker:
         self.listeners: list[Listener] = []
         self._isr_request_ids = 0
         """Never reset: an answer from before a crash must not match a later request."""
+        self.slow_disk_ms = 0
+        """While above 0, each log write takes this long, one at a time (a slow disk)."""
         self._reset()
 
     def _reset(self) -> None:
@@ -233,6 +241,9 @@ class SimBroker:
         id: the leader that asked and its request id."""
         self._lag_timer: Timer | None = None
         self._requests = 0
+        self._disk_queue: deque[Callable[[], None]] = deque()
+        """Log writes waiting for a slow disk, first first (a crash loses them)."""
+        self._disk_timer: Timer | None = None
 
     # ── life ────────────────────────────────────────────────────────────────────────
 
@@ -258,6 +269,7 @@ class SimBroker:
         its logs keep what ``lose_unflushed`` says (the session ends later, in the
         store's time)."""
         self.up = False
+        self.world.reset()
         self.network.detach(self.node_id)
         for fetcher in self.fetchers.values():
             fetcher.stop()
@@ -277,12 +289,51 @@ class SimBroker:
         for listener in self.listeners:
             listener.crashed()
 
+    def pause(self) -> None:
+        """Stop processing (a SIGSTOP, a long collection): timers and whatever arrives
+        wait for :meth:`resume`; the session goes on without heartbeats."""
+        self.world.pause()
+
+    def resume(self) -> None:
+        """Go on from where the pause stopped: what waited runs now, on the view of the
+        cluster the broker had (the images that came meanwhile, in their turn)."""
+        self.world.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self.world.paused
+
+    def write_to_disk(self, done: Callable[[], None]) -> None:
+        """A log write: ``done`` runs once it is written. The disk writes one at a time,
+        each taking ``slow_disk_ms`` while it is slow, and at once when it is healthy."""
+        if not self._disk_queue and self.slow_disk_ms <= 0:
+            done()
+            return
+        self._disk_queue.append(done)
+        if self._disk_timer is None:
+            self._disk_timer = self.world.after(self.slow_disk_ms, self._disk_wrote)
+
+    def _disk_wrote(self) -> None:
+        self._disk_timer = None
+        self._disk_queue.popleft()()
+        if self._disk_queue:
+            self._disk_timer = self.world.after(self.slow_disk_ms, self._disk_wrote)
+
+    def disk_recovers(self) -> None:
+        """The disk is healthy again: what queued on it is written at once."""
+        self.slow_disk_ms = 0
+        if self._disk_timer is not None:
+            self._disk_timer.cancel()
+            self._disk_timer = None
+        while self._disk_queue:
+            self._disk_queue.popleft()()
+
     # ── metadata ───────────────────────────────────────────────────────────────────
 
     def apply(self, image: MetadataImage) -> None:
         """A new image reached this broker: lead, follow or stop for each partition
         it hosts, then let the controller look."""
-        if not self.up:
+        if not self.up or self.world.hold(lambda: self.apply(image)):
             return
         self.image = image
         now = self.world.now_ms
@@ -314,6 +365,8 @@ class SimBroker:
         if transition is Transition.LEADS:
             log.begin_leader_epoch(state.leader_epoch)
             replica.core.begin_leading(now, log.epochs.start_offset_of(state.leader_epoch))
+            if self.monitor is not None:
+                self.monitor.begins_leading(tp, self.node_id, state.leader_epoch, log)
             replica.producers = _producer_state(log)
         if replica.core.is_leader:
             self._unfollow(tp)
@@ -378,6 +431,7 @@ class SimBroker:
         done.append((request.sequence, offset))
         del done[:-5]
         if "ack-before-isr" in self.inject:
+            self._acknowledged(replica, request, replica.leader_epoch, offset)
             self.send(client, ProduceAnswer(request.request_id, ErrorCode.none, offset))
             self._advance(replica)
             return
@@ -463,8 +517,24 @@ class SimBroker:
                 continue
             waiting.remove(item)
             item.timer.cancel()
+            if outcome is True:
+                self._acknowledged(replica, item.request, item.leader_epoch, item.offset)
             code = ErrorCode.none if outcome is True else outcome.code
             self.send(item.client, ProduceAnswer(item.request.request_id, code, item.offset))
+
+    def _acknowledged(
+        self, replica: Replica, request: ProduceRequest, leader_epoch: int, offset: int
+    ) -> None:
+        if self.monitor is not None:
+            self.monitor.acknowledged(
+                replica.topic_partition,
+                self.node_id,
+                leader_epoch,
+                offset,
+                request.producer_id,
+                request.sequence if request.control is None else -1,
+                request.producer_epoch,
+            )
 
     def _min_insync(self, replica: Replica) -> int:
         """The topic's min.insync.replicas as the last image naming it said (images may
@@ -481,6 +551,11 @@ class SimBroker:
             )
         if high_watermark is not None:
             log.update_high_watermark(high_watermark)
+            if self.monitor is not None:
+                core = replica.core
+                self.monitor.leader_high_watermark(
+                    replica.topic_partition, self.node_id, core.leader_epoch, core.maximal_isr, log
+                )
             self._settle_waiting(replica)
             for listener in self.listeners:
                 listener.high_watermark_moved(replica)
@@ -528,6 +603,14 @@ class SimBroker:
                 core.record_follower_fetch(
                     follower, ask.fetch_offset, log.log_end_offset, self.world.now_ms
                 )
+                if self.monitor is not None:
+                    self.monitor.follower_fetched(
+                        ask.topic_partition,
+                        self.node_id,
+                        core.leader_epoch,
+                        follower,
+                        ask.fetch_offset,
+                    )
                 self._advance(replica)
                 isr = core.join_proposal(follower, ask.fetch_offset, log.high_watermark)
                 if isr is not None:
@@ -550,7 +633,10 @@ class SimBroker:
         if news or parked:
             self.send(follower, FetchReply(request.request_id, tuple(results)))
             return
-        timer = self.world.after(FETCH_LINGER_MS, lambda: self._unpark(follower, request))
+        # Nothing to answer: wait for an append, at most replica.fetch.wait.max.ms.
+        timer = self.world.after(
+            self.config.replica_fetch_wait_max_ms, lambda: self._unpark(follower, request)
+        )
         self._parked.append((follower, request, timer))
 
     def _unpark(self, follower: int, request: FetchRequest) -> None:
@@ -708,6 +794,8 @@ class SimBroker:
                 return False
             log.append(records)
             log.update_high_watermark(command.leader_high_watermark)
+            if self.monitor is not None:
+                self.monitor.follower_high_watermark(command.topic_partition, self.node_id, log)
         return True
 
     # ── controller ─────────────────────────────────────────────────────────────────
@@ -763,10 +851,12 @@ class SimBroker:
         return self._requests
 
     def _receive(self, sender: int, message: Any) -> None:
-        if not self.up:
+        if not self.up or self.world.hold(lambda: self._receive(sender, message)):
             return
         if isinstance(message, ProduceRequest):
-            self._produce(sender, message)
+            # The request handler blocks on the append: on a slow disk the produce is
+            # done (and its dedup decided) when the disk gets to it.
+            self.write_to_disk(lambda: self._produce(sender, message))
         elif isinstance(message, FetchRequest):
             self._fetch(sender, message)
         elif isinstance(message, EpochRequest):
@@ -817,6 +907,8 @@ class _Fetcher:
         self._asked: tuple[int, Any] | None = None
         self._timer: Timer | None = None
         self._stopped = False
+        self._writing = False
+        """The fetcher waits for its last append to be written (a slow disk)."""
         self.wake()
 
     def stop(self) -> None:
@@ -825,10 +917,14 @@ class _Fetcher:
             self._timer.cancel()
 
     def wake(self) -> None:
-        if self._asked is None and not self._stopped:
+        if self._asked is None and not self._stopped and not self._writing:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer = self.broker.world.after(0, self._next_round)
+
+    def _written(self) -> None:
+        self._writing = False
+        self.wake()
 
     def _next_round(self) -> None:
         if self._stopped or not self.broker.up or len(self.core) == 0:
@@ -895,7 +991,14 @@ class _Fetcher:
                 self.broker.carry_out(command)
             self._fetch()
             return
+        appended = False
         for command in self.core.on_fetch_answer(query, ErrorCode.none, 0, reply.partitions, now):
             if not self.broker.carry_out(command):
                 self.core.on_append_failed(command.topic_partition, now)
-        self.wake()
+            elif isinstance(command, fc.AppendFetched) and len(command.records):
+                appended = True
+        if appended:
+            self._writing = True
+            self.broker.write_to_disk(self._written)
+        else:
+            self.wake()

@@ -11,6 +11,7 @@ replays exactly."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.sim import consumers, history, transactions
 from sluice.sim.broker import ProduceAnswer, ProduceRequest, SimBroker
+from sluice.sim.disk import SimLog
 from sluice.sim.history import CheckResult
+from sluice.sim.invariants import Monitor, Violation
 from sluice.sim.network import Faults, Network
 from sluice.sim.store import SimMetadataStore
 from sluice.sim.world import Timer, World
@@ -39,6 +42,12 @@ CONSUMER_NODE = 300
 SEND_RETRIES_MAX = 20
 RETRY_BACKOFF_MS = 100
 REQUEST_TIMEOUT_MS = 3_000
+PAUSE_MS = (200, 6_000)
+"""How long a pause lasts (inclusive): the session timeout is in between."""
+SLOW_DISK_MS = (1_000, 8_000)
+"""How long a disk stays slow (inclusive)."""
+SLOW_WRITE_MS = (20, 300)
+"""How long one log write takes on a slow disk (inclusive)."""
 
 
 @dataclass
@@ -52,8 +61,24 @@ class Settings:
     faults: int = 4
     """Crashes (a third of them losing the unsynced tail) and isolations of a broker from
     the others and the store, at random times."""
+    pauses: int = 2
+    """Pauses of a broker (SIGSTOP, a long collection) at random times, each of
+    ``PAUSE_MS``: about half of them outlast its session."""
+    slow_disks: int = 2
+    """Spells of ``SLOW_DISK_MS`` during which each log write of one broker takes
+    ``SLOW_WRITE_MS``."""
     loss_rate: float = 0.005
     """Messages the network loses (their senders time out and retry)."""
+    delay_rate: float = 0.01
+    """Messages held up (with the messages behind them on their link)."""
+    reorder_rate: float = 0.005
+    """Messages late enough that later ones overtake them."""
+    duplicate_rate: float = 0.005
+    """Messages that arrive twice, the copy late and out of order."""
+    writeback_interval_ms: int = 5_000
+    """How often a broker's logs are written back to disk (the page cache's write-back;
+    Kafka does not fsync appends): what a machine crash keeps. None while its disk is
+    slow."""
     duration_ms: int = 30_000
     settle_ms: int = 30_000
     transactional_producers: int = 2
@@ -71,15 +96,40 @@ class Run:
     events: int
     digest: str
     faults: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    """The first invariants broken while it ran (:mod:`sluice.sim.invariants`)."""
+    violation_count: int = 0
+
+    @property
+    def valid(self) -> bool:
+        """No anomaly in the history, and no invariant broken on the way."""
+        return self.result.valid and self.violation_count == 0
+
+    def summary(self) -> str:
+        lines = [self.result.summary()]
+        if self.violation_count:
+            lines.append(f"invariants broken {self.violation_count} times; the first:")
+            lines.extend(f"  seed {self.seed} {violation}" for violation in self.violations)
+        return "\n".join(lines)
 
 
 class SimCluster:
     def __init__(self, seed: int, settings: Settings, inject: frozenset[str] = frozenset()) -> None:
         self.world = World(seed)
         self.settings = settings
-        self.network = Network(self.world, Faults(latency_ms=(1, 5), loss_rate=settings.loss_rate))
+        self.network = Network(
+            self.world,
+            Faults(
+                latency_ms=(1, 5),
+                loss_rate=settings.loss_rate,
+                duplicate_rate=settings.duplicate_rate,
+                delay_rate=settings.delay_rate,
+                reorder_rate=settings.reorder_rate,
+            ),
+        )
         self.store = SimMetadataStore()
         self.trace: list[str] = []
+        self.monitor = Monitor(lambda: self.world.now_ms, self.replica_logs)
         self.brokers = [
             SimBroker(
                 node,
@@ -90,30 +140,50 @@ class SimCluster:
                 BrokerConfig(node_id=node, replica_lag_time_max_ms=2_000),
                 inject,
                 self.reaches_store,
+                self.monitor,
             )
             for node in range(settings.brokers)
         ]
         self._expiry: dict[int, Timer] = {}
         self.cut_from_store: set[int] = set()
         self._waiting_to_register: set[int] = set()
+        self._image_arrival_ms: dict[int, int] = {}
+        """When the last image published to each broker reaches it."""
         self._random = self.world.random("cluster")
+        writeback = self.world.random("writeback")
+        for node in range(settings.brokers):
+            first_ms = writeback.randint(1, settings.writeback_interval_ms)
+            self.world.at(first_ms, functools.partial(self.write_back, node))
+
+    def replica_logs(self, tp: TopicPartition) -> dict[int, SimLog]:
+        """Every broker's log of ``tp`` (up or down), by broker."""
+        return {
+            broker.node_id: found
+            for broker in self.brokers
+            if (found := broker.logs.get(tp)) is not None
+        }
 
     def reaches_store(self, node: int) -> bool:
         return node not in self.cut_from_store
 
     def publish(self) -> None:
         """The store changed: each running broker that reaches it sees the new image
-        after a delay."""
+        after a delay, never before an image published earlier (a ZooKeeper session's
+        notifications keep their order; a broker's view never goes back)."""
         image = self.store.image()
         for broker in self.brokers:
             if broker.up and broker.node_id not in self.cut_from_store:
                 low, high = IMAGE_DELAY_MS
-                self.world.after(self._random.randint(low, high), _applier(broker, image))
+                node = broker.node_id
+                arrival = self.world.now_ms + self._random.randint(low, high)
+                arrival = max(arrival, self._image_arrival_ms.get(node, 0))
+                self._image_arrival_ms[node] = arrival
+                self.world.at(arrival, _applier(broker, image))
 
     def crash(self, node: int, *, lose_unflushed: bool) -> None:
         self.trace.append(f"{self.world.now_ms} crash {node} lose={lose_unflushed}")
         self.brokers[node].crash(lose_unflushed=lose_unflushed)
-        self._expiry[node] = self.world.after(SESSION_TIMEOUT_MS, lambda: self._expire(node))
+        self._end_session_later(node)
 
     def isolate(self, node: int, for_ms: int) -> None:
         """Cut ``node`` off from the other brokers and the store (not from the clients:
@@ -124,7 +194,7 @@ class SimCluster:
         others = {b.node_id for b in self.brokers} - {node}
         self.network.partition({node}, others)
         self.cut_from_store.add(node)
-        self._expiry[node] = self.world.after(SESSION_TIMEOUT_MS, lambda: self._expire(node))
+        self._end_session_later(node)
         self.world.after(for_ms, lambda: self._heal(node, others))
 
     def _heal(self, node: int, others: set[int]) -> None:
@@ -133,12 +203,66 @@ class SimCluster:
             self.network.faults.cut.discard((node, other))
             self.network.faults.cut.discard((other, node))
         self.cut_from_store.discard(node)
+        self._start_if_waiting(node)
+        self._heartbeats_again(node)
+
+    def pause(self, node: int, for_ms: int) -> None:
+        """Stop ``node`` for ``for_ms`` (a SIGSTOP, a long collection): it keeps its
+        connections but answers nothing, and its session ends after the timeout. It
+        resumes with the view it had (a leader still thinks it leads), then learns
+        that its session ended and registers anew."""
+        self.trace.append(f"{self.world.now_ms} pause {node} for {for_ms}")
+        self.brokers[node].pause()
+        self._end_session_later(node)
+        self.world.after(for_ms, lambda: self._resume(node))
+
+    def _resume(self, node: int) -> None:
+        broker = self.brokers[node]
+        if not broker.up or not broker.paused:
+            return  # it crashed meanwhile
+        self.trace.append(f"{self.world.now_ms} resume {node}")
+        broker.resume()
+        self._heartbeats_again(node)
+
+    def slow_disk(self, node: int, write_ms: int, for_ms: int) -> None:
+        """For ``for_ms``, each log write of ``node`` takes ``write_ms`` (one at a time)
+        and nothing it wrote becomes durable."""
+        self.trace.append(
+            f"{self.world.now_ms} slow disk {node}: {write_ms} ms a write for {for_ms}"
+        )
+        self.brokers[node].slow_disk_ms = write_ms
+        self.world.after(for_ms, lambda: self._disk_recovers(node))
+
+    def _disk_recovers(self, node: int) -> None:
+        self.trace.append(f"{self.world.now_ms} disk {node} recovers")
+        self.brokers[node].disk_recovers()
+
+    def write_back(self, node: int) -> None:
+        """The page cache of ``node``'s machine is written back: its logs are durable up
+        to their ends (not while its disk is slow), crashed process or not."""
+        broker = self.brokers[node]
+        if broker.slow_disk_ms <= 0:
+            for replica_log in broker.logs.values():
+                replica_log.flush()
+        self.world.after(self.settings.writeback_interval_ms, lambda: self.write_back(node))
+
+    def _end_session_later(self, node: int) -> None:
+        """``node`` sends no heartbeats: its session ends after the timeout (from the
+        first silence, when one is already counting)."""
+        if node not in self._expiry:
+            self._expiry[node] = self.world.after(SESSION_TIMEOUT_MS, lambda: self._expire(node))
+
+    def _heartbeats_again(self, node: int) -> None:
+        """``node`` may talk to the store again: unless it is still down, paused or cut
+        off, its session lives on; if it ended meanwhile, the broker registers anew and
+        leads no state of before."""
+        broker = self.brokers[node]
+        if not broker.up or broker.paused or node in self.cut_from_store:
+            return
         timer = self._expiry.pop(node, None)
         if timer is not None:
             timer.cancel()
-        broker = self.brokers[node]
-        if broker.up and node not in self.store.brokers:
-            # Its session ended: it registers anew, and leads no state of before.
+        if node not in self.store.brokers:
             broker.reregistered(self.store.register(node).epoch)
         self.publish()
 
@@ -146,7 +270,14 @@ class SimCluster:
         self._expiry.pop(node, None)
         self.store.expire(node)
         self.publish()
-        if node in self._waiting_to_register:
+        self._start_if_waiting(node)
+
+    def _start_if_waiting(self, node: int) -> None:
+        if (
+            node in self._waiting_to_register
+            and node not in self.store.brokers
+            and node not in self.cut_from_store
+        ):
             self._waiting_to_register.discard(node)
             self.brokers[node].start()
 
@@ -159,7 +290,7 @@ class SimCluster:
         crashed run's session has ended (until then the store still holds it, leading
         what it led): it waits for the expiry."""
         self.trace.append(f"{self.world.now_ms} restart {node}")
-        if node in self.store.brokers:
+        if node in self.store.brokers or node in self.cut_from_store:
             self._waiting_to_register.add(node)
             return
         self.brokers[node].start()
@@ -311,6 +442,57 @@ def _partition(tp: TopicPartition) -> history.TopicPartition:
     return history.TopicPartition(tp.topic, tp.partition)
 
 
+def _schedule_faults(cluster: SimCluster) -> None:
+    """Strike at random times of the run: crashes, isolations, pauses, slow disks (the
+    network's faults strike message by message)."""
+    settings, world = cluster.settings, cluster.world
+    brokers = cluster.brokers
+    faults = world.random("faults")
+    for _ in range(settings.faults):
+        at = faults.randint(2_000, settings.duration_ms)
+        node = faults.randrange(settings.brokers)
+        down_ms = faults.randint(500, 8_000)
+        lose = faults.random() < 0.3
+        isolate = faults.random() < 0.4
+
+        def strike(
+            node: int = node, lose: bool = lose, down_ms: int = down_ms, isolate: bool = isolate
+        ) -> None:
+            up = sum(b.up for b in brokers)
+            if isolate and up == len(brokers) and not cluster.cut_from_store:
+                cluster.isolate(node, down_ms)
+                return
+            if brokers[node].up and up > 1:
+                # A machine crash (the unsynced tail lost) only while every other broker
+                # runs: replication is what keeps acknowledged records, one copy at a time.
+                cluster.crash(node, lose_unflushed=lose and up == len(brokers))
+                world.after(down_ms, lambda: cluster.restart_if_down(node))
+
+        world.at(at, strike)
+    pauses = world.random("pauses")
+    for _ in range(settings.pauses):
+        at = pauses.randint(2_000, settings.duration_ms)
+        node = pauses.randrange(settings.brokers)
+        pause_ms = pauses.randint(*PAUSE_MS)
+
+        def pause(node: int = node, pause_ms: int = pause_ms) -> None:
+            if brokers[node].up and not brokers[node].paused:
+                cluster.pause(node, pause_ms)
+
+        world.at(at, pause)
+    disks = world.random("disks")
+    for _ in range(settings.slow_disks):
+        at = disks.randint(2_000, settings.duration_ms)
+        node = disks.randrange(settings.brokers)
+        write_ms, for_ms = disks.randint(*SLOW_WRITE_MS), disks.randint(*SLOW_DISK_MS)
+
+        def slow(node: int = node, write_ms: int = write_ms, for_ms: int = for_ms) -> None:
+            if brokers[node].slow_disk_ms <= 0:
+                cluster.slow_disk(node, write_ms, for_ms)
+
+        world.at(at, slow)
+
+
 def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = frozenset()) -> Run:
     """One run from ``seed`` (with the deliberate defects ``inject`` names)."""
     settings = settings or Settings()
@@ -380,29 +562,7 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
             value = f"p{producer.node}-{index}"
             world.at(at, producer.sender(tp, value))
 
-    faults = world.random("faults")
-    for _ in range(settings.faults):
-        at = faults.randint(2_000, settings.duration_ms)
-        node = faults.randrange(settings.brokers)
-        down_ms = faults.randint(500, 8_000)
-        lose = faults.random() < 0.3
-        isolate = faults.random() < 0.4
-
-        def strike(
-            node: int = node, lose: bool = lose, down_ms: int = down_ms, isolate: bool = isolate
-        ) -> None:
-            up = sum(b.up for b in cluster.brokers)
-            if isolate and up == len(cluster.brokers) and not cluster.cut_from_store:
-                cluster.isolate(node, down_ms)
-                return
-            if cluster.brokers[node].up and up > 1:
-                # A machine crash (the unsynced tail lost) only while every other broker
-                # runs: replication is what keeps acknowledged records, one copy at a time.
-                cluster.crash(node, lose_unflushed=lose and up == len(cluster.brokers))
-                world.after(down_ms, lambda: cluster.restart_if_down(node))
-
-        world.at(at, strike)
-
+    _schedule_faults(cluster)
     world.run_until(settings.duration_ms)
     for txn_producer in transactional:
         txn_producer.stop()
@@ -416,6 +576,11 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
         txn_producer.give_up()
     for reader in readers:
         reader.stop()
+    stats = cluster.network.stats
+    cluster.trace.append(
+        f"network: {stats.sent} messages, {stats.lost} lost, {stats.delayed} delayed, "
+        f"{stats.reordered} reordered, {stats.duplicated} duplicated"
+    )
 
     image = cluster.store.image()
     for name, topic in image.topics.items():
@@ -443,4 +608,14 @@ def run(seed: int, settings: Settings | None = None, inject: frozenset[str] = fr
                 )
     result = history.check(log)
     digest = hashlib.sha256(log.to_json().encode()).hexdigest()[:16]
-    return Run(seed, log, result, world.events_run, digest, faults=cluster.trace)
+    monitor = cluster.monitor
+    return Run(
+        seed,
+        log,
+        result,
+        world.events_run,
+        digest,
+        faults=cluster.trace,
+        violations=monitor.violations,
+        violation_count=monitor.count,
+    )

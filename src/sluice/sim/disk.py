@@ -46,6 +46,11 @@ class SimLog:
         self._durable_high_watermark = 0
         self._durable_epochs: list[tuple[int, int]] = []
         self.epochs = self._new_epochs()
+        self.lost_in_crashes = 0
+        """Records a machine crash took (appended, never synced)."""
+        self._dropped_from: int | None = None
+        """The lowest offset whose record was dropped (truncated, lost in a crash) since
+        :meth:`take_dropped_from` last looked."""
 
     def _new_epochs(self) -> LeaderEpochCache:
         # The path only names the log in the cache's messages; nothing is written.
@@ -92,6 +97,7 @@ class SimLog:
         if offset >= self.log_end_offset:
             return
         del self.records[offset:]
+        self._dropped(offset)
         self.epochs.truncate_from_end(offset)
         self.high_watermark = min(self.high_watermark, offset)
         self.flushed_offset = min(self.flushed_offset, offset)
@@ -116,9 +122,22 @@ class SimLog:
         the page cache kept everything. The high watermark restarts from the last
         fsync's (never above the log end), as from the broker's checkpoint."""
         if lose_unflushed:
+            if self.flushed_offset < self.log_end_offset:
+                self._dropped(self.flushed_offset)
+                self.lost_in_crashes += self.log_end_offset - self.flushed_offset
             del self.records[self.flushed_offset :]
             self.epochs = self._new_epochs()
             for epoch, start in self._durable_epochs:
                 self.epochs.assign(epoch, start)
             self.epochs.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self._durable_high_watermark, self.log_end_offset)
+
+    def _dropped(self, offset: int) -> None:
+        if self._dropped_from is None or offset < self._dropped_from:
+            self._dropped_from = offset
+
+    def take_dropped_from(self) -> int:
+        """The lowest offset whose record was dropped since the last call (the log end
+        when none was): records below it are the ones there were then."""
+        dropped, self._dropped_from = self._dropped_from, None
+        return self.log_end_offset if dropped is None else dropped

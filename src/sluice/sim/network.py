@@ -2,11 +2,14 @@
 
 A message from one node to another is delivered after a latency drawn from the
 ``network`` stream, unless a fault takes it: the two nodes are partitioned from each
-other (both directions, or one), the receiver is down, or it is lost (``loss_rate``). It
-may also arrive twice (``duplicate_rate``). Between two nodes messages keep their order,
-as on a TCP connection, unless ``reorder`` is on (a reconnection racing the old
-connection); a lost message is one whose sender never gets an answer, as when a
-connection breaks, so senders time out and retry as real clients do."""
+other (both directions, or one), the receiver is down, or it is lost (``loss_rate``).
+Between two nodes messages keep their order, as on a TCP connection, and a message held
+up (``delay_rate``: a retransmission, a stalled link) holds up those behind it. A
+reordered message (``reorder_rate``, or every message with ``reorder``) is late and lets
+later ones overtake it, as a request on a reconnection racing the old connection; a
+duplicated message (``duplicate_rate``) arrives again, late and out of order, as a resent
+request or a stale answer. A lost message is one whose sender never gets an answer, as
+when a connection breaks, so senders time out and retry as real clients do."""
 
 from __future__ import annotations
 
@@ -26,7 +29,15 @@ class Faults:
     """Each message takes between these many milliseconds (inclusive)."""
     loss_rate: float = 0.0
     duplicate_rate: float = 0.0
+    """Messages that arrive a second time, late (``late_ms``) and out of order."""
+    delay_rate: float = 0.0
+    """Messages held up ``late_ms`` more, and the link's later messages behind them."""
+    reorder_rate: float = 0.0
+    """Messages ``late_ms`` late that later messages of their link overtake."""
+    late_ms: tuple[int, int] = (20, 500)
+    """How late a delayed, reordered or duplicated message is (inclusive)."""
     reorder: bool = False
+    """Every message may overtake those sent before it."""
     cut: set[tuple[int, int]] = field(default_factory=set)
     """(sender, receiver) pairs whose messages are dropped: a partition."""
 
@@ -37,6 +48,8 @@ class NetworkStats:
     delivered: int = 0
     lost: int = 0
     duplicated: int = 0
+    delayed: int = 0
+    reordered: int = 0
 
 
 class Network:
@@ -82,16 +95,27 @@ class Network:
         ):
             self.stats.lost += 1
             return
-        copies = 2 if faults.duplicate_rate and randomly.random() < faults.duplicate_rate else 1
-        self.stats.duplicated += copies - 1
-        for _ in range(copies):
-            low, high = faults.latency_ms
-            arrival = self.world.now_ms + randomly.randint(low, high)
-            link = (sender, receiver)
+        low, high = faults.latency_ms
+        arrival = self.world.now_ms + randomly.randint(low, high)
+        link = (sender, receiver)
+        if faults.delay_rate and randomly.random() < faults.delay_rate:
+            self.stats.delayed += 1
+            arrival += randomly.randint(*faults.late_ms)
+        if faults.reorder or (faults.reorder_rate and randomly.random() < faults.reorder_rate):
             if not faults.reorder:
-                arrival = max(arrival, self._last_arrival_ms.get(link, 0))
-                self._last_arrival_ms[link] = arrival
-            self.world.at(arrival, lambda: self._arrive(sender, receiver, message))
+                self.stats.reordered += 1
+                arrival += randomly.randint(*faults.late_ms)
+        else:
+            arrival = max(arrival, self._last_arrival_ms.get(link, 0))
+            self._last_arrival_ms[link] = arrival
+        self._deliver_at(arrival, sender, receiver, message)
+        if faults.duplicate_rate and randomly.random() < faults.duplicate_rate:
+            self.stats.duplicated += 1
+            late = arrival + randomly.randint(*faults.late_ms)
+            self._deliver_at(late, sender, receiver, message)
+
+    def _deliver_at(self, at_ms: int, sender: int, receiver: int, message: Any) -> None:
+        self.world.at(at_ms, lambda: self._arrive(sender, receiver, message))
 
     def _arrive(self, sender: int, receiver: int, message: Any) -> None:
         deliver = self._inboxes.get(receiver)

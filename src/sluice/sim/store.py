@@ -34,13 +34,17 @@ class SimMetadataStore:
         self._controller_epoch = 0
         self.topics: dict[str, TopicMetadata] = {}
         self._order = 0
+        self._image: MetadataImage | None = None
         """The store's order of events (ZooKeeper's zxid): registrations and writes."""
         self.writes: list[tuple[int | None, TopicPartition, PartitionState]] = []
         """Every partition write: (the controller epoch it carried, or None for a
         leader's ISR write; the partition; the state written)."""
 
     def _next(self) -> int:
+        """The next point in the store's order; whatever changes the store takes one, so
+        the image is built anew."""
         self._order += 1
+        self._image = None
         return self._order
 
     # ── brokers and the controller ─────────────────────────────────────────────────
@@ -56,6 +60,7 @@ class SimMetadataStore:
         self.brokers.pop(node_id, None)
         if self.controller is not None and self.controller.node_id == node_id:
             self.controller = None
+        self._image = None
 
     def elect_controller(self, node_id: int) -> int | None:
         """Make ``node_id`` the controller if there is none (its epoch), else None."""
@@ -63,6 +68,7 @@ class SimMetadataStore:
             return None
         self._controller_epoch += 1
         self.controller = ControllerInfo(node_id, self._controller_epoch)
+        self._image = None
         return self._controller_epoch
 
     # ── topics and partitions ──────────────────────────────────────────────────────
@@ -127,9 +133,13 @@ class SimMetadataStore:
         return written
 
     def image(self) -> MetadataImage:
-        return MetadataImage(
+        """What the store holds now (built once per change: clients ask for it often)."""
+        if self._image is not None:
+            return self._image
+        self._image = MetadataImage(
             CLUSTER_ID,
             brokers=MappingProxyType(dict(self.brokers)),
             controller=self.controller,
             topics=MappingProxyType(dict(self.topics)),
         )
+        return self._image

@@ -13,17 +13,20 @@ import hashlib
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 Event = Callable[[], None]
 
 
-@dataclass(order=True)
 class _Scheduled:
-    at_ms: int
-    sequence: int
-    event: Event = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    """An event in the queue. The queue holds ``(at_ms, sequence, scheduled)`` tuples,
+    compared as tuples (the sequence is unique, so the event itself is never compared)."""
+
+    __slots__ = ("at_ms", "cancelled", "event")
+
+    def __init__(self, at_ms: int, event: Event) -> None:
+        self.at_ms = at_ms
+        self.event = event
+        self.cancelled = False
 
 
 class Timer:
@@ -38,6 +41,10 @@ class Timer:
     def at_ms(self) -> int:
         return self._scheduled.at_ms
 
+    @property
+    def cancelled(self) -> bool:
+        return self._scheduled.cancelled
+
     def cancel(self) -> None:
         self._scheduled.cancelled = True
 
@@ -46,7 +53,7 @@ class World:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.now_ms = 0
-        self._queue: list[_Scheduled] = []
+        self._queue: list[tuple[int, int, _Scheduled]] = []
         self._sequence = 0
         self._streams: dict[str, random.Random] = {}
         self.events_run = 0
@@ -63,8 +70,9 @@ class World:
     def at(self, at_ms: int, event: Event) -> Timer:
         """Run ``event`` at ``at_ms`` (now if that is past)."""
         self._sequence += 1
-        scheduled = _Scheduled(max(at_ms, self.now_ms), self._sequence, event)
-        heapq.heappush(self._queue, scheduled)
+        at_ms = max(at_ms, self.now_ms)
+        scheduled = _Scheduled(at_ms, event)
+        heapq.heappush(self._queue, (at_ms, self._sequence, scheduled))
         return Timer(scheduled)
 
     def after(self, delay_ms: int, event: Event) -> Timer:
@@ -75,11 +83,12 @@ class World:
         """Run events in time order until the next one is after ``end_ms`` (the clock then
         stands at ``end_ms``), or until ``stop()`` holds after an event."""
         queue = self._queue
-        while queue and queue[0].at_ms <= end_ms:
-            scheduled = heapq.heappop(queue)
+        pop = heapq.heappop
+        while queue and queue[0][0] <= end_ms:
+            at_ms, _, scheduled = pop(queue)
             if scheduled.cancelled:
                 continue
-            self.now_ms = scheduled.at_ms
+            self.now_ms = at_ms
             self.events_run += 1
             scheduled.event()
             if stop is not None and stop():
@@ -89,4 +98,69 @@ class World:
     @property
     def pending(self) -> int:
         """Events scheduled and not called off."""
-        return sum(1 for scheduled in self._queue if not scheduled.cancelled)
+        return sum(1 for _, _, scheduled in self._queue if not scheduled.cancelled)
+
+
+class NodeClock:
+    """One node's view of the world, which a pause can stop (a SIGSTOP, a long garbage
+    collection): while paused, the node's timers that come due and whatever reaches it
+    (:meth:`hold`) wait; when it resumes they run at once, in the order they came, and
+    the node finds the clock moved on and its view of the cluster stale. The node
+    schedules through this (``at``, ``after``) as through the :class:`World`."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.paused = False
+        self._held: list[tuple[Timer | None, Event]] = []
+        self._life = 0
+        """Bumped by a crash: events scheduled in an earlier life do not run."""
+
+    @property
+    def now_ms(self) -> int:
+        return self.world.now_ms
+
+    def random(self, stream: str) -> random.Random:
+        return self.world.random(stream)
+
+    def at(self, at_ms: int, event: Event) -> Timer:
+        timer: Timer
+        life = self._life
+
+        def gated() -> None:
+            if life != self._life:
+                return
+            if self.paused:
+                self._held.append((timer, event))
+            else:
+                event()
+
+        timer = self.world.at(at_ms, gated)
+        return timer
+
+    def after(self, delay_ms: int, event: Event) -> Timer:
+        return self.at(self.world.now_ms + max(delay_ms, 0), event)
+
+    def hold(self, event: Event) -> bool:
+        """While paused, keep ``event`` (something that reached the node) for the resume
+        and say so; otherwise False (the caller goes on at once)."""
+        if self.paused:
+            self._held.append((None, event))
+        return self.paused
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        """Run what waited, in order (a timer called off meanwhile does not run)."""
+        self.paused = False
+        while self._held and not self.paused:
+            timer, event = self._held.pop(0)
+            if timer is None or not timer.cancelled:
+                event()
+
+    def reset(self) -> None:
+        """The node crashed: its timers and what waited for it are gone, and it runs
+        (when it starts again) unpaused."""
+        self._life += 1
+        self._held.clear()
+        self.paused = False

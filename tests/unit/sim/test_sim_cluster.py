@@ -1,48 +1,104 @@
 """The simulated cluster: a seed replays exactly, a batch of seeds with every fault finds
-no anomaly, and each deliberate defect is found (so the checks can fail)."""
+no anomaly but the one known gap, and each deliberate defect is found (so the checks can
+fail).
+
+The known gap: a replica that lost its unsynced tail in a machine crash, the last of its
+partition's ISR, is elected leader when it comes back (the other replicas left the ISR
+as they died or paused past their sessions) and the records it lost, committed, are
+gone. Kafka closes this with eligible leader replicas (KIP-966, on by default since 4.1);
+until Sluice has them, such seeds are counted and named here, and every other anomaly
+fails the batch. The regression seeds below pass once it is closed (then drop
+KNOWN_GAP_SEEDS, the xfail and the tolerance)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from sluice.sim import invariants
 from sluice.sim.__main__ import main
 from sluice.sim.broker import BUGS
 from sluice.sim.cluster import Settings, run
+from sluice.sim.seeds import SeedOutcome, check_seeds, default_jobs
 
-CLEAN_SEEDS = 12
-"""Seeds every CI run checks (the documented longer run: ``python -m sluice.sim --seeds
-1000``)."""
+CI_SEEDS = 100
+"""Seeds every CI run checks, in worker processes (under a minute on two idle cores;
+the documented longer run: ``python -m sluice.sim --seeds 1000``)."""
+BATCH_TIMEOUT_S = 600
+"""The batch's bound on a machine busy with other work (it takes a fraction of it)."""
 SEEDS_TO_FIND_A_BUG = 10
 """Each deliberate defect is found within this many seeds (docs/replication.md)."""
+KNOWN_GAP = invariants.LEADER_LACKS_COMMITTED
+"""The first violation of a seed that hits the known gap (see the module docstring)."""
+KNOWN_GAP_SEEDS = (85, 253)
+"""Seeds that hit it, replayed as regression tests."""
+
+
+@functools.cache
+def _clean_batch() -> dict[int, SeedOutcome]:
+    outcomes = check_seeds(range(1, CI_SEEDS + 1), Settings(), jobs=default_jobs())
+    return {outcome.seed: outcome for outcome in outcomes}
 
 
 def test_a_seed_replays_exactly() -> None:
     first, again = run(7), run(7)
     assert first.digest == again.digest and first.events == again.events
+    assert first.faults == again.faults
     assert run(8).digest != first.digest
 
 
-@pytest.mark.parametrize("seed", range(1, CLEAN_SEEDS + 1))
-def test_no_anomaly_under_crashes_lost_tails_and_partitions(seed: int) -> None:
+@pytest.mark.timeout(BATCH_TIMEOUT_S)
+def test_a_batch_of_seeds_with_every_fault_finds_no_anomaly_but_the_known_gap() -> None:
+    outcomes = _clean_batch()
+    failing = [o for o in outcomes.values() if not o.valid]
+    unexpected = [
+        o
+        for o in failing
+        if o.first_violation is None or not o.first_violation.startswith(KNOWN_GAP)
+    ]
+    assert not unexpected, "\n\n".join(
+        f"seed {o.seed} (replay: python -m sluice.sim --seed {o.seed})\n{o.summary}"
+        for o in unexpected
+    )
+    print(f"{CI_SEEDS} seeds; the known gap in seeds {[o.seed for o in failing]}")
+    assert len(failing) <= CI_SEEDS // 10, "the known gap is rare: something else broke"
+    assert all("sends ok 0," not in o.summary for o in outcomes.values()), (
+        "every run served acks=all sends"
+    )
+    for kind in ("crash", "pause", "slow disk", "isolate"):
+        assert any(kind in line for o in outcomes.values() for line in o.faults), kind
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the last in-sync replica, back from a machine crash that lost its unsynced "
+    "tail, is elected leader: eligible leader replicas (KIP-966) are not in Sluice yet",
+)
+@pytest.mark.parametrize("seed", KNOWN_GAP_SEEDS)
+def test_a_replica_that_lost_its_tail_does_not_lead_committed_records_away(seed: int) -> None:
     result = run(seed)
-    print(f"seed {seed}: {result.faults}")
-    assert result.result.valid, f"seed {seed}\n{result.result.summary()}"
-    assert result.result.sends_ok > 0, "the cluster served acks=all sends"
+    assert result.valid, f"seed {seed}\n{result.summary()}"
 
 
+@pytest.mark.timeout(BATCH_TIMEOUT_S)
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_deliberate_defect_is_found(bug: str) -> None:
-    found = any(
-        not run(seed, Settings(), frozenset({bug})).result.valid
-        for seed in range(1, SEEDS_TO_FIND_A_BUG + 1)
-    )
+    clean = _clean_batch()
+    seeds = [s for s in range(1, SEEDS_TO_FIND_A_BUG + 1) if clean[s].valid]
+    found = [
+        o.seed for o in check_seeds(seeds, Settings(), frozenset({bug}), jobs=2) if not o.valid
+    ]
     assert found, f"{bug} went unnoticed in {SEEDS_TO_FIND_A_BUG} seeds"
 
 
 def test_the_command_line_counts_seeds_and_anomalies(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--seeds", "2"]) == 0
+    assert main(["--seeds", "2", "--jobs", "2"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "2 seeds, 0 anomalies"
     assert main(["--seeds", "3", "--inject", "ack-before-isr"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("3 seeds, ") and out[-1] != "3 seeds, 0 anomalies"
     assert any("--inject ack-before-isr" in line for line in out)
+    assert main(["--seed", "85"]) == 1
+    out = capsys.readouterr().out
+    assert "pause" in out and "network:" in out and "seed 85 at " in out

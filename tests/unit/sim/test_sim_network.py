@@ -86,3 +86,36 @@ def test_losses_and_duplicates_follow_their_rates_and_the_seed() -> None:
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+def test_a_delayed_message_holds_up_its_link_and_a_reordered_one_is_overtaken() -> None:
+    def arrivals(faults: Faults) -> tuple[Network, list[int]]:
+        world = World(seed=5)
+        network = Network(world, faults)
+        inboxes = _inboxes(network, range(2))
+        for i in range(200):
+            world.at(i * 10, lambda i=i: network.send(0, 1, i))
+        world.run_until(20_000)
+        return network, [message for _, message, _ in inboxes[1]]
+
+    delayed, received = arrivals(Faults(delay_rate=0.1, late_ms=(100, 300)))
+    assert received == list(range(200)) and 5 < delayed.stats.delayed < 40
+    reordered, received = arrivals(Faults(reorder_rate=0.1, late_ms=(100, 300)))
+    assert sorted(received) == list(range(200)) and received != list(range(200))
+    assert 5 < reordered.stats.reordered < 40
+
+
+def test_a_duplicate_arrives_late_after_later_messages() -> None:
+    world = World(seed=5)
+    network = Network(world, Faults(latency_ms=(1, 1), late_ms=(50, 50)))
+    inboxes = _inboxes(network, range(2))
+    network.faults.duplicate_rate = 1.0
+    network.send(0, 1, "answer")
+    network.faults.duplicate_rate = 0.0
+    world.after(10, lambda: network.send(0, 1, "next"))
+    world.run_until(1_000)
+    assert [(message, at) for _, message, at in inboxes[1]] == [
+        ("answer", 1),
+        ("next", 11),
+        ("answer", 51),
+    ]

@@ -3,7 +3,7 @@ called off, and randomness that depends only on the seed and the stream's name."
 
 from __future__ import annotations
 
-from sluice.sim.world import World
+from sluice.sim.world import NodeClock, World
 
 
 def test_events_run_in_time_order_and_ties_in_the_order_they_were_scheduled() -> None:
@@ -54,3 +54,31 @@ def test_random_streams_depend_only_on_the_seed_and_their_name() -> None:
     ]
     assert World(seed=43).random("faults").random() != World(seed=42).random("faults").random()
     assert first.random("a") is first.random("a")
+
+
+def test_a_paused_node_holds_its_timers_and_arrivals_and_runs_them_in_order_on_resume() -> None:
+    world = World(seed=1)
+    clock = NodeClock(world)
+    ran: list[tuple[int, str]] = []
+    clock.after(10, lambda: ran.append((world.now_ms, "timer")))
+    called_off = clock.after(20, lambda: ran.append((world.now_ms, "called off")))
+    world.after(5, clock.pause)
+    world.after(15, lambda: clock.hold(lambda: ran.append((world.now_ms, "message"))))
+    world.after(25, called_off.cancel)
+    world.after(40, clock.resume)
+    world.run_until(100)
+    assert ran == [(40, "timer"), (40, "message")]
+    assert not clock.hold(lambda: None), "a running node goes on at once"
+
+
+def test_a_crash_drops_a_nodes_timers_and_what_waited() -> None:
+    world = World(seed=1)
+    clock = NodeClock(world)
+    ran: list[str] = []
+    clock.after(10, lambda: ran.append("before the crash"))
+    clock.pause()
+    clock.hold(lambda: ran.append("held"))
+    clock.reset()
+    clock.after(10, lambda: ran.append("after the crash"))
+    world.run_until(100)
+    assert ran == ["after the crash"] and not clock.paused
