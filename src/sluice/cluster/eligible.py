@@ -7,16 +7,23 @@ minimum has every committed record: nothing could be committed without it. The
 partition state keeps such replicas in its ELR, and an election that finds no in-sync
 replica to lead takes one of them before it considers anything unclean. A replica whose
 broker restarted after an unclean shutdown (it may have lost its unflushed tail) is
-taken out of the ISR and the ELR and kept in the last known ELR instead.
+taken out of the ISR and the ELR.
 
-Every new ISR goes through :func:`with_isr`, whoever decides it (a leader's ISR change,
-the controller's reconcile and elections)::
+Every new ISR goes through :func:`with_isr`, whoever decides it (a leader's ISR change
+through the controller, the controller's reconcile and elections)::
 
-    new ISR size >= min(min.insync.replicas, replicas)   ELR and last known ELR cleared
-    otherwise     ELR            = (ELR | old ISR) - new ISR - unclean restarts
-                  last known ELR = (ELR | old ISR | last known ELR) - new ISR - new ELR
+    new ISR size >= min(min.insync.replicas, replicas)   ELR cleared
+    otherwise     ELR = (ELR | old ISR) - new ISR - unclean restarts
 
     ISR and ELR never overlap; both are kept in replica order.
+
+The last known ELR holds the partition's last leader while it has none, as Kafka's
+controller keeps it by default (its "last known leader" in balanced recovery): set
+when the partition loses its leader, cleared when it has one again. When the ISR and
+the ELR are both empty, that replica is the last resort, elected uncleanly once it is
+back. Kafka can also keep every replica that was once eligible there; electing any of
+those would be worse than waiting (one that never led may be the one that lost its
+tail, which the simulator showed), so Sluice keeps only the last leader.
 
 These are pure functions over :class:`~sluice.cluster.model.PartitionState`; the
 controller's rules for using them are in :mod:`sluice.cluster.leadership`.
@@ -50,28 +57,38 @@ def with_isr(
     write."""
     new_isr = tuple(isr)
     if len(new_isr) >= effective_min_insync(state, min_insync):
-        return dataclasses.replace(state, isr=new_isr, elr=(), last_known_elr=())
+        return dataclasses.replace(state, isr=new_isr, elr=())
     candidates = {*state.elr, *state.isr}
     elr = tuple(
         r
         for r in state.replicas
         if r in candidates and r not in new_isr and r not in unclean_shutdown
     )
-    known = candidates | set(state.last_known_elr)
-    last_known = tuple(
-        r for r in state.replicas if r in known and r not in new_isr and r not in elr
-    )
-    return dataclasses.replace(state, isr=new_isr, elr=elr, last_known_elr=last_known)
+    if not new_isr and state.leader >= 0:
+        # The ISR empties under its leader (its broker restarted uncleanly): it is the
+        # last known leader.
+        return dataclasses.replace(state, isr=new_isr, elr=elr, last_known_elr=(state.leader,))
+    return dataclasses.replace(state, isr=new_isr, elr=elr)
+
+
+def with_leader(state: PartitionState, leader: int) -> PartitionState:
+    """``state``'s last known ELR once ``leader`` (or NO_LEADER) leads it: emptied when
+    the partition has a leader; the leader it loses when it loses it (kept while it
+    has none)."""
+    if leader >= 0:
+        return dataclasses.replace(state, last_known_elr=())
+    if state.leader >= 0:
+        return dataclasses.replace(state, last_known_elr=(state.leader,))
+    return state
 
 
 def without_unclean(
     state: PartitionState, unclean_shutdown: Collection[int], min_insync: int
 ) -> PartitionState:
     """``state`` with the replicas that restarted after an unclean shutdown taken out of
-    its ISR and ELR (into the last known ELR while the ISR is below min.insync.replicas),
-    as Kafka's controller does when such a broker registers. The ISR may be left empty:
-    the partition then waits for an ELR member, or elects from the last known ELR when
-    there is none."""
+    its ISR and ELR, as Kafka's controller does when such a broker registers. The ISR
+    may be left empty: the partition then waits for an ELR member, or elects its last
+    leader (the last known ELR) when there is none."""
     if not any(r in unclean_shutdown for r in (*state.isr, *state.elr)):
         return state
     isr = tuple(r for r in state.isr if r not in unclean_shutdown)
@@ -86,8 +103,7 @@ def elected_from_elr(state: PartitionState, leader: int) -> PartitionState:
     assert leader in state.elr, f"{leader} is not in the ELR {state.elr}"
     candidates = {*state.elr, *state.isr}
     elr = tuple(r for r in state.replicas if r in candidates and r != leader)
-    last_known = tuple(r for r in state.last_known_elr if r != leader and r not in elr)
-    return dataclasses.replace(state, isr=(leader,), elr=elr, last_known_elr=last_known)
+    return dataclasses.replace(state, isr=(leader,), elr=elr)
 
 
 def cleared(state: PartitionState) -> PartitionState:

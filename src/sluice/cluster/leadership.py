@@ -123,7 +123,7 @@ def _led_by(state: PartitionState, leader: int, isr: Sequence[int] | None = None
     ``isr`` when given (its ELR fields already decided); the version stays the one
     read, for the conditional write."""
     return dataclasses.replace(
-        state,
+        eligible.with_leader(state, leader),
         leader=leader,
         leader_epoch=state.leader_epoch + 1,
         isr=state.isr if isr is None else tuple(isr),
@@ -152,14 +152,13 @@ def reconcile(
     Eligible leader replicas (KIP-966, :mod:`sluice.cluster.eligible`, with the topic's
     ``min_insync(topic)``): a replica that leaves the ISR while it is below
     min.insync.replicas joins the ELR; a restarted broker whose previous run did not
-    shut down cleanly (:attr:`BrokerInfo.clean_shutdown`) leaves the ISR and the ELR
-    (into the last known ELR). With no in-sync replica to lead, the order is: an
-    in-sync replica that stayed up, one that restarted cleanly, a live ELR member (the
-    partition waits offline for a dead ELR member or in-sync replica rather than let a
-    replica that lost its tail lead), a live member of the last known ELR when the ISR
-    and the ELR are empty (Kafka's last known leader), and only then, where
-    ``unclean_allowed(topic)`` (its unclean.leader.election.enable), the first live
-    replica."""
+    shut down cleanly (:attr:`BrokerInfo.clean_shutdown`) leaves the ISR and the ELR.
+    With no in-sync replica to lead, the order is: an in-sync replica that stayed up,
+    one that restarted cleanly, a live ELR member (the partition waits offline for a
+    dead ELR member or in-sync replica rather than let a replica that lost its tail
+    lead), the last leader (the last known ELR) when the ISR and the ELR are empty
+    (Kafka's last known leader), and only then, where ``unclean_allowed(topic)`` (its
+    unclean.leader.election.enable), the first live replica."""
     live = image.brokers
     changes: list[PartitionChange] = []
     for topic in image.topics.values():
@@ -211,12 +210,19 @@ def _reconciled(
             electable[0],
         )
         return _led_by(eligible.elected_from_elr(decided, electable[0]), electable[0])
-    if not decided.isr and not decided.elr:
-        last_known = [r for r in decided.replicas if r in decided.last_known_elr and r in live]
-        if last_known:
-            # Every replica known to have the records restarted without a clean shutdown
-            # (Kafka's last known leader): the first leads, as one did before KIP-966.
-            return _led_by(eligible.cleared(decided), last_known[0], (last_known[0],))
+    if not decided.isr and not decided.elr and len(decided.last_known_elr) == 1:
+        (last_leader,) = decided.last_known_elr
+        if last_leader in live:
+            # Every replica known to have the records restarted without a clean shutdown:
+            # the last leader leads again, uncleanly (Kafka's last known leader).
+            log.warning(
+                "%s-%d: no in-sync or eligible replica is left; the last leader %d leads "
+                "again: records it lost in its unclean shutdown are lost",
+                topic.name,
+                index,
+                last_leader,
+            )
+            return _led_by(eligible.cleared(decided), last_leader, (last_leader,))
     live_replicas = [r for r in decided.replicas if r in live]
     if live_replicas and unclean_allowed(topic):
         # Unclean: the records only the ISR had are lost; the partition serves again.

@@ -70,9 +70,17 @@ def test_a_replica_rejoining_the_isr_while_still_below_min_insync_leaves_the_elr
     assert (state.isr, state.elr) == ((A, B), (C,)), "ISR and ELR never overlap"
 
 
-def test_an_unclean_restart_is_kept_in_the_last_known_elr_not_the_elr() -> None:
+def test_an_unclean_restart_is_not_eligible() -> None:
     state = eligible.with_isr(_state((A, B), A), (A,), MIN_INSYNC, unclean_shutdown={B})
-    assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), (B,))
+    assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), ())
+
+
+def test_the_last_known_elr_is_the_leader_the_partition_lost() -> None:
+    emptied = eligible.with_isr(_state((A,), A, elr=(B,)), (), MIN_INSYNC, unclean_shutdown={A})
+    assert (emptied.isr, emptied.elr, emptied.last_known_elr) == ((), (B,), (A,))
+    offline = eligible.with_leader(_state((A,), A), NO_LEADER)
+    assert offline.last_known_elr == (A,), "kept while the partition has no leader"
+    assert eligible.with_leader(offline, B).last_known_elr == (), "cleared once it has one"
 
 
 def test_min_insync_above_the_replication_factor_counts_as_the_replication_factor() -> None:
@@ -111,7 +119,7 @@ def test_the_last_isr_member_restarting_with_a_lost_tail_does_not_lead_the_elr_m
     state = _reconciled(_image({A: 7, B: 0, C: 0}, before), restarted=(A,))
     assert state is not None
     assert (state.leader, state.leader_epoch) == (B, 6)
-    assert (state.isr, state.elr, state.last_known_elr) == ((B,), (), (A,))
+    assert (state.isr, state.elr, state.last_known_elr) == ((B,), (), ())
 
 
 def test_a_clean_restart_of_the_last_isr_member_leads_again() -> None:
@@ -134,7 +142,7 @@ def test_while_the_elr_member_is_down_the_partition_waits_offline_for_it() -> No
     assert _reconciled(_image({A: 7, C: 0}, state)) is None, "still waiting"
     back = _reconciled(_image({A: 7, B: 8, C: 0}, state, clean=frozenset({B})), (B,))
     assert back is not None
-    assert (back.leader, back.isr, back.elr, back.last_known_elr) == (B, (B,), (), (A,))
+    assert (back.leader, back.isr, back.elr, back.last_known_elr) == (B, (B,), (), ())
 
 
 def test_when_every_eligible_replica_lost_its_tail_the_last_known_one_leads() -> None:
@@ -154,7 +162,31 @@ def test_an_elr_member_that_restarted_uncleanly_is_no_longer_eligible() -> None:
     state = _reconciled(_image({A: 0, B: 7}, _state((A,), A, elr=(B,))), restarted=(B,))
     assert state is not None
     assert (state.leader, state.leader_epoch) == (A, 5), "the leader stays"
-    assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), (B,))
+    assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), ())
+
+
+def test_a_replica_that_never_led_and_lost_its_tail_does_not_lead_the_last_leader_does() -> None:
+    """Found by the simulator (its seed 85 before this rule). ISR {A, B}, min ISR 2, A
+    leads: B machine-crashes (its unsynced tail lost), A drops it into the ELR, B comes
+    back uncleanly while the controller is paused (no longer eligible); then A's session
+    ends: the partition goes offline with ISR {A}, its last leader A. A comes back,
+    counted unclean too: neither in-sync nor eligible, but it was the last leader and
+    has every committed record. B must not lead (it was never leader and lost records);
+    A does, as Kafka's last known leader."""
+    first_b = (B, A, C)  # B before A in replica order: no accident of the order saves A
+    shrunk = eligible.with_isr(_state((A, B), A, replicas=first_b), (A,), MIN_INSYNC)
+    assert shrunk.elr == (B,)
+    offline = _reconciled(_image({B: 7, C: 0}, shrunk), restarted=(B,))
+    assert offline is not None
+    assert (offline.leader, offline.isr, offline.elr, offline.last_known_elr) == (
+        NO_LEADER,
+        (A,),
+        (),
+        (A,),
+    )
+    back = _reconciled(_image({A: 9, B: 7, C: 0}, offline), restarted=(A,))
+    assert back is not None
+    assert (back.leader, back.isr) == (A, (A,)), "the last leader, not B"
 
 
 def test_an_isr_member_that_stayed_up_leads_before_any_elr_member() -> None:
