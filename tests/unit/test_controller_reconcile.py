@@ -54,7 +54,7 @@ def test_a_leader_that_left_is_replaced_by_the_first_live_in_sync_replica() -> N
 def test_a_partition_without_a_live_in_sync_replica_goes_offline_keeping_its_isr() -> None:
     image = _image({2: 0}, {0: _state((1,), 1)})
     (change,) = reconcile(image)
-    assert change.state == PartitionState((1,), NO_LEADER, 4, (1,), 7, last_known_elr=(1,))
+    assert change.state == PartitionState((1,), NO_LEADER, 4, (1,), 7)
     offline = _image({2: 0}, {0: change.state})
     assert reconcile(offline) == []  # still nobody to lead
     back = _image({1: 5, 2: 0}, {0: change.state})

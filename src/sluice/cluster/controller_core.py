@@ -235,9 +235,10 @@ class ControllerCore:
         self._rebalance = rebalance
         self._epoch: int | None = None
         self._broker_epochs: dict[int, int] = {}
-        """Each live broker's registration epoch when the controller last wrote: a
-        different one later means the broker registered anew (it restarted). A
-        restart before this broker was elected shows in the partition states instead
+        """Each broker's registration epoch when the controller last wrote and saw it
+        live (kept while it is away): a different one later means the broker registered
+        anew (it restarted), even when it was gone in between. A restart before this
+        broker was elected shows in the partition states instead
         (:meth:`PartitionState.registered_since`)."""
         self._next_rebalance_ms: int | None = None
         self._retry_at_ms: int | None = None
@@ -349,7 +350,7 @@ class ControllerCore:
             len(changes),
             offline,
         )
-        self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
+        self._broker_epochs.update({n: b.epoch for n, b in image.brokers.items()})
         return []
 
     def on_tick(self, image: MetadataImage, now_ms: int) -> list[ControllerCommand]:
@@ -577,7 +578,7 @@ class ControllerCore:
             if (c.topic, c.partition) not in deciding  # the next round completes it
         ]
         if not changes:
-            self._broker_epochs = {n: b.epoch for n, b in image.brokers.items()}
+            self._broker_epochs.update({n: b.epoch for n, b in image.brokers.items()})
             return []
         return [self._write(changes, epoch, "reconcile", image)]
 

@@ -18,15 +18,16 @@ through the controller, the controller's reconcile and elections)::
     ISR and ELR never overlap; both are kept in replica order.
 
 The last known ELR holds the partition's last leader while it has none, as Kafka's
-controller keeps it by default (its "last known leader" in balanced recovery): set
-when the partition loses its leader, cleared when it has one again. When the ISR and
-the ELR are both empty, that replica is the last resort, elected uncleanly once it is
-back. Kafka can also keep every replica that was once eligible there; electing any of
-those would be worse than waiting (one that never led may be the one that lost its
-tail, which the simulator showed), so Sluice keeps only the last leader.
-
-These are pure functions over :class:`~sluice.cluster.model.PartitionState`; the
-controller's rules for using them are in :mod:`sluice.cluster.leadership`.
+controller keeps it by default (its "last known leader" in balanced recovery): set when
+the ISR empties, to its last member (the one Sluice keeps in the ISR when every in-sync
+broker is down, so the one with every committed record when it last ran), cleared when
+the partition has a leader again. When the ISR and the ELR are both empty, that replica
+is the last resort, elected uncleanly once it is back. Kafka can also keep every replica
+that was once eligible there; electing any of those would be worse than waiting (one
+that never led may be the one that lost its tail, which the simulator showed), so Sluice
+keeps only the last leader. These are pure functions over
+:class:`~sluice.cluster.model.PartitionState`; the controller's rules for using them are
+in :mod:`sluice.cluster.leadership`.
 """
 
 from __future__ import annotations
@@ -64,21 +65,19 @@ def with_isr(
         for r in state.replicas
         if r in candidates and r not in new_isr and r not in unclean_shutdown
     )
-    if not new_isr and state.leader >= 0:
-        # The ISR empties under its leader (its broker restarted uncleanly): it is the
-        # last known leader.
-        return dataclasses.replace(state, isr=new_isr, elr=elr, last_known_elr=(state.leader,))
+    if not new_isr and state.isr:
+        # The ISR empties (its last member restarted uncleanly): that member, which had
+        # every committed record when it last ran, is the last known leader.
+        last = state.leader if state.leader in state.isr else state.isr[0]
+        return dataclasses.replace(state, isr=new_isr, elr=elr, last_known_elr=(last,))
     return dataclasses.replace(state, isr=new_isr, elr=elr)
 
 
 def with_leader(state: PartitionState, leader: int) -> PartitionState:
     """``state``'s last known ELR once ``leader`` (or NO_LEADER) leads it: emptied when
-    the partition has a leader; the leader it loses when it loses it (kept while it
-    has none)."""
-    if leader >= 0:
+    the partition has a leader, kept while it has none."""
+    if leader >= 0 and state.last_known_elr:
         return dataclasses.replace(state, last_known_elr=())
-    if state.leader >= 0:
-        return dataclasses.replace(state, last_known_elr=(state.leader,))
     return state
 
 

@@ -263,7 +263,8 @@ class SimCluster:
         if timer is not None:
             timer.cancel()
         if node not in self.store.brokers:
-            broker.reregistered(self.store.register(node).epoch)
+            # It never stopped: its logs are whole, its registration says so.
+            broker.reregistered(self.store.register(node, clean_shutdown=True).epoch)
         self.publish()
 
     def _expire(self, node: int) -> None:

@@ -75,10 +75,10 @@ def test_an_unclean_restart_is_not_eligible() -> None:
     assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), ())
 
 
-def test_the_last_known_elr_is_the_leader_the_partition_lost() -> None:
+def test_the_last_known_elr_is_the_last_member_of_an_isr_that_empties() -> None:
     emptied = eligible.with_isr(_state((A,), A, elr=(B,)), (), MIN_INSYNC, unclean_shutdown={A})
     assert (emptied.isr, emptied.elr, emptied.last_known_elr) == ((), (B,), (A,))
-    offline = eligible.with_leader(_state((A,), A), NO_LEADER)
+    offline = eligible.with_leader(emptied, NO_LEADER)
     assert offline.last_known_elr == (A,), "kept while the partition has no leader"
     assert eligible.with_leader(offline, B).last_known_elr == (), "cleared once it has one"
 
@@ -169,21 +169,16 @@ def test_a_replica_that_never_led_and_lost_its_tail_does_not_lead_the_last_leade
     """Found by the simulator (its seed 85 before this rule). ISR {A, B}, min ISR 2, A
     leads: B machine-crashes (its unsynced tail lost), A drops it into the ELR, B comes
     back uncleanly while the controller is paused (no longer eligible); then A's session
-    ends: the partition goes offline with ISR {A}, its last leader A. A comes back,
-    counted unclean too: neither in-sync nor eligible, but it was the last leader and
-    has every committed record. B must not lead (it was never leader and lost records);
+    ends: the partition goes offline with ISR {A}. A comes back, counted unclean too:
+    the ISR empties and A, its last member, is the last known leader: it has every
+    committed record. B must not lead (it was never leader and lost records);
     A does, as Kafka's last known leader."""
     first_b = (B, A, C)  # B before A in replica order: no accident of the order saves A
     shrunk = eligible.with_isr(_state((A, B), A, replicas=first_b), (A,), MIN_INSYNC)
     assert shrunk.elr == (B,)
     offline = _reconciled(_image({B: 7, C: 0}, shrunk), restarted=(B,))
     assert offline is not None
-    assert (offline.leader, offline.isr, offline.elr, offline.last_known_elr) == (
-        NO_LEADER,
-        (A,),
-        (),
-        (A,),
-    )
+    assert (offline.leader, offline.isr, offline.elr) == (NO_LEADER, (A,), ())
     back = _reconciled(_image({A: 9, B: 7, C: 0}, offline), restarted=(A,))
     assert back is not None
     assert (back.leader, back.isr) == (A, (A,)), "the last leader, not B"

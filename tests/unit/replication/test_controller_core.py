@@ -4,6 +4,7 @@ store, no event loop, no clock: every case is exact."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from types import MappingProxyType
@@ -159,6 +160,27 @@ def test_a_restart_with_nothing_to_change_is_noted_at_once() -> None:
     assert core.on_image(_image({1: 0, 2: 0, 3: 5}, STEADY, (ME, 4)), 0) == []
     with_3 = {**STEADY, 2: _state((3, 1), 3)}
     assert core.on_image(_image({1: 0, 2: 0, 3: 5}, with_3, (ME, 4)), 0) == []
+
+
+def test_a_broker_gone_and_back_with_a_new_epoch_counts_as_restarted() -> None:
+    """Found by the simulator: broker 2, the last in-sync replica (3 eligible, with
+    min.insync.replicas 2), crashed losing its unsynced tail while 3 was away too; the
+    controller wrote the partition offline (keeping 2 as the ISR's last member), then 2
+    registered anew. Its epoch had been forgotten while it was away, so the new
+    registration did not count as a restart and 2 led its short log. Epochs are kept
+    while a broker is away: 2 is restarted, out of the ISR, and the partition waits for
+    3, which has every committed record."""
+    core = _elected(ControllerCore(ME), live={1: 0, 2: 0, 3: 0})
+    state = dataclasses.replace(_state((2, 3), 2, isr=(2,)), elr=(3,))
+    configs = {"min.insync.replicas": "2"}
+    away = _write(core.on_image(_image({1: 0}, {0: state}, (ME, 4), configs), 0))
+    (offline,) = away.changes
+    assert (offline.state.leader, offline.state.isr) == (NO_LEADER, (2,))
+    assert core.on_write_result(Written(away.write_id), 1) == []
+    back = core.on_image(_image({1: 0, 2: 9}, {0: offline.state}, (ME, 4), configs), 2)
+    (change,) = _write(back).changes
+    assert change.state.leader == NO_LEADER, "2 restarted uncleanly: it must not lead"
+    assert (change.state.isr, change.state.elr) == ((), (3,))
 
 
 def test_a_write_lost_to_a_newer_state_is_decided_again_after_the_backoff() -> None:
