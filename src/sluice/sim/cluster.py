@@ -113,6 +113,17 @@ class Run:
         return "\n".join(lines)
 
 
+def _duplicable(message: object) -> bool:
+    """Every message but a transaction marker may arrive a second time, late. A marker
+    may not: with transaction version 2 a producer's next transaction writes at the
+    epoch its last one's markers carry, so a late second COMMIT would end that next
+    transaction where it arrives. TCP delivers no such copy; in Kafka only a
+    WriteTxnMarkers request read from a connection that timed out, and handled after
+    its retry and after the producer's next records, could (the coordinator does not
+    let the next transaction start before every marker is acknowledged)."""
+    return not (isinstance(message, ProduceRequest) and message.control is not None)
+
+
 class SimCluster:
     def __init__(self, seed: int, settings: Settings, inject: frozenset[str] = frozenset()) -> None:
         self.world = World(seed)
@@ -125,6 +136,7 @@ class SimCluster:
                 duplicate_rate=settings.duplicate_rate,
                 delay_rate=settings.delay_rate,
                 reorder_rate=settings.reorder_rate,
+                duplicable=_duplicable,
             ),
         )
         self.store = SimMetadataStore()

@@ -38,6 +38,8 @@ class Faults:
     """How late a delayed, reordered or duplicated message is (inclusive)."""
     reorder: bool = False
     """Every message may overtake those sent before it."""
+    duplicable: Callable[[Any], bool] = lambda message: True
+    """Which messages a late duplicate may be made of (the others are delivered once)."""
     cut: set[tuple[int, int]] = field(default_factory=set)
     """(sender, receiver) pairs whose messages are dropped: a partition."""
 
@@ -109,7 +111,11 @@ class Network:
             arrival = max(arrival, self._last_arrival_ms.get(link, 0))
             self._last_arrival_ms[link] = arrival
         self._deliver_at(arrival, sender, receiver, message)
-        if faults.duplicate_rate and randomly.random() < faults.duplicate_rate:
+        if (
+            faults.duplicate_rate
+            and randomly.random() < faults.duplicate_rate
+            and faults.duplicable(message)
+        ):
             self.stats.duplicated += 1
             late = arrival + randomly.randint(*faults.late_ms)
             self._deliver_at(late, sender, receiver, message)

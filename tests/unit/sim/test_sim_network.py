@@ -88,6 +88,19 @@ def test_losses_and_duplicates_follow_their_rates_and_the_seed() -> None:
     assert run(3) != run(4)
 
 
+def test_only_duplicable_messages_arrive_twice() -> None:
+    world = World(seed=3)
+    odd_only = Faults(duplicate_rate=0.5, duplicable=lambda message: message % 2 == 1)
+    network = Network(world, odd_only)
+    inboxes = _inboxes(network, range(2))
+    for i in range(200):
+        network.send(0, 1, i)
+    world.run_until(10_000)
+    arrived = [message for _, message, _ in inboxes[1]]
+    assert len(arrived) > 200, "odd messages were duplicated"
+    assert all(arrived.count(i) == 1 for i in range(0, 200, 2)), "even ones arrive once"
+
+
 def test_a_delayed_message_holds_up_its_link_and_a_reordered_one_is_overtaken() -> None:
     def arrivals(faults: Faults) -> tuple[Network, list[int]]:
         world = World(seed=5)
