@@ -10,6 +10,7 @@ Exit status 0 only when no run found an anomaly."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from sluice.sim.broker import BUGS
@@ -39,7 +40,23 @@ def main(argv: list[str] | None = None) -> int:
         default=default_jobs(),
         help="worker processes running seeds side by side (default: the machine's cores)",
     )
+    parser.add_argument(
+        "--log-level",
+        default="error",
+        choices=["debug", "info", "warning", "error"],
+        help="what the brokers' own log lines show (default: errors only; the workers inherit it)",
+    )
     args = parser.parse_args(argv)
+    sluice_log = logging.getLogger("sluice")
+    level_before = sluice_log.level
+    sluice_log.setLevel(args.log_level.upper())
+    try:
+        return _run(args)
+    finally:
+        sluice_log.setLevel(level_before)  # main() may run inside another program
+
+
+def _run(args: argparse.Namespace) -> int:
     inject = frozenset(args.inject)
     seeds = (
         [args.seed]
