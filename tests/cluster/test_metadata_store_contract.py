@@ -224,9 +224,9 @@ def test_partition_states_are_versioned_apart_from_the_topic(open_store: OpenSto
 def test_eligible_leader_replicas_and_clean_shutdowns_are_kept_and_seen_by_others(
     open_store: OpenStore,
 ) -> None:
-    """KIP-966's fields: a partition state's ELR and last known ELR, written by a leader
-    (no controller epoch) and read back by another broker's store and after a reopen; a
-    registration's clean-shutdown flag."""
+    """KIP-966's fields: a partition state's ELR and last known ELR, written by the
+    controller and read back by another broker's store; a registration's clean-shutdown
+    flag."""
 
     async def scenario() -> None:
         store = await open_store()
@@ -239,7 +239,9 @@ def test_eligible_leader_replicas_and_clean_shutdowns_are_kept_and_seen_by_other
         await eventually(store, lambda image: "t" in image.topics)
         state = store.image().topics["t"].partitions[0]
         shrunk = dataclasses.replace(state, isr=(), elr=(1,), last_known_elr=(2,))
-        (written,) = await store.update_partitions([PartitionChange("t", 0, shrunk)], None)
+        epoch = await store.elect_controller(1)
+        assert epoch is not None
+        (written,) = await store.update_partitions([PartitionChange("t", 0, shrunk)], epoch)
         assert (written.elr, written.last_known_elr) == ((1,), (2,))
         other = await open_store()
         await eventually(
