@@ -36,9 +36,9 @@ class SimMetadataStore:
         self._order = 0
         self._image: MetadataImage | None = None
         """The store's order of events (ZooKeeper's zxid): registrations and writes."""
-        self.writes: list[tuple[int | None, TopicPartition, PartitionState]] = []
-        """Every partition write: (the controller epoch it carried, or None for a
-        leader's ISR write; the partition; the state written)."""
+        self.writes: list[tuple[int, TopicPartition, PartitionState]] = []
+        """Every partition write: (the controller epoch it carried, the partition, the
+        state written)."""
 
     def _next(self) -> int:
         """The next point in the store's order; whatever changes the store takes one, so
@@ -106,11 +106,12 @@ class SimMetadataStore:
         return self.topics[topic_partition.topic].partitions[topic_partition.partition]
 
     def update_partitions(
-        self, changes: Sequence[PartitionChange], controller_epoch: int | None
+        self, changes: Sequence[PartitionChange], controller_epoch: int
     ) -> list[PartitionState]:
-        """Write every change or none: each on its state's version, and with a
-        controller epoch on that being the current one."""
-        if controller_epoch is not None and controller_epoch != self._controller_epoch:
+        """Write every change or none: each on its state's version, and on the
+        controller epoch being the current one (as the real stores, the controller is
+        the one writer)."""
+        if controller_epoch != self._controller_epoch:
             raise ControllerFenced(
                 f"controller epoch {controller_epoch} is not the current {self._controller_epoch}"
             )

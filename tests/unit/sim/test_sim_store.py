@@ -46,13 +46,20 @@ def test_one_controller_at_a_time_each_with_a_newer_epoch() -> None:
     assert store.elect_controller(0) is None, "not registered"
 
 
+def _controller_epoch(store: SimMetadataStore) -> int:
+    epoch = store.elect_controller(0)
+    assert epoch is not None
+    return epoch
+
+
 def test_writes_are_conditional_on_the_version_and_bump_it() -> None:
     store = _store()
-    (written,) = store.update_partitions([_change(store, 0, isr=(0, 1))], None)
+    epoch = _controller_epoch(store)
+    (written,) = store.update_partitions([_change(store, 0, isr=(0, 1))], epoch)
     assert written.version == 1 and written.isr == (0, 1)
     assert store.state(TP) == written
     with pytest.raises(StaleVersion):
-        store.update_partitions([_change(store, 0, isr=(0,), version=0)], None)
+        store.update_partitions([_change(store, 0, isr=(0,), version=0)], epoch)
     assert store.state(TP).isr == (0, 1)
 
 
@@ -72,14 +79,16 @@ def test_a_fenced_controller_writes_nothing() -> None:
 
 def test_a_write_of_several_partitions_is_all_or_nothing() -> None:
     store = _store()
+    epoch = _controller_epoch(store)
     stale = _change(store, 1, isr=(1, 2), version=5)
     with pytest.raises(StaleVersion):
-        store.update_partitions([_change(store, 0, isr=(0, 1)), stale], None)
+        store.update_partitions([_change(store, 0, isr=(0, 1)), stale], epoch)
     assert store.state(TP).isr == (0, 1, 2) and store.writes == []
 
 
 def test_every_write_is_ordered_after_the_registrations_before_it() -> None:
     store = _store()
-    (written,) = store.update_partitions([_change(store, 0, isr=(0, 1))], None)
+    epoch = _controller_epoch(store)
+    (written,) = store.update_partitions([_change(store, 0, isr=(0, 1))], epoch)
     later = store.register(2)
     assert later.epoch > written.written_at
