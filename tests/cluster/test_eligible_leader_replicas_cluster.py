@@ -8,17 +8,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import consumer_config, produce_and_flush, producer_config
+from client_helpers import consumer_config, produce_and_flush, producer_config, wait_until
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka_wire import KafkaConnection
 from kio.schema.describe_topic_partitions.v0 import request as describe_partitions_v0
 from kio.schema.errors import ErrorCode
+from zookeeper_sessions import cluster_nodes
 
 from sluice.cli.local_zookeeper import LocalZooKeeper
 
@@ -143,14 +144,15 @@ def test_the_last_isr_member_that_lost_its_tail_does_not_lead_over_the_elr_membe
     cluster.broker(B).stop()
     _wait_for(cluster.broker(A), topic, Described(A, (A,), (B,), ()), cluster)
 
-    # A crashes and loses the unflushed tail of its log: the second batch.
+    # A's machine crashes and A loses the unflushed tail of its log: the second batch.
     cluster.broker(A).kill()
+    cluster.broker(A).as_after_a_machine_crash()
     assert segment.stat().st_size > first_batch_end, "the second batch is in A's log"
     with segment.open("r+b") as file:
         file.truncate(first_batch_end)
 
-    # A restarts alone (no clean-shutdown marker): it must not lead; the partition waits
-    # for B, and A is only in the last known ELR.
+    # A restarts alone (no clean-shutdown marker, another boot): it must not lead; the
+    # partition waits for B, and A is only in the last known ELR.
     cluster.broker(A).start()
     _wait_for(cluster.broker(A), topic, Described(-1, (), (B,), (A,)), cluster)
 
@@ -169,3 +171,37 @@ def test_the_last_isr_member_that_lost_its_tail_does_not_lead_over_the_elr_membe
     acknowledged += _produce(cluster, topic, "after")
 
     assert _consume_all(cluster, topic, len(acknowledged)) == acknowledged
+
+
+def test_a_registration_says_whether_the_logs_are_intact(cluster: Cluster) -> None:
+    """A broker killed while its machine stays up lost nothing it appended (the page
+    cache keeps it): it registers with its logs intact, as after a clean shutdown, and
+    may lead at once. One whose machine went down (another boot) registers with its
+    tail at risk, and the controller takes it out of the ISRs."""
+    broker = cluster.broker(B)
+
+    def registered_again(before: int | None) -> dict[str, Any]:
+        wait_until(
+            lambda: nodes.broker_epoch(B) not in (None, before), f"broker {B} registers again"
+        )
+        document = nodes.registration(B)
+        assert document is not None
+        return document
+
+    with cluster_nodes(cluster.zookeeper_connect) as nodes:
+        wait_until(lambda: nodes.broker_epoch(B) is not None, f"broker {B} is registered")
+        epoch = nodes.broker_epoch(B)
+        broker.kill()
+        broker.start()
+        assert registered_again(epoch)["logs_intact"] is True, "killed, the machine up"
+
+        epoch = nodes.broker_epoch(B)
+        broker.kill()
+        broker.as_after_a_machine_crash()
+        broker.start()
+        assert registered_again(epoch)["logs_intact"] is False, "the machine went down"
+
+        epoch = nodes.broker_epoch(B)
+        broker.stop()
+        broker.start()
+        assert registered_again(epoch)["logs_intact"] is True, "a clean shutdown"

@@ -230,11 +230,9 @@ def test_eligible_leader_replicas_and_clean_shutdowns_are_kept_and_seen_by_other
 
     async def scenario() -> None:
         store = await open_store()
-        registered = await store.register_broker(
-            BrokerInfo(1, "127.0.0.1", 9093, clean_shutdown=True)
-        )
-        assert registered.clean_shutdown
-        assert store.image().brokers[1].clean_shutdown, "as the store reads it back"
+        registered = await store.register_broker(BrokerInfo(1, "127.0.0.1", 9093, logs_intact=True))
+        assert registered.logs_intact
+        assert store.image().brokers[1].logs_intact, "as the store reads it back"
         await store.create_topics([topic("t", 1)])
         await eventually(store, lambda image: "t" in image.topics)
         state = store.image().topics["t"].partitions[0]

@@ -131,8 +131,9 @@ def pause_a_leader_past_its_session(workload: Workload, rng: random.Random) -> N
 
 def cut_log_tail(broker: BrokerProcess, topic: str, index: int, cut_bytes: int) -> None:
     """Cut ``cut_bytes`` off the end of a stopped broker's partition log (as a power loss
-    would: pages that never reached the disk)."""
+    would: pages that never reached the disk), and let it start as after one."""
     assert not broker.is_running, "cut the log of a stopped broker"
+    broker.as_after_a_machine_crash()
     segments = sorted((broker.data_dir / f"{topic}-{index}").glob("*.log"))
     active = segments[-1]
     size = active.stat().st_size

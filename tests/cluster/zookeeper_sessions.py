@@ -53,6 +53,14 @@ class ClusterNodes:
         stat = self.client.exists(self.path("brokers", str(node_id)))
         return None if stat is None else int(stat.czxid)
 
+    def registration(self, node_id: int) -> dict[str, Any] | None:
+        """The broker's registration document, None if not registered."""
+        path = self.path("brokers", str(node_id))
+        if self.client.exists(path) is None:
+            return None
+        document: dict[str, Any] = json.loads(self.client.get(path)[0])
+        return document
+
     def partition(self, topic: str, index: int) -> tuple[dict[str, Any], int]:
         """A partition's state document and when it was written (its node's mzxid)."""
         data, stat = self.client.get(self.path("topics", topic, "partitions", str(index)))

@@ -27,6 +27,7 @@ import warnings
 from pathlib import Path
 
 from sluice.cli.loopback import HOST, free_port
+from sluice.storage.machine_boot import BOOT_RECORD_NAME
 from sluice.testing.ready_line import ready_listeners
 
 START_TIMEOUT_S = 60.0
@@ -239,6 +240,14 @@ class BrokerProcess:
     def kill(self) -> int | None:
         """SIGKILL: no chance to flush, checkpoint or close anything. Stays stopped."""
         return self._terminate(signal.SIGKILL)
+
+    def as_after_a_machine_crash(self) -> None:
+        """Make the next start of this stopped broker see what a start after its
+        machine went down sees: the data directory's boot record names another boot, so
+        its registration says its unflushed tail may be lost. (The test cuts whatever
+        tail the lost page cache would have held.)"""
+        assert not self.is_running, "a machine crash takes the broker down first"
+        (self.data_dir / BOOT_RECORD_NAME).write_text("a boot before the machine crashed\n")
 
     def kill9(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """SIGKILL, then start again on the same port and data directory."""

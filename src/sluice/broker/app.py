@@ -122,6 +122,7 @@ from sluice.storage import (
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from sluice.storage.machine_boot import record_boot, same_boot_as_previous_run
 from sluice.txn.config import (
     TRANSACTION_STATE_TOPIC,
     TRANSACTION_STATE_WRITE_TIMEOUT_MS,
@@ -157,9 +158,10 @@ class Broker:
         """The HTTP listener once bound (None with http.port=0)."""
         self._not_ready: str | None = "starting"
         """Why clients are not served (``/ready``), None while they are."""
-        self._previous_run_clean = False
-        """Whether the data directory held the clean-shutdown marker at this start (the
-        registration says so: KIP-966's clean shutdown)."""
+        self._logs_intact = False
+        """Whether the logs hold everything the previous run appended (a clean
+        shutdown, or a crash while the machine stayed up): the registration says so,
+        as KIP-966's clean shutdown."""
         self.data_dir = Path(config.data_dir)
         self.purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache(
@@ -329,11 +331,17 @@ class Broker:
         """Open the metadata store and every local log (recovering them without the
         clean-shutdown marker)."""
         clean = clean_shutdown_marker_exists(self.data_dir)
-        self._previous_run_clean = clean
+        same_boot = same_boot_as_previous_run(self.data_dir)
+        self._logs_intact = stored_identity is not None and (clean or same_boot)
         if stored_identity is None:
             log.info("new data directory %s", self.data_dir)
         elif not clean:
-            log.info("no clean-shutdown marker: recovering partition logs")
+            log.info(
+                "no clean-shutdown marker: recovering partition logs (%s)",
+                "the machine stayed up: nothing appended is lost"
+                if same_boot
+                else "the machine may have gone down: unsynced tails may be lost",
+            )
         self.store = store = self._make_store()
         try:
             await store.start()
@@ -376,6 +384,7 @@ class Broker:
         await self.applier.apply_first(store.image(), recover=not clean)
         store.subscribe(self.applier.offer)
         remove_clean_shutdown_marker(self.data_dir)
+        record_boot(self.data_dir)
 
     async def _start_services(self) -> None:
         """The controller, producer ids, group coordinators and request handlers; bind
@@ -534,7 +543,7 @@ class Broker:
             inter_broker.port,
             self.config.rack,
             endpoints=endpoints,
-            clean_shutdown=self._previous_run_clean,
+            logs_intact=self._logs_intact,
         )
         self._add_collectors()
         self._not_ready = "registering with the cluster"

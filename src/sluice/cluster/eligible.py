@@ -6,14 +6,15 @@ strict min ISR rule). So a replica that leaves the ISR while the ISR is below th
 minimum has every committed record: nothing could be committed without it. The
 partition state keeps such replicas in its ELR, and an election that finds no in-sync
 replica to lead takes one of them before it considers anything unclean. A replica whose
-broker restarted after an unclean shutdown (it may have lost its unflushed tail) is
-taken out of the ISR and the ELR.
+broker restarted with its unflushed tail at risk (its machine may have gone down:
+:attr:`~sluice.cluster.model.BrokerInfo.logs_intact` is false) is taken out of the ISR
+and the ELR.
 
 Every new ISR goes through :func:`with_isr`, whoever decides it (a leader's ISR change
 through the controller, the controller's reconcile and elections)::
 
     new ISR size >= min(min.insync.replicas, replicas)   ELR cleared
-    otherwise     ELR = (ELR | old ISR) - new ISR - unclean restarts
+    otherwise     ELR = (ELR | old ISR) - new ISR - restarts with the tail at risk
 
     ISR and ELR never overlap; both are kept in replica order.
 
@@ -49,11 +50,11 @@ def with_isr(
     state: PartitionState,
     isr: Sequence[int],
     min_insync: int,
-    unclean_shutdown: Collection[int] = (),
+    tail_at_risk: Collection[int] = (),
 ) -> PartitionState:
     """``state`` with the ISR ``isr`` and the ELR fields that go with it (the module's
-    rule). ``min_insync``: the topic's min.insync.replicas; ``unclean_shutdown``: brokers
-    that restarted after an unclean shutdown since the state was written, which may
+    rule). ``min_insync``: the topic's min.insync.replicas; ``tail_at_risk``: brokers
+    that restarted with their tail at risk since the state was written, which may
     not be (or stay) eligible. The version stays the one read, for the conditional
     write."""
     new_isr = tuple(isr)
@@ -61,13 +62,11 @@ def with_isr(
         return dataclasses.replace(state, isr=new_isr, elr=())
     candidates = {*state.elr, *state.isr}
     elr = tuple(
-        r
-        for r in state.replicas
-        if r in candidates and r not in new_isr and r not in unclean_shutdown
+        r for r in state.replicas if r in candidates and r not in new_isr and r not in tail_at_risk
     )
     if not new_isr and state.isr:
-        # The ISR empties (its last member restarted uncleanly): that member, which had
-        # every committed record when it last ran, is the last known leader.
+        # The ISR empties (its last member restarted, its tail at risk): that member,
+        # which had every committed record when it last ran, is the last known leader.
         last = state.leader if state.leader in state.isr else state.isr[0]
         return dataclasses.replace(state, isr=new_isr, elr=elr, last_known_elr=(last,))
     return dataclasses.replace(state, isr=new_isr, elr=elr)
@@ -81,17 +80,17 @@ def with_leader(state: PartitionState, leader: int) -> PartitionState:
     return state
 
 
-def without_unclean(
-    state: PartitionState, unclean_shutdown: Collection[int], min_insync: int
+def without_tail_at_risk(
+    state: PartitionState, tail_at_risk: Collection[int], min_insync: int
 ) -> PartitionState:
-    """``state`` with the replicas that restarted after an unclean shutdown taken out of
+    """``state`` with the replicas that restarted with their tail at risk taken out of
     its ISR and ELR, as Kafka's controller does when such a broker registers. The ISR
     may be left empty: the partition then waits for an ELR member, or elects its last
     leader (the last known ELR) when there is none."""
-    if not any(r in unclean_shutdown for r in (*state.isr, *state.elr)):
+    if not any(r in tail_at_risk for r in (*state.isr, *state.elr)):
         return state
-    isr = tuple(r for r in state.isr if r not in unclean_shutdown)
-    return with_isr(state, isr, min_insync, unclean_shutdown)
+    isr = tuple(r for r in state.isr if r not in tail_at_risk)
+    return with_isr(state, isr, min_insync, tail_at_risk)
 
 
 def elected_from_elr(state: PartitionState, leader: int) -> PartitionState:

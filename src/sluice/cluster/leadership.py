@@ -151,10 +151,11 @@ def reconcile(
 
     Eligible leader replicas (KIP-966, :mod:`sluice.cluster.eligible`, with the topic's
     ``min_insync(topic)``): a replica that leaves the ISR while it is below
-    min.insync.replicas joins the ELR; a restarted broker whose previous run did not
-    shut down cleanly (:attr:`BrokerInfo.clean_shutdown`) leaves the ISR and the ELR.
-    With no in-sync replica to lead, the order is: an in-sync replica that stayed up,
-    one that restarted cleanly, a live ELR member (the partition waits offline for a
+    min.insync.replicas joins the ELR; a restarted broker whose logs may have lost
+    their unsynced tail (its machine may have gone down: not
+    :attr:`BrokerInfo.logs_intact`) leaves the ISR and the ELR. With no in-sync replica
+    to lead, the order is: an in-sync replica that stayed up, one that restarted with
+    its logs intact, a live ELR member (the partition waits offline for a
     dead ELR member or in-sync replica rather than let a replica that lost its tail
     lead), the last leader (the last known ELR) when the ISR and the ELR are empty
     (Kafka's last known leader), and only then, where ``unclean_allowed(topic)`` (its
@@ -184,23 +185,23 @@ def _reconciled(
     # A controller elected after a broker restarted never saw its previous
     # registration: the state, written before the new one, tells it.
     bounced = {*restarted, *state.registered_since(live)}
-    unclean = {r for r in bounced if r in live and not live[r].clean_shutdown}
-    decided = eligible.without_unclean(state, unclean, min_insync)
+    at_risk = {r for r in bounced if r in live and not live[r].logs_intact}
+    decided = eligible.without_tail_at_risk(state, at_risk, min_insync)
     if decided.leader in live and decided.leader not in bounced:
         # A dead follower leaves the ISR at once (the leader would drop it only after
         # replica.lag.time.max.ms, holding acks=all back), and so does a restarted
         # one: it may have lost its unflushed tail, and rejoins once caught up (as
         # KIP-903 has it).
         in_sync_live = tuple(r for r in decided.isr if r in live and r not in bounced)
-        return eligible.with_isr(decided, in_sync_live, min_insync, unclean)
+        return eligible.with_isr(decided, in_sync_live, min_insync, at_risk)
     in_sync = [r for r in decided.replicas if r in decided.isr and r in live]
     # A restarted replica may have lost an unflushed tail: one that stayed up leads if
-    # there is one, else one whose previous run shut down cleanly; the restarted ones
-    # rejoin the ISR once caught up.
-    trusted = [r for r in in_sync if r not in bounced] or [r for r in in_sync if r not in unclean]
+    # there is one, else one whose logs are intact; the restarted ones rejoin the ISR
+    # once caught up.
+    trusted = [r for r in in_sync if r not in bounced] or [r for r in in_sync if r not in at_risk]
     if trusted:
         isr = [r for r in decided.isr if r in trusted]
-        return _led_by(eligible.with_isr(decided, isr, min_insync, unclean), trusted[0])
+        return _led_by(eligible.with_isr(decided, isr, min_insync, at_risk), trusted[0])
     electable = [r for r in decided.replicas if r in decided.elr and r in live]
     if electable:
         log.info(
@@ -213,11 +214,11 @@ def _reconciled(
     if not decided.isr and not decided.elr and len(decided.last_known_elr) == 1:
         (last_leader,) = decided.last_known_elr
         if last_leader in live:
-            # Every replica known to have the records restarted without a clean shutdown:
+            # Every replica known to have the records restarted with its tail at risk:
             # the last leader leads again, uncleanly (Kafka's last known leader).
             log.warning(
                 "%s-%d: no in-sync or eligible replica is left; the last leader %d leads "
-                "again: records it lost in its unclean shutdown are lost",
+                "again: records its machine's crash took are lost",
                 topic.name,
                 index,
                 last_leader,

@@ -86,13 +86,15 @@ class BrokerInfo:
     rack: str | None = None
     epoch: int = -1
     endpoints: tuple[Endpoint, ...] = ()
-    clean_shutdown: bool = False
-    """Whether the broker's previous run ended in a clean shutdown (its data directory
-    held the clean-shutdown marker when it started, so every log had been flushed and
-    closed): it lost no unflushed tail. False after a crash, for a new data directory and
-    for a registration that does not say (Kafka likewise counts a registration whose
-    previous broker epoch it cannot match as an unclean shutdown). A broker that
-    registers again on a lost session without stopping says True: its logs are intact."""
+    logs_intact: bool = False
+    """Whether the broker's logs hold everything its previous run appended: that run
+    shut down cleanly (its data directory held the clean-shutdown marker, every log
+    flushed and closed), or it ended while the machine stayed up (a process crash or
+    kill -9: appends had reached the page cache, :mod:`sluice.storage.machine_boot`).
+    False when the machine may have gone down (its unsynced tail may be lost), for a new
+    data directory and for a registration that does not say (Kafka counts every
+    registration whose previous broker epoch it cannot match as an unclean shutdown). A
+    broker that registers again on a lost session without stopping says True."""
 
     def endpoint(self, listener: str) -> Endpoint | None:
         """The advertised endpoint of ``listener``; for a registration without
@@ -117,7 +119,7 @@ class BrokerInfo:
             "host": self.host,
             "port": self.port,
             "rack": self.rack,
-            "clean_shutdown": self.clean_shutdown,
+            "logs_intact": self.logs_intact,
         }
         if self.endpoints:
             data["endpoints"] = [endpoint.to_json() for endpoint in self.endpoints]
@@ -134,7 +136,8 @@ class BrokerInfo:
             rack,
             epoch,
             endpoints,
-            bool(data.get("clean_shutdown", False)),
+            # Written as "clean_shutdown" before a process crash counted as intact.
+            bool(data.get("logs_intact", data.get("clean_shutdown", False))),
         )
 
 

@@ -524,7 +524,7 @@ class ZooKeeperMetadataStore:
         if broker is None:
             return
         # The process never stopped: its logs lost nothing (KIP-966's clean shutdown).
-        broker = dataclasses.replace(broker, clean_shutdown=True)
+        broker = dataclasses.replace(broker, logs_intact=True)
         try:
             self._client.create(
                 self._path("brokers", str(broker.node_id)), _dumps(broker.to_json()), ephemeral=True

@@ -214,6 +214,9 @@ class SimBroker:
         """The broker's disk: kept across crashes."""
         self.up = False
         self.registered_at = -1
+        self.logs_intact = False
+        """What the next registration says: false at the first start (a new data
+        directory) and after a machine crash, true after a process crash."""
         self.handlers: dict[type[Any], Callable[[int, Any], None]] = {}
         """Messages of the simulation's other parts (transactions, consumers), by type:
         the handler gets the sender and the message while the broker runs."""
@@ -250,7 +253,7 @@ class SimBroker:
     def start(self) -> None:
         self.up = True
         self.network.attach(self.node_id, self._receive)
-        self.registered_at = self.store.register(self.node_id).epoch
+        self.registered_at = self.store.register(self.node_id, logs_intact=self.logs_intact).epoch
         self.controller.start(self.world.now_ms)
         self._lag_timer = self.world.after(
             self.config.replica_lag_time_max_ms // 2, self._check_lag
@@ -285,6 +288,7 @@ class SimBroker:
             timer.cancel()
         for log in self.logs.values():
             log.crash(lose_unflushed=lose_unflushed)
+        self.logs_intact = not lose_unflushed
         self._reset()
         for listener in self.listeners:
             listener.crashed()

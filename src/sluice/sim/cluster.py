@@ -276,7 +276,7 @@ class SimCluster:
             timer.cancel()
         if node not in self.store.brokers:
             # It never stopped: its logs are whole, its registration says so.
-            broker.reregistered(self.store.register(node, clean_shutdown=True).epoch)
+            broker.reregistered(self.store.register(node, logs_intact=True).epoch)
         self.publish()
 
     def _expire(self, node: int) -> None:

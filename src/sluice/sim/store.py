@@ -49,13 +49,13 @@ class SimMetadataStore:
 
     # ── brokers and the controller ─────────────────────────────────────────────────
 
-    def register(self, node_id: int, *, clean_shutdown: bool = False) -> BrokerInfo:
+    def register(self, node_id: int, *, logs_intact: bool = False) -> BrokerInfo:
         """``node_id`` starts a session; its broker epoch is newer than any before.
-        ``clean_shutdown``: what the registration says of the broker's previous run (a
+        ``logs_intact``: what the registration says of the broker's previous run (a
         broker that only lost its session, and never stopped, says clean, as the real
         one does)."""
         broker = BrokerInfo(
-            node_id, f"sim-{node_id}", 9092, epoch=self._next(), clean_shutdown=clean_shutdown
+            node_id, f"sim-{node_id}", 9092, epoch=self._next(), logs_intact=logs_intact
         )
         self.brokers[node_id] = broker
         return broker

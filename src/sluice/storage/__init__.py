@@ -26,6 +26,7 @@ Modules, bottom up::
     cleaner         compaction: prepare (appending thread) / build (worker) / swap
     log             PartitionLog, the API the broker uses
     partition_dirs  deleted partitions: <topic>-<partition>.<id>-delete, removed later
+    machine_boot    the boot id a data directory last started under: did the machine go down?
 
 On-disk format of a partition directory (each module's docstring has the byte layout)::
 

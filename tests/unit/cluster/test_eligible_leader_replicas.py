@@ -34,7 +34,7 @@ def _image(
     """Brokers ``live`` (node id → epoch; ``clean``: those whose previous run shut down
     cleanly) and one topic "t" with partition 0 in ``state``, min.insync.replicas=2."""
     brokers = {
-        n: BrokerInfo(n, "127.0.0.1", 9092 + n, epoch=e, clean_shutdown=n in clean)
+        n: BrokerInfo(n, "127.0.0.1", 9092 + n, epoch=e, logs_intact=n in clean)
         for n, e in live.items()
     }
     topic = TopicMetadata("t", uuid.uuid4(), {0: state}, {"min.insync.replicas": "2"})
@@ -71,12 +71,12 @@ def test_a_replica_rejoining_the_isr_while_still_below_min_insync_leaves_the_elr
 
 
 def test_an_unclean_restart_is_not_eligible() -> None:
-    state = eligible.with_isr(_state((A, B), A), (A,), MIN_INSYNC, unclean_shutdown={B})
+    state = eligible.with_isr(_state((A, B), A), (A,), MIN_INSYNC, tail_at_risk={B})
     assert (state.isr, state.elr, state.last_known_elr) == ((A,), (), ())
 
 
 def test_the_last_known_elr_is_the_last_member_of_an_isr_that_empties() -> None:
-    emptied = eligible.with_isr(_state((A,), A, elr=(B,)), (), MIN_INSYNC, unclean_shutdown={A})
+    emptied = eligible.with_isr(_state((A,), A, elr=(B,)), (), MIN_INSYNC, tail_at_risk={A})
     assert (emptied.isr, emptied.elr, emptied.last_known_elr) == ((), (B,), (A,))
     offline = eligible.with_leader(emptied, NO_LEADER)
     assert offline.last_known_elr == (A,), "kept while the partition has no leader"
@@ -97,11 +97,13 @@ def test_the_stores_json_keeps_the_elr_fields_and_reads_states_without_them() ->
     assert "elr" not in _state((A, B), A).to_json(), "no ELR, no new keys"
 
 
-def test_a_registration_says_whether_the_previous_run_shut_down_cleanly() -> None:
-    broker = BrokerInfo(A, "h", 1, clean_shutdown=True)
-    assert BrokerInfo.from_json(broker.to_json()).clean_shutdown
+def test_a_registration_says_whether_the_logs_are_intact() -> None:
+    broker = BrokerInfo(A, "h", 1, logs_intact=True)
+    assert BrokerInfo.from_json(broker.to_json()).logs_intact
     old = {"node_id": A, "host": "h", "port": 1, "rack": None}
-    assert not BrokerInfo.from_json(old).clean_shutdown, "unknown counts as unclean"
+    assert not BrokerInfo.from_json(old).logs_intact, "unknown counts as unclean"
+    earlier = {**old, "clean_shutdown": True}
+    assert BrokerInfo.from_json(earlier).logs_intact, "the key's earlier name"
 
 
 # ── the controller's elections ───────────────────────────────────────────────────────
@@ -117,6 +119,19 @@ def test_the_last_isr_member_restarting_with_a_lost_tail_does_not_lead_the_elr_m
     assert before.elr == (B,)
     # A registered anew (epoch 7 > the controller's 0) after an unclean shutdown.
     state = _reconciled(_image({A: 7, B: 0, C: 0}, before), restarted=(A,))
+    assert state is not None
+    assert (state.leader, state.leader_epoch) == (B, 6)
+    assert (state.isr, state.elr, state.last_known_elr) == ((B,), (), ())
+
+
+def test_of_two_in_sync_replicas_back_together_the_one_with_intact_logs_leads() -> None:
+    """Seed 727. ISR {A, B}, A leading, min.insync.replicas 2; while no controller acts,
+    A's machine crashes (its unsynced tail lost) and B is killed (its page cache, and so
+    every record, survives). Both register anew: B with its logs intact, A not. B leads;
+    A leaves the ISR (it rejoins once caught up)."""
+    before = _state((A, B), A)
+    image = _image({A: 7, B: 8, C: 0}, before, clean=frozenset({B}))
+    state = _reconciled(image, restarted=(A, B))
     assert state is not None
     assert (state.leader, state.leader_epoch) == (B, 6)
     assert (state.isr, state.elr, state.last_known_elr) == ((B,), (), ())

@@ -20,14 +20,16 @@ BATCH_TIMEOUT_S = 600
 """The batch's bound on a machine busy with other work (it takes a fraction of it)."""
 SEEDS_TO_FIND_A_BUG = 10
 """Each deliberate defect is found within this many seeds (docs/replication.md)."""
-REGRESSION_SEEDS = (85, 253, 479, 589)
+REGRESSION_SEEDS = (85, 253, 479, 589, 727)
 """Seeds that found committed records lost, each replayed: 85, a replica that had never
 led and lost its unsynced tail elected from the last known ELR (which held every
 replica once eligible, not the last leader); 479, the last leader preferred to the
 ISR's last member that had everything; 589, a broker gone and back with a new
 registration not counted as restarted, leading its short log; 253 (after those), a late
 second copy of a COMMIT marker ending the producer's next transaction (the simulated
-network duplicated it; markers are no longer duplicated, see ``sim.cluster``)."""
+network duplicated it; markers are no longer duplicated, see ``sim.cluster``); 727, the
+one intact in-sync replica (its process killed, its machine up) passed over for the
+last leader, whose machine had crashed (a process crash now keeps the logs intact)."""
 
 
 @functools.cache
