@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sluice.cluster import eligible
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState, TopicId
 from sluice.common.errors import ErrorCode
@@ -143,10 +142,3 @@ def check(
         if broker is None or member.broker_epoch not in (UNCHECKED_BROKER_EPOCH, broker.epoch):
             return ErrorCode.ineligible_replica, None
     return ErrorCode.none, state
-
-
-def with_isr(state: PartitionState, isr: tuple[int, ...], min_insync: int) -> PartitionState:
-    """``state`` with the new ISR and the eligible leader replicas that go with it
-    (:func:`sluice.cluster.eligible.with_isr`, on the topic's ``min_insync``): what the
-    controller writes for a valid proposal."""
-    return eligible.with_isr(state, isr, min_insync)

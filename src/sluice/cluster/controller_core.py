@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sluice.cluster import alter_partition, leadership
+from sluice.cluster import alter_partition, eligible, leadership
 from sluice.cluster.alter_partition import (
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -350,7 +350,7 @@ class ControllerCore:
             len(changes),
             offline,
         )
-        self._broker_epochs.update({n: b.epoch for n, b in image.brokers.items()})
+        self._note_broker_epochs(image)
         return []
 
     def on_tick(self, image: MetadataImage, now_ms: int) -> list[ControllerCommand]:
@@ -402,7 +402,7 @@ class ControllerCore:
                 continue
             topic = image.topic_by_id(proposal.topic_id)
             assert topic is not None  # checked
-            new_state = alter_partition.with_isr(state, proposal.isr, self._min_insync(topic))
+            new_state = eligible.with_isr(state, proposal.isr, self._min_insync(topic))
             written.append(
                 PartitionOutcome(proposal.topic_id, proposal.partition, ErrorCode.none, new_state)
             )
@@ -578,9 +578,14 @@ class ControllerCore:
             if (c.topic, c.partition) not in deciding  # the next round completes it
         ]
         if not changes:
-            self._broker_epochs.update({n: b.epoch for n, b in image.brokers.items()})
+            self._note_broker_epochs(image)
             return []
         return [self._write(changes, epoch, "reconcile", image)]
+
+    def _note_broker_epochs(self, image: MetadataImage) -> None:
+        """The registrations ``image`` shows are the ones decided on: a later epoch
+        means a restart. Brokers that are away keep theirs (gone and back is a restart)."""
+        self._broker_epochs.update({n: b.epoch for n, b in image.brokers.items()})
 
     def _write(
         self,

@@ -17,9 +17,10 @@ from collections.abc import Callable
 Event = Callable[[], None]
 
 
-class _Scheduled:
-    """An event in the queue. The queue holds ``(at_ms, sequence, scheduled)`` tuples,
-    compared as tuples (the sequence is unique, so the event itself is never compared)."""
+class Timer:
+    """A scheduled event, which can be called off. The queue holds
+    ``(at_ms, sequence, timer)`` tuples, compared as tuples (the sequence is unique, so
+    the timer itself is never compared)."""
 
     __slots__ = ("at_ms", "cancelled", "event")
 
@@ -28,32 +29,15 @@ class _Scheduled:
         self.event = event
         self.cancelled = False
 
-
-class Timer:
-    """A scheduled event that can be called off."""
-
-    __slots__ = ("_scheduled",)
-
-    def __init__(self, scheduled: _Scheduled) -> None:
-        self._scheduled = scheduled
-
-    @property
-    def at_ms(self) -> int:
-        return self._scheduled.at_ms
-
-    @property
-    def cancelled(self) -> bool:
-        return self._scheduled.cancelled
-
     def cancel(self) -> None:
-        self._scheduled.cancelled = True
+        self.cancelled = True
 
 
 class World:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.now_ms = 0
-        self._queue: list[tuple[int, int, _Scheduled]] = []
+        self._queue: list[tuple[int, int, Timer]] = []
         self._sequence = 0
         self._streams: dict[str, random.Random] = {}
         self.events_run = 0
@@ -70,10 +54,11 @@ class World:
     def at(self, at_ms: int, event: Event) -> Timer:
         """Run ``event`` at ``at_ms`` (now if that is past)."""
         self._sequence += 1
-        at_ms = max(at_ms, self.now_ms)
-        scheduled = _Scheduled(at_ms, event)
-        heapq.heappush(self._queue, (at_ms, self._sequence, scheduled))
-        return Timer(scheduled)
+        if at_ms < self.now_ms:
+            at_ms = self.now_ms
+        timer = Timer(at_ms, event)
+        heapq.heappush(self._queue, (at_ms, self._sequence, timer))
+        return timer
 
     def after(self, delay_ms: int, event: Event) -> Timer:
         """Run ``event`` ``delay_ms`` from now."""
