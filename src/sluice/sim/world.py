@@ -54,8 +54,7 @@ class World:
     def at(self, at_ms: int, event: Event) -> Timer:
         """Run ``event`` at ``at_ms`` (now if that is past)."""
         self._sequence += 1
-        if at_ms < self.now_ms:
-            at_ms = self.now_ms
+        at_ms = max(at_ms, self.now_ms)
         timer = Timer(at_ms, event)
         heapq.heappush(self._queue, (at_ms, self._sequence, timer))
         return timer
