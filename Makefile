@@ -1,30 +1,46 @@
-# Two entry points: `make serve` starts a single-node broker, `make test` runs everything.
-# Both set up what they need on a fresh Debian machine (virtualenv, PyPI, apt and npm packages).
+# Two entry points: `make serve` sets up what serving needs (a virtualenv with Sluice and
+# its runtime dependencies: seconds) and starts a single-node broker; `make test` sets up
+# everything else on a fresh Debian machine (the test extra, Java, ZooKeeper, kcat, Node.js,
+# chromium, nftables, gcc) and runs the whole suite.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+SERVE_STAMP := $(VENV)/.serve-installed
 STAMP := $(VENV)/.installed
 APT_PACKAGES := kcat
 JS_TESTS := tests/js
 HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
+ARGS ?=
+# ARGS: more `sluice serve` / `sluice dev-cluster` options, e.g. make serve ARGS='-o http.port=8081'
 
-.PHONY: install serve dev-cluster test lint typecheck unit integration cluster bench clean
+.PHONY: install install-serve cluster-tools serve dev-cluster test lint typecheck unit integration cluster bench clean
 
-install: $(STAMP)
+# What serving needs: Sluice and its runtime dependencies, nothing of the test lab.
+install-serve: $(SERVE_STAMP)
 
-$(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
-	@command -v kcat >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
-		else echo "kcat is missing: run 'sudo apt-get install $(APT_PACKAGES)' (needed by the tests only)"; fi; }
+$(SERVE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e .
+	@touch $(SERVE_STAMP)
+
+# What a local cluster needs besides: Java and ZooKeeper (Debian packages).
+cluster-tools:
 	@command -v java >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
-		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (Spark needs Java 17)"; fi; }
+		else echo "java is missing: run 'sudo apt-get install openjdk-17-jre-headless' (ZooKeeper and Spark need Java 17)"; fi; }
 	@test -e /usr/share/java/zookeeper.jar || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; \
 		else echo "ZooKeeper is missing: run 'sudo apt-get install zookeeper' (clusters and the cluster tests need it)"; fi; }
+
+install: $(STAMP)
+
+$(STAMP): $(SERVE_STAMP) pyproject.toml $(JS_TESTS)/package-lock.json | cluster-tools
+	@command -v kcat >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
+		else echo "kcat is missing: run 'sudo apt-get install $(APT_PACKAGES)' (needed by the tests only)"; fi; }
 	@command -v nft >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2; \
 		else echo "nft is missing: run 'sudo apt-get install nftables' (the network-partition tests need it)"; fi; }
@@ -41,16 +57,14 @@ $(STAMP): pyproject.toml $(JS_TESTS)/package-lock.json
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 		else echo "chromium is missing: run 'sudo apt-get install chromium chromium-driver' (the web console tests need it)"; fi; }
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix $(JS_TESTS) --no-audit --no-fund --loglevel=error; fi
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-serve: install
-	$(BIN)/sluice serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+serve: install-serve
+	$(BIN)/sluice serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) $(ARGS)
 
-dev-cluster: install
-	$(BIN)/sluice dev-cluster --brokers 3 --port $(PORT)
+dev-cluster: install-serve cluster-tools
+	$(BIN)/sluice dev-cluster --brokers 3 --port $(PORT) $(ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests bench
