@@ -1,5 +1,7 @@
-"""``sluice archive`` and ``sluice replay`` at a terminal: their progress (phase and rows)
-is drawn on standard error, and nothing of it reaches standard output."""
+"""``sluice archive`` and ``sluice replay`` at a terminal: their progress (phase and rows,
+out of a total known before Spark starts) is drawn on standard error with none of
+Spark's own output through it, each ends with a summary line, and nothing of it reaches
+standard output. Replay creates its missing target with the archived partitions."""
 
 from __future__ import annotations
 
@@ -67,9 +69,11 @@ def test_archive_and_replay_show_their_rows_at_a_terminal(
     assert PROGRESS_MARK in archived.terminal
     assert "archive: starting Spark" in archived.terminal
     assert f"{RECORDS} rows in" in archived.terminal
+    assert f"{RECORDS}/{RECORDS}" in archived.terminal, "the total, known before Spark starts"
+    assert f"archived {RECORDS} rows of 1 topic(s) into {archive} in " in archived.terminal
+    _assert_no_spark_output(archived.terminal)
     assert archived.stdout == ""
 
-    create_topic(bootstrap, target, 2)
     replayed = run_at_terminal(
         bootstrap,
         "replay",
@@ -84,9 +88,17 @@ def test_archive_and_replay_show_their_rows_at_a_terminal(
     )
     assert replayed.returncode == 0, replayed.terminal[-3000:]
     assert PROGRESS_MARK in replayed.terminal
+    assert f"created topic {target} with 2 partition(s)" in replayed.terminal
     assert f"replay: writing into {target}" in replayed.terminal
     assert f"{RECORDS}/{RECORDS}" in replayed.terminal
+    assert f"replayed {RECORDS} rows into {target} in " in replayed.terminal
+    _assert_no_spark_output(replayed.terminal)
     assert replayed.stdout == ""
     with sluice.sync.Consumer(bootstrap_servers=bootstrap) as consumer:
         ends = consumer.end_offsets([TopicPartition(target, p) for p in range(2)])
-    assert sum(ends.values()) == RECORDS
+    assert ends == {TopicPartition(target, p): RECORDS // 2 for p in range(2)}, "partitions kept"
+
+
+def _assert_no_spark_output(terminal: str) -> None:
+    for noise in (" WARN ", "log4j", "[Stage "):
+        assert noise not in terminal, f"Spark's output {noise!r} reached the terminal"

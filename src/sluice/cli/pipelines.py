@@ -3,23 +3,36 @@
 Both start a local Spark (``--master local[*]``) unless told another master, and need
 the ``spark`` extra (``pip install 'sluice[spark]'``) and Java 17.
 
+Before Spark starts, both check their arguments against the cluster and the archive
+(:mod:`sluice.cli.pipeline_checks`: one-line errors in a second, not JVM traces after a
+minute). Spark's own output (its JVM's warnings and logs) goes to a file, kept and named
+when the pipeline fails, removed when it succeeds, so it never runs through the progress
+bar. A failure inside Spark is one line too: its first line and where the log is.
+
 At a terminal both show their phase and the rows done on standard error
 (:mod:`sluice.cli.progress`): ``archive`` the rows of each micro-batch as Spark reports
-them, ``replay`` the rows it is about to write, counted first (one more pass over the
-archive's selected rows, made only when the bar is shown).
+them (with ``--until-end``, out of the offsets there are to archive), ``replay`` the
+rows it writes, counted from the archive's files before Spark starts. Both end with a
+summary line on standard error: the rows, where they went, how long it took.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import sys
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
 import click
 
-from sluice.cli.common import bootstrap_option
+from sluice.cli import pipeline_checks
+from sluice.cli.common import bootstrap_option, open_cluster, run
 from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 
 MASTER_DEFAULT = "local[*]"
@@ -51,23 +64,81 @@ def _pipelines(command: str) -> ModuleType:
     return pipelines
 
 
-def _spark(master: str, app_name: str) -> object:
-    return _pipelines(app_name.removeprefix("sluice-")).spark_session(master, app_name)
+@contextlib.contextmanager
+def _spark(master: str, command: str) -> Iterator[Any]:
+    """A Spark session for ``command``, its JVM's output in a log file (see the module
+    docstring), stopped at the end. A failure inside becomes one line."""
+    pipelines = _pipelines(command)
+    descriptor, name = tempfile.mkstemp(prefix=f"sluice-{command}-", suffix=".spark.log")
+    log_path = Path(name)
+    try:
+        with _jvm_output_to(descriptor):
+            spark = pipelines.spark_session(master, f"sluice-{command}")
+    except Exception as e:
+        raise _spark_failure(command, e, log_path) from None
+    finally:
+        os.close(descriptor)
+    try:
+        yield spark
+    except (click.ClickException, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise _spark_failure(command, e, log_path) from None
+    else:
+        log_path.unlink(missing_ok=True)
+    finally:
+        spark.stop()
 
 
-def _follow_archive(query: Any, bar: Bar) -> None:
+@contextlib.contextmanager
+def _jvm_output_to(descriptor: int) -> Iterator[None]:
+    """While Spark's JVM starts (it inherits file descriptor 2), file descriptor 2 is
+    the log file; this process's own standard error (``sys.stderr``: the progress bar,
+    errors) goes on to the terminal through a duplicate. Restored once the JVM runs."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    saved = sys.stderr
+    sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1)
+    os.dup2(descriptor, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)
+        sys.stderr.close()
+        sys.stderr = saved
+
+
+def _spark_failure(command: str, error: BaseException, log_path: Path) -> click.ClickException:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    first = lines[0] if lines else type(error).__name__
+    return click.ClickException(f"{command} failed in Spark: {first} (Spark's log: {log_path})")
+
+
+def _follow_archive(query: Any, bar: Bar) -> int:
     """Wait for the archive query to end, adding each finished micro-batch's rows to the
-    bar (Spark keeps the recent batches' progress; a batch is counted once)."""
+    bar (Spark keeps the recent batches' progress; a batch is counted once); the rows
+    archived."""
     rows_by_batch: dict[int, int] = {}
 
     def count() -> None:
         for progress in query.recentProgress:
             rows_by_batch[int(progress["batchId"])] = int(progress["numInputRows"])
-        bar.update(rows=sum(rows_by_batch.values()), batches=len(rows_by_batch))
+        bar.update(
+            completed=sum(rows_by_batch.values()),
+            rows=sum(rows_by_batch.values()),
+            batches=len(rows_by_batch),
+        )
 
     while not query.awaitTermination(ARCHIVE_POLL_INTERVAL_S):
         count()
     count()
+    return sum(rows_by_batch.values())
+
+
+def _summary(text: str, started: float) -> None:
+    click.echo(f"{text} in {time.monotonic() - started:.1f} s", err=True)
 
 
 def _utc(value: datetime.datetime | None) -> datetime.datetime | None:
@@ -124,10 +195,25 @@ def archive(
     if bool(topics) == (pattern is not None):
         raise click.UsageError("give either --topic (one or more) or --pattern")
     pipelines = _pipelines("archive")
+    checkpoint = checkpoint or f"{output.rstrip('/')}/_checkpoint"
+
+    async def plan() -> pipeline_checks.ArchivePlan:
+        async with open_cluster(bootstrap_server) as cluster:
+            return await pipeline_checks.plan_archive(
+                cluster,
+                bootstrap_server,
+                topics=topics,
+                pattern=pattern,
+                starting_offsets=starting_offsets,
+                checkpoint=checkpoint,
+                until_end=until_end,
+            )
+
+    checked = run(plan)
     job = pipelines.ArchiveJob(
         bootstrap_servers=bootstrap_server,
         output=output,
-        checkpoint=checkpoint or f"{output.rstrip('/')}/_checkpoint",
+        checkpoint=checkpoint,
         topics=topics,
         pattern=pattern,
         starting_offsets=starting_offsets,
@@ -135,25 +221,24 @@ def archive(
         until_end=until_end,
         trigger_interval_s=trigger_interval,
     )
+    started = time.monotonic()
+    topic_count = len({tp.topic for tp in checked.partitions})
     with progress_bar(
         "archive: starting Spark",
         enabled=progress_enabled(no_progress),
+        total=checked.offsets_to_archive,
         detail="{task.fields[rows]} rows in {task.fields[batches]} batch(es)",
         rows=0,
         batches=0,
     ) as bar:
-        spark = _spark(master, "sluice-archive")
         try:
-            if bar.shown:
+            with _spark(master, "archive") as spark:
                 bar.update(description="archiving")
-                _follow_archive(pipelines.start_archive(spark, job), bar)
+                rows = _follow_archive(pipelines.start_archive(spark, job), bar)
                 bar.update(description="archived")
-            else:
-                pipelines.run_archive(spark, job)
         except KeyboardInterrupt:
             sys.exit(130)
-        finally:
-            spark.stop()  # type: ignore[attr-defined]
+    _summary(f"archived {rows} rows of {topic_count} topic(s) into {output}", started)
 
 
 @click.command()
@@ -188,33 +273,60 @@ def replay(
 ) -> None:
     """Re-publish archived records into a topic, keys, headers and order kept."""
     pipelines = _pipelines("replay")
+    from_time, to_time = _utc(from_time), _utc(to_time)
+
+    async def plan() -> pipeline_checks.ReplayPlan | None:
+        async with open_cluster(bootstrap_server) as cluster:
+            return await pipeline_checks.plan_replay(
+                cluster,
+                archive=archive_path,
+                topic=topic,
+                source_topics=source_topics,
+                from_time=from_time,
+                to_time=to_time,
+                from_offset=from_offset,
+                to_offset=to_offset,
+                keep_partitions=keep_partitions,
+            )
+
+    checked = run(plan)
+    if checked is not None and checked.rows == 0:
+        click.echo(
+            "replay: the archive holds no records in that selection; nothing to do", err=True
+        )
+        return
+    if checked is not None and checked.created:
+        click.echo(
+            f"replay: created topic {topic} with {checked.partitions_needed} partition(s), "
+            "as many as the archived records come from",
+            err=True,
+        )
     job = pipelines.ReplayJob(
         bootstrap_servers=bootstrap_server,
         archive=archive_path,
         topic=topic,
         source_topics=source_topics,
-        from_time=_utc(from_time),
-        to_time=_utc(to_time),
+        from_time=from_time,
+        to_time=to_time,
         from_offset=from_offset,
         to_offset=to_offset,
         keep_partitions=keep_partitions,
     )
+    rows = None if checked is None else checked.rows
+    started = time.monotonic()
     with progress_bar(
         "replay: starting Spark",
         enabled=progress_enabled(no_progress),
+        total=rows,
         detail="{task.fields[rows]} rows",
-        rows="?",
+        rows="?" if rows is None else rows,
     ) as bar:
-        spark = _spark(master, "sluice-replay")
         try:
-            if bar.shown:
-                bar.update(description="replay: reading the archive")
-                frame = pipelines.replay_frame(spark, job)
-                rows = frame.count()
-                bar.update(description=f"replay: writing into {topic}", total=rows, rows=rows)
-                pipelines.write_replay(frame, job)
-                bar.update(description="replayed", completed=rows)
-            else:
+            with _spark(master, "replay") as spark:
+                bar.update(description=f"replay: writing into {topic}")
                 pipelines.run_replay(spark, job)
-        finally:
-            spark.stop()  # type: ignore[attr-defined]
+                bar.update(description="replayed", completed=rows)
+        except KeyboardInterrupt:
+            sys.exit(130)
+    counted = "the selected" if rows is None else str(rows)
+    _summary(f"replayed {counted} rows into {topic}", started)
