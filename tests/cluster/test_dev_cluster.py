@@ -181,6 +181,22 @@ def _running_pids(directory: Path) -> list[int]:
     return [pid for pid in pids if pid is not None]
 
 
+def _raw_request(directory: Path, request: bytes) -> dict[str, Any]:
+    """What the dev cluster answers to ``request``, bytes as they are."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(COMMAND_TIMEOUT_S)
+        connection.connect(str(directory / "control.sock"))
+        connection.sendall(request)
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = connection.recv(65536)
+            assert chunk, f"the connection closed after {answer!r}"
+            answer += chunk
+    parsed = json.loads(answer)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
 def _gone(pid: int) -> bool:
     """Whether ``pid`` no longer runs (a zombie waiting for its new parent to reap it is
     not running)."""
@@ -259,6 +275,16 @@ def test_a_broker_killed_leaves_the_others_serving_and_the_drills_work(tmp_path:
         missing = _sluice("dev-cluster", "stop", "5", "--dir", str(directory))
         assert missing.returncode == 1
         assert "no broker 5 in this dev cluster: its brokers are 0 to 1" in missing.stderr
+        for request, error in [
+            (b"kill 1\n", "bad request: a message that is not JSON"),
+            (b"[1]\n", "bad request: a message that is not a JSON object"),
+            (b"{" * 5000, "bad request: a message longer than 4096 bytes"),
+            (b'{"command": "kill", "broker": true}\n', "no broker True in this dev cluster"),
+            (b'{"command": "reboot", "broker": 0}\n', "unknown command 'reboot'"),
+        ]:
+            answer = _raw_request(directory, request)
+            assert answer["ok"] is False
+            assert error in answer["message"]
 
         for node_id in (0, 1):
             restarted = _sluice("dev-cluster", "start", str(node_id), "--dir", str(directory))
