@@ -19,6 +19,9 @@ beforehand; when something takes it before ZooKeeper binds it (ZooKeeper then ex
 a port picked here is replaced by another (:data:`PORT_ATTEMPTS`). The tick is short
 (:data:`TICK_MS`) so that brokers may use session timeouts of a few seconds: ZooKeeper
 allows sessions of 2 to 20 ticks.
+
+It dies with the process that started it, whatever ends that process
+(:mod:`sluice.cli.parent_death`: start it from a thread that outlives it, the main one).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from sluice.cli.loopback import HOST, free_port
+from sluice.cli.parent_death import die_with_parent
 
 JAVA = "java"
 JAVA_DIR = Path("/usr/share/java")
@@ -124,6 +128,11 @@ class LocalZooKeeper:
         assert self._process is not None, "ZooKeeper is not running"
         return self._process.pid
 
+    def poll(self) -> int | None:
+        """None while it runs (or was never started); once it exited, its exit code
+        (negative: the signal that ended it), until :meth:`stop`."""
+        return None if self._process is None else self._process.poll()
+
     def start(self) -> None:
         """Start and return once it serves (see the module docstring); raises
         ZooKeeperError when it cannot start."""
@@ -180,6 +189,8 @@ class LocalZooKeeper:
                 stdout=self._log,
                 stderr=self._log,
                 start_new_session=True,  # Ctrl-C in a terminal goes to us, not to it
+                # Nor does it outlive us; the child makes one prctl call, no allocation.
+                preexec_fn=die_with_parent(),  # noqa: PLW1509
             )
         except FileNotFoundError:
             self._close_log()

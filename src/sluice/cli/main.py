@@ -96,7 +96,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "sluice.cli.dev_cluster",
         "dev_cluster",
         "Start a private ZooKeeper and a cluster of brokers on this machine (loopback only) "
-        "and keep them running until Ctrl-C, which stops them all.",
+        "and keep them running until Ctrl-C; drill failover with its subcommands.",
     ),
     "console": LazyCommand(
         "sluice.cli.console",
