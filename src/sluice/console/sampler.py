@@ -239,7 +239,6 @@ class Sampler:
         self.cluster_id = described.cluster_id
         if not self._history_loaded:
             await self._load_history()
-        self._record_brokers(self.clock(), {b.node_id: b.address for b in described.brokers})
         topics = await self.admin.list_topics()
         self.topics_capped = len(topics) > self.max_topics
         self.topics = {topic.name: topic for topic in topics[: self.max_topics]}
@@ -268,6 +267,7 @@ class Sampler:
             await self.admin.list_offsets(sorted(wanted), OffsetSpec.LATEST) if wanted else {}
         )
         now = self.clock()
+        self._record_brokers(now, {b.node_id: b.address for b in described.brokers})
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
         seen = self._record_groups(now, descriptions, committed)
         seen |= self._record_share_groups(now, shares) | unanswered
