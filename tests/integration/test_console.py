@@ -143,10 +143,10 @@ def test_message_browser_by_offset_and_by_timestamp(
     by_offset = console.get(f"/topics/{topic}/messages?partition=0&offset=2&limit=2")
     assert by_offset.status == 200
     found = rows(by_offset.text, "messages")
-    assert [row[0] for row in found] == ["2", "3"]
-    assert found[0][2] == "<key-2>"
-    assert found[0][3] == "trace: t2"
-    assert json.loads(found[0][4]) == {"n": 2, "name": "<b>bold</b>"}
+    assert [row[:2] for row in found] == [["0", "2"], ["0", "3"]]  # partition, offset
+    assert found[0][3] == "<key-2>"
+    assert found[0][4] == "trace: t2"
+    assert json.loads(found[0][5]) == {"n": 2, "name": "<b>bold</b>"}
     assert "&lt;b&gt;bold&lt;/b&gt;" in by_offset.text and "<b>bold</b>" not in by_offset.text
     next_page = re.search(r'id="next-page" href="([^"]+)"', by_offset.text)
     assert next_page is not None
@@ -156,9 +156,9 @@ def test_message_browser_by_offset_and_by_timestamp(
     at_time = console.get(
         f"/topics/{topic}/messages?partition=0&timestamp={BASE_TIMESTAMP_MS + 3000}&limit=1"
     )
-    assert [row[0] for row in rows(at_time.text, "messages")] == ["3"]
+    assert [row[1] for row in rows(at_time.text, "messages")] == ["3"]
     iso = console.get(f"/topics/{topic}/messages?partition=0&timestamp=2023-11-14T22:13:21Z")
-    assert rows(iso.text, "messages")[0][0] == "1"
+    assert rows(iso.text, "messages")[0][1] == "1"
 
 
 def test_message_browser_hex_and_json_views(
@@ -167,13 +167,13 @@ def test_message_browser_hex_and_json_views(
     topic = new_topic(admin)
     _produce_browsable(producer, topic)
     as_json = console.get(f"/topics/{topic}/messages?partition=0&offset=0&limit=1&format=json")
-    value = rows(as_json.text, "messages")[0][4]
+    value = rows(as_json.text, "messages")[0][5]
     assert value == json.dumps({"n": 0, "name": "<b>bold</b>"}, indent=2)
     as_hex = console.get(f"/topics/{topic}/messages?partition=0&offset=0&limit=1&format=hex")
     expected = json.dumps({"n": 0, "name": "<b>bold</b>"}).encode()[:16].hex(" ")
-    assert rows(as_hex.text, "messages")[0][4].startswith(f"00000000  {expected}")
+    assert rows(as_hex.text, "messages")[0][5].startswith(f"00000000  {expected}")
     binary = console.get(f"/topics/{topic}/messages?partition=0&offset=5&format=text")
-    cell = rows(binary.text, "messages")[0][4]
+    cell = rows(binary.text, "messages")[0][5]
     assert cell.startswith("00000000  ff 00 62 69 6e")
     assert "not UTF-8, shown as hex" in cell
 
@@ -238,8 +238,8 @@ def test_produce_writes_exactly_one_record_only_once_confirmed(
     assert end_offset(admin, topic, 1) == 1
     shown = rows(console.get(f"/topics/{topic}/messages?partition=1&offset=0").text, "messages")
     assert len(shown) == 1
-    assert shown[0][2] == "k<1>" and shown[0][4] == '{"hello": "world"}'
-    assert shown[0][3] == "source: console\nother: 2"
+    assert shown[0][3] == "k<1>" and shown[0][5] == '{"hello": "world"}'
+    assert shown[0][4] == "source: console\nother: 2"
 
 
 def test_produce_is_refused_without_the_token_or_from_another_origin(

@@ -29,28 +29,14 @@ from sluice.client.groups import OffsetAndMetadata
 from sluice.common.ids import TopicPartition
 from sluice.sync import Admin, Consumer, Producer
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-WAIT_S = 30.0
 SAMPLE_INTERVAL_S = "0.5"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+from headless_browser import WAIT_S, chromium, missing_browser, wait_for_text  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-
-def _missing_browser() -> str | None:
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
-    if not missing:
-        return None
-    return (
-        f"{' and '.join(missing)} not found: install them with "
-        "`apt-get install chromium chromium-driver` (`make` installs them)"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -64,38 +50,18 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    reason = _missing_browser()
+    reason = missing_browser()
     if reason is not None:
         print(reason)
         pytest.skip(reason)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1280,800",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(flag)
-    # An explicit driver path: selenium-manager never looks for (or downloads) one.
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_window_size(1280, 800)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    if _missing_browser() is not None:
-        pytest.skip(_missing_browser() or "")
+    if missing_browser() is not None:
+        pytest.skip(missing_browser() or "")
     with console_broker(
         tmp_path_factory.mktemp("console-browser-broker"),
         {"group.initial.rebalance.delay.ms": "0"},
@@ -113,12 +79,6 @@ def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
 def admin(broker: BrokerProcess) -> Iterator[Admin]:
     with Admin(broker.bootstrap) as opened:
         yield opened
-
-
-def wait_for_text(driver: WebDriver, element_id: str, text: str) -> None:
-    WebDriverWait(driver, WAIT_S).until(
-        expected_conditions.text_to_be_present_in_element((By.ID, element_id), text)
-    )
 
 
 def wait_for_exact_text(driver: WebDriver, element_id: str, text: str) -> None:

@@ -4,7 +4,6 @@ elections."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -20,7 +19,7 @@ from sluice.cli.common import (
 )
 from sluice.cli.reassign import decommission
 from sluice.client.admin import Admin, ClusterDescription, ElectionType
-from sluice.client.cluster import PartitionMetadata, TopicMetadata
+from sluice.client.cluster_health import ClusterHealth
 from sluice.common import errors
 from sluice.common.ids import TopicPartition, topic_name_problem
 
@@ -54,28 +53,8 @@ def describe(*, bootstrap_server: str) -> None:
         click.echo(f"  {broker.node_id}  {broker.address}{rack}{role}")
 
 
-@dataclass(frozen=True)
-class _Status:
-    described: ClusterDescription
-    topics: list[TopicMetadata]
-
-    @property
-    def partitions(self) -> list[PartitionMetadata]:
-        return [p for topic in self.topics for p in topic.partitions]
-
-    def offline(self) -> list[PartitionMetadata]:
-        """Partitions without a live leader."""
-        live = {b.node_id for b in self.described.brokers}
-        return [p for p in self.partitions if p.leader_id not in live]
-
-    def under_replicated(self) -> list[PartitionMetadata]:
-        """Online partitions with a replica out of the ISR (Kafka's under-replicated)."""
-        offline = {(p.topic, p.partition) for p in self.offline()}
-        return [
-            p
-            for p in self.partitions
-            if len(p.isr_ids) < len(p.replica_ids) and (p.topic, p.partition) not in offline
-        ]
+class _Status(ClusterHealth):
+    """The cluster's health (shared with the web console) as this command shows it."""
 
     def to_json(self) -> dict[str, Any]:
         partitions = self.partitions

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -58,17 +59,36 @@ def _bootstrap_alias(function: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="Seconds between samples of offsets and groups (rates, lag, timeline).",
 )
-def console(bootstrap_server: str, host: str, port: int, read_only: bool, interval: float) -> None:
+@click.option(
+    "--history-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the sampled history (rates, lag, brokers seen) in this directory, so it "
+    "survives a restart.  [default: none, in memory only]",
+)
+def console(
+    bootstrap_server: str,
+    host: str,
+    port: int,
+    read_only: bool,
+    interval: float,
+    history_dir: Path | None,
+) -> None:
     """Serve the web console for the cluster at --bootstrap-server.
 
-    Pages show the brokers, topics (configs, partitions, offsets, produce rates), the
-    records of a partition, consumer and share groups (lag, rebalance timeline),
-    transactions, delayed records and views. Security
-    settings come from the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and SLUICE_SASL_*
-    variables, as for every other command.
+    Pages show the brokers (down ones flagged, disk use), topics (configs, partitions,
+    offsets, produce rates, consumers), the records of a topic (filtered), consumer and
+    share groups (lag, rebalance timeline), transactions, delayed records and views.
+    Security settings come from the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and
+    SLUICE_SASL_* variables, as for every other command.
     """
     options = security_options_from_environment()
-    app = make_app(bootstrap_server, dict(options), read_only=read_only, sample_interval_s=interval)
+    app = make_app(
+        bootstrap_server,
+        dict(options),
+        read_only=read_only,
+        sample_interval_s=interval,
+        history_dir=history_dir,
+    )
     run(lambda: _serve(app, host, port, bootstrap_server))
 
 

@@ -63,7 +63,13 @@ def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
     read_only = config.http_console == "read-only"
 
     def factory(bootstrap: str, options: dict[str, object], as_caller: bool) -> web.Application:
-        return make_app(bootstrap, options, read_only=read_only, as_caller=as_caller)
+        return make_app(
+            bootstrap,
+            options,
+            read_only=read_only,
+            as_caller=as_caller,
+            history_dir=config.data_dir,
+        )
 
     return factory
 

@@ -23,6 +23,10 @@ Modules::
     sampler             end offsets, committed offsets and (classic and share) group
                         descriptions every few seconds, in bounded history (also
                         ``sluice top``'s source)
+    brokers             the brokers up and down (since when), their disk use, each
+                        partition's state (offline, under-replicated, ok)
+    message_filter      the message browser's filter and its merge of partitions
+    history_file        the sampler's history on disk (bounded, atomic)
     timeline            a group's rebalance events from two successive samples of it
     features            views, whether delayed delivery is offered, open and hanging
                         transactions: decided from what the client returned

@@ -39,7 +39,9 @@ from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.http_caller import CALLER_REQUEST_KEY, HttpCaller
 from sluice.console import formatting
+from sluice.console.brokers import partition_state
 from sluice.console.clients import CallerClients, open_clients
+from sluice.console.history_file import HistoryFile
 from sluice.console.keys import (
     CALLER_CLIENTS_KEY,
     CLIENTS_KEY,
@@ -72,11 +74,14 @@ def make_app(
     read_only: bool = False,
     sample_interval_s: float = INTERVAL_S_DEFAULT,
     as_caller: bool = False,
+    history_dir: Path | None = None,
 ) -> web.Application:
     """The console for the cluster at ``bootstrap``. ``client_options`` are the client's
     security keywords (``security_protocol``, ``ssl_*``, ``sasl_*``); with ``as_caller``
     they hold none of the ``sasl_*`` credentials: each request's
-    :class:`~sluice.common.http_caller.HttpCaller` brings them."""
+    :class:`~sluice.common.http_caller.HttpCaller` brings them. With ``history_dir``
+    the sampler's history is kept there and survives a restart (not when acting as
+    callers: each user's history is their own, and lasts while their clients do)."""
     app = web.Application(middlewares=[_security_headers, _error_pages, _acting_clients])
     app[SETTINGS_KEY] = {
         "bootstrap": bootstrap,
@@ -96,13 +101,17 @@ def make_app(
         format_time_s=lambda s: formatting.format_timestamp_ms(int(s * 1000)),
         format_duration_ms=formatting.format_duration_ms,
         format_rate=format_rate,
+        partition_state=partition_state,
     )
     app[TEMPLATES_KEY] = environment
 
     async def client_context(app: web.Application) -> AsyncIterator[None]:
         if not as_caller:
             csrf_token = secrets.token_urlsafe(32)
-            shared = open_clients(bootstrap, client_options, sample_interval_s, csrf_token)
+            history_file = None if history_dir is None else HistoryFile(history_dir)
+            shared = open_clients(
+                bootstrap, client_options, sample_interval_s, csrf_token, history_file
+            )
             app[SHARED_CLIENTS_KEY] = shared
             try:
                 yield

@@ -1,7 +1,10 @@
 """Time series as inline SVG line charts, rendered on the server (no JavaScript plotting).
 
 A chart has a title, a y axis with a few round ticks, an x axis with the time of its
-first and last points (UTC, HH:MM:SS), and one polyline per series. Everything in it that
+first and last points (UTC, HH:MM:SS), and one polyline per series. Up to
+``POINT_MARKERS_MAX`` points of each series carry a marker whose ``<title>`` (a
+tooltip, read by screen readers too) and ``data-label`` give the series, the value and
+the time; the console's script shows the hovered one under the chart. Everything in it that
 came from the cluster (a series' name) is escaped here, since the SVG goes into the page
 as markup.
 """
@@ -25,6 +28,9 @@ MARGIN_BOTTOM = 32
 TICKS = 4
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
 """Line colours, one per series in turn."""
+POINT_MARKERS_MAX = 60
+"""Points per series given a hover marker (value and time in its title); evenly spread,
+the newest always among them, so a page of long series stays light."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,15 @@ def format_number(value: float) -> str:
 
 def _clock(time_s: float) -> str:
     return datetime.datetime.fromtimestamp(time_s, tz=datetime.UTC).strftime("%H:%M:%S")
+
+
+def marked_points(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """At most ``POINT_MARKERS_MAX`` of ``points``, evenly spread, the last included."""
+    if len(points) <= POINT_MARKERS_MAX:
+        return list(points)
+    step = len(points) / POINT_MARKERS_MAX
+    last = len(points) - 1
+    return [points[last - int(i * step)] for i in reversed(range(POINT_MARKERS_MAX))]
 
 
 def line_chart(
@@ -124,6 +139,12 @@ def line_chart(
             f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coordinates}">'
             f"<title>{escape(one.name)}</title></polyline>"
         )
+        for t, v in marked_points(one.points):
+            label = escape(f"{one.name}: {format_number(round(v, 3))} {y_label} at {_clock(t)} UTC")
+            parts.append(
+                f'<circle class="chart-point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="4" '
+                f'fill="{colour}" data-label="{label}"><title>{label}</title></circle>'
+            )
     if len(series) > 1:
         for index, one in enumerate(series[: len(COLOURS)]):
             colour = COLOURS[index % len(COLOURS)]

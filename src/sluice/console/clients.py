@@ -10,6 +10,9 @@ for them.
               listener checked them), so the user's ACLs apply to every read and
               write; never the broker's identity
 
+Only the shared clients keep their sampler's history in a file (``history_dir``); a
+user's history lasts while their clients are open.
+
 A ConsoleClients holds what must not leak from one user to another: the client, the
 sampler (its topics, offsets and groups are what that client may describe), the views
 found over each topic and the CSRF token of the produce form (derived from the user's
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from sluice.client.admin_api import Admin
 from sluice.common.http_caller import HttpCaller
 from sluice.console import features
+from sluice.console.history_file import HistoryFile
 from sluice.console.sampler import Sampler
 
 CLIENT_ID = "sluice-console"
@@ -65,15 +69,21 @@ class ConsoleClients:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+        await self.sampler.save()
         await self.admin.close()
 
 
 def open_clients(
-    bootstrap: str, options: Mapping[str, object], interval_s: float, csrf_token: str
+    bootstrap: str,
+    options: Mapping[str, object],
+    interval_s: float,
+    csrf_token: str,
+    history_file: HistoryFile | None = None,
 ) -> ConsoleClients:
-    """A client with ``options`` and its sampler, sampling from now on (in a task)."""
+    """A client with ``options`` and its sampler, sampling from now on (in a task),
+    keeping its history in ``history_file`` if given."""
     admin = Admin(bootstrap, client_id=CLIENT_ID, **options)  # type: ignore[arg-type]
-    sampler = Sampler(admin, interval_s=interval_s)
+    sampler = Sampler(admin, interval_s=interval_s, history_file=history_file)
     task = asyncio.create_task(sampler.run(), name="console-sampler")
     return ConsoleClients(admin, sampler, task, csrf_token)
 

@@ -12,11 +12,13 @@ from aiohttp import web
 from sluice.client.admin import Admin, ConfigEntry, ListedOffset, OffsetSpec
 from sluice.client.admin_delays import PartitionDelays, describe_delays
 from sluice.client.cluster import NO_LEADER, TopicMetadata
+from sluice.client.cluster_health import ClusterHealth
 from sluice.client.errors import ClientError
 from sluice.common import errors
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.console import charts, features
+from sluice.console.brokers import broker_disks, broker_rows
 from sluice.console.clients import ConsoleClients
 from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import kafka_detail, render
@@ -31,22 +33,16 @@ VIEWS_TTL_S = 30.0
 
 async def cluster_page(request: web.Request) -> web.Response:
     admin = request[CLIENTS_KEY].admin
+    sampler = request[CLIENTS_KEY].sampler
     description = await admin.describe_cluster()
     metadata = await admin.cluster.metadata(None)
     topics = sorted(
         (t for t in metadata.topics.values() if t.error_code == errors.ErrorCode.none),
         key=lambda t: t.name,
     )
-    leaders: dict[int, int] = {broker.node_id: 0 for broker in description.brokers}
-    replicas: dict[int, int] = dict.fromkeys(leaders, 0)
-    under_replicated = 0
-    for topic in topics:
-        for partition in topic.partitions:
-            if partition.leader_id != NO_LEADER:
-                leaders[partition.leader_id] = leaders.get(partition.leader_id, 0) + 1
-            for replica in partition.replica_ids:
-                replicas[replica] = replicas.get(replica, 0) + 1
-            under_replicated += len(partition.isr_ids) < len(partition.replica_ids)
+    health = ClusterHealth(description, topics)
+    disks = await broker_disks(admin, health.live)
+    brokers = broker_rows(health, sampler.brokers, disks)
     show_internal = request.query.get("internal") == "1"
     return render(
         request,
@@ -55,9 +51,11 @@ async def cluster_page(request: web.Request) -> web.Response:
         topics=topics,
         listed=[t for t in topics if show_internal or not t.is_internal],
         show_internal=show_internal,
-        leaders=leaders,
-        replicas=replicas,
-        under_replicated=under_replicated,
+        brokers=brokers,
+        brokers_down=[b for b in brokers if not b.up],
+        offline=health.offline(),
+        under_replicated=health.under_replicated(),
+        live=health.live,
         no_leader=NO_LEADER,
     )
 
@@ -107,8 +105,11 @@ async def topic_page(request: web.Request) -> web.Response:
     sampler = request[CLIENTS_KEY].sampler
     name = request.match_info["name"]
     topic = await admin.describe_topic(name)
-    configs, (start, end), sizes = await asyncio.gather(
-        admin.describe_topic_configs(name), _offsets(admin, topic), _sizes(admin, topic)
+    configs, (start, end), sizes, described = await asyncio.gather(
+        admin.describe_topic_configs(name),
+        _offsets(admin, topic),
+        _sizes(admin, topic),
+        admin.describe_cluster(),
     )
     view = features.view_of(configs)
     delays_offered = features.offers_delayed_delivery(configs)
@@ -120,6 +121,7 @@ async def topic_page(request: web.Request) -> web.Response:
             _cached_views_over(request[CLIENTS_KEY], topic),
             _topic_delays(admin, name, offered=delays_offered),
         )
+    health = ClusterHealth(described, [topic])
     rate_series = sampler.topic_rate_series(name)
     chart = charts.line_chart(
         [charts.Series(name, rate_series)],
@@ -139,6 +141,13 @@ async def topic_page(request: web.Request) -> web.Response:
             p.partition: sampler.partition_rate(p.topic_partition) for p in topic.partitions
         },
         chart=chart,
+        live=health.live,
+        offline=[p.partition for p in health.offline()],
+        under_replicated=[p.partition for p in health.under_replicated()],
+        down_brokers=health.down_brokers(),
+        consumers=sampler.consumers_of(name),
+        groups_capped=sampler.groups_capped,
+        groups_max=sampler.max_groups,
         csrf_token=request[CLIENTS_KEY].csrf_token,
         no_leader=NO_LEADER,
         view=view,

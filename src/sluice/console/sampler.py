@@ -14,7 +14,13 @@ each group's lag per partition (end offset − committed offset, never negative;
 share group the lag DescribeShareGroupOffsets reports, else end offset − start offset)
 and the group's rebalance timeline (:mod:`sluice.console.timeline`). History is ring buffers:
 ``history_s`` seconds of points per series, a bounded number of timeline events per group.
-Nothing is stored on disk: the history covers the time the process has been running.
+It also notes which brokers the cluster lists (DescribeCluster), so that a broker seen
+and then gone is shown down, with since when.
+
+Given a :class:`~sluice.console.history_file.HistoryFile`, it loads the produce-rate and
+lag series and the brokers seen on its first sample (once it knows the cluster's id) and
+saves them every ``SAVE_INTERVAL_S`` and when it is closed, so the history survives a
+restart; without one, the history covers the time the process has been running.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sluice.client.admin import Admin, OffsetSpec
 from sluice.client.admin_share_groups import (
@@ -38,7 +45,13 @@ from sluice.client.cluster import TopicMetadata
 from sluice.client.errors import ClientError, UnsupportedApiError
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
 from sluice.common.errors import ErrorCode, KafkaError
-from sluice.common.ids import TopicPartition
+from sluice.common.ids import NodeId, TopicPartition
+from sluice.console.history_file import (
+    SAVE_INTERVAL_S,
+    BrokerSighting,
+    HistoryFile,
+    SavedHistory,
+)
 from sluice.console.timeline import GroupSnapshot, GroupTrack, TimelineEvent, diff_snapshots
 
 log = logging.getLogger(__name__)
@@ -51,6 +64,8 @@ MAX_GROUPS_DEFAULT = 50
 """Caps on what one sample asks about, so a large cluster costs a bounded amount."""
 TIMELINE_EVENTS_MAX = 500
 """Events kept per group (the oldest go first)."""
+MISSING_BROKERS_MAX = 100
+"""Brokers remembered as missing (the longest gone are forgotten first)."""
 
 
 def rate_per_s(before: tuple[float, int], after: tuple[float, int]) -> float:
@@ -155,6 +170,7 @@ class Sampler:
         max_topics: int = MAX_TOPICS_DEFAULT,
         max_groups: int = MAX_GROUPS_DEFAULT,
         clock: Callable[[], float] = time.time,
+        history_file: HistoryFile | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"sampler interval must be positive, not {interval_s}")
@@ -178,6 +194,12 @@ class Sampler:
         self._topic_rates: dict[str, deque[tuple[float, float]]] = {}
         self._sampled = False
         """Whether a sample has succeeded yet (failures before it are only waiting)."""
+        self.cluster_id: str | None = None
+        self.brokers: dict[NodeId, BrokerSighting] = {}
+        """Every broker listed since the console started (or in its saved history)."""
+        self.history_file = history_file
+        self._history_loaded = history_file is None
+        self._saved_s: float | None = None
 
     # ── sampling ───────────────────────────────────────────────────────────────────
 
@@ -192,6 +214,7 @@ class Sampler:
                 # A bug must not stop the sampling for the life of the console.
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.exception("console sample failed")
+            await self.save_if_due()
             await asyncio.sleep(self.interval_s)
 
     async def sample_once(self) -> None:
@@ -212,6 +235,10 @@ class Sampler:
         self._sampled = True
 
     async def _sample(self) -> None:
+        described = await self.admin.describe_cluster()
+        self.cluster_id = described.cluster_id
+        if not self._history_loaded:
+            await self._load_history()
         topics = await self.admin.list_topics()
         self.topics_capped = len(topics) > self.max_topics
         self.topics = {topic.name: topic for topic in topics[: self.max_topics]}
@@ -240,6 +267,7 @@ class Sampler:
             await self.admin.list_offsets(sorted(wanted), OffsetSpec.LATEST) if wanted else {}
         )
         now = self.clock()
+        self._record_brokers(now, {b.node_id: b.address for b in described.brokers})
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
         seen = self._record_groups(now, descriptions, committed)
         seen |= self._record_share_groups(now, shares) | unanswered
@@ -283,6 +311,70 @@ class Sampler:
             if answer is not None
         }
         return answers, unanswered
+
+    def _record_brokers(self, now: float, listed: Mapping[NodeId, str]) -> None:
+        for node_id, address in listed.items():
+            seen = self.brokers.get(node_id)
+            first_seen_s = now if seen is None else seen.first_seen_s
+            self.brokers[node_id] = BrokerSighting(node_id, address, first_seen_s, now)
+        missing = [b for b in self.brokers.values() if b.node_id not in listed]
+        for broker in missing:
+            if broker.missing_since_s is None:
+                self.brokers[broker.node_id] = BrokerSighting(
+                    broker.node_id, broker.address, broker.first_seen_s, broker.last_seen_s, now
+                )
+        for forgotten in sorted(missing, key=lambda b: b.last_seen_s)[:-MISSING_BROKERS_MAX]:
+            del self.brokers[forgotten.node_id]
+
+    # ── history on disk ────────────────────────────────────────────────────────────
+
+    async def _load_history(self) -> None:
+        """Take in the saved history of this cluster (once, before the first sample is
+        recorded); points older than ``history_s`` are left out."""
+        assert self.history_file is not None
+        self._history_loaded = True
+        saved = await asyncio.to_thread(self.history_file.load, self.cluster_id)
+        if saved is None:
+            return
+        oldest_s = self.clock() - self.history_s
+        for name, points in saved.topic_rates.items():
+            kept = [p for p in points if p[0] >= oldest_s][-self.points_max :]
+            if kept:
+                self._topic_rates[name] = deque(kept, maxlen=self.points_max)
+        for group_id, points in saved.group_lag.items():
+            kept = [p for p in points if p[0] >= oldest_s][-self.points_max :]
+            if kept:
+                self.groups.setdefault(group_id, GroupHistory()).total_lag.extend(kept)
+        self.brokers.update(saved.brokers)
+
+    def saved_history(self) -> SavedHistory:
+        return SavedHistory(
+            cluster_id=self.cluster_id,
+            topic_rates={name: list(points) for name, points in self._topic_rates.items()},
+            group_lag={
+                group_id: list(history.total_lag)
+                for group_id, history in self.groups.items()
+                if history.total_lag
+            },
+            brokers=dict(self.brokers),
+        )
+
+    async def save(self) -> None:
+        """Write the history to the history file (if any, and once something was
+        sampled); a failure is logged, and the next save tries again."""
+        if self.history_file is None or not self._sampled:
+            return
+        now = self.clock()
+        try:
+            await asyncio.to_thread(self.history_file.save, self.saved_history(), now)
+        except (OSError, ValueError) as e:
+            log.warning("console history not saved to %s: %s", self.history_file.path, e)
+        self._saved_s = now
+
+    async def save_if_due(self) -> None:
+        now = self.clock()
+        if self._saved_s is None or now - self._saved_s >= SAVE_INTERVAL_S:
+            await self.save()
 
     def _record_end_offsets(self, now: float, offsets: Mapping[TopicPartition, int]) -> None:
         for topic_partition, offset in offsets.items():
@@ -382,3 +474,55 @@ class Sampler:
         """The group's events, newest first."""
         history = self.groups.get(group_id)
         return list(reversed(history.events)) if history else []
+
+    def consumers_of(self, topic: str) -> list[TopicConsumer]:
+        """The sampled groups that consume ``topic`` (a member is assigned one of its
+        partitions, or the group has an offset in one), by group id."""
+        found = []
+        for group_id, history in sorted(self.groups.items()):
+            lags = [lag for tp, lag in history.lag.items() if tp.topic == topic]
+            members: Sequence[GroupMember]
+            if history.share_description is not None:
+                kind, state = "share", history.share_description.state
+                members = history.share_description.members
+            elif history.description is not None:
+                kind, state = "classic", history.description.state
+                members = history.description.members
+            else:
+                continue
+            assigned = sum(1 for m in members if m.assignment.get(topic))
+            if not lags and not assigned:
+                continue
+            found.append(
+                TopicConsumer(
+                    group_id,
+                    kind,
+                    state,
+                    len(members),
+                    assigned,
+                    sum(lag.lag for lag in lags) if lags else None,
+                )
+            )
+        return found
+
+
+class GroupMember(Protocol):
+    """A member of either kind of group, as far as ``consumers_of`` reads it."""
+
+    @property
+    def assignment(self) -> dict[str, list[int]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConsumer:
+    """A group consuming a topic."""
+
+    group_id: str
+    kind: str
+    """``classic`` or ``share``."""
+    state: str
+    members: int
+    members_assigned: int
+    """Members with a partition of the topic assigned."""
+    lag: int | None
+    """Records of the topic the group has yet to read (None: no offsets in it)."""

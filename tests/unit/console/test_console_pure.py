@@ -96,6 +96,21 @@ def test_chart_is_valid_svg_with_axes_and_one_line_per_series() -> None:
     assert "Rate of <t>" in texts  # escaped in the markup, parsed back here
     assert "records/s" in texts and "50" in texts and "00:00:04 UTC" in texts
     assert "<b>" not in str(svg)
+    points = root.findall(f"{namespace}circle")
+    assert len(points) == 5  # one hover marker per point of both series
+    title = points[1].find(f"{namespace}title")
+    assert title is not None and title.text == "a<b>: 40 records/s at 00:00:02 UTC"
+    assert points[1].attrib["data-label"] == title.text
+
+
+def test_long_series_get_a_bounded_number_of_markers_the_newest_included() -> None:
+    points = [(float(t), float(t)) for t in range(1000)]
+    marked = charts.marked_points(points)
+    assert len(marked) == charts.POINT_MARKERS_MAX
+    assert marked[-1] == points[-1]
+    assert marked == sorted(marked)
+    svg = charts.line_chart([charts.Series("s", points)], title="t", y_label="y")
+    assert str(svg).count("<circle") == charts.POINT_MARKERS_MAX
 
 
 def test_chart_without_enough_points_says_so() -> None:

@@ -1,6 +1,23 @@
 // Refreshes the parts of a page marked data-refresh every few seconds: the page is
 // fetched again and those elements are swapped for their new versions. Forms and
 // everything else stay as the user left them. Nothing runs on pages without them.
+// Pointing at a chart's point shows its value and time under the chart.
+(function () {
+  "use strict";
+  document.addEventListener("mouseover", function (event) {
+    var point = event.target.closest ? event.target.closest(".chart-point") : null;
+    if (!point) { return; }
+    var box = point.closest(".chart-box") || point.closest("svg").parentNode;
+    var readout = box.querySelector(".chart-readout");
+    if (!readout) {
+      readout = document.createElement("p");
+      readout.className = "chart-readout";
+      readout.setAttribute("aria-live", "polite");
+      box.appendChild(readout);
+    }
+    readout.textContent = point.dataset.label || "";
+  });
+})();
 (function () {
   "use strict";
   var REFRESH_MS = parseInt(document.body.dataset.refreshMs, 10) || 5000;
