@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 
 import click
 
-from sluice.cli import pipeline_checks
 from sluice.cli.common import bootstrap_option, open_cluster, run
 from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 
@@ -195,6 +194,8 @@ def archive(
     if bool(topics) == (pattern is not None):
         raise click.UsageError("give either --topic (one or more) or --pattern")
     pipelines = _pipelines("archive")
+    from sluice.cli import pipeline_checks  # noqa: PLC0415  (needs the Spark extra)
+
     checkpoint = checkpoint or f"{output.rstrip('/')}/_checkpoint"
 
     async def plan() -> pipeline_checks.ArchivePlan:
@@ -273,6 +274,8 @@ def replay(
 ) -> None:
     """Re-publish archived records into a topic, keys, headers and order kept."""
     pipelines = _pipelines("replay")
+    from sluice.cli import pipeline_checks  # noqa: PLC0415  (needs the Spark extra)
+
     from_time, to_time = _utc(from_time), _utc(to_time)
 
     async def plan() -> pipeline_checks.ReplayPlan | None:
