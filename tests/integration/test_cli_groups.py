@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient
 from sluice.client.admin import Admin
 from sluice.client.cluster import Cluster
 from sluice.client.groups import OffsetAndMetadata
+from sluice.common.bookkeeping_groups import BOOKKEEPING_METADATA, SPARK_GROUP_PREFIX
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 
@@ -229,7 +230,12 @@ def test_an_active_group_is_listed_and_described_with_its_lag(
         member_id = consumer.member_id
 
         listed = json.loads(ok(sluice(broker, "groups", "list", "--format", "json")))
-        assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in listed
+        assert {
+            "group": group,
+            "state": "Stable",
+            "protocol_type": "consumer",
+            "bookkeeping": False,
+        } in listed
         table = ok(sluice(broker, "groups", "list"))
         assert table.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL", "TYPE"]
         assert [group, "Stable", "consumer"] in [line.split() for line in table.splitlines()]
@@ -456,3 +462,82 @@ def test_an_unknown_group_is_one_clear_line(broker: BrokerProcess, group: str) -
     assert error == f"Error: group {group!r} does not exist (list groups with `sluice groups list`)"
     error = one_line_error(sluice(broker, "groups", "delete-offsets", group, "--topic", "t:0"))
     assert f"group {group!r} does not exist" in error
+
+
+def test_a_group_that_consumes_and_never_commits_has_an_unknown_lag_not_0(
+    broker: BrokerProcess, topic: str, group: str
+) -> None:
+    """Kafka's tool prints ``-`` as CURRENT-OFFSET and LAG of a partition without a
+    committed offset; a consumer that reads everything and never commits must not look
+    caught up."""
+    topic_with_records(broker, topic)
+    consumer = GroupMember(broker, group, topic, partitions=2)
+    try:
+        consumer.first_message_of(topic, 0)
+        consumer.first_message_of(topic, 1)
+        document = describe(broker, group)
+        assert document["state"] == "Stable"
+        assert [
+            (row["partition"], row["current_offset"], row["log_end_offset"], row["lag"])
+            for row in document["partitions"]
+        ] == [(0, None, 10, None), (1, None, 10, None)]
+        assert document["total_lag"] is None
+        assert document["partitions_without_committed_offset"] == 2
+
+        text = ok(sluice(broker, "groups", "describe", group))
+        lines = [line.split() for line in text.splitlines()]
+        assert [topic, "0", "-", "10", "-"] == lines[3][:5]
+        assert text.rstrip().endswith(
+            "total lag: - (2 partition(s) without a committed offset: lag unknown)"
+        )
+
+        consumer.commit(topic, {0: 10})  # one partition committed, the other still unknown
+        document = describe(broker, group)
+        assert [row["lag"] for row in document["partitions"]] == [0, None]
+        assert (document["total_lag"], document["partitions_without_committed_offset"]) == (0, 1)
+    finally:
+        consumer.close()
+
+
+def test_bookkeeping_groups_are_hidden_unless_asked_for_and_show_no_lag(
+    broker: BrokerProcess, topic: str, group: str
+) -> None:
+    """Spark's exactly-once sink commits batch ids as offsets (group ``sluice-spark-…``,
+    metadata ``sluice:bookkeeping``): such a group is no consumer and has no lag."""
+    topic_with_records(broker, topic)
+    spark_group = f"{SPARK_GROUP_PREFIX}{group}-0"
+    marked_group = f"{group}-progress"
+    partition = TopicPartition(topic, 0)
+
+    async def commit_progress() -> None:
+        async with Cluster(broker.bootstrap) as cluster:
+            admin = Admin(cluster)
+            await admin.alter_group_offsets(spark_group, {partition: OffsetAndMetadata(3)})
+            await admin.alter_group_offsets(
+                marked_group, {partition: OffsetAndMetadata(3, metadata=BOOKKEEPING_METADATA)}
+            )
+            await admin.alter_group_offsets(group, {partition: OffsetAndMetadata(3)})
+
+    asyncio.run(commit_progress())
+    listed = sluice(broker, "groups", "list", "--format", "json")
+    shown = {entry["group"] for entry in json.loads(ok(listed))}
+    assert group in shown and spark_group not in shown and marked_group not in shown
+    assert "bookkeeping group(s) hidden (--all shows them)" in listed.stderr.decode()
+
+    every = json.loads(ok(sluice(broker, "groups", "list", "--all", "--format", "json")))
+    marks = {entry["group"]: entry["bookkeeping"] for entry in every}
+    assert (marks[group], marks[spark_group], marks[marked_group]) == (False, True, True)
+    table = ok(sluice(broker, "groups", "list", "--all"))
+    assert [spark_group, "Empty", "-", "bookkeeping"] in [
+        line.split() for line in table.splitlines()
+    ]
+
+    for bookkeeping in (spark_group, marked_group):
+        document = describe(broker, bookkeeping)
+        assert document["bookkeeping"] is True
+        ((row),) = document["partitions"]
+        assert (row["current_offset"], row["log_end_offset"], row["lag"]) == (3, 10, None)
+        assert document["total_lag"] is None
+        text = ok(sluice(broker, "groups", "describe", bookkeeping))
+        assert "bookkeeping group" in text and "total lag" not in text
+    assert describe(broker, group)["total_lag"] == 7

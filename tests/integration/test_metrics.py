@@ -27,6 +27,10 @@ from kafka_wire import (
 from metrics_scrape import Samples, get, get_json, scrape, total, value, wait_for
 
 from sluice.cli.loopback import HOST
+from sluice.client.groups import OffsetAndMetadata
+from sluice.common.bookkeeping_groups import BOOKKEEPING_METADATA, SPARK_GROUP_PREFIX
+from sluice.common.ids import TopicPartition
+from sluice.sync import Admin
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +234,91 @@ def test_a_consuming_group_is_visible_with_its_members_and_fetched_bytes(
         "the member to leave",
     )
     assert value(samples, "sluice_consumer_group_lag", group=group, topic=topic, partition=0) == 0
+
+
+def test_a_group_that_consumes_and_never_commits_has_no_lag_series_only_end_offsets(
+    broker: BrokerProcess,
+) -> None:
+    """A stuck consumer must not look perfect: no lag (not 0) for a partition without a
+    committed offset, its end offset, and a count of such partitions per group."""
+    topic = unique_topic_name("never-commits")
+    group = unique_topic_name("never-commits-group")
+    _create(broker, topic, partitions=2)
+    _produce(broker, topic, _batches(5), partition=0)
+    _produce(broker, topic, _batches(3), partition=1)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        received = 0
+        for _ in range(100):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                received += 1
+            if received == 8:
+                break
+        assert received == 8
+        samples = wait_for(
+            broker.http_url,
+            lambda s: (
+                value(s, "sluice_consumer_group_partitions_without_committed_offset", group=group)
+                == 2
+            ),
+            "two partitions without a committed offset",
+        )
+        for partition, end in ((0, 5), (1, 3)):
+            labels = {"group": group, "topic": topic, "partition": partition}
+            assert value(samples, "sluice_consumer_group_log_end_offset", **labels) == end
+            assert value(samples, "sluice_consumer_group_lag", **labels) is None
+        assert value(samples, "sluice_consumer_group_lag_sum", group=group) is None
+
+        consumer.commit(offsets=[KafkaTopicPartition(topic, 0, 5)], asynchronous=False)
+        samples = wait_for(
+            broker.http_url,
+            lambda s: (
+                value(s, "sluice_consumer_group_partitions_without_committed_offset", group=group)
+                == 1
+            ),
+            "one partition left without a committed offset",
+        )
+        labels = {"group": group, "topic": topic}
+        assert value(samples, "sluice_consumer_group_lag", **labels, partition=0) == 0
+        assert value(samples, "sluice_consumer_group_lag", **labels, partition=1) is None
+        assert value(samples, "sluice_consumer_group_lag_sum", group=group) == 0
+    finally:
+        consumer.close()
+
+
+def test_a_bookkeeping_group_has_no_lag_series(broker: BrokerProcess) -> None:
+    """Spark's exactly-once progress groups commit batch ids: no lag to alert on."""
+    topic = unique_topic_name("progress")
+    _create(broker, topic)
+    _produce(broker, topic, _batches(10))
+    spark_group = f"{SPARK_GROUP_PREFIX}{unique_topic_name('query')}-0"
+    marked_group = unique_topic_name("marked")
+    with Admin(broker.bootstrap) as admin:
+        admin.alter_group_offsets(spark_group, {TopicPartition(topic, 0): OffsetAndMetadata(2)})
+        admin.alter_group_offsets(
+            marked_group,
+            {TopicPartition(topic, 0): OffsetAndMetadata(2, metadata=BOOKKEEPING_METADATA)},
+        )
+    samples = wait_for(
+        broker.http_url,
+        lambda s: value(s, "sluice_consumer_group_bookkeeping", group=marked_group) == 1,
+        "the marked group named as bookkeeping",
+    )
+    for group in (spark_group, marked_group):
+        labels = {"group": group, "topic": topic, "partition": 0}
+        assert value(samples, "sluice_consumer_group_bookkeeping", group=group) == 1
+        assert value(samples, "sluice_consumer_group_committed_offset", **labels) == 2
+        assert value(samples, "sluice_consumer_group_lag", **labels) is None
+        assert value(samples, "sluice_consumer_group_lag_sum", group=group) is None
 
 
 def _listening_ports(pid: int) -> set[int]:

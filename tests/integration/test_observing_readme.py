@@ -6,6 +6,7 @@ the installed plugin."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,9 +68,14 @@ def test_the_metrics_and_top_commands_print_what_the_readme_shows(
     )
     assert printed.splitlines() == metrics_shown.splitlines(), printed
 
-    printed = run(["sh", "-e"], environment, stdin=top_command)
-    lines = [line.rstrip() for line in printed.splitlines() if line.strip()]
-    assert lines == [line.rstrip() for line in top_shown.splitlines()], printed
+    # A terminal of 100 columns; the header line names the cluster's id and the time,
+    # which differ from the README's.
+    printed = run(["sh", "-e"], {**environment, "COLUMNS": "100"}, stdin=top_command)
+    header, *lines = [line.rstrip() for line in printed.splitlines() if line.strip()]
+    shown_header, *shown = [line.rstrip() for line in top_shown.splitlines()]
+    assert re.fullmatch(r"cluster \S+ · 1 broker\(s\) · \d\d:\d\d:\d\d", header), printed
+    assert re.fullmatch(r"cluster \S+ · 1 broker\(s\) · \d\d:\d\d:\d\d", shown_header)
+    assert lines == shown, printed
 
 
 def test_sluice_serve_serves_the_console_beside_the_metrics(http_broker: BrokerProcess) -> None:

@@ -19,6 +19,7 @@ import pytest
 from conftest import create_topic, produce
 
 import sluice
+from sluice.common.bookkeeping_groups import BOOKKEEPING_METADATA
 from sluice.common.ids import TopicPartition
 from sluice.spark.options import SluiceOptionError, parse_sink_options
 from sluice.spark.sink import _end_batch, _produce, progress_group
@@ -104,6 +105,15 @@ def test_a_streaming_query_copies_exactly_once(
     assert len(query.recentProgress) >= 3, "the input should span several micro-batches"
     values = read_committed(broker.bootstrap, sink, 2, 300)
     assert sorted(values) == sorted(f"r{i}".encode() for i in range(300))
+    # The progress groups say they are bookkeeping, so no tool shows them as lagging.
+    with sluice.sync.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        progress = [
+            g.group_id for g in admin.list_groups() if g.group_id.startswith("sluice-spark-")
+        ]
+        assert progress
+        for group_id in progress:
+            committed = admin.list_group_offsets(group_id)
+            assert {value.metadata for value in committed.values()} == {BOOKKEEPING_METADATA}
 
 
 def test_a_driver_stopped_while_committing_a_batch_repeats_nothing(

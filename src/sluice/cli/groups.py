@@ -21,6 +21,7 @@ the new offsets are committed in one request, so a reset is never half done.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import enum
 import re
@@ -42,9 +43,10 @@ from sluice.cli.common import (
 )
 from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 from sluice.client.admin import ACTIVE_MEMBER_CODES, NO_OFFSET, Admin, OffsetSpec
-from sluice.client.groups import GroupDescription, GroupListing, MemberDescription
+from sluice.client.groups import GroupDescription, GroupListing, GroupState, MemberDescription
 from sluice.client.groups import OffsetAndMetadata as CommittedOffset
 from sluice.common import errors
+from sluice.common.bookkeeping_groups import SPARK_GROUP_PREFIX, is_bookkeeping_group
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition, topic_name_problem
 from sluice.common.limits import PARTITIONS_PER_TOPIC_MAX
@@ -352,29 +354,85 @@ def groups() -> None:
 
 
 @groups.command(name="list")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show bookkeeping groups too (Spark's exactly-once progress), marked.",
+)
 @format_option
 @bootstrap_option
-def list_groups(*, output_format: str, bootstrap_server: str) -> None:
-    """List every group with its state and protocol type."""
+def list_groups(*, show_all: bool, output_format: str, bootstrap_server: str) -> None:
+    """List every group with its state and protocol type.
 
-    async def listings() -> list[GroupListing]:
+    Bookkeeping groups (offsets that record a Spark query's progress, not a consumer's
+    position) are left out unless --all is given.
+    """
+
+    async def listings() -> tuple[list[GroupListing], set[str]]:
         async with open_cluster(bootstrap_server) as cluster:
-            return await Admin(cluster).list_groups()
+            admin = Admin(cluster)
+            found = await admin.list_groups()
+            return found, await bookkeeping_group_ids(admin, found)
 
-    found = run(listings)
+    found, bookkeeping = run(listings)
+    shown = [g for g in found if show_all or g.group_id not in bookkeeping]
     if output_format == "json":
         echo_json(
             [
-                {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
-                for g in found
+                {
+                    "group": g.group_id,
+                    "state": g.state,
+                    "protocol_type": g.protocol_type,
+                    "bookkeeping": g.group_id in bookkeeping,
+                }
+                for g in shown
             ]
         )
-        return
-    if found:
-        echo_table(
-            [("GROUP", "STATE", "PROTOCOL TYPE")]
-            + [(g.group_id, g.state, _text(g.protocol_type)) for g in found]
+    elif shown:
+        header = ["GROUP", "STATE", "PROTOCOL TYPE"]
+        table = [[*header, "NOTE"] if show_all else header]
+        for g in shown:
+            row = [g.group_id, g.state, _text(g.protocol_type)]
+            if show_all:
+                row.append(BOOKKEEPING_NOTE if g.group_id in bookkeeping else "")
+            table.append(row)
+        echo_table(table)
+    hidden = len(found) - len(shown)
+    if hidden:
+        click.echo(f"{hidden} bookkeeping group(s) hidden (--all shows them).", err=True)
+
+
+BOOKKEEPING_NOTE = "bookkeeping"
+"""How ``--all`` marks a bookkeeping group."""
+
+
+async def bookkeeping_group_ids(admin: Admin, listings: Sequence[GroupListing]) -> set[str]:
+    """The ids of the bookkeeping groups among ``listings``
+    (:mod:`sluice.common.bookkeeping_groups`). Only groups that store offsets without a
+    protocol and are Empty can be; those not named as Spark's are asked for the
+    metadata of their committed offsets."""
+    candidates = [
+        g.group_id
+        for g in listings
+        if not g.protocol_type and g.state == GroupState.EMPTY and g.group_type != "share"
+    ]
+    to_ask = [g for g in candidates if not g.startswith(SPARK_GROUP_PREFIX)]
+    offsets = await asyncio.gather(*(admin.list_group_offsets(g) for g in to_ask))
+    metadata = {
+        group_id: [value.metadata for value in committed.values()]
+        for group_id, committed in zip(to_ask, offsets, strict=True)
+    }
+    return {
+        group_id
+        for group_id in candidates
+        if is_bookkeeping_group(
+            group_id,
+            protocol_type=None,
+            member_count=0,
+            offset_metadata=metadata.get(group_id, ()),
         )
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,12 +442,24 @@ class _PartitionRow:
     log_end_offset: int | None
     """None when the topic or partition no longer exists."""
     owner: MemberDescription | None
+    bookkeeping: bool = False
+    """The group's offsets record progress, not positions: no lag to show."""
 
     @property
     def lag(self) -> int | None:
-        if self.committed is None or self.log_end_offset is None:
+        """Log end minus committed offset, as Kafka's tool shows it; None (shown ``-``)
+        where either is unknown, or in a bookkeeping group."""
+        if self.committed is None or self.log_end_offset is None or self.bookkeeping:
             return None
         return self.log_end_offset - self.committed.offset
+
+
+def total_lag(rows: Iterable[_PartitionRow]) -> int | None:
+    """Records behind (never counting a partition ahead) over the partitions whose lag
+    is known; None when no partition's is: a group that never committed has an unknown
+    lag, not a lag of 0."""
+    known = [row.lag for row in rows if row.lag is not None]
+    return sum(max(0, lag) for lag in known) if known else None
 
 
 def _member_json(member: MemberDescription) -> dict[str, Any]:
@@ -418,7 +488,10 @@ def describe(*, group_id: str, members: bool, output_format: str, bootstrap_serv
 
     One row per partition the group has committed an offset for or has assigned to a
     member: committed offset, log end offset, lag (log end minus committed) and the
-    member that owns the partition. With --members: one row per member instead.
+    member that owns the partition. A partition without a committed offset shows ``-``
+    (JSON: null) as its offset and lag, as Kafka's tool does: its lag is unknown, not 0.
+    A bookkeeping group (Spark's exactly-once progress) is marked and shows no lag.
+    With --members: one row per member instead.
     """
 
     async def gather() -> tuple[GroupDescription, list[_PartitionRow]]:
@@ -437,12 +510,19 @@ def describe(*, group_id: str, members: bool, output_format: str, bootstrap_serv
             partitions = sorted(set(committed) | set(owners))
             existing = await _existing_partitions(admin, partitions)
             log_ends = await admin.list_offsets(existing, OffsetSpec.LATEST) if existing else {}
+            bookkeeping = is_bookkeeping_group(
+                group_id,
+                protocol_type=description.protocol_type,
+                member_count=len(description.members),
+                offset_metadata=[value.metadata for value in committed.values()],
+            )
             rows = [
                 _PartitionRow(
                     tp,
                     committed.get(tp),
                     log_ends[tp].offset if tp in log_ends else None,
                     owners.get(tp),
+                    bookkeeping,
                 )
                 for tp in partitions
             ]
@@ -503,9 +583,12 @@ def _print_members(description: GroupDescription, output_format: str) -> None:
 def _print_partitions(
     description: GroupDescription, rows: Sequence[_PartitionRow], output_format: str
 ) -> None:
-    total_lag = sum(max(0, row.lag or 0) for row in rows)  # records behind, not ahead
+    bookkeeping = any(row.bookkeeping for row in rows)
+    total = total_lag(rows)
+    without_offset = sum(1 for row in rows if row.committed is None)
     if output_format == "json":
         document = _summary_json(description)
+        document["bookkeeping"] = bookkeeping
         document["partitions"] = [
             {
                 "topic": row.topic_partition.topic,
@@ -519,10 +602,16 @@ def _print_partitions(
             }
             for row in rows
         ]
-        document["total_lag"] = total_lag
+        document["total_lag"] = total
+        document["partitions_without_committed_offset"] = without_offset
         echo_json(document)
         return
     _print_summary(description)
+    if bookkeeping:
+        click.echo(
+            "  bookkeeping group: its offsets record a Spark query's progress (batch ids), "
+            "not positions, so it has no lag"
+        )
     if not rows:
         click.echo("  no committed offsets and no assigned partitions")
         return
@@ -552,7 +641,14 @@ def _print_partitions(
             )
         )
     echo_table(table)
-    click.echo(f"  total lag: {total_lag}")
+    if bookkeeping:
+        return
+    unknown = (
+        f" ({without_offset} partition(s) without a committed offset: lag unknown)"
+        if without_offset
+        else ""
+    )
+    click.echo(f"  total lag: {_text(total)}{unknown}")
 
 
 @groups.command(name="reset-offsets")

@@ -260,9 +260,10 @@ class TransactionManager:
         self.registered = True
 
     async def send_offsets(
-        self, offsets: Mapping[TopicPartition, int], group: GroupMetadata
+        self, offsets: Mapping[TopicPartition, int], group: GroupMetadata, metadata: str = ""
     ) -> None:
-        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator."""
+        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator, each offset
+        with ``metadata`` as its metadata string."""
 
         async def add(connection: Any) -> Any:
             return await connection.request(
@@ -286,7 +287,7 @@ class TransactionManager:
                     "partition_index": tp.partition,
                     "committed_offset": offset,
                     "committed_leader_epoch": -1,
-                    "committed_metadata": "",
+                    "committed_metadata": metadata,
                 }
             )
 
@@ -455,12 +456,14 @@ async def end_prepared(
     *,
     commit: bool,
     offsets: tuple[GroupMetadata, Mapping[TopicPartition, int]] | None = None,
+    offsets_metadata: str = "",
     timeout_s: float = 60.0,
 ) -> None:
-    """Commit (with ``offsets`` of a group committed inside it) or abort a transaction
-    another producer handed over. Raises ProducerFencedError when its producer was
-    fenced since (the transaction was aborted then)."""
+    """Commit (with ``offsets`` of a group committed inside it, each with
+    ``offsets_metadata``) or abort a transaction another producer handed over. Raises
+    ProducerFencedError when its producer was fenced since (the transaction was aborted
+    then)."""
     manager = TransactionManager.resume(cluster, prepared, timeout_s=timeout_s)
     if commit and offsets is not None:
-        await manager.send_offsets(offsets[1], offsets[0])
+        await manager.send_offsets(offsets[1], offsets[0], offsets_metadata)
     await manager.end(commit=commit)

@@ -1,6 +1,10 @@
 """The groups list and a group's page: a classic group's members, committed offsets and
 lag, or a share group's (KIP-932) members, start offsets and lag, each with the lag over
-time and the membership timeline."""
+time and the membership timeline.
+
+A partition assigned without a committed offset shows its lag as unknown (–), and so
+does a group with no known lag. Bookkeeping groups (Spark's exactly-once progress) are
+left out of the list unless ``?all=1``, then marked; their page shows no lag."""
 
 from __future__ import annotations
 
@@ -17,23 +21,45 @@ from sluice.client.admin_share_groups import (
 from sluice.client.errors import UnsupportedApiError
 from sluice.client.groups import GroupState
 from sluice.common import errors
+from sluice.common.bookkeeping_groups import is_bookkeeping_group
 from sluice.common.errors import KafkaError
+from sluice.common.ids import TopicPartition
 from sluice.console import charts
 from sluice.console.keys import CLIENTS_KEY
 from sluice.console.rendering import error_page, render
-from sluice.console.sampler import PartitionLag, share_lags
+from sluice.console.sampler import PartitionLag, known_total_lag, share_lags
 
 
 async def groups_page(request: web.Request) -> web.Response:
     admin = request[CLIENTS_KEY].admin
     sampler = request[CLIENTS_KEY].sampler
+    show_all = request.query.get("all", "") not in ("", "0")
     listings = await admin.list_groups()
-    lags: dict[str, int] = {
-        listing.group_id: sum(lag.lag for lag in history.lag.values())
+    lags: dict[str, int | None] = {
+        listing.group_id: history.total
         for listing in listings
         if (history := sampler.group(listing.group_id)) is not None
     }
-    return render(request, "groups.html", listings=listings, lags=lags)
+    bookkeeping = {
+        listing.group_id
+        for listing in listings
+        if ((history := sampler.group(listing.group_id)) is not None and history.bookkeeping)
+        or is_bookkeeping_group(  # by its name, before the sampler saw its offsets
+            listing.group_id,
+            protocol_type=listing.protocol_type,
+            member_count=0 if listing.state == GroupState.EMPTY else 1,
+        )
+    }
+    shown = [g for g in listings if show_all or g.group_id not in bookkeeping]
+    return render(
+        request,
+        "groups.html",
+        listings=shown,
+        lags=lags,
+        bookkeeping=bookkeeping,
+        show_all=show_all,
+        hidden=len(listings) - len(shown),
+    )
 
 
 async def group_page(request: web.Request) -> web.Response:
@@ -57,11 +83,28 @@ async def group_page(request: web.Request) -> web.Response:
             if e.code != errors.ErrorCode.group_id_not_found:
                 raise
         return error_page(request, 404, "Unknown group", f"There is no group {group_id!r}.")
-    ends = await admin.list_offsets(sorted(committed), OffsetSpec.LATEST) if committed else {}
+    bookkeeping = is_bookkeeping_group(
+        group_id,
+        protocol_type=description.protocol_type,
+        member_count=len(description.members),
+        offset_metadata=[value.metadata for value in committed.values()],
+    )
+    assigned = {
+        TopicPartition(topic, partition)
+        for member in description.members
+        for topic, partitions in member.assignment.items()
+        for partition in partitions
+    }
+    wanted = sorted(set(committed) | assigned)
+    ends = await admin.list_offsets(wanted, OffsetSpec.LATEST) if wanted else {}
     lags = [
-        PartitionLag(tp, offset.offset, ends[tp].offset)
-        for tp, offset in sorted(committed.items())
-        if tp in ends
+        PartitionLag(
+            tp,
+            None if tp not in committed else committed[tp].offset,
+            ends[tp].offset,
+        )
+        for tp in wanted
+        if tp in ends and not (bookkeeping and tp in committed)
     ]
     history = sampler.group(group_id)
     chart = charts.line_chart(
@@ -74,7 +117,9 @@ async def group_page(request: web.Request) -> web.Response:
         "group.html",
         group=description,
         lags=lags,
-        total_lag=sum(lag.lag for lag in lags),
+        total_lag=known_total_lag(lags),
+        unknown=sum(1 for lag in lags if lag.lag is None),
+        bookkeeping=bookkeeping,
         chart=chart,
         events=sampler.timeline(group_id),
     )
@@ -103,7 +148,7 @@ async def share_group_page(request: web.Request, group_id: str) -> web.Response:
         group=description,
         lags=list(lags.values()),
         unread=sorted(tp for tp in offsets if tp not in lags),
-        total_lag=sum(lag.lag for lag in lags.values()),
+        total_lag=known_total_lag(lags.values()),
         chart=chart,
         events=sampler.timeline(group_id),
     )

@@ -11,11 +11,15 @@ Each sample asks the cluster, through the client only:
 
 From consecutive samples it derives produce rates (records/s per partition and topic),
 each group's lag per partition (end offset − committed offset, never negative; for a
-share group the lag DescribeShareGroupOffsets reports, else end offset − start offset)
-and the group's rebalance timeline (:mod:`sluice.console.timeline`). History is ring buffers:
-``history_s`` seconds of points per series, a bounded number of timeline events per group.
-It also notes which brokers the cluster lists (DescribeCluster), so that a broker seen
-and then gone is shown down, with since when.
+share group the lag DescribeShareGroupOffsets reports, else end offset − start offset),
+its consume rate (committed offsets' progress per second) and the group's rebalance
+timeline (:mod:`sluice.console.timeline`). A partition assigned to a member without a
+committed offset has an unknown lag (``None``), never 0, and a group with no known lag
+has no total; bookkeeping groups (:mod:`sluice.common.bookkeeping_groups`) are marked
+and have no lag. A topic deleted between two requests of a sample is left out of it.
+History is ring buffers: ``history_s`` seconds of points per series, a bounded number of
+timeline events per group. It also notes which brokers the cluster lists
+(DescribeCluster), so that a broker seen and then gone is shown down, with since when.
 
 Given a :class:`~sluice.console.history_file.HistoryFile`, it loads the produce-rate and
 lag series and the brokers seen on its first sample (once it knows the cluster's id) and
@@ -33,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sluice.client.admin import Admin, OffsetSpec
+from sluice.client.admin import Admin, ListedOffset, OffsetSpec
 from sluice.client.admin_share_groups import (
     SHARE_GROUP_TYPE,
     ShareGroupDescription,
@@ -44,6 +48,7 @@ from sluice.client.admin_share_groups import (
 from sluice.client.cluster import TopicMetadata
 from sluice.client.errors import ClientError, UnsupportedApiError
 from sluice.client.groups import GroupDescription, GroupListing, OffsetAndMetadata
+from sluice.common.bookkeeping_groups import is_bookkeeping_group
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import NodeId, TopicPartition
 from sluice.console.history_file import (
@@ -66,6 +71,9 @@ TIMELINE_EVENTS_MAX = 500
 """Events kept per group (the oldest go first)."""
 MISSING_BROKERS_MAX = 100
 """Brokers remembered as missing (the longest gone are forgotten first)."""
+
+_TOPIC_GONE_CODES = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+"""What ListOffsets answers for a topic deleted since the sample listed it."""
 
 
 def rate_per_s(before: tuple[float, int], after: tuple[float, int]) -> float:
@@ -99,17 +107,27 @@ def share_lag_of(offset: SharePartitionOffset, end_offset: int | None) -> int | 
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
     topic_partition: TopicPartition
-    committed: int
-    """The committed offset (a share group: its start offset)."""
+    committed: int | None
+    """The committed offset (a share group: its start offset); None for a partition
+    assigned to a member that has committed nothing for it."""
     end_offset: int
     reported_lag: int | None = None
     """The lag the cluster reported (share groups), used instead of computing one."""
 
     @property
-    def lag(self) -> int:
+    def lag(self) -> int | None:
+        """None when nothing is committed: unknown, not 0."""
         if self.reported_lag is not None:
             return self.reported_lag
+        if self.committed is None:
+            return None
         return lag_of(self.end_offset, self.committed)
+
+
+def known_total_lag(lags: Iterable[PartitionLag]) -> int | None:
+    """The lag summed over the partitions whose lag is known; None if none is."""
+    known = [lag.lag for lag in lags if lag.lag is not None]
+    return sum(known) if known else None
 
 
 def share_lags(
@@ -140,9 +158,39 @@ class GroupHistory:
     events: deque[TimelineEvent] = field(default_factory=lambda: deque(maxlen=TIMELINE_EVENTS_MAX))
     lag: dict[TopicPartition, PartitionLag] = field(default_factory=dict)
     total_lag: deque[tuple[float, float]] = field(default_factory=deque)
+    """(time, total lag) of the samples where some partition's lag was known."""
+    consumed: deque[tuple[float, int]] = field(default_factory=deque)
+    """(time, sum of the committed offsets) of the last two samples, for the rate."""
     description: GroupDescription | None = None
     share_description: ShareGroupDescription | None = None
     """Set instead of ``description`` for a share group."""
+    bookkeeping: bool = False
+    """Offsets that record progress, not positions (Spark's exactly-once sink)."""
+
+    @property
+    def total(self) -> int | None:
+        """The lag over the partitions whose lag is known now; None if none is."""
+        return known_total_lag(self.lag.values())
+
+    @property
+    def unknown_partitions(self) -> int:
+        """Partitions assigned to a member without a committed offset."""
+        return sum(1 for lag in self.lag.values() if lag.lag is None)
+
+    @property
+    def lag_trend(self) -> float | None:
+        """How the total lag moved between the last two samples that knew it."""
+        if len(self.total_lag) < 2:
+            return None
+        return self.total_lag[-1][1] - self.total_lag[-2][1]
+
+    @property
+    def consume_rate(self) -> float | None:
+        """Records/s the group committed past between the last two samples; None until
+        two samples saw committed offsets."""
+        if len(self.consumed) < 2:
+            return None
+        return rate_per_s(self.consumed[-2], self.consumed[-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +311,15 @@ class Sampler:
             wanted.update(tp for tp in offsets if tp.topic in self.topics)
         for _, share_offsets in shares.values():
             wanted.update(tp for tp in share_offsets if tp.topic in self.topics)
-        end_offsets = (
-            await self.admin.list_offsets(sorted(wanted), OffsetSpec.LATEST) if wanted else {}
-        )
+        for description in descriptions:
+            wanted.update(
+                TopicPartition(topic, partition)
+                for member in description.members
+                for topic, partitions in member.assignment.items()
+                if topic in self.topics
+                for partition in partitions
+            )
+        end_offsets = await self.latest_offsets(wanted)
         now = self.clock()
         self._record_brokers(now, {b.node_id: b.address for b in described.brokers})
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
@@ -276,6 +330,40 @@ class Sampler:
             del self.groups[gone]
         self.samples += 1
         self.last_sample_s = now
+
+    async def latest_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ListedOffset]:
+        """The end offsets of ``partitions``. A topic deleted since this sample listed it
+        fails the one request; then each topic is asked alone, and those refused as
+        unknown are dropped from this sample (``self.topics`` too)."""
+        wanted = sorted(partitions)
+        if not wanted:
+            return {}
+        try:
+            return await self.admin.list_offsets(wanted, OffsetSpec.LATEST)
+        except KafkaError as e:
+            if e.code not in _TOPIC_GONE_CODES:
+                raise
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for topic_partition in wanted:
+            by_topic.setdefault(topic_partition.topic, []).append(topic_partition)
+
+        async def of_topic(
+            topic_partitions: list[TopicPartition],
+        ) -> dict[TopicPartition, ListedOffset]:
+            try:
+                return await self.admin.list_offsets(topic_partitions, OffsetSpec.LATEST)
+            except KafkaError as e:
+                if e.code not in _TOPIC_GONE_CODES:
+                    raise
+                self.topics.pop(topic_partitions[0].topic, None)
+                return {}
+
+        found: dict[TopicPartition, ListedOffset] = {}
+        for answer in await asyncio.gather(*(of_topic(tps) for tps in by_topic.values())):
+            found.update(answer)
+        return found
 
     async def _share_groups(
         self, group_ids: list[str]
@@ -405,16 +493,55 @@ class Sampler:
             history = self.groups.setdefault(group_id, GroupHistory())
             history.description = description
             history.events.extend(diff_snapshots(history.track, GroupSnapshot.of(description, now)))
-            lags: dict[TopicPartition, PartitionLag] = {}
-            for topic_partition, offset in committed.get(group_id, {}).items():
-                end = self.end_offset(topic_partition)
-                if end is not None:
-                    lags[topic_partition] = PartitionLag(topic_partition, offset.offset, end)
-            history.lag = dict(sorted(lags.items()))
-            history.total_lag.append((now, float(sum(lag.lag for lag in lags.values()))))
+            offsets = committed.get(group_id, {})
+            history.bookkeeping = is_bookkeeping_group(
+                group_id,
+                protocol_type=description.protocol_type,
+                member_count=len(description.members),
+                offset_metadata=[value.metadata for value in offsets.values()],
+            )
+            if history.bookkeeping:
+                history.lag = {}
+                continue
+            history.lag = self.group_lags(description, offsets)
+            self._record_totals(now, history, offsets)
+        return seen
+
+    def group_lags(
+        self, description: GroupDescription, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, PartitionLag]:
+        """A classic group's lag per partition it committed or has assigned, by
+        partition, from the latest end offsets (partitions whose end offset is unknown
+        are left out; assigned ones without a committed offset have an unknown lag)."""
+        lags: dict[TopicPartition, PartitionLag] = {}
+        for topic_partition, offset in offsets.items():
+            end = self.end_offset(topic_partition)
+            if end is not None:
+                lags[topic_partition] = PartitionLag(topic_partition, offset.offset, end)
+        for member in description.members:
+            for topic, partitions in member.assignment.items():
+                for partition in partitions:
+                    topic_partition = TopicPartition(topic, partition)
+                    end = self.end_offset(topic_partition)
+                    if topic_partition not in lags and end is not None:
+                        lags[topic_partition] = PartitionLag(topic_partition, None, end)
+        return dict(sorted(lags.items()))
+
+    def _record_totals(
+        self,
+        now: float,
+        history: GroupHistory,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> None:
+        total = history.total
+        if total is not None:
+            history.total_lag.append((now, float(total)))
             while len(history.total_lag) > self.points_max:
                 history.total_lag.popleft()
-        return seen
+        if offsets:
+            history.consumed.append((now, sum(value.offset for value in offsets.values())))
+            while len(history.consumed) > 2:
+                history.consumed.popleft()
 
     def _record_share_groups(
         self,
@@ -431,9 +558,11 @@ class Sampler:
                 diff_snapshots(history.track, GroupSnapshot.of_share_group(description, now))
             )
             history.lag = share_lags(offsets, self.end_offset)
-            history.total_lag.append((now, float(sum(lag.lag for lag in history.lag.values()))))
-            while len(history.total_lag) > self.points_max:
-                history.total_lag.popleft()
+            total = history.total
+            if total is not None:
+                history.total_lag.append((now, float(total)))
+                while len(history.total_lag) > self.points_max:
+                    history.total_lag.popleft()
         return set(shares)
 
     # ── reading the history ────────────────────────────────────────────────────────
@@ -480,6 +609,8 @@ class Sampler:
         partitions, or the group has an offset in one), by group id."""
         found = []
         for group_id, history in sorted(self.groups.items()):
+            if history.bookkeeping:
+                continue
             lags = [lag for tp, lag in history.lag.items() if tp.topic == topic]
             members: Sequence[GroupMember]
             if history.share_description is not None:
@@ -500,7 +631,7 @@ class Sampler:
                     state,
                     len(members),
                     assigned,
-                    sum(lag.lag for lag in lags) if lags else None,
+                    known_total_lag(lags),
                 )
             )
         return found

@@ -288,6 +288,16 @@ class Group:
             topics.update(subscribed)
         return frozenset(topics)
 
+    def assigned_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions the leader assigned to this generation's consumer members
+        (those whose assignment parses; none outside a consumer protocol)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return frozenset()
+        assigned: set[TopicPartition] = set()
+        for member in self.members.values():
+            assigned |= consumer_assignment_partitions(member.assignment) or frozenset()
+        return frozenset(assigned)
+
     def is_subscribed_to(self, topic: str) -> bool:
         """Unknown subscriptions count as subscribed to everything (the safe answer)."""
         return self.subscribed_topics is None or topic in self.subscribed_topics
@@ -380,3 +390,35 @@ def consumer_subscription_topics(metadata: bytes) -> frozenset[str] | None:
     except (struct.error, UnicodeDecodeError):
         return None
     return frozenset(topics)
+
+
+def consumer_assignment_partitions(assignment: bytes) -> frozenset[TopicPartition] | None:
+    """The partitions in a Kafka consumer's assignment (ConsumerProtocolAssignment: int16
+    version, then an int32-counted array of (int16-length topic name, int32-counted array
+    of int32 partitions), then fields this does not need). None if the bytes do not
+    parse: then nothing is known."""
+    try:
+        (version,) = _I16.unpack_from(assignment, 0)
+        (topic_count,) = _I32.unpack_from(assignment, 2)
+        if version < 0 or topic_count < 0 or topic_count * 6 > len(assignment) - 6:
+            return None
+        position = 6
+        partitions: set[TopicPartition] = set()
+        for _ in range(topic_count):
+            (length,) = _I16.unpack_from(assignment, position)
+            position += 2
+            if length < 0 or position + length > len(assignment):
+                return None
+            topic = assignment[position : position + length].decode()
+            position += length
+            (count,) = _I32.unpack_from(assignment, position)
+            position += 4
+            if count < 0 or position + 4 * count > len(assignment):
+                return None
+            for _ in range(count):
+                (partition,) = _I32.unpack_from(assignment, position)
+                position += 4
+                partitions.add(TopicPartition(topic, partition))
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return frozenset(partitions)

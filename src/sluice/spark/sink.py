@@ -31,7 +31,9 @@ the task's transaction, so data and progress commit together: a driver that dies
 committing leaves some tasks committed, and when Spark runs the batch again the driver
 aborts exactly those tasks' new transactions. This relies on what Spark's exactly-once
 sinks rely on: a batch run again reads the same offsets and splits them into the same
-tasks. Readers see each row once with ``isolation.level=read_committed``.
+tasks. Readers see each row once with ``isolation.level=read_committed``. The progress
+offset carries :data:`~sluice.common.bookkeeping_groups.BOOKKEEPING_METADATA` as its
+metadata, so tools know the group records progress and has no lag to show.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from sluice.client.groups import GroupCoordinators
 from sluice.client.membership import fetch_committed
 from sluice.client.producer_api import Producer
 from sluice.client.transactions import GroupMetadata, PreparedTransaction, end_prepared
+from sluice.common.bookkeeping_groups import BOOKKEEPING_METADATA
 from sluice.common.ids import TopicPartition
 from sluice.spark.options import SinkOptions, SluiceOptionError
 
@@ -216,6 +219,7 @@ async def _end_batch(
                 message.prepared,
                 commit=True,
                 offsets=(GroupMetadata(group), {key: batch_id + 1}),
+                offsets_metadata=BOOKKEEPING_METADATA,
             )
 
 

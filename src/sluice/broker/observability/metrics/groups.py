@@ -6,6 +6,14 @@ committed offset, never below 0: read at scrape time for partitions led here, el
 :class:`~sluice.broker.observability.metrics.end_offsets.RemoteEndOffsets` (a few seconds
 stale), else from a follower replica here; a partition whose end offset is not known yet
 has no lag sample.
+
+A partition assigned to a consumer member without a committed offset has no lag series
+either (its lag is unknown, not 0): its end offset is exported
+(``sluice_consumer_group_log_end_offset``) and counted per group in
+``sluice_consumer_group_partitions_without_committed_offset``. Bookkeeping groups
+(:mod:`sluice.common.bookkeeping_groups`: Spark's exactly-once progress, whose offsets
+are batch ids) have no lag series at all and are named by
+``sluice_consumer_group_bookkeeping``.
 """
 
 from __future__ import annotations
@@ -18,10 +26,11 @@ from prometheus_client.registry import Collector
 
 from sluice.broker.observability.metrics.end_offsets import RemoteEndOffsets
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.common.bookkeeping_groups import is_bookkeeping_group
 from sluice.common.ids import TopicPartition
 from sluice.group.coordinator import GroupCoordinator
 from sluice.group.runtime import GroupCoordinatorRuntime
-from sluice.group.state import GroupState
+from sluice.group.state import Group, GroupState
 
 CLASSIC = "classic"
 SHARE = "share"
@@ -36,13 +45,23 @@ def coordinators(groups: GroupCoordinatorRuntime) -> Iterator[GroupCoordinator]:
 
 
 def committed_partitions(groups: GroupCoordinatorRuntime) -> set[TopicPartition]:
-    """Every partition some group coordinated here has an offset committed for."""
+    """Every partition some group coordinated here has an offset committed for or has
+    assigned to a member: those whose end offsets the lag metrics need."""
     return {
         topic_partition
         for coordinator in coordinators(groups)
         for group in coordinator.groups()
-        for topic_partition in group.offsets
+        for topic_partition in (*group.offsets, *group.assigned_partitions())
     }
+
+
+def is_bookkeeping(group: Group) -> bool:
+    return is_bookkeeping_group(
+        group.group_id,
+        protocol_type=group.protocol_type,
+        member_count=len(group.members),
+        offset_metadata=[value.metadata for value in group.offsets.values()],
+    )
 
 
 def lag(high_watermark: int, committed: int) -> int:
@@ -104,6 +123,22 @@ class GroupCollector(Collector):
             "The group's lag over the partitions whose end offset is known",
             labels=["group"],
         )
+        end_offsets = GaugeMetricFamily(
+            "sluice_consumer_group_log_end_offset",
+            "High watermark of a partition the group committed or has assigned",
+            labels=["group", "topic", "partition"],
+        )
+        without_offset = GaugeMetricFamily(
+            "sluice_consumer_group_partitions_without_committed_offset",
+            "Partitions assigned to the group's members without a committed offset "
+            "(their lag is unknown)",
+            labels=["group"],
+        )
+        bookkeeping = GaugeMetricFamily(
+            "sluice_consumer_group_bookkeeping",
+            "1 for a group whose offsets record progress, not positions (no lag series)",
+            labels=["group"],
+        )
         for coordinator in coordinators(self._groups):
             for group in sorted(coordinator.groups(), key=lambda g: g.group_id):
                 group_id = group.group_id
@@ -111,18 +146,31 @@ class GroupCollector(Collector):
                 members.add_metric([group_id], len(group.members))
                 generation.add_metric([group_id], group.generation_id)
                 rebalances.add_metric([group_id], group.rebalances)
-                total = None
                 for topic_partition, value in sorted(group.offsets.items()):
                     labels = [group_id, topic_partition.topic, str(topic_partition.partition)]
                     committed.add_metric(labels, value.offset)
+                if is_bookkeeping(group):
+                    bookkeeping.add_metric([group_id], 1)
+                    continue
+                assigned = group.assigned_partitions()
+                total = None
+                for topic_partition in sorted(assigned | group.offsets.keys()):
+                    labels = [group_id, topic_partition.topic, str(topic_partition.partition)]
                     high_watermark = self._high_watermark(topic_partition)
                     if high_watermark is None:
                         continue
-                    behind = lag(high_watermark, value.offset)
+                    end_offsets.add_metric(labels, high_watermark)
+                    offset = group.offsets.get(topic_partition)
+                    if offset is None:
+                        continue  # nothing committed: the lag is unknown, not 0
+                    behind = lag(high_watermark, offset.offset)
                     lags.add_metric(labels, behind)
                     total = behind + (total or 0)
                 if total is not None:
                     lag_sums.add_metric([group_id], total)
+                without_offset.add_metric(
+                    [group_id], sum(1 for tp in assigned if tp not in group.offsets)
+                )
             for share_group in sorted(coordinator.share_groups(), key=lambda g: g.group_id):
                 states[SHARE, share_group.state.value] += 1
                 members.add_metric([share_group.group_id], len(share_group.members))
@@ -134,7 +182,18 @@ class GroupCollector(Collector):
         )
         for (kind, state), count in sorted(states.items()):
             by_state.add_metric([kind, state], count)
-        yield from (by_state, members, generation, rebalances, committed, lags, lag_sums)
+        yield from (
+            by_state,
+            members,
+            generation,
+            rebalances,
+            committed,
+            lags,
+            lag_sums,
+            end_offsets,
+            without_offset,
+            bookkeeping,
+        )
         if self._end_offsets is not None:
             yield GaugeMetricFamily(
                 "sluice_consumer_group_lag_end_offsets_age_seconds",
