@@ -60,7 +60,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "cluster": LazyCommand(
         "sluice.cli.cluster",
         "cluster",
-        "See the brokers and where partitions lead; elect partition leaders.",
+        "See the brokers, their configs and where partitions lead; elect partition leaders.",
     ),
     "quotas": LazyCommand(
         "sluice.cli.quotas",
