@@ -70,7 +70,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "transactions": LazyCommand(
         "sluice.cli.transactions",
         "transactions",
-        "List and describe transactional producers' transactions.",
+        "List and describe transactions; find hanging ones and abort them.",
     ),
     "acls": LazyCommand(
         "sluice.cli.acls",
