@@ -37,13 +37,16 @@ def cluster(
         yield started
 
 
-def _sluice(cluster: Cluster, *arguments: str) -> subprocess.CompletedProcess[str]:
+def _sluice(
+    cluster: Cluster, *arguments: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sluice", *arguments, "--bootstrap-server", cluster.bootstrap],
         capture_output=True,
         text=True,
         timeout=CLIENT_TIMEOUT_S,
         check=False,
+        cwd=cwd,
     )
 
 
@@ -106,8 +109,23 @@ def test_reassign_moves_data_to_other_brokers_and_decommission_empties_one(
             assert time.monotonic() < deadline, f"broker {node_id} still holds {name}"
             time.sleep(VERIFY_INTERVAL_S)
 
-    decommissioned = _sluice(cluster, "cluster", "decommission", "2", "--execute")
+    # The plan is written where decommission says, and --verify follows it.
+    planned = _sluice(cluster, "cluster", "decommission", "2", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    written = tmp_path / "decommission-broker-2.json"
+    assert "Wrote the plan to decommission-broker-2.json" in planned.stderr
+    saved = json.loads(written.read_text())
+    assert {p["partition"] for p in saved["proposed"]["partitions"]} == {0, 1}
+    assert all(2 not in p["replicas"] for p in saved["proposed"]["partitions"])
+    assert {p["partition"]: p["replicas"] for p in saved["current"]["partitions"]} == {
+        0: [2, 3],
+        1: [3, 2],
+    }
+    decommissioned = _sluice(cluster, "cluster", "decommission", "2", "--execute", cwd=tmp_path)
     assert decommissioned.returncode == 0, decommissioned.stderr
+    assert "--verify --plan decommission-broker-2.json" in decommissioned.stdout
+    verified = _verify_until_complete(cluster, written)
+    assert "2 of 2 partition(s) complete" in verified.stdout
     cluster.wait_for(
         lambda s: (
             all(2 not in p["replicas"] for p in s["topics"][name])

@@ -371,6 +371,36 @@ def test_every_reset_target_and_clamping(broker: BrokerProcess, topic: str, grou
     reader.close()
 
 
+def test_a_reset_outside_the_log_warns_which_partitions_were_clamped_and_to_what(
+    broker: BrokerProcess, topic: str, group: str
+) -> None:
+    topic_with_records(broker, topic, partitions=2)
+    commit_outside_the_group(broker, group, topic, {0: 5, 1: 5})
+
+    def warnings(*args: str) -> list[str]:
+        result = sluice(broker, "groups", "reset-offsets", group, *args, "--execute")
+        ok(result)
+        return [line for line in result.stderr.decode().splitlines() if "Warning" in line]
+
+    assert warnings("--topic", f"{topic}:0", "--to-offset", "1000") == [
+        f"Warning: partition {topic}-0: offset 1000 is above its log end offset; set to 10 instead."
+    ]
+    assert warnings("--topic", topic, "--to-offset", "4") == []
+    assert committed(broker, group) == {(topic, 0): 4, (topic, 1): 4}
+    assert warnings("--topic", topic, "--shift-by", "-7") == [
+        f"Warning: partition {topic}-{p}: offset -3 is below its log start offset; "
+        "set to 0 instead."
+        for p in (0, 1)
+    ]
+    assert warnings("--topic", topic, "--to-latest") == []
+    # The dry run warns the same way, before anything changes.
+    dry_run = sluice(broker, "groups", "reset-offsets", group, "--topic", topic, "--shift-by", "5")
+    assert f"partition {topic}-1: offset 15 is above its log end offset" in ok(dry_run) + (
+        dry_run.stderr.decode()
+    )
+    assert committed(broker, group) == {(topic, 0): 10, (topic, 1): 10}
+
+
 def test_all_topics_and_partition_lists(broker: BrokerProcess, topic: str, group: str) -> None:
     other = f"{topic}-other"
     topic_with_records(broker, topic, partitions=3)

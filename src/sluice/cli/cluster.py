@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from sluice.cli.broker_configs import configs
 from sluice.cli.common import (
     bootstrap_option,
     echo_json,
@@ -26,7 +27,7 @@ from sluice.common.ids import TopicPartition, topic_name_problem
 
 @click.group()
 def cluster() -> None:
-    """See the brokers and where partitions lead; elect partition leaders."""
+    """See the brokers, their configs and where partitions lead; elect partition leaders."""
 
 
 @cluster.command()
@@ -232,3 +233,4 @@ def elect_leaders(*, partitions: Sequence[str], unclean: bool, bootstrap_server:
 
 
 cluster.add_command(decommission)
+cluster.add_command(configs)

@@ -46,9 +46,11 @@ def _check_bootstrap(_context: click.Context, _parameter: click.Parameter, value
 
 
 def bootstrap_option(function: F) -> F:
-    """``--bootstrap-server host:port[,host:port...]`` (env SLUICE_BOOTSTRAP_SERVER)."""
+    """``--bootstrap-server``/``-b host:port[,host:port...]`` (env SLUICE_BOOTSTRAP_SERVER);
+    ``-b`` as kcat and rpk spell it."""
     return click.option(
         "--bootstrap-server",
+        "-b",
         "bootstrap_server",
         envvar=BOOTSTRAP_ENV_VAR,
         default=DEFAULT_BOOTSTRAP,

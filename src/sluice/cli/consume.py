@@ -1,14 +1,20 @@
 """``sluice consume TOPIC``: print records of a topic's partitions.
 
-Where reading starts, per partition: ``--offset N``; else ``--from-beginning`` (the log
-start offset), which is also the default without ``--follow``; with ``--follow`` the
-default is the end, so only new records are printed, like ``tail -f``.
+Where reading starts, per partition: ``--offset N``; ``--offset -N``, the last N records
+(the log start offset if it holds fewer); ``--timestamp T``, the first record whose
+timestamp is at or after T (ListOffsets; the end when there is none); else
+``--from-beginning`` (the log start offset), which is also the default without
+``--follow``; with ``--follow`` the default is the end, so only new records are printed,
+like ``tail -f``. With ``--group G`` it reads as a member of consumer group G instead
+(:mod:`sluice.cli.consume_group`): from the group's committed offsets, committing what it
+printed.
 
 Where it stops: without ``--follow``, at the end each partition had when the command
 started; with ``--follow``, never (long-poll fetches wait for new records) until
 ``--max-messages`` records are printed or Ctrl-C.
 
-Formats (one record per line):
+Formats (one record per line; ``--format-string``/``-F`` prints each record through a
+kcat-style template instead, :mod:`sluice.cli.consume_format`):
 
 - ``text``: the value as it is stored, or ``key<TAB>value`` with ``--print-key``;
   ``null`` for a missing key or value.
@@ -36,7 +42,10 @@ from sluice.cli.common import (
     raise_if_unknown_topic,
     run,
 )
-from sluice.client.admin import Admin, OffsetSpec
+from sluice.cli.consume_format import TOKEN_HELP, FormatStringError, compile_format
+from sluice.cli.consume_group import consume_in_group
+from sluice.cli.groups import parse_datetime_ms
+from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.cluster import Cluster
 from sluice.client.consumer import ConsumedRecord, fetch_partitions
 from sluice.client.errors import ClientError
@@ -107,11 +116,26 @@ _FORMATTERS: dict[str, Callable[[ConsumedRecord, bool], bytes]] = {
 }
 
 
+def _timestamp_ms(
+    _context: click.Context, _parameter: click.Parameter, value: str | None
+) -> int | None:
+    """``--timestamp``: milliseconds since the epoch, or an ISO date and time."""
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return int(value)
+    try:
+        return parse_datetime_ms(value)
+    except ValueError as e:
+        raise click.BadParameter(f"{e}, or milliseconds since the epoch") from None
+
+
 async def _start_positions(
     admin: Admin,
     partitions: list[TopicPartition],
     *,
     offset: int | None,
+    timestamp_ms: int | None,
     from_beginning: bool,
     follow: bool,
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -119,6 +143,14 @@ async def _start_positions(
     earliest = await admin.list_offsets(partitions, OffsetSpec.EARLIEST)
     latest = await admin.list_offsets(partitions, OffsetSpec.LATEST)
     ends = {tp: latest[tp].offset for tp in partitions}
+    if timestamp_ms is not None:
+        at_time = await admin.list_offsets(partitions, timestamp_ms)
+        return {
+            tp: ends[tp] if at_time[tp].offset == NO_OFFSET else at_time[tp].offset
+            for tp in partitions
+        }, ends
+    if offset is not None and offset < 0:
+        return {tp: max(earliest[tp].offset, ends[tp] + offset) for tp in partitions}, ends
     if offset is not None:
         for tp in partitions:
             low = earliest[tp].offset
@@ -141,6 +173,7 @@ async def _consume(
     *,
     partition: int | None,
     offset: int | None,
+    timestamp_ms: int | None,
     from_beginning: bool,
     follow: bool,
     max_messages: int | None,
@@ -160,7 +193,12 @@ async def _consume(
         if partition is None or p.partition == partition
     ]
     positions, ends = await _start_positions(
-        admin, partitions, offset=offset, from_beginning=from_beginning, follow=follow
+        admin,
+        partitions,
+        offset=offset,
+        timestamp_ms=timestamp_ms,
+        from_beginning=from_beginning,
+        follow=follow,
     )
     printed = 0
     loop = asyncio.get_running_loop()
@@ -211,7 +249,26 @@ async def _consume(
     "--from-beginning", is_flag=True, help="Start at the oldest record (default without --follow)."
 )
 @click.option(
-    "--offset", type=click.IntRange(min=0), help="Start at this offset (in each partition read)."
+    "--offset",
+    type=int,
+    metavar="N|-N",
+    help="Start at offset N in each partition read; -N: at its last N records.",
+)
+@click.option(
+    "--timestamp",
+    "timestamp_ms",
+    metavar="MS|DATETIME",
+    callback=_timestamp_ms,
+    help="Start at the first record at or after this time: milliseconds since the epoch, "
+    "or e.g. 2024-01-31T09:30:00Z (without a zone: local time).",
+)
+@click.option(
+    "--group",
+    "-g",
+    "group_id",
+    metavar="GROUP",
+    help="Read as a member of consumer group GROUP: start at its committed offsets "
+    "(else as --from-beginning/--follow say) and commit what is printed.",
 )
 @click.option(
     "--partition", type=click.IntRange(min=0), help="Read only this partition (default: all)."
@@ -234,24 +291,83 @@ async def _consume(
     help="text: values (see --print-key); json: one JSON object per record.",
 )
 @click.option("--print-key", is_flag=True, help="text format: print key<TAB>value.")
+@click.option(
+    "--format-string",
+    "-F",
+    "format_string",
+    metavar="TEMPLATE",
+    help=f"Print each record through TEMPLATE, as kcat -f does: {TOKEN_HELP}. "
+    "E.g. -F '%p:%o %k=%s\\n'.",
+)
 @bootstrap_option
 def consume(
     *,
     topic: str,
     from_beginning: bool,
     offset: int | None,
+    timestamp_ms: int | None,
+    group_id: str | None,
     partition: int | None,
     max_messages: int | None,
     follow: bool,
     output_format: str,
     print_key: bool,
+    format_string: str | None,
     bootstrap_server: str,
 ) -> None:
     """Print records of TOPIC, one per line."""
-    if offset is not None and from_beginning:
-        raise click.UsageError("give --offset or --from-beginning, not both")
+    starts = [
+        name
+        for name, given in (
+            ("--offset", offset is not None),
+            ("--timestamp", timestamp_ms is not None),
+            ("--from-beginning", from_beginning),
+        )
+        if given
+    ]
+    if len(starts) > 1:
+        raise click.UsageError(f"give one of {', '.join(starts)}, not several")
+    if group_id is not None:
+        chosen = [
+            name
+            for name, given in (
+                ("--offset", offset is not None),
+                ("--timestamp", timestamp_ms is not None),
+                ("--partition", partition is not None),
+            )
+            if given
+        ]
+        if chosen:
+            raise click.UsageError(
+                f"--group reads the partitions the group assigns from its committed offsets; "
+                f"it cannot take {chosen[0]} (move the group's offsets with `sluice groups "
+                "reset-offsets`)"
+            )
+        if not group_id.strip():
+            raise click.UsageError("--group needs a group id")
+    formatter = _FORMATTERS[output_format]
+    if format_string is not None:
+        if output_format != "text" or print_key:
+            raise click.UsageError("--format-string replaces --format and --print-key; give one")
+        try:
+            template = compile_format(format_string)
+        except FormatStringError as e:
+            raise click.BadParameter(str(e), param_hint="'--format-string' / '-F'") from None
+        formatter = lambda record, _print_key: template(record)  # noqa: E731
 
     async def consume_topic() -> None:
+        if group_id is not None:
+            await consume_in_group(
+                sys.stdout.buffer,
+                bootstrap_server,
+                topic,
+                group_id,
+                from_beginning=from_beginning,
+                follow=follow,
+                max_messages=max_messages,
+                write=lambda record: formatter(record, print_key),
+            )
+            return
         async with open_cluster(bootstrap_server) as cluster:
             await _consume(
                 sys.stdout.buffer,
@@ -259,10 +375,11 @@ def consume(
                 topic,
                 partition=partition,
                 offset=offset,
+                timestamp_ms=timestamp_ms,
                 from_beginning=from_beginning,
                 follow=follow,
                 max_messages=max_messages,
-                formatter=_FORMATTERS[output_format],
+                formatter=formatter,
                 print_key=print_key,
             )
 

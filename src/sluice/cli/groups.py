@@ -178,11 +178,24 @@ class PlannedReset:
     current_offset: int | None
     """The committed offset now; None if the group has none for the partition."""
     new_offset: int
+    requested_offset: int | None = None
+    """The offset asked for (--to-offset, --shift-by) when it lay outside the log and
+    ``new_offset`` is the log's bound it was moved to; None otherwise."""
 
 
 def clamp(offset: int, log_start_offset: int, log_end_offset: int) -> int:
     """``offset`` moved into [log start, log end], as Kafka's tool does."""
     return max(log_start_offset, min(offset, log_end_offset))
+
+
+def requested_offset(target: ResetTarget, current_offset: int | None) -> int | None:
+    """The offset ``target`` asks for before it is moved into the log (None for the
+    targets that name a bound or a time)."""
+    if target.kind is ResetKind.OFFSET:
+        return target.value
+    if target.kind is ResetKind.SHIFT_BY and current_offset is not None:
+        return current_offset + target.value
+    return None
 
 
 def new_offset(
@@ -790,6 +803,22 @@ def echo_plan(plan: Sequence[PlannedReset], offset_name: str) -> None:
             for p in plan
         ]
     )
+    echo_clamped(plan)
+
+
+def echo_clamped(plan: Sequence[PlannedReset]) -> None:
+    """Warn, on standard error, about each partition whose requested offset lay outside
+    its log and was moved to the log start or end offset, as Kafka's tool does."""
+    for p in plan:
+        if p.requested_offset is None:
+            continue
+        bound = "log start" if p.requested_offset < p.new_offset else "log end"
+        relation = "below" if p.requested_offset < p.new_offset else "above"
+        click.echo(
+            f"Warning: partition {p.topic_partition}: offset {p.requested_offset} is "
+            f"{relation} its {bound} offset; set to {p.new_offset} instead.",
+            err=True,
+        )
 
 
 async def plan_resets(
@@ -827,7 +856,12 @@ async def plan_resets(
                 f"cannot shift partition {topic_partition} of group {group_id!r}: {e} "
                 "(use --to-offset, --to-earliest or --to-latest for it)"
             ) from None
-        plan.append(PlannedReset(topic_partition, current_offset, offset))
+        asked = requested_offset(target, current_offset)
+        plan.append(
+            PlannedReset(
+                topic_partition, current_offset, offset, None if asked == offset else asked
+            )
+        )
     return plan
 
 

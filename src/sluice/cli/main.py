@@ -60,7 +60,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "cluster": LazyCommand(
         "sluice.cli.cluster",
         "cluster",
-        "See the brokers and where partitions lead; elect partition leaders.",
+        "See the brokers, their configs and where partitions lead; elect partition leaders.",
     ),
     "quotas": LazyCommand(
         "sluice.cli.quotas",
@@ -70,7 +70,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "transactions": LazyCommand(
         "sluice.cli.transactions",
         "transactions",
-        "List and describe transactional producers' transactions.",
+        "List and describe transactions; find hanging ones and abort them.",
     ),
     "acls": LazyCommand(
         "sluice.cli.acls",

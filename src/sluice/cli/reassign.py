@@ -13,7 +13,8 @@ sync); ``--verify`` says, per partition, whether the move is complete, and exits
 status 1 until all are; ``--cancel`` puts partitions back where they were. With
 ``--wait``, ``--execute`` and ``--verify`` first wait while any move of the plan is in
 progress (at a terminal, with a progress bar of the partitions moved on standard error).
-``decommission`` plans the moves that empty one broker, and submits them with
+``decommission`` plans the moves that empty one broker, writes the plan (with the
+current assignment) to a file for ``--verify`` and ``--cancel``, and submits it with
 ``--execute``.
 """
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from random import Random
@@ -194,7 +197,7 @@ def reassign(
     if action == "execute":
         if throttle_bytes_per_s is not None:
             _set_throttle(sorted({tp.topic for tp in plan}), throttle_bytes_per_s, bootstrap_server)
-        _submit(plan, bootstrap_server)
+        _submit(plan, bootstrap_server, plan_path)
         if wait:
             _wait_for_moves(plan, bootstrap_server, progress_enabled(no_progress))
             _verify(plan, bootstrap_server)
@@ -254,7 +257,11 @@ def _generate(topics: list[str], broker_ids: list[int], bootstrap_server: str) -
     )
 
 
-def _submit(targets: Mapping[TopicPartition, Sequence[int] | None], bootstrap_server: str) -> None:
+def _submit(
+    targets: Mapping[TopicPartition, Sequence[int] | None],
+    bootstrap_server: str,
+    plan_path: Path | None = None,
+) -> None:
     async def submit() -> dict[TopicPartition, errors.KafkaError | None]:
         async with open_cluster(bootstrap_server) as connected:
             return await Admin(connected).alter_partition_reassignments(targets)
@@ -267,7 +274,8 @@ def _submit(targets: Mapping[TopicPartition, Sequence[int] | None], bootstrap_se
     verb = "Cancelled" if cancelling else "Started moving"
     click.echo(f"{verb} {len(outcomes) - len(failed)} of {len(outcomes)} partition(s).")
     if not cancelling and len(failed) < len(outcomes):
-        click.echo("Follow it with `sluice topics reassign --verify --plan FILE`.")
+        shown = "FILE" if plan_path is None else shlex.quote(str(plan_path))
+        click.echo(f"Follow it with `sluice topics reassign --verify --plan {shown}`.")
     if failed:
         raise click.exceptions.Exit(1)
 
@@ -339,17 +347,57 @@ def _verify(plan: Mapping[TopicPartition, tuple[int, ...]], bootstrap_server: st
     _set_throttle(sorted({tp.topic for tp in plan}), None, bootstrap_server)
 
 
+def write_plan_file(path: Path, document: Mapping[str, Any]) -> None:
+    """Write a plan document to ``path`` whole or not at all (a temporary file renamed
+    over it). An existing file with another plan is refused rather than replaced: it
+    may hold the assignment to roll back to; the same plan is left as it is."""
+    text = json.dumps(document, indent=2) + "\n"
+    try:
+        existing = path.read_text()
+    except FileNotFoundError:
+        existing = None
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror or e}") from None
+    if existing is not None:
+        try:
+            same = json.loads(existing).get("proposed") == document["proposed"]
+        except (json.JSONDecodeError, AttributeError):
+            same = False
+        if same:
+            return
+        raise click.ClickException(
+            f"{path} already holds another plan; move it away or name another file with --plan FILE"
+        )
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as e:
+        temporary.unlink(missing_ok=True)
+        raise click.ClickException(f"cannot write the plan to {path}: {e.strerror or e}") from None
+
+
 @click.command()
 @click.argument("broker", type=int)
 @click.option("--execute", is_flag=True, help="Submit the moves (default: only print them).")
+@click.option(
+    "--plan",
+    "plan_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the plan here.  [default: decommission-broker-BROKER.json]",
+)
 @bootstrap_option
-def decommission(*, broker: int, execute: bool, bootstrap_server: str) -> None:
+def decommission(
+    *, broker: int, execute: bool, plan_path: Path | None, bootstrap_server: str
+) -> None:
     """Move every replica off BROKER, to the other brokers.
 
-    Prints the plan; with --execute, submits it. Follow the moves with `sluice topics
-    reassign --verify --plan FILE` (save the printed plan), or `sluice cluster status`.
+    Prints the plan and writes it (with the current assignment, to roll back with) to
+    --plan FILE, which `sluice topics reassign --verify --plan FILE` follows and
+    `--cancel --plan FILE` stops; with --execute, submits it.
     """
-
+    path = plan_path if plan_path is not None else Path(f"decommission-broker-{broker}.json")
     current, brokers = _assignment_and_brokers(bootstrap_server)
     try:
         moved = moves.without_broker(current, broker, brokers)
@@ -358,9 +406,15 @@ def decommission(*, broker: int, execute: bool, bootstrap_server: str) -> None:
     if not moved:
         click.echo(f"Broker {broker} holds no replica: nothing to move.", err=True)
         return
-    echo_json(plan_document(moved))
+    document = {
+        "current": plan_document({tp: current[tp] for tp in moved}),
+        "proposed": plan_document(moved),
+    }
+    write_plan_file(path, document)
+    echo_json(document["proposed"])
+    click.echo(f"Wrote the plan to {path}.", err=True)
     if execute:
-        _submit(moved, bootstrap_server)
+        _submit(moved, bootstrap_server, path)
     else:
         click.echo(
             f"{len(moved)} partition(s) to move; run again with --execute to move them.",

@@ -11,6 +11,8 @@ from sluice.cli.common import (
     bootstrap_option,
     check_topic_config_names,
     check_topic_configs,
+    echo_json,
+    format_option,
     open_cluster,
     parse_key_value,
     parse_key_values,
@@ -18,6 +20,7 @@ from sluice.cli.common import (
     run,
 )
 from sluice.cli.reassign import reassign
+from sluice.cli.topic_documents import topic_description_document, topic_listing_document
 from sluice.client.admin import (
     Admin,
     AlterConfigOp,
@@ -120,27 +123,41 @@ def create(
 
 @topics.command(name="list")
 @click.option("--include-internal", is_flag=True, help="Also list internal topics.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: names, one per line; json: an array of {name, partitions, "
+    "replication_factor, internal}.",
+)
 @bootstrap_option
-def list_topics(*, include_internal: bool, bootstrap_server: str) -> None:
+def list_topics(*, include_internal: bool, output_format: str, bootstrap_server: str) -> None:
     """List topic names, one per line."""
 
-    async def names() -> list[str]:
+    async def listed() -> list[TopicMetadata]:
         async with open_cluster(bootstrap_server) as cluster:
-            found = await Admin(cluster).list_topics(include_internal=include_internal)
-            return [topic.name for topic in found]
+            return await Admin(cluster).list_topics(include_internal=include_internal)
 
-    for name in run(names):
-        click.echo(name)
+    found = run(listed)
+    if output_format == "json":
+        echo_json([topic_listing_document(topic) for topic in found])
+        return
+    for topic in found:
+        click.echo(topic.name)
 
 
 @topics.command()
 @_topic_argument
+@format_option
 @bootstrap_option
-def describe(*, name: str, bootstrap_server: str) -> None:
+def describe(*, name: str, output_format: str, bootstrap_server: str) -> None:
     """Show partitions, leaders, ISR, offsets and configs of TOPIC.
 
     Per partition: leader, leader epoch, replicas, in-sync replicas, log start and end
-    offsets. Then every config with its value and where the value comes from.
+    offsets. Then every config with its value and where the value comes from. With
+    --format json, one object whose keys docs/cli.md lists.
     """
 
     async def gather() -> tuple[
@@ -163,6 +180,9 @@ def describe(*, name: str, bootstrap_server: str) -> None:
             return metadata, offsets, configs
 
     metadata, offsets, configs = run(gather)
+    if output_format == "json":
+        echo_json(topic_description_document(metadata, offsets, configs))
+        return
     click.echo(f"Topic: {metadata.name}")
     click.echo(
         f"  partitions: {len(metadata.partitions)}   "
@@ -215,6 +235,43 @@ def delete(*, name: str, bootstrap_server: str) -> None:
 
     run(delete_topic)
     click.echo(f"Deleted topic {name}.")
+
+
+@topics.command()
+@_topic_argument
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, PARTITIONS_PER_TOPIC_MAX),
+    required=True,
+    help="The new number of partitions, larger than the topic has (counts only grow).",
+)
+@bootstrap_option
+def alter(*, name: str, partitions: int, bootstrap_server: str) -> None:
+    """Add partitions to TOPIC, up to --partitions in all (CreatePartitions).
+
+    Records keep their partitions: keyed records produced later may go to a new one, so
+    per-key order holds only from then on, as in Kafka.
+    """
+
+    async def grow() -> int:
+        async with open_cluster(bootstrap_server) as cluster:
+            admin = Admin(cluster)
+            try:
+                metadata = await admin.describe_topic(name)
+            except errors.KafkaError as e:
+                raise_if_unknown_topic(e, name)
+                raise
+            count = len(metadata.partitions)
+            if partitions <= count:
+                raise click.ClickException(
+                    f"topic {name!r} already has {count} partition(s); --partitions must be "
+                    f"larger (partitions can be added, never removed)"
+                )
+            await admin.create_partitions({name: partitions})
+            return count
+
+    before = run(grow)
+    click.echo(f"Topic {name} now has {partitions} partition(s) (was {before}).")
 
 
 @topics.command(name="alter-config")

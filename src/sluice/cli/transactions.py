@@ -1,5 +1,7 @@
 """``sluice transactions``: the transactional ids a cluster knows, their state, and
-what their open transactions hold (to find a transaction that is stuck open)."""
+what their open transactions hold (to find a transaction that is stuck open); the
+producers of a partition, hanging transactions and aborting them are in
+:mod:`sluice.cli.transaction_recovery`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sluice.cli.common import (
     open_cluster,
     run,
 )
+from sluice.cli.transaction_recovery import abort, describe_producers_command, find_hanging
 from sluice.client.admin_transactions import (
     TransactionDescription,
     TransactionListing,
@@ -25,7 +28,7 @@ from sluice.client.admin_transactions import (
 
 @click.group()
 def transactions() -> None:
-    """List and describe transactional producers' transactions."""
+    """List and describe transactions; find hanging ones and abort them."""
 
 
 @transactions.command(name="list")
@@ -131,3 +134,8 @@ def _started(start_ms: int) -> str:
         return "-"
     started = datetime.datetime.fromtimestamp(start_ms / 1000, tz=datetime.UTC)
     return started.isoformat(timespec="seconds")
+
+
+transactions.add_command(describe_producers_command)
+transactions.add_command(find_hanging)
+transactions.add_command(abort)

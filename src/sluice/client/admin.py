@@ -689,8 +689,14 @@ class Admin:
         return await self.describe_configs(RESOURCE_TYPE_TOPIC, topic)
 
     async def describe_configs(self, resource_type: int, name: str) -> dict[str, ConfigEntry]:
-        """Every config of one resource (topic, or broker by its id as a string)."""
-        connection = await self.cluster.any_connection()
+        """Every config of one resource (topic, or broker by its id as a string). A
+        broker's own configs are asked of that broker, which alone answers for them, as
+        Kafka's admin client does; raises ``BrokerNotAvailable`` for an id the cluster
+        does not have."""
+        if resource_type == RESOURCE_TYPE_BROKER and name.isdigit():
+            connection = await self.cluster.connection(int(name))
+        else:
+            connection = await self.cluster.any_connection()
         response = await connection.request(
             Request(
                 ApiKey.DESCRIBE_CONFIGS,

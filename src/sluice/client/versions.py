@@ -68,6 +68,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    # Producers and hanging transactions (sluice.client.admin_producers): the abort
+    # marker an administrator writes is WriteTxnMarkers, as Kafka's admin client sends it.
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
     # Share groups (KIP-932): membership, fetching and acknowledging
     # (sluice.client.share_consumer; v2 adds the RENEW acknowledgement), and as an
     # administrator sees them (sluice.client.admin_share_groups).
