@@ -1,5 +1,6 @@
 """``sluice cluster configs BROKER`` on a two-broker cluster, bootstrapped through the
-other broker: a broker's configs are asked of that broker, which alone answers for them."""
+other broker: a broker's configs are asked of that broker, which alone answers for them,
+and changed through it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 from client_helpers import run_sluice
 from cluster_processes import running_cluster
 
+import sluice.sync
 from sluice.cli.local_zookeeper import LocalZooKeeper
+from sluice.client.admin import RESOURCE_TYPE_BROKER, AlterConfigOp, ConfigSource
 
 pytestmark = pytest.mark.integration
 
@@ -24,3 +27,13 @@ def test_each_broker_answers_for_its_own_configs(zookeeper: LocalZooKeeper, tmp_
             document = json.loads(result.stdout)
             assert document["broker"] == node_id
             assert document["configs"]["node.id"]["value"] == str(node_id)
+        # A broker's dynamic config is changed through that broker too, whichever one
+        # the client was given (Kafka's admin client routes both requests so).
+        with sluice.sync.Admin(bootstrap_servers=via) as admin:
+            admin.incremental_alter_configs(
+                RESOURCE_TYPE_BROKER,
+                "1",
+                [AlterConfigOp.set("log.retention.ms", "3600000")],
+            )
+            entry = admin.describe_configs(RESOURCE_TYPE_BROKER, "1")["log.retention.ms"]
+        assert (entry.value, entry.source) == ("3600000", ConfigSource.DYNAMIC_BROKER)

@@ -693,10 +693,7 @@ class Admin:
         broker's own configs are asked of that broker, which alone answers for them, as
         Kafka's admin client does; raises ``BrokerNotAvailable`` for an id the cluster
         does not have."""
-        if resource_type == RESOURCE_TYPE_BROKER and name.isdigit():
-            connection = await self.cluster.connection(int(name))
-        else:
-            connection = await self.cluster.any_connection()
+        connection = await self._connection_for(resource_type, name)
         response = await connection.request(
             Request(
                 ApiKey.DESCRIBE_CONFIGS,
@@ -742,8 +739,10 @@ class Admin:
         *,
         validate_only: bool = False,
     ) -> None:
-        """IncrementalAlterConfigs on one resource; raises the broker's error if any."""
-        connection = await self.cluster.any_connection()
+        """IncrementalAlterConfigs on one resource; raises the broker's error if any. A
+        broker's own configs are changed through that broker, as Kafka's admin client
+        does (a cluster-wide default, named "", through any)."""
+        connection = await self._connection_for(resource_type, name)
         response = await connection.request(
             Request(
                 ApiKey.INCREMENTAL_ALTER_CONFIGS,
@@ -768,6 +767,14 @@ class Admin:
         )
         for result in response.responses:
             _raise_for(result.error_code, result.error_message, self._resource(resource_type, name))
+
+    async def _connection_for(self, resource_type: int, name: str) -> BrokerConnection:
+        """Where a config request about one resource goes: a broker's own configs to
+        that broker (``BrokerNotAvailable`` for an id the cluster does not have), the
+        rest to any broker."""
+        if resource_type == RESOURCE_TYPE_BROKER and name.isdigit():
+            return await self.cluster.connection(int(name))
+        return await self.cluster.any_connection()
 
     @staticmethod
     def _resource(resource_type: int, name: str) -> str:
