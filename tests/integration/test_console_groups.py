@@ -94,3 +94,22 @@ def test_bookkeeping_groups_are_hidden_until_asked_for(
         assert 'id="bookkeeping"' in page.text
         assert rows(page.text, "lag") == [["No committed offsets."]]
         assert re.search(r'<dd id="total-lag">–</dd>', page.text)
+
+
+def test_a_group_with_offsets_in_a_deleted_topic_still_has_its_page(
+    broker: BrokerProcess, console: ConsoleProcess
+) -> None:
+    kept, deleted = topic_with_records(broker), topic_with_records(broker)
+    group = unique_group_id()
+    with Admin(broker.bootstrap) as admin:
+        admin.alter_group_offsets(
+            group,
+            {
+                TopicPartition(kept, 0): OffsetAndMetadata(4),
+                TopicPartition(deleted, 0): OffsetAndMetadata(4),
+            },
+        )
+        admin.delete_topics([deleted])
+    page = console.get(f"/groups/{group}")
+    assert page.status == 200, page.text
+    assert rows(page.text, "lag") == [[kept, "0", "4", "10", "6"]]

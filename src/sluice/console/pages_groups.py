@@ -12,7 +12,6 @@ import asyncio
 
 from aiohttp import web
 
-from sluice.client.admin import OffsetSpec
 from sluice.client.admin_share_groups import (
     SHARE_GROUP_TYPE,
     describe_share_group,
@@ -96,7 +95,7 @@ async def group_page(request: web.Request) -> web.Response:
         for partition in partitions
     }
     wanted = sorted(set(committed) | assigned)
-    ends = await admin.list_offsets(wanted, OffsetSpec.LATEST) if wanted else {}
+    ends = await sampler.latest_offsets(wanted)  # a deleted topic's partitions left out
     lags = [
         PartitionLag(
             tp,
@@ -134,7 +133,7 @@ async def share_group_page(request: web.Request, group_id: str) -> web.Response:
         describe_share_group(admin, group_id), share_group_offsets(admin, group_id)
     )
     read = sorted(tp for tp, offset in offsets.items() if offset.start_offset >= 0)
-    ends = await admin.list_offsets(read, OffsetSpec.LATEST) if read else {}
+    ends = await sampler.latest_offsets(read)  # a deleted topic's partitions left out
     lags = share_lags(offsets, lambda tp: ends[tp].offset if tp in ends else None)
     history = sampler.group(group_id)
     chart = charts.line_chart(
