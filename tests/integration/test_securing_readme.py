@@ -17,9 +17,16 @@ import sys
 from pathlib import Path
 
 from broker_process import BrokerProcess, free_port
-from readme_blocks import blocks, sluice_shell_environment
+from readme_blocks import (
+    assert_shows,
+    blocks,
+    readme_blocks,
+    shown_after,
+    sluice_shell_environment,
+)
 
 SECTION = "Securing Sluice"
+ACLS = "Access control (ACLs)"
 TIMEOUT_S = 120.0
 
 
@@ -49,6 +56,12 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     certificates, create_users, administer, administer_over_tls = blocks("sh", SECTION)
     (properties,) = blocks("properties", SECTION)
     (example,) = blocks("python", SECTION)
+    # "Access control (ACLs)": its first line starts a broker such as the secured one
+    # below; the rest it runs as that broker's administrator.
+    (acls,) = [b.body for b in readme_blocks() if b.heading == ACLS and b.language == "sh"]
+    serve_line, acl_commands = acls.split("\n", 1)
+    assert serve_line == "sluice serve -o authorizer.enabled=true -o 'super.users=User:admin'"
+    assert {"authorizer.enabled=true", "super.users=User:admin"} <= set(properties.splitlines())
     environment = sluice_shell_environment(tmp_path, f"127.0.0.1:{admin_port}")
     run(["sh", "-e"], tmp_path, environment, stdin=certificates)
     assert (tmp_path / "broker.pem").exists()
@@ -77,8 +90,14 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
         run(["sh", "-e"], tmp_path, environment, stdin=administer)
         described = run(["sh", "-e"], tmp_path, environment, stdin=ported(administer_over_tls))
         output = run([sys.executable, "-c", ported(example)], tmp_path, environment)
+        as_administrator = administer.splitlines()[0]  # the export of the SASL settings
+        assert as_administrator.startswith("export SLUICE_SASL_MECHANISM=")
+        acls_printed = run(
+            ["sh", "-e"], tmp_path, environment, stdin=f"{as_administrator}\n{acl_commands}"
+        )
     finally:
         secure.stop()
     assert "payments" in described, described
+    assert_shows(acls_printed, shown_after(acls))
     lines = [line for line in output.splitlines() if line.startswith("undelivered:")]
     assert lines == ["undelivered: 0", "undelivered: 1"], output
