@@ -101,6 +101,8 @@ RUN_BY: dict[str, str] = {
         "tests/integration/test_share_groups_readme.py::test_the_share_group_section_runs",
     "Queues on a topic: share groups | sluice share-groups list":
         "tests/integration/test_share_groups_readme.py::test_the_share_group_section_runs",
+    "Queues on a topic: share groups | GROUP STATE":
+        "tests/integration/test_share_groups_readme.py::test_the_share_group_section_runs",
     # Testing your code
     "Testing your code against Sluice | import confluent_kafka":
         "tests/integration/test_observing_readme.py::test_the_pytest_example_passes_with_the_installed_plugin",
