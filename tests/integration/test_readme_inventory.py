@@ -42,6 +42,12 @@ RUN_BY: dict[str, str] = {
         "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
     "Securing Sluice | export SLUICE_SECURITY_PROTOCOL=SASL_SSL SLUICE_SSL_CA_L":
         "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
+    "Securing Sluice | created user admin (SCRAM-SHA-512)":
+        "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
+    "Securing Sluice | Created topic payments with 3 partition(s).":
+        "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
+    "Securing Sluice | Topic: payments":
+        "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
     "Securing Sluice | from confluent_kafka import KafkaException, Producer":
         "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
     # Observing Sluice

@@ -35,14 +35,15 @@ def run(argv: list[str], cwd: Path, environment: dict[str, str], stdin: str | No
         argv,
         input=stdin,
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **environment},
         timeout=TIMEOUT_S,
         check=False,
     )
-    assert done.returncode == 0, f"{argv}\n{stdin}\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+    assert done.returncode == 0, f"{argv}\n{stdin}\n{done.stdout}"
+    return done.stdout
 
 
 def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
@@ -70,7 +71,8 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     plaintext = BrokerProcess(data, port=admin_port)
     plaintext.start()
     try:
-        run(["sh", "-e"], tmp_path, environment, stdin=create_users)
+        printed = run(["sh", "-e"], tmp_path, environment, stdin=create_users)
+        assert_shows(printed, shown_after(create_users))
     finally:
         plaintext.stop()
 
@@ -87,7 +89,8 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     # The properties name the listeners; the test's --host/--port agree with the first.
     secure.start()
     try:
-        run(["sh", "-e"], tmp_path, environment, stdin=administer)
+        printed = run(["sh", "-e"], tmp_path, environment, stdin=administer)
+        assert_shows(printed, shown_after(administer))
         described = run(["sh", "-e"], tmp_path, environment, stdin=ported(administer_over_tls))
         output = run([sys.executable, "-c", ported(example)], tmp_path, environment)
         as_administrator = administer.splitlines()[0]  # the export of the SASL settings
@@ -97,7 +100,7 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
         )
     finally:
         secure.stop()
-    assert "payments" in described, described
+    assert_shows(described, shown_after(administer_over_tls))
     assert_shows(acls_printed, shown_after(acls))
     lines = [line for line in output.splitlines() if line.startswith("undelivered:")]
     assert lines == ["undelivered: 0", "undelivered: 1"], output
