@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from broker_process import BrokerProcess
@@ -21,7 +23,14 @@ from client_helpers import CLIENT_TIMEOUT_S, consumer_config, create_topic, run_
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaProducer
-from readme_blocks import README_ADDRESS, blocks
+from readme_blocks import (
+    README_ADDRESS,
+    assert_shows,
+    blocks,
+    run,
+    shown_after,
+    sluice_shell_environment,
+)
 
 import sluice
 from sluice.client.retries import RetryPolicy
@@ -168,8 +177,15 @@ def test_retry_then_dead_letter_then_replay(broker: BrokerProcess) -> None:
     )
 
 
-def test_the_readme_example_runs(broker: BrokerProcess) -> None:
-    (block,) = blocks("python", "Retry and dead-letter topics")
+def test_the_readme_example_runs(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    """The README's example on a fresh broker, then its scenario for the dead-letter
+    commands (a second payment fails for good), then those commands, which print what
+    the README shows."""
+    broker = broker_factory()
+    section = "Retry and dead-letter topics"
+    (block,) = blocks("python", section)
     create_topic(broker.bootstrap, "payments")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     producer.send("payments", b"invoice-1").get(CLIENT_TIMEOUT_S)
@@ -183,3 +199,32 @@ def test_the_readme_example_runs(broker: BrokerProcess) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "charged b'invoice-1'"
+
+    asyncio.run(dead_letter_the_next_payment(broker, b"invoice-2", "card declined"))
+    environment = sluice_shell_environment(tmp_path, broker.bootstrap)
+    kcat_block, dlq_block = blocks("sh", section)
+    printed = run(
+        ["sh", "-e"], environment, stdin=kcat_block.replace(README_ADDRESS, broker.bootstrap)
+    )
+    assert_shows(printed, shown_after(kcat_block))
+    printed = run(["sh", "-e"], environment, stdin=dlq_block, with_errors=True)
+    assert_shows(printed, shown_after(dlq_block))
+
+
+async def dead_letter_the_next_payment(broker: BrokerProcess, value: bytes, why: str) -> None:
+    """Produce ``value`` to ``payments`` and send it, as ``billing``'s next record, to
+    the dead-letter topic with ``why``."""
+    async with sluice.Producer(bootstrap_servers=broker.bootstrap) as producer:
+        await producer.send_and_wait("payments", value)
+    async with sluice.Consumer(
+        "payments",
+        bootstrap_servers=broker.bootstrap,
+        group_id="billing",
+        auto_offset_reset="earliest",
+        retry_policy=RetryPolicy(),
+    ) as consumer:
+        async with asyncio.timeout(CLIENT_TIMEOUT_S):
+            async for record in consumer:
+                assert record.value == value, record
+                await consumer.dead_letter(record, ValueError(why))
+                break

@@ -17,9 +17,16 @@ import sys
 from pathlib import Path
 
 from broker_process import BrokerProcess, free_port
-from readme_blocks import blocks, sluice_shell_environment
+from readme_blocks import (
+    assert_shows,
+    blocks,
+    readme_blocks,
+    shown_after,
+    sluice_shell_environment,
+)
 
 SECTION = "Securing Sluice"
+ACLS = "Access control (ACLs)"
 TIMEOUT_S = 120.0
 
 
@@ -28,14 +35,15 @@ def run(argv: list[str], cwd: Path, environment: dict[str, str], stdin: str | No
         argv,
         input=stdin,
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **environment},
         timeout=TIMEOUT_S,
         check=False,
     )
-    assert done.returncode == 0, f"{argv}\n{stdin}\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+    assert done.returncode == 0, f"{argv}\n{stdin}\n{done.stdout}"
+    return done.stdout
 
 
 def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
@@ -49,6 +57,12 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     certificates, create_users, administer, administer_over_tls = blocks("sh", SECTION)
     (properties,) = blocks("properties", SECTION)
     (example,) = blocks("python", SECTION)
+    # "Access control (ACLs)": its first line starts a broker such as the secured one
+    # below; the rest it runs as that broker's administrator.
+    (acls,) = [b.body for b in readme_blocks() if b.heading == ACLS and b.language == "sh"]
+    serve_line, acl_commands = acls.split("\n", 1)
+    assert serve_line == "sluice serve -o authorizer.enabled=true -o 'super.users=User:admin'"
+    assert {"authorizer.enabled=true", "super.users=User:admin"} <= set(properties.splitlines())
     environment = sluice_shell_environment(tmp_path, f"127.0.0.1:{admin_port}")
     run(["sh", "-e"], tmp_path, environment, stdin=certificates)
     assert (tmp_path / "broker.pem").exists()
@@ -57,7 +71,8 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     plaintext = BrokerProcess(data, port=admin_port)
     plaintext.start()
     try:
-        run(["sh", "-e"], tmp_path, environment, stdin=create_users)
+        printed = run(["sh", "-e"], tmp_path, environment, stdin=create_users)
+        assert_shows(printed, shown_after(create_users))
     finally:
         plaintext.stop()
 
@@ -74,11 +89,18 @@ def test_the_securing_walkthrough_runs(tmp_path: Path) -> None:
     # The properties name the listeners; the test's --host/--port agree with the first.
     secure.start()
     try:
-        run(["sh", "-e"], tmp_path, environment, stdin=administer)
+        printed = run(["sh", "-e"], tmp_path, environment, stdin=administer)
+        assert_shows(printed, shown_after(administer))
         described = run(["sh", "-e"], tmp_path, environment, stdin=ported(administer_over_tls))
         output = run([sys.executable, "-c", ported(example)], tmp_path, environment)
+        as_administrator = administer.splitlines()[0]  # the export of the SASL settings
+        assert as_administrator.startswith("export SLUICE_SASL_MECHANISM=")
+        acls_printed = run(
+            ["sh", "-e"], tmp_path, environment, stdin=f"{as_administrator}\n{acl_commands}"
+        )
     finally:
         secure.stop()
-    assert "payments" in described, described
+    assert_shows(described, shown_after(administer_over_tls))
+    assert_shows(acls_printed, shown_after(acls))
     lines = [line for line in output.splitlines() if line.startswith("undelivered:")]
     assert lines == ["undelivered: 0", "undelivered: 1"], output
