@@ -462,7 +462,7 @@ class ConsumerGroups:
         self._refresh_subscribed_topics(group, topics, bump, records)
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, topics, records)
-        before = (member.member_epoch, dict(member.assigned_partitions))
+        assigned_before = dict(member.assigned_partitions)
         owned = (
             None
             if request.owned_partitions is None
@@ -492,7 +492,12 @@ class ConsumerGroups:
             )
             and request.owned_partitions is not None
         )
-        changed = before != (member.member_epoch, member.assigned_partitions)
+        # Against the epoch the member sent: one that retries after a lost answer
+        # (its previous epoch) is sent the assignment it missed.
+        changed = (
+            member.member_epoch != request.member_epoch
+            or member.assigned_partitions != assigned_before
+        )
         response = ConsumerGroupHeartbeatResponse(
             ErrorCode.none,
             member_id=member.member_id,

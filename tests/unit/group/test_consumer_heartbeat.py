@@ -179,6 +179,7 @@ def test_a_member_epoch_other_than_the_members_is_fenced_but_a_lost_answer_is_fo
     # The member retries with epoch 1, owning no more than its assignment: accepted.
     retry = coordinator.heartbeat(beat("m1", 1, owned(a=sorted(kept))), TOPICS).response
     assert (retry.error, retry.member_epoch) == (ErrorCode.none, 2)
+    assert as_dict(retry.assignment) == {"a": kept}, "the answer it missed is sent again"
     # With epoch 1 and more than it is assigned, or without saying what it owns: fenced.
     for owned_partitions in (owned(a=[0, 1, 2, 3]), None):
         fenced = coordinator.heartbeat(beat("m1", 1, owned_partitions), TOPICS).response
