@@ -8,9 +8,9 @@ import itertools
 import uuid
 
 from sluice.group.consumer_group import TopicImage
-from sluice.group.consumer_heartbeat import (
+from sluice.group.consumer_heartbeat import ConsumerGroups
+from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupHeartbeatRequest,
-    ConsumerGroups,
     ConsumerGroupsConfig,
     HeartbeatResult,
     TimerKey,

@@ -23,7 +23,7 @@ from consumer_helpers import GROUP, REBALANCE_MS, Coordinator, topic
 
 from sluice.common.errors import ErrorCode
 from sluice.group.consumer_group import ConsumerGroupState, TopicImage
-from sluice.group.consumer_heartbeat import (
+from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -144,7 +144,7 @@ class Simulation:
         """The consumers the coordinator still counts as members."""
         group = self.coordinator.groups.group(GROUP)
         members = {} if group is None else group.members
-        return [c for c in self.clients if c.member_id in members and c.held is not None]
+        return [c for c in self.clients if c.member_id in members]
 
     # ------------------------------------------------------------ the world
 

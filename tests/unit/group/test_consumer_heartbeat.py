@@ -22,7 +22,7 @@ from consumer_helpers import (
 
 from sluice.common.errors import ErrorCode
 from sluice.group.consumer_group import ConsumerGroupState, MemberState
-from sluice.group.consumer_heartbeat import (
+from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
     CancelTimer,
     ConsumerGroupHeartbeatRequest,
