@@ -1,10 +1,12 @@
-"""Consumer groups: Kafka's classic group protocol and committed offsets, and the
-membership of share groups (KIP-932).
+"""Consumer groups: Kafka's classic group protocol and committed offsets, the
+membership of share groups (KIP-932), and the new consumer group protocol (KIP-848).
 
 What belongs here: the group coordinator as a deterministic state machine
 (:mod:`~sluice.group.coordinator`, with :mod:`~sluice.group.state` and
 :mod:`~sluice.group.member`; share groups in :mod:`~sluice.group.share_coordinator`,
-:mod:`~sluice.group.share_group` and the pure :mod:`~sluice.group.share_assignor`), the
+:mod:`~sluice.group.share_group` and the pure :mod:`~sluice.group.share_assignor`; the
+core of KIP-848 consumer groups, not wired yet, in :mod:`~sluice.group.consumer_heartbeat`
+and the other ``consumer_*`` modules), the
 ``__consumer_offsets`` record formats (:mod:`~sluice.group.records`), the group → partition rule
 (:mod:`~sluice.coordinator.placement`), and the group operations on top of the generic
 coordinator runtime, which gives the state machine its log and its timers

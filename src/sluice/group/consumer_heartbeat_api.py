@@ -1,0 +1,191 @@
+"""ConsumerGroupHeartbeat (KIP-848) as the coordinator's state machine sees it: the
+request and answer as plain data (the wire handler converts kio's messages), the
+timers it asks for, the broker settings of consumer groups, and Kafka's checks of a
+request's fields. See :mod:`~sluice.group.consumer_heartbeat`."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from sluice.common.errors import ErrorCode
+from sluice.group.config import GROUP_ID_BYTES_MAX
+from sluice.group.consumer_assignors import ASSIGNORS
+from sluice.group.consumer_group import (
+    JOIN_MEMBER_EPOCH,
+    LEAVE_STATIC_MEMBER_EPOCH,
+    Assignment,
+)
+from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
+from sluice.group.records import STRING_BYTES_MAX
+
+NO_REBALANCE_TIMEOUT = -1
+"""RebalanceTimeoutMs -1: unchanged since the last heartbeat."""
+
+
+@dataclass(frozen=True)
+class ConsumerGroupsConfig:
+    """Kafka's ``group.consumer.*`` broker settings, with Kafka's defaults except the
+    group size."""
+
+    session_timeout_ms: int = 45_000
+    """group.consumer.session.timeout.ms: a member not heard from this long is removed."""
+    heartbeat_interval_ms: int = 5_000
+    """group.consumer.heartbeat.interval.ms: told to members in every answer."""
+    group_size_max: int = 10_000
+    """group.consumer.max.size: members per group. Kafka's default is unbounded; every
+    member holds its records in memory, so Sluice bounds it as for classic groups."""
+    assignors: tuple[str, ...] = ("uniform", "range")
+    """group.consumer.assignors: the server assignors members may name; the first is
+    the default."""
+
+    def __post_init__(self) -> None:
+        if not self.assignors or any(name not in ASSIGNORS for name in self.assignors):
+            raise ValueError(f"group.consumer.assignors must name some of {sorted(ASSIGNORS)}")
+        if self.session_timeout_ms <= 0 or self.heartbeat_interval_ms <= 0:
+            raise ValueError("consumer group session and heartbeat times must be positive")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be below "
+                "group.consumer.session.timeout.ms"
+            )
+
+
+# ================================================================ the request
+
+
+@dataclass(frozen=True)
+class ConsumerGroupHeartbeatRequest:
+    """ConsumerGroupHeartbeat v0–v1's fields; the wire handler converts. None means
+    "unchanged since the last heartbeat", as on the wire."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = NO_REBALANCE_TIMEOUT
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned_partitions: tuple[TopicPartitions, ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 1
+    """v0 lets a joining member leave its id empty (the coordinator chooses one); from
+    v1 the member always chooses it."""
+
+
+@dataclass(frozen=True)
+class ConsumerGroupHeartbeatResponse:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartitions, ...] | None = None
+    """The member's assigned partitions; None when unchanged."""
+
+
+class TimerKind(enum.Enum):
+    SESSION = "session"
+    """The member is removed if it does not heartbeat before this."""
+    REBALANCE = "rebalance"
+    """The member is removed if it has not revoked its partitions before this."""
+
+
+@dataclass(frozen=True)
+class TimerKey:
+    kind: TimerKind
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ArmTimer:
+    key: TimerKey
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: TimerKey
+
+
+TimerChange = ArmTimer | CancelTimer
+
+
+@dataclass
+class HeartbeatResult:
+    response: ConsumerGroupHeartbeatResponse
+    records: list[ConsumerGroupRecord] = field(default_factory=list)
+    timers: list[TimerChange] = field(default_factory=list)
+
+
+@dataclass
+class TimerResult:
+    records: list[ConsumerGroupRecord] = field(default_factory=list)
+    timers: list[TimerChange] = field(default_factory=list)
+
+
+class HeartbeatError(Exception):
+    """A heartbeat refused: the error code and message its answer carries."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+# ================================================================ helpers
+
+
+def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    return tuple(
+        TopicPartitions(topic_id, tuple(sorted(partitions)))
+        for topic_id, partitions in sorted(assignment.items())
+        if partitions
+    )
+
+
+def from_topic_partitions(entries: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:
+    result: dict[uuid.UUID, frozenset[int]] = {}
+    for entry in entries:
+        result[entry.topic_id] = result.get(entry.topic_id, frozenset()) | frozenset(
+            entry.partitions
+        )
+    return {topic_id: partitions for topic_id, partitions in result.items() if partitions}
+
+
+def invalid_request_problem(request: ConsumerGroupHeartbeatRequest) -> str | None:
+    """Kafka's checks of a ConsumerGroupHeartbeat's fields; the problem, or None."""
+    epoch = request.member_epoch
+    if not request.group_id:
+        return "GroupId can't be empty."
+    if len(request.group_id.encode()) > GROUP_ID_BYTES_MAX:
+        return "GroupId is too long."
+    if request.instance_id is not None and not request.instance_id:
+        return "InstanceId can't be empty."
+    if request.rack_id is not None and not request.rack_id:
+        return "RackId can't be empty."
+    if len(request.member_id.encode()) > STRING_BYTES_MAX:
+        return "MemberId is too long."
+    if not request.member_id and (request.version >= 1 or epoch != JOIN_MEMBER_EPOCH):
+        return "MemberId can't be empty."
+    if epoch < LEAVE_STATIC_MEMBER_EPOCH:
+        return f"MemberEpoch {epoch} is invalid."
+    if epoch == LEAVE_STATIC_MEMBER_EPOCH and request.instance_id is None:
+        return "InstanceId can't be null."
+    if epoch == JOIN_MEMBER_EPOCH:
+        if request.rebalance_timeout_ms == NO_REBALANCE_TIMEOUT:
+            return "RebalanceTimeoutMs must be provided in first request."
+        if request.owned_partitions is None or request.owned_partitions:
+            return "TopicPartitions must be empty when (re-)joining."
+        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+            return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    if request.rebalance_timeout_ms < NO_REBALANCE_TIMEOUT:
+        return "RebalanceTimeoutMs can't be negative."
+    if any(not name for name in request.subscribed_topic_names or ()):
+        return "SubscribedTopicNames can't contain an empty name."
+    return None
