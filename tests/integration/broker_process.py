@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sluice.cli.loopback import HOST, free_port
 from sluice.storage.machine_boot import BOOT_RECORD_NAME
-from sluice.testing.ready_line import ready_listeners
+from sluice.testing.ready_line import ready_http_url, ready_listeners
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -71,6 +71,7 @@ class BrokerProcess:
         environment: dict[str, str] | None = None,
         command_prefix: list[str] | None = None,
         http_port: int | None = None,
+        http_port_default: bool = False,
     ) -> None:
         self.host = host
         self.command_prefix = list(command_prefix or [])
@@ -81,6 +82,9 @@ class BrokerProcess:
         self.listener_ports: dict[str, int] = {}
         """Each listener's bound port by listener name, once started."""
         self._http_port_picked = http_port == 0
+        self.http_port_default = http_port_default
+        """Start without http.port, as a user does: the HTTP listener on 8080, or on a
+        free port when 8080 is taken; :attr:`http_port` is read from the ready line."""
         self.http_port = free_port(host) if http_port == 0 else http_port
         """The HTTP listener's port (metrics, health); None: off. Given 0, a free port
         is picked here (kept across restarts; another if it is taken at the first)."""
@@ -132,7 +136,8 @@ class BrokerProcess:
             "--node-id",
             str(self.node_id),
         ]
-        argv += ["-o", f"http.port={self.http_port or 0}"]
+        if not self.http_port_default:
+            argv += ["-o", f"http.port={self.http_port or 0}"]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={self.pin_ports(value) if key == 'listeners' else value}"]
         return argv + [self.pin_ports(argument) for argument in self.extra_arguments]
@@ -207,6 +212,9 @@ class BrokerProcess:
             if listeners:
                 self.listener_ports = {listener.name: listener.port for listener in listeners}
                 self.port = listeners[0].port
+                http_url = ready_http_url(log_text)
+                if self.http_port_default and http_url is not None:
+                    self.http_port = int(http_url.rsplit(":", 1)[1])
                 return
             if exit_code is not None:
                 self.last_exit_code = exit_code

@@ -36,6 +36,7 @@ import fcntl
 import logging
 import signal
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -70,6 +71,7 @@ from sluice.broker.network.tls import (
 )
 from sluice.broker.observability.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
 from sluice.broker.observability.http_server import (
+    DEFAULT_PORT,
     LOOPBACK_HOST,
     ConsoleFactory,
     HttpListener,
@@ -381,7 +383,16 @@ class Broker:
         self.replicas.partition_exists = lambda tp: self.applier.image.partition(tp) is not None
         self.topics = TopicManager(store, self.replicas, self.applier, self.config)
         self.topics.open_files_limit = self.replicas.open_files_limit
+        opening_started = time.monotonic()
         await self.applier.apply_first(store.image(), recover=not clean)
+        if len(self.replicas):
+            log.info(
+                "opened %d partition log(s) in %.1f s%s",
+                len(self.replicas),
+                time.monotonic() - opening_started,
+                "" if clean else ", recovered from their recovery points",
+            )
+        self.replicas.say_leadership()
         store.subscribe(self.applier.offer)
         remove_clean_shutdown_marker(self.data_dir)
         record_boot(self.data_dir)
@@ -553,6 +564,7 @@ class Broker:
         except BrokerIdInUse as e:
             raise BrokerFatalError(str(e)) from None
         self.replicas.registered(self.node.epoch)
+        self.replicas.say_leadership()
 
     def _add_collectors(self) -> None:
         """The scrape-time collectors, once the parts they read exist."""
@@ -678,15 +690,32 @@ class Broker:
             app,
             authenticator=authenticator,
             may_read_metrics=may_read_metrics,
+            any_port_if_taken=not self._http_port_given(),
         )
         await http.start()
         self.http = http
+        if http.port_taken is not None:
+            log.warning(
+                "the HTTP port %d on %s is taken (another broker on this machine?): "
+                "metrics, health and the console are on %s instead; -o http.port=<port> "
+                "picks one",
+                http.port_taken,
+                host,
+                http.url,
+            )
         log.info(
             "HTTP on %s (metrics, health, ready%s%s)",
             http.url,
             ", console" if http.has_console else "",
             "; credentials required but for health and ready" if secured else "",
         )
+
+    def _http_port_given(self) -> bool:
+        """Whether http.port was chosen (given as a setting, or set by a program to
+        other than its default): a chosen port that is taken fails the start; the
+        default one is replaced by a free one."""
+        config = self.config
+        return "http.port" in config.static_names or config.http_port != DEFAULT_PORT
 
     def _metadata_storage_error(self, error: BaseException) -> None:
         self.fatal.fail(
@@ -703,14 +732,17 @@ class Broker:
     async def _start_serving(self) -> None:
         for server in self.servers:
             await server.start_serving()
+        connect = self.config.zookeeper_connect
         log.info(
-            "sluice broker %d ready on %s (data in %s, %d partition(s))",
+            "sluice broker %d ready on %s (data in %s, %d partition(s); %s; %s)",
             self.config.node_id,
             ", ".join(
                 f"{s.listener_name} {s.host}:{s.port} ({s.security_protocol})" for s in self.servers
             ),
             self.data_dir,
             len(self.replicas),
+            "single node" if connect is None else f"cluster through ZooKeeper {connect}",
+            "no HTTP listener (http.port=0)" if self.http is None else f"HTTP {self.http.url}",
         )
 
     def _advertised_host(self, listening_host: str, index: int) -> str:
