@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +40,10 @@ POLL_INTERVAL_S = 0.05
 """How often a starting broker's log is read for its ready line."""
 HTTP_PORT_ATTEMPTS = 5
 """Starts on a newly picked HTTP port after the one picked before was taken."""
+BROKER_SHUTDOWN_TIMEOUT_MS = 15_000
+"""The brokers' sluice.shutdown.timeout.ms (unless a test gives one): below
+STOP_TIMEOUT_S, so a broker whose shutdown hangs ends itself, saying which step it gave
+up on, before the harness kills it."""
 _PORT_IN_USE = "is already in use"
 _HTTP_PORT_IN_USE = "the HTTP port"
 _ZERO_PORT_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>[^,]*):0(?=,|$)")
@@ -138,6 +143,7 @@ class BrokerProcess:
         ]
         if not self.http_port_default:
             argv += ["-o", f"http.port={self.http_port or 0}"]
+        argv += ["-o", f"sluice.shutdown.timeout.ms={BROKER_SHUTDOWN_TIMEOUT_MS}"]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={self.pin_ports(value) if key == 'listeners' else value}"]
         return argv + [self.pin_ports(argument) for argument in self.extra_arguments]
@@ -308,15 +314,25 @@ class BrokerProcess:
         return f"BrokerProcess({self.host}:{self.port}, data_dir={self.data_dir}, pid={pid})"
 
 
+def _py_spy() -> str | None:
+    """py-spy of the dev extra: beside this interpreter (a virtualenv's bin directory,
+    found whether or not it is on PATH, and without resolving the interpreter's symlink
+    out of the virtualenv), else on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
 def _stacks_of(pid: int) -> str:
     """Every thread's Python stack in process ``pid`` (py-spy, when installed), so a
     broker that would not stop says where it was."""
-    py_spy = Path(sys.executable).with_name("py-spy")
-    if not py_spy.exists():
-        return "(py-spy is not installed: no stacks)\n"
+    py_spy = _py_spy()
+    if py_spy is None:
+        return "(py-spy is not installed (pip install -e '.[dev]'): no stacks)\n"
     try:
         done = subprocess.run(
-            [str(py_spy), "dump", "--pid", str(pid)],
+            [py_spy, "dump", "--pid", str(pid)],
             capture_output=True,
             text=True,
             timeout=STACK_DUMP_TIMEOUT_S,
