@@ -19,7 +19,10 @@ The HTTP listener (:mod:`sluice.broker.observability.http_server`: ``/metrics``,
 metrics (:mod:`sluice.broker.observability.metrics`) are this broker's own registry.
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
-and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
+and writing the ``.clean-shutdown`` marker, so the next start skips recovery. Each step
+is named to a :class:`~sluice.broker.shutdown.ShutdownWatch`, which says the slow ones
+and, in ``sluice serve``'s process, ends it at ``sluice.shutdown.timeout.ms`` or at a
+second signal, without the marker.
 
 A fatal storage error (a failed fsync, a disk that turned full or read-only under the
 flusher, a log that cannot be closed) takes the other way out

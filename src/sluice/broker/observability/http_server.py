@@ -17,6 +17,12 @@ options to reach it and whether it must act as each caller; the routes above are
 to the application it returns and win over its own: a console must not use
 ``/metrics``, ``/health`` or ``/ready``.
 
+A port in use fails the start (:class:`BrokerFatalError`, one line naming the setting),
+unless the broker did not choose it (``any_port_if_taken``: http.port left at its
+default, 8080, which a second broker on the machine finds taken): then the listener binds
+a port of the kernel's choice on the same host and :attr:`HttpListener.port_taken` says
+which one it could not have.
+
 On a broker with SASL or ACLs the listener is given an
 :class:`~sluice.broker.observability.http_auth.HttpAuthenticator`: every route but ``/health`` and
 ``/ready`` then needs credentials (401 with a Basic challenge without them), ``/metrics``
