@@ -8,6 +8,7 @@ answers, as with a ZooKeeper whose machine hangs)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -19,6 +20,8 @@ from broker_process import STOP_TIMEOUT_S, BrokerProcess
 
 from sluice.broker.shutdown import OVERDUE_EXIT_CODE, exit_code_of_signal
 from sluice.cli.local_zookeeper import LocalZooKeeper
+from sluice.cluster.store import MetadataStoreError
+from sluice.cluster.zookeeper import ZooKeeperMetadataStore
 from sluice.storage import clean_shutdown_marker_exists
 
 SESSION_TIMEOUT_MS = 10_000
@@ -108,3 +111,27 @@ def test_a_shutdown_past_its_bound_ends_without_the_marker(
     log_text = broker.log_text()
     assert f"did not finish within 3 s: gave up {ZOOKEEPER_STEP}" in log_text, log_text
     assert not clean_shutdown_marker_exists(broker.data_dir)
+
+
+def test_an_election_whose_zookeeper_stops_answering_is_a_store_error(
+    zookeeper: LocalZooKeeper,
+) -> None:
+    """The controller retries a MetadataStoreError; kazoo's own ConnectionLoss, which the
+    election let through, ended the controller's task and with it the broker."""
+
+    async def elect_while_paused() -> None:
+        store = ZooKeeperMetadataStore(
+            f"{zookeeper.connect}/election", session_timeout_s=SESSION_TIMEOUT_MS / 1000
+        )
+        await store.start()
+        try:
+            os.kill(zookeeper.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(MetadataStoreError):
+                    await store.elect_controller(0)
+            finally:
+                os.kill(zookeeper.pid, signal.SIGCONT)
+        finally:
+            await store.close()
+
+    asyncio.run(elect_while_paused())
