@@ -37,7 +37,7 @@ APPLIED_TIMEOUT_S = 30.0
 def test_a_broker_registered_again_leads_no_state_written_before(
     zookeeper_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sluice.broker.replication")
+    caplog.set_level(logging.DEBUG, logger="sluice.broker.replication")
 
     async def scenario() -> None:
         store = ZooKeeperMetadataStore(zookeeper_connect, session_timeout_s=SESSION_TIMEOUT_S)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from sluice.cli.loopback import HOST, free_port
 from sluice.storage.machine_boot import BOOT_RECORD_NAME
-from sluice.testing.ready_line import ready_listeners
+from sluice.testing.ready_line import ready_http_url, ready_listeners
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -39,6 +40,10 @@ POLL_INTERVAL_S = 0.05
 """How often a starting broker's log is read for its ready line."""
 HTTP_PORT_ATTEMPTS = 5
 """Starts on a newly picked HTTP port after the one picked before was taken."""
+BROKER_SHUTDOWN_TIMEOUT_MS = 15_000
+"""The brokers' sluice.shutdown.timeout.ms (unless a test gives one): below
+STOP_TIMEOUT_S, so a broker whose shutdown hangs ends itself, saying which step it gave
+up on, before the harness kills it."""
 _PORT_IN_USE = "is already in use"
 _HTTP_PORT_IN_USE = "the HTTP port"
 _ZERO_PORT_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>[^,]*):0(?=,|$)")
@@ -71,6 +76,7 @@ class BrokerProcess:
         environment: dict[str, str] | None = None,
         command_prefix: list[str] | None = None,
         http_port: int | None = None,
+        http_port_default: bool = False,
     ) -> None:
         self.host = host
         self.command_prefix = list(command_prefix or [])
@@ -81,6 +87,9 @@ class BrokerProcess:
         self.listener_ports: dict[str, int] = {}
         """Each listener's bound port by listener name, once started."""
         self._http_port_picked = http_port == 0
+        self.http_port_default = http_port_default
+        """Start without http.port, as a user does: the HTTP listener on 8080, or on a
+        free port when 8080 is taken; :attr:`http_port` is read from the ready line."""
         self.http_port = free_port(host) if http_port == 0 else http_port
         """The HTTP listener's port (metrics, health); None: off. Given 0, a free port
         is picked here (kept across restarts; another if it is taken at the first)."""
@@ -132,7 +141,9 @@ class BrokerProcess:
             "--node-id",
             str(self.node_id),
         ]
-        argv += ["-o", f"http.port={self.http_port or 0}"]
+        if not self.http_port_default:
+            argv += ["-o", f"http.port={self.http_port or 0}"]
+        argv += ["-o", f"sluice.shutdown.timeout.ms={BROKER_SHUTDOWN_TIMEOUT_MS}"]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={self.pin_ports(value) if key == 'listeners' else value}"]
         return argv + [self.pin_ports(argument) for argument in self.extra_arguments]
@@ -207,6 +218,9 @@ class BrokerProcess:
             if listeners:
                 self.listener_ports = {listener.name: listener.port for listener in listeners}
                 self.port = listeners[0].port
+                http_url = ready_http_url(log_text)
+                if self.http_port_default and http_url is not None:
+                    self.http_port = int(http_url.rsplit(":", 1)[1])
                 return
             if exit_code is not None:
                 self.last_exit_code = exit_code
@@ -300,15 +314,25 @@ class BrokerProcess:
         return f"BrokerProcess({self.host}:{self.port}, data_dir={self.data_dir}, pid={pid})"
 
 
+def _py_spy() -> str | None:
+    """py-spy of the dev extra: beside this interpreter (a virtualenv's bin directory,
+    found whether or not it is on PATH, and without resolving the interpreter's symlink
+    out of the virtualenv), else on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
 def _stacks_of(pid: int) -> str:
     """Every thread's Python stack in process ``pid`` (py-spy, when installed), so a
     broker that would not stop says where it was."""
-    py_spy = Path(sys.executable).with_name("py-spy")
-    if not py_spy.exists():
-        return "(py-spy is not installed: no stacks)\n"
+    py_spy = _py_spy()
+    if py_spy is None:
+        return "(py-spy is not installed (pip install -e '.[dev]'): no stacks)\n"
     try:
         done = subprocess.run(
-            [str(py_spy), "dump", "--pid", str(pid)],
+            [py_spy, "dump", "--pid", str(pid)],
             capture_output=True,
             text=True,
             timeout=STACK_DUMP_TIMEOUT_S,

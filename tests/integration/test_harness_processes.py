@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from broker_process import HOST, BrokerProcess, BrokerStartError
+from broker_process import HOST, BrokerProcess, BrokerStartError, _stacks_of
 from client_helpers import round_trip_one_message
 
 SHORT_START_TIMEOUT_S = 15.0
@@ -159,3 +159,32 @@ def test_a_process_left_running_fails_the_session_and_is_killed(tmp_path: Path) 
 def _environment() -> dict[str, str]:
     """This process's environment without pytest-xdist's worker variables."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+
+
+def test_the_stacks_of_a_stuck_process_are_read_without_py_spy_on_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI installs only the dev extra into a virtualenv it does not put on PATH: py-spy
+    is found beside the interpreter."""
+    monkeypatch.setenv("PATH", "")
+    program = textwrap.dedent(
+        """
+        import sys
+        def waiting_for_stdin():
+            print("waiting", flush=True)
+            sys.stdin.read()
+        waiting_for_stdin()
+        """
+    )
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert stuck.stdin is not None and stuck.stdout is not None
+    try:
+        assert stuck.stdout.readline() == b"waiting\n"  # inside the function now
+        stacks = _stacks_of(stuck.pid)
+    finally:
+        stuck.stdin.close()
+        stuck.wait(timeout=30)
+        stuck.stdout.close()
+    assert "waiting_for_stdin" in stacks, stacks

@@ -4,11 +4,15 @@ node and cluster it belongs to (``meta.properties``), as Kafka's log directories
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,13 @@ from client_helpers import consume_exactly, create_topic, produce_and_flush, pro
 from confluent_kafka import Producer
 
 COMMAND_TIMEOUT_S = 60.0
+START_LOG_LINES_MAX = 10
+"""Lines a start may log up to its ready line: the data directory, the partitions
+opened and led (one line each, whatever their number), where HTTP is, the controller,
+the coordinators' load, the ready line; a line per __consumer_offsets partition would
+be 50 more."""
+HTTP_TIMEOUT_S = 10.0
+DEFAULT_HTTP_PORT = 8080
 
 
 def run_sluice(
@@ -281,3 +292,85 @@ def test_an_unreachable_zookeeper_is_one_line(tmp_path: Path) -> None:
     line = one_line_error(*serve(tmp_path / "data", "--zookeeper", zookeeper, "-o", timeout))
     assert "cannot reach ZooKeeper at 127.0.0.1:" in line
     assert "is it running" in line
+
+
+def start_logs(broker: BrokerProcess) -> list[str]:
+    """Each start's log lines up to and including its ready line."""
+    starts = []
+    for text in broker.log_text().split("===== start #")[1:]:
+        lines = text.splitlines()[1:]  # after the command line
+        ready = next(i for i, line in enumerate(lines) if " ready on " in line)
+        starts.append(lines[: ready + 1])
+    return starts
+
+
+def test_a_clean_restart_is_quiet_and_rebuilds_no_index(tmp_path: Path, topic: str) -> None:
+    """Two batches of 3 KB: a segment past index.interval.bytes (4096) without an index
+    entry, which is right (no batch starts 4096 bytes past another) and which every
+    clean restart used to rebuild with a warning that read like corruption."""
+    broker = BrokerProcess(tmp_path / "data", http_port=0)
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic)
+        producer = Producer(producer_config(broker.bootstrap, **{"linger.ms": 0}))
+        for value in (b"a" * 3000, b"b" * 3000):
+            produce_and_flush(producer, topic, [{"value": value}])
+        assert broker.stop() == 0
+        broker.start()
+        assert broker.stop() == 0
+        broker.start()
+        assert len(consume_exactly(broker.bootstrap, [(topic, 0)], 2)) == 2
+    finally:
+        assert broker.stop() == 0
+    log_text = broker.log_text()
+    assert " WARNING " not in log_text, log_text
+    assert "rebuilding" not in log_text and "indexing anew" not in log_text, log_text
+    for lines in start_logs(broker):
+        assert len(lines) < START_LOG_LINES_MAX, "\n".join(lines)
+        assert not [line for line in lines if "__consumer_offsets-" in line], lines
+        assert f"HTTP {broker.http_url})" in lines[-1]
+    assert "opened 51 partition log(s)" in log_text
+
+
+@contextmanager
+def port_taken(port: int) -> Iterator[None]:
+    """``port`` on the loopback address is taken while inside: listened on here, or
+    already by another process (taken either way)."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        try:
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+        yield
+    finally:
+        holder.close()
+
+
+def test_a_taken_default_http_port_is_replaced_by_a_free_one(tmp_path: Path) -> None:
+    """Two brokers on one machine: the second finds 8080 taken, says so once and where
+    HTTP is instead, and serves it there."""
+    with port_taken(DEFAULT_HTTP_PORT):
+        broker = BrokerProcess(tmp_path / "data", http_port_default=True)
+        broker.start()
+        try:
+            assert broker.http_port not in (None, DEFAULT_HTTP_PORT)
+            with urllib.request.urlopen(f"{broker.http_url}/health", timeout=HTTP_TIMEOUT_S) as r:
+                assert r.status == 200
+        finally:
+            assert broker.stop() == 0
+    warnings = [line for line in broker.log_text().splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, warnings
+    assert f"HTTP port {DEFAULT_HTTP_PORT} on 127.0.0.1 is taken" in warnings[0]
+    assert f"on {broker.http_url} instead" in warnings[0]
+
+
+def test_a_taken_http_port_that_was_asked_for_is_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    with port_taken(port):
+        line = one_line_error(*serve(tmp_path / "data", "-o", f"http.port={port}"))
+    assert f"the HTTP port {port} on 127.0.0.1" in line
+    assert "already in use" in line
+    assert "-o http.port=" in line

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.testing.ready_line import ReadyListener, ready_listeners
+from sluice.testing.ready_line import ReadyListener, ready_http_url, ready_listeners
 
 STARTING = (
     "2026-01-01 00:00:00,000 INFO sluice.broker.replication.partition: __consumer_offsets-0: ...\n"
@@ -25,3 +25,15 @@ def test_every_listener_of_the_ready_line_in_order() -> None:
         ReadyListener("INTERNAL_2", "0.0.0.0", 38911, "SASL_SSL"),
         ReadyListener("V6", "::", 40001, "SSL"),
     ]
+
+
+def test_the_http_url_of_the_ready_line() -> None:
+    ready = (
+        "2026-01-01 00:00:01,000 INFO sluice.broker.app: sluice broker 0 ready on "
+        "PLAINTEXT 127.0.0.1:41233 (PLAINTEXT) (data in /tmp/a, 50 partition(s); single node; "
+        "HTTP http://127.0.0.1:41877)\n"
+    )
+    assert ready_http_url(STARTING + ready + "HTTP http://x:1)\n") == "http://127.0.0.1:41877"
+    without = ready.replace("HTTP http://127.0.0.1:41877", "no HTTP listener (http.port=0)")
+    assert ready_http_url(STARTING + without) is None
+    assert ready_http_url(STARTING) is None

@@ -19,7 +19,10 @@ The HTTP listener (:mod:`sluice.broker.observability.http_server`: ``/metrics``,
 metrics (:mod:`sluice.broker.observability.metrics`) are this broker's own registry.
 
 Shutdown (SIGTERM/SIGINT) runs the same steps backwards and ends by fsyncing every log
-and writing the ``.clean-shutdown`` marker, so the next start skips recovery.
+and writing the ``.clean-shutdown`` marker, so the next start skips recovery. Each step
+is named to a :class:`~sluice.broker.shutdown.ShutdownWatch`, which says the slow ones
+and, in ``sluice serve``'s process, ends it at ``sluice.shutdown.timeout.ms`` or at a
+second signal, without the marker.
 
 A fatal storage error (a failed fsync, a disk that turned full or read-only under the
 flusher, a log that cannot be closed) takes the other way out
@@ -31,11 +34,12 @@ without the marker, so the next start recovers every log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import logging
+import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -70,6 +74,7 @@ from sluice.broker.network.tls import (
 )
 from sluice.broker.observability.http_auth import HttpAuthenticator, HttpIdentity, metrics_access
 from sluice.broker.observability.http_server import (
+    DEFAULT_PORT,
     LOOPBACK_HOST,
     ConsoleFactory,
     HttpListener,
@@ -97,6 +102,7 @@ from sluice.broker.share.dead_letters import DeadLetterWriter
 from sluice.broker.share.partitions import SharePartitions
 from sluice.broker.share.persister import BrokerSharePersister
 from sluice.broker.share.sessions import ShareSessions
+from sluice.broker.shutdown import ShutdownWatch
 from sluice.broker.topics import TopicManager
 from sluice.cluster.controller import Controller, LeaderRebalance
 from sluice.cluster.embedded import EmbeddedMetadataStore
@@ -149,6 +155,7 @@ class Broker:
         config: BrokerConfig,
         clock: Clock = SYSTEM_CLOCK,
         console: ConsoleFactory | None = None,
+        shutdown_watch: ShutdownWatch | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -169,6 +176,9 @@ class Broker:
         )
         self._lock_file: IO[bytes] | None = None
         self._stopping = asyncio.Event()
+        self.shutdown_watch = shutdown_watch or ShutdownWatch()
+        """The steps of the shutdown, said when slow (:mod:`sluice.broker.shutdown`);
+        bounded by ending the process when the broker owns it (``serve``)."""
         self.replicas = ReplicaManager(
             config.node_id, self.data_dir, clock, self.purgatory, config.topic_defaults
         )
@@ -381,7 +391,16 @@ class Broker:
         self.replicas.partition_exists = lambda tp: self.applier.image.partition(tp) is not None
         self.topics = TopicManager(store, self.replicas, self.applier, self.config)
         self.topics.open_files_limit = self.replicas.open_files_limit
+        opening_started = time.monotonic()
         await self.applier.apply_first(store.image(), recover=not clean)
+        if len(self.replicas):
+            log.info(
+                "opened %d partition log(s) in %.1f s%s",
+                len(self.replicas),
+                time.monotonic() - opening_started,
+                "" if clean else ", recovered from their recovery points",
+            )
+        self.replicas.say_leadership()
         store.subscribe(self.applier.offer)
         remove_clean_shutdown_marker(self.data_dir)
         record_boot(self.data_dir)
@@ -553,6 +572,7 @@ class Broker:
         except BrokerIdInUse as e:
             raise BrokerFatalError(str(e)) from None
         self.replicas.registered(self.node.epoch)
+        self.replicas.say_leadership()
 
     def _add_collectors(self) -> None:
         """The scrape-time collectors, once the parts they read exist."""
@@ -678,15 +698,32 @@ class Broker:
             app,
             authenticator=authenticator,
             may_read_metrics=may_read_metrics,
+            any_port_if_taken=not self._http_port_given(),
         )
         await http.start()
         self.http = http
+        if http.port_taken is not None:
+            log.warning(
+                "the HTTP port %d on %s is taken (another broker on this machine?): "
+                "metrics, health and the console are on %s instead; -o http.port=<port> "
+                "picks one",
+                http.port_taken,
+                host,
+                http.url,
+            )
         log.info(
             "HTTP on %s (metrics, health, ready%s%s)",
             http.url,
             ", console" if http.has_console else "",
             "; credentials required but for health and ready" if secured else "",
         )
+
+    def _http_port_given(self) -> bool:
+        """Whether http.port was chosen (given as a setting, or set by a program to
+        other than its default): a chosen port that is taken fails the start; the
+        default one is replaced by a free one."""
+        config = self.config
+        return "http.port" in config.static_names or config.http_port != DEFAULT_PORT
 
     def _metadata_storage_error(self, error: BaseException) -> None:
         self.fatal.fail(
@@ -703,14 +740,17 @@ class Broker:
     async def _start_serving(self) -> None:
         for server in self.servers:
             await server.start_serving()
+        connect = self.config.zookeeper_connect
         log.info(
-            "sluice broker %d ready on %s (data in %s, %d partition(s))",
+            "sluice broker %d ready on %s (data in %s, %d partition(s); %s; %s)",
             self.config.node_id,
             ", ".join(
                 f"{s.listener_name} {s.host}:{s.port} ({s.security_protocol})" for s in self.servers
             ),
             self.data_dir,
             len(self.replicas),
+            "single node" if connect is None else f"cluster through ZooKeeper {connect}",
+            "no HTTP listener (http.port=0)" if self.http is None else f"HTTP {self.http.url}",
         )
 
     def _advertised_host(self, listening_host: str, index: int) -> str:
@@ -748,6 +788,7 @@ class Broker:
 
     def request_stop(self) -> None:
         self._not_ready = "shutting down"
+        self.shutdown_watch.begin()
         self._stopping.set()
 
     async def run(self) -> None:
@@ -793,6 +834,10 @@ class Broker:
                 if not self._stopping.is_set():
                     self._not_ready = None
                 await self._stopping.wait()
+                self.shutdown_watch.step(
+                    "stopping the coordinators, replica fetchers and log maintenance",
+                    say=False,
+                )
                 self.groups.stop()
                 self.transactions.stop()
                 self.share_states.stop()
@@ -803,19 +848,41 @@ class Broker:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        """Each step named to the shutdown watch, which says the slow ones and ends the
+        process at its bound (a broker whose ZooKeeper is gone must still stop)."""
         self._not_ready = "shutting down"
+        self.shutdown_watch.begin()
+        try:
+            await self._shut_down()
+        finally:
+            self.shutdown_watch.broker_stopped()
+
+    async def _shut_down(self) -> None:
+        watch = self.shutdown_watch
+        watch.step("closing the Kafka listeners and their connections", say=False)
         for server in self.servers:
             await server.stop()
+        watch.step("closing the HTTP listener", say=False)
         await self._stop_http()
+        watch.step("closing the connections to other brokers", say=False)
         if self.peers is not None:
             await self.peers.close()
+        watch.step("ending topic creations in flight", say=False)
         await self.topics.close()
         self.produce_checks.close()
         # Leave the cluster first: the controller moves leadership off this broker
         # while its logs close.
         assert self.store is not None, "shutdown follows a successful start"
+        if self.config.zookeeper_connect is None:
+            watch.step("closing the metadata store", say=False)
+        else:
+            watch.step("leaving the cluster: waiting for ZooKeeper to close the session")
         await self.store.close()
         if self.fatal.error is None:
+            watch.step(
+                f"flushing and closing {len(self.replicas)} partition log(s)",
+                say=len(self.replicas) > 0,
+            )
             self._close_logs()
         if self.fatal.error is not None:
             # The logs stay as they are: no fsync that could now succeed over lost pages,
@@ -823,6 +890,7 @@ class Broker:
             self._release_lock()
             log.debug("sluice broker %d stopped on a fatal error", self.config.node_id)
             raise self.fatal.error
+        watch.step("writing the clean-shutdown marker", say=False)
         try:
             write_clean_shutdown_marker(self.data_dir)
         except OSError as e:
@@ -831,6 +899,7 @@ class Broker:
                 f"cannot write the clean-shutdown marker in {self.data_dir}: "
                 f"{describe_os_error(e)}; the next start recovers the logs; {what_to_do(e)}"
             ) from None
+        watch.marker_written()
         self._release_lock()
         log.info("sluice broker %d stopped cleanly", self.config.node_id)
 
@@ -860,18 +929,44 @@ class Broker:
             self._lock_file = None
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 async def serve(config: BrokerConfig, console: ConsoleFactory | None = None) -> None:
     """Run a broker (with the web console ``console`` makes, if given) until SIGTERM or
-    SIGINT."""
+    SIGINT; a second one during the shutdown ends the process at once.
+
+    The handlers are Python's own (``signal.signal``), not the event loop's: they run
+    in the main thread even while the loop is busy or stuck, so the second signal always
+    works; the first only asks the loop to stop."""
     tune_allocator()
-    broker = Broker(config, console=console)
+    watch = ShutdownWatch(config.shutdown_timeout_ms / 1000, exit=os._exit)
+    broker = Broker(config, console=console, shutdown_watch=watch)
     await broker.start()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, broker.request_stop)
+
+    signals: list[int] = []
+    """The stop signals received (the shutdown may have begun without one: a fatal
+    error, a failed task)."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        if len(signals) > 1:
+            watch.second_signal(signum)
+            return
+        watch.begin()
+        log.info(
+            "%s: shutting down (at most %.0f s; a second one exits at once)",
+            signal.Signals(signum).name,
+            watch.timeout_s,
+        )
+        loop.call_soon_threadsafe(broker.request_stop)
+
+    # Kept to the process's end: a signal while the worker threads end exits at once.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     try:
         await broker.run()
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(signum)
+        # The loop's executor ends its worker threads after this: bounded too.
+        watch.step("waiting for the worker threads to end", say=False)

@@ -249,8 +249,11 @@ class LogMaintenance:
                 continue
             next_ms = self._replicas.next_removal_ms()
             timeout_s = None if next_ms is None else max(0, next_ms - now_ms) / 1000
+            # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+            # that comes as the event is set: then this loop never ends (cpython#86296).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._replicas.deleted_dirs_changed.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._replicas.deleted_dirs_changed.wait()
 
     async def clean(self, partition_log: PartitionLog) -> bool:
         """Compact one log if it is dirty enough: plan here, rewrite in a worker thread

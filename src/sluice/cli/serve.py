@@ -189,6 +189,13 @@ def serve(
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
     # kazoo announces every connection at INFO; the metadata store logs what matters.
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # The console served here starts with the HTTP listener, before the broker accepts
+    # clients, and would say it cannot reach its own broker ("is `sluice serve`
+    # running?"), which is not news: the broker's ready line follows. Its failures once
+    # it has sampled are warnings and still shown.
+    logging.getLogger("sluice.console.sampler").setLevel(
+        max(logging.WARNING, logging.getLogger().level)
+    )
     config = BrokerConfig()
     try:
         if config_file is not None:

@@ -117,8 +117,11 @@ class Controller:
                 await self._changed.wait()
             else:
                 timeout_ms = max(wake_ms - clock.monotonic_ms(), 0)
+                # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+                # that comes as the event is set: then this loop never ends (cpython#86296).
                 try:
-                    await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
+                    async with asyncio.timeout(timeout_ms / 1000):
+                        await self._changed.wait()
                 except TimeoutError:
                     await self._step(
                         lambda: core.on_tick(self._store.image(), clock.monotonic_ms())
@@ -185,7 +188,8 @@ class Controller:
         while self._store.image() is seen and loop.time() < deadline:
             self._image_changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._image_changed.wait(), deadline - loop.time())
+                async with asyncio.timeout(deadline - loop.time()):
+                    await self._image_changed.wait()
 
     async def _step(self, decide: Callable[[], list[ControllerCommand]]) -> None:
         """Under the lock: ask the core (``decide``) and carry out what it answers."""

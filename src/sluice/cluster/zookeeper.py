@@ -234,10 +234,14 @@ class ZooKeeperMetadataStore:
         self._stopping = True
         self._wake.set()
         self._listeners.clear()
+        # The session first, then the refresher: while ZooKeeper is unreachable the
+        # refresher waits on a request kazoo keeps queued until it reconnects, and only
+        # stopping the client (which ends its reconnection attempts at once) fails it.
+        # Reachable, stopping ends the session: this broker's ephemeral nodes go at once.
+        self._client.stop()
+        self._client.close()
         if self._refresher is not None:
             self._refresher.join()
-        self._client.stop()  # ends the session: this broker's ephemeral nodes go at once
-        self._client.close()
 
     def _on_state(self, state: str) -> None:
         """kazoo's connection state (on kazoo's thread: only flags, never I/O)."""
@@ -543,7 +547,9 @@ class ZooKeeperMetadataStore:
         self._refresh()
 
     async def elect_controller(self, node_id: int) -> int | None:
-        return await asyncio.to_thread(self._elect, node_id)
+        # Through _run: a connection lost during the election is a MetadataStoreError
+        # the controller retries, not an exception that ends its task (and the broker).
+        return await self._run(lambda: self._elect(node_id))
 
     def _elect(self, node_id: int) -> int | None:
         epoch_path = self._path("controller_epoch")

@@ -644,6 +644,12 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     """Largest request frame (Kafka's socket.request.max.bytes): a larger length prefix
     closes the connection before its body is read."""
+    shutdown_timeout_ms: int = 25_000
+    """sluice.shutdown.timeout.ms: from SIGTERM (or SIGINT) to the end of a ``sluice
+    serve`` process, at most; past it the process ends without closing its logs (the
+    next start recovers them). Sluice's own: Kafka's controlled.shutdown.* bound only the
+    controller's part, and a Kafka broker can wait on an unreachable ZooKeeper for as
+    long as it retries. The default ends under Kubernetes' 30 s grace period."""
     request_max_partitions: int = 100_000
     """Topics and partitions one request may name (``sluice.request.max.partitions``;
     Kafka has no such limit): more closes the connection before the request is handled,
@@ -1138,6 +1144,7 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     ),
     "socket.request.max.bytes": ("socket_request_max_bytes", _long(1024, 2**31 - 1)),
     "sluice.request.max.partitions": ("request_max_partitions", _long(1, 2**31 - 1)),
+    "sluice.shutdown.timeout.ms": ("shutdown_timeout_ms", _long(1000, 3_600_000)),
     "sluice.produce.max.decompressed.bytes": (
         "produce_max_decompressed_bytes",
         _long(1024, 134_217_728),

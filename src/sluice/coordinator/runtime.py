@@ -378,5 +378,8 @@ class CoordinatorRuntime(Generic[ShardT]):
             if self._wake_event.is_set():
                 continue
             timeout_s = None if target is None else max(0, target - now_ms) / 1000
+            # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+            # that comes as the event is set: then this loop never ends (cpython#86296).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake_event.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._wake_event.wait()

@@ -823,9 +823,8 @@ class _SegmentWriter:
                 self._flush()
         position = self.size_bytes
         self._max_timestamp_ms = max(self._max_timestamp_ms, max_timestamp_ms)
-        # The segment's rule, plus: the second batch is always indexed. A cleaned
-        # segment is often an empty batch and one more, and a segment larger than
-        # index.interval.bytes without entries looks wrong to LogSegment (it rebuilds).
+        # The segment's rule, plus: the second batch is always indexed (a cleaned
+        # segment is often an empty batch and one more; a lookup then skips the first).
         if (
             position > 0
             and (

@@ -490,9 +490,6 @@ class LogSegment:
             offset, position = self._offset_index.last_entry()
             if problem is None and position and not self._head_matches(position, offset):
                 problem = f"last entry ({offset}, {position}) is not a batch of the log"
-            if problem is None and not position and self.size_bytes > self.index_interval_bytes:
-                # Legitimate only for a few large batches, and then rebuilding is cheap.
-                problem = f"no entries for {self.size_bytes} bytes of log"
         if problem is not None:
             log.warning("%s: rebuilding indexes: %s", self.log_path, problem)
             self.rebuild_indexes()
@@ -502,22 +499,48 @@ class LogSegment:
         last_time = time_index.last_entry()
         self._max_timestamp_ms = last_time[0] if last_time else -1
         self._max_timestamp_batch_offset = None
-        self._scan_tail()
+        sparse = self._scan_tail(stop_at_missing_entry=True)
+        if sparse is not None:
+            # Not damage: every entry there is right, the index only lacks later ones
+            # (index.interval.bytes was lowered since it was written, or the file was
+            # cut short), which would make lookups in this segment scan far.
+            log.info(
+                "%s: indexing anew with index.interval.bytes=%d: %s",
+                self.log_path,
+                self.index_interval_bytes,
+                sparse,
+            )
+            self.rebuild_indexes()
 
-    def _scan_tail(self) -> None:
-        """Walk the batches after the last offset-index entry (at most about
-        index.interval.bytes plus one batch): the next offset, the last batch, and the
-        max timestamp even if the time index lost its final entry."""
+    def _scan_tail(self, *, stop_at_missing_entry: bool = False) -> str | None:
+        """Walk the batches after the last offset-index entry: the next offset, the last
+        batch, and the max timestamp even if the time index lost its final entry.
+
+        An index written by :meth:`_index_batch` has an entry for every batch that
+        starts index.interval.bytes or more past the previous entry (until the index is
+        full), so this walk covers at most about index.interval.bytes plus one batch,
+        however large the batches (a segment of one batch larger than the interval has
+        no entry at all, and needs none). With ``stop_at_missing_entry``, a batch past
+        that bound ends the walk, and the return value says where the entry is missing
+        (the caller rebuilds the indexes); None when the index is complete."""
         offset_index, _ = self._indexes()
-        _, position = offset_index.last_entry()
+        last_offset, position = offset_index.last_entry()
         self._bytes_since_index_entry = self.size_bytes - position
-        next_offset = self.base_offset if position == 0 else offset_index.last_entry()[0]
-        for _, header in self.iter_batches(position):
+        next_offset = self.base_offset if position == 0 else last_offset
+        entry_due_at = position + self.index_interval_bytes
+        for batch_position, header in self.iter_batches(position):
+            missing = batch_position >= entry_due_at and not offset_index.is_full
+            if stop_at_missing_entry and missing:
+                return (
+                    f"no entry for the batch at position {batch_position}, "
+                    f"{batch_position - position} bytes past the last one"
+                )
             next_offset = header.next_offset
             self._last_batch_offset = header.base_offset
             self._note_max_timestamp(header.max_timestamp, header.base_offset)
         self._next_offset = next_offset
         self._tail_checked = True
+        return None
 
     def _fresh_indexes(self, *, files_exist: bool = True) -> tuple[OffsetIndex, TimeIndex]:
         """Delete both index files and start empty, writable ones."""

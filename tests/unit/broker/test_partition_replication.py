@@ -248,7 +248,7 @@ def test_a_registration_seen_before_the_broker_registered_is_its_previous_runs(
 def test_waiting_for_the_controller_is_said_once_per_state(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sluice.broker.replication.partition")
+    caplog.set_level(logging.DEBUG, logger="sluice.broker.replication.partition")
     replicas = _hosted_before_registration(tmp_path, written_at=40)
     partition = replicas.get(TOPIC_PARTITION)
     replicas.registered(50)

@@ -384,3 +384,52 @@ def test_a_follower_writes_new_epochs_with_its_next_flush_and_a_crash_before_rec
 
     follower.flush()
     assert read_pairs_checkpoint(epochs_path) == leader.leader_epoch_cache.entries
+
+
+@pytest.mark.parametrize("batch_count", [1, 2, 3])
+def test_a_clean_reopen_trusts_the_indexes_of_a_segment_with_few_batches(
+    open_log: OpenLog,
+    codec: Compression,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    batch_count: int,
+) -> None:
+    """A segment holds no index entry when no batch starts index.interval.bytes past
+    the last entry, however large the batches: a single batch larger than the interval,
+    or a few whose starts all lie within it. Its indexes are right as written at close,
+    and a clean reopen must not rebuild them (nor warn, which reads like corruption)."""
+    interval = 4096
+    log = open_log(segment_bytes=1 << 20, index_interval_bytes=interval)
+    value_bytes = interval // batch_count + 200  # together they pass the interval
+    for i in range(batch_count):
+        log.append(make_batch(codec, values_of(value_bytes, 1, seed=i)), leader_epoch=0)
+    assert log.segments[0].size_bytes > interval
+    expected = every_read(log)
+    log.close()
+    index_file = tmp_path / "log" / "00000000000000000000.index"
+    written = index_file.stat().st_mtime_ns, index_file.stat().st_size
+    with caplog.at_level(logging.INFO, logger="sluice.storage"):
+        reopened = open_log(recover=False, segment_bytes=1 << 20, index_interval_bytes=interval)
+        assert every_read(reopened) == expected
+    assert "index" not in caplog.text
+    assert (index_file.stat().st_mtime_ns, index_file.stat().st_size) == written
+
+
+def test_an_index_sparser_than_index_interval_bytes_is_rebuilt_without_alarm(
+    open_log: OpenLog, codec: Compression, caplog: pytest.LogCaptureFixture
+) -> None:
+    """index.interval.bytes lowered between two runs: the index written under the old
+    value is right but sparse; it is rebuilt under the new one, said at INFO (not
+    damage), and reads stay the same."""
+    log = open_log(segment_bytes=1 << 20, index_interval_bytes=4096)
+    fill(log, codec, 10)  # about 3 KiB: no entry under 4096, several under 128
+    assert log.segments[0]._indexes()[0].entries == 0
+    expected = every_read(log)
+    log.close()
+    with caplog.at_level(logging.INFO, logger="sluice.storage"):
+        reopened = open_log(recover=False, segment_bytes=1 << 20, index_interval_bytes=128)
+        assert every_read(reopened) == expected
+    (record,) = [r for r in caplog.records if "index" in r.getMessage()]
+    assert record.levelno == logging.INFO
+    assert "index.interval.bytes=128" in record.getMessage()
+    assert reopened.segments[0]._indexes()[0].entries > 1

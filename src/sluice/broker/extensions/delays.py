@@ -26,6 +26,7 @@ replica fetcher while it followed; one that lost leadership drops its heap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -191,10 +192,11 @@ class DelayScheduler:
 
     async def _sleep(self, ms: int) -> None:
         self._wake.clear()
-        try:
-            await asyncio.wait_for(self._wake.wait(), min(max(ms, 0) / 1000, LEADERS_SCAN_S))
-        except TimeoutError:
-            pass
+        # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+        # that comes as the event is set: then this loop never ends (cpython#86296).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(max(ms, 0) / 1000, LEADERS_SCAN_S)):
+                await self._wake.wait()
 
     def _next_wake_ms(self, now_ms: int) -> int:
         """The heap's first due time, or when a partition's loaded window runs short."""

@@ -17,6 +17,12 @@ options to reach it and whether it must act as each caller; the routes above are
 to the application it returns and win over its own: a console must not use
 ``/metrics``, ``/health`` or ``/ready``.
 
+A port in use fails the start (:class:`BrokerFatalError`, one line naming the setting),
+unless the broker did not choose it (``any_port_if_taken``: http.port left at its
+default, 8080, which a second broker on the machine finds taken): then the listener binds
+a port of the kernel's choice on the same host and :attr:`HttpListener.port_taken` says
+which one it could not have.
+
 On a broker with SASL or ACLs the listener is given an
 :class:`~sluice.broker.observability.http_auth.HttpAuthenticator`: every route but ``/health`` and
 ``/ready`` then needs credentials (401 with a Basic challenge without them), ``/metrics``
@@ -57,6 +63,9 @@ OPEN_PATHS = ("/health", "/ready")
 """Served without credentials even on a secured listener: liveness and readiness probes
 (an orchestrator's) carry none, and they tell nothing about topics, groups or users."""
 SHUTDOWN_TIMEOUT_S = 5.0
+DEFAULT_PORT = 8080
+"""http.port's default. Taken (another broker on this machine), a listener not told a
+port explicitly binds one of the kernel's choice instead (``any_port_if_taken``)."""
 
 
 def everyone(_identity: HttpIdentity, _host: str) -> bool:
@@ -78,9 +87,13 @@ class HttpListener:
         *,
         authenticator: HttpAuthenticator | None = None,
         may_read_metrics: Callable[[HttpIdentity, str], bool] = everyone,
+        any_port_if_taken: bool = False,
     ) -> None:
         self.host = host
         self.port = port
+        self._any_port_if_taken = any_port_if_taken
+        self.port_taken: int | None = None
+        """The port asked for, when it was taken and the listener bound another."""
         self._metrics = metrics
         self._not_ready = not_ready
         self._authenticator = authenticator
@@ -120,12 +133,21 @@ class HttpListener:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
-        """Bind (a port in use fails the broker's start, naming the setting)."""
+        """Bind (a port in use fails the broker's start, naming the setting, unless
+        ``any_port_if_taken``: then a port of the kernel's choice on the same host is
+        bound and :attr:`port_taken` names the one asked for)."""
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         try:
-            await site.start()
+            try:
+                await site.start()
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or not self._any_port_if_taken or not self.port:
+                    raise
+                self.port_taken, self.port = self.port, 0
+                site = web.TCPSite(runner, self.host, 0, reuse_address=True)
+                await site.start()
         except OSError as e:
             await runner.cleanup()
             if e.errno == errno.EADDRINUSE:

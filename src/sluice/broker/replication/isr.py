@@ -31,6 +31,7 @@ epoch, so it is the image's, not the fetch's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -128,10 +129,11 @@ class IsrChanges:
             wake_at = next_check
             if self._retry_at is not None:
                 wake_at = min(wake_at, self._retry_at)
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(wake_at - loop.time(), 0))
-            except TimeoutError:
-                pass
+            # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+            # that comes as the event is set: then this loop never ends (cpython#86296).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(wake_at - loop.time(), 0)):
+                    await self._wake.wait()
             self._wake.clear()
             if loop.time() >= next_check:
                 next_check = loop.time() + check_interval_s

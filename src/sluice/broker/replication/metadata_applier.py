@@ -85,7 +85,9 @@ class MetadataApplier:
 
     async def apply_first(self, image: MetadataImage, *, recover: bool) -> None:
         """Open every local log the image names (recovering them when ``recover``),
-        before the broker serves; binds the applier to the running loop."""
+        before the broker serves; binds the applier to the running loop. The leadership
+        it gave is for the caller to say (:meth:`ReplicaManager.say_leadership`), after
+        its own account of the opening."""
         self._loop = asyncio.get_running_loop()
         await self._apply(image, recover=recover)
 
@@ -106,6 +108,7 @@ class MetadataApplier:
             self._pending.clear()
             if self._offered is not self.image:
                 await self._apply(self._offered, recover=False)
+                self._replicas.say_leadership()
 
     async def wait_for(
         self, condition: Callable[[MetadataImage], bool], timeout_s: float

@@ -156,7 +156,7 @@ class Partition:
         if transition is Transition.LEADS:
             self._begin_leading()
         elif transition is Transition.FOLLOWS and not self.core.named_leader_of_a_previous_run:
-            log.info(
+            log.debug(
                 "%s: broker %d now follows %d (epoch %d)",
                 self.topic_partition,
                 self._node_id,
@@ -188,7 +188,7 @@ class Partition:
         epoch = self.core.state.leader_epoch
         if self._waits_under_epoch != epoch:
             self._waits_under_epoch = epoch
-            log.info(
+            log.debug(
                 "%s: the state naming broker %d leader (epoch %d) was written before this "
                 "broker registered: it waits for the controller to decide again",
                 self.topic_partition,
@@ -209,7 +209,8 @@ class Partition:
             self._clock.monotonic_ms(),
             self.log.leader_epoch_cache.start_offset_of(state.leader_epoch),
         )
-        log.info(
+        # Per partition at DEBUG; the replica manager sums each change up in one line.
+        log.debug(
             "%s: broker %d leads at epoch %d from offset %d (ISR %s)",
             self.topic_partition,
             self._node_id,

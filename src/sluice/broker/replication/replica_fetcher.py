@@ -42,6 +42,7 @@ anywhere (the fetcher hands it to the broker's fatal-error path and stops).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -230,10 +231,11 @@ class ReplicaFetcher:
     async def _wait_until(self, wait: WaitUntil, now_ms: int) -> None:
         """Pause until ``wait.at_ms``, or a change."""
         self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), max(wait.at_ms - now_ms, 0) / 1000)
-        except TimeoutError:
-            pass
+        # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+        # that comes as the event is set: then this loop never ends (cpython#86296).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(wait.at_ms - now_ms, 0) / 1000):
+                await self._changed.wait()
 
     # ── truncation ─────────────────────────────────────────────────────────────────
 

@@ -44,6 +44,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from sluice.broker.replication.leadership_log import LeadershipLog
 from sluice.broker.replication.partition import IsrChangeSink, Partition
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.cluster.model import BrokerInfo, TopicId, TopicMetadata
@@ -98,7 +99,7 @@ def raise_open_files_limit() -> int:
         ),
     )
     OPEN_SEGMENT_FILES.capacity = segments
-    log.info(
+    log.debug(
         "open-file limit %d (hard %s): up to %d partitions and %d open inactive segments",
         limit,
         "unlimited" if hard == resource.RLIM_INFINITY else hard,
@@ -142,6 +143,8 @@ class ReplicaManager:
         """Set by the broker after :func:`raise_open_files_limit`."""
         self.leadership_changes = 0
         """Times a partition hosted here became led here or stopped being (a metric)."""
+        self.leadership_log = LeadershipLog(node_id)
+        """The same changes, said in one line per applied metadata (:meth:`say_leadership`)."""
         self._deleted_dirs: list[tuple[int, DeletedDirectory]] = []
         """Directories renamed for deletion, each with the monotonic time it may go."""
         self.deleted_dirs_changed = asyncio.Event()
@@ -249,7 +252,7 @@ class ReplicaManager:
             was_leader = partition.is_leader
             partition.update_state(state)
             if partition.is_leader != was_leader:
-                self.leadership_changes += 1
+                self._leadership_changed(partition)
 
     def prepare(
         self, topic_id: TopicId, logs: Sequence[tuple[TopicPartition, PartitionLog]]
@@ -426,9 +429,7 @@ class ReplicaManager:
             topic_partition = TopicPartition(topic.name, index)
             partition_log = by_partition.get(topic_partition)
             if partition_log is not None:
-                if state.leader == self.node_id:
-                    self.leadership_changes += 1
-                self._partitions[topic_partition] = Partition(
+                partition = self._partitions[topic_partition] = Partition(
                     topic_partition,
                     partition_log,
                     state,
@@ -438,6 +439,10 @@ class ReplicaManager:
                     self.isr_changes,
                     self.broker_epoch,
                 )
+                if state.leader == self.node_id:
+                    self.leadership_changes += 1
+                if partition.is_leader:
+                    self.leadership_log.note(topic_partition, leads=True)
 
     def registered(self, epoch: int) -> None:
         """This broker registered with broker epoch ``epoch``, at start or again after
@@ -449,7 +454,16 @@ class ReplicaManager:
             was_leader = partition.is_leader
             partition.registered(epoch)
             if partition.is_leader != was_leader:
-                self.leadership_changes += 1
+                self._leadership_changed(partition)
+
+    def _leadership_changed(self, partition: Partition) -> None:
+        self.leadership_changes += 1
+        self.leadership_log.note(partition.topic_partition, leads=partition.is_leader)
+
+    def say_leadership(self) -> None:
+        """Log the leadership changes since the last call, in one line."""
+        led = sum(1 for partition in self._partitions.values() if partition.is_leader)
+        self.leadership_log.say(led, len(self._partitions))
 
     def registration_seen(self, registration: BrokerInfo | None) -> None:
         """This broker's registration in a metadata image: one newer than the broker's

@@ -475,8 +475,11 @@ class SharePartitions:
                 earliest = idle_check if earliest is None else min(earliest, idle_check)
             self._timer_target_ms = earliest
             timeout_s = None if earliest is None else max(earliest - now_ms, 1) / 1000
+            # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancellation
+            # that comes as the event is set: then this loop never ends (cpython#86296).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._wake.wait()
 
     @staticmethod
     def _is_idle(hosted: HostedSharePartition, now_ms: int) -> bool:
