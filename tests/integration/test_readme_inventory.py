@@ -59,6 +59,8 @@ RUN_BY: dict[str, str] = {
         "tests/integration/test_observing_readme.py::test_the_metrics_and_top_commands_print_what_the_readme_shows",
     "Observing Sluice | cluster YxNHS-cRQn-YkeEhgdk2LA · 1 broker(s) · 11:08:58":
         "tests/integration/test_observing_readme.py::test_the_metrics_and_top_commands_print_what_the_readme_shows",
+    "Running a broker | INFO sluice.broker.app: new data directory data":
+        "tests/integration/test_serve_start_errors.py::test_a_new_brokers_start_prints_what_the_readme_shows",
     # Python client
     "Python client | import asyncio":
         "tests/integration/test_readme_examples.py::test_readme_blocks_run_in_order_on_a_fresh_broker",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from broker_process import BrokerProcess, free_port
 from client_helpers import consume_exactly, create_topic, produce_and_flush, producer_config
 from confluent_kafka import Producer
+from readme_blocks import README_ADDRESS, readme_blocks
 
 COMMAND_TIMEOUT_S = 60.0
 START_LOG_LINES_MAX = 10
@@ -374,3 +376,34 @@ def test_a_taken_http_port_that_was_asked_for_is_one_line(tmp_path: Path) -> Non
     assert f"the HTTP port {port} on 127.0.0.1" in line
     assert "already in use" in line
     assert "-o http.port=" in line
+
+
+README_START_LOG = "INFO sluice.broker.app: new data directory data"
+"""The first line of the README's sample of a new broker's start ("Running a broker")."""
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
+
+
+def test_a_new_brokers_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    """The README's sample start log, line for line (in any order but the ready line
+    last), once the test's own port, HTTP port and data directory are put back as the
+    README's 9092, 8080 and ``data``."""
+    (shown,) = [
+        block.body
+        for block in readme_blocks()
+        if block.heading == "Running a broker" and block.first_line == README_START_LOG
+    ]
+    broker = BrokerProcess(tmp_path / "data", http_port=0)
+    broker.start()
+    assert broker.stop() == 0
+    (lines,) = start_logs(broker)
+    assert broker.http_url is not None
+    printed = [
+        LOG_PREFIX.sub("", line)
+        .replace(broker.bootstrap, README_ADDRESS)
+        .replace(broker.http_url, "http://127.0.0.1:8080")
+        .replace(str(broker.data_dir), "data")
+        for line in lines
+    ]
+    expected = shown.splitlines()
+    assert printed[-1] == expected[-1]
+    assert sorted(printed) == sorted(expected)
