@@ -232,6 +232,21 @@ class ConsumerGroups:
         timers = self._remove_member(group, member, records)
         return TimerResult(records, timers)
 
+    def start_timers(self, now_ms: int) -> list[TimerChange]:
+        """Once the partition is loaded: every member's session starts now, and members
+        that must revoke partitions get their rebalance timeout from now (Kafka's rule
+        when a coordinator takes over)."""
+        timers: list[TimerChange] = []
+        for group in self._groups.values():
+            for member_id, member in group.members.items():
+                deadline = now_ms + self._config.session_timeout_ms
+                timers.append(self._arm(TimerKind.SESSION, group.group_id, member_id, deadline))
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    deadline = now_ms + max(member.rebalance_timeout_ms, 0)
+                    kind = TimerKind.REBALANCE
+                    timers.append(self._arm(kind, group.group_id, member_id, deadline))
+        return timers
+
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
         self._deadlines[key] = deadline_ms

@@ -83,6 +83,17 @@ from sluice.group.config import (
     GROUP_ID_BYTES_MAX,
     GroupConfig,
 )
+from sluice.group.consumer_coordinator import (
+    HostedConsumerGroups,
+    OtherGroupHold,
+    new_member_id_source,
+)
+from sluice.group.consumer_group import ConsumerGroup, MetadataView
+from sluice.group.consumer_heartbeat_api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupsConfig,
+)
+from sluice.group.consumer_records_codec import is_consumer_group_key
 from sluice.group.member import Member
 from sluice.group.records import (
     GroupMetadataKey,
@@ -180,7 +191,12 @@ def _tombstone(key: OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey) 
 class GroupCoordinator:
     """Every group of one ``__consumer_offsets`` partition. See the module docstring."""
 
-    def __init__(self, config: GroupConfig | None = None, random: Random | None = None) -> None:
+    def __init__(
+        self,
+        config: GroupConfig | None = None,
+        random: Random | None = None,
+        consumer_config: ConsumerGroupsConfig | None = None,
+    ) -> None:
         self._config = config if config is not None else GroupConfig()
         self._random = random if random is not None else Random()
         self._groups: dict[str, Group] = {}
@@ -203,6 +219,14 @@ class GroupCoordinator:
         self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
         """The share groups (KIP-932) of the partition: one group id names either a
         classic group here or a share group there, never both."""
+        self._consumer_groups = HostedConsumerGroups(
+            consumer_config if consumer_config is not None else ConsumerGroupsConfig(),
+            self._append,
+            self._other_group_than_consumer,
+            new_member_id_source(self._random.getrandbits),
+        )
+        """The consumer groups of the new protocol (KIP-848): an id names a classic, a
+        share or a consumer group, one at a time."""
 
     # ================================================================= inspection
 
@@ -226,8 +250,35 @@ class GroupCoordinator:
         return self._share_groups.groups()
 
     def _is_classic_group(self, group_id: str) -> bool:
+        """Whether ``group_id`` is taken for share groups: by a classic group, or by a
+        consumer group (KIP-848)."""
         group = self._groups.get(group_id)
-        return group is not None and not group.is_in(_DEAD)
+        return (group is not None and not group.is_in(_DEAD)) or group_id in self._consumer_groups
+
+    def _other_group_than_consumer(self, group_id: str) -> OtherGroupHold | None:
+        if group_id in self._share_groups:
+            return OtherGroupHold(in_use=True, metadata_tombstone=None)
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(_DEAD) or group_id in self._consumer_groups:
+            return None  # (a consumer group's offsets are kept in a classic group's place)
+        if group.members or not group.is_in(_EMPTY):
+            return OtherGroupHold(in_use=True, metadata_tombstone=None)
+        if group.generation_id == 0:
+            return OtherGroupHold(in_use=False, metadata_tombstone=None)  # no record
+        # The consumer group takes the id: the empty classic group's record goes, its
+        # offsets stay with the id. What is left is what loading the log would leave.
+        group.generation_id = 0
+        group.protocol_type = group.protocol_name = None
+        tombstone = _tombstone(GroupMetadataKey(group_id))
+        return OtherGroupHold(in_use=False, metadata_tombstone=tombstone)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group's state (KIP-848), for descriptions, tests and diagnostics
+        (do not modify it)."""
+        return self._consumer_groups.group(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return self._consumer_groups.groups()
 
     @property
     def appends_in_flight(self) -> int:
@@ -239,6 +290,9 @@ class GroupCoordinator:
         """Apply one record of the partition, in log order, before any operation.
         Raises CorruptMessage for bytes that are not a record of ours."""
         self._loading = True
+        if is_consumer_group_key(key):
+            self._consumer_groups.replay(key, value)
+            return
         decoded = decode_key(key)
         if isinstance(decoded, ShareGroupMetadataKey):
             share_value = None if value is None else decode_share_group_metadata_value(value)
@@ -336,6 +390,7 @@ class GroupCoordinator:
                 del self._groups[group_id]
         self._loading_metadata.clear()
         self._loading = False
+        self._consumer_groups.load_completed(now_ms)
         self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
         log.debug("group coordinator loaded %d group(s)", len(self._groups))
 
@@ -386,6 +441,9 @@ class GroupCoordinator:
         share_deadline_ms = self._share_groups.next_deadline_ms()
         if share_deadline_ms is not None:
             deadlines.append(share_deadline_ms)
+        consumer_deadline_ms = self._consumer_groups.next_deadline_ms()
+        if consumer_deadline_ms is not None:
+            deadlines.append(consumer_deadline_ms)
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> list[Effect]:
@@ -409,6 +467,7 @@ class GroupCoordinator:
             if group is not None:
                 effects += self._fire(group, kind, member_id, now_ms)
         effects += self._share_groups.advance(now_ms, last_due_ms)
+        effects += self._consumer_groups.advance(now_ms, last_due_ms)
         if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
             effects += self._expire_offsets(now_ms)
@@ -523,6 +582,18 @@ class GroupCoordinator:
         self, now_ms: int, token: RequestToken, request: JoinGroupRequest
     ) -> list[Effect]:
         effects = self._advance(now_ms)
+        consumer_group = self._consumer_groups.group(request.group_id)
+        if consumer_group is not None and consumer_group.members:
+            # Kafka lets a member of the consumer protocol join a consumer group through
+            # JoinGroup (a mixed group); that is not built, so every one is refused.
+            response = JoinGroupResponse(
+                ErrorCode.inconsistent_group_protocol, member_id=request.member_id
+            )
+            return [*effects, Reply(token, response)]
+        if consumer_group is not None:
+            # An empty consumer group gives its id to the classic group, as in Kafka.
+            tombstones = self._consumer_groups.delete_empty(request.group_id)
+            effects.append(self._append(tombstones, self._log_consumer_group_deletion))
         return effects + self._join(now_ms, token, request)
 
     def _join(self, now_ms: int, token: RequestToken, request: JoinGroupRequest) -> list[Effect]:
@@ -1391,6 +1462,24 @@ class GroupCoordinator:
 
     def describe_share_groups(self, group_ids: Iterable[str]) -> tuple[ShareGroupDescription, ...]:
         return self._share_groups.describe(group_ids)
+
+    # ======================================================== consumer groups
+
+    def consumer_group_heartbeat(
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: MetadataView,
+    ) -> list[Effect]:
+        """ConsumerGroupHeartbeat (KIP-848): see :mod:`~sluice.group.consumer_coordinator`."""
+        effects = self._advance(now_ms)
+        return effects + self._consumer_groups.heartbeat(now_ms, token, request, topics)
+
+    def _log_consumer_group_deletion(self, _now_ms: int, error: ErrorCode | None) -> list[Effect]:
+        if error is not None:
+            log.warning("consumer group tombstones not written (%s)", error.name)
+        return []
 
     # ============================================================ OffsetDelete
 
