@@ -47,8 +47,9 @@ from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupsConfig,
     TimerChange,
     TimerKey,
+    to_topic_partitions,
 )
-from sluice.group.consumer_records import ConsumerGroupRecord
+from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
 from sluice.group.consumer_records_codec import decode_record, encode_record
 from sluice.group.write_errors import TOO_LARGE, write_error
 
@@ -60,6 +61,35 @@ AppendFunction = Callable[[Sequence[Record], CompletionHandler], Append]
 
 _TimerEntry = tuple[int, int, TimerKey]
 """(deadline ms, sequence, timer); stale entries are harmless (``expire`` checks)."""
+
+
+@dataclass(frozen=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPartitions, ...]
+    """What the member owns now (assigned, not yet revoked ones excluded)."""
+    target_assignment: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """ConsumerGroupDescribe's answer for one group."""
+
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,9 +148,37 @@ class HostedConsumerGroups:
     def groups(self) -> list[ConsumerGroup]:
         return self._groups.groups()
 
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self._config.heartbeat_interval_ms
+    def describe(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an id no consumer group has
+        (Kafka's answer, a classic or share group's id included)."""
+        group = self._groups.group(group_id)
+        if group is None:
+            return ConsumerGroupDescription(
+                group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."
+            )
+        members = tuple(
+            DescribedConsumerMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=to_topic_partitions(m.assigned_partitions),
+                target_assignment=to_topic_partitions(group.target_assignment.get(m.member_id, {})),
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        )
+        return ConsumerGroupDescription(
+            group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=self._groups.assignor_name(group),
+            members=members,
+        )
 
     # =================================================================== loading
 

@@ -593,7 +593,7 @@ class ConsumerGroups:
             )
             for m in group.members.values()
         }
-        assignor = ASSIGNORS[self._assignor_name(group)]
+        assignor = ASSIGNORS[self.assignor_name(group)]
         target = assignor(spec, by_id, group.target_assignment)
         for member_id in sorted(target):
             if target[member_id] != group.target_assignment.get(member_id):
@@ -614,7 +614,7 @@ class ConsumerGroups:
             ),
         )
 
-    def _assignor_name(self, group: ConsumerGroup) -> str:
+    def assignor_name(self, group: ConsumerGroup) -> str:
         """The assignor most members name (ties: the one first in the configured
         order), else the default (Kafka's rule)."""
         counts = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)

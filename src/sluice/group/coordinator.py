@@ -84,6 +84,7 @@ from sluice.group.config import (
     GroupConfig,
 )
 from sluice.group.consumer_coordinator import (
+    ConsumerGroupDescription,
     HostedConsumerGroups,
     OtherGroupHold,
     new_member_id_source,
@@ -1475,6 +1476,11 @@ class GroupCoordinator:
         """ConsumerGroupHeartbeat (KIP-848): see :mod:`~sluice.group.consumer_coordinator`."""
         effects = self._advance(now_ms)
         return effects + self._consumer_groups.heartbeat(now_ms, token, request, topics)
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str]
+    ) -> tuple[ConsumerGroupDescription, ...]:
+        return tuple(self._consumer_groups.describe(group_id) for group_id in group_ids)
 
     def _log_consumer_group_deletion(self, _now_ms: int, error: ErrorCode | None) -> list[Effect]:
         if error is not None:
