@@ -1,7 +1,8 @@
 """The KIP-848 consumer group protocol on the wire, against a real broker process:
 ConsumerGroupHeartbeat v1 joins members and splits a topic's partitions with revocation
 first, ConsumerGroupDescribe v1 shows members with their epochs and assignments, a
-member leaves; the APIs stay out of ApiVersions; one group id names one kind of group."""
+member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch; the APIs stay
+out of ApiVersions; one group id names one kind of group."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
 from kio.schema.describe_groups.v5 import request as describe_groups_v5
 from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.offset_commit.v9 import request as offset_commit_v9
+from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
 
 from sluice.common.errors import ErrorCode
 
@@ -202,3 +205,80 @@ def test_the_protocol_is_not_advertised(broker: BrokerProcess) -> None:
     listed = {int(api.api_key) for api in response.api_keys}
     assert CONSUMER_GROUP_HEARTBEAT not in listed
     assert CONSUMER_GROUP_DESCRIBE not in listed
+
+
+def commit(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
+    """OffsetCommit v9 of offset 7 for partition 0; the partition's error code."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(
+            offset_commit_v9.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=offset_commit_v9.i32(epoch),
+                member_id=member_id,
+                group_instance_id=None,
+                topics=(
+                    offset_commit_v9.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=(
+                            offset_commit_v9.OffsetCommitRequestPartition(
+                                partition_index=offset_commit_v9.i32(0),
+                                committed_offset=offset_commit_v9.i64(7),
+                                committed_leader_epoch=offset_commit_v9.i32(-1),
+                                committed_metadata=None,
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def fetch(
+    broker: BrokerProcess, group: str, member_id: str | None, epoch: int, topic: str
+) -> tuple[int, int | None]:
+    """OffsetFetch v9 of partition 0: the group's error code and the offset."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(
+            offset_fetch_v9.OffsetFetchRequest(
+                groups=(
+                    offset_fetch_v9.OffsetFetchRequestGroup(
+                        group_id=group,
+                        member_id=member_id,
+                        member_epoch=offset_fetch_v9.i32(epoch),
+                        topics=(
+                            offset_fetch_v9.OffsetFetchRequestTopics(
+                                name=topic, partition_indexes=(offset_fetch_v9.i32(0),)
+                            ),
+                        ),
+                    ),
+                ),
+                require_stable=False,
+            )
+        )
+    (answer,) = response.groups
+    offsets = [int(p.committed_offset) for t in answer.topics for p in t.partitions]
+    return int(answer.error_code), (offsets[0] if offsets else None)
+
+
+def test_offsets_are_committed_and_fetched_by_member_epoch(
+    broker: BrokerProcess, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+
+    assert commit(broker, group, member, 1, topic) == ErrorCode.none
+    assert commit(broker, group, member, 0, topic) == ErrorCode.stale_member_epoch
+    assert commit(broker, group, "nobody", 1, topic) == ErrorCode.unknown_member_id
+    assert commit(broker, group, "", -1, topic) == ErrorCode.unknown_member_id, (
+        "without an epoch only while the group has no members"
+    )
+    assert fetch(broker, group, member, 1, topic) == (ErrorCode.none, 7)
+    assert fetch(broker, group, None, -1, topic) == (ErrorCode.none, 7), "an administrator"
+    assert fetch(broker, group, member, 2, topic)[0] == ErrorCode.stale_member_epoch
+    assert fetch(broker, group, "nobody", 1, topic)[0] == ErrorCode.unknown_member_id
+
+    assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
+    assert commit(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"

@@ -270,6 +270,43 @@ class HostedConsumerGroups:
 
         return on_stored
 
+    # ================================================================== offsets
+
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        """Kafka's check of OffsetCommit (v9+: the member id and epoch) for a consumer
+        group: without an epoch (-1, an administrator's or a simple consumer's commit)
+        only while the group has no members; else the member must be known
+        (UNKNOWN_MEMBER_ID) and send its current epoch (STALE_MEMBER_EPOCH)."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        if member_epoch < 0 and not group.members:
+            return None
+        return self._member_epoch_error(group, member_id, member_epoch)
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """Kafka's check of OffsetFetch v9+: a fetch without member id and epoch (an
+        administrator's) is answered; a member's must name it and its current epoch."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        if member_id is None and member_epoch < 0:
+            return None
+        return self._member_epoch_error(group, member_id or "", member_epoch)
+
+    @staticmethod
+    def _member_epoch_error(
+        group: ConsumerGroup, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
     # ================================================================== deletion
 
     def delete_empty(self, group_id: str) -> list[Record]:

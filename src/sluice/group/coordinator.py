@@ -1213,7 +1213,17 @@ class GroupCoordinator:
         if request.group_id in self._share_groups:
             return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         group = self._groups.get(request.group_id)
-        if group is None:
+        if request.group_id in self._consumer_groups and transaction is None:
+            # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
+            # in a classic group's place, which holds nothing else.
+            error = self._consumer_groups.validate_offset_commit(
+                request.group_id, request.member_id, request.generation_id
+            )
+            if error is not None:
+                return answer_all(error)
+            if group is None or group.is_in(_DEAD):
+                group = self._groups[request.group_id] = Group(request.group_id, now_ms)
+        elif group is None:
             if request.generation_id >= 0 and transaction is None:
                 return answer_all(ErrorCode.illegal_generation)
             # A simple consumer (or an administrator) storing offsets without a group.
@@ -1311,12 +1321,19 @@ class GroupCoordinator:
         group_id: str,
         partitions: Iterable[TopicPartition] | None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponse:
         """Committed offsets (only those in the log). ``partitions`` None: all of them.
         ``require_stable``: a partition with an offset pending in an open transaction
-        answers UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries). ``member_id`` and
+        ``member_epoch`` (OffsetFetch v9+) are checked for a consumer group (KIP-848)."""
         if not _group_id_is_valid(group_id, allow_empty=True):
             return OffsetFetchResponse(ErrorCode.invalid_group_id)
+        if group_id in self._consumer_groups:
+            error = self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
+            if error is not None:
+                return OffsetFetchResponse(error)
         group = self._groups.get(group_id)
         offsets = {} if group is None or group.is_in(_DEAD) else group.offsets
         if partitions is None:

@@ -174,9 +174,14 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         group_id: str,
         partitions: Sequence[TopicPartition] | None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponse:
-        """Committed offsets; ``partitions`` None means every partition of the group."""
-        return self._coordinator_for(group_id).fetch_offsets(group_id, partitions, require_stable)
+        """Committed offsets; ``partitions`` None means every partition of the group.
+        The member id and epoch (OffsetFetch v9+) are checked for consumer groups."""
+        return self._coordinator_for(group_id).fetch_offsets(
+            group_id, partitions, require_stable, member_id, member_epoch
+        )
 
     async def share_group_heartbeat(
         self, request: ShareGroupHeartbeatRequest
