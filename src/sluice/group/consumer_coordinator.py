@@ -101,11 +101,13 @@ class OtherGroupHold:
     metadata_tombstone: Record | None
     """The tombstone of the empty classic group's metadata record, written when a
     consumer group takes its id (None: nothing to delete)."""
+    on_tombstone_written: Callable[[], None] = lambda: None
+    """Called once the tombstone is handed to a write: the classic group forgets its
+    record."""
 
 
 OtherGroupLookup = Callable[[str], OtherGroupHold | None]
-"""The group of another type holding an id, if any (``GroupCoordinator`` answers; an
-empty classic group's metadata tombstone it returns is then written by the caller)."""
+"""The group of another type holding an id, if any (``GroupCoordinator`` answers)."""
 
 
 def heartbeat_write_error(error: ErrorCode) -> ErrorCode:
@@ -240,6 +242,7 @@ class HostedConsumerGroups:
         extra: tuple[Record, ...] = ()
         if other is not None and other.metadata_tombstone is not None:
             extra = (other.metadata_tombstone,)
+            other.on_tombstone_written()
         answer = result.response
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:

@@ -266,12 +266,15 @@ class GroupCoordinator:
             return OtherGroupHold(in_use=True, metadata_tombstone=None)
         if group.generation_id == 0:
             return OtherGroupHold(in_use=False, metadata_tombstone=None)  # no record
-        # The consumer group takes the id: the empty classic group's record goes, its
-        # offsets stay with the id. What is left is what loading the log would leave.
-        group.generation_id = 0
-        group.protocol_type = group.protocol_name = None
+
+        def forget_record() -> None:
+            # The consumer group takes the id: the empty classic group's record goes,
+            # its offsets stay with the id; what is left is what loading would leave.
+            group.generation_id = 0
+            group.protocol_type = group.protocol_name = None
+
         tombstone = _tombstone(GroupMetadataKey(group_id))
-        return OtherGroupHold(in_use=False, metadata_tombstone=tombstone)
+        return OtherGroupHold(False, tombstone, forget_record)
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group's state (KIP-848), for descriptions, tests and diagnostics

@@ -146,3 +146,14 @@ def test_a_share_group_id_is_not_a_consumer_group() -> None:
     )
     harness.apply(harness.coordinator.share_group_heartbeat(harness.now_ms, token, request))
     assert harness.reply(token).error is ErrorCode.group_id_not_found
+
+
+def test_a_refused_heartbeat_leaves_an_empty_classic_group_as_it_was() -> None:
+    harness = Harness()
+    [joined] = harness.stable_group(1)
+    harness.leave(MemberIdentity(joined.member_id, None))
+    generation = harness.group().generation_id
+    refused = heartbeat(harness, join(""))  # v1 needs a member id: INVALID_REQUEST
+    assert refused.error is ErrorCode.invalid_request
+    assert harness.group().generation_id == generation
+    assert harness.coordinator.consumer_group("g") is None
