@@ -15,8 +15,11 @@ from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
 from kafka_wire import KafkaConnection
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
+from kio.schema.delete_groups.v2 import request as delete_groups_v2
 from kio.schema.describe_groups.v5 import request as describe_groups_v5
+from kio.schema.describe_groups.v6 import request as describe_groups_v6
 from kio.schema.join_group.v5 import request as join_group_v5
+from kio.schema.list_groups.v5 import request as list_groups_v5
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_commit.v9 import request as offset_commit_v9
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
@@ -282,3 +285,44 @@ def test_offsets_are_committed_and_fetched_by_member_epoch(
 
     assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
     assert commit(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"
+
+
+def test_groups_apis_list_describe_and_delete_consumer_groups(
+    broker: BrokerProcess, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+    assert commit(broker, group, member, 1, topic) == ErrorCode.none
+
+    with KafkaConnection(broker.host, broker.port) as connection:
+        listed = connection.request(
+            list_groups_v5.ListGroupsRequest(states_filter=(), types_filter=("consumer",))
+        )
+        (found,) = [g for g in listed.groups if g.group_id == group]
+        assert (found.protocol_type, found.group_state, found.group_type) == (
+            "consumer",
+            "Stable",
+            "consumer",
+        )
+        classic = connection.request(
+            describe_groups_v6.DescribeGroupsRequest(
+                groups=(group,), include_authorized_operations=False
+            )
+        )
+        (described,) = classic.groups
+        assert (described.error_code, described.group_state) == (
+            ErrorCode.group_id_not_found,
+            "Dead",
+        ), "DescribeGroups describes classic groups only (v6 says so)"
+        deletion = delete_groups_v2.DeleteGroupsRequest(groups_names=(group,))
+        (busy,) = connection.request(deletion).results
+        assert busy.error_code == ErrorCode.non_empty_group
+
+        assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
+        (deleted,) = connection.request(deletion).results
+        assert deleted.error_code == ErrorCode.none
+    (gone,) = describe(broker.host, broker.port, group)
+    assert gone.error_code == ErrorCode.group_id_not_found
+    assert fetch(broker, group, None, -1, topic) == (ErrorCode.none, -1), "offsets deleted"

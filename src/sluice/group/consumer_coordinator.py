@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
-from sluice.group.consumer_group import ConsumerGroup, MetadataView
+from sluice.group.api import GroupListing
+from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, MetadataView
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
@@ -310,11 +311,30 @@ class HostedConsumerGroups:
             return ErrorCode.stale_member_epoch
         return None
 
+    def list_groups(self, wanted_states: set[str] | None) -> list[GroupListing]:
+        """ListGroups' entries (type and protocol type ``consumer``); ``wanted_states``
+        lower-case state names, None for all."""
+        listings = []
+        for group in self._groups.groups():
+            state = group.state.value
+            if wanted_states is None or state.lower() in wanted_states:
+                listings.append(
+                    GroupListing(group.group_id, CONSUMER_GROUP_TYPE, state, CONSUMER_GROUP_TYPE)
+                )
+        return listings
+
     # ================================================================== deletion
+
+    def deletion_error(self, group_id: str) -> ErrorCode | None:
+        """Why DeleteGroups may not delete the group: it has members (NON_EMPTY_GROUP)."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        return ErrorCode.non_empty_group if group.members else None
 
     def delete_empty(self, group_id: str) -> list[Record]:
         """The tombstones of an empty consumer group, which is gone once this returns
-        (a classic group takes its id, or DeleteGroups deletes it)."""
+        (a classic group takes its id, or DeleteGroups deletes it; if they are not
+        written the group comes back when the partition is loaded again)."""
         return [encode_record(r) for r in self._groups.delete_group_records(group_id)]
 
 

@@ -1367,7 +1367,7 @@ class GroupCoordinator:
                 descriptions.append(
                     GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
                 )
-            elif group_id in self._share_groups:
+            elif group_id in self._share_groups or group_id in self._consumer_groups:
                 message = f"Group {group_id} is not a classic group."
                 descriptions.append(
                     GroupDescription(
@@ -1386,12 +1386,13 @@ class GroupCoordinator:
         listings = []
         for group_id in sorted(self._groups):
             group = self._groups[group_id]
-            if group.is_in(_DEAD):
-                continue
+            if group.is_in(_DEAD) or group_id in self._consumer_groups:
+                continue  # (a consumer group's offsets are kept in a classic group)
             if wanted is not None and group.state.value.lower() not in wanted:
                 continue
             listings.append(GroupListing(group_id, group.protocol_type or "", group.state.value))
         listings += self._share_groups.list_groups(wanted)
+        listings += self._consumer_groups.list_groups(wanted)
         return tuple(sorted(listings, key=lambda listing: listing.group_id))
 
     # ============================================================ DeleteGroups
@@ -1421,6 +1422,14 @@ class GroupCoordinator:
                     records.append(tombstone)
                     deleting_share.append(group_id)
                     share_topics.append((group_id, topics))
+            elif group_id in self._consumer_groups:
+                results[group_id] = self._consumer_groups.deletion_error(group_id)
+                if results[group_id] is None:
+                    if group is not None and not group.is_in(_DEAD):  # its offsets
+                        deleting.append((group, group.state_timestamp_ms))
+                        records += self._group_tombstones(group)
+                        group.transition_to(_DEAD, now_ms)
+                    records += self._consumer_groups.delete_empty(group_id)
             elif group is None or group.is_in(_DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_in(_EMPTY):
