@@ -37,6 +37,7 @@ from sluice.protocol.messages import has_field, make, millis, response_module
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.topics import TopicManager
+    from sluice.cluster.model import BrokerInfo, TopicMetadata
 
 
 class ConsumerGroupsServices(UsesAuthorizer, UsesGroups, UsesTopics, Protocol):
@@ -50,8 +51,8 @@ CONSUMER_MEMBER_TYPE = 1
 
 
 class _BrokerTopics(Mapping[str, TopicImage]):
-    """The broker's topics as the assignors see them, looked up on demand. Without
-    replica racks for now: the uniform assignor's rack preference has nothing to go by."""
+    """The broker's topics as the assignors see them, looked up on demand, with the
+    racks of each partition's replicas (none when no broker has a rack, as in Kafka)."""
 
     def __init__(self, topics: TopicManager) -> None:
         self._topics = topics
@@ -60,10 +61,12 @@ class _BrokerTopics(Mapping[str, TopicImage]):
         topic = self._topics.get(name)
         if topic is None:
             raise KeyError(name)
+        racks = partition_racks(topic, self._topics.image.brokers)
         return TopicImage(
             topic.topic_id,
             name,
             topic.partition_count,
+            racks,
             is_internal=name.startswith(INTERNAL_TOPIC_PREFIX),
         )
 
@@ -72,6 +75,23 @@ class _BrokerTopics(Mapping[str, TopicImage]):
 
     def __len__(self) -> int:
         return len(self._topics.all())
+
+
+def partition_racks(
+    topic: TopicMetadata, brokers: Mapping[int, BrokerInfo]
+) -> tuple[frozenset[str], ...]:
+    """Per partition, the racks of its replicas' brokers; empty when no replica's broker
+    has a rack (Kafka's rule: then the assignors ignore racks)."""
+    racks = []
+    for index in range(topic.partition_count):
+        state = topic.partitions.get(index)
+        found = set()
+        for replica in state.replicas if state is not None else ():
+            broker = brokers.get(replica)
+            if broker is not None and broker.rack is not None:
+                found.add(broker.rack)
+        racks.append(frozenset(found))
+    return tuple(racks) if any(racks) else ()
 
 
 # --------------------------------------------------------- ConsumerGroupHeartbeat
