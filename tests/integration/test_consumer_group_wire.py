@@ -7,6 +7,7 @@ out of ApiVersions; one group id names one kind of group."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker_process import BrokerProcess
@@ -326,3 +327,43 @@ def test_groups_apis_list_describe_and_delete_consumer_groups(
     (gone,) = describe(broker.host, broker.port, group)
     assert gone.error_code == ErrorCode.group_id_not_found
     assert fetch(broker, group, None, -1, topic) == (ErrorCode.none, -1), "offsets deleted"
+
+
+SHORT_SESSION_SETTINGS = {
+    "group.consumer.min.session.timeout.ms": "500",
+    "group.consumer.session.timeout.ms": "1500",
+    "group.consumer.min.heartbeat.interval.ms": "50",
+    "group.consumer.heartbeat.interval.ms": "100",
+}
+"""A consumer session short enough to watch a member expire."""
+
+
+def test_a_silent_member_is_removed_when_its_session_ends(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = broker_factory(SHORT_SESSION_SETTINGS)
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+    orders = topic_id(broker, topic)
+    group = unique_group_id()
+    silent, alive = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = beat(broker, heartbeat_request(group, silent, 0, (topic,)))
+    assert joined.heartbeat_interval.total_seconds() == 0.1, "the broker's setting"
+    beat(broker, heartbeat_request(group, alive, 0, (topic,)))
+    epoch = 2
+    owned: dict[uuid.UUID, tuple[int, ...]] = {}
+
+    def silent_gone() -> bool:
+        nonlocal epoch, owned
+        answer = beat(broker, heartbeat_request(group, alive, epoch, owned=owned))
+        assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
+        if answer.assignment is not None:
+            owned = assigned(answer)
+        (described,) = describe(broker.host, broker.port, group)
+        return [m.member_id for m in described.members] == [alive]
+
+    wait_until(silent_gone, "the silent member's session to end")
+    wait_until(lambda: silent_gone() and owned == {orders: (0, 1)}, "its partitions to move")
+    assert beat(broker, heartbeat_request(group, silent, 1)).error_code == (
+        ErrorCode.unknown_member_id
+    )

@@ -220,8 +220,14 @@ class GroupCoordinator:
         self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
         """The share groups (KIP-932) of the partition: one group id names either a
         classic group here or a share group there, never both."""
+        if consumer_config is None:
+            consumer_config = ConsumerGroupsConfig(
+                session_timeout_ms=self._config.consumer_session_timeout_ms,
+                heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
+                group_size_max=self._config.consumer_group_size_max,
+            )
         self._consumer_groups = HostedConsumerGroups(
-            consumer_config if consumer_config is not None else ConsumerGroupsConfig(),
+            consumer_config,
             self._append,
             self._other_group_than_consumer,
             new_member_id_source(self._random.getrandbits),
