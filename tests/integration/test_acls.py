@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ import kafka
 import kafka.errors
 import pytest
 from broker_process import BrokerProcess
+from consumer_group_wire import describe, heartbeat, heartbeat_request
 from kafka_wire import (
     KafkaConnection,
     Record,
@@ -713,3 +715,30 @@ def test_share_fetch_needs_read_on_the_group_and_on_the_topic(
         assert int(answered.partitions[0].error_code) == TOPIC_DENIED
         ack = member.acknowledge([(delivered[0].offset, delivered[0].offset, [1])])
         assert ack == TOPIC_DENIED
+
+
+def test_consumer_group_heartbeat_and_describe_need_kafkas_rights(
+    clean: BrokerProcess, topic: str
+) -> None:
+    """KIP-848 (served, not advertised): a heartbeat needs READ on the group and DESCRIBE
+    on its subscribed topics; a description DESCRIBE on the group and on its topics."""
+    group = f"{topic}-consumers"
+    member = str(uuid.uuid4())
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, topic) == 0
+    join = heartbeat_request(group, member, 0, (topic,))
+    assert heartbeat(clean.host, clean.port, join).error_code == GROUP_DENIED
+    (refused,) = describe(clean.host, clean.port, group)
+    assert refused.error_code == GROUP_DENIED
+    add(clean, binding(ResourceType.GROUP, group, Operation.READ))  # implies DESCRIBE
+    assert heartbeat(clean.host, clean.port, join).error_code == TOPIC_DENIED
+    describe_topic = allow_topic(clean, topic, Operation.DESCRIBE)
+    joined = heartbeat(clean.host, clean.port, join)
+    assert (joined.error_code, joined.member_epoch) == (0, 1), joined
+
+    (described,) = describe(clean.host, clean.port, group)
+    assert (described.error_code, [m.member_id for m in described.members]) == (0, [member])
+    revoke(clean, describe_topic)
+    (hidden,) = describe(clean.host, clean.port, group)
+    assert (hidden.error_code, hidden.members) == (TOPIC_DENIED, ())

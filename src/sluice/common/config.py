@@ -1205,6 +1205,13 @@ GROUP_PROPERTY_NAMES = frozenset(
         "group.share.min.heartbeat.interval.ms",
         "group.share.max.heartbeat.interval.ms",
         "group.share.max.size",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+        "group.consumer.max.size",
     }
 )
 """Names the group coordinator reads (``sluice.group.config``); kept here so the broker

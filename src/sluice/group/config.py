@@ -72,6 +72,23 @@ class GroupConfig:
     share_group_size_max: int = 200
     """group.share.max.size: members per share group; more get GROUP_MAX_SIZE_REACHED
     (Kafka's default)."""
+    consumer_session_timeout_ms: int = 45_000
+    """group.consumer.session.timeout.ms: a consumer group member (KIP-848) that sends no
+    heartbeat for this long is removed."""
+    consumer_session_timeout_ms_min: int = 45_000
+    """group.consumer.min.session.timeout.ms (Kafka's bound; lowered for tests)."""
+    consumer_session_timeout_ms_max: int = 60_000
+    """group.consumer.max.session.timeout.ms."""
+    consumer_heartbeat_interval_ms: int = 5_000
+    """group.consumer.heartbeat.interval.ms: how often consumer group members heartbeat."""
+    consumer_heartbeat_interval_ms_min: int = 5_000
+    """group.consumer.min.heartbeat.interval.ms."""
+    consumer_heartbeat_interval_ms_max: int = 15_000
+    """group.consumer.max.heartbeat.interval.ms."""
+    consumer_group_size_max: int = 10_000
+    """group.consumer.max.size: members per consumer group; more get
+    GROUP_MAX_SIZE_REACHED. Kafka's default is unbounded; every member holds its records
+    in memory, so Sluice bounds it as ``group.max.size``."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -110,6 +127,37 @@ class GroupConfig:
             raise ValueError(
                 "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"
             )
+        self._check_consumer_settings()
+
+    def _check_consumer_settings(self) -> None:
+        """Kafka's checks of the ``group.consumer.*`` settings (KIP-848)."""
+        if self.consumer_group_size_max < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
+        if not (
+            1
+            <= self.consumer_session_timeout_ms_min
+            <= self.consumer_session_timeout_ms
+            <= self.consumer_session_timeout_ms_max
+        ):
+            raise ValueError(
+                "group.consumer.session.timeout.ms must be within group.consumer.min.session"
+                ".timeout.ms and group.consumer.max.session.timeout.ms (at least 1)"
+            )
+        if not (
+            1
+            <= self.consumer_heartbeat_interval_ms_min
+            <= self.consumer_heartbeat_interval_ms
+            <= self.consumer_heartbeat_interval_ms_max
+        ):
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be within group.consumer.min"
+                ".heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms (at least 1)"
+            )
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms"
+            )
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
@@ -146,5 +194,12 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
     "group.share.min.heartbeat.interval.ms": ("share_heartbeat_interval_ms_min", 1),
     "group.share.max.heartbeat.interval.ms": ("share_heartbeat_interval_ms_max", 1),
     "group.share.max.size": ("share_group_size_max", 1),
+    "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", 1),
+    "group.consumer.min.session.timeout.ms": ("consumer_session_timeout_ms_min", 1),
+    "group.consumer.max.session.timeout.ms": ("consumer_session_timeout_ms_max", 1),
+    "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", 1),
+    "group.consumer.min.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms_min", 1),
+    "group.consumer.max.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms_max", 1),
+    "group.consumer.max.size": ("consumer_group_size_max", 1),
 }
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""

@@ -232,6 +232,21 @@ class ConsumerGroups:
         timers = self._remove_member(group, member, records)
         return TimerResult(records, timers)
 
+    def start_timers(self, now_ms: int) -> list[TimerChange]:
+        """Once the partition is loaded: every member's session starts now, and members
+        that must revoke partitions get their rebalance timeout from now (Kafka's rule
+        when a coordinator takes over)."""
+        timers: list[TimerChange] = []
+        for group in self._groups.values():
+            for member_id, member in group.members.items():
+                deadline = now_ms + self._config.session_timeout_ms
+                timers.append(self._arm(TimerKind.SESSION, group.group_id, member_id, deadline))
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    deadline = now_ms + max(member.rebalance_timeout_ms, 0)
+                    kind = TimerKind.REBALANCE
+                    timers.append(self._arm(kind, group.group_id, member_id, deadline))
+        return timers
+
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
         self._deadlines[key] = deadline_ms
@@ -578,7 +593,7 @@ class ConsumerGroups:
             )
             for m in group.members.values()
         }
-        assignor = ASSIGNORS[self._assignor_name(group)]
+        assignor = ASSIGNORS[self.assignor_name(group)]
         target = assignor(spec, by_id, group.target_assignment)
         for member_id in sorted(target):
             if target[member_id] != group.target_assignment.get(member_id):
@@ -599,7 +614,7 @@ class ConsumerGroups:
             ),
         )
 
-    def _assignor_name(self, group: ConsumerGroup) -> str:
+    def assignor_name(self, group: ConsumerGroup) -> str:
         """The assignor most members name (ties: the one first in the configured
         order), else the default (Kafka's rule)."""
         counts = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)

@@ -18,11 +18,10 @@ leaves as three tombstones (current assignment, target assignment, metadata, in 
 order); a group is deleted by the tombstones of all its records, the group metadata
 record last.
 
-Byte layouts (flexible versions, through the same codec as the other records of
-``__consumer_offsets``) come with the wire handlers; this step keeps the records as
-data. Kafka 4.1 replaced the partition metadata record by a hash of the topics'
-metadata in the group metadata record; Sluice keeps writing the partition metadata
-record (Kafka still reads it) and leaves the hash 0 ("not computed").
+Their bytes (Kafka's layouts) are :mod:`~sluice.group.consumer_records_codec`'s. Kafka
+4.1 replaced the partition metadata record by a hash of the topics' metadata in the
+group metadata record; Sluice keeps writing the partition metadata record (Kafka still
+reads it) and leaves the hash 0 ("not computed").
 """
 
 from __future__ import annotations

@@ -83,6 +83,18 @@ from sluice.group.config import (
     GROUP_ID_BYTES_MAX,
     GroupConfig,
 )
+from sluice.group.consumer_coordinator import (
+    ConsumerGroupDescription,
+    HostedConsumerGroups,
+    OtherGroupHold,
+    new_member_id_source,
+)
+from sluice.group.consumer_group import ConsumerGroup, MetadataView
+from sluice.group.consumer_heartbeat_api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupsConfig,
+)
+from sluice.group.consumer_records_codec import is_consumer_group_key
 from sluice.group.member import Member
 from sluice.group.records import (
     GroupMetadataKey,
@@ -180,7 +192,12 @@ def _tombstone(key: OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey) 
 class GroupCoordinator:
     """Every group of one ``__consumer_offsets`` partition. See the module docstring."""
 
-    def __init__(self, config: GroupConfig | None = None, random: Random | None = None) -> None:
+    def __init__(
+        self,
+        config: GroupConfig | None = None,
+        random: Random | None = None,
+        consumer_config: ConsumerGroupsConfig | None = None,
+    ) -> None:
         self._config = config if config is not None else GroupConfig()
         self._random = random if random is not None else Random()
         self._groups: dict[str, Group] = {}
@@ -203,6 +220,20 @@ class GroupCoordinator:
         self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
         """The share groups (KIP-932) of the partition: one group id names either a
         classic group here or a share group there, never both."""
+        if consumer_config is None:
+            consumer_config = ConsumerGroupsConfig(
+                session_timeout_ms=self._config.consumer_session_timeout_ms,
+                heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
+                group_size_max=self._config.consumer_group_size_max,
+            )
+        self._consumer_groups = HostedConsumerGroups(
+            consumer_config,
+            self._append,
+            self._other_group_than_consumer,
+            new_member_id_source(self._random.getrandbits),
+        )
+        """The consumer groups of the new protocol (KIP-848): an id names a classic, a
+        share or a consumer group, one at a time."""
 
     # ================================================================= inspection
 
@@ -226,8 +257,38 @@ class GroupCoordinator:
         return self._share_groups.groups()
 
     def _is_classic_group(self, group_id: str) -> bool:
+        """Whether ``group_id`` is taken for share groups: by a classic group, or by a
+        consumer group (KIP-848)."""
         group = self._groups.get(group_id)
-        return group is not None and not group.is_in(_DEAD)
+        return (group is not None and not group.is_in(_DEAD)) or group_id in self._consumer_groups
+
+    def _other_group_than_consumer(self, group_id: str) -> OtherGroupHold | None:
+        if group_id in self._share_groups:
+            return OtherGroupHold(in_use=True, metadata_tombstone=None)
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(_DEAD) or group_id in self._consumer_groups:
+            return None  # (a consumer group's offsets are kept in a classic group's place)
+        if group.members or not group.is_in(_EMPTY):
+            return OtherGroupHold(in_use=True, metadata_tombstone=None)
+        if group.generation_id == 0:
+            return OtherGroupHold(in_use=False, metadata_tombstone=None)  # no record
+
+        def forget_record() -> None:
+            # The consumer group takes the id: the empty classic group's record goes,
+            # its offsets stay with the id; what is left is what loading would leave.
+            group.generation_id = 0
+            group.protocol_type = group.protocol_name = None
+
+        tombstone = _tombstone(GroupMetadataKey(group_id))
+        return OtherGroupHold(False, tombstone, forget_record)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group's state (KIP-848), for descriptions, tests and diagnostics
+        (do not modify it)."""
+        return self._consumer_groups.group(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return self._consumer_groups.groups()
 
     @property
     def appends_in_flight(self) -> int:
@@ -239,6 +300,9 @@ class GroupCoordinator:
         """Apply one record of the partition, in log order, before any operation.
         Raises CorruptMessage for bytes that are not a record of ours."""
         self._loading = True
+        if is_consumer_group_key(key):
+            self._consumer_groups.replay(key, value)
+            return
         decoded = decode_key(key)
         if isinstance(decoded, ShareGroupMetadataKey):
             share_value = None if value is None else decode_share_group_metadata_value(value)
@@ -336,6 +400,7 @@ class GroupCoordinator:
                 del self._groups[group_id]
         self._loading_metadata.clear()
         self._loading = False
+        self._consumer_groups.load_completed(now_ms)
         self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
         log.debug("group coordinator loaded %d group(s)", len(self._groups))
 
@@ -386,6 +451,9 @@ class GroupCoordinator:
         share_deadline_ms = self._share_groups.next_deadline_ms()
         if share_deadline_ms is not None:
             deadlines.append(share_deadline_ms)
+        consumer_deadline_ms = self._consumer_groups.next_deadline_ms()
+        if consumer_deadline_ms is not None:
+            deadlines.append(consumer_deadline_ms)
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> list[Effect]:
@@ -409,6 +477,7 @@ class GroupCoordinator:
             if group is not None:
                 effects += self._fire(group, kind, member_id, now_ms)
         effects += self._share_groups.advance(now_ms, last_due_ms)
+        effects += self._consumer_groups.advance(now_ms, last_due_ms)
         if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
             effects += self._expire_offsets(now_ms)
@@ -523,6 +592,18 @@ class GroupCoordinator:
         self, now_ms: int, token: RequestToken, request: JoinGroupRequest
     ) -> list[Effect]:
         effects = self._advance(now_ms)
+        consumer_group = self._consumer_groups.group(request.group_id)
+        if consumer_group is not None and consumer_group.members:
+            # Kafka lets a member of the consumer protocol join a consumer group through
+            # JoinGroup (a mixed group); that is not built, so every one is refused.
+            response = JoinGroupResponse(
+                ErrorCode.inconsistent_group_protocol, member_id=request.member_id
+            )
+            return [*effects, Reply(token, response)]
+        if consumer_group is not None:
+            # An empty consumer group gives its id to the classic group, as in Kafka.
+            tombstones = self._consumer_groups.delete_empty(request.group_id)
+            effects.append(self._append(tombstones, self._log_consumer_group_deletion))
         return effects + self._join(now_ms, token, request)
 
     def _join(self, now_ms: int, token: RequestToken, request: JoinGroupRequest) -> list[Effect]:
@@ -1141,7 +1222,17 @@ class GroupCoordinator:
         if request.group_id in self._share_groups:
             return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         group = self._groups.get(request.group_id)
-        if group is None:
+        if request.group_id in self._consumer_groups and transaction is None:
+            # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
+            # in a classic group's place, which holds nothing else.
+            error = self._consumer_groups.validate_offset_commit(
+                request.group_id, request.member_id, request.generation_id
+            )
+            if error is not None:
+                return answer_all(error)
+            if group is None or group.is_in(_DEAD):
+                group = self._groups[request.group_id] = Group(request.group_id, now_ms)
+        elif group is None:
             if request.generation_id >= 0 and transaction is None:
                 return answer_all(ErrorCode.illegal_generation)
             # A simple consumer (or an administrator) storing offsets without a group.
@@ -1239,12 +1330,19 @@ class GroupCoordinator:
         group_id: str,
         partitions: Iterable[TopicPartition] | None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponse:
         """Committed offsets (only those in the log). ``partitions`` None: all of them.
         ``require_stable``: a partition with an offset pending in an open transaction
-        answers UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries). ``member_id`` and
+        ``member_epoch`` (OffsetFetch v9+) are checked for a consumer group (KIP-848)."""
         if not _group_id_is_valid(group_id, allow_empty=True):
             return OffsetFetchResponse(ErrorCode.invalid_group_id)
+        if group_id in self._consumer_groups:
+            error = self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
+            if error is not None:
+                return OffsetFetchResponse(error)
         group = self._groups.get(group_id)
         offsets = {} if group is None or group.is_in(_DEAD) else group.offsets
         if partitions is None:
@@ -1275,7 +1373,7 @@ class GroupCoordinator:
                 descriptions.append(
                     GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
                 )
-            elif group_id in self._share_groups:
+            elif group_id in self._share_groups or group_id in self._consumer_groups:
                 message = f"Group {group_id} is not a classic group."
                 descriptions.append(
                     GroupDescription(
@@ -1294,12 +1392,13 @@ class GroupCoordinator:
         listings = []
         for group_id in sorted(self._groups):
             group = self._groups[group_id]
-            if group.is_in(_DEAD):
-                continue
+            if group.is_in(_DEAD) or group_id in self._consumer_groups:
+                continue  # (a consumer group's offsets are kept in a classic group)
             if wanted is not None and group.state.value.lower() not in wanted:
                 continue
             listings.append(GroupListing(group_id, group.protocol_type or "", group.state.value))
         listings += self._share_groups.list_groups(wanted)
+        listings += self._consumer_groups.list_groups(wanted)
         return tuple(sorted(listings, key=lambda listing: listing.group_id))
 
     # ============================================================ DeleteGroups
@@ -1329,6 +1428,14 @@ class GroupCoordinator:
                     records.append(tombstone)
                     deleting_share.append(group_id)
                     share_topics.append((group_id, topics))
+            elif group_id in self._consumer_groups:
+                results[group_id] = self._consumer_groups.deletion_error(group_id)
+                if results[group_id] is None:
+                    if group is not None and not group.is_in(_DEAD):  # its offsets
+                        deleting.append((group, group.state_timestamp_ms))
+                        records += self._group_tombstones(group)
+                        group.transition_to(_DEAD, now_ms)
+                    records += self._consumer_groups.delete_empty(group_id)
             elif group is None or group.is_in(_DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_in(_EMPTY):
@@ -1391,6 +1498,29 @@ class GroupCoordinator:
 
     def describe_share_groups(self, group_ids: Iterable[str]) -> tuple[ShareGroupDescription, ...]:
         return self._share_groups.describe(group_ids)
+
+    # ======================================================== consumer groups
+
+    def consumer_group_heartbeat(
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: MetadataView,
+    ) -> list[Effect]:
+        """ConsumerGroupHeartbeat (KIP-848): see :mod:`~sluice.group.consumer_coordinator`."""
+        effects = self._advance(now_ms)
+        return effects + self._consumer_groups.heartbeat(now_ms, token, request, topics)
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str]
+    ) -> tuple[ConsumerGroupDescription, ...]:
+        return tuple(self._consumer_groups.describe(group_id) for group_id in group_ids)
+
+    def _log_consumer_group_deletion(self, _now_ms: int, error: ErrorCode | None) -> list[Effect]:
+        if error is not None:
+            log.warning("consumer group tombstones not written (%s)", error.name)
+        return []
 
     # ============================================================ OffsetDelete
 

@@ -188,7 +188,7 @@ class _Writer:
         return b"".join(self._parts)
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
     """Kafka's unsigned varint (base-128, little-endian groups)."""
     assert value >= 0
     out = bytearray()
@@ -205,7 +205,7 @@ def _uvarint(value: int) -> bytes:
 def _compact_string(value: str) -> bytes:
     encoded = value.encode()
     assert len(encoded) <= STRING_BYTES_MAX, "strings are bounded where they enter"
-    return _uvarint(len(encoded) + 1) + encoded
+    return uvarint(len(encoded) + 1) + encoded
 
 
 def encode_key(key: RecordKey) -> bytes:
@@ -227,12 +227,12 @@ def encode_share_group_metadata_value(value: ShareGroupMetadataValue) -> bytes:
     writer = _Writer(SHARE_GROUP_METADATA_VALUE_VERSION)
     writer.int32(value.epoch)
     writer.int64(NO_METADATA_HASH)
-    topics = _uvarint(len(value.subscribed_topic_names) + 1) + b"".join(
+    topics = uvarint(len(value.subscribed_topic_names) + 1) + b"".join(
         _compact_string(name) for name in value.subscribed_topic_names
     )
-    writer.raw(_uvarint(1))  # one tagged field
-    writer.raw(_uvarint(SHARE_GROUP_TOPICS_TAG))
-    writer.raw(_uvarint(len(topics)))
+    writer.raw(uvarint(1))  # one tagged field
+    writer.raw(uvarint(SHARE_GROUP_TOPICS_TAG))
+    writer.raw(uvarint(len(topics)))
     writer.raw(topics)
     return writer.getvalue()
 
@@ -278,7 +278,10 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # ---------------------------------------------------------------------------- reading
 
 
-class _Reader:
+class RecordReader:
+    """Reads the fields of one record's key or value; anything malformed raises
+    ``CorruptMessage`` naming ``what`` and the byte."""
+
     def __init__(self, data: bytes, what: str) -> None:
         self._view = memoryview(data)
         self._position = 0
@@ -373,7 +376,7 @@ class _Reader:
 
 
 def decode_key(data: bytes) -> RecordKey:
-    reader = _Reader(data, "__consumer_offsets key")
+    reader = RecordReader(data, "__consumer_offsets key")
     version = reader.int16()
     key: RecordKey
     if version == SHARE_GROUP_METADATA_KEY_VERSION:
@@ -389,7 +392,7 @@ def decode_key(data: bytes) -> RecordKey:
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    reader = _Reader(data, "offset commit value")
+    reader = RecordReader(data, "offset commit value")
     version = reader.version(0, OFFSET_COMMIT_VALUE_VERSION)
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else NO_LEADER_EPOCH
@@ -408,7 +411,7 @@ arrays: the smallest possible member entry (v0)."""
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    reader = _Reader(data, "group metadata value")
+    reader = RecordReader(data, "group metadata value")
     version = reader.version(0, GROUP_METADATA_VALUE_VERSION)
     protocol_type = reader.string()
     generation = reader.int32()
@@ -450,7 +453,7 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
 
 def decode_share_group_metadata_value(data: bytes) -> ShareGroupMetadataValue:
     """Tagged fields other than the topic names are skipped."""
-    reader = _Reader(data, "share group metadata value")
+    reader = RecordReader(data, "share group metadata value")
     reader.version(0, SHARE_GROUP_METADATA_VALUE_VERSION)
     epoch = reader.int32()
     reader.int64()  # Kafka's metadata hash: Sluice compares the topics themselves
@@ -458,7 +461,7 @@ def decode_share_group_metadata_value(data: bytes) -> ShareGroupMetadataValue:
     for _ in range(reader.uvarint()):
         tag = reader.uvarint()
         size = reader.uvarint()
-        field = _Reader(bytes(reader.take(size)), "share group metadata value topics")
+        field = RecordReader(bytes(reader.take(size)), "share group metadata value topics")
         if tag != SHARE_GROUP_TOPICS_TAG:
             continue
         count = field.uvarint() - 1

@@ -53,6 +53,12 @@ from sluice.group.api import (
     SyncGroupResponse,
 )
 from sluice.group.config import GroupConfig
+from sluice.group.consumer_coordinator import ConsumerGroupDescription
+from sluice.group.consumer_group import MetadataView
+from sluice.group.consumer_heartbeat_api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from sluice.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
@@ -168,9 +174,14 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         group_id: str,
         partitions: Sequence[TopicPartition] | None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponse:
-        """Committed offsets; ``partitions`` None means every partition of the group."""
-        return self._coordinator_for(group_id).fetch_offsets(group_id, partitions, require_stable)
+        """Committed offsets; ``partitions`` None means every partition of the group.
+        The member id and epoch (OffsetFetch v9+) are checked for consumer groups."""
+        return self._coordinator_for(group_id).fetch_offsets(
+            group_id, partitions, require_stable, member_id, member_epoch
+        )
 
     async def share_group_heartbeat(
         self, request: ShareGroupHeartbeatRequest
@@ -192,6 +203,29 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
                 descriptions.append(ShareGroupDescription(group_id, e.code))
                 continue
             descriptions.extend(coordinator.describe_share_groups([group_id]))
+        return tuple(descriptions)
+
+    async def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, topics: MetadataView
+    ) -> ConsumerGroupHeartbeatResponse:
+        """ConsumerGroupHeartbeat (KIP-848) on the group's coordinator."""
+        return await self._call_for(
+            ConsumerGroupHeartbeatResponse,
+            request.group_id,
+            lambda c, now, token: c.consumer_group_heartbeat(now, token, request, topics),
+        )
+
+    async def describe_consumer_groups(
+        self, group_ids: Sequence[str]
+    ) -> tuple[ConsumerGroupDescription, ...]:
+        descriptions = []
+        for group_id in group_ids:
+            try:
+                coordinator = self._coordinator_for(group_id)
+            except KafkaError as e:
+                descriptions.append(ConsumerGroupDescription(group_id, e.code))
+                continue
+            descriptions.extend(coordinator.describe_consumer_groups([group_id]))
         return tuple(descriptions)
 
     async def describe_groups(self, group_ids: Sequence[str]) -> tuple[GroupDescription, ...]:

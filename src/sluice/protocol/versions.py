@@ -70,6 +70,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
@@ -101,6 +103,10 @@ class VersionRange:
     """Served only to other brokers and never advertised in ApiVersions (Kafka's
     broker-to-broker share-state APIs): a broker sending one uses its own table's
     version, as the peer does not list it."""
+
+    unadvertised: bool = False
+    """Served to a client that sends it, but not listed in ApiVersions: an API whose
+    feature is not complete yet, which some clients would switch to once listed."""
 
     def advertises(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -254,15 +260,21 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # between brokers only. Kafka 4 serves v2 (topics by id) and v3 (each member with its
     # broker epoch, KIP-903).
     ApiKey.ALTER_PARTITION: VersionRange(2, 3, 0, internal=True),
+    # ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848): served, not advertised
+    # until the whole protocol is built (docs/consumer-groups.md): franz-go switches to
+    # it as soon as 68 is listed, librdkafka with group.protocol=consumer. Heartbeat v1
+    # makes the member choose its id; Describe v1 adds the member type.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1, 0, unadvertised=True),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1, 0, unadvertised=True),
 }
-"""Not advertised: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69). Some
-clients (franz-go) switch to the KIP-848 protocol as soon as 68 is listed."""
 
 ADVERTISED: dict[ApiKey, VersionRange] = {
-    key: served for key, served in SUPPORTED.items() if not served.internal
+    key: served
+    for key, served in SUPPORTED.items()
+    if not served.internal and not served.unadvertised
 }
 """What ApiVersions lists (and the README's coverage table): ``SUPPORTED`` without the
-internal, broker-to-broker APIs."""
+internal, broker-to-broker APIs and the unadvertised ones."""
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
 # shape depends on it, and a request we refuse must still be parsed far enough to answer.
@@ -316,6 +328,8 @@ FIRST_FLEXIBLE_VERSION: dict[int, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
     ApiKey.SHARE_GROUP_HEARTBEAT: 0,

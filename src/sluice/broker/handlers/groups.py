@@ -485,7 +485,13 @@ async def handle_offset_fetch(
         answers = []
         for group in request.groups:
             response = await _fetch_offsets(
-                services, context, group.group_id, group.topics, request.require_stable
+                services,
+                context,
+                group.group_id,
+                group.topics,
+                request.require_stable,
+                _optional(group, "member_id"),
+                int(_optional(group, "member_epoch", -1)),
             )
             answers.append(
                 make(
@@ -523,6 +529,8 @@ async def _fetch_offsets(
     group_id: str,
     topics: Sequence[Any] | None,
     require_stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> OffsetFetchResponse:
     """One group's committed offsets for ``topics`` (None: every partition it has);
     ``require_stable`` (v7+, KIP-447): offsets pending in an open transaction answer
@@ -540,7 +548,9 @@ async def _fetch_offsets(
             names = {p.topic for p in partitions}
             refused = names - services.authorizer.allowed(context, TOPIC_DESCRIBE, names)
             wanted = [p for p in partitions if p.topic not in refused]
-        response = await services.groups.fetch_offsets(group_id, wanted, require_stable)
+        response = await services.groups.fetch_offsets(
+            group_id, wanted, require_stable, member_id, member_epoch
+        )
         if partitions is None:  # every partition: only the topics it may DESCRIBE
             names = {f.partition.topic for f in response.offsets}
             allowed = services.authorizer.allowed(context, TOPIC_DESCRIBE, names)

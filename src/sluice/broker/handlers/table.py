@@ -20,6 +20,7 @@ from sluice.broker.handlers import (
     admin_users,
     alter_partition,
     api_versions,
+    consumer_groups,
     delays,
     describe_quorum,
     describe_topic_partitions,
@@ -64,6 +65,8 @@ HANDLERS: Mapping[ApiKey, Handler] = {
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
     # share groups
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_share_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
     # transactions

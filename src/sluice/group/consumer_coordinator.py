@@ -1,0 +1,348 @@
+"""Consumer groups of the new protocol (KIP-848) hosted by the group coordinator shard of
+one ``__consumer_offsets`` partition.
+
+:class:`~sluice.group.coordinator.GroupCoordinator` owns one :class:`HostedConsumerGroups`
+and hands it its records, its ConsumerGroupHeartbeats and its clock. This module turns
+the pure state machine (:class:`~sluice.group.consumer_heartbeat.ConsumerGroups`) into the
+shard's effects::
+
+    load:      replay(key, value) ─▶ decode (consumer_records_codec) ─▶ ConsumerGroups.replay
+    heartbeat(now, token, request, topics)
+               ─▶ ConsumerGroups.heartbeat ─▶ records? ─ no ─▶ [Reply(token, answer)]
+                                                 └─ yes ─▶ [Append(records)]
+                  append_completed ─▶ [Reply(token, answer)] or the write's error
+    advance(now) ─▶ session and rebalance timers due ─▶ expired members' records appended
+
+A heartbeat is answered once its records are committed, so the epochs and assignment a
+member is told are in the log. If the write fails the member is told Kafka's error for
+it (:mod:`~sluice.group.write_errors`) and retries; the state in memory, which already
+holds the change, is then ahead of the log, as in the share groups: a failed write
+almost always means this broker lost the partition, and the next coordinator loads the
+log. Timers that fire for a member who heartbeated since are ignored
+(``ConsumerGroups.expire`` checks the deadline it armed).
+
+One group id names one group: a classic group with members keeps the id (a heartbeat
+for it answers GROUP_ID_NOT_FOUND, as Kafka does when it cannot convert the group; the
+online upgrade is not built), an empty classic group's metadata record is deleted and
+the consumer group takes the id (its committed offsets stay, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sluice.common.errors import ErrorCode
+from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
+from sluice.group.api import GroupListing
+from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, MetadataView
+from sluice.group.consumer_heartbeat import ConsumerGroups
+from sluice.group.consumer_heartbeat_api import (
+    ArmTimer,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupsConfig,
+    TimerChange,
+    TimerKey,
+    to_topic_partitions,
+)
+from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
+from sluice.group.consumer_records_codec import decode_record, encode_record
+from sluice.group.write_errors import TOO_LARGE, write_error
+
+log = logging.getLogger(__name__)
+
+CompletionHandler = Callable[[int, ErrorCode | None], list[Effect]]
+AppendFunction = Callable[[Sequence[Record], CompletionHandler], Append]
+"""The shard's way to ask for a write (``GroupCoordinator._append``)."""
+
+_TimerEntry = tuple[int, int, TimerKey]
+"""(deadline ms, sequence, timer); stale entries are harmless (``expire`` checks)."""
+
+
+@dataclass(frozen=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPartitions, ...]
+    """What the member owns now (assigned, not yet revoked ones excluded)."""
+    target_assignment: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """ConsumerGroupDescribe's answer for one group."""
+
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+
+
+@dataclass(frozen=True)
+class OtherGroupHold:
+    """What a classic or share group of the same id means for a consumer group."""
+
+    in_use: bool
+    """A share group, or a classic group with members: the id is not free."""
+    metadata_tombstone: Record | None
+    """The tombstone of the empty classic group's metadata record, written when a
+    consumer group takes its id (None: nothing to delete)."""
+    on_tombstone_written: Callable[[], None] = lambda: None
+    """Called once the tombstone is handed to a write: the classic group forgets its
+    record."""
+
+
+OtherGroupLookup = Callable[[str], OtherGroupHold | None]
+"""The group of another type holding an id, if any (``GroupCoordinator`` answers)."""
+
+
+def heartbeat_write_error(error: ErrorCode) -> ErrorCode:
+    """What a member is told when its heartbeat's records could not be written (Kafka's
+    mapping for the coordinator's writes)."""
+    if error is ErrorCode.request_timed_out:
+        return ErrorCode.coordinator_not_available
+    if error in TOO_LARGE:
+        return ErrorCode.unknown_server_error
+    return write_error(error) or error
+
+
+class HostedConsumerGroups:
+    """Every consumer group of one ``__consumer_offsets`` partition, as effects. See the
+    module docstring."""
+
+    def __init__(
+        self,
+        config: ConsumerGroupsConfig,
+        append: AppendFunction,
+        other_group: OtherGroupLookup,
+        new_member_id: Callable[[], str],
+    ) -> None:
+        self._config = config
+        self._append = append
+        self._other_group = other_group
+        self._groups = ConsumerGroups(config, new_member_id)
+        self._timers: list[_TimerEntry] = []
+        self._timer_sequence = itertools.count()
+
+    # ================================================================ inspection
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        """The group's state, for tests, diagnostics and descriptions (do not modify it)."""
+        return self._groups.group(group_id)
+
+    def __contains__(self, group_id: str) -> bool:
+        return self._groups.group(group_id) is not None
+
+    def groups(self) -> list[ConsumerGroup]:
+        return self._groups.groups()
+
+    def describe(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an id no consumer group has
+        (Kafka's answer, a classic or share group's id included)."""
+        group = self._groups.group(group_id)
+        if group is None:
+            return ConsumerGroupDescription(
+                group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."
+            )
+        members = tuple(
+            DescribedConsumerMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=to_topic_partitions(m.assigned_partitions),
+                target_assignment=to_topic_partitions(group.target_assignment.get(m.member_id, {})),
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        )
+        return ConsumerGroupDescription(
+            group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=self._groups.assignor_name(group),
+            members=members,
+        )
+
+    # =================================================================== loading
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """One consumer-group record of the partition (CorruptMessage if malformed)."""
+        self._groups.replay(decode_record(key, value))
+
+    def load_completed(self, now_ms: int) -> None:
+        """Every member's session starts now, as in Kafka: members that keep
+        heartbeating carry on; the others are removed once it ends."""
+        self._arm(self._groups.start_timers(now_ms))
+
+    # ==================================================================== timers
+
+    def next_deadline_ms(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    def advance(self, now_ms: int, last_due_ms: int) -> list[Effect]:
+        """Fire the timers due at or before ``last_due_ms``."""
+        effects: list[Effect] = []
+        while self._timers and self._timers[0][0] <= last_due_ms:
+            _, _, key = heapq.heappop(self._timers)
+            result = self._groups.expire(key, last_due_ms)
+            self._arm(result.timers)
+            if result.records:
+                log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
+                effects.append(self._write(result.records, self._log_write_error(key.group_id)))
+        return effects
+
+    def _arm(self, changes: Iterable[TimerChange]) -> None:
+        for change in changes:
+            if isinstance(change, ArmTimer):
+                entry = (change.deadline_ms, next(self._timer_sequence), change.key)
+                heapq.heappush(self._timers, entry)
+            # a cancelled timer's entry stays: ``expire`` finds no deadline and ignores it
+
+    # ================================================================= heartbeat
+
+    def heartbeat(
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: MetadataView,
+    ) -> list[Effect]:
+        other = self._other_group(request.group_id)
+        if other is not None and other.in_use:
+            # Kafka converts a classic group whose members use the consumer protocol
+            # (its online upgrade), else answers this; Sluice does not convert yet.
+            response = ConsumerGroupHeartbeatResponse(
+                ErrorCode.group_id_not_found,
+                f"Group {request.group_id} is not a consumer group.",
+            )
+            return [Reply(token, response)]
+        result = self._groups.heartbeat(request, topics, now_ms)
+        self._arm(result.timers)
+        if not result.records:
+            return [Reply(token, result.response)]
+        extra: tuple[Record, ...] = ()
+        if other is not None and other.metadata_tombstone is not None:
+            extra = (other.metadata_tombstone,)
+            other.on_tombstone_written()
+        answer = result.response
+
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                return [Reply(token, answer)]
+            log.warning(
+                "consumer group %s: heartbeat records not written (%s)",
+                request.group_id,
+                error.name,
+            )
+            return [Reply(token, ConsumerGroupHeartbeatResponse(heartbeat_write_error(error)))]
+
+        return [self._write(result.records, on_stored, extra)]
+
+    def _write(
+        self,
+        records: Sequence[ConsumerGroupRecord],
+        on_completion: CompletionHandler,
+        extra: Sequence[Record] = (),
+    ) -> Append:
+        return self._append([*extra, *(encode_record(r) for r in records)], on_completion)
+
+    def _log_write_error(self, group_id: str) -> CompletionHandler:
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is not None:
+                log.warning("consumer group %s: records not written (%s)", group_id, error.name)
+            return []
+
+        return on_stored
+
+    # ================================================================== offsets
+
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        """Kafka's check of OffsetCommit (v9+: the member id and epoch) for a consumer
+        group: without an epoch (-1, an administrator's or a simple consumer's commit)
+        only while the group has no members; else the member must be known
+        (UNKNOWN_MEMBER_ID) and send its current epoch (STALE_MEMBER_EPOCH)."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        if member_epoch < 0 and not group.members:
+            return None
+        return self._member_epoch_error(group, member_id, member_epoch)
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """Kafka's check of OffsetFetch v9+: a fetch without member id and epoch (an
+        administrator's) is answered; a member's must name it and its current epoch."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        if member_id is None and member_epoch < 0:
+            return None
+        return self._member_epoch_error(group, member_id or "", member_epoch)
+
+    @staticmethod
+    def _member_epoch_error(
+        group: ConsumerGroup, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def list_groups(self, wanted_states: set[str] | None) -> list[GroupListing]:
+        """ListGroups' entries (type and protocol type ``consumer``); ``wanted_states``
+        lower-case state names, None for all."""
+        listings = []
+        for group in self._groups.groups():
+            state = group.state.value
+            if wanted_states is None or state.lower() in wanted_states:
+                listings.append(
+                    GroupListing(group.group_id, CONSUMER_GROUP_TYPE, state, CONSUMER_GROUP_TYPE)
+                )
+        return listings
+
+    # ================================================================== deletion
+
+    def deletion_error(self, group_id: str) -> ErrorCode | None:
+        """Why DeleteGroups may not delete the group: it has members (NON_EMPTY_GROUP)."""
+        group = self._groups.group(group_id)
+        assert group is not None, "asked only for a consumer group's id"
+        return ErrorCode.non_empty_group if group.members else None
+
+    def delete_empty(self, group_id: str) -> list[Record]:
+        """The tombstones of an empty consumer group, which is gone once this returns
+        (a classic group takes its id, or DeleteGroups deletes it; if they are not
+        written the group comes back when the partition is loaded again)."""
+        return [encode_record(r) for r in self._groups.delete_group_records(group_id)]
+
+
+def new_member_id_source(random_bits: Callable[[int], int]) -> Callable[[], str]:
+    """Member ids for v0 joins that leave them to the coordinator: random UUIDs in
+    Kafka's base64 form is what Java makes; any unique string works."""
+
+    def new_member_id() -> str:
+        return str(uuid.UUID(int=random_bits(128)))
+
+    return new_member_id
