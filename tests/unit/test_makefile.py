@@ -3,6 +3,7 @@ none run): `make serve` sets up only what serving needs, `make test` everything 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,9 +13,17 @@ TEST_LAB = ("apt-get", "npm", "[dev]", "openjdk", "zookeeper", "chromium", "nfta
 
 
 def _plan(*arguments: str) -> str:
+    # Run as from a shell: under `make test` the parent make's MAKEFLAGS and MAKELEVEL
+    # would make this one print "Entering directory" lines around the plan.
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+    }
     result = subprocess.run(
-        ["make", "-n", "-B", *arguments],
+        ["make", "--no-print-directory", "-n", "-B", *arguments],
         cwd=ROOT,
+        env=environment,
         capture_output=True,
         text=True,
         check=True,
