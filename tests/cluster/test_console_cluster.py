@@ -79,8 +79,15 @@ def test_a_dead_broker_and_its_partitions_are_flagged(cluster: Cluster, tmp_path
         browser.get(console.url + "/")
         wait_for_text(browser, "cluster-alert", "1 broker(s) down: 2", SETTLE_TIMEOUT_S)
         wait_for_text(browser, "offline-count", "1", SETTLE_TIMEOUT_S)
-        row = browser.find_element(By.CSS_SELECTOR, f'#brokers tr[data-node-id="{DOWN}"]')
-        assert "down since" in row.text
+        # Until the console's next sample misses it, the broker is down since it was last
+        # seen; that sample says since when.
+        row_selector = f'#brokers tr[data-node-id="{DOWN}"]'
+        noticed_by = time.monotonic() + SETTLE_TIMEOUT_S
+        while "down since" not in browser.find_element(By.CSS_SELECTOR, row_selector).text:
+            assert time.monotonic() < noticed_by, "the console never said since when"
+            time.sleep(0.2)  # polling interval of a bounded wait, not a sync
+            browser.get(console.url + "/")
+        row = browser.find_element(By.CSS_SELECTOR, row_selector)
         assert "broker-down" in (row.get_attribute("class") or "")
         page = console.get("/")
         assert page.text.count('class="broker-up"') == 2

@@ -284,7 +284,10 @@ class Sampler:
 
     async def _sample(self) -> None:
         described = await self.admin.describe_cluster()
+        now = self.clock()  # the sample's one time, for everything it records
         self.cluster_id = described.cluster_id
+        # Brokers first: a sample that fails further on still notes a broker gone.
+        self._record_brokers(now, {b.node_id: b.address for b in described.brokers})
         if not self._history_loaded:
             await self._load_history()
         topics = await self.admin.list_topics()
@@ -319,9 +322,15 @@ class Sampler:
                 if topic in self.topics
                 for partition in partitions
             )
-        end_offsets = await self.latest_offsets(wanted)
-        now = self.clock()
-        self._record_brokers(now, {b.node_id: b.address for b in described.brokers})
+        # A partition without a leader (offline) has no end offset to ask for: asking
+        # would fail the whole sample while the console is most needed.
+        offline = {
+            p.topic_partition
+            for topic in self.topics.values()
+            for p in topic.partitions
+            if p.leader_id < 0
+        }
+        end_offsets = await self.latest_offsets(wanted - offline)
         self._record_end_offsets(now, {tp: listed.offset for tp, listed in end_offsets.items()})
         seen = self._record_groups(now, descriptions, committed)
         seen |= self._record_share_groups(now, shares) | unanswered
