@@ -14,7 +14,7 @@ import pytest
 from broker_process import BrokerProcess
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka.admin import NewTopic
-from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
+from consumer_group_wire import CONSUMER_PROTOCOL, assigned, describe, heartbeat, heartbeat_request
 from kafka_wire import KafkaConnection
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from share_wire import topic_id
@@ -31,7 +31,9 @@ TIMEOUT_S = 60.0
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3) as started:
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3, CONSUMER_PROTOCOL
+    ) as started:
         yield started
 
 

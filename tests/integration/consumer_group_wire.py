@@ -1,6 +1,6 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) in raw kio requests, for the
-tests of the KIP-848 protocol: no client library speaks it to Sluice yet, as the broker
-does not advertise it."""
+tests of the KIP-848 protocol that need to say exactly what a member sends, and the
+broker setting that enables the protocol."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from kio.schema.consumer_group_describe.v1 import request as describe_v1
 from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat_v1
 
 from sluice.common.errors import ErrorCode
+
+CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
+"""The broker settings that enable the consumer group protocol (KIP-848)."""
 
 RETRIED = (
     ErrorCode.coordinator_load_in_progress,

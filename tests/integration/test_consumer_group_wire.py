@@ -2,7 +2,9 @@
 ConsumerGroupHeartbeat v1 joins members and splits a topic's partitions with revocation
 first, ConsumerGroupDescribe v1 shows members with their epochs and assignments, a
 member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch; the APIs stay
-out of ApiVersions; one group id names one kind of group."""
+in ApiVersions (with the group.version feature) only when the broker enables the
+protocol, and are refused UNSUPPORTED_VERSION otherwise; one group id names one kind of
+group."""
 
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from broker_process import BrokerProcess
 from client_helpers import create_topic, unique_group_id, wait_until
-from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
+from consumer_group_wire import (
+    CONSUMER_PROTOCOL,
+    assigned,
+    describe,
+    heartbeat,
+    heartbeat_request,
+)
 from kafka_wire import KafkaConnection
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
@@ -29,6 +38,11 @@ from sluice.common.errors import ErrorCode
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+
+
+@pytest.fixture(scope="module")
+def broker(consumer_protocol_broker: BrokerProcess) -> BrokerProcess:
+    return consumer_protocol_broker
 
 
 def beat(broker: BrokerProcess, request: Any) -> Any:
@@ -199,16 +213,41 @@ def test_join_group_for_a_consumer_group_is_inconsistent(broker: BrokerProcess, 
     assert refused.error_code == ErrorCode.inconsistent_group_protocol
 
 
-def test_the_protocol_is_not_advertised(broker: BrokerProcess) -> None:
+def api_versions(broker: BrokerProcess) -> Any:
     with KafkaConnection(broker.host, broker.port) as connection:
-        response = connection.request(
+        return connection.request(
             api_versions_v3.ApiVersionsRequest(
                 client_software_name="tests", client_software_version="1"
             )
         )
+
+
+def test_the_protocol_is_advertised_with_the_group_version_feature(broker: BrokerProcess) -> None:
+    response = api_versions(broker)
+    listed = {int(api.api_key): (api.min_version, api.max_version) for api in response.api_keys}
+    assert listed[CONSUMER_GROUP_HEARTBEAT] == (0, 1)
+    assert listed[CONSUMER_GROUP_DESCRIBE] == (0, 1)
+    finalized = {
+        f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
+    }
+    assert finalized["group.version"] == (1, 1)
+
+
+def test_without_the_setting_the_protocol_is_neither_listed_nor_served(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    classic_only = broker_factory()
+    response = api_versions(classic_only)
     listed = {int(api.api_key) for api in response.api_keys}
     assert CONSUMER_GROUP_HEARTBEAT not in listed
     assert CONSUMER_GROUP_DESCRIBE not in listed
+    assert "group.version" not in {f.name for f in response.finalized_features}
+    join = heartbeat_request(unique_group_id(), str(uuid.uuid4()), 0, (topic,))
+    refused = beat(classic_only, join)
+    assert refused.error_code == ErrorCode.unsupported_version
+    assert "group.coordinator.rebalance.protocols" in refused.error_message
+    (described,) = describe(classic_only.host, classic_only.port, "any-group")
+    assert described.error_code == ErrorCode.unsupported_version
 
 
 def commit(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
@@ -341,7 +380,7 @@ SHORT_SESSION_SETTINGS = {
 def test_a_silent_member_is_removed_when_its_session_ends(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
-    broker = broker_factory(SHORT_SESSION_SETTINGS)
+    broker = broker_factory({**SHORT_SESSION_SETTINGS, **CONSUMER_PROTOCOL})
     create_topic(broker.bootstrap, topic, num_partitions=2)
     orders = topic_id(broker, topic)
     group = unique_group_id()

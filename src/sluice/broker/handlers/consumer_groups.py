@@ -1,7 +1,7 @@
 """The consumer group protocol of KIP-848 on the wire: ConsumerGroupHeartbeat (68, v0–v1)
-and ConsumerGroupDescribe (69, v0–v1). Served when asked but **not advertised** in
-ApiVersions (see :mod:`sluice.protocol.versions`): some clients switch to this protocol
-as soon as a broker lists 68, and what it needs is not all built (docs/consumer-groups.md).
+and ConsumerGroupDescribe (69, v0–v1). Listed in ApiVersions and served when the broker
+enables the protocol (``group.coordinator.rebalance.protocols`` with ``consumer``), else
+answered UNSUPPORTED_VERSION, as Kafka does (docs/consumer-groups.md).
 
 These translate between kio's messages and the group coordinator's plain data
 (:mod:`sluice.group.consumer_heartbeat_api`, :mod:`sluice.group.consumer_coordinator`);
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
 from sluice.broker.handlers.groups import client_host
-from sluice.broker.services import UsesAuthorizer, UsesGroups, UsesTopics
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
+from sluice.common import errors
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.group.consumer_coordinator import ConsumerGroupDescription
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from sluice.cluster.model import BrokerInfo, TopicMetadata
 
 
-class ConsumerGroupsServices(UsesAuthorizer, UsesGroups, UsesTopics, Protocol):
+class ConsumerGroupsServices(UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics, Protocol):
     """What the consumer group handlers use of the broker."""
 
 
@@ -48,6 +49,22 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """What ``authorized_operations`` holds when the client did not ask for them."""
 CONSUMER_MEMBER_TYPE = 1
 """ConsumerGroupDescribe v1's member type of a member using this protocol (0: classic)."""
+
+
+DISABLED_MESSAGE = (
+    "the consumer group protocol (KIP-848) is not enabled on this broker: set "
+    "group.coordinator.rebalance.protocols=classic,consumer, or use group.protocol=classic"
+)
+
+
+def _enabled(services: ConsumerGroupsServices) -> bool:
+    return "consumer" in services.config.group_coordinator_rebalance_protocols
+
+
+def _require_enabled(services: ConsumerGroupsServices) -> None:
+    """Kafka answers UNSUPPORTED_VERSION when the consumer protocol is not enabled."""
+    if not _enabled(services):
+        raise errors.for_code(ErrorCode.unsupported_version)(DISABLED_MESSAGE)
 
 
 class _BrokerTopics(Mapping[str, TopicImage]):
@@ -102,6 +119,7 @@ async def handle_consumer_group_heartbeat(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
+        _require_enabled(services)
         services.authorizer.require(context, GROUP_READ, request.group_id)
         for name in request.subscribed_topic_names or ():
             services.authorizer.require(context, TOPIC_DESCRIBE, name)
@@ -180,6 +198,19 @@ async def handle_consumer_group_describe(
     services: ConsumerGroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    if not _enabled(services):
+        refused = [
+            ConsumerGroupDescription(group_id, ErrorCode.unsupported_version, DISABLED_MESSAGE)
+            for group_id in request.group_ids
+        ]
+        return make(
+            module.ConsumerGroupDescribeResponse,
+            throttle_time=0,
+            groups=tuple(
+                _described_group(module, services.topics, d, AUTHORIZED_OPERATIONS_OMITTED)
+                for d in refused
+            ),
+        )
     allowed = services.authorizer.allowed(context, GROUP_DESCRIBE, request.group_ids)
     described = await services.groups.describe_consumer_groups(
         [g for g in request.group_ids if g in allowed]
