@@ -391,20 +391,20 @@ def _sasl_mechanisms(text: str) -> tuple[str, ...]:
     return names
 
 
-REBALANCE_PROTOCOLS_SERVED = ("classic", "consumer")
-"""The group rebalance protocols Sluice can enable (``group.coordinator.rebalance.protocols``):
-Kafka's classic protocol and the consumer protocol (KIP-848). Share groups are always
-served; streams groups (KIP-1071) are not."""
+REBALANCE_PROTOCOLS_SERVED = ("classic", "consumer", "share")
+"""The values ``group.coordinator.rebalance.protocols`` takes: Kafka's classic protocol,
+the consumer protocol (KIP-848), and ``share``, which changes nothing (share groups are
+always served). Kafka's ``streams`` (KIP-1071) is not served."""
 
 
 def _rebalance_protocols(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(item.lower() for item in list_items(text)))
+    if "streams" in names:
+        raise ValueError("streams groups (KIP-1071) are not served: leave streams out")
     unknown = [name for name in names if name not in REBALANCE_PROTOCOLS_SERVED]
     if unknown:
         raise ValueError(
-            f"{', '.join(unknown)}: the protocols served are "
-            + ", ".join(REBALANCE_PROTOCOLS_SERVED)
-            + " (share groups are always served)"
+            f"{', '.join(unknown)}: the protocols are " + ", ".join(REBALANCE_PROTOCOLS_SERVED)
         )
     if "classic" not in names:
         raise ValueError("classic cannot be disabled: give classic or classic,consumer")
