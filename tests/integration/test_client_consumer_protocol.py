@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import create_topic, unique_group_id
-from consumer_group_wire import describe
+from consumer_group_wire import describe, heartbeat, heartbeat_request
 from test_client_consumer import TIMEOUT_S, consume_count, produce, run
 
 import sluice
@@ -251,6 +251,49 @@ def test_commits_survive_a_new_member(broker: BrokerProcess, topic: str) -> None
             rest = await consume_count(second, 15)
             assert [r.offset for r in rest] == list(range(5, 20))
             assert await second.committed(tp) == 5
+
+    run(scenario())
+
+
+def test_a_member_the_group_dropped_loses_its_partitions_and_rejoins_from_the_commits(
+    broker: BrokerProcess, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, [{"partition": i % 2, "value": b"%d" % i} for i in range(20)])
+    group = unique_group_id()
+    ownership = Ownership()
+
+    async def scenario() -> None:
+        async with consumer(
+            broker,
+            group,
+            enable_auto_commit=False,
+            rebalance_listener=ownership.listener("member"),
+        ) as member:
+            member.subscribe([topic])
+            first = await consume_count(member, 20)
+            assert len(first) == 20
+            await member.commit()
+            committed = {tp: await member.committed(tp) for tp in member.assignment()}
+            assert committed == {TopicPartition(topic, 0): 10, TopicPartition(topic, 1): 10}
+            # The group drops the member (as when its session ends): its next heartbeat
+            # is answered UNKNOWN_MEMBER_ID.
+            left = await asyncio.to_thread(
+                heartbeat,
+                broker.host,
+                broker.port,
+                heartbeat_request(group, str(member.member_id), -1),
+            )
+            assert left.error_code == 0
+            await poll_until([member], lambda: bool(ownership.lost), "the partitions are lost")
+            assert ownership.lost == [{TopicPartition(topic, 0), TopicPartition(topic, 1)}]
+            await poll_until([member], lambda: len(member.assignment()) == 2, "it rejoined")
+            await asyncio.to_thread(
+                produce, broker.bootstrap, topic, [{"partition": 0, "value": b"after"}]
+            )
+            after = await consume_count(member, 1)
+            assert [(r.partition, r.offset, r.value) for r in after] == [(0, 10, b"after")]
+            assert await member.committed(TopicPartition(topic, 0)) == 10
 
     run(scenario())
 
