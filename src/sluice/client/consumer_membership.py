@@ -206,6 +206,8 @@ class ConsumerMembership:
         """Set (and replaced) after each answered heartbeat: what a commit answered
         STALE_MEMBER_EPOCH waits for."""
         self._reconciling = False
+        self._losses = 0
+        """How many times the member lost its partitions (fenced or forgotten)."""
         self.stable = asyncio.Event()
         """Set once the member has reconciled an assignment from the coordinator (maybe
         empty); cleared while it must join again."""
@@ -397,6 +399,7 @@ class ConsumerMembership:
         self.member_epoch = JOIN_EPOCH
         self._sent = None
         self._target = None
+        self._losses += 1
         self.stable.clear()
         if self.assignment:
             lost, self.assignment = self.assignment, set()
@@ -469,10 +472,15 @@ class ConsumerMembership:
             except _StaleEpochError:
                 if self._reconciling:
                     break  # called from a callback of the heartbeat task: no waiting
-                heartbeated = self._heartbeated
+                heartbeated, losses = self._heartbeated, self._losses
                 self._wake.set()
-                async with asyncio.timeout(self.coordinators.timeout_s):
-                    await heartbeated.wait()
+                try:
+                    async with asyncio.timeout(self.coordinators.timeout_s):
+                        await heartbeated.wait()
+                except TimeoutError:
+                    break
+                if self._losses != losses:
+                    break  # the partitions were lost meanwhile: nothing to commit for
         raise RebalanceError(
             f"group {self.group_id!r}: member epoch {self.member_epoch} is stale; the "
             "partitions may now belong to another member"
