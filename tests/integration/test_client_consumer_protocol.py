@@ -8,8 +8,11 @@ another still holds it fails the test.
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
+import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 
@@ -340,3 +343,26 @@ def test_patterns_the_broker_cannot_take_are_refused_at_subscribe(broker: Broker
                 member.subscribe(pattern=re.compile("orders-.*", re.IGNORECASE))
 
     run(scenario())
+
+
+def test_a_consumer_closed_at_once_leaves_no_coroutine_unawaited(broker: BrokerProcess) -> None:
+    async def scenario() -> None:
+        member = consumer(broker, unique_group_id())
+        await member.start()
+        member.subscribe(["never-read"])
+        await member.close()  # before its tasks ever ran
+
+    unraisable: list[str] = []
+
+    def hook(report: sys.UnraisableHookArgs) -> None:
+        unraisable.append(str(report.exc_value))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        previous, sys.unraisablehook = sys.unraisablehook, hook
+        try:
+            run(scenario())
+            gc.collect()
+        finally:
+            sys.unraisablehook = previous
+    assert not unraisable, unraisable

@@ -443,10 +443,10 @@ class Consumer:
             raise
         self._admin = Admin(self._cluster)
         self._coordinators = self._admin.coordinators
-        self._tasks.append(asyncio.create_task(self._guarded(self._fetch_loop()), name="fetcher"))
+        self._tasks.append(asyncio.create_task(self._guarded(self._fetch_loop), name="fetcher"))
         if self._should_commit_finished():
             self._tasks.append(
-                asyncio.create_task(self._guarded(self._auto_commit_loop()), name="committer")
+                asyncio.create_task(self._guarded(self._auto_commit_loop), name="committer")
             )
         if self._retrier is not None and self._initial_topics:
             partitions = [
@@ -497,10 +497,12 @@ class Consumer:
     ) -> None:
         await self.close(finished=exc is None)
 
-    async def _guarded(self, body: Awaitable[None]) -> None:
-        """Run a background task; its failure is raised to the application."""
+    async def _guarded(self, body: Callable[[], Awaitable[None]]) -> None:
+        """Run a background task; its failure is raised to the application. (``body``
+        is called here, so a task cancelled before it ever ran leaves no coroutine
+        unawaited.)"""
         try:
-            await body
+            await body()
         except asyncio.CancelledError:
             raise
         except BaseException as e:
@@ -572,7 +574,7 @@ class Consumer:
         self._membership.subscribe(names, compiled)
         if self._membership_task is None or self._membership_task.done():
             self._membership_task = asyncio.create_task(
-                self._guarded(self._membership.run()), name="membership"
+                self._guarded(self._membership.run), name="membership"
             )
             self._tasks.append(self._membership_task)
 
