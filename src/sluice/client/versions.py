@@ -52,6 +52,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
+    # Consumer groups of the new protocol (KIP-848), as a consumer takes part
+    # (sluice.client.consumer_membership; v1: the member makes its id, and regular
+    # expressions). Its OffsetCommit and OffsetFetch go at v9, with the member epoch.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     # Producers: ids, and transactions (sluice.client.transactions). InitProducerId v3+
     # carries the current id and epoch (KIP-360); EndTxn v5 bumps the epoch at every
     # commit and abort (KIP-890 part 2). Partitions are added explicitly (Produce stays
