@@ -17,6 +17,13 @@ from sluice.common.errors import ErrorCode
 
 CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
 """The broker settings that enable the consumer group protocol (KIP-848)."""
+FAST_HEARTBEATS = {
+    **CONSUMER_PROTOCOL,
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.heartbeat.interval.ms": "500",
+}
+"""The protocol enabled, members told to heartbeat every 500 ms (Kafka's 5 s makes each
+hand-over of a partition wait up to 5 s): for tests whose groups change often."""
 
 RETRIED = (
     ErrorCode.coordinator_load_in_progress,

@@ -29,7 +29,7 @@ from client_helpers import (
 )
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer
 from confluent_kafka.admin import ConsumerGroupDescription
-from consumer_group_wire import CONSUMER_PROTOCOL
+from consumer_group_wire import FAST_HEARTBEATS
 from group_workers import (
     ContinuousProducer,
     GroupWorker,
@@ -45,13 +45,8 @@ from group_workers import (
 )
 
 PARTITIONS = 6
-HEARTBEATS = {
-    **CONSUMER_PROTOCOL,
-    "group.consumer.min.heartbeat.interval.ms": "100",
-    "group.consumer.heartbeat.interval.ms": "500",
-}
 SHORT_SESSION = {
-    **HEARTBEATS,
+    **FAST_HEARTBEATS,
     "group.consumer.min.session.timeout.ms": "1000",
     "group.consumer.session.timeout.ms": "6000",
 }
@@ -64,13 +59,8 @@ next heartbeats."""
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", overrides=HEARTBEATS)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(consumer_protocol_broker: BrokerProcess) -> BrokerProcess:
+    return consumer_protocol_broker
 
 
 @pytest.fixture

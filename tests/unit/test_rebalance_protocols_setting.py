@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sluice.common.config import BrokerConfig, BrokerConfigError
+from sluice.group.config import GroupConfig
 from sluice.protocol.versions import ADVERTISED, ApiKey, advertised
 
 KIP_848 = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
@@ -41,3 +42,13 @@ def test_the_consumer_protocol_apis_are_advertised_only_when_enabled() -> None:
     assert set(advertised(("classic", "consumer"))) >= KIP_848
     assert not KIP_848 & set(advertised(BrokerConfig().group_coordinator_rebalance_protocols))
     assert set(advertised(("classic", "consumer"))) == set(ADVERTISED)
+
+
+def test_consumer_group_members_heartbeat_at_kafkas_default_interval() -> None:
+    """Kafka's defaults: members heartbeat every 5 s, sessions last 45 s (the integration
+    tests' brokers shorten the interval)."""
+    config = GroupConfig.from_properties({})
+    assert (config.consumer_heartbeat_interval_ms, config.consumer_session_timeout_ms) == (
+        5_000,
+        45_000,
+    )
