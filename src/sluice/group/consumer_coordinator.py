@@ -102,6 +102,8 @@ class DescribedConsumerMember:
     assignment: tuple[TopicPartitions, ...]
     """What the member owns now (assigned, not yet revoked ones excluded)."""
     target_assignment: tuple[TopicPartitions, ...]
+    uses_classic_protocol: bool = False
+    """A member that joined with JoinGroup (or came with its classic group)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ class HostedConsumerGroups:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=to_topic_partitions(m.assigned_partitions),
                 target_assignment=to_topic_partitions(group.target_assignment.get(m.member_id, {})),
+                uses_classic_protocol=m.classic is not None,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         )

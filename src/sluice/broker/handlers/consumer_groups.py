@@ -45,7 +45,9 @@ class ConsumerGroupsServices(UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics,
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """What ``authorized_operations`` holds when the client did not ask for them."""
 CONSUMER_MEMBER_TYPE = 1
-"""ConsumerGroupDescribe v1's member type of a member using this protocol (0: classic)."""
+"""ConsumerGroupDescribe v1's member type of a member using this protocol."""
+CLASSIC_MEMBER_TYPE = 0
+"""ConsumerGroupDescribe v1's member type of a member using the classic protocol."""
 
 
 DISABLED_MESSAGE = (
@@ -264,7 +266,9 @@ def _described_group(
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assignment),
                 target_assignment=assignment(m.target_assignment),
-                member_type=CONSUMER_MEMBER_TYPE,  # v1+; make() drops it for v0
+                member_type=(  # v1+; make() drops it for v0
+                    CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+                ),
             )
             for m in d.members
         ),
