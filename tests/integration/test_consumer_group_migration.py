@@ -6,7 +6,9 @@
 (AdminClient.describe_consumer_groups' ``type``), the partitions split between the two;
 the new one leaves and the group is a classic group again, the classic consumer taking
 every partition back. Records produced in each phase are all read and the committed
-offsets stay with the group id throughout."""
+offsets stay with the group id throughout. A mixed group survives a restart of its
+coordinator: its classic member is loaded back as one (ConsumerGroupDescribe's member
+type)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,11 @@ from client_helpers import (
 )
 from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from consumer_group_wire import describe
 
 PARTITIONS = 6
+CLASSIC_MEMBER_TYPE = 0
+CONSUMER_MEMBER_TYPE = 1
 RECORDS_PER_PHASE = 60
 POLL_S = 0.1
 GROUP_TIMEOUT_S = 60.0
@@ -161,4 +166,49 @@ def test_a_classic_group_is_upgraded_and_downgraded_with_real_consumers(
         for consumer in list(reader.consumers):
             reader.close(consumer)
     ends = {p: 3 * RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == ends, "every record's offset is committed"
+
+
+def member_types(broker: BrokerProcess, group: str) -> list[int]:
+    """ConsumerGroupDescribe v1's member types of the group (empty if not found)."""
+    (described,) = describe(broker.host, broker.port, group)
+    return sorted(int(m.member_type) for m in described.members)
+
+
+def test_a_mixed_group_survives_a_restart_of_its_coordinator(broker: BrokerProcess) -> None:
+    topic = unique_topic_name("migrate-restart")
+    group = unique_group_id()
+    create_topic(broker.bootstrap, topic, num_partitions=PARTITIONS)
+    common = consumer_config(
+        broker.bootstrap,
+        **{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False},
+    )
+    reader = Reader(topic)
+    produced: set[bytes] = set()
+    try:
+        reader.add({**common, "group.protocol": "classic"})
+        reader.until(reader.split_evenly, "the classic consumer holds every partition")
+        upgraded = reader.add({**common, "group.protocol": "consumer"})
+        reader.until(reader.split_evenly, "the two consumers share the partitions")
+        assert member_types(broker, group) == [CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE]
+        produced |= produce(broker, topic, "before")
+        reader.until(lambda: produced <= reader.read, "the two consumers read them all")
+
+        broker.restart()
+        wait_until(
+            lambda: member_types(broker, group) == [CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE],
+            "the mixed group to be loaded back",
+            GROUP_TIMEOUT_S,
+        )
+        produced |= produce(broker, topic, "after")
+        reader.until(lambda: produced <= reader.read, "the two consumers read on")
+        reader.until(reader.split_evenly, "the two consumers still share the partitions")
+
+        reader.close(upgraded)
+        reader.until(reader.split_evenly, "the classic consumer takes every partition back")
+        assert group_type(broker, group) is ConsumerGroupType.CLASSIC
+    finally:
+        for consumer in list(reader.consumers):
+            reader.close(consumer)
+    ends = {p: 2 * RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
     assert committed(broker, group, topic) == ends, "every record's offset is committed"
