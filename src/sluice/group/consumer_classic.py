@@ -20,7 +20,9 @@ epoch::
     LeaveGroup ─▶ its records deleted, the group epoch moved
 
 Every operation keeps the member's session alive (its own session timeout, from its
-JoinGroup), and records change the state only through ``ConsumerGroups.replay``, so a
+JoinGroup); a member told to join again must do so, and one answered JoinGroup must
+send SyncGroup, within its rebalance timeout, or it is removed (Kafka's join and sync
+timeouts). Records change the state only through ``ConsumerGroups.replay``, so a
 coordinator that loads the partition finds the same members, classic metadata included
 (tag 0 of the member metadata record). Bad subscription bytes are answered
 INCONSISTENT_GROUP_PROTOCOL and change nothing.
@@ -332,6 +334,9 @@ class ClassicMembers:
             response = JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member_id)
             return ClassicJoinResult(response, records, timers)
         timers.append(self._arm_session(group, member, now_ms))
+        timers += groups._cancel(TimerKind.CLASSIC_JOIN, group.group_id, member_id)
+        sync_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
+        timers.append(groups._arm(TimerKind.CLASSIC_SYNC, group.group_id, member_id, sync_deadline))
         assert member.classic is not None
         response = JoinGroupResponse(
             ErrorCode.none,
@@ -414,14 +419,16 @@ class ClassicMembers:
                 and request.protocol_name != member.classic.protocol_name
             ):
                 raise _Refused(ErrorCode.inconsistent_group_protocol)
-            if (
-                group.group_epoch > member.member_epoch
-                and member.state is not MemberState.UNREVOKED_PARTITIONS
-            ):
-                raise _Refused(ErrorCode.rebalance_in_progress)
         except _Refused as refused:
             return ClassicSyncResult(SyncGroupResponse(refused.error))
+        if (
+            group.group_epoch > member.member_epoch
+            and member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            timers = self._arm_join_deadline(group, member, now_ms)
+            return ClassicSyncResult(SyncGroupResponse(ErrorCode.rebalance_in_progress), timers)
         timers = [self._arm_session(group, member, now_ms)]
+        timers += self._groups._cancel(TimerKind.CLASSIC_SYNC, group.group_id, member.member_id)
         names = {t.topic_id: t.name for t in group.subscribed_topics.values()}
         assignment = {
             names[topic_id]: partitions
@@ -453,8 +460,10 @@ class ClassicMembers:
                 and not _waits_on_unreleased_partition(group, member)
             )
         )
-        error = ErrorCode.rebalance_in_progress if rejoin else ErrorCode.none
-        return ClassicHeartbeatResult(error, timers)
+        if not rejoin:
+            return ClassicHeartbeatResult(ErrorCode.none, timers)
+        timers += self._arm_join_deadline(group, member, now_ms)
+        return ClassicHeartbeatResult(ErrorCode.rebalance_in_progress, timers)
 
     # ============================================================= LeaveGroup
 
@@ -510,6 +519,17 @@ class ClassicMembers:
         if member is None or member.classic is None:
             raise _Refused(ErrorCode.unknown_member_id)
         return member
+
+    def _arm_join_deadline(
+        self, group: ConsumerGroup, member: ConsumerMember, now_ms: int
+    ) -> list[TimerChange]:
+        """The member was told to join again: within its rebalance timeout, counted from
+        the first time it was told (Kafka's join timeout)."""
+        groups = self._groups
+        if groups.has_timer(TimerKind.CLASSIC_JOIN, group.group_id, member.member_id):
+            return []
+        deadline = now_ms + max(member.rebalance_timeout_ms, 0)
+        return [groups._arm(TimerKind.CLASSIC_JOIN, group.group_id, member.member_id, deadline)]
 
     def _arm_session(
         self, group: ConsumerGroup, member: ConsumerMember, now_ms: int

@@ -267,6 +267,9 @@ class ConsumerGroups:
         self._deadlines[key] = deadline_ms
         return ArmTimer(key, deadline_ms)
 
+    def has_timer(self, kind: TimerKind, group_id: str, member_id: str) -> bool:
+        return TimerKey(kind, group_id, member_id) in self._deadlines
+
     def _cancel(self, kind: TimerKind, group_id: str, member_id: str) -> list[TimerChange]:
         key = TimerKey(kind, group_id, member_id)
         if self._deadlines.pop(key, None) is None:

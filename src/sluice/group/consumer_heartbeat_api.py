@@ -98,6 +98,10 @@ class TimerKind(enum.Enum):
     """The member is removed if it does not heartbeat before this."""
     REBALANCE = "rebalance"
     """The member is removed if it has not revoked its partitions before this."""
+    CLASSIC_JOIN = "classic-join"
+    """A classic member told to join again is removed if it has not before this."""
+    CLASSIC_SYNC = "classic-sync"
+    """A classic member answered JoinGroup is removed if it sends no SyncGroup before this."""
 
 
 @dataclass(frozen=True)

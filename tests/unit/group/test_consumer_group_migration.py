@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from consumer_helpers import beat, join, topic
-from group_helpers import CONFIG, SESSION_MS, Harness
+from group_helpers import CONFIG, REBALANCE_MS, SESSION_MS, Harness
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
@@ -260,6 +260,38 @@ def test_a_silent_classic_member_is_removed_at_its_session_timeout() -> None:
     assert reloaded(harness).consumer_group("g") == group
 
 
+def test_a_classic_member_that_does_not_sync_in_time_is_removed() -> None:
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    answer = rejoin(harness, "c1")
+    assert answer.error is ErrorCode.none
+    for _ in range(REBALANCE_MS // (SESSION_MS // 2)):  # heartbeats keep its session only
+        harness.advance(SESSION_MS // 2)
+        harness.heartbeat("c1", answer.generation_id)
+        heartbeat(harness, beat("m1", 2))
+    harness.advance(SESSION_MS // 2)
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and list(group.members) == ["m1"]
+
+
+def test_a_classic_member_told_to_join_again_must_do_so_in_time() -> None:
+    harness = Harness()
+    members = upgraded(harness)
+    silent, rejoining = members[0], members[1]
+    assert harness.heartbeat(silent.member_id, silent.generation_id) is (
+        ErrorCode.rebalance_in_progress
+    )
+    for _ in range(REBALANCE_MS // (SESSION_MS // 2) + 1):
+        harness.advance(SESSION_MS // 2)
+        heartbeat(harness, beat("m3", silent.generation_id + 1))
+        harness.heartbeat(silent.member_id, silent.generation_id)  # but never joins
+        answer = rejoin(harness, rejoining.member_id)
+        sync(harness, rejoining.member_id, answer.generation_id)
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and silent.member_id not in group.members
+    assert rejoining.member_id in group.members
+
+
 def test_a_classic_member_leaves_a_consumer_group() -> None:
     harness = Harness()
     members = upgraded(harness)
@@ -304,8 +336,9 @@ def test_an_expired_consumer_member_downgrades_the_group() -> None:
         harness.advance(SESSION_MS // 2)
         if harness.coordinator.consumer_group("g") is None:
             break
-        for joined in members:
-            harness.heartbeat(joined.member_id, joined.generation_id)
+        for joined in members:  # as their clients do: join again when told
+            answer = rejoin(harness, joined.member_id)
+            sync(harness, joined.member_id, answer.generation_id)
     assert harness.coordinator.consumer_group("g") is None
     assert harness.state() == "PreparingRebalance"
     assert set(harness.group().members) == {m.member_id for m in members}
