@@ -159,7 +159,7 @@ def test_describe_answers_unknown_groups_as_not_found(broker: BrokerProcess) -> 
     assert unknown.error_code == ErrorCode.group_id_not_found
 
 
-def test_a_classic_group_with_members_keeps_its_id(broker: BrokerProcess) -> None:
+def test_a_rebalancing_classic_group_keeps_its_id(broker: BrokerProcess) -> None:
     group = unique_group_id()
     timeout = heartbeat_request("g", "m", 0).rebalance_timeout
 
@@ -193,7 +193,9 @@ def test_a_classic_group_with_members_keeps_its_id(broker: BrokerProcess) -> Non
     assert answer.error_message == f"Group {group} is not a consumer group."
 
 
-def test_join_group_for_a_consumer_group_is_inconsistent(broker: BrokerProcess, topic: str) -> None:
+def test_join_group_of_another_protocol_type_to_a_consumer_group_is_inconsistent(
+    broker: BrokerProcess, topic: str
+) -> None:
     create_topic(broker.bootstrap, topic, num_partitions=1)
     group = unique_group_id()
     assert beat(broker, heartbeat_request(group, str(uuid.uuid4()), 0, (topic,))).error_code == 0
@@ -206,7 +208,7 @@ def test_join_group_for_a_consumer_group_is_inconsistent(broker: BrokerProcess, 
                 rebalance_timeout=timeout,
                 member_id="",
                 group_instance_id=None,
-                protocol_type="consumer",
+                protocol_type="connect",
                 protocols=(join_group_v5.JoinGroupRequestProtocol(name="range", metadata=b""),),
             )
         )

@@ -1244,6 +1244,7 @@ GROUP_PROPERTY_NAMES = frozenset(
         "group.consumer.min.heartbeat.interval.ms",
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
+        "group.consumer.migration.policy",
     }
 )
 """Names the group coordinator reads (``sluice.group.config``); kept here so the broker

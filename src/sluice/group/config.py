@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluice.group.migration import MigrationPolicy
+
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS_DEFAULT = 50
 """Kafka's offsets.topic.num.partitions. Groups are spread over the partitions by a hash
@@ -89,6 +91,10 @@ class GroupConfig:
     """group.consumer.max.size: members per consumer group; more get
     GROUP_MAX_SIZE_REACHED. Kafka's default is unbounded; every member holds its records
     in memory, so Sluice bounds it as ``group.max.size``."""
+    consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    """group.consumer.migration.policy: whether a classic group with members becomes a
+    consumer group when a member of the new protocol joins it (upgrade), and back when
+    the last one leaves (downgrade); Kafka's default, ``bidirectional``, allows both."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -164,7 +170,14 @@ class GroupConfig:
         """The config from Kafka broker properties; names not about groups are ignored.
         Raises ValueError naming the property for a bad value."""
         values: dict[str, int] = {}
+        policy = MigrationPolicy.BIDIRECTIONAL
         for name, text in properties.items():
+            if name == MIGRATION_POLICY_PROPERTY:
+                try:
+                    policy = MigrationPolicy.parse(text)
+                except ValueError as e:
+                    raise ValueError(f"{name}: {e}") from None
+                continue
             target = GROUP_PROPERTIES.get(name)
             if target is None:
                 continue
@@ -174,7 +187,7 @@ class GroupConfig:
             except ValueError:
                 raise ValueError(f"{name}: {text!r} is not an integer") from None
         try:
-            return cls(**values)
+            return cls(**values, consumer_migration_policy=policy)
         except ValueError as e:
             raise ValueError(f"group coordinator settings: {e}") from None
 
@@ -203,3 +216,5 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
     "group.consumer.max.size": ("consumer_group_size_max", 1),
 }
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""
+MIGRATION_POLICY_PROPERTY = "group.consumer.migration.policy"
+"""The one setting of the coordinator that is a name, not a number."""

@@ -21,10 +21,19 @@ almost always means this broker lost the partition, and the next coordinator loa
 log. Timers that fire for a member who heartbeated since are ignored
 (``ConsumerGroups.expire`` checks the deadline it armed).
 
-One group id names one group: a classic group with members keeps the id (a heartbeat
-for it answers GROUP_ID_NOT_FOUND, as Kafka does when it cannot convert the group; the
-online upgrade is not built), an empty classic group's metadata record is deleted and
-the consumer group takes the id (its committed offsets stay, as in Kafka).
+One group id names one group. A joining heartbeat for an id held by a classic group
+with members converts it when Kafka would (its online upgrade: every member uses the
+consumer protocol, the policy allows it; the coordinator decides and hands over the
+group as a :class:`~sluice.group.migration.ClassicGroupImage`): one write holds the
+classic group's tombstone, the converted group's records
+(:class:`~sluice.group.consumer_classic.ClassicMembers`) and the heartbeat's; if the
+heartbeat is refused nothing is written and the classic group stays. Otherwise a classic
+group with members keeps the id (GROUP_ID_NOT_FOUND, Kafka's answer). An empty classic
+group's metadata record is deleted and the consumer group takes the id (its committed
+offsets stay, as in Kafka). The classic APIs of members inside a consumer group are
+served here too (``classic_join`` and the others), and when the last member of the new
+protocol leaves or expires, the group's tombstones and the classic group that replaces
+it (made by the coordinator's ``downgrade`` callback) are one write.
 """
 
 from __future__ import annotations
@@ -38,8 +47,23 @@ from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
-from sluice.group.api import GroupListing
-from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, MetadataView
+from sluice.group.api import (
+    GroupListing,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+)
+from sluice.group.consumer_classic import ClassicMembers
+from sluice.group.consumer_group import (
+    CONSUMER_GROUP_TYPE,
+    JOIN_MEMBER_EPOCH,
+    ConsumerGroup,
+    MetadataView,
+)
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
@@ -52,6 +76,7 @@ from sluice.group.consumer_heartbeat_api import (
 )
 from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
 from sluice.group.consumer_records_codec import decode_record, encode_record
+from sluice.group.migration import ClassicGroupImage
 from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
@@ -77,6 +102,8 @@ class DescribedConsumerMember:
     assignment: tuple[TopicPartitions, ...]
     """What the member owns now (assigned, not yet revoked ones excluded)."""
     target_assignment: tuple[TopicPartitions, ...]
+    uses_classic_protocol: bool = False
+    """A member that joined with JoinGroup (or came with its classic group)."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +131,18 @@ class OtherGroupHold:
     consumer group takes its id (None: nothing to delete)."""
     on_tombstone_written: Callable[[], None] = lambda: None
     """Called once the tombstone is handed to a write: the classic group forgets its
-    record."""
+    record (and, on an upgrade, its members)."""
+    upgrade: ClassicGroupImage | None = None
+    """A classic group with members that a joining member of the new protocol converts
+    (the online upgrade); ``in_use`` is False then."""
+    refusal: str | None = None
+    """Why the id is not free, for the heartbeat's error message."""
 
 
 OtherGroupLookup = Callable[[str], OtherGroupHold | None]
 """The group of another type holding an id, if any (``GroupCoordinator`` answers)."""
+DowngradeFunction = Callable[[ClassicGroupImage, int], tuple[list[Record], list[Effect]]]
+"""Makes the classic group of an image (at ``now_ms``): its records and effects."""
 
 
 def heartbeat_write_error(error: ErrorCode) -> ErrorCode:
@@ -131,11 +165,14 @@ class HostedConsumerGroups:
         append: AppendFunction,
         other_group: OtherGroupLookup,
         new_member_id: Callable[[], str],
+        downgrade: DowngradeFunction,
     ) -> None:
         self._config = config
         self._append = append
         self._other_group = other_group
+        self._downgrade = downgrade
         self._groups = ConsumerGroups(config, new_member_id)
+        self._classic = ClassicMembers(self._groups, config, new_member_id)
         self._timers: list[_TimerEntry] = []
         self._timer_sequence = itertools.count()
 
@@ -171,6 +208,7 @@ class HostedConsumerGroups:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=to_topic_partitions(m.assigned_partitions),
                 target_assignment=to_topic_partitions(group.target_assignment.get(m.member_id, {})),
+                uses_classic_protocol=m.classic is not None,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         )
@@ -206,9 +244,16 @@ class HostedConsumerGroups:
             _, _, key = heapq.heappop(self._timers)
             result = self._groups.expire(key, last_due_ms)
             self._arm(result.timers)
-            if result.records:
-                log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
-                effects.append(self._write(result.records, self._log_write_error(key.group_id)))
+            if not result.records:
+                continue
+            log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
+            trailing: list[Record] = []
+            if result.downgrade is not None:
+                trailing, downgrade_effects = self._downgrade(result.downgrade, now_ms)
+                effects += downgrade_effects
+            effects.append(
+                self._write(result.records, self._log_write_error(key.group_id), trailing=trailing)
+            )
         return effects
 
     def _arm(self, changes: Iterable[TimerChange]) -> None:
@@ -228,15 +273,22 @@ class HostedConsumerGroups:
         topics: MetadataView,
     ) -> list[Effect]:
         other = self._other_group(request.group_id)
-        if other is not None and other.in_use:
-            # Kafka converts a classic group whose members use the consumer protocol
-            # (its online upgrade), else answers this; Sluice does not convert yet.
-            response = ConsumerGroupHeartbeatResponse(
-                ErrorCode.group_id_not_found,
-                f"Group {request.group_id} is not a consumer group.",
-            )
+        upgrade = None if other is None else other.upgrade
+        if upgrade is not None and request.member_epoch != JOIN_MEMBER_EPOCH:
+            upgrade = None  # only a joining member converts the group, as in Kafka
+        if other is not None and (other.in_use or (other.upgrade is not None and upgrade is None)):
+            message = other.refusal or f"Group {request.group_id} is not a consumer group."
+            response = ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message)
             return [Reply(token, response)]
+        upgrade_records: list[ConsumerGroupRecord] = []
+        if upgrade is not None:
+            upgrade_records, upgrade_timers = self._classic.convert(upgrade, topics, now_ms)
         result = self._groups.heartbeat(request, topics, now_ms)
+        if upgrade is not None:
+            if result.response.error is not ErrorCode.none:
+                self._classic.forget(request.group_id)  # the classic group stays
+                return [Reply(token, result.response)]
+            self._arm(upgrade_timers)
         self._arm(result.timers)
         if not result.records:
             return [Reply(token, result.response)]
@@ -244,6 +296,10 @@ class HostedConsumerGroups:
         if other is not None and other.metadata_tombstone is not None:
             extra = (other.metadata_tombstone,)
             other.on_tombstone_written()
+        trailing: list[Record] = []
+        effects: list[Effect] = []
+        if result.downgrade is not None:
+            trailing, effects = self._downgrade(result.downgrade, now_ms)
         answer = result.response
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -256,15 +312,70 @@ class HostedConsumerGroups:
             )
             return [Reply(token, ConsumerGroupHeartbeatResponse(heartbeat_write_error(error)))]
 
-        return [self._write(result.records, on_stored, extra)]
+        records = [*upgrade_records, *result.records]
+        return [self._write(records, on_stored, extra, trailing), *effects]
 
     def _write(
         self,
         records: Sequence[ConsumerGroupRecord],
         on_completion: CompletionHandler,
         extra: Sequence[Record] = (),
+        trailing: Sequence[Record] = (),
     ) -> Append:
-        return self._append([*extra, *(encode_record(r) for r in records)], on_completion)
+        encoded = [*extra, *(encode_record(r) for r in records), *trailing]
+        return self._append(encoded, on_completion)
+
+    # ====================================================== classic members
+
+    def classic_join(
+        self, now_ms: int, token: RequestToken, request: JoinGroupRequest, topics: MetadataView
+    ) -> list[Effect]:
+        """JoinGroup to a consumer group with members: answered once its records are
+        written (:mod:`~sluice.group.consumer_classic`)."""
+        result = self._classic.join(request, topics, now_ms)
+        self._arm(result.timers)
+        answer = result.response
+        if not result.records:
+            return [Reply(token, answer)]
+
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                return [Reply(token, answer)]
+            log.warning(
+                "consumer group %s: JoinGroup records not written (%s)",
+                request.group_id,
+                error.name,
+            )
+            failed = JoinGroupResponse(heartbeat_write_error(error), member_id=request.member_id)
+            return [Reply(token, failed)]
+
+        return [self._write(result.records, on_stored)]
+
+    def classic_sync(self, token: RequestToken, request: SyncGroupRequest, now_ms: int) -> Reply:
+        result = self._classic.sync(request, now_ms)
+        self._arm(result.timers)
+        return Reply(token, result.response)
+
+    def classic_heartbeat(
+        self, token: RequestToken, request: HeartbeatRequest, now_ms: int
+    ) -> Reply:
+        result = self._classic.heartbeat(request, now_ms)
+        self._arm(result.timers)
+        return Reply(token, HeartbeatResponse(result.error))
+
+    def classic_leave(self, token: RequestToken, request: LeaveGroupRequest) -> list[Effect]:
+        result = self._classic.leave(request.group_id, request.members)
+        self._arm(result.timers)
+        answer = LeaveGroupResponse(ErrorCode.none, tuple(result.members))
+        if not result.records:
+            return [Reply(token, answer)]
+
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                return [Reply(token, answer)]
+            return [Reply(token, LeaveGroupResponse(heartbeat_write_error(error)))]
+
+        return [self._write(result.records, on_stored)]
 
     def _log_write_error(self, group_id: str) -> CompletionHandler:
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -304,10 +415,14 @@ class HostedConsumerGroups:
     def _member_epoch_error(
         group: ConsumerGroup, member_id: str, member_epoch: int
     ) -> ErrorCode | None:
+        """A classic member's generation is its epoch: it is told ILLEGAL_GENERATION,
+        which its client knows, as in Kafka."""
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                return ErrorCode.illegal_generation
             return ErrorCode.stale_member_epoch
         return None
 

@@ -30,6 +30,7 @@ towards its target (:mod:`~sluice.group.consumer_reconciliation`). See
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -86,6 +87,9 @@ from sluice.group.consumer_records import (
     TopicMetadataEntry,
 )
 from sluice.group.consumer_regex import InvalidRegularExpression, check, matching_topics
+from sluice.group.migration import ClassicGroupImage, ClassicMemberImage
+
+log = logging.getLogger(__name__)
 
 # ================================================================ the groups
 
@@ -189,6 +193,7 @@ class ConsumerGroups:
         member.subscribed_topic_regex = value.subscribed_topic_regex
         member.rebalance_timeout_ms = value.rebalance_timeout_ms
         member.server_assignor = value.server_assignor
+        member.classic = value.classic_member_metadata
         if value.instance_id is not None:
             group.static_members[value.instance_id] = member_id
 
@@ -229,6 +234,10 @@ class ConsumerGroups:
             self._deadlines.pop(key, None)
             return TimerResult()
         records: list[ConsumerGroupRecord] = []
+        image = self.downgrade_image(group, member)
+        if image is not None:
+            timers = self._delete_for_downgrade(group, records)
+            return TimerResult(records, timers, image)
         timers = self._remove_member(group, member, records)
         return TimerResult(records, timers)
 
@@ -239,7 +248,7 @@ class ConsumerGroups:
         timers: list[TimerChange] = []
         for group in self._groups.values():
             for member_id, member in group.members.items():
-                deadline = now_ms + self._config.session_timeout_ms
+                deadline = now_ms + self.session_timeout_ms(member)
                 timers.append(self._arm(TimerKind.SESSION, group.group_id, member_id, deadline))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     deadline = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -247,10 +256,19 @@ class ConsumerGroups:
                     timers.append(self._arm(kind, group.group_id, member_id, deadline))
         return timers
 
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        """A classic member's own session timeout (from its JoinGroup), else the group's."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._config.session_timeout_ms
+
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
         self._deadlines[key] = deadline_ms
         return ArmTimer(key, deadline_ms)
+
+    def has_timer(self, kind: TimerKind, group_id: str, member_id: str) -> bool:
+        return TimerKey(kind, group_id, member_id) in self._deadlines
 
     def _cancel(self, kind: TimerKind, group_id: str, member_id: str) -> list[TimerChange]:
         key = TimerKey(kind, group_id, member_id)
@@ -724,12 +742,80 @@ class ConsumerGroups:
                 ),
             )
             timers += self._cancel(TimerKind.REBALANCE, group.group_id, member.member_id)
-        else:
-            timers += self._remove_member(group, member, records)
         response = ConsumerGroupHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=epoch
         )
+        if epoch == LEAVE_STATIC_MEMBER_EPOCH:
+            return HeartbeatResult(response, records, timers)
+        image = self.downgrade_image(group, member)
+        if image is not None:
+            timers += self._delete_for_downgrade(group, records)
+            return HeartbeatResult(response, records, timers, image)
+        timers += self._remove_member(group, member, records)
         return HeartbeatResult(response, records, timers)
+
+    # ------------------------------------------------------------ downgrade
+
+    def downgrade_image(
+        self, group: ConsumerGroup, leaving: ConsumerMember
+    ) -> ClassicGroupImage | None:
+        """The classic group this one becomes when ``leaving`` goes, or None (Kafka's
+        rules: the leaving member is the last of the new protocol, others remain, the
+        policy allows downgrades, and they fit ``group.max.size``). Each member takes its
+        target assignment; the generation is the group epoch."""
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        if leaving.classic is not None or not others:
+            return None
+        if not all(m.classic is not None for m in others):
+            return None
+        if not self._config.migration_policy.downgrades:
+            log.info("consumer group %s: not downgraded: the policy forbids it", group.group_id)
+            return None
+        if len(others) > self._config.classic_group_size_max:
+            log.info("consumer group %s: not downgraded: too many members", group.group_id)
+            return None
+        common = set.intersection(
+            *({name for name, _ in m.classic.protocols} for m in others if m.classic is not None)
+        )
+        if not common:
+            return None  # (cannot happen: JoinGroup admits only a protocol in common)
+        names = {t.topic_id: t.name for t in group.subscribed_topics.values()}
+        members = []
+        for member in others:
+            assert member.classic is not None
+            target = group.target_assignment.get(member.member_id, {})
+            members.append(
+                ClassicMemberImage(
+                    member_id=member.member_id,
+                    instance_id=member.instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    rebalance_timeout_ms=member.rebalance_timeout_ms,
+                    session_timeout_ms=member.classic.session_timeout_ms,
+                    protocols=member.classic.protocols,
+                    subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+                    rack_id=member.rack_id,
+                    assignment={
+                        names[topic_id]: partitions
+                        for topic_id, partitions in target.items()
+                        if topic_id in names
+                    },
+                )
+            )
+        return ClassicGroupImage(group.group_id, group.group_epoch, tuple(members))
+
+    def _delete_for_downgrade(
+        self, group: ConsumerGroup, records: list[ConsumerGroupRecord]
+    ) -> list[TimerChange]:
+        """Every timer of the group cancelled and its tombstones written: a classic
+        group takes the id."""
+        timers: list[TimerChange] = []
+        for member_id in group.members:
+            for kind in TimerKind:
+                timers += self._cancel(kind, group.group_id, member_id)
+        log.info("consumer group %s: downgraded to a classic group", group.group_id)
+        records += self.delete_group_records(group.group_id)
+        return timers
 
     def _remove_member(
         self, group: ConsumerGroup, member: ConsumerMember, records: list[ConsumerGroupRecord]
@@ -763,6 +849,7 @@ def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
         subscribed_topic_regex=member.subscribed_topic_regex,
         rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor,
+        classic_member_metadata=member.classic,
     )
 
 

@@ -155,6 +155,27 @@ class Group:
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
 
+    def hand_over(self, now_ms: int) -> None:
+        """The group became a consumer group (the online upgrade): it keeps only the
+        committed offsets of the id, as loading the partition would leave it once its
+        metadata record is deleted. Not a transition of the classic protocol: the
+        members now belong to the consumer group."""
+        assert not any(m.awaiting_join or m.awaiting_sync for m in self.members.values()), (
+            f"group {self.group_id}: handed over with parked requests"
+        )
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync_members.clear()
+        self.leader_id = None
+        self.generation_id = 0
+        self.protocol_type = self.protocol_name = None
+        self.subscribed_topics = None
+        self.join_deadline_ms = self.sync_deadline_ms = None
+        self.has_metadata_record = False
+        self.state = GroupState.EMPTY
+        self.state_timestamp_ms = now_ms
+
     # ---------------------------------------------------------------- members
 
     def add_member(self, member: Member, protocol_type: str) -> None:

@@ -24,6 +24,7 @@ from sluice.group.api import (
     SyncGroupResponse,
 )
 from sluice.group.config import GroupConfig
+from sluice.group.consumer_group import MetadataView
 from sluice.group.coordinator import GroupCoordinator
 from sluice.group.state import Group
 
@@ -145,6 +146,7 @@ class Harness:
         rebalance_ms: int = REBALANCE_MS,
         client_id: str = "client",
         require_known: bool = False,
+        topics: MetadataView | None = None,
     ) -> int:
         token = self.token()
         request = JoinGroupRequest(
@@ -159,7 +161,7 @@ class Harness:
             protocols=protocols,
             require_known_member_id=require_known,
         )
-        self.apply(self.coordinator.join_group(self.now_ms, token, request))
+        self.apply(self.coordinator.join_group(self.now_ms, token, request, topics))
         return token
 
     def sync(

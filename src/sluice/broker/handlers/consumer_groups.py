@@ -19,18 +19,16 @@ filtered by the member's rights yet (Kafka filters them): docs/consumer-groups.m
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
+from sluice.broker.handlers.group_topics import BrokerTopics as _BrokerTopics
 from sluice.broker.handlers.groups import client_host
 from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics
-from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.common import errors
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.group.consumer_coordinator import ConsumerGroupDescription
-from sluice.group.consumer_group import TopicImage
 from sluice.group.consumer_heartbeat_api import ConsumerGroupHeartbeatRequest
 from sluice.group.consumer_records import TopicPartitions
 from sluice.protocol.messages import has_field, make, millis, response_module
@@ -38,7 +36,6 @@ from sluice.protocol.messages import has_field, make, millis, response_module
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.topics import TopicManager
-    from sluice.cluster.model import BrokerInfo, TopicMetadata
 
 
 class ConsumerGroupsServices(UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics, Protocol):
@@ -48,7 +45,9 @@ class ConsumerGroupsServices(UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics,
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """What ``authorized_operations`` holds when the client did not ask for them."""
 CONSUMER_MEMBER_TYPE = 1
-"""ConsumerGroupDescribe v1's member type of a member using this protocol (0: classic)."""
+"""ConsumerGroupDescribe v1's member type of a member using this protocol."""
+CLASSIC_MEMBER_TYPE = 0
+"""ConsumerGroupDescribe v1's member type of a member using the classic protocol."""
 
 
 DISABLED_MESSAGE = (
@@ -65,50 +64,6 @@ def _require_enabled(services: ConsumerGroupsServices) -> None:
     """Kafka answers UNSUPPORTED_VERSION when the consumer protocol is not enabled."""
     if not _enabled(services):
         raise errors.for_code(ErrorCode.unsupported_version)(DISABLED_MESSAGE)
-
-
-class _BrokerTopics(Mapping[str, TopicImage]):
-    """The broker's topics as the assignors see them, looked up on demand, with the
-    racks of each partition's replicas (none when no broker has a rack, as in Kafka)."""
-
-    def __init__(self, topics: TopicManager) -> None:
-        self._topics = topics
-
-    def __getitem__(self, name: str) -> TopicImage:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KeyError(name)
-        racks = partition_racks(topic, self._topics.image.brokers)
-        return TopicImage(
-            topic.topic_id,
-            name,
-            topic.partition_count,
-            racks,
-            is_internal=name.startswith(INTERNAL_TOPIC_PREFIX),
-        )
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._topics.all())
-
-    def __len__(self) -> int:
-        return len(self._topics.all())
-
-
-def partition_racks(
-    topic: TopicMetadata, brokers: Mapping[int, BrokerInfo]
-) -> tuple[frozenset[str], ...]:
-    """Per partition, the racks of its replicas' brokers; empty when no replica's broker
-    has a rack (Kafka's rule: then the assignors ignore racks)."""
-    racks = []
-    for index in range(topic.partition_count):
-        state = topic.partitions.get(index)
-        found = set()
-        for replica in state.replicas if state is not None else ():
-            broker = brokers.get(replica)
-            if broker is not None and broker.rack is not None:
-                found.add(broker.rack)
-        racks.append(frozenset(found))
-    return tuple(racks) if any(racks) else ()
 
 
 # --------------------------------------------------------- ConsumerGroupHeartbeat
@@ -311,7 +266,9 @@ def _described_group(
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assignment),
                 target_assignment=assignment(m.target_assignment),
-                member_type=CONSUMER_MEMBER_TYPE,  # v1+; make() drops it for v0
+                member_type=(  # v1+; make() drops it for v0
+                    CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+                ),
             )
             for m in d.members
         ),
