@@ -12,6 +12,7 @@ from typing import Any
 from kafka_wire import KafkaConnection
 from kio.schema.consumer_group_describe.v1 import request as describe_v1
 from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.offset_commit.v9 import request as offset_commit_v9
 
 from sluice.common.errors import ErrorCode
 
@@ -35,9 +36,12 @@ def heartbeat_request(
     epoch: int,
     topics: tuple[str, ...] | None = None,
     owned: dict[uuid.UUID, tuple[int, ...]] | None = None,
+    *,
+    regex: str | None = None,
 ) -> Any:
-    """Epoch 0 joins (with the subscription and an empty owned list), -1 leaves; other
-    heartbeats send ``owned`` when given, else nothing but the epoch."""
+    """Epoch 0 joins (with the subscription, topic names or ``regex``, and an empty owned
+    list), -1 leaves; other heartbeats send ``owned`` when given, else nothing but the
+    epoch."""
     joining = epoch == 0
     return heartbeat_v1.ConsumerGroupHeartbeatRequest(
         group_id=group,
@@ -47,7 +51,7 @@ def heartbeat_request(
         rack_id=None,
         rebalance_timeout=REBALANCE_TIMEOUT if joining else KEEP,
         subscribed_topic_names=topics,
-        subscribed_topic_regex=None,
+        subscribed_topic_regex=regex,
         server_assignor=None,
         topic_partitions=(
             ()
@@ -90,4 +94,44 @@ def assigned(response: Any) -> dict[uuid.UUID, tuple[int, ...]]:
     return {
         t.topic_id: tuple(sorted(int(p) for p in t.partitions))
         for t in response.assignment.topic_partitions
+    }
+
+
+def commit_offsets(
+    host: str,
+    port: int,
+    group: str,
+    member_id: str,
+    epoch: int,
+    topic: str,
+    offsets: dict[int, int],
+) -> dict[int, int]:
+    """OffsetCommit v9 of ``offsets`` (partition → offset) as the member at ``epoch``;
+    each partition's error code."""
+    with KafkaConnection(host, port) as connection:
+        response = connection.request(
+            offset_commit_v9.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=offset_commit_v9.i32(epoch),
+                member_id=member_id,
+                group_instance_id=None,
+                topics=(
+                    offset_commit_v9.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=tuple(
+                            offset_commit_v9.OffsetCommitRequestPartition(
+                                partition_index=offset_commit_v9.i32(partition),
+                                committed_offset=offset_commit_v9.i64(offset),
+                                committed_leader_epoch=offset_commit_v9.i32(-1),
+                                committed_metadata=None,
+                            )
+                            for partition, offset in offsets.items()
+                        ),
+                    ),
+                ),
+            )
+        )
+    return {
+        int(partition.partition_index): int(partition.error_code)
+        for partition in response.topics[0].partitions
     }
