@@ -1,6 +1,6 @@
 """Groups of the consumer group protocol (KIP-848) as administrators see them, against a
 real broker process: Sluice's admin client (ConsumerGroupDescribe), ``sluice groups
-list`` and ``describe`` (text and JSON). The members speak
+list`` and ``describe`` (text and JSON), and the broker's ``/metrics``. The members speak
 ConsumerGroupHeartbeat themselves (raw requests), so the test decides exactly where the
 group stands: mid-rebalance, one member still holding partitions the other awaits.
 
@@ -30,6 +30,7 @@ from client_helpers import (
 from confluent_kafka import Producer
 from consumer_group_wire import CONSUMER_PROTOCOL, commit_offsets, heartbeat, heartbeat_request
 from kafka_wire import CLIENT_ID, KafkaConnection
+from metrics_scrape import scrape, value, wait_for
 from share_wire import topic_id
 
 import sluice
@@ -201,6 +202,45 @@ def test_cli_lists_the_type_and_describes_members_epochs_and_lag(
 
     members_only = run_sluice(broker.bootstrap, "groups", "describe", scene.group, "--members")
     assert scene.second in members_only.stdout and "LOG END" not in members_only.stdout
+
+
+def test_metrics_count_the_members_epoch_and_lag_of_a_consumer_group(
+    broker: BrokerProcess, topic: str
+) -> None:
+    scene = rebalancing_group(broker, topic)
+    group = scene.group
+
+    def lag_known(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> bool:
+        return (
+            value(samples, "sluice_consumer_group_lag", group=group, topic=topic, partition=0) == 3
+        )
+
+    wait_for(broker.http_url, lag_known, f"the lag of {group}")
+    samples = scrape(broker.http_url)
+    assert value(samples, "sluice_consumer_group_lag", group=group, topic=topic, partition=1) == 0
+    assert value(samples, "sluice_consumer_group_lag_sum", group=group) == 3
+    assert value(samples, "sluice_consumer_group_members", group=group) == 2
+    assert value(samples, "sluice_consumer_group_generation", group=group) == 2
+    assert (
+        value(samples, "sluice_consumer_group_partitions_without_committed_offset", group=group)
+        == 2
+    )
+    for partition in range(PARTITIONS):
+        assert (
+            value(
+                samples,
+                "sluice_consumer_group_log_end_offset",
+                group=group,
+                topic=topic,
+                partition=partition,
+            )
+            == RECORDS_PER_PARTITION
+        )
+    # (The module's other tests leave groups mid-rebalance too.)
+    reconciling = value(samples, "sluice_consumer_groups", type="consumer", state="Reconciling")
+    assert reconciling is not None and reconciling >= 1
+    # The place the coordinator keeps a consumer group's offsets is no classic group.
+    assert value(samples, "sluice_consumer_groups", type="classic", state="Empty") == 0
 
 
 def test_without_consumer_group_describe_the_type_and_state_are_shown(
