@@ -18,6 +18,7 @@ from client_helpers import create_topic, unique_group_id, wait_until
 from consumer_group_wire import (
     CONSUMER_PROTOCOL,
     assigned,
+    commit_offsets,
     describe,
     heartbeat,
     heartbeat_request,
@@ -31,7 +32,6 @@ from kio.schema.describe_groups.v6 import request as describe_groups_v6
 from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.list_groups.v5 import request as list_groups_v5
 from kio.schema.metadata.v12 import request as metadata_v12
-from kio.schema.offset_commit.v9 import request as offset_commit_v9
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
 
 from sluice.common.errors import ErrorCode
@@ -254,29 +254,7 @@ def test_without_the_setting_the_protocol_is_neither_listed_nor_served(
 
 def commit(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
     """OffsetCommit v9 of offset 7 for partition 0; the partition's error code."""
-    with KafkaConnection(broker.host, broker.port) as connection:
-        response = connection.request(
-            offset_commit_v9.OffsetCommitRequest(
-                group_id=group,
-                generation_id_or_member_epoch=offset_commit_v9.i32(epoch),
-                member_id=member_id,
-                group_instance_id=None,
-                topics=(
-                    offset_commit_v9.OffsetCommitRequestTopic(
-                        name=topic,
-                        partitions=(
-                            offset_commit_v9.OffsetCommitRequestPartition(
-                                partition_index=offset_commit_v9.i32(0),
-                                committed_offset=offset_commit_v9.i64(7),
-                                committed_leader_epoch=offset_commit_v9.i32(-1),
-                                committed_metadata=None,
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        )
-    return int(response.topics[0].partitions[0].error_code)
+    return commit_offsets(broker.host, broker.port, group, member_id, epoch, topic, {0: 7})[0]
 
 
 def fetch(

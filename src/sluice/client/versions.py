@@ -44,6 +44,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # of open transactions (require_stable, KIP-447); v8 batches groups.
     ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
+    # Groups of the consumer group protocol (KIP-848); v1 adds each member's type.
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.LIST_GROUPS: (0, 5),  # v4+ answers with each group's state, v5 filters by type
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
