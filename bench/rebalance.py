@@ -25,6 +25,8 @@ nothing has changed for ``--quiet-seconds``. For each scenario:
   records, around the rebalance (the last pair starting before it settled, the first
   ending after the trigger); the median over those members and the longest; and the same
   measure over the quiet period before the trigger (what a member sees at rest);
+- **without partitions**: the longest time a running member owned no partition in that
+  window (from its callbacks: what an eager revocation costs until the new assignment);
 - **records**: those the members received between the trigger and the settling, as a
   share of those produced in that time (100 % = consumption never slowed down).
 
@@ -368,6 +370,9 @@ class Measure:
     records: int | None
     records_share: float | None
     """Records received in the window ÷ records produced in it."""
+    unowned_max_s: float | None = None
+    """The longest time a running member owned no partition in the window (the eager
+    protocol's stop: from a member's revocation to its new assignment)."""
     double_owned: list[str] = field(default_factory=list)
     unsettled: str = ""
 
@@ -379,16 +384,39 @@ def longest_gap(polls: Sequence[float], start: float, end: float) -> float | Non
     return max(gaps) if gaps else None
 
 
+def longest_unowned(log: Iterable[Event], member: int, start: float, end: float) -> float:
+    """The longest time within [start, end] that ``member`` owned no partition."""
+    longest = 0.0
+    empty_since: float | None = None
+    for event in sorted((e for e in log if e.member == member), key=lambda e: e.at):
+        if event.kind not in ("assign", "revoke") or event.at > end:
+            continue
+        if not event.owned and empty_since is None:
+            empty_since = event.at
+        elif event.owned and empty_since is not None:
+            if event.at > start:
+                longest = max(longest, event.at - max(empty_since, start))
+            empty_since = None
+    if empty_since is not None:
+        longest = max(longest, end - max(empty_since, start))
+    return longest
+
+
 def measure(
     mode: str,
     scenario: Scenario,
     logs: dict[int, PollLog],
     producer: SteadyProducer,
+    events: list[Event],
     doubles: list[str],
 ) -> Measure:
     if scenario.settled_at is None:
         return Measure(
-            mode, scenario.name, None, None, None, None, None, None, doubles, scenario.unsettled
+            mode,
+            scenario.name,
+            *(None, None, None, None, None, None),
+            double_owned=doubles,
+            unsettled=scenario.unsettled,
         )
     start, end = scenario.trigger_at, scenario.settled_at
     pauses: list[float] = []
@@ -410,6 +438,7 @@ def measure(
         max(steady) if steady else None,
         received,
         received / produced if produced else None,
+        max(longest_unowned(events, m, start, end) for m in scenario.running),
         doubles,
     )
 
@@ -540,7 +569,7 @@ def run_mode(bootstrap: str, mode: str, args: argparse.Namespace) -> list[Measur
             except queue.Empty:
                 break
     doubles = double_owners(view.log)
-    return [measure(mode, scenario, logs, producer, doubles) for scenario in scenarios]
+    return [measure(mode, scenario, logs, producer, view.log, doubles) for scenario in scenarios]
 
 
 # ── the report ─────────────────────────────────────────────────────────────────────────
@@ -557,10 +586,10 @@ def print_report(results: list[Measure], args: argparse.Namespace, seed: int) ->
     print()
     print(
         "| mode | scenario | rebalance, s | pause of a running member, s (median) "
-        "| longest pause, s | longest gap at rest, s | records received in the window "
-        "| % of produced |"
+        "| longest pause, s | longest gap at rest, s | longest without partitions, s "
+        "| records received in the window | % of produced |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode in args.modes:
         for name in args.scenarios:
             rows = [r for r in results if r.mode == mode and r.scenario == name]
@@ -573,6 +602,7 @@ def print_report(results: list[Measure], args: argparse.Namespace, seed: int) ->
                 f"| {spread((r.pause_median_s for r in rows), 2)} "
                 f"| {spread((r.pause_max_s for r in rows), 2)} "
                 f"| {spread((r.pause_steady_s for r in rows), 2)} "
+                f"| {spread((r.unowned_max_s for r in rows), 2)} "
                 f"| {spread(r.records for r in rows)} "
                 f"| {spread(percent(r.records_share) for r in rows)} |"
             )

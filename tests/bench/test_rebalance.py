@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalance import Event, double_owners, main
+from rebalance import Event, double_owners, longest_unowned, main
 
 
 def test_the_replay_names_a_partition_given_before_its_owner_let_go() -> None:
@@ -31,6 +31,20 @@ def test_the_replay_orders_by_time_and_drops_what_a_killed_member_owned() -> Non
     ]
 
     assert double_owners(events) == []
+
+
+def test_the_time_without_partitions_is_counted_within_the_window_only() -> None:
+    events = [
+        Event(0, "assign", 1.0, (0, 1)),
+        Event(0, "revoke", 2.0, ()),
+        Event(0, "assign", 2.5, (0,)),
+        Event(1, "revoke", 2.0, ()),  # another member's
+        Event(0, "revoke", 4.0, ()),  # still without partitions at the end
+    ]
+
+    assert longest_unowned(events, 0, 2.2, 4.6) == pytest.approx(0.6)
+    assert longest_unowned(events, 0, 1.5, 3.0) == pytest.approx(0.5)
+    assert longest_unowned(events, 0, 2.6, 3.9) == 0.0
 
 
 @pytest.mark.integration
@@ -59,3 +73,4 @@ def test_a_small_run_settles_every_scenario_with_one_owner_per_partition(
         assert result["double_owned"] == []
         assert 0 < result["rebalance_s"] < 6
         assert result["pause_max_s"] is not None
+        assert result["unowned_max_s"] is not None
