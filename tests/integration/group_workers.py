@@ -775,6 +775,27 @@ def assert_each_member_processed_only_its_partitions(workers: list[GroupWorker])
         assert not foreign, f"{worker.name} processed partitions {foreign} it does not own"
 
 
+def assert_only_the_victims_uncommitted_records_repeat(
+    pool: WorkerPool, delivered: dict[tuple[int, int], str], victim: GroupWorker
+) -> None:
+    """After ``victim`` was killed: every delivered record processed has its value, and
+    a record was processed twice only if the victim processed it past the offset it had
+    committed (its successor starts from that offset), and only twice."""
+    processed = [p for p in pool.processed() if (p.partition, p.offset) in delivered]
+    assert all(p.value == delivered[(p.partition, p.offset)] for p in processed)
+    victim_committed = victim.committed()
+    for (partition, offset), items in duplicates(processed).items():
+        by = sorted(item.worker for item in items)
+        assert len(items) == 2 and victim.name in by, (
+            f"({partition}, {offset}) processed by {by}: only a record the victim processed "
+            "may be processed again, once"
+        )
+        assert offset >= victim_committed.get(partition, 0), (
+            f"({partition}, {offset}) was processed again although the victim had committed "
+            f"offset {victim_committed.get(partition)} before it died"
+        )
+
+
 def owned_twice(workers: Iterable[GroupWorker]) -> list[str]:
     """Every moment a partition was owned by two members at once, by what the members
     reported in the order they did it (their own clock, ``at``): an assignment while

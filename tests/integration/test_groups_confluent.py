@@ -37,8 +37,8 @@ from group_workers import (
     WorkerPool,
     all_processed,
     assert_each_member_processed_only_its_partitions,
+    assert_only_the_victims_uncommitted_records_repeat,
     assert_processed_exactly_once,
-    duplicates,
     produce_round_robin,
     spawn_members,
     split_evenly,
@@ -161,19 +161,7 @@ def test_partitions_of_a_killed_member_move_to_the_others_and_no_message_is_lost
     pool.wait_until(
         all_processed(pool, delivered), CLIENT_TIMEOUT_S, "every delivered message processed"
     )
-    processed = [p for p in pool.processed() if (p.partition, p.offset) in delivered]
-    assert all(p.value == delivered[(p.partition, p.offset)] for p in processed)
-    victim_committed = victim.committed()
-    for (partition, offset), items in duplicates(processed).items():
-        by = sorted(item.worker for item in items)
-        assert len(items) == 2 and victim.name in by, (
-            f"({partition}, {offset}) processed by {by}: only a message the victim processed "
-            "may be processed again, once"
-        )
-        assert offset >= victim_committed.get(partition, 0), (
-            f"({partition}, {offset}) was processed again although the victim had committed "
-            f"offset {victim_committed.get(partition)} before it died"
-        )
+    assert_only_the_victims_uncommitted_records_repeat(pool, delivered, victim)
 
 
 def test_a_member_that_closes_cleanly_leaves_and_the_others_rebalance_at_once(broker, topic, pool):

@@ -36,6 +36,7 @@ from group_workers import (
     WorkerPool,
     all_processed,
     assert_each_member_processed_only_its_partitions,
+    assert_only_the_victims_uncommitted_records_repeat,
     assert_processed_exactly_once,
     duplicates,
     owned_twice,
@@ -209,19 +210,7 @@ def test_the_partitions_of_a_killed_member_move_after_its_session_and_nothing_is
     assert took_s <= SHORT_SESSION_S + REBALANCE_MARGIN_S, f"takeover took {took_s:.1f}s"
     pool.wait_until(all_processed(pool, delivered), CLIENT_TIMEOUT_S, "every record processed")
     assert_never_owned_twice(members)
-    processed = [p for p in pool.processed() if (p.partition, p.offset) in delivered]
-    assert all(p.value == delivered[(p.partition, p.offset)] for p in processed)
-    victim_committed = victim.committed()
-    for (partition, offset), items in duplicates(processed).items():
-        by = sorted(item.worker for item in items)
-        assert len(items) == 2 and victim.name in by, (
-            f"({partition}, {offset}) processed by {by}: only a record the victim processed "
-            "may be processed again, once"
-        )
-        assert offset >= victim_committed.get(partition, 0), (
-            f"({partition}, {offset}) processed again although the victim had committed "
-            f"offset {victim_committed.get(partition)} before it died"
-        )
+    assert_only_the_victims_uncommitted_records_repeat(pool, delivered, victim)
 
 
 def test_a_static_member_that_restarts_gets_its_partitions_back_and_nobody_else_moves(
