@@ -1,11 +1,14 @@
 """The KIP-848 consumer group protocol on the wire, against a real broker process:
 ConsumerGroupHeartbeat v1 joins members and splits a topic's partitions with revocation
 first, ConsumerGroupDescribe v1 shows members with their epochs and assignments, a
-member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch; the APIs stay
+member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch, older
+OffsetCommits from members are UNSUPPORTED_VERSION, TxnOffsetCommit checks the epoch
+too; the APIs stay
 out of ApiVersions; one group id names one kind of group."""
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,11 +22,15 @@ from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
 from kio.schema.delete_groups.v2 import request as delete_groups_v2
 from kio.schema.describe_groups.v5 import request as describe_groups_v5
 from kio.schema.describe_groups.v6 import request as describe_groups_v6
+from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.list_groups.v5 import request as list_groups_v5
 from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.offset_commit.v8 import request as offset_commit_v8
 from kio.schema.offset_commit.v9 import request as offset_commit_v9
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
+from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
+from test_transaction_version2 import find_coordinator
 
 from sluice.common.errors import ErrorCode
 
@@ -286,6 +293,90 @@ def test_offsets_are_committed_and_fetched_by_member_epoch(
 
     assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
     assert commit(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"
+
+
+def commit_v8(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
+    """OffsetCommit v8 (the last before member epochs) of partition 0; its error code."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(
+            offset_commit_v8.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=offset_commit_v8.i32(epoch),
+                member_id=member_id,
+                group_instance_id=None,
+                topics=(
+                    offset_commit_v8.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=(
+                            offset_commit_v8.OffsetCommitRequestPartition(
+                                partition_index=offset_commit_v8.i32(0),
+                                committed_offset=offset_commit_v8.i64(3),
+                                committed_leader_epoch=offset_commit_v8.i32(-1),
+                                committed_metadata=None,
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def test_a_member_committing_below_v9_is_unsupported(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+    assert commit_v8(broker, group, member, 1, topic) == ErrorCode.unsupported_version
+    assert commit_v8(broker, group, "nobody", 1, topic) == ErrorCode.unknown_member_id
+    assert fetch(broker, group, None, -1, topic) == (ErrorCode.none, -1), "nothing committed"
+    assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
+    assert commit_v8(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"
+
+
+def test_a_transactional_commit_checks_the_members_epoch(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group, transactional_id = unique_group_id(), f"epochs-{topic}"
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+    with KafkaConnection(broker.host, broker.port) as connection:
+        find_coordinator(connection, transactional_id)
+        init = connection.request(
+            init_producer_id_v4.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=datetime.timedelta(seconds=60),
+            )
+        )
+        assert init.error_code == ErrorCode.none, init
+
+        def commit_in_transaction(member_id: str, epoch: int) -> int:
+            answer = connection.request(
+                txn_offset_commit_v5.TxnOffsetCommitRequest(
+                    transactional_id=transactional_id,
+                    group_id=group,
+                    producer_id=init.producer_id,
+                    producer_epoch=init.producer_epoch,
+                    generation_id=txn_offset_commit_v5.i32(epoch),
+                    member_id=member_id,
+                    group_instance_id=None,
+                    topics=(
+                        txn_offset_commit_v5.TxnOffsetCommitRequestTopic(
+                            name=topic,
+                            partitions=(
+                                txn_offset_commit_v5.TxnOffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=7, committed_metadata=""
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            return int(answer.topics[0].partitions[0].error_code)
+
+        assert commit_in_transaction(member, 2) == ErrorCode.illegal_generation
+        assert commit_in_transaction("nobody", 1) == ErrorCode.unknown_member_id
+        assert commit_in_transaction("", -1) == ErrorCode.unknown_member_id
+        assert commit_in_transaction(member, 1) == ErrorCode.none
 
 
 def test_groups_apis_list_describe_and_delete_consumer_groups(

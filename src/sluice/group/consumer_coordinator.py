@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
-from sluice.group.api import GroupListing
+from sluice.group.api import OFFSET_COMMIT_MEMBER_EPOCH_VERSION, GroupListing
 from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, MetadataView
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
@@ -277,17 +277,33 @@ class HostedConsumerGroups:
     # ================================================================== offsets
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        transactional: bool = False,
+        api_version: int = OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     ) -> ErrorCode | None:
-        """Kafka's check of OffsetCommit (v9+: the member id and epoch) for a consumer
-        group: without an epoch (-1, an administrator's or a simple consumer's commit)
-        only while the group has no members; else the member must be known
-        (UNKNOWN_MEMBER_ID) and send its current epoch (STALE_MEMBER_EPOCH)."""
+        """Kafka's check of OffsetCommit and TxnOffsetCommit for a consumer group
+        (ConsumerGroup.validateOffsetCommit): without an epoch (-1, an administrator's or
+        a simple consumer's commit) only while the group has no members; else the member
+        must be known (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+, which carries its
+        epoch (UNSUPPORTED_VERSION; TxnOffsetCommit of any version is accepted), and send
+        its current epoch (STALE_MEMBER_EPOCH; for a transactional commit
+        ILLEGAL_GENERATION, the error transactional producers know)."""
         group = self._groups.group(group_id)
         assert group is not None, "asked only for a consumer group's id"
         if member_epoch < 0 and not group.members:
             return None
-        return self._member_epoch_error(group, member_id, member_epoch)
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if not transactional and api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
+            return ErrorCode.unsupported_version
+        error = self._member_epoch_error(group, member_id, member_epoch)
+        if transactional and error is ErrorCode.stale_member_epoch:
+            return ErrorCode.illegal_generation
+        return error
 
     def validate_offset_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int

@@ -1202,7 +1202,8 @@ class GroupCoordinator:
     ) -> list[Effect]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and
         take effect with its COMMIT marker. A member and generation, when given
-        (v3+), are checked as for OffsetCommit."""
+        (v3+), are checked as for OffsetCommit; for a consumer group (KIP-848) the
+        member's epoch, a stale one answered ILLEGAL_GENERATION, as Kafka does."""
         effects = self._advance(now_ms)
         return effects + self._commit(now_ms, token, request, (producer_id, producer_epoch))
 
@@ -1222,11 +1223,15 @@ class GroupCoordinator:
         if request.group_id in self._share_groups:
             return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         group = self._groups.get(request.group_id)
-        if request.group_id in self._consumer_groups and transaction is None:
+        if request.group_id in self._consumer_groups:
             # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
             # in a classic group's place, which holds nothing else.
             error = self._consumer_groups.validate_offset_commit(
-                request.group_id, request.member_id, request.generation_id
+                request.group_id,
+                request.member_id,
+                request.generation_id,
+                transactional=transaction is not None,
+                api_version=request.api_version,
             )
             if error is not None:
                 return answer_all(error)
