@@ -8,13 +8,16 @@ out of ApiVersions; one group id names one kind of group."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from broker_process import BrokerProcess
-from client_helpers import create_topic, unique_group_id, wait_until
+import pytest
+from broker_process import BrokerProcess, BrokerStartError
+from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_group_id, wait_until
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
 from kafka_wire import KafkaConnection
 from kio.schema.api_versions.v3 import request as api_versions_v3
@@ -458,3 +461,74 @@ def test_a_silent_member_is_removed_when_its_session_ends(
     assert beat(broker, heartbeat_request(group, silent, 1)).error_code == (
         ErrorCode.unknown_member_id
     )
+
+
+def test_the_assignors_are_the_brokers_setting(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = broker_factory({"group.consumer.assignors": "range"})
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    joining = heartbeat_request(group, member, 0, (topic,))
+    uniform = dataclasses.replace(joining, server_assignor="uniform")
+    refused = beat(broker, uniform)
+    assert refused.error_code == ErrorCode.unsupported_assignor, refused
+    assert "range" in refused.error_message
+    assert beat(broker, joining).error_code == 0
+    (described,) = describe(broker.host, broker.port, group)
+    assert described.assignor_name == "range", "the first configured is the default"
+
+
+def test_an_unknown_assignor_stops_the_broker_with_a_message_naming_it(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory({"group.consumer.assignors": "uniform,sticky"}, start=False)
+    with pytest.raises(BrokerStartError, match=r"group\.consumer\.assignors.*'sticky'"):
+        broker.start(timeout_s=30)
+    assert broker.last_exit_code not in (None, 0)
+
+
+LOW_BOUNDS_SETTINGS = {
+    "group.consumer.min.session.timeout.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "50",
+}
+"""The broker's settings stay Kafka's defaults (45 s session, 5 s interval); groups may
+choose shorter ones."""
+
+
+def test_a_groups_overrides_set_its_members_interval_and_session(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = broker_factory(LOW_BOUNDS_SETTINGS)
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+    group = unique_group_id()
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "consumer.session.timeout.ms", "1500", incremental_operation=AlterConfigOpType.SET
+            ),
+            ConfigEntry(
+                "consumer.heartbeat.interval.ms", "100", incremental_operation=AlterConfigOpType.SET
+            ),
+        ],
+    )
+    admin = admin_client(broker.bootstrap)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
+    silent, alive = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = beat(broker, heartbeat_request(group, silent, 0, (topic,)))
+    assert joined.heartbeat_interval.total_seconds() == 0.1, "the group's setting"
+    epoch = beat(broker, heartbeat_request(group, alive, 0, (topic,))).member_epoch
+
+    def silent_gone() -> bool:
+        nonlocal epoch
+        answer = beat(broker, heartbeat_request(group, alive, epoch, owned=None))
+        assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
+        (described,) = describe(broker.host, broker.port, group)
+        return [m.member_id for m in described.members] == [alive]
+
+    # Within the broker's 45 s session only if the group's 1.5 s one applies.
+    wait_until(silent_gone, "the silent member's 1.5 s session to end", timeout_s=30)

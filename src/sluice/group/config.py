@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluice.group.consumer_assignors import ASSIGNORS, RANGE_ASSIGNOR, UNIFORM_ASSIGNOR
+
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS_DEFAULT = 50
 """Kafka's offsets.topic.num.partitions. Groups are spread over the partitions by a hash
@@ -89,11 +91,14 @@ class GroupConfig:
     """group.consumer.max.size: members per consumer group; more get
     GROUP_MAX_SIZE_REACHED. Kafka's default is unbounded; every member holds its records
     in memory, so Sluice bounds it as ``group.max.size``."""
+    consumer_assignors: tuple[str, ...] = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
+    """group.consumer.assignors: the server assignors consumer group members may name,
+    built-in ones only (Kafka also loads classes); the first is the default."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if value < 0:
+            if isinstance(value, int) and value < 0:
                 raise ValueError(f"group config {field.name} is negative: {value}")
         if self.session_timeout_ms_min > self.session_timeout_ms_max:
             raise ValueError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
@@ -131,6 +136,16 @@ class GroupConfig:
 
     def _check_consumer_settings(self) -> None:
         """Kafka's checks of the ``group.consumer.*`` settings (KIP-848)."""
+        if not self.consumer_assignors:
+            raise ValueError("group.consumer.assignors must name at least one assignor")
+        unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
+        if unknown:
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor {unknown[0]!r}; the built-in "
+                f"assignors are {', '.join(ASSIGNORS)} (Sluice cannot load assignor classes)"
+            )
+        if len(set(self.consumer_assignors)) != len(self.consumer_assignors):
+            raise ValueError("group.consumer.assignors names an assignor twice")
         if self.consumer_group_size_max < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
         if not (
@@ -164,7 +179,11 @@ class GroupConfig:
         """The config from Kafka broker properties; names not about groups are ignored.
         Raises ValueError naming the property for a bad value."""
         values: dict[str, int] = {}
+        assignors = GroupConfig.consumer_assignors
         for name, text in properties.items():
+            if name == CONSUMER_ASSIGNORS_PROPERTY:
+                assignors = parse_assignor_names(text)
+                continue
             target = GROUP_PROPERTIES.get(name)
             if target is None:
                 continue
@@ -174,7 +193,7 @@ class GroupConfig:
             except ValueError:
                 raise ValueError(f"{name}: {text!r} is not an integer") from None
         try:
-            return cls(**values)
+            return cls(**values, consumer_assignors=assignors)
         except ValueError as e:
             raise ValueError(f"group coordinator settings: {e}") from None
 
@@ -203,3 +222,20 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
     "group.consumer.max.size": ("consumer_group_size_max", 1),
 }
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""
+
+CONSUMER_ASSIGNORS_PROPERTY = "group.consumer.assignors"
+"""The one list-valued group property (not in :data:`GROUP_PROPERTIES`)."""
+
+BUILT_IN_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR,
+}
+"""Kafka's class names of the built-in assignors, which its configurations may list
+instead of the names."""
+
+
+def parse_assignor_names(text: str) -> tuple[str, ...]:
+    """``group.consumer.assignors``' comma-separated list: assignor names, or the class
+    names of Kafka's built-in ones (checked by :class:`GroupConfig`)."""
+    names = (entry.strip() for entry in text.split(","))
+    return tuple(BUILT_IN_ASSIGNOR_CLASSES.get(name, name) for name in names if name)

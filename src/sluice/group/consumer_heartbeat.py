@@ -235,7 +235,9 @@ class ConsumerGroups:
     def start_timers(self, now_ms: int) -> list[TimerChange]:
         """Once the partition is loaded: every member's session starts now, and members
         that must revoke partitions get their rebalance timeout from now (Kafka's rule
-        when a coordinator takes over)."""
+        when a coordinator takes over). This first session is the broker's
+        ``group.consumer.session.timeout.ms``: a group's override arrives with its
+        members' next heartbeats."""
         timers: list[TimerChange] = []
         for group in self._groups.values():
             for member_id, member in group.members.items():
@@ -337,7 +339,7 @@ class ConsumerGroups:
                 TimerKind.SESSION,
                 group.group_id,
                 member.member_id,
-                now_ms + self._config.session_timeout_ms,
+                now_ms + self._config.session_timeout_for(request),
             )
         )
         full_request = (
@@ -358,7 +360,7 @@ class ConsumerGroups:
             ErrorCode.none,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self._config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._config.heartbeat_interval_for(request),
             assignment=(
                 to_topic_partitions(member.assigned_partitions)
                 if changed or full_request or is_new

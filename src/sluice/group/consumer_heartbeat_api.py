@@ -6,7 +6,9 @@ request's fields. See :mod:`~sluice.group.consumer_heartbeat`."""
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluice.common.errors import ErrorCode
@@ -19,6 +21,8 @@ from sluice.group.consumer_group import (
 )
 from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
 from sluice.group.records import STRING_BYTES_MAX
+
+log = logging.getLogger(__name__)
 
 NO_REBALANCE_TIMEOUT = -1
 """RebalanceTimeoutMs -1: unchanged since the last heartbeat."""
@@ -51,6 +55,30 @@ class ConsumerGroupsConfig:
                 "group.consumer.session.timeout.ms"
             )
 
+    def session_timeout_for(self, request: ConsumerGroupHeartbeatRequest) -> int:
+        """The member's session timeout: its group's ``consumer.session.timeout.ms``,
+        else the broker's."""
+        return _group_setting(request, SESSION_TIMEOUT_CONFIG, self.session_timeout_ms)
+
+    def heartbeat_interval_for(self, request: ConsumerGroupHeartbeatRequest) -> int:
+        """The interval told to the member: its group's
+        ``consumer.heartbeat.interval.ms``, else the broker's."""
+        return _group_setting(request, HEARTBEAT_INTERVAL_CONFIG, self.heartbeat_interval_ms)
+
+
+SESSION_TIMEOUT_CONFIG = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL_CONFIG = "consumer.heartbeat.interval.ms"
+
+
+def _group_setting(request: ConsumerGroupHeartbeatRequest, name: str, default: int) -> int:
+    text = request.group_configs.get(name)
+    try:
+        return default if text is None else int(text)
+    except ValueError:
+        # Overrides are checked when set; a bad stored one must not refuse heartbeats.
+        log.warning("consumer group %s: %s=%r is not an integer", request.group_id, name, text)
+        return default
+
 
 # ================================================================ the request
 
@@ -75,6 +103,10 @@ class ConsumerGroupHeartbeatRequest:
     version: int = 1
     """v0 lets a joining member leave its id empty (the coordinator chooses one); from
     v1 the member always chooses it."""
+    group_configs: Mapping[str, str] = field(default_factory=dict)
+    """The group's overrides (config resource GROUP, checked when set):
+    ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` replace the
+    broker's settings for its members."""
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ class GroupCoordinator:
                 session_timeout_ms=self._config.consumer_session_timeout_ms,
                 heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
                 group_size_max=self._config.consumer_group_size_max,
+                assignors=self._config.consumer_assignors,
             )
         self._consumer_groups = HostedConsumerGroups(
             consumer_config,

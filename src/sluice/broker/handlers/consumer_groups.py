@@ -7,7 +7,9 @@ These translate between kio's messages and the group coordinator's plain data
 (:mod:`sluice.group.consumer_heartbeat_api`, :mod:`sluice.group.consumer_coordinator`);
 the request goes to the coordinator of the group (FindCoordinator key type 0, the leader
 of its ``__consumer_offsets`` partition), NOT_COORDINATOR elsewhere. The handler adds the
-broker's topics (name, id, partition count; internal ones marked) for the assignors.
+broker's topics (name, id, partition count; internal ones marked) for the assignors, and
+the group's config overrides from the metadata store (``consumer.session.timeout.ms``,
+``consumer.heartbeat.interval.ms``).
 
 Authorization (Kafka's KafkaApis): a heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it subscribes to by name
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
 from sluice.broker.handlers.groups import client_host
-from sluice.broker.services import UsesAuthorizer, UsesGroups, UsesTopics
+from sluice.broker.services import UsesAuthorizer, UsesGroups, UsesStore, UsesTopics
 from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from sluice.cluster.model import BrokerInfo, TopicMetadata
 
 
-class ConsumerGroupsServices(UsesAuthorizer, UsesGroups, UsesTopics, Protocol):
+class ConsumerGroupsServices(UsesAuthorizer, UsesGroups, UsesStore, UsesTopics, Protocol):
     """What the consumer group handlers use of the broker."""
 
 
@@ -136,6 +138,7 @@ async def handle_consumer_group_heartbeat(
             client_id=context.header.client_id or "",
             client_host=client_host(context),
             version=context.header.api_version,
+            group_configs=services.store.image().group_overrides(request.group_id),
         )
         response = await services.groups.consumer_group_heartbeat(
             heartbeat, _BrokerTopics(services.topics)
