@@ -15,10 +15,16 @@ shard's effects::
 
 A heartbeat is answered once its records are committed, so the epochs and assignment a
 member is told are in the log. If the write fails the member is told Kafka's error for
-it (:mod:`~sluice.group.write_errors`) and retries; the state in memory, which already
-holds the change, is then ahead of the log, as in the share groups: a failed write
-almost always means this broker lost the partition, and the next coordinator loads the
-log. Timers that fire for a member who heartbeated since are ignored
+it (:mod:`~sluice.group.write_errors`) and retries, and the change is undone in memory
+(``ConsumerGroups.revert``), with every later change of the same group still waiting
+for its write, newest first, as Kafka's coordinator reverts to the last committed
+offset: memory never runs ahead of the log. The same holds for a member's expiry (tried
+again shortly) and for DeleteGroups' tombstones::
+
+    write ─▶ pending[group] += change ─▶ committed: drop it
+                                      └▶ failed: revert it and the group's later ones
+
+Timers that fire for a member who heartbeated since are ignored
 (``ConsumerGroups.expire`` checks the deadline it armed).
 
 One group id names one group: a classic group with members keeps the id (a heartbeat
@@ -43,6 +49,7 @@ from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, Meta
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
+    Change,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupsConfig,
@@ -138,6 +145,8 @@ class HostedConsumerGroups:
         self._groups = ConsumerGroups(config, new_member_id)
         self._timers: list[_TimerEntry] = []
         self._timer_sequence = itertools.count()
+        self._pending: dict[str, list[Change]] = {}
+        """Group id → its changes whose records are being written, oldest first."""
 
     # ================================================================ inspection
 
@@ -208,7 +217,10 @@ class HostedConsumerGroups:
             self._arm(result.timers)
             if result.records:
                 log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
-                effects.append(self._write(result.records, self._log_write_error(key.group_id)))
+                on_stored = self._log_write_error(key.group_id)
+                effects.append(
+                    self._write(result.records, self._settling(result.change, on_stored))
+                )
         return effects
 
     def _arm(self, changes: Iterable[TimerChange]) -> None:
@@ -250,13 +262,51 @@ class HostedConsumerGroups:
             if error is None:
                 return [Reply(token, answer)]
             log.warning(
-                "consumer group %s: heartbeat records not written (%s)",
+                "consumer group %s: heartbeat records not written (%s); change reverted",
                 request.group_id,
                 error.name,
             )
             return [Reply(token, ConsumerGroupHeartbeatResponse(heartbeat_write_error(error)))]
 
-        return [self._write(result.records, on_stored, extra)]
+        return [self._write(result.records, self._settling(result.change, on_stored), extra)]
+
+    # ================================================================ reverting
+
+    def _settling(
+        self, change: Change | None, on_completion: CompletionHandler
+    ) -> CompletionHandler:
+        """``on_completion``, after the change is kept (written) or reverted (not)."""
+        assert change is not None, "records come with the change that made them"
+        group_id = change.group_id
+        self._pending.setdefault(group_id, []).append(change)
+
+        def settle(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            self._settle(group_id, change, completed_ms, error)
+            return on_completion(completed_ms, error)
+
+        return settle
+
+    def _settle(self, group_id: str, change: Change, now_ms: int, error: ErrorCode | None) -> None:
+        pending = self._pending.get(group_id, [])
+        index = next((i for i, c in enumerate(pending) if c is change), None)
+        if index is None:
+            # Reverted when an earlier write of the group failed (or forgotten when a
+            # classic group took the id).
+            if error is None:
+                log.warning(
+                    "consumer group %s: records written after an earlier write failed; "
+                    "memory is behind the log until the partition is loaded again",
+                    group_id,
+                )
+            return
+        if error is None:
+            del pending[index]
+        else:
+            for later in reversed(pending[index:]):
+                self._arm(self._groups.revert(later, now_ms))
+            del pending[index:]
+        if not pending:
+            del self._pending[group_id]
 
     def _write(
         self,
@@ -347,11 +397,22 @@ class HostedConsumerGroups:
         assert group is not None, "asked only for a consumer group's id"
         return ErrorCode.non_empty_group if group.members else None
 
+    def delete(self, group_id: str) -> tuple[list[Record], CompletionHandler]:
+        """DeleteGroups: the tombstones of an empty consumer group, which is gone once
+        this returns, and what to call when their write completes (the group comes back
+        if they were not written)."""
+        records, change = self._groups.delete_group_records(group_id)
+        encoded = [encode_record(r) for r in records]
+        return encoded, self._settling(change, lambda _completed_ms, _error: [])
+
     def delete_empty(self, group_id: str) -> list[Record]:
-        """The tombstones of an empty consumer group, which is gone once this returns
-        (a classic group takes its id, or DeleteGroups deletes it; if they are not
-        written the group comes back when the partition is loaded again)."""
-        return [encode_record(r) for r in self._groups.delete_group_records(group_id)]
+        """The tombstones of an empty consumer group whose id a classic group takes; the
+        group is gone once this returns. Not reverted if they are not written (the
+        classic group holds the id in memory by then): the group comes back when the
+        partition is loaded again; its pending changes are forgotten."""
+        records, _ = self._groups.delete_group_records(group_id)
+        self._pending.pop(group_id, None)
+        return [encode_record(r) for r in records]
 
 
 def new_member_id_source(random_bits: Callable[[int], int]) -> Callable[[], str]:

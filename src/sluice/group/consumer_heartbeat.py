@@ -55,6 +55,7 @@ from sluice.group.consumer_heartbeat_api import (
     NO_REBALANCE_TIMEOUT,
     ArmTimer,
     CancelTimer,
+    Change,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupsConfig,
@@ -79,6 +80,7 @@ from sluice.group.consumer_records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRecord,
+    ConsumerGroupRecordValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -86,6 +88,10 @@ from sluice.group.consumer_records import (
     TopicMetadataEntry,
 )
 from sluice.group.consumer_regex import InvalidRegularExpression, check, matching_topics
+
+EXPIRY_RETRY_BACKOFF_MS = 500
+"""A member's removal whose records were not written is tried again this long after
+(Kafka retries a coordinator timer's failed operation after a backoff of 500 ms)."""
 
 # ================================================================ the groups
 
@@ -99,6 +105,8 @@ class ConsumerGroups:
         self._new_member_id = new_member_id
         self._groups: dict[str, ConsumerGroup] = {}
         self._deadlines: dict[TimerKey, int] = {}
+        self._change: Change | None = None
+        """What the operation under way changed, to undo it (``revert``)."""
 
     # ============================================================ inspection
 
@@ -194,23 +202,113 @@ class ConsumerGroups:
 
     # ============================================================ deletion
 
-    def delete_group_records(self, group_id: str) -> list[ConsumerGroupRecord]:
-        """The tombstones that delete the group (replayed here already); DeleteGroups
-        writes them once the group is empty."""
-        group = self._groups.get(group_id)
-        if group is None:
-            return []
-        records: list[ConsumerGroupRecord] = []
-        for member_id in sorted(set(group.members) | set(group.target_assignment)):
-            records += _member_tombstones(group_id, member_id)
-        records += [
-            ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
-            ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
-            ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None),
-        ]
-        for record in records:
+    def delete_group_records(self, group_id: str) -> tuple[list[ConsumerGroupRecord], Change]:
+        """The tombstones that delete the group (replayed here already), and how to undo
+        that; DeleteGroups writes them once the group is empty."""
+        change = self._begin(group_id)
+        try:
+            group = self._groups.get(group_id)
+            if group is None:
+                return [], change
+            tombstones: list[ConsumerGroupRecord] = []
+            for member_id in sorted(set(group.members) | set(group.target_assignment)):
+                tombstones += _member_tombstones(group_id, member_id)
+            tombstones += [
+                ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
+                ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
+                ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None),
+            ]
+            records: list[ConsumerGroupRecord] = []
+            for record in tombstones:
+                self._write(records, record)
+            return records, change
+        finally:
+            self._change = None
+
+    # ============================================================ undoing
+
+    def _begin(self, group_id: str) -> Change:
+        """Start noting what an operation on ``group_id`` changes."""
+        assert self._change is None, "one operation at a time"
+        self._change = Change(group_id, created_group=group_id not in self._groups)
+        return self._change
+
+    def revert(self, change: Change, now_ms: int) -> list[TimerChange]:
+        """Undo an operation whose records were not written; the timers to arm again.
+
+        Kafka's coordinator reverts its state to the last committed offset when a write
+        fails, so memory never runs ahead of the log; the caller reverts every change
+        of the group made after this one first (newest first). A timer whose deadline
+        passed meanwhile fires again after :data:`EXPIRY_RETRY_BACKOFF_MS` (Kafka
+        retries a timer's operation that failed)."""
+        for record in reversed(change.inverse):
             self.replay(record)
-        return records
+        if change.created_group:
+            group = self._groups.pop(change.group_id, None)
+            assert group is None or not group.members, "a created group reverts to empty"
+        timers: list[TimerChange] = []
+        restored: dict[TimerKey, int | None] = {}
+        for key, previous in reversed(change.deadlines):
+            restored[key] = previous
+        for key, previous in restored.items():
+            if previous is None:
+                self._deadlines.pop(key, None)
+                continue
+            deadline = previous if previous > now_ms else now_ms + EXPIRY_RETRY_BACKOFF_MS
+            self._deadlines[key] = deadline
+            timers.append(ArmTimer(key, deadline))
+        return timers
+
+    def _note(self, record: ConsumerGroupRecord) -> None:
+        """Keep the record that restores ``record.key`` as it is now (before ``record``
+        is replayed)."""
+        if self._change is not None:
+            self._change.inverse.append(self._current_record(record))
+
+    def _current_record(self, written: ConsumerGroupRecord) -> ConsumerGroupRecord:
+        """The record whose replay gives ``written.key`` its current state (a tombstone
+        for what does not exist)."""
+        key = written.key
+        group = self._groups.get(key.group_id)
+        value: ConsumerGroupRecordValue | None = None
+        if group is None:
+            pass
+        elif isinstance(key, ConsumerGroupMetadataKey):
+            value = ConsumerGroupMetadataValue(group.group_epoch)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            value = _partition_metadata_value(group.subscribed_topics)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            value = ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            target = group.target_assignment.get(key.member_id)
+            if target is not None:
+                value = ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target))
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                value = _metadata_value(member)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                value = ConsumerGroupCurrentMemberAssignmentValue(
+                    member.member_epoch,
+                    member.previous_member_epoch,
+                    member.state,
+                    to_topic_partitions(member.assigned_partitions),
+                    to_topic_partitions(member.partitions_pending_revocation),
+                )
+        return ConsumerGroupRecord(key, value)
+
+    def _set_deadline(self, key: TimerKey, deadline_ms: int | None) -> int | None:
+        """Set (None: clear) a timer's deadline, noting the one it replaces; returns it."""
+        previous = self._deadlines.get(key)
+        if self._change is not None:
+            self._change.deadlines.append((key, previous))
+        if deadline_ms is None:
+            self._deadlines.pop(key, None)
+        else:
+            self._deadlines[key] = deadline_ms
+        return previous
 
     # ============================================================ timers
 
@@ -228,9 +326,13 @@ class ConsumerGroups:
         if key.kind is TimerKind.REBALANCE and member.state is not MemberState.UNREVOKED_PARTITIONS:
             self._deadlines.pop(key, None)
             return TimerResult()
-        records: list[ConsumerGroupRecord] = []
-        timers = self._remove_member(group, member, records)
-        return TimerResult(records, timers)
+        change = self._begin(key.group_id)
+        try:
+            records: list[ConsumerGroupRecord] = []
+            timers = self._remove_member(group, member, records)
+        finally:
+            self._change = None
+        return TimerResult(records, timers, change)
 
     def start_timers(self, now_ms: int) -> list[TimerChange]:
         """Once the partition is loaded: every member's session starts now, and members
@@ -251,13 +353,14 @@ class ConsumerGroups:
 
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
-        self._deadlines[key] = deadline_ms
+        self._set_deadline(key, deadline_ms)
         return ArmTimer(key, deadline_ms)
 
     def _cancel(self, kind: TimerKind, group_id: str, member_id: str) -> list[TimerChange]:
         key = TimerKey(kind, group_id, member_id)
-        if self._deadlines.pop(key, None) is None:
+        if key not in self._deadlines:
             return []
+        self._set_deadline(key, None)
         return [CancelTimer(key)]
 
     # ============================================================ the heartbeat
@@ -267,13 +370,19 @@ class ConsumerGroups:
     ) -> HeartbeatResult:
         """Answer one heartbeat (see the module docstring)."""
         records: list[ConsumerGroupRecord] = []
+        change = self._begin(request.group_id)
         try:
-            return self._heartbeat(request, topics, now_ms, records)
+            result = self._heartbeat(request, topics, now_ms, records)
         except HeartbeatError as error:
             assert not records, "a refused heartbeat writes nothing"
             return HeartbeatResult(ConsumerGroupHeartbeatResponse(error.error, error.message))
+        finally:
+            self._change = None
+        result.change = change
+        return result
 
     def _write(self, records: list[ConsumerGroupRecord], record: ConsumerGroupRecord) -> None:
+        self._note(record)
         records.append(record)
         self.replay(record)
 
@@ -435,8 +544,8 @@ class ConsumerGroups:
         metadata = _metadata_value(old)
         for record in _member_tombstones(group.group_id, old.member_id):
             self._write(records, record)
-        self._deadlines.pop(TimerKey(TimerKind.SESSION, group.group_id, old.member_id), None)
-        self._deadlines.pop(TimerKey(TimerKind.REBALANCE, group.group_id, old.member_id), None)
+        self._set_deadline(TimerKey(TimerKind.SESSION, group.group_id, old.member_id), None)
+        self._set_deadline(TimerKey(TimerKind.REBALANCE, group.group_id, old.member_id), None)
         gid = group.group_id
         self._write(
             records, ConsumerGroupRecord(ConsumerGroupMemberMetadataKey(gid, new_id), metadata)
@@ -553,20 +662,11 @@ class ConsumerGroups:
         anything the assignment depends on did."""
         subscribed = _subscribed_topics(group, topics)
         if subscribed != group.subscribed_topics:
-            entries = tuple(
-                TopicMetadataEntry(
-                    t.topic_id,
-                    t.name,
-                    t.partition_count,
-                    tuple(tuple(sorted(racks)) for racks in t.partition_racks),
-                )
-                for t in subscribed.values()
-            )
             self._write(
                 records,
                 ConsumerGroupRecord(
                     ConsumerGroupPartitionMetadataKey(group.group_id),
-                    ConsumerGroupPartitionMetadataValue(entries),
+                    _partition_metadata_value(subscribed),
                 ),
             )
             bump = True
@@ -753,6 +853,22 @@ def _member_tombstones(group_id: str, member_id: str) -> list[ConsumerGroupRecor
         ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
         ConsumerGroupRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None),
     ]
+
+
+def _partition_metadata_value(
+    subscribed: Mapping[str, TopicImage],
+) -> ConsumerGroupPartitionMetadataValue:
+    return ConsumerGroupPartitionMetadataValue(
+        tuple(
+            TopicMetadataEntry(
+                t.topic_id,
+                t.name,
+                t.partition_count,
+                tuple(tuple(sorted(racks)) for racks in t.partition_racks),
+            )
+            for t in subscribed.values()
+        )
+    )
 
 
 def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:

@@ -148,17 +148,35 @@ class CancelTimer:
 TimerChange = ArmTimer | CancelTimer
 
 
+@dataclass(eq=False)
+class Change:
+    """How to undo what one operation did to the state, should its records not be
+    written (Kafka's coordinator reverts its in-memory state to the last committed
+    offset): the records that restore each key it wrote, in the order it wrote them
+    (replayed in reverse), the timer deadlines it replaced, and the group it created."""
+
+    group_id: str
+    inverse: list[ConsumerGroupRecord] = field(default_factory=list)
+    deadlines: list[tuple[TimerKey, int | None]] = field(default_factory=list)
+    """(timer, its deadline before; None: none), in the order they were replaced."""
+    created_group: bool = False
+    """The operation created the group (reverting deletes it again)."""
+
+
 @dataclass
 class HeartbeatResult:
     response: ConsumerGroupHeartbeatResponse
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
+    """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
 
 
 @dataclass
 class TimerResult:
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
 
 
 class HeartbeatError(Exception):

@@ -1414,12 +1414,14 @@ class GroupCoordinator:
     ) -> list[Effect]:
         """Only Empty groups can be deleted (NON_EMPTY_GROUP otherwise). The group is
         Dead while its tombstones (every offset, then the group) are written, and gone
-        once they are committed; if they fail it is Empty again."""
+        once they are committed; if they fail it is Empty again (a consumer group is
+        restored as it was)."""
         effects = self._advance(now_ms)
         results: dict[str, ErrorCode | None] = {}
         deleting: list[tuple[Group, int]] = []
         deleting_share: list[str] = []
         share_topics: list[tuple[str, tuple[str, ...]]] = []
+        consumer_deletions: list[CompletionHandler] = []
         records: list[Record] = []
         for group_id in group_ids:
             if group_id in results:
@@ -1441,7 +1443,9 @@ class GroupCoordinator:
                         deleting.append((group, group.state_timestamp_ms))
                         records += self._group_tombstones(group)
                         group.transition_to(_DEAD, now_ms)
-                    records += self._consumer_groups.delete_empty(group_id)
+                    tombstones, on_written = self._consumer_groups.delete(group_id)
+                    records += tombstones
+                    consumer_deletions.append(on_written)
             elif group is None or group.is_in(_DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_in(_EMPTY):
@@ -1457,8 +1461,10 @@ class GroupCoordinator:
             )
             return [*effects, Reply(token, response)]
 
-        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+        def on_deleted(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             self._finish_removal(deleting, error)
+            for on_written in consumer_deletions:
+                on_written(completed_ms, error)  # a consumer group comes back if not written
             for group_id in deleting_share:
                 self._share_groups.finish_deletion(group_id, error)
             outcome = ErrorCode.none if error is None else _delete_error(error)

@@ -349,7 +349,7 @@ def test_deleting_a_group_writes_tombstones_that_delete_it_on_replay() -> None:
     coordinator = Coordinator()
     coordinator.heartbeat(join("m1"), TOPICS)
     coordinator.heartbeat(join("m2", group_id="other"), TOPICS)
-    tombstones = coordinator.groups.delete_group_records(GROUP)
+    tombstones, _ = coordinator.groups.delete_group_records(GROUP)
     coordinator.log += tombstones
     assert all(record.is_tombstone for record in tombstones)
     assert coordinator.groups.group(GROUP) is None
