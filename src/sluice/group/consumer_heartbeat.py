@@ -21,7 +21,8 @@ INVALID_REGULAR_EXPRESSION), find or create the member (epoch 0 joins; static me
 by instance id: UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID; UNKNOWN_MEMBER_ID;
 FENCED_MEMBER_EPOCH unless the epoch is the member's or, after a lost answer, its
 previous one with nothing owned beyond its assignment; GROUP_MAX_SIZE_REACHED), write
-its metadata if it changed, bump the group epoch when the assignment's inputs changed
+its metadata if it changed, resolve its regular expression to the topics its principal
+may DESCRIBE (``describable_topics``), bump the group epoch when the assignment's inputs changed
 (members, subscriptions, racks, assignors, the subscribed topics' partitions), compute
 the target assignment when it is behind the group epoch, then move the member one step
 towards its target (:mod:`~sluice.group.consumer_reconciliation`). See
@@ -243,6 +244,11 @@ class ConsumerGroups:
         retries a timer's operation that failed)."""
         for record in reversed(change.inverse):
             self.replay(record)
+        group = self._groups.get(change.group_id)
+        for member_id, resolution in reversed(change.resolutions):
+            member = None if group is None else group.members.get(member_id)
+            if member is not None:
+                member.resolved_regex = resolution
         if change.created_group:
             group = self._groups.pop(change.group_id, None)
             assert group is None or not group.members, "a created group reverts to empty"
@@ -426,6 +432,7 @@ class ConsumerGroups:
         group = self._group(request.group_id)
         bump = self._update_member(group, member, request, is_new, records)
         member = group.members[member.member_id]
+        bump |= self._resolve_regex(group, member, request, topics)
         self._refresh_subscribed_topics(group, topics, bump, records)
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, topics, records)
@@ -587,6 +594,31 @@ class ConsumerGroups:
             f"one known by the group coordinator ({member.member_epoch}).",
         )
 
+    def _resolve_regex(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: MetadataView,
+    ) -> bool:
+        """Resolve the member's regular expression against the topics, keeping those it
+        may DESCRIBE (Kafka resolves a pattern on behalf of the member's principal);
+        whether the member's topics changed (the group epoch must then move)."""
+        before = _member_topics(member, topics, group)
+        regex = member.subscribed_topic_regex
+        resolved: tuple[str, frozenset[str]] | None = None
+        if regex:
+            candidates = (name for name, topic in topics.items() if not topic.is_internal)
+            matched = frozenset(matching_topics(regex, candidates))
+            if request.describable_topics is not None and matched:
+                matched = frozenset(request.describable_topics(matched)) & matched
+            resolved = (regex, matched)
+        if resolved != member.resolved_regex:
+            if self._change is not None:
+                self._change.resolutions.append((member.member_id, member.resolved_regex))
+            member.resolved_regex = resolved
+        return _member_topics(member, topics, group) != before
+
     def _update_member(
         self,
         group: ConsumerGroup,
@@ -625,6 +657,13 @@ class ConsumerGroups:
                 else member.rebalance_timeout_ms
             ),
         )
+        # Compared before the record is replayed into ``member``.
+        changed = (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            or updated.server_assignor != member.server_assignor
+            or updated.rack_id != member.rack_id
+        )
         new_value = _metadata_value(updated)
         if is_new or new_value != _metadata_value(member):
             self._write(
@@ -642,12 +681,7 @@ class ConsumerGroups:
                 ),
             )
             return True
-        return (
-            updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            or updated.server_assignor != member.server_assignor
-            or updated.rack_id != member.rack_id
-        )
+        return changed
 
     # ------------------------------------------------------------ the group epoch
 
@@ -690,7 +724,9 @@ class ConsumerGroups:
         by_id = {t.topic_id: t for t in group.subscribed_topics.values()}
         spec = {
             m.member_id: AssignmentSpecMember(
-                frozenset(t.topic_id for t in _member_topics(m, topics) if t.topic_id in by_id),
+                frozenset(
+                    t.topic_id for t in _member_topics(m, topics, group) if t.topic_id in by_id
+                ),
                 m.rack_id,
             )
             for m in group.members.values()
@@ -884,12 +920,28 @@ def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
     )
 
 
-def _member_topics(member: ConsumerMember, topics: Mapping[str, TopicImage]) -> list[TopicImage]:
-    """The topics of ``topics`` the member subscribes to, by name or regex."""
+def _member_topics(
+    member: ConsumerMember, topics: Mapping[str, TopicImage], group: ConsumerGroup
+) -> list[TopicImage]:
+    """The topics of ``topics`` the member subscribes to: by name, and those its regular
+    expression matched that it may describe, as resolved at its last heartbeat. Before
+    its first heartbeat here (the group was loaded from the log), only the topics it
+    owns or is assigned that the pattern matches: they were resolved for it before,
+    and no other member's rights widen what it gets."""
     names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        candidates = (name for name, topic in topics.items() if not topic.is_internal)
-        names |= matching_topics(member.subscribed_topic_regex, candidates)
+    regex = member.subscribed_topic_regex
+    if regex:
+        resolved = member.resolved_regex
+        if resolved is not None and resolved[0] == regex:
+            names |= resolved[1]
+        else:
+            held = {
+                *member.assigned_partitions,
+                *member.partitions_pending_revocation,
+                *group.target_assignment.get(member.member_id, {}),
+            }
+            candidates = (t.name for t in group.subscribed_topics.values() if t.topic_id in held)
+            names |= matching_topics(regex, candidates)
     return [topics[name] for name in sorted(names) if name in topics]
 
 
@@ -897,6 +949,6 @@ def _subscribed_topics(group: ConsumerGroup, topics: MetadataView) -> dict[str, 
     """The topics that exist and some member subscribes to (name → topic)."""
     result: dict[str, TopicImage] = {}
     for member in group.members.values():
-        for topic in _member_topics(member, topics):
+        for topic in _member_topics(member, topics, group):
             result[topic.name] = topic
     return dict(sorted(result.items()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sluice.common.errors import ErrorCode
@@ -103,6 +103,9 @@ class ConsumerGroupHeartbeatRequest:
     version: int = 1
     """v0 lets a joining member leave its id empty (the coordinator chooses one); from
     v1 the member always chooses it."""
+    describable_topics: Callable[[frozenset[str]], frozenset[str]] | None = None
+    """Of the given topic names, those the member (the request's principal) may
+    DESCRIBE; None: all. Its regular expression matches only those, as in Kafka."""
     group_configs: Mapping[str, str] = field(default_factory=dict)
     """The group's overrides (config resource GROUP, checked when set):
     ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` replace the
@@ -159,6 +162,8 @@ class Change:
     inverse: list[ConsumerGroupRecord] = field(default_factory=list)
     deadlines: list[tuple[TimerKey, int | None]] = field(default_factory=list)
     """(timer, its deadline before; None: none), in the order they were replaced."""
+    resolutions: list[tuple[str, tuple[str, frozenset[str]] | None]] = field(default_factory=list)
+    """(member id, its regular expression's resolution before), in the order replaced."""
     created_group: bool = False
     """The operation created the group (reverting deletes it again)."""
 

@@ -15,8 +15,9 @@ Authorization (Kafka's KafkaApis): a heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it subscribes to by name
 (TOPIC_AUTHORIZATION_FAILED); a description needs DESCRIBE on the group, and on every
 topic its members subscribe to or are assigned, else the group is answered
-TOPIC_AUTHORIZATION_FAILED. Topics matched by a member's regular expression are not
-filtered by the member's rights yet (Kafka filters them): docs/consumer-groups.md.
+TOPIC_AUTHORIZATION_FAILED. A member's regular expression matches only the topics the
+member's principal may DESCRIBE (Kafka's rule): the coordinator asks the handler's
+``describable_topics`` at each of the member's heartbeats.
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ async def handle_consumer_group_heartbeat(
             client_host=client_host(context),
             version=context.header.api_version,
             group_configs=services.store.image().group_overrides(request.group_id),
+            describable_topics=lambda names: frozenset(
+                services.authorizer.allowed(context, TOPIC_DESCRIBE, names)
+            ),
         )
         response = await services.groups.consumer_group_heartbeat(
             heartbeat, _BrokerTopics(services.topics)
