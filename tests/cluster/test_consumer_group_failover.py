@@ -1,7 +1,8 @@
 """A KIP-848 consumer group on a three-broker cluster: its coordinator (the leader of the
 group's ``__consumer_offsets`` partition) is killed with SIGKILL. The new leader loads
 the group from the replicated records: the same group epoch, the same members with
-their epochs and assignments, and the members carry on heartbeating there."""
+their epochs and assignments, and the members carry on heartbeating there, raw requests
+and confluent-kafka members alike."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pytest
 from broker_process import BrokerProcess
 from cluster_processes import Cluster, running_cluster
 from confluent_kafka.admin import NewTopic
-from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
+from consumer_group_wire import CONSUMER_PROTOCOL, assigned, describe, heartbeat, heartbeat_request
+from group_workers import (
+    ContinuousProducer,
+    all_processed,
+    assert_processed_exactly_once,
+    split_evenly,
+    worker_pool,
+)
 from kafka_wire import KafkaConnection
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from share_wire import topic_id
@@ -25,13 +33,16 @@ from sluice.common.errors import ErrorCode
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TIMEOUT_S = 60.0
+PARTITIONS = 6
 
 
 @pytest.fixture
 def cluster(
     zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3) as started:
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3, CONSUMER_PROTOCOL
+    ) as started:
         yield started
 
 
@@ -102,3 +113,56 @@ def test_the_group_is_reloaded_on_the_new_coordinator(cluster: Cluster) -> None:
     for member, owned in ((first, kept), (second, given)):
         answer = loaded_beat(heartbeat_request(group, member, 2, owned=owned))
         assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 2), answer
+
+
+def test_confluent_members_keep_their_partitions_across_a_coordinator_failover(
+    cluster: Cluster,
+) -> None:
+    """Two confluent-kafka members (``group.protocol=consumer``) consume under a steady
+    load; the coordinator dies with SIGKILL. The members find the new coordinator, which
+    knows their epochs: nobody is fenced, no partition moves, no record is lost and none
+    is processed twice."""
+    topic, group = f"orders-{uuid.uuid4().hex[:8]}", f"readers-{uuid.uuid4().hex[:8]}"
+    admin = cluster.admin(cluster.running()[0])
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
+        topic
+    ].result(TIMEOUT_S)
+    coordinator = coordinator_of(cluster, group)
+    with worker_pool() as pool:
+        members = [
+            pool.spawn(
+                f"member-{i}",
+                bootstrap=cluster.bootstrap,
+                topic=topic,
+                group=group,
+                group_protocol="consumer",
+            )
+            for i in range(2)
+        ]
+        pool.wait_until(split_evenly(members, PARTITIONS), TIMEOUT_S, "a 3/3 split")
+        marks = {m.name: len(m.events) for m in members}
+        with ContinuousProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
+            pool.wait_until(
+                lambda: all(m.committed() for m in members), TIMEOUT_S, "every member to commit"
+            )
+            coordinator.kill9()
+            killed_s = time.monotonic()
+            successor = coordinator_of(cluster, group, dead=coordinator.node_id)
+            pool.wait_until(
+                lambda: all(
+                    any(event.arrived_s > killed_s for event in m.of_kind("committed"))
+                    for m in members
+                ),
+                TIMEOUT_S,
+                "every member to commit at the new coordinator",
+            )
+        delivered = producer.stop()
+        pool.wait_until(all_processed(pool, delivered), TIMEOUT_S, "every record processed")
+        for member in members:
+            moved = member.of_kind("assigned", "revoked", "lost", since=marks[member.name])
+            assert not moved, f"{member.name}'s partitions moved in the failover: {moved}"
+        assert_processed_exactly_once(pool, delivered, members)
+        (described,) = describe(successor.host, successor.port, group)
+        assert (described.error_code, described.group_state) == (0, "Stable"), described
+        for member in members:
+            member.close()

@@ -23,6 +23,7 @@ import process_leaks
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import round_trip_one_message, unique_topic_name
+from consumer_group_wire import FAST_HEARTBEATS
 from disk_faults import build_shim
 from kafka_wire import KafkaConnection
 
@@ -146,6 +147,14 @@ def fast_groups_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bro
     yield from _running_broker(
         tmp_path_factory, "groups-broker", {"group.initial.rebalance.delay.ms": "0"}
     )
+
+
+@pytest.fixture(scope="module")
+def consumer_protocol_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A module's broker with the consumer group protocol (KIP-848) enabled and members
+    told to heartbeat every 500 ms. A module uses it by defining ``broker`` as returning
+    this fixture."""
+    yield from _running_broker(tmp_path_factory, "consumer-protocol-broker", FAST_HEARTBEATS)
 
 
 @pytest.fixture(autouse=True)

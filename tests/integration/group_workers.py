@@ -13,6 +13,15 @@ and reports every step as one JSON object per line on stdout::
     {"event": "error", "error": "..."}                    # a consumer error event
     {"event": "closed"}
 
+Every line also carries ``"at"``: the worker's ``time.monotonic()`` when it reported
+(one clock for every process of the machine), so the test can order what different
+members did without trusting the order their lines are read in.
+
+With ``--group-protocol consumer`` a confluent-kafka member uses the consumer group
+protocol of KIP-848 (``group.protocol=consumer``): the broker assigns partitions (its
+``--assignor`` is then ``group.remote.assignor``) and sets the session and heartbeat
+times, so the classic settings are not given (librdkafka refuses them).
+
 It reads commands from stdin: ``close`` (or end of input) closes the consumer the way an
 application shuts down (LeaveGroup, unless it is a static member) and exits.
 
@@ -49,6 +58,7 @@ import kafka.coordinator.assignors.range
 import kafka.coordinator.assignors.roundrobin
 import kafka.errors
 import kafka.structs
+from client_helpers import produce_and_flush, producer_config
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 POLL_TIMEOUT_S = 0.2
@@ -69,7 +79,7 @@ class _Reporter:
         self._lock = threading.Lock()
 
     def __call__(self, event: str, **fields: Any) -> None:
-        line = json.dumps({"event": event, **fields})
+        line = json.dumps({"event": event, "at": time.monotonic(), **fields})
         with self._lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -99,14 +109,19 @@ def _run_confluent(arguments: argparse.Namespace, stop: threading.Event, report:
         "group.id": arguments.group,
         "client.id": arguments.client_id,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": arguments.session_timeout_ms,
-        "heartbeat.interval.ms": arguments.heartbeat_interval_ms,
-        "partition.assignment.strategy": arguments.assignor,
         "enable.auto.commit": arguments.auto_commit_interval_ms is not None,
         "enable.partition.eof": False,
         "fetch.wait.max.ms": 100,
         "socket.timeout.ms": 10_000,
     }
+    if arguments.group_protocol == "consumer":
+        config["group.protocol"] = "consumer"
+        if arguments.assignor is not None:
+            config["group.remote.assignor"] = arguments.assignor
+    else:
+        config["session.timeout.ms"] = arguments.session_timeout_ms
+        config["heartbeat.interval.ms"] = arguments.heartbeat_interval_ms
+        config["partition.assignment.strategy"] = arguments.assignor or "range"
     if arguments.auto_commit_interval_ms is not None:
         config["auto.commit.interval.ms"] = arguments.auto_commit_interval_ms
     if arguments.instance_id:
@@ -185,7 +200,7 @@ def _run_kafka_python(arguments: argparse.Namespace, stop: threading.Event, repo
         auto_commit_interval_ms=arguments.auto_commit_interval_ms or 5_000,
         session_timeout_ms=arguments.session_timeout_ms,
         heartbeat_interval_ms=arguments.heartbeat_interval_ms,
-        partition_assignment_strategy=[assignors[arguments.assignor]],
+        partition_assignment_strategy=[assignors[arguments.assignor or "range"]],
         group_instance_id=arguments.instance_id,
         fetch_max_wait_ms=100,
         request_timeout_ms=30_000,
@@ -248,7 +263,7 @@ def _run_aiokafka(arguments: argparse.Namespace, stop: threading.Event, report: 
             auto_commit_interval_ms=arguments.auto_commit_interval_ms or 5_000,
             session_timeout_ms=arguments.session_timeout_ms,
             heartbeat_interval_ms=arguments.heartbeat_interval_ms,
-            partition_assignment_strategy=(assignors[arguments.assignor],),
+            partition_assignment_strategy=(assignors[arguments.assignor or "range"],),
             group_instance_id=arguments.instance_id,
             fetch_max_wait_ms=100,
         )
@@ -293,7 +308,13 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--client-id", default="group-worker")
-    parser.add_argument("--assignor", default="range")
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument(
+        "--assignor",
+        default=None,
+        help="classic: partition.assignment.strategy (default range); consumer: "
+        "group.remote.assignor (default: the broker's, uniform)",
+    )
     parser.add_argument("--session-timeout-ms", type=int, default=6_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1_000)
     parser.add_argument("--instance-id", default=None, help="group.instance.id (static member)")
@@ -354,6 +375,9 @@ class GroupWorker:
     output_ended: bool = False
     exit_expected: bool = False
     """Set by close and kill; a worker that ends without it crashed."""
+    died_at_s: float | None = None
+    """time.monotonic() once a SIGKILLed worker is known dead: what it owned, it owns no
+    more from then on."""
 
     @property
     def pid(self) -> int:
@@ -425,6 +449,7 @@ class GroupWorker:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signal.SIGKILL)
         self.process.wait(CLOSE_TIMEOUT_S)
+        self.died_at_s = time.monotonic()
 
     def describe(self) -> str:
         with self.pool.lock:
@@ -465,7 +490,8 @@ class WorkerPool:
         topic: str,
         group: str,
         client: str = "confluent",
-        assignor: str = "range",
+        assignor: str | None = None,
+        group_protocol: str = "classic",
         session_timeout_ms: int = 6_000,
         heartbeat_interval_ms: int = 1_000,
         instance_id: str | None = None,
@@ -486,13 +512,15 @@ class WorkerPool:
             group,
             "--client-id",
             name,
-            "--assignor",
-            assignor,
+            "--group-protocol",
+            group_protocol,
             "--session-timeout-ms",
             str(session_timeout_ms),
             "--heartbeat-interval-ms",
             str(heartbeat_interval_ms),
         ]
+        if assignor is not None:
+            argv += ["--assignor", assignor]
         if instance_id is not None:
             argv += ["--instance-id", instance_id]
         if auto_commit_interval_ms is not None:
@@ -700,6 +728,80 @@ def duplicates(processed: Iterable[Processed]) -> dict[tuple[int, int], list[Pro
     for item in processed:
         by_position[(item.partition, item.offset)].append(item)
     return {position: items for position, items in by_position.items() if len(items) > 1}
+
+
+def spawn_members(
+    pool: WorkerPool, count: int, bootstrap: str, topic: str, group: str, **settings: Any
+) -> list[GroupWorker]:
+    """``count`` members ``member-0``… of one group, each started (``WorkerPool.spawn``)."""
+    return [
+        pool.spawn(f"member-{i}", bootstrap=bootstrap, topic=topic, group=group, **settings)
+        for i in range(count)
+    ]
+
+
+def produce_round_robin(
+    bootstrap: str, topic: str, partitions: int, count: int, tag: str
+) -> dict[tuple[int, int], str]:
+    """``count`` records ``tag-i`` over the partitions in turn, acknowledged by all
+    replicas; (partition, offset) → value."""
+    producer = confluent_kafka.Producer(producer_config(bootstrap, acks="all"))
+    delivered = produce_and_flush(
+        producer,
+        topic,
+        [{"partition": i % partitions, "value": f"{tag}-{i}".encode()} for i in range(count)],
+    )
+    return {(d.partition, d.offset): (d.value or b"").decode() for d in delivered}
+
+
+def assert_processed_exactly_once(
+    pool: WorkerPool, expected: dict[tuple[int, int], str], workers: list[GroupWorker]
+) -> None:
+    """Every expected record processed once by ``workers``, with its value, each by a
+    member that owned its partition at the end."""
+    processed = [p for p in pool.processed(workers) if (p.partition, p.offset) in expected]
+    repeated = duplicates(processed)
+    assert not repeated, f"processed more than once: {sorted(repeated.items())[:5]}"
+    got = {(p.partition, p.offset): p.value for p in processed}
+    assert got == expected, (
+        f"missing {sorted(set(expected) - set(got))[:10]}, "
+        f"wrong values {[k for k in got if got[k] != expected.get(k)][:10]}"
+    )
+
+
+def assert_each_member_processed_only_its_partitions(workers: list[GroupWorker]) -> None:
+    for worker in workers:
+        foreign = {p.partition for p in worker.processed()} - worker.assignment()
+        assert not foreign, f"{worker.name} processed partitions {foreign} it does not own"
+
+
+def owned_twice(workers: Iterable[GroupWorker]) -> list[str]:
+    """Every moment a partition was owned by two members at once, by what the members
+    reported in the order they did it (their own clock, ``at``): an assignment while
+    another member held the partition since its own assignment, not yet revoked or lost,
+    and not dead. Empty when ownership only ever moved from one member to the next."""
+    steps: list[tuple[float, str, str, frozenset[int]]] = []
+    for worker in workers:
+        for event in worker.of_kind("assigned", "revoked", "lost", "closed"):
+            partitions = frozenset(event.data.get("partitions", ()))
+            steps.append((event.data["at"], worker.name, event.kind, partitions))
+        if worker.died_at_s is not None:
+            steps.append((worker.died_at_s, worker.name, "closed", frozenset()))
+    owner: dict[int, str] = {}
+    overlaps = []
+    for at, name, kind, partitions in sorted(steps, key=lambda step: step[0]):
+        if kind == "assigned":
+            for partition in sorted(partitions):
+                holder = owner.get(partition)
+                if holder is not None and holder != name:
+                    overlaps.append(f"at {at:.3f} {name} was given {partition}, held by {holder}")
+                owner[partition] = name
+        else:
+            gone = set(owner) if kind == "closed" else partitions
+            for partition in gone:
+                if owner.get(partition) == name:
+                    del owner[partition]
+    return overlaps
 
 
 if __name__ == "__main__":

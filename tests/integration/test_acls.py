@@ -24,7 +24,7 @@ import kafka
 import kafka.errors
 import pytest
 from broker_process import BrokerProcess
-from consumer_group_wire import describe, heartbeat, heartbeat_request
+from consumer_group_wire import CONSUMER_PROTOCOL, describe, heartbeat, heartbeat_request
 from kafka_wire import (
     KafkaConnection,
     Record,
@@ -64,7 +64,8 @@ from sluice.common.authorizer import (
 )
 
 TIMEOUT_S = 30.0
-AUTHORIZER = {"authorizer.enabled": "true"}
+AUTHORIZER = {"authorizer.enabled": "true", **CONSUMER_PROTOCOL}
+"""The authorizer on (and the consumer group protocol, whose rights are tested too)."""
 
 
 def run(coroutine: Any) -> Any:
@@ -720,7 +721,7 @@ def test_share_fetch_needs_read_on_the_group_and_on_the_topic(
 def test_consumer_group_heartbeat_and_describe_need_kafkas_rights(
     clean: BrokerProcess, topic: str
 ) -> None:
-    """KIP-848 (served, not advertised): a heartbeat needs READ on the group and DESCRIBE
+    """KIP-848: a heartbeat needs READ on the group and DESCRIBE
     on its subscribed topics; a description DESCRIBE on the group and on its topics."""
     group = f"{topic}-consumers"
     member = str(uuid.uuid4())

@@ -232,13 +232,16 @@ def test_an_active_group_is_listed_and_described_with_its_lag(
         listed = json.loads(ok(sluice(broker, "groups", "list", "--format", "json")))
         assert {
             "group": group,
+            "type": "classic",
             "state": "Stable",
             "protocol_type": "consumer",
             "bookkeeping": False,
         } in listed
         table = ok(sluice(broker, "groups", "list"))
-        assert table.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL", "TYPE"]
-        assert [group, "Stable", "consumer"] in [line.split() for line in table.splitlines()]
+        assert table.splitlines()[0].split() == ["GROUP", "TYPE", "STATE", "PROTOCOL", "TYPE"]
+        assert [group, "classic", "Stable", "consumer"] in [
+            line.split() for line in table.splitlines()
+        ]
 
         document = describe(broker, group)
         assert document["state"] == "Stable"
@@ -558,7 +561,7 @@ def test_bookkeeping_groups_are_hidden_unless_asked_for_and_show_no_lag(
     marks = {entry["group"]: entry["bookkeeping"] for entry in every}
     assert (marks[group], marks[spark_group], marks[marked_group]) == (False, True, True)
     table = ok(sluice(broker, "groups", "list", "--all"))
-    assert [spark_group, "Empty", "-", "bookkeeping"] in [
+    assert [spark_group, "classic", "Empty", "-", "bookkeeping"] in [
         line.split() for line in table.splitlines()
     ]
 

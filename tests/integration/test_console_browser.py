@@ -1,6 +1,7 @@
 """The web console in a real headless browser (Debian's chromium through chromedriver):
 every page loads and shows what the cluster holds (Sluice's share groups, transactions,
-delayed records and views too), the live parts refresh themselves, and the produce form
+delayed records and views too; consumer groups of KIP-848 mid-rebalance), the live
+parts refresh themselves, and the produce form
 is clicked through its confirmation. A screenshot of each page is saved
 as a test artifact (``SLUICE_TEST_ARTIFACTS``, default ``test-artifacts/console/``).
 
@@ -20,6 +21,7 @@ from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
 from console_process import ConsoleProcess, accept_first, console_broker, running_console
+from consumer_group_wire import CONSUMER_PROTOCOL_LONG_SESSIONS, rebalancing_group
 
 import sluice
 from sluice.client.admin import NewTopic
@@ -34,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from headless_browser import WAIT_S, chromium, missing_browser, wait_for_text  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -64,7 +67,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         pytest.skip(missing_browser() or "")
     with console_broker(
         tmp_path_factory.mktemp("console-browser-broker"),
-        {"group.initial.rebalance.delay.ms": "0"},
+        {"group.initial.rebalance.delay.ms": "0", **CONSUMER_PROTOCOL_LONG_SESSIONS},
     ) as process:
         yield process
 
@@ -185,6 +188,52 @@ def test_group_lag_and_rebalance_timeline_in_a_browser(
     browser.get(console.url + "/groups")
     wait_for_text(browser, "groups", group)
     screenshot(browser, artifacts, "groups")
+
+
+def wait_for_cell(driver: WebDriver, selector: str, text: str) -> None:
+    """Until a cell matching ``selector`` reads ``text`` (the live part of a page is
+    replaced as it refreshes itself: a cell read may be gone by then)."""
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda driver: any(
+            cell.text.strip() == text for cell in driver.find_elements(By.CSS_SELECTOR, selector)
+        )
+    )
+
+
+def test_consumer_group_page_in_a_browser(
+    browser: WebDriver,
+    console: ConsoleProcess,
+    broker: BrokerProcess,
+    artifacts: Path,
+) -> None:
+    """A consumer group (KIP-848) caught mid-rebalance: its epochs, a member behind the
+    assignment epoch still holding the partitions the other awaits, offsets and lag."""
+    topic = unique_topic_name("shipments")
+    scene = rebalancing_group(broker, topic)
+    browser.get(f"{console.url}/groups/{scene.group}")
+    wait_for_exact_text(browser, "group-type", "consumer")
+    wait_for_exact_text(browser, "group-state", "Reconciling")
+    wait_for_exact_text(browser, "group-epoch", "2")
+    wait_for_exact_text(browser, "assignment-epoch", "2")
+    wait_for_exact_text(browser, "member-count", "2")
+    awaited = f"{topic}[{','.join(map(str, scene.second_target))}]"
+    first = f"#members tr[data-member='{scene.first}']"
+    second = f"#members tr[data-member='{scene.second}']"
+    wait_for_cell(browser, f"{first} td.behind", "1")  # behind the assignment epoch
+    wait_for_cell(browser, f"{first} td.assigned", f"{topic}[0,1,2,3]")
+    wait_for_cell(browser, f"{first} td.pending", f"−{awaited}")
+    wait_for_cell(browser, f"{second} td.assigned", "–")
+    wait_for_cell(browser, f"{second} td.target", awaited)
+    wait_for_cell(browser, f"{second} td.pending", f"+{awaited}")
+    wait_for_text(browser, "members", scene.regex)
+    wait_for_exact_text(browser, "total-lag", "3")  # (5 - 2) + (5 - 5), two unknown
+    wait_for_text(browser, "unknown-lag", "2 partition(s)")
+    wait_for_text(browser, "timeline", "generation 2")
+    screenshot(browser, artifacts, "consumer-group")
+    browser.get(console.url + "/groups")
+    wait_for_text(browser, "groups", scene.group)
+    row = browser.find_element(By.XPATH, f"//table[@id='groups']//tr[td/a[text()='{scene.group}']]")
+    assert row.find_element(By.CLASS_NAME, "group-type").text == "consumer"
 
 
 def test_produce_confirmation_in_a_browser(

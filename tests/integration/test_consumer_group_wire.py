@@ -3,8 +3,9 @@ ConsumerGroupHeartbeat v1 joins members and splits a topic's partitions with rev
 first, ConsumerGroupDescribe v1 shows members with their epochs and assignments, a
 member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch, older
 OffsetCommits from members are UNSUPPORTED_VERSION, TxnOffsetCommit checks the epoch
-too; the APIs stay
-out of ApiVersions; one group id names one kind of group."""
+too; the APIs stay in ApiVersions (with the group.version feature) only when the broker
+enables the protocol, and are refused UNSUPPORTED_VERSION otherwise; one group id names
+one kind of group."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ import pytest
 from broker_process import BrokerProcess, BrokerStartError
 from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_group_id, wait_until
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-from consumer_group_wire import assigned, describe, heartbeat, heartbeat_request
+from consumer_group_wire import (
+    CONSUMER_PROTOCOL,
+    assigned,
+    commit_offsets,
+    describe,
+    heartbeat,
+    heartbeat_request,
+)
 from kafka_wire import KafkaConnection
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
@@ -30,7 +38,6 @@ from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.list_groups.v5 import request as list_groups_v5
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_commit.v8 import request as offset_commit_v8
-from kio.schema.offset_commit.v9 import request as offset_commit_v9
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
 from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
 from test_transaction_version2 import find_coordinator
@@ -39,6 +46,11 @@ from sluice.common.errors import ErrorCode
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+
+
+@pytest.fixture(scope="module")
+def broker(consumer_protocol_broker: BrokerProcess) -> BrokerProcess:
+    return consumer_protocol_broker
 
 
 def beat(broker: BrokerProcess, request: Any) -> Any:
@@ -69,7 +81,7 @@ def test_members_join_split_the_partitions_revoking_first_and_leave(
 
     joined = beat(broker, heartbeat_request(group, first, 0, (topic,)))
     assert (joined.error_code, joined.member_id, joined.member_epoch) == (0, first, 1), joined
-    assert joined.heartbeat_interval.total_seconds() == 5.0
+    assert joined.heartbeat_interval.total_seconds() == 0.5, "the broker's setting"
     assert assigned(joined) == {orders: (0, 1, 2, 3)}
 
     # A second member joins: the group epoch moves to 2, and it gets nothing until the
@@ -155,7 +167,7 @@ def test_describe_answers_unknown_groups_as_not_found(broker: BrokerProcess) -> 
     assert unknown.error_code == ErrorCode.group_id_not_found
 
 
-def test_a_classic_group_with_members_keeps_its_id(broker: BrokerProcess) -> None:
+def test_a_rebalancing_classic_group_keeps_its_id(broker: BrokerProcess) -> None:
     group = unique_group_id()
     timeout = heartbeat_request("g", "m", 0).rebalance_timeout
 
@@ -189,7 +201,9 @@ def test_a_classic_group_with_members_keeps_its_id(broker: BrokerProcess) -> Non
     assert answer.error_message == f"Group {group} is not a consumer group."
 
 
-def test_join_group_for_a_consumer_group_is_inconsistent(broker: BrokerProcess, topic: str) -> None:
+def test_join_group_of_another_protocol_type_to_a_consumer_group_is_inconsistent(
+    broker: BrokerProcess, topic: str
+) -> None:
     create_topic(broker.bootstrap, topic, num_partitions=1)
     group = unique_group_id()
     assert beat(broker, heartbeat_request(group, str(uuid.uuid4()), 0, (topic,))).error_code == 0
@@ -202,50 +216,53 @@ def test_join_group_for_a_consumer_group_is_inconsistent(broker: BrokerProcess, 
                 rebalance_timeout=timeout,
                 member_id="",
                 group_instance_id=None,
-                protocol_type="consumer",
+                protocol_type="connect",
                 protocols=(join_group_v5.JoinGroupRequestProtocol(name="range", metadata=b""),),
             )
         )
     assert refused.error_code == ErrorCode.inconsistent_group_protocol
 
 
-def test_the_protocol_is_not_advertised(broker: BrokerProcess) -> None:
+def api_versions(broker: BrokerProcess) -> Any:
     with KafkaConnection(broker.host, broker.port) as connection:
-        response = connection.request(
+        return connection.request(
             api_versions_v3.ApiVersionsRequest(
                 client_software_name="tests", client_software_version="1"
             )
         )
+
+
+def test_the_protocol_is_advertised_with_the_group_version_feature(broker: BrokerProcess) -> None:
+    response = api_versions(broker)
+    listed = {int(api.api_key): (api.min_version, api.max_version) for api in response.api_keys}
+    assert listed[CONSUMER_GROUP_HEARTBEAT] == (0, 1)
+    assert listed[CONSUMER_GROUP_DESCRIBE] == (0, 1)
+    finalized = {
+        f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
+    }
+    assert finalized["group.version"] == (1, 1)
+
+
+def test_without_the_setting_the_protocol_is_neither_listed_nor_served(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    classic_only = broker_factory()
+    response = api_versions(classic_only)
     listed = {int(api.api_key) for api in response.api_keys}
     assert CONSUMER_GROUP_HEARTBEAT not in listed
     assert CONSUMER_GROUP_DESCRIBE not in listed
+    assert "group.version" not in {f.name for f in response.finalized_features}
+    join = heartbeat_request(unique_group_id(), str(uuid.uuid4()), 0, (topic,))
+    refused = beat(classic_only, join)
+    assert refused.error_code == ErrorCode.unsupported_version
+    assert "group.coordinator.rebalance.protocols" in refused.error_message
+    (described,) = describe(classic_only.host, classic_only.port, "any-group")
+    assert described.error_code == ErrorCode.unsupported_version
 
 
 def commit(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
     """OffsetCommit v9 of offset 7 for partition 0; the partition's error code."""
-    with KafkaConnection(broker.host, broker.port) as connection:
-        response = connection.request(
-            offset_commit_v9.OffsetCommitRequest(
-                group_id=group,
-                generation_id_or_member_epoch=offset_commit_v9.i32(epoch),
-                member_id=member_id,
-                group_instance_id=None,
-                topics=(
-                    offset_commit_v9.OffsetCommitRequestTopic(
-                        name=topic,
-                        partitions=(
-                            offset_commit_v9.OffsetCommitRequestPartition(
-                                partition_index=offset_commit_v9.i32(0),
-                                committed_offset=offset_commit_v9.i64(7),
-                                committed_leader_epoch=offset_commit_v9.i32(-1),
-                                committed_metadata=None,
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        )
-    return int(response.topics[0].partitions[0].error_code)
+    return commit_offsets(broker.host, broker.port, group, member_id, epoch, topic, {0: 7})[0]
 
 
 def fetch(
@@ -435,7 +452,7 @@ SHORT_SESSION_SETTINGS = {
 def test_a_silent_member_is_removed_when_its_session_ends(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
-    broker = broker_factory(SHORT_SESSION_SETTINGS)
+    broker = broker_factory({**SHORT_SESSION_SETTINGS, **CONSUMER_PROTOCOL})
     create_topic(broker.bootstrap, topic, num_partitions=2)
     orders = topic_id(broker, topic)
     group = unique_group_id()
@@ -466,7 +483,7 @@ def test_a_silent_member_is_removed_when_its_session_ends(
 def test_the_assignors_are_the_brokers_setting(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
-    broker = broker_factory({"group.consumer.assignors": "range"})
+    broker = broker_factory({"group.consumer.assignors": "range", **CONSUMER_PROTOCOL})
     create_topic(broker.bootstrap, topic, num_partitions=2)
     group = unique_group_id()
     member = str(uuid.uuid4())
@@ -483,13 +500,16 @@ def test_the_assignors_are_the_brokers_setting(
 def test_an_unknown_assignor_stops_the_broker_with_a_message_naming_it(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
-    broker = broker_factory({"group.consumer.assignors": "uniform,sticky"}, start=False)
+    broker = broker_factory(
+        {"group.consumer.assignors": "uniform,sticky", **CONSUMER_PROTOCOL}, start=False
+    )
     with pytest.raises(BrokerStartError, match=r"group\.consumer\.assignors.*'sticky'"):
         broker.start(timeout_s=30)
     assert broker.last_exit_code not in (None, 0)
 
 
 LOW_BOUNDS_SETTINGS = {
+    **CONSUMER_PROTOCOL,
     "group.consumer.min.session.timeout.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "50",
 }

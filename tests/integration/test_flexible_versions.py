@@ -37,7 +37,8 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_fetch.v8 import request as offset_fetch_v8
 from kio.schema.produce.v13 import request as produce_v13
 
-from sluice.protocol.versions import ADVERTISED, ApiKey
+from sluice.common.config import BrokerConfig
+from sluice.protocol.versions import ApiKey, advertised
 
 ZERO_ID = uuid.UUID(int=0)
 SECONDS_10 = datetime.timedelta(seconds=10)
@@ -218,7 +219,8 @@ def test_api_versions_v3_and_v4_are_answered_in_full(broker: BrokerProcess) -> N
         ranges = {
             int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
         }
-        assert ranges == {int(k): (r.min_version, r.max_version) for k, r in ADVERTISED.items()}
+        default = advertised(BrokerConfig().group_coordinator_rebalance_protocols)
+        assert ranges == {int(k): (r.min_version, r.max_version) for k, r in default.items()}
         # One feature: transaction version 2 (KIP-890 part 2), finalized.
         assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
             ("transaction.version", 0, 2)

@@ -16,7 +16,6 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import (
     CLIENT_TIMEOUT_S,
-    Delivered,
     admin_client,
     create_topic,
     produce_and_flush,
@@ -37,7 +36,11 @@ from group_workers import (
     GroupWorker,
     WorkerPool,
     all_processed,
+    assert_each_member_processed_only_its_partitions,
+    assert_processed_exactly_once,
     duplicates,
+    produce_round_robin,
+    spawn_members,
     split_evenly,
     worker_pool,
 )
@@ -62,48 +65,6 @@ def pool() -> Iterator[WorkerPool]:
         yield workers
 
 
-def produce_round_robin(bootstrap: str, topic: str, count: int, tag: str) -> list[Delivered]:
-    producer = Producer(producer_config(bootstrap, acks="all"))
-    return produce_and_flush(
-        producer,
-        topic,
-        [{"partition": i % PARTITIONS, "value": f"{tag}-{i}".encode()} for i in range(count)],
-    )
-
-
-def positions(delivered: list[Delivered]) -> dict[tuple[int, int], str]:
-    return {(d.partition, d.offset): (d.value or b"").decode() for d in delivered}
-
-
-def spawn_members(pool: WorkerPool, count: int, bootstrap: str, topic: str, group: str, **kw):
-    return [
-        pool.spawn(f"member-{i}", bootstrap=bootstrap, topic=topic, group=group, **kw)
-        for i in range(count)
-    ]
-
-
-def assert_processed_exactly_once(
-    pool: WorkerPool, expected: dict[tuple[int, int], str], workers: list[GroupWorker]
-) -> None:
-    processed = [p for p in pool.processed(workers) if (p.partition, p.offset) in expected]
-    repeated = duplicates(processed)
-    assert not repeated, f"processed more than once: {sorted(repeated.items())[:5]}"
-    got = {(p.partition, p.offset): p.value for p in processed}
-    assert got == expected, (
-        f"missing {sorted(set(expected) - set(got))[:10]}, "
-        f"wrong values {[k for k in got if got[k] != expected.get(k)][:10]}"
-    )
-
-
-def assert_each_member_processed_only_its_partitions(
-    pool: WorkerPool, workers: list[GroupWorker]
-) -> None:
-    for worker in workers:
-        owned = worker.assignment()
-        foreign = {p.partition for p in worker.processed()} - owned
-        assert not foreign, f"{worker.name} processed partitions {foreign} it does not own"
-
-
 def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
     admin = admin_client(bootstrap)  # must outlive the future
     (future,) = admin.describe_consumer_groups([group], request_timeout=15).values()
@@ -123,11 +84,11 @@ def test_three_member_processes_split_six_partitions_two_each_and_process_every_
     pool.wait_until(split_evenly(members, PARTITIONS), GROUP_FORM_TIMEOUT_S, "a 2/2/2 split")
     assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
 
-    expected = positions(produce_round_robin(broker.bootstrap, topic, 600, "steady"))
+    expected = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 600, "steady")
     pool.wait_until(all_processed(pool, expected), CLIENT_TIMEOUT_S, "all 600 messages processed")
 
     assert_processed_exactly_once(pool, expected, members)
-    assert_each_member_processed_only_its_partitions(pool, members)
+    assert_each_member_processed_only_its_partitions(members)
     pool.wait_until(
         lambda: all(m.committed().get(p) == 100 for m in members for p in m.assignment()),
         CLIENT_TIMEOUT_S,
@@ -224,7 +185,7 @@ def test_a_member_that_closes_cleanly_leaves_and_the_others_rebalance_at_once(br
         pool, 3, broker.bootstrap, topic, unique_group_id(), session_timeout_ms=session_timeout_ms
     )
     pool.wait_until(split_evenly(members, PARTITIONS), GROUP_FORM_TIMEOUT_S, "a 2/2/2 split")
-    first = positions(produce_round_robin(broker.bootstrap, topic, 120, "before"))
+    first = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 120, "before")
     pool.wait_until(all_processed(pool, first), CLIENT_TIMEOUT_S, "messages before the leave")
 
     leaving, staying = members[0], members[1:]
@@ -241,7 +202,7 @@ def test_a_member_that_closes_cleanly_leaves_and_the_others_rebalance_at_once(br
         f"rebalance after a clean leave took {took_s:.1f}s; the session timeout is "
         f"{session_timeout_ms} ms, so LeaveGroup was not acted on"
     )
-    second = positions(produce_round_robin(broker.bootstrap, topic, 120, "after"))
+    second = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 120, "after")
     pool.wait_until(all_processed(pool, second, staying), CLIENT_TIMEOUT_S, "messages after")
     assert_processed_exactly_once(pool, {**first, **second}, members)
 
@@ -256,7 +217,7 @@ def test_cooperative_sticky_members_keep_their_partitions_and_give_up_only_moved
     group = unique_group_id()
     old = spawn_members(pool, 2, broker.bootstrap, topic, group, assignor="cooperative-sticky")
     pool.wait_until(split_evenly(old, PARTITIONS), GROUP_FORM_TIMEOUT_S, "a 3/3 split")
-    first = positions(produce_round_robin(broker.bootstrap, topic, 300, "before-join"))
+    first = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 300, "before-join")
     pool.wait_until(all_processed(pool, first), CLIENT_TIMEOUT_S, "messages before the join")
 
     before = {m.name: m.assignment() for m in old}
@@ -293,7 +254,7 @@ def test_cooperative_sticky_members_keep_their_partitions_and_give_up_only_moved
         f"revoked {sorted(moved)} but the newcomer got {sorted(newcomer.assignment())}"
     )
 
-    second = positions(produce_round_robin(broker.bootstrap, topic, 300, "after-join"))
+    second = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 300, "after-join")
     pool.wait_until(all_processed(pool, second), CLIENT_TIMEOUT_S, "messages after the join")
     assert_processed_exactly_once(pool, {**first, **second}, members)
 
@@ -439,7 +400,7 @@ def test_a_static_member_restarting_within_the_session_timeout_causes_no_rebalan
 
     members = [spawn_static(i, f"member-{i}") for i in range(3)]
     pool.wait_until(split_evenly(members, PARTITIONS), GROUP_FORM_TIMEOUT_S, "a 2/2/2 split")
-    first = positions(produce_round_robin(broker.bootstrap, topic, 120, "before"))
+    first = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 120, "before")
     pool.wait_until(all_processed(pool, first), CLIENT_TIMEOUT_S, "messages before the restart")
 
     restarting, others = members[0], members[1:]
@@ -459,7 +420,7 @@ def test_a_static_member_restarting_within_the_session_timeout_causes_no_rebalan
         f"{sorted(replacement.assignment())} after"
     )
 
-    second = positions(produce_round_robin(broker.bootstrap, topic, 120, "after"))
+    second = produce_round_robin(broker.bootstrap, topic, PARTITIONS, 120, "after")
     pool.wait_until(all_processed(pool, second), CLIENT_TIMEOUT_S, "messages after the restart")
 
     def any_rebalance_seen_by_others() -> bool:

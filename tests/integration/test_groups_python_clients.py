@@ -17,18 +17,16 @@ from aiokafka import TopicPartition as AioTopicPartition
 from broker_process import BrokerProcess
 from client_helpers import (
     CLIENT_TIMEOUT_S,
-    Delivered,
     create_topic,
-    produce_and_flush,
-    producer_config,
     unique_group_id,
 )
-from confluent_kafka import Producer
 from group_workers import (
     GroupWorker,
     WorkerPool,
     all_processed,
-    duplicates,
+    assert_each_member_processed_only_its_partitions,
+    assert_processed_exactly_once,
+    produce_round_robin,
     split_evenly,
     worker_pool,
 )
@@ -51,18 +49,6 @@ def pool() -> Iterator[WorkerPool]:
         yield workers
 
 
-def produce_round_robin(
-    bootstrap: str, topic: str, partitions: int, count: int, tag: str
-) -> dict[tuple[int, int], str]:
-    producer = Producer(producer_config(bootstrap, acks="all"))
-    delivered: list[Delivered] = produce_and_flush(
-        producer,
-        topic,
-        [{"partition": i % partitions, "value": f"{tag}-{i}".encode()} for i in range(count)],
-    )
-    return {(d.partition, d.offset): (d.value or b"").decode() for d in delivered}
-
-
 def spawn_group(
     pool: WorkerPool, clients: list[str], bootstrap: str, topic: str, group: str
 ) -> list[GroupWorker]:
@@ -79,19 +65,6 @@ def spawn_group(
         )
         for index, client in enumerate(clients)
     ]
-
-
-def assert_processed_exactly_once(
-    pool: WorkerPool, expected: dict[tuple[int, int], str], workers: list[GroupWorker]
-) -> None:
-    processed = [p for p in pool.processed(workers) if (p.partition, p.offset) in expected]
-    repeated = duplicates(processed)
-    assert not repeated, f"processed more than once: {sorted(repeated.items())[:5]}"
-    got = {(p.partition, p.offset): p.value for p in processed}
-    assert got == expected, f"missing {sorted(set(expected) - set(got))[:10]}"
-    for worker in workers:
-        foreign = {p.partition for p in worker.processed()} - worker.assignment()
-        assert not foreign, f"{worker.name} processed partitions {foreign} it does not own"
 
 
 def run_group_and_check_exactly_once(
@@ -111,6 +84,7 @@ def run_group_and_check_exactly_once(
     expected = produce_round_robin(broker.bootstrap, topic, partitions, 100 * partitions, "m")
     pool.wait_until(all_processed(pool, expected), CLIENT_TIMEOUT_S, "every message processed")
     assert_processed_exactly_once(pool, expected, members)
+    assert_each_member_processed_only_its_partitions(members)
     pool.wait_until(
         lambda: all(m.committed().get(p) == 100 for m in members for p in m.assignment()),
         CLIENT_TIMEOUT_S,
@@ -260,3 +234,4 @@ def test_a_static_python_member_restarting_within_the_session_timeout_causes_no_
     )
     assert quiet, f"the other member was rebalanced:\n{other.describe()}"
     assert_processed_exactly_once(pool, expected, [other, replacement])
+    assert_each_member_processed_only_its_partitions([other, replacement])

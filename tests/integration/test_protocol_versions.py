@@ -102,6 +102,12 @@ def _error_codes(message: Any) -> list[ErrorCode]:
     return found
 
 
+@pytest.fixture(scope="module")
+def broker(consumer_protocol_broker: BrokerProcess) -> BrokerProcess:
+    """Every API served: the consumer group protocol's too."""
+    return consumer_protocol_broker
+
+
 ADVERTISED = [
     pytest.param(key, version, id=f"{key.name}-v{version}")
     for key, served in sorted(SUPPORTED.items())

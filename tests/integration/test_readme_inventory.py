@@ -71,9 +71,9 @@ RUN_BY: dict[str, str] = {
     "Delivery semantics | import asyncio (2)":
         "tests/integration/test_readme_examples.py::test_readme_blocks_run_in_order_on_a_fresh_broker",
     # Consumer groups: the commands, then what each block prints
-    "Consumer groups | sluice groups list # every group, its state and protocol":
+    "Consumer groups | sluice groups list # every group, its type, state and pr":
         "tests/integration/test_readme_examples.py::test_the_consumer_group_commands_print_what_the_readme_shows",
-    "Consumer groups | GROUP STATE PROTOCOL TYPE":
+    "Consumer groups | GROUP TYPE STATE PROTOCOL TYPE":
         "tests/integration/test_readme_examples.py::test_the_consumer_group_commands_print_what_the_readme_shows",
     "Consumer groups | sluice groups reset-offsets billing --all-topics --to-ea":
         "tests/integration/test_readme_examples.py::test_the_consumer_group_commands_print_what_the_readme_shows",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.context import RequestContext
@@ -31,7 +31,7 @@ from sluice.broker.request_limits import check_named_partitions
 from sluice.common.errors import ErrorCode, ProtocolError
 from sluice.protocol import codec, framing, private
 from sluice.protocol.messages import make, response_module
-from sluice.protocol.versions import ADVERTISED, SUPPORTED, ApiKey, api_name
+from sluice.protocol.versions import SUPPORTED, ApiKey, advertised, api_name
 
 if TYPE_CHECKING:
     from sluice.broker.network.server import Answer, Response
@@ -52,6 +52,11 @@ TRANSACTION_VERSION = 2
 commit and abort, Produce v12 and TxnOffsetCommit v5 add partitions implicitly. Supported
 from 0 and finalized at 2, as a Kafka 4 cluster finalizes it; clients that do not look
 at features (librdkafka, kafka-python, aiokafka) keep using version 1."""
+GROUP_VERSION_FEATURE = "group.version"
+GROUP_VERSION = 1
+"""Group version 1 (KIP-848): the consumer group protocol is served. Listed, supported
+and finalized at 1, only when ``group.coordinator.rebalance.protocols`` enables
+``consumer``, as Kafka finalizes it."""
 FINALIZED_FEATURES_EPOCH = 1
 
 SERVED_BEFORE_AUTHENTICATION = frozenset(
@@ -61,30 +66,37 @@ SERVED_BEFORE_AUTHENTICATION = frozenset(
 (KIP-368: the client authenticates again on the same connection)."""
 
 
-def api_versions_response(version: int, error_code: int = 0, *, with_ranges: bool = True) -> Any:
-    """An ApiVersions response of ``version`` listing the ranges of ``ADVERTISED`` (the
-    internal, broker-to-broker APIs are served but not listed); v3+
-    also lists the supported and finalized features (``transaction.version``)."""
+def api_versions_response(
+    version: int,
+    rebalance_protocols: Collection[str],
+    error_code: int = 0,
+    *,
+    with_ranges: bool = True,
+) -> Any:
+    """An ApiVersions response of ``version`` listing what a broker with these rebalance
+    protocols enabled advertises (``versions.advertised``: the internal, broker-to-broker
+    APIs are served but not listed); v3+ also lists the supported and finalized features
+    (``transaction.version``, and ``group.version`` when the consumer protocol is on)."""
     module = response_module(ApiKey.API_VERSIONS, version)
     features: dict[str, Any] = {}
     if with_ranges and hasattr(module, "SupportedFeatureKey"):
+        levels = {TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION}
+        if "consumer" in rebalance_protocols:
+            levels[GROUP_VERSION_FEATURE] = GROUP_VERSION
         features = {
-            "supported_features": (
-                make(
-                    module.SupportedFeatureKey,
-                    name=TRANSACTION_VERSION_FEATURE,
-                    min_version=0,
-                    max_version=TRANSACTION_VERSION,
-                ),
+            "supported_features": tuple(
+                make(module.SupportedFeatureKey, name=name, min_version=0, max_version=level)
+                for name, level in levels.items()
             ),
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-            "finalized_features": (
+            "finalized_features": tuple(
                 make(
                     module.FinalizedFeatureKey,
-                    name=TRANSACTION_VERSION_FEATURE,
-                    min_version_level=TRANSACTION_VERSION,
-                    max_version_level=TRANSACTION_VERSION,
-                ),
+                    name=name,
+                    min_version_level=level,
+                    max_version_level=level,
+                )
+                for name, level in levels.items()
             ),
         }
     return make(
@@ -97,7 +109,7 @@ def api_versions_response(version: int, error_code: int = 0, *, with_ranges: boo
                 min_version=r.min_version,
                 max_version=r.max_version,
             )
-            for key, r in sorted(ADVERTISED.items())
+            for key, r in sorted(advertised(rebalance_protocols).items())
         )
         if with_ranges
         else (),
@@ -106,10 +118,12 @@ def api_versions_response(version: int, error_code: int = 0, *, with_ranges: boo
     )
 
 
-def api_versions_fallback(correlation_id: int) -> bytes:
+def api_versions_fallback(correlation_id: int, rebalance_protocols: Collection[str]) -> bytes:
     """ApiVersions in v0 format with UNSUPPORTED_VERSION and our ranges: the answer to an
     ApiVersions request newer than we speak (clients then retry with one we do)."""
-    response = api_versions_response(0, error_code=ErrorCode.unsupported_version)
+    response = api_versions_response(
+        0, rebalance_protocols, error_code=ErrorCode.unsupported_version
+    )
     return codec.encode_response(correlation_id, response)
 
 
@@ -213,7 +227,9 @@ class Dispatcher:
             raise ProtocolError(f"unknown or unsupported API key {api_key}")
         if not supported.advertises(version):
             if api_key == ApiKey.API_VERSIONS:
-                return api_versions_fallback(correlation_id)
+                return api_versions_fallback(
+                    correlation_id, self._services.config.group_coordinator_rebalance_protocols
+                )
             raise ProtocolError(f"API {ApiKey(api_key).name} version {version} is not supported")
         header, body_offset = codec.parse_request_header(frame)
         request = codec.decode_request_body(header, frame, body_offset)

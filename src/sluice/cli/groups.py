@@ -43,7 +43,13 @@ from sluice.cli.common import (
 )
 from sluice.cli.progress import Bar, progress_bar, progress_enabled, progress_option
 from sluice.client.admin import ACTIVE_MEMBER_CODES, NO_OFFSET, Admin, OffsetSpec
-from sluice.client.groups import GroupDescription, GroupListing, GroupState, MemberDescription
+from sluice.client.groups import (
+    CONSUMER_GROUP_TYPE,
+    GroupDescription,
+    GroupListing,
+    GroupState,
+    MemberDescription,
+)
 from sluice.client.groups import OffsetAndMetadata as CommittedOffset
 from sluice.common import errors
 from sluice.common.bookkeeping_groups import SPARK_GROUP_PREFIX, is_bookkeeping_group
@@ -376,7 +382,7 @@ def groups() -> None:
 @format_option
 @bootstrap_option
 def list_groups(*, show_all: bool, output_format: str, bootstrap_server: str) -> None:
-    """List every group with its state and protocol type.
+    """List every group with its type (classic, consumer, share), state and protocol type.
 
     Bookkeeping groups (offsets that record a Spark query's progress, not a consumer's
     position) are left out unless --all is given.
@@ -395,6 +401,7 @@ def list_groups(*, show_all: bool, output_format: str, bootstrap_server: str) ->
             [
                 {
                     "group": g.group_id,
+                    "type": g.group_type,
                     "state": g.state,
                     "protocol_type": g.protocol_type,
                     "bookkeeping": g.group_id in bookkeeping,
@@ -403,10 +410,10 @@ def list_groups(*, show_all: bool, output_format: str, bootstrap_server: str) ->
             ]
         )
     elif shown:
-        header = ["GROUP", "STATE", "PROTOCOL TYPE"]
+        header = ["GROUP", "TYPE", "STATE", "PROTOCOL TYPE"]
         table = [[*header, "NOTE"] if show_all else header]
         for g in shown:
-            row = [g.group_id, g.state, _text(g.protocol_type)]
+            row = [g.group_id, g.group_type, g.state, _text(g.protocol_type)]
             if show_all:
                 row.append(BOOKKEEPING_NOTE if g.group_id in bookkeeping else "")
             table.append(row)
@@ -476,13 +483,41 @@ def total_lag(rows: Iterable[_PartitionRow]) -> int | None:
 
 
 def _member_json(member: MemberDescription) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "member_id": member.member_id,
         "group_instance_id": member.group_instance_id,
         "client_id": member.client_id,
         "host": member.client_host,
         "assignment": member.assignment,
     }
+    if member.target_assignment is not None:
+        document |= {
+            "member_epoch": member.member_epoch,
+            "rack_id": member.rack_id,
+            "subscribed_topics": list(member.subscribed_topics),
+            "subscribed_topic_regex": member.subscribed_topic_regex,
+            "target_assignment": member.target_assignment,
+            "pending_assignment": member.pending_assignment,
+            "pending_revocation": member.pending_revocation,
+        }
+    return document
+
+
+def _subscription_text(member: MemberDescription) -> str:
+    """Topic names joined by commas, then ``regex PATTERN``."""
+    parts = [",".join(member.subscribed_topics)] if member.subscribed_topics else []
+    if member.subscribed_topic_regex is not None:
+        parts.append(f"regex {member.subscribed_topic_regex}")
+    return " ".join(parts)
+
+
+def _pending_text(member: MemberDescription) -> str:
+    """``+topic:p`` for partitions of the target still to come (another member is
+    revoking them), ``-topic:p`` for those it has beyond its target."""
+    return " ".join(
+        [f"+{part}" for part in _assignment_text(member.pending_assignment).split()]
+        + [f"-{part}" for part in _assignment_text(member.pending_revocation).split()]
+    )
 
 
 def _assignment_text(assignment: Mapping[str, list[int]]) -> str:
@@ -505,6 +540,11 @@ def describe(*, group_id: str, members: bool, output_format: str, bootstrap_serv
     (JSON: null) as its offset and lag, as Kafka's tool does: its lag is unknown, not 0.
     A bookkeeping group (Spark's exactly-once progress) is marked and shows no lag.
     With --members: one row per member instead.
+
+    A group of the consumer group protocol (KIP-848) also shows its group and assignment
+    epochs and assignor, and each member's epoch, subscription, assigned and target
+    partitions; PENDING marks partitions of its target it does not have yet (+) and
+    partitions it still has beyond it (-).
     """
 
     async def gather() -> tuple[GroupDescription, list[_PartitionRow]]:
@@ -520,7 +560,13 @@ def describe(*, group_id: str, members: bool, output_format: str, bootstrap_serv
                 for topic, partitions in member.assignment.items()
                 for partition in partitions
             }
-            partitions = sorted(set(committed) | set(owners))
+            targeted = {
+                TopicPartition(topic, partition)
+                for member in description.members
+                for topic, partitions in (member.target_assignment or {}).items()
+                for partition in partitions
+            }
+            partitions = sorted(set(committed) | set(owners) | targeted)
             existing = await _existing_partitions(admin, partitions)
             log_ends = await admin.list_offsets(existing, OffsetSpec.LATEST) if existing else {}
             bookkeeping = is_bookkeeping_group(
@@ -544,25 +590,51 @@ def describe(*, group_id: str, members: bool, output_format: str, bootstrap_serv
     description, rows = run(gather)
     if members:
         _print_members(description, output_format)
+    elif description.group_type == CONSUMER_GROUP_TYPE and output_format == "text":
+        _print_members(description, output_format)
+        _print_partitions(description, rows, output_format, summary=False)
     else:
         _print_partitions(description, rows, output_format)
 
 
 def _summary_json(description: GroupDescription) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "group": description.group_id,
+        "type": description.group_type,
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
-        "member_count": len(description.members),
+        "member_count": len(description.members) if description.members_described else None,
     }
+    if description.group_type == CONSUMER_GROUP_TYPE:
+        document |= {
+            "group_epoch": description.group_epoch,
+            "assignment_epoch": description.assignment_epoch,
+            "assignor": description.protocol or None,
+        }
+    return document
 
 
 def _print_summary(description: GroupDescription) -> None:
     click.echo(f"Group: {description.group_id}")
+    if description.group_type != CONSUMER_GROUP_TYPE:
+        click.echo(
+            f"  state: {description.state}   protocol type: {_text(description.protocol_type)}"
+            f"   protocol: {_text(description.protocol)}   members: {len(description.members)}"
+        )
+        return
+    if not description.members_described:
+        click.echo(
+            f"  type: consumer   state: {description.state}   members: unknown (the "
+            "coordinator does not answer ConsumerGroupDescribe: enable "
+            "group.coordinator.rebalance.protocols=classic,consumer on the broker)"
+        )
+        return
     click.echo(
-        f"  state: {description.state}   protocol type: {_text(description.protocol_type)}   "
-        f"protocol: {_text(description.protocol)}   members: {len(description.members)}"
+        f"  type: consumer   state: {description.state}   group epoch: "
+        f"{_text(description.group_epoch)}   assignment epoch: "
+        f"{_text(description.assignment_epoch)}   assignor: {_text(description.protocol)}   "
+        f"members: {len(description.members)}"
     )
 
 
@@ -573,8 +645,13 @@ def _print_members(description: GroupDescription, output_format: str) -> None:
         echo_json(document)
         return
     _print_summary(description)
+    if not description.members_described:
+        return
     if not description.members:
         click.echo("  no active members")
+        return
+    if description.group_type == CONSUMER_GROUP_TYPE:
+        _print_consumer_members(description)
         return
     header = ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "PARTITIONS", "ASSIGNMENT")
     echo_table(
@@ -593,14 +670,53 @@ def _print_members(description: GroupDescription, output_format: str) -> None:
     )
 
 
+def _print_consumer_members(description: GroupDescription) -> None:
+    """The members of a consumer group (KIP-848) with their epochs, subscriptions and
+    current, target and pending assignments."""
+    header = (
+        "MEMBER ID",
+        "INSTANCE ID",
+        "CLIENT ID",
+        "HOST",
+        "EPOCH",
+        "SUBSCRIPTION",
+        "ASSIGNED",
+        "TARGET",
+        "PENDING",
+    )
+    echo_table(
+        [header]
+        + [
+            (
+                member.member_id,
+                _text(member.group_instance_id),
+                _text(member.client_id),
+                _text(member.client_host),
+                _text(member.member_epoch),
+                _text(_subscription_text(member)),
+                _text(_assignment_text(member.assignment)),
+                _text(_assignment_text(member.target_assignment or {})),
+                _text(_pending_text(member)),
+            )
+            for member in description.members
+        ]
+    )
+
+
 def _print_partitions(
-    description: GroupDescription, rows: Sequence[_PartitionRow], output_format: str
+    description: GroupDescription,
+    rows: Sequence[_PartitionRow],
+    output_format: str,
+    *,
+    summary: bool = True,
 ) -> None:
     bookkeeping = any(row.bookkeeping for row in rows)
     total = total_lag(rows)
     without_offset = sum(1 for row in rows if row.committed is None)
     if output_format == "json":
         document = _summary_json(description)
+        if description.group_type == CONSUMER_GROUP_TYPE:
+            document["members"] = [_member_json(member) for member in description.members]
         document["bookkeeping"] = bookkeeping
         document["partitions"] = [
             {
@@ -619,7 +735,8 @@ def _print_partitions(
         document["partitions_without_committed_offset"] = without_offset
         echo_json(document)
         return
-    _print_summary(description)
+    if summary:
+        _print_summary(description)
     if bookkeeping:
         click.echo(
             "  bookkeeping group: its offsets record a Spark query's progress (batch ids), "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from sluice.client.admin_consumer_groups import describe_consumer_group
 from sluice.client.cluster import BrokerMetadata, Cluster, TopicMetadata, run_all
 from sluice.client.connection import BrokerConnection
 from sluice.client.errors import ConnectionClosedError
@@ -920,6 +921,8 @@ class Admin:
     async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
         """State, protocol and members (with decoded assignments) of each group, in the
         order asked. A group that does not exist is described with state ``Dead``.
+        Groups of the consumer group protocol (KIP-848) are described by
+        ConsumerGroupDescribe, with their epochs and members' target assignments.
 
         Groups with the same coordinator are described in one request to it; a group
         whose coordinator turns out busy or moved (or whose connection drops) is asked
@@ -944,7 +947,25 @@ class Admin:
             for group_id in wanted
             if group_id not in descriptions
         )
+        await run_all(
+            self._describe_consumer_group(group_id, descriptions)
+            for group_id in wanted
+            if not descriptions[group_id].exists
+        )
         return [descriptions[group_id] for group_id in wanted]
+
+    async def _describe_consumer_group(
+        self, group_id: str, descriptions: dict[str, GroupDescription]
+    ) -> None:
+        """A group DescribeGroups calls Dead may be a consumer group (KIP-848), which
+        only ConsumerGroupDescribe describes (:mod:`sluice.client.admin_consumer_groups`)."""
+
+        async def attempt(connection: BrokerConnection) -> GroupDescription | None:
+            return await describe_consumer_group(connection, group_id)
+
+        found = await self.coordinators.call(group_id, attempt)
+        if found is not None:
+            descriptions[group_id] = found
 
     async def _describe_groups_on(
         self, node_id: NodeId, group_ids: list[str], descriptions: dict[str, GroupDescription]

@@ -60,9 +60,10 @@ from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.arguments import optional_str, topic_names
 from sluice.client.assignors import assignors_named
 from sluice.client.cluster import Cluster
+from sluice.client.consumer_membership import ConsumerMembership, check_broker_pattern
 from sluice.client.errors import ClientError
 from sluice.client.failure import StoredFailure
-from sluice.client.groups import GroupCoordinators
+from sluice.client.groups import GroupCoordinators, OffsetAndMetadata
 from sluice.client.membership import (
     GroupMembership,
     RebalanceError,
@@ -72,6 +73,7 @@ from sluice.client.membership import (
 from sluice.client.messages import Request
 from sluice.client.retries import Retrier, RetryPolicy
 from sluice.client.security import SecurityOptions, option_names, security_for
+from sluice.client.share_membership import TopicIds
 from sluice.client.transactions import GroupMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
@@ -92,6 +94,10 @@ __all__ = [
 ]
 
 Delivery = Literal["at-least-once", "at-most-once", "exactly-once"]
+GroupProtocol = Literal["classic", "consumer"]
+GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = ("classic", "consumer")
+"""Kafka's group.protocol: the classic JoinGroup/SyncGroup protocol (the default), or
+KIP-848's consumer group protocol."""
 OffsetReset = Literal["earliest", "latest", "none"]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
@@ -100,6 +106,12 @@ RETRY_BACKOFF_S = 0.1
 connection lost) before metadata is refreshed and the round retried."""
 
 CLOSE_TIMEOUT_S = 30.0
+
+SESSION_TIMEOUT_MS_DEFAULT = 10_000
+HEARTBEAT_INTERVAL_MS_DEFAULT = 3000
+PARTITION_ASSIGNMENT_STRATEGY_DEFAULT = ("range", "roundrobin")
+"""The classic protocol's defaults of these settings (the consumer protocol has none:
+the broker decides)."""
 """How long close() may spend on the final commit and LeaveGroup."""
 
 _METADATA_REFRESH_CODES = frozenset(
@@ -203,6 +215,13 @@ class ConsumerRebalanceListener:
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
         """Called once the new assignment is known, before records of it are fetched."""
 
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+        """Called instead of :meth:`on_partitions_revoked` when the partitions were
+        lost: the group dropped this member (its session ended, or it was fenced), so
+        they may already belong to another member and nothing was committed. By default
+        it calls :meth:`on_partitions_revoked`, as Kafka's listener does."""
+        return self.on_partitions_revoked(lost)
+
 
 @dataclass(slots=True)
 class _PartitionState:
@@ -241,8 +260,8 @@ class Consumer:
         auto_offset_reset: OffsetReset = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
-        session_timeout_ms: int = 10_000,
-        heartbeat_interval_ms: int = 3000,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
         max_poll_interval_ms: int = 300_000,
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: int = 500,
@@ -250,8 +269,11 @@ class Consumer:
         max_partition_fetch_bytes: int = 1024 * 1024,
         max_poll_records: int = 500,
         isolation_level: IsolationLevel | None = None,
-        partition_assignment_strategy: Sequence[str] = ("range", "roundrobin"),
+        partition_assignment_strategy: Sequence[str] | None = None,
         group_instance_id: str | None = None,
+        group_protocol: GroupProtocol = "classic",
+        group_remote_assignor: str | None = None,
+        client_rack: str | None = None,
         delivery: Delivery = "at-least-once",
         rebalance_listener: ConsumerRebalanceListener | None = None,
         request_timeout_ms: int = 30_000,
@@ -264,7 +286,15 @@ class Consumer:
         and dead-letter topics (:meth:`retry`, :meth:`dead_letter`): the consumer
         creates them if needed and also reads its retry topic. ``security`` holds
         ``security_protocol`` and its ``ssl_*``/``sasl_*`` options
-        (:mod:`sluice.client.security`)."""
+        (:mod:`sluice.client.security`).
+
+        ``group_protocol="consumer"`` joins groups with the consumer group protocol of
+        KIP-848 (:mod:`sluice.client.consumer_membership`): the broker assigns, with
+        ``group_remote_assignor`` (Kafka's group.remote.assignor; None: the broker's
+        default) and ``client_rack``, and sets the heartbeat interval and session
+        timeout itself, so, as in Kafka, ``session_timeout_ms``,
+        ``heartbeat_interval_ms`` and ``partition_assignment_strategy`` are refused with
+        it, and ``group_remote_assignor`` without it."""
         self._tls, self._sasl = security_for("Consumer", security, _OPTIONS)
         names = topic_names(topics, "Consumer")
         group_id = optional_str("group_id", "Consumer", group_id)
@@ -289,6 +319,39 @@ class Consumer:
             raise ValueError(f"fetch_max_wait_ms must be in [0, {FETCH_WAIT_MS_MAX}]")
         if fetch_max_wait_ms >= request_timeout_ms:
             raise ValueError("fetch_max_wait_ms must be below request_timeout_ms")
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(
+                f"group_protocol {group_protocol!r} is not one of "
+                f"{', '.join(repr(p) for p in GROUP_PROTOCOLS)}"
+            )
+        classic_only = {
+            "session_timeout_ms": session_timeout_ms,
+            "heartbeat_interval_ms": heartbeat_interval_ms,
+            "partition_assignment_strategy": partition_assignment_strategy,
+        }
+        if group_protocol == "consumer":
+            for name, value in classic_only.items():
+                if value is not None:
+                    raise ValueError(
+                        f'{name} cannot be set with group_protocol="consumer": the broker '
+                        "sets the session timeout and heartbeat interval and assigns the "
+                        "partitions (group_remote_assignor chooses its assignor)"
+                    )
+        elif group_remote_assignor is not None:
+            raise ValueError(
+                'group_remote_assignor needs group_protocol="consumer" (with "classic" the '
+                "assignor is partition_assignment_strategy)"
+            )
+        group_remote_assignor = optional_str(
+            "group_remote_assignor", "Consumer", group_remote_assignor
+        )
+        client_rack = optional_str("client_rack", "Consumer", client_rack)
+        if session_timeout_ms is None:
+            session_timeout_ms = SESSION_TIMEOUT_MS_DEFAULT
+        if heartbeat_interval_ms is None:
+            heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS_DEFAULT
+        if partition_assignment_strategy is None:
+            partition_assignment_strategy = PARTITION_ASSIGNMENT_STRATEGY_DEFAULT
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms")
         if max_poll_records < 1 or max_partition_fetch_bytes < 1 or fetch_max_bytes < 1:
@@ -316,6 +379,9 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.isolation_level = isolation_level
         self.group_instance_id = group_instance_id
+        self.group_protocol = group_protocol
+        self.group_remote_assignor = group_remote_assignor
+        self.client_rack = client_rack
         self.delivery = delivery
         self.request_timeout_ms = request_timeout_ms
         self._listener = rebalance_listener
@@ -329,7 +395,7 @@ class Consumer:
         self._cluster: Cluster | None = None
         self._admin: Admin | None = None
         self._coordinators: GroupCoordinators | None = None
-        self._membership: GroupMembership | None = None
+        self._membership: GroupMembership | ConsumerMembership | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._membership_task: asyncio.Task[None] | None = None
         self._failure: StoredFailure[BaseException] | None = None
@@ -377,10 +443,10 @@ class Consumer:
             raise
         self._admin = Admin(self._cluster)
         self._coordinators = self._admin.coordinators
-        self._tasks.append(asyncio.create_task(self._guarded(self._fetch_loop()), name="fetcher"))
+        self._tasks.append(asyncio.create_task(self._guarded(self._fetch_loop), name="fetcher"))
         if self._should_commit_finished():
             self._tasks.append(
-                asyncio.create_task(self._guarded(self._auto_commit_loop()), name="committer")
+                asyncio.create_task(self._guarded(self._auto_commit_loop), name="committer")
             )
         if self._retrier is not None and self._initial_topics:
             partitions = [
@@ -431,10 +497,12 @@ class Consumer:
     ) -> None:
         await self.close(finished=exc is None)
 
-    async def _guarded(self, body: Awaitable[None]) -> None:
-        """Run a background task; its failure is raised to the application."""
+    async def _guarded(self, body: Callable[[], Awaitable[None]]) -> None:
+        """Run a background task; its failure is raised to the application. (``body``
+        is called here, so a task cancelled before it ever ran leaves no coroutine
+        unawaited.)"""
         try:
-            await body
+            await body()
         except asyncio.CancelledError:
             raise
         except BaseException as e:
@@ -469,12 +537,27 @@ class Consumer:
         if not names and pattern is None:
             raise ValueError("subscribe() needs topics or a pattern")
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        if compiled is not None and self.group_protocol == "consumer":
+            check_broker_pattern(compiled)
         if self._retrier is not None and names and self._retrier.retry_topic not in names:
             names.append(self._retrier.retry_topic)
         if listener is not None:
             self._listener = listener
         self._subscribed = True
-        if self._membership is None:
+        if self._membership is None and self.group_protocol == "consumer":
+            assert self._cluster is not None and self._coordinators is not None
+            self._membership = ConsumerMembership(
+                self._coordinators,
+                TopicIds(self._cluster),
+                group_id=self.group_id,
+                rebalance_timeout_ms=self.max_poll_interval_ms,
+                group_instance_id=self.group_instance_id,
+                rack_id=self.client_rack,
+                server_assignor=self.group_remote_assignor,
+                on_revoke=self._on_revoke,
+                on_assign=self._on_assign,
+            )
+        elif self._membership is None:
             assert self._cluster is not None and self._coordinators is not None
             self._membership = GroupMembership(
                 self._cluster,
@@ -491,7 +574,7 @@ class Consumer:
         self._membership.subscribe(names, compiled)
         if self._membership_task is None or self._membership_task.done():
             self._membership_task = asyncio.create_task(
-                self._guarded(self._membership.run()), name="membership"
+                self._guarded(self._membership.run), name="membership"
             )
             self._tasks.append(self._membership_task)
 
@@ -549,7 +632,10 @@ class Consumer:
                 await self._commit_finished(revoked)
             except (RebalanceError, KafkaError, ClientError):
                 pass  # another member resumes from the last commit: records repeat
-        await self._call_listener("on_partitions_revoked", revoked)
+        if lost and hasattr(self._listener, "on_partitions_lost"):
+            await self._call_listener("on_partitions_lost", revoked)
+        else:
+            await self._call_listener("on_partitions_revoked", revoked)
         self._set_assignment(set(self._partitions) - revoked)
 
     async def _on_assign(self, assigned: set[TopicPartition]) -> None:
@@ -655,8 +741,7 @@ class Consumer:
             if unknown:
                 committed: dict[TopicPartition, int] = {}
                 if self.group_id is not None:
-                    assert self._coordinators is not None
-                    found = await fetch_committed(self._coordinators, self.group_id, unknown)
+                    found = await self._fetch_committed(unknown)
                     committed = {tp: o.offset for tp, o in found.items()}
                 for tp in unknown:
                     state = self._partitions.get(tp)
@@ -1051,7 +1136,9 @@ class Consumer:
             raise ValueError("committing needs a group_id")
         assert self._coordinators is not None
         membership = self._membership
-        if membership is not None:
+        if isinstance(membership, ConsumerMembership):
+            await membership.commit(offsets)
+        elif membership is not None:
             await commit_offsets(
                 self._coordinators,
                 self.group_id,
@@ -1069,10 +1156,19 @@ class Consumer:
         self._raise_failure()
         if self.group_id is None:
             raise ValueError("committed offsets need a group_id")
-        assert self._coordinators is not None
-        found = await fetch_committed(self._coordinators, self.group_id, [TopicPartition(*tp)])
+        found = await self._fetch_committed([TopicPartition(*tp)])
         entry = found.get(TopicPartition(*tp))
         return None if entry is None else entry.offset
+
+    async def _fetch_committed(
+        self, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets; a member of a consumer group (KIP-848) asks
+        with its member id and epoch, as the coordinator requires."""
+        assert self.group_id is not None and self._coordinators is not None
+        if isinstance(self._membership, ConsumerMembership):
+            return await self._membership.fetch_committed(partitions)
+        return await fetch_committed(self._coordinators, self.group_id, partitions)
 
     # ── offsets by spec ────────────────────────────────────────────────────────────
 

@@ -68,6 +68,11 @@ T = TypeVar("T")
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """Protocol type of groups formed by Kafka consumers; only their assignments are decoded."""
 
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+"""ListGroups' type of the groups of the consumer group protocol (KIP-848), which
+ConsumerGroupDescribe describes (DescribeGroups describes ``classic`` ones only)."""
+
 GROUP_KEY_TYPE = 0
 """FindCoordinator key type of a consumer group (1 is a transactional id)."""
 
@@ -122,9 +127,9 @@ class GroupListing:
     protocol_type: str
     """``consumer`` for Kafka consumers; empty for groups that only store offsets."""
     state: str
-    group_type: str = "classic"
-    """``classic`` or ``share`` (KIP-932), as ListGroups v5+ reports it; ``classic`` from
-    older brokers, which have no other kind."""
+    group_type: str = CLASSIC_GROUP_TYPE
+    """``classic``, ``consumer`` (KIP-848) or ``share`` (KIP-932), as ListGroups v5+
+    reports it; ``classic`` from older brokers, which have no other kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +142,31 @@ class MemberDescription:
     client_host: str
     assignment: dict[str, list[int]] = field(default_factory=dict)
     """Topic → sorted partitions; empty unless the group is a consumer group in the
-    Stable state (the coordinator sends assignments only then)."""
+    Stable state (the coordinator sends assignments only then). In a group of the
+    consumer group protocol: the partitions the member is assigned now."""
+    member_epoch: int | None = None
+    """The member's epoch (consumer group protocol only; None in a classic group)."""
+    rack_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    """The topic names the member subscribes to (consumer group protocol only)."""
+    subscribed_topic_regex: str | None = None
+    """The member's regular expression subscription (consumer group protocol only)."""
+    target_assignment: dict[str, list[int]] | None = None
+    """Topic → sorted partitions the coordinator means the member to have at the group's
+    assignment epoch (consumer group protocol only; None in a classic group)."""
+
+    @property
+    def pending_assignment(self) -> dict[str, list[int]]:
+        """Partitions of the target the member does not have yet: another member still
+        has to revoke them (consumer group protocol only)."""
+        return _difference(self.target_assignment or {}, self.assignment)
+
+    @property
+    def pending_revocation(self) -> dict[str, list[int]]:
+        """Partitions the member has beyond its target, which it must give up."""
+        if self.target_assignment is None:
+            return {}
+        return _difference(self.assignment, self.target_assignment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +179,15 @@ class GroupDescription:
     protocol: str
     """The chosen assignor (``range``, ``roundrobin``, ...) while the group has members."""
     members: list[MemberDescription] = field(default_factory=list)
+    group_type: str = CLASSIC_GROUP_TYPE
+    """``classic`` (DescribeGroups) or ``consumer`` (ConsumerGroupDescribe, KIP-848)."""
+    group_epoch: int | None = None
+    """The consumer group protocol's group epoch (None in a classic group)."""
+    assignment_epoch: int | None = None
+    """The epoch of the group's target assignment (None in a classic group)."""
+    members_described: bool = True
+    """False for a consumer group whose coordinator does not answer ConsumerGroupDescribe:
+    its state comes from ListGroups and its members are unknown (not none)."""
 
     @property
     def is_active(self) -> bool:
@@ -168,6 +206,17 @@ class OffsetAndMetadata:
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
+
+
+def _difference(
+    left: Mapping[str, list[int]], right: Mapping[str, list[int]]
+) -> dict[str, list[int]]:
+    """Topic → sorted partitions in ``left`` and not in ``right``."""
+    found = {
+        topic: sorted(set(partitions) - set(right.get(topic, ())))
+        for topic, partitions in left.items()
+    }
+    return {topic: partitions for topic, partitions in sorted(found.items()) if partitions}
 
 
 # ── consumer protocol assignment ───────────────────────────────────────────────────────

@@ -77,6 +77,11 @@ class TopicIds:
     def name_of(self, topic_id: uuid.UUID) -> str | None:
         return self._names.get(topic_id)
 
+    def remember(self, name: str, topic_id: uuid.UUID) -> None:
+        """Know ``name``'s id (as a Metadata answer would have told it)."""
+        self._ids[name] = topic_id
+        self._names[topic_id] = name
+
     async def metadata(self, topics: Iterable[str] | None) -> ClusterMetadata:
         """Metadata of ``topics`` (None: every topic) with their ids, remembered."""
         connection = await self.cluster.any_connection()
@@ -101,8 +106,7 @@ class TopicIds:
         metadata = parse_metadata(await connection.request(payload))
         for name, topic in metadata.topics.items():
             if topic.topic_id is not None and topic.error_code == ErrorCode.none:
-                self._ids[name] = topic.topic_id
-                self._names[topic.topic_id] = name
+                self.remember(name, topic.topic_id)
         return metadata
 
     async def names(

@@ -44,6 +44,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # of open transactions (require_stable, KIP-447); v8 batches groups.
     ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
+    # Groups of the consumer group protocol (KIP-848); v1 adds each member's type.
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.LIST_GROUPS: (0, 5),  # v4+ answers with each group's state, v5 filters by type
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
@@ -52,6 +54,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
+    # Consumer groups of the new protocol (KIP-848), as a consumer takes part
+    # (sluice.client.consumer_membership; v1: the member makes its id, and regular
+    # expressions). Its OffsetCommit and OffsetFetch go at v9, with the member epoch.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     # Producers: ids, and transactions (sluice.client.transactions). InitProducerId v3+
     # carries the current id and epoch (KIP-360); EndTxn v5 bumps the epoch at every
     # commit and abort (KIP-890 part 2). Partitions are added explicitly (Produce stays

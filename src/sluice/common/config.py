@@ -391,6 +391,26 @@ def _sasl_mechanisms(text: str) -> tuple[str, ...]:
     return names
 
 
+REBALANCE_PROTOCOLS_SERVED = ("classic", "consumer", "share")
+"""The values ``group.coordinator.rebalance.protocols`` takes: Kafka's classic protocol,
+the consumer protocol (KIP-848), and ``share``, which changes nothing (share groups are
+always served). Kafka's ``streams`` (KIP-1071) is not served."""
+
+
+def _rebalance_protocols(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(item.lower() for item in list_items(text)))
+    if "streams" in names:
+        raise ValueError("streams groups (KIP-1071) are not served: leave streams out")
+    unknown = [name for name in names if name not in REBALANCE_PROTOCOLS_SERVED]
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: the protocols are " + ", ".join(REBALANCE_PROTOCOLS_SERVED)
+        )
+    if "classic" not in names:
+        raise ValueError("classic cannot be disabled: give classic or classic,consumer")
+    return names
+
+
 def _sasl_mechanism(text: str) -> str:
     names = _sasl_mechanisms(text)
     if len(names) != 1:
@@ -702,6 +722,14 @@ class BrokerConfig:
     """sluice.inter.broker.sasl.password (sensitive: never described)."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
+    group_coordinator_rebalance_protocols: tuple[str, ...] = ("classic",)
+    """group.coordinator.rebalance.protocols: the group protocols served. With
+    ``consumer``, ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) are listed in
+    ApiVersions with the ``group.version`` feature at 1, and served; without it they are
+    answered UNSUPPORTED_VERSION, as Kafka does. Kafka 4.3 enables ``classic,consumer``;
+    Sluice enables ``classic`` until the online upgrade from classic groups is served
+    (docs/consumer-groups.md), as a client that prefers the consumer protocol (franz-go)
+    would otherwise meet groups it cannot join."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
     listeners: tuple[Listener, ...] = ()
@@ -986,7 +1014,7 @@ class BrokerConfig:
             self._apply("log.retention.ms", str(_long(-1)(text) * 60_000))
             return
         if name in GROUP_PROPERTY_NAMES:
-            if name not in GROUP_LIST_PROPERTY_NAMES:
+            if name not in GROUP_TEXT_PROPERTY_NAMES:
                 _long(0)(text)
             self.group_properties[name] = text
             return
@@ -1041,6 +1069,10 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log.dirs": ("data_dir", Path),
     "data.dir": ("data_dir", Path),
     "num.partitions": ("num_partitions", _long(1, 10_000)),
+    "group.coordinator.rebalance.protocols": (
+        "group_coordinator_rebalance_protocols",
+        _rebalance_protocols,
+    ),
     "default.replication.factor": ("default_replication_factor", _long(1, 32)),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", _long(10)),
@@ -1214,14 +1246,17 @@ GROUP_PROPERTY_NAMES = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.consumer.migration.policy",
     }
 )
 """Names the group coordinator reads (``sluice.group.config``); kept here so the broker
 can refuse unknown names at start-up without importing a higher layer."""
 
-GROUP_LIST_PROPERTY_NAMES = frozenset({"group.consumer.assignors"})
-"""The group properties that are comma-separated lists, not integers (the coordinator
-checks the names)."""
+GROUP_TEXT_PROPERTY_NAMES = frozenset(
+    {"group.consumer.assignors", "group.consumer.migration.policy"}
+)
+"""The group properties that are names, not integers: a comma-separated list of
+assignors, a migration policy (the coordinator checks them)."""
 
 
 def read_properties_file(path: Path) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The groups list and a group's page: a classic group's members, committed offsets and
-lag, or a share group's (KIP-932) members, start offsets and lag, each with the lag over
-time and the membership timeline.
+lag, a consumer group's (KIP-848) epochs, members with their epochs and current, target
+and pending assignments, committed offsets and lag, or a share group's (KIP-932)
+members, start offsets and lag, each with the lag over time and the membership timeline.
 
 A partition assigned without a committed offset shows its lag as unknown (–), and so
 does a group with no known lag. Bookkeeping groups (Spark's exactly-once progress) are
@@ -91,7 +92,8 @@ async def group_page(request: web.Request) -> web.Response:
     assigned = {
         TopicPartition(topic, partition)
         for member in description.members
-        for topic, partitions in member.assignment.items()
+        for assignment in (member.assignment, member.target_assignment or {})
+        for topic, partitions in assignment.items()
         for partition in partitions
     }
     wanted = sorted(set(committed) | assigned)

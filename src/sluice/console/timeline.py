@@ -13,9 +13,10 @@ sample, or after it was seen rebalancing. When two Stable samples differ without
 rebalance seen between them, the group went through one or more generations the sampler
 did not see; the event says so rather than inventing a number.
 
-ShareGroupDescribe does report the group epoch, which moves on at every change of
-membership: a share group's snapshots carry it as their ``generation``, and a new
-generation is the epoch reported, not one counted. When it moved on by more than one
+ShareGroupDescribe and ConsumerGroupDescribe (a consumer group of KIP-848) do report
+the group epoch, which moves on at every change of membership: a share or consumer
+group's snapshots carry it as their ``generation``, and a new generation is the epoch
+reported, not one counted. When it moved on by more than one
 between two samples, the event says epochs went by unseen.
 """
 
@@ -78,10 +79,13 @@ class GroupSnapshot:
 
     @classmethod
     def of(cls, description: GroupDescription, time_s: float) -> GroupSnapshot:
+        """A classic group's sample (generations counted as observed) or a consumer
+        group's (KIP-848: generations are its group epochs)."""
         return cls(
             time_s=time_s,
             state=description.state,
             protocol=description.protocol,
+            generation=description.group_epoch,
             members=tuple(
                 sorted(
                     (

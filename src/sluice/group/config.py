@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.group.consumer_assignors import ASSIGNORS, RANGE_ASSIGNOR, UNIFORM_ASSIGNOR
+from sluice.group.migration import MigrationPolicy
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS_DEFAULT = 50
@@ -94,6 +95,10 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
     """group.consumer.assignors: the server assignors consumer group members may name,
     built-in ones only (Kafka also loads classes); the first is the default."""
+    consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    """group.consumer.migration.policy: whether a classic group with members becomes a
+    consumer group when a member of the new protocol joins it (upgrade), and back when
+    the last one leaves (downgrade); Kafka's default, ``bidirectional``, allows both."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -180,9 +185,16 @@ class GroupConfig:
         Raises ValueError naming the property for a bad value."""
         values: dict[str, int] = {}
         assignors = GroupConfig.consumer_assignors
+        policy = MigrationPolicy.BIDIRECTIONAL
         for name, text in properties.items():
             if name == CONSUMER_ASSIGNORS_PROPERTY:
                 assignors = parse_assignor_names(text)
+                continue
+            if name == MIGRATION_POLICY_PROPERTY:
+                try:
+                    policy = MigrationPolicy.parse(text)
+                except ValueError as e:
+                    raise ValueError(f"{name}: {e}") from None
                 continue
             target = GROUP_PROPERTIES.get(name)
             if target is None:
@@ -193,7 +205,7 @@ class GroupConfig:
             except ValueError:
                 raise ValueError(f"{name}: {text!r} is not an integer") from None
         try:
-            return cls(**values, consumer_assignors=assignors)
+            return cls(**values, consumer_assignors=assignors, consumer_migration_policy=policy)
         except ValueError as e:
             raise ValueError(f"group coordinator settings: {e}") from None
 
@@ -224,7 +236,7 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""
 
 CONSUMER_ASSIGNORS_PROPERTY = "group.consumer.assignors"
-"""The one list-valued group property (not in :data:`GROUP_PROPERTIES`)."""
+"""The list-valued group property (not in :data:`GROUP_PROPERTIES`)."""
 
 BUILT_IN_ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
@@ -239,3 +251,8 @@ def parse_assignor_names(text: str) -> tuple[str, ...]:
     names of Kafka's built-in ones (checked by :class:`GroupConfig`)."""
     names = (entry.strip() for entry in text.split(","))
     return tuple(BUILT_IN_ASSIGNOR_CLASSES.get(name, name) for name in names if name)
+
+
+MIGRATION_POLICY_PROPERTY = "group.consumer.migration.policy"
+"""The setting of the coordinator that is a name, not a number (not in
+:data:`GROUP_PROPERTIES`)."""

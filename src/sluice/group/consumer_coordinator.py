@@ -19,7 +19,10 @@ it (:mod:`~sluice.group.write_errors`) and retries, and the change is undone in 
 (``ConsumerGroups.revert``), with every later change of the same group still waiting
 for its write, newest first, as Kafka's coordinator reverts to the last committed
 offset: memory never runs ahead of the log. The same holds for a member's expiry (tried
-again shortly) and for DeleteGroups' tombstones::
+again shortly), DeleteGroups' tombstones, classic members' JoinGroup and LeaveGroup, and
+the conversions, whose write also changes the classic group of the id: it is put back
+by the ``on_write_failed`` / downgrade callback the coordinator gave (an upgrade's
+classic group with its members, a downgrade's replacement gone)::
 
     write ─▶ pending[group] += change ─▶ committed: drop it
                                       └▶ failed: revert it and the group's later ones
@@ -27,10 +30,19 @@ again shortly) and for DeleteGroups' tombstones::
 Timers that fire for a member who heartbeated since are ignored
 (``ConsumerGroups.expire`` checks the deadline it armed).
 
-One group id names one group: a classic group with members keeps the id (a heartbeat
-for it answers GROUP_ID_NOT_FOUND, as Kafka does when it cannot convert the group; the
-online upgrade is not built), an empty classic group's metadata record is deleted and
-the consumer group takes the id (its committed offsets stay, as in Kafka).
+One group id names one group. A joining heartbeat for an id held by a classic group
+with members converts it when Kafka would (its online upgrade: every member uses the
+consumer protocol, the policy allows it; the coordinator decides and hands over the
+group as a :class:`~sluice.group.migration.ClassicGroupImage`): one write holds the
+classic group's tombstone, the converted group's records
+(:class:`~sluice.group.consumer_classic.ClassicMembers`) and the heartbeat's; if the
+heartbeat is refused nothing is written and the classic group stays. Otherwise a classic
+group with members keeps the id (GROUP_ID_NOT_FOUND, Kafka's answer). An empty classic
+group's metadata record is deleted and the consumer group takes the id (its committed
+offsets stay, as in Kafka). The classic APIs of members inside a consumer group are
+served here too (``classic_join`` and the others), and when the last member of the new
+protocol leaves or expires, the group's tombstones and the classic group that replaces
+it (made by the coordinator's ``downgrade`` callback) are one write.
 """
 
 from __future__ import annotations
@@ -44,8 +56,24 @@ from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
-from sluice.group.api import OFFSET_COMMIT_MEMBER_EPOCH_VERSION, GroupListing
-from sluice.group.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroup, MetadataView
+from sluice.group.api import (
+    OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
+    GroupListing,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+)
+from sluice.group.consumer_classic import ClassicMembers
+from sluice.group.consumer_group import (
+    CONSUMER_GROUP_TYPE,
+    JOIN_MEMBER_EPOCH,
+    ConsumerGroup,
+    MetadataView,
+)
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
@@ -59,6 +87,7 @@ from sluice.group.consumer_heartbeat_api import (
 )
 from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
 from sluice.group.consumer_records_codec import decode_record, encode_record
+from sluice.group.migration import ClassicGroupImage
 from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
@@ -84,6 +113,8 @@ class DescribedConsumerMember:
     assignment: tuple[TopicPartitions, ...]
     """What the member owns now (assigned, not yet revoked ones excluded)."""
     target_assignment: tuple[TopicPartitions, ...]
+    uses_classic_protocol: bool = False
+    """A member that joined with JoinGroup (or came with its classic group)."""
 
 
 @dataclass(frozen=True)
@@ -111,11 +142,38 @@ class OtherGroupHold:
     consumer group takes its id (None: nothing to delete)."""
     on_tombstone_written: Callable[[], None] = lambda: None
     """Called once the tombstone is handed to a write: the classic group forgets its
-    record."""
+    record (and, on an upgrade, its members)."""
+    upgrade: ClassicGroupImage | None = None
+    """A classic group with members that a joining member of the new protocol converts
+    (the online upgrade); ``in_use`` is False then."""
+    refusal: str | None = None
+    """Why the id is not free, for the heartbeat's error message."""
+    on_write_failed: UndoFunction = lambda _now_ms, _error: []
+    """Called if the write holding the tombstone fails: the classic group is put back as
+    it was before ``on_tombstone_written`` (its record, and on an upgrade its members)."""
+
+
+UndoFunction = Callable[[int, ErrorCode], list[Effect]]
+"""Puts a classic group back as it was before a write that failed (at ``now_ms``, the
+write's error): the effects (answers to requests parked on it meanwhile)."""
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A change of a consumer group whose records are being written."""
+
+    change: Change
+    undo_other: UndoFunction | None = None
+    """What the same write changed of the classic group of the id, to put back."""
 
 
 OtherGroupLookup = Callable[[str], OtherGroupHold | None]
 """The group of another type holding an id, if any (``GroupCoordinator`` answers)."""
+DowngradeFunction = Callable[
+    [ClassicGroupImage, int], tuple[list[Record], list[Effect], UndoFunction]
+]
+"""Makes the classic group of an image (at ``now_ms``): its records, effects, and how
+to put back the classic group as it was should the records not be written."""
 
 
 def heartbeat_write_error(error: ErrorCode) -> ErrorCode:
@@ -138,14 +196,17 @@ class HostedConsumerGroups:
         append: AppendFunction,
         other_group: OtherGroupLookup,
         new_member_id: Callable[[], str],
+        downgrade: DowngradeFunction,
     ) -> None:
         self._config = config
         self._append = append
         self._other_group = other_group
+        self._downgrade = downgrade
         self._groups = ConsumerGroups(config, new_member_id)
+        self._classic = ClassicMembers(self._groups, config, new_member_id)
         self._timers: list[_TimerEntry] = []
         self._timer_sequence = itertools.count()
-        self._pending: dict[str, list[Change]] = {}
+        self._pending: dict[str, list[_Pending]] = {}
         """Group id → its changes whose records are being written, oldest first."""
 
     # ================================================================ inspection
@@ -180,6 +241,7 @@ class HostedConsumerGroups:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=to_topic_partitions(m.assigned_partitions),
                 target_assignment=to_topic_partitions(group.target_assignment.get(m.member_id, {})),
+                uses_classic_protocol=m.classic is not None,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         )
@@ -215,12 +277,19 @@ class HostedConsumerGroups:
             _, _, key = heapq.heappop(self._timers)
             result = self._groups.expire(key, last_due_ms)
             self._arm(result.timers)
-            if result.records:
-                log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
-                on_stored = self._log_write_error(key.group_id)
-                effects.append(
-                    self._write(result.records, self._settling(result.change, on_stored))
-                )
+            if not result.records:
+                continue
+            log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
+            trailing: list[Record] = []
+            undo_other: UndoFunction | None = None
+            if result.downgrade is not None:
+                trailing, downgrade_effects, undo_other = self._downgrade(result.downgrade, now_ms)
+                effects += downgrade_effects
+            assert result.change is not None, "records come with the change that made them"
+            on_stored = self._settling(
+                [result.change], self._log_write_error(key.group_id), undo_other
+            )
+            effects.append(self._write(result.records, on_stored, trailing=trailing))
         return effects
 
     def _arm(self, changes: Iterable[TimerChange]) -> None:
@@ -240,22 +309,38 @@ class HostedConsumerGroups:
         topics: MetadataView,
     ) -> list[Effect]:
         other = self._other_group(request.group_id)
-        if other is not None and other.in_use:
-            # Kafka converts a classic group whose members use the consumer protocol
-            # (its online upgrade), else answers this; Sluice does not convert yet.
-            response = ConsumerGroupHeartbeatResponse(
-                ErrorCode.group_id_not_found,
-                f"Group {request.group_id} is not a consumer group.",
-            )
+        upgrade = None if other is None else other.upgrade
+        if upgrade is not None and request.member_epoch != JOIN_MEMBER_EPOCH:
+            upgrade = None  # only a joining member converts the group, as in Kafka
+        if other is not None and (other.in_use or (other.upgrade is not None and upgrade is None)):
+            message = other.refusal or f"Group {request.group_id} is not a consumer group."
+            response = ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message)
             return [Reply(token, response)]
+        upgrade_records: list[ConsumerGroupRecord] = []
+        upgrade_changes: list[Change] = []
+        if upgrade is not None:
+            conversion = self._classic.convert(upgrade, topics, now_ms)
+            upgrade_records, upgrade_changes = conversion.records, [conversion.change]
         result = self._groups.heartbeat(request, topics, now_ms)
+        if upgrade is not None:
+            if result.response.error is not ErrorCode.none:
+                # Nothing is written: the converted group is undone, the classic one stays.
+                self._arm(self._groups.revert(conversion.change, now_ms))
+                return [Reply(token, result.response)]
+            self._arm(conversion.timers)
         self._arm(result.timers)
         if not result.records:
             return [Reply(token, result.response)]
         extra: tuple[Record, ...] = ()
+        undo_other: UndoFunction | None = None
         if other is not None and other.metadata_tombstone is not None:
             extra = (other.metadata_tombstone,)
             other.on_tombstone_written()
+            undo_other = other.on_write_failed
+        trailing: list[Record] = []
+        effects: list[Effect] = []
+        if result.downgrade is not None:
+            trailing, effects, undo_other = self._downgrade(result.downgrade, now_ms)
         answer = result.response
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -268,27 +353,42 @@ class HostedConsumerGroups:
             )
             return [Reply(token, ConsumerGroupHeartbeatResponse(heartbeat_write_error(error)))]
 
-        return [self._write(result.records, self._settling(result.change, on_stored), extra)]
+        changes = [*upgrade_changes, result.change]
+        records = [*upgrade_records, *result.records]
+        on_settled = self._settling(changes, on_stored, undo_other)
+        return [self._write(records, on_settled, extra, trailing), *effects]
 
     # ================================================================ reverting
 
     def _settling(
-        self, change: Change | None, on_completion: CompletionHandler
+        self,
+        changes: Sequence[Change | None],
+        on_completion: CompletionHandler,
+        undo_other: UndoFunction | None = None,
     ) -> CompletionHandler:
-        """``on_completion``, after the change is kept (written) or reverted (not)."""
-        assert change is not None, "records come with the change that made them"
-        group_id = change.group_id
-        self._pending.setdefault(group_id, []).append(change)
+        """``on_completion``, after the changes of one write are kept (written) or
+        reverted (not), with ``undo_other``: what the write changed of a classic group
+        (an upgrade's hand-over, a downgrade's new classic group)."""
+        assert changes and all(c is not None for c in changes), (
+            "records come with the change that made them"
+        )
+        entries = [_Pending(c) for c in changes if c is not None]
+        entries[0].undo_other = undo_other
+        group_id = entries[0].change.group_id
+        self._pending.setdefault(group_id, []).extend(entries)
+        first = entries[0]
 
         def settle(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            self._settle(group_id, change, completed_ms, error)
-            return on_completion(completed_ms, error)
+            effects = self._settle(group_id, first, len(entries), completed_ms, error)
+            return effects + on_completion(completed_ms, error)
 
         return settle
 
-    def _settle(self, group_id: str, change: Change, now_ms: int, error: ErrorCode | None) -> None:
+    def _settle(
+        self, group_id: str, first: _Pending, count: int, now_ms: int, error: ErrorCode | None
+    ) -> list[Effect]:
         pending = self._pending.get(group_id, [])
-        index = next((i for i, c in enumerate(pending) if c is change), None)
+        index = next((i for i, p in enumerate(pending) if p is first), None)
         if index is None:
             # Reverted when an earlier write of the group failed (or forgotten when a
             # classic group took the id).
@@ -298,23 +398,86 @@ class HostedConsumerGroups:
                     "memory is behind the log until the partition is loaded again",
                     group_id,
                 )
-            return
+            return []
+        effects: list[Effect] = []
         if error is None:
-            del pending[index]
+            del pending[index : index + count]
         else:
             for later in reversed(pending[index:]):
-                self._arm(self._groups.revert(later, now_ms))
+                self._arm(self._groups.revert(later.change, now_ms))
+                if later.undo_other is not None:
+                    effects += later.undo_other(now_ms, error)
             del pending[index:]
         if not pending:
             del self._pending[group_id]
+        return effects
 
     def _write(
         self,
         records: Sequence[ConsumerGroupRecord],
         on_completion: CompletionHandler,
         extra: Sequence[Record] = (),
+        trailing: Sequence[Record] = (),
     ) -> Append:
-        return self._append([*extra, *(encode_record(r) for r in records)], on_completion)
+        encoded = [*extra, *(encode_record(r) for r in records), *trailing]
+        return self._append(encoded, on_completion)
+
+    # ====================================================== classic members
+
+    def classic_join(
+        self, now_ms: int, token: RequestToken, request: JoinGroupRequest, topics: MetadataView
+    ) -> list[Effect]:
+        """JoinGroup to a consumer group with members: answered once its records are
+        written (:mod:`~sluice.group.consumer_classic`)."""
+        result = self._classic.join(request, topics, now_ms)
+        self._arm(result.timers)
+        answer = result.response
+        if not result.records:
+            return [Reply(token, answer)]
+
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                return [Reply(token, answer)]
+            log.warning(
+                "consumer group %s: JoinGroup records not written (%s); change reverted",
+                request.group_id,
+                error.name,
+            )
+            failed = JoinGroupResponse(heartbeat_write_error(error), member_id=request.member_id)
+            return [Reply(token, failed)]
+
+        return [self._write(result.records, self._settling([result.change], on_stored))]
+
+    def classic_sync(self, token: RequestToken, request: SyncGroupRequest, now_ms: int) -> Reply:
+        result = self._classic.sync(request, now_ms)
+        self._arm(result.timers)
+        return Reply(token, result.response)
+
+    def classic_heartbeat(
+        self, token: RequestToken, request: HeartbeatRequest, now_ms: int
+    ) -> Reply:
+        result = self._classic.heartbeat(request, now_ms)
+        self._arm(result.timers)
+        return Reply(token, HeartbeatResponse(result.error))
+
+    def classic_leave(self, token: RequestToken, request: LeaveGroupRequest) -> list[Effect]:
+        result = self._classic.leave(request.group_id, request.members)
+        self._arm(result.timers)
+        answer = LeaveGroupResponse(ErrorCode.none, tuple(result.members))
+        if not result.records:
+            return [Reply(token, answer)]
+
+        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            if error is None:
+                return [Reply(token, answer)]
+            log.warning(
+                "consumer group %s: LeaveGroup records not written (%s); change reverted",
+                request.group_id,
+                error.name,
+            )
+            return [Reply(token, LeaveGroupResponse(heartbeat_write_error(error)))]
+
+        return [self._write(result.records, self._settling([result.change], on_stored))]
 
     def _log_write_error(self, group_id: str) -> CompletionHandler:
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -339,16 +502,22 @@ class HostedConsumerGroups:
         (ConsumerGroup.validateOffsetCommit): without an epoch (-1, an administrator's or
         a simple consumer's commit) only while the group has no members; else the member
         must be known (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+, which carries its
-        epoch (UNSUPPORTED_VERSION; TxnOffsetCommit of any version is accepted), and send
-        its current epoch (STALE_MEMBER_EPOCH; for a transactional commit
-        ILLEGAL_GENERATION, the error transactional producers know)."""
+        epoch (UNSUPPORTED_VERSION; TxnOffsetCommit of any version is accepted, and so is
+        any version from a classic member, whose generation is its epoch), and send its
+        current epoch (STALE_MEMBER_EPOCH; for a transactional commit or a classic
+        member ILLEGAL_GENERATION, the error their clients know)."""
         group = self._groups.group(group_id)
         assert group is not None, "asked only for a consumer group's id"
         if member_epoch < 0 and not group.members:
             return None
-        if member_id not in group.members:
+        member = group.members.get(member_id)
+        if member is None:
             return ErrorCode.unknown_member_id
-        if not transactional and api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
+        if (
+            not transactional
+            and member.classic is None
+            and api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION
+        ):
             return ErrorCode.unsupported_version
         error = self._member_epoch_error(group, member_id, member_epoch)
         if transactional and error is ErrorCode.stale_member_epoch:
@@ -370,10 +539,14 @@ class HostedConsumerGroups:
     def _member_epoch_error(
         group: ConsumerGroup, member_id: str, member_epoch: int
     ) -> ErrorCode | None:
+        """A classic member's generation is its epoch: it is told ILLEGAL_GENERATION,
+        which its client knows, as in Kafka."""
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                return ErrorCode.illegal_generation
             return ErrorCode.stale_member_epoch
         return None
 
@@ -403,7 +576,7 @@ class HostedConsumerGroups:
         if they were not written)."""
         records, change = self._groups.delete_group_records(group_id)
         encoded = [encode_record(r) for r in records]
-        return encoded, self._settling(change, lambda _completed_ms, _error: [])
+        return encoded, self._settling([change], lambda _completed_ms, _error: [])
 
     def delete_empty(self, group_id: str) -> list[Record]:
         """The tombstones of an empty consumer group whose id a classic group takes; the

@@ -107,6 +107,22 @@ MetadataView = Mapping[str, TopicImage]
 """Topic name → topic: the broker's metadata image as the coordinator sees it."""
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    inside a consumer group keeps of it: Kafka's ``ClassicMemberMetadata`` of the member
+    metadata record (:mod:`~sluice.group.consumer_classic`)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    """(protocol name, ConsumerProtocol subscription) in the member's order of preference."""
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup answer names: its first (Kafka's choice)."""
+        return self.protocols[0][0]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -129,6 +145,13 @@ class ConsumerMember:
     rule). Not in the records: a coordinator that loaded the group knows it from the
     member's next heartbeat, and meanwhile takes the pattern's matches among the
     topics the member owns or is assigned."""
+    classic: ClassicMemberMetadata | None = None
+    """Set for a member of the classic protocol (joined through JoinGroup, or converted
+    with its classic group); None for a member sending ConsumerGroupHeartbeat."""
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def owned(self) -> Iterable[tuple[uuid.UUID, int]]:
         """Every partition this member owns: assigned or still to be revoked."""

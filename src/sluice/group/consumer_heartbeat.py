@@ -31,9 +31,11 @@ towards its target (:mod:`~sluice.group.consumer_reconciliation`). See
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from sluice.common.errors import ErrorCode
 from sluice.group.consumer_assignors import (
@@ -89,6 +91,9 @@ from sluice.group.consumer_records import (
     TopicMetadataEntry,
 )
 from sluice.group.consumer_regex import InvalidRegularExpression, check, matching_topics
+from sluice.group.migration import ClassicGroupImage, ClassicMemberImage
+
+log = logging.getLogger(__name__)
 
 EXPIRY_RETRY_BACKOFF_MS = 500
 """A member's removal whose records were not written is tried again this long after
@@ -198,6 +203,7 @@ class ConsumerGroups:
         member.subscribed_topic_regex = value.subscribed_topic_regex
         member.rebalance_timeout_ms = value.rebalance_timeout_ms
         member.server_assignor = value.server_assignor
+        member.classic = value.classic_member_metadata
         if value.instance_id is not None:
             group.static_members[value.instance_id] = member_id
 
@@ -206,25 +212,26 @@ class ConsumerGroups:
     def delete_group_records(self, group_id: str) -> tuple[list[ConsumerGroupRecord], Change]:
         """The tombstones that delete the group (replayed here already), and how to undo
         that; DeleteGroups writes them once the group is empty."""
-        change = self._begin(group_id)
-        try:
-            group = self._groups.get(group_id)
-            if group is None:
-                return [], change
-            tombstones: list[ConsumerGroupRecord] = []
-            for member_id in sorted(set(group.members) | set(group.target_assignment)):
-                tombstones += _member_tombstones(group_id, member_id)
-            tombstones += [
-                ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
-                ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
-                ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None),
-            ]
+        with self.operation(group_id) as change:
             records: list[ConsumerGroupRecord] = []
-            for record in tombstones:
-                self._write(records, record)
+            self._delete_records(group_id, records)
             return records, change
-        finally:
-            self._change = None
+
+    def _delete_records(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
+        """Write the tombstones of every record of the group (for the operation under way)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return
+        tombstones: list[ConsumerGroupRecord] = []
+        for member_id in sorted(set(group.members) | set(group.target_assignment)):
+            tombstones += _member_tombstones(group_id, member_id)
+        tombstones += [
+            ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
+            ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
+            ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None),
+        ]
+        for record in tombstones:
+            self._write(records, record)
 
     # ============================================================ undoing
 
@@ -233,6 +240,17 @@ class ConsumerGroups:
         assert self._change is None, "one operation at a time"
         self._change = Change(group_id, created_group=group_id not in self._groups)
         return self._change
+
+    @contextlib.contextmanager
+    def operation(self, group_id: str) -> Iterator[Change]:
+        """Note what the operation run inside changes (every ``_write``, timer and
+        resolution), to undo it with :meth:`revert` should its records not be written;
+        the classic members' operations (:mod:`~sluice.group.consumer_classic`) use it."""
+        change = self._begin(group_id)
+        try:
+            yield change
+        finally:
+            self._change = None
 
     def revert(self, change: Change, now_ms: int) -> list[TimerChange]:
         """Undo an operation whose records were not written; the timers to arm again.
@@ -335,21 +353,25 @@ class ConsumerGroups:
         change = self._begin(key.group_id)
         try:
             records: list[ConsumerGroupRecord] = []
-            timers = self._remove_member(group, member, records)
+            image = self.downgrade_image(group, member)
+            if image is not None:
+                timers = self._delete_for_downgrade(group, records)
+            else:
+                timers = self._remove_member(group, member, records)
         finally:
             self._change = None
-        return TimerResult(records, timers, change)
+        return TimerResult(records, timers, change, downgrade=image)
 
     def start_timers(self, now_ms: int) -> list[TimerChange]:
         """Once the partition is loaded: every member's session starts now, and members
         that must revoke partitions get their rebalance timeout from now (Kafka's rule
-        when a coordinator takes over). This first session is the broker's
-        ``group.consumer.session.timeout.ms``: a group's override arrives with its
-        members' next heartbeats."""
+        when a coordinator takes over). This first session is a classic member's own
+        session timeout, else the broker's ``group.consumer.session.timeout.ms``: a
+        group's override arrives with its members' next heartbeats."""
         timers: list[TimerChange] = []
         for group in self._groups.values():
             for member_id, member in group.members.items():
-                deadline = now_ms + self._config.session_timeout_ms
+                deadline = now_ms + self.session_timeout_ms(member)
                 timers.append(self._arm(TimerKind.SESSION, group.group_id, member_id, deadline))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     deadline = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -357,10 +379,19 @@ class ConsumerGroups:
                     timers.append(self._arm(kind, group.group_id, member_id, deadline))
         return timers
 
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        """A classic member's own session timeout (from its JoinGroup), else the group's."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._config.session_timeout_ms
+
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
         self._set_deadline(key, deadline_ms)
         return ArmTimer(key, deadline_ms)
+
+    def has_timer(self, kind: TimerKind, group_id: str, member_id: str) -> bool:
+        return TimerKey(kind, group_id, member_id) in self._deadlines
 
     def _cancel(self, kind: TimerKind, group_id: str, member_id: str) -> list[TimerChange]:
         key = TimerKey(kind, group_id, member_id)
@@ -862,12 +893,80 @@ class ConsumerGroups:
                 ),
             )
             timers += self._cancel(TimerKind.REBALANCE, group.group_id, member.member_id)
-        else:
-            timers += self._remove_member(group, member, records)
         response = ConsumerGroupHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=epoch
         )
+        if epoch == LEAVE_STATIC_MEMBER_EPOCH:
+            return HeartbeatResult(response, records, timers)
+        image = self.downgrade_image(group, member)
+        if image is not None:
+            timers += self._delete_for_downgrade(group, records)
+            return HeartbeatResult(response, records, timers, downgrade=image)
+        timers += self._remove_member(group, member, records)
         return HeartbeatResult(response, records, timers)
+
+    # ------------------------------------------------------------ downgrade
+
+    def downgrade_image(
+        self, group: ConsumerGroup, leaving: ConsumerMember
+    ) -> ClassicGroupImage | None:
+        """The classic group this one becomes when ``leaving`` goes, or None (Kafka's
+        rules: the leaving member is the last of the new protocol, others remain, the
+        policy allows downgrades, and they fit ``group.max.size``). Each member takes its
+        target assignment; the generation is the group epoch."""
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        if leaving.classic is not None or not others:
+            return None
+        if not all(m.classic is not None for m in others):
+            return None
+        if not self._config.migration_policy.downgrades:
+            log.info("consumer group %s: not downgraded: the policy forbids it", group.group_id)
+            return None
+        if len(others) > self._config.classic_group_size_max:
+            log.info("consumer group %s: not downgraded: too many members", group.group_id)
+            return None
+        common = set.intersection(
+            *({name for name, _ in m.classic.protocols} for m in others if m.classic is not None)
+        )
+        if not common:
+            return None  # (cannot happen: JoinGroup admits only a protocol in common)
+        names = {t.topic_id: t.name for t in group.subscribed_topics.values()}
+        members = []
+        for member in others:
+            assert member.classic is not None
+            target = group.target_assignment.get(member.member_id, {})
+            members.append(
+                ClassicMemberImage(
+                    member_id=member.member_id,
+                    instance_id=member.instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    rebalance_timeout_ms=member.rebalance_timeout_ms,
+                    session_timeout_ms=member.classic.session_timeout_ms,
+                    protocols=member.classic.protocols,
+                    subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+                    rack_id=member.rack_id,
+                    assignment={
+                        names[topic_id]: partitions
+                        for topic_id, partitions in target.items()
+                        if topic_id in names
+                    },
+                )
+            )
+        return ClassicGroupImage(group.group_id, group.group_epoch, tuple(members))
+
+    def _delete_for_downgrade(
+        self, group: ConsumerGroup, records: list[ConsumerGroupRecord]
+    ) -> list[TimerChange]:
+        """Every timer of the group cancelled and its tombstones written: a classic
+        group takes the id."""
+        timers: list[TimerChange] = []
+        for member_id in group.members:
+            for kind in TimerKind:
+                timers += self._cancel(kind, group.group_id, member_id)
+        log.info("consumer group %s: downgraded to a classic group", group.group_id)
+        self._delete_records(group.group_id, records)
+        return timers
 
     def _remove_member(
         self, group: ConsumerGroup, member: ConsumerMember, records: list[ConsumerGroupRecord]
@@ -917,6 +1016,7 @@ def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
         subscribed_topic_regex=member.subscribed_topic_regex,
         rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor,
+        classic_member_metadata=member.classic,
     )
 
 

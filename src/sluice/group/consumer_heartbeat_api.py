@@ -20,6 +20,7 @@ from sluice.group.consumer_group import (
     Assignment,
 )
 from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
+from sluice.group.migration import ClassicGroupImage, MigrationPolicy
 from sluice.group.records import STRING_BYTES_MAX
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ class ConsumerGroupsConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     """group.consumer.assignors: the server assignors members may name; the first is
     the default."""
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    """group.consumer.migration.policy (:mod:`~sluice.group.migration`)."""
+    classic_group_size_max: int = 10_000
+    """group.max.size: a consumer group with more members is not downgraded."""
 
     def __post_init__(self) -> None:
         if not self.assignors or any(name not in ASSIGNORS for name in self.assignors):
@@ -128,6 +133,10 @@ class TimerKind(enum.Enum):
     """The member is removed if it does not heartbeat before this."""
     REBALANCE = "rebalance"
     """The member is removed if it has not revoked its partitions before this."""
+    CLASSIC_JOIN = "classic-join"
+    """A classic member told to join again is removed if it has not before this."""
+    CLASSIC_SYNC = "classic-sync"
+    """A classic member answered JoinGroup is removed if it sends no SyncGroup before this."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,9 @@ class HeartbeatResult:
     timers: list[TimerChange] = field(default_factory=list)
     change: Change | None = None
     """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
+    downgrade: ClassicGroupImage | None = None
+    """Set when the last member of the new protocol left: the records delete the
+    consumer group, and the classic group of this image takes its place."""
 
 
 @dataclass
@@ -182,6 +194,8 @@ class TimerResult:
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
     change: Change | None = None
+    downgrade: ClassicGroupImage | None = None
+    """As in :class:`HeartbeatResult`: the expired member was the last of the new protocol."""
 
 
 class HeartbeatError(Exception):

@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sluice.group.consumer_group import MemberState
+from sluice.group.consumer_group import ClassicMemberMetadata, MemberState
 
 NO_METADATA_HASH = 0
 """The metadata hash Sluice writes (Kafka's "not computed")."""
@@ -126,6 +126,8 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
+    """Tag 0: a member of the classic protocol's session timeout and protocols."""
 
 
 @dataclass(frozen=True)

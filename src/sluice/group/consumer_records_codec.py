@@ -30,12 +30,17 @@ an int16 version (0) and its fields in the *flexible* layout of Kafka's messages
     u   = 16 bytes (a topic id)             tags = uvarint count, then each: uvarint
                                                    tag │ uvarint size │ bytes
 
-Sluice writes no tagged field (the metadata hash is 0, Kafka's "not computed", which
-Kafka leaves out) and skips those it reads, as Kafka skips unknown tags, keeping only
-the metadata hash. A member converted from a classic group (tag 0 of the member
-metadata) loses its classic protocols here: the online upgrade is not built.
-Decoding checks every length and count against the bytes left and refuses trailing
-bytes; anything malformed raises ``CorruptMessage``.
+    5, tag 0: a classic member's metadata, a nullable struct (int8 1, then the struct)
+                                        session timeout i32 │ [protocol name cs
+                                        │ metadata cb │ tags] │ tags
+    cb  = uvarint length + 1, then the bytes
+
+Sluice writes two tagged fields only: the metadata hash when it is not 0 (0 is Kafka's
+"not computed", which Kafka leaves out) and a classic member's metadata (tag 0 of the
+member metadata value: a member of the classic protocol inside a consumer group, see
+:mod:`~sluice.group.consumer_classic`). Tags it does not know are skipped, as Kafka
+skips them. Decoding checks every length and count against the bytes left and refuses
+trailing bytes; anything malformed raises ``CorruptMessage``.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import struct
 import uuid
 
 from sluice.common.errors import CorruptMessage
-from sluice.group.consumer_group import MemberState
+from sluice.group.consumer_group import ClassicMemberMetadata, MemberState
 from sluice.group.consumer_records import (
     NO_METADATA_HASH,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -73,6 +78,10 @@ CONSUMER_GROUP_KEY_VERSIONS = range(
 """The key versions (record types) of consumer-group records: 3 to 8."""
 METADATA_HASH_TAG = 0
 """The tagged field of the group metadata value holding Kafka's metadata hash."""
+CLASSIC_MEMBER_METADATA_TAG = 0
+"""The tagged field of the member metadata value holding a classic member's metadata."""
+_NULLABLE_STRUCT_PRESENT = 1
+"""The int8 in front of a nullable struct that is not null (Kafka's generated code)."""
 UUID_BYTES = 16
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -156,6 +165,15 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
             + _I32.pack(value.rebalance_timeout_ms)
             + _compact_string(value.server_assignor)
         )
+        if value.classic_member_metadata is not None:
+            field = _classic_member_metadata(value.classic_member_metadata)
+            return (
+                out
+                + uvarint(1)
+                + uvarint(CLASSIC_MEMBER_METADATA_TAG)
+                + uvarint(len(field))
+                + field
+            )
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         out += _I32.pack(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -169,6 +187,19 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
             + _topic_partitions(value.partitions_pending_revocation)
         )
     return out + _NO_TAGS
+
+
+def _classic_member_metadata(metadata: ClassicMemberMetadata) -> bytes:
+    protocols = [
+        _compact_string(name) + uvarint(len(data) + 1) + data + _NO_TAGS
+        for name, data in metadata.protocols
+    ]
+    return (
+        struct.pack(">b", _NULLABLE_STRUCT_PRESENT)
+        + _I32.pack(metadata.session_timeout_ms)
+        + _array(protocols)
+        + _NO_TAGS
+    )
 
 
 def _topic_metadata(topic: TopicMetadataEntry) -> bytes:
@@ -212,6 +243,12 @@ class _FlexibleReader(RecordReader):
             return str(self.take(length), "utf-8")
         except UnicodeDecodeError:
             raise self._corrupt("string is not UTF-8") from None
+
+    def compact_bytes(self) -> bytes:
+        length = self.uvarint() - 1
+        if length < 0:
+            raise self._corrupt("null bytes where bytes are required")
+        return bytes(self.take(length))
 
     def compact_count(self, entry_bytes_min: int) -> int:
         count = self.uvarint() - 1
@@ -286,17 +323,29 @@ def decode_value(key: ConsumerGroupRecordKey, data: bytes) -> ConsumerGroupRecor
             )
         )
     elif isinstance(key, ConsumerGroupMemberMetadataKey):
-        value = ConsumerGroupMemberMetadataValue(
-            instance_id=reader.nullable_compact_string(),
-            rack_id=reader.nullable_compact_string(),
-            client_id=reader.compact_string(),
-            client_host=reader.compact_string(),
-            subscribed_topic_names=tuple(
-                reader.compact_string() for _ in range(reader.compact_count(1))
-            ),
-            subscribed_topic_regex=reader.nullable_compact_string(),
-            rebalance_timeout_ms=reader.int32(),
-            server_assignor=reader.nullable_compact_string(),
+        instance_id = reader.nullable_compact_string()
+        rack_id = reader.nullable_compact_string()
+        client_id = reader.compact_string()
+        client_host = reader.compact_string()
+        topic_names = tuple(reader.compact_string() for _ in range(reader.compact_count(1)))
+        regex = reader.nullable_compact_string()
+        rebalance_timeout_ms = reader.int32()
+        server_assignor = reader.nullable_compact_string()
+        tags = reader.tagged_fields()
+        reader.end()
+        classic = None
+        if CLASSIC_MEMBER_METADATA_TAG in tags:
+            classic = _read_classic_member_metadata(tags[CLASSIC_MEMBER_METADATA_TAG])
+        return ConsumerGroupMemberMetadataValue(
+            instance_id=instance_id,
+            rack_id=rack_id,
+            client_id=client_id,
+            client_host=client_host,
+            subscribed_topic_names=topic_names,
+            subscribed_topic_regex=regex,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            server_assignor=server_assignor,
+            classic_member_metadata=classic,
         )
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         value = ConsumerGroupTargetAssignmentMetadataValue(reader.int32())
@@ -313,6 +362,24 @@ def decode_value(key: ConsumerGroupRecordKey, data: bytes) -> ConsumerGroupRecor
     reader.tagged_fields()
     reader.end()
     return value
+
+
+def _read_classic_member_metadata(data: bytes) -> ClassicMemberMetadata | None:
+    reader = _FlexibleReader(data, "classic member metadata")
+    if reader.int8() < 0:
+        reader.end()
+        return None
+    session_timeout_ms = reader.int32()
+    protocols = []
+    for _ in range(reader.compact_count(1 + 1 + 1)):
+        name = reader.compact_string()
+        protocols.append((name, reader.compact_bytes()))
+        reader.tagged_fields()
+    reader.tagged_fields()
+    reader.end()
+    if not protocols:
+        raise CorruptMessage("classic member metadata without protocols")
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 def _read_topic_metadata(reader: _FlexibleReader) -> TopicMetadataEntry:

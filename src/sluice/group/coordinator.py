@@ -87,6 +87,8 @@ from sluice.group.consumer_coordinator import (
     ConsumerGroupDescription,
     HostedConsumerGroups,
     OtherGroupHold,
+    UndoFunction,
+    heartbeat_write_error,
     new_member_id_source,
 )
 from sluice.group.consumer_group import ConsumerGroup, MetadataView
@@ -96,6 +98,15 @@ from sluice.group.consumer_heartbeat_api import (
 )
 from sluice.group.consumer_records_codec import is_consumer_group_key
 from sluice.group.member import Member
+from sluice.group.migration import (
+    ClassicGroupImage,
+    ClassicMemberImage,
+    MalformedConsumerProtocol,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    subscription_version,
+)
 from sluice.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -113,7 +124,13 @@ from sluice.group.records import (
 )
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
-from sluice.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, JoinWait
+from sluice.group.state import (
+    CONSUMER_PROTOCOL_TYPE,
+    Group,
+    GroupMembership,
+    GroupState,
+    JoinWait,
+)
 from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
@@ -226,12 +243,15 @@ class GroupCoordinator:
                 heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
                 group_size_max=self._config.consumer_group_size_max,
                 assignors=self._config.consumer_assignors,
+                migration_policy=self._config.consumer_migration_policy,
+                classic_group_size_max=self._config.group_size_max,
             )
         self._consumer_groups = HostedConsumerGroups(
             consumer_config,
             self._append,
             self._other_group_than_consumer,
             new_member_id_source(self._random.getrandbits),
+            self._downgrade_to_classic,
         )
         """The consumer groups of the new protocol (KIP-848): an id names a classic, a
         share or a consumer group, one at a time."""
@@ -269,7 +289,27 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None or group.is_in(_DEAD) or group_id in self._consumer_groups:
             return None  # (a consumer group's offsets are kept in a classic group's place)
-        if group.members or not group.is_in(_EMPTY):
+        tombstone = _tombstone(GroupMetadataKey(group_id))
+        saved: list[GroupMembership] = []
+
+        def put_back(now_ms: int, error: ErrorCode) -> list[Effect]:
+            # The write holding the tombstone failed: the classic group is as it was.
+            return self._restore_classic(group, saved[0], now_ms, error) if saved else []
+
+        if group.members:
+            upgrade = self._upgrade_image(group)
+            if isinstance(upgrade, str):
+                return OtherGroupHold(in_use=True, metadata_tombstone=None, refusal=upgrade)
+            timestamp_ms = group.state_timestamp_ms
+
+            def hand_over() -> None:
+                saved.append(group.membership())
+                group.hand_over(timestamp_ms)
+
+            return OtherGroupHold(
+                False, tombstone, hand_over, upgrade=upgrade, on_write_failed=put_back
+            )
+        if not group.is_in(_EMPTY):
             return OtherGroupHold(in_use=True, metadata_tombstone=None)
         if group.generation_id == 0:
             return OtherGroupHold(in_use=False, metadata_tombstone=None)  # no record
@@ -277,11 +317,138 @@ class GroupCoordinator:
         def forget_record() -> None:
             # The consumer group takes the id: the empty classic group's record goes,
             # its offsets stay with the id; what is left is what loading would leave.
+            saved.append(group.membership())
             group.generation_id = 0
             group.protocol_type = group.protocol_name = None
 
-        tombstone = _tombstone(GroupMetadataKey(group_id))
-        return OtherGroupHold(False, tombstone, forget_record)
+        return OtherGroupHold(False, tombstone, forget_record, on_write_failed=put_back)
+
+    def _restore_classic(
+        self, group: Group, saved: GroupMembership, now_ms: int, error: ErrorCode
+    ) -> list[Effect]:
+        """Put a classic group back as it was before a conversion (upgrade or downgrade)
+        whose write failed, as Kafka's coordinator reverts to the last committed offset:
+        requests parked on members it gained since are answered with the write's error
+        (they retry), its members' sessions start again now. Offsets are kept: they
+        have their own records."""
+        effects: list[Effect] = []
+        answer = heartbeat_write_error(error)
+        for member in group.members.values():
+            if member.join_token is not None:
+                response = JoinGroupResponse(answer, member_id=member.member_id)
+                effects.append(Reply(member.join_token, response))
+                member.join_token = None
+            if member.sync_token is not None:
+                effects.append(Reply(member.sync_token, SyncGroupResponse(answer)))
+                member.sync_token = None
+        group.restore_membership(saved)
+        if self._groups.get(group.group_id) is None:
+            self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._heard_from(group, member, now_ms)
+        log.warning(
+            "group %s: conversion not written (%s); the classic group is restored",
+            group.group_id,
+            error.name,
+        )
+        self._drop_if_unused(group)
+        return effects
+
+    def _upgrade_image(self, group: Group) -> ClassicGroupImage | str:
+        """The classic group as a consumer group takes it over (Kafka's online upgrade),
+        or why it cannot: the policy forbids it, its members do not use the consumer
+        protocol, there are more than ``group.consumer.max.size``, it is rebalancing, or
+        their subscriptions or assignments do not parse."""
+        group_id = group.group_id
+        refused = f"Group {group_id} is not a consumer group."
+        if not self._config.consumer_migration_policy.upgrades:
+            log.info("classic group %s: not upgraded: the policy forbids it", group_id)
+            return refused
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
+            return refused
+        if len(group.members) > self._config.consumer_group_size_max:
+            log.info("classic group %s: not upgraded: too many members", group_id)
+            return refused
+        if not group.is_in(_STABLE):
+            log.info("classic group %s: not upgraded while %s", group_id, group.state.value)
+            return refused
+        members = []
+        for member in group.members.values():
+            try:
+                subscription = decode_subscription(member.metadata(group.protocol_name))
+                assignment = decode_assignment(member.assignment)
+            except MalformedConsumerProtocol as error:
+                log.warning("classic group %s: not upgraded: %s", group_id, error)
+                return (
+                    f"Cannot upgrade the classic group {group_id} to consumer group because "
+                    "the embedded consumer protocol is malformed."
+                )
+            members.append(
+                ClassicMemberImage(
+                    member_id=member.member_id,
+                    instance_id=member.group_instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    rebalance_timeout_ms=member.rebalance_timeout_ms,
+                    session_timeout_ms=member.session_timeout_ms,
+                    protocols=member.protocols,
+                    subscribed_topic_names=subscription.topics,
+                    rack_id=subscription.rack_id,
+                    assignment=assignment,
+                )
+            )
+        return ClassicGroupImage(group_id, group.generation_id, tuple(members))
+
+    def _downgrade_to_classic(
+        self, image: ClassicGroupImage, now_ms: int
+    ) -> tuple[list[Record], list[Effect], UndoFunction]:
+        """The classic group that replaces a consumer group whose last member of the new
+        protocol left (Kafka's online downgrade): Stable at the group epoch with the
+        members' target assignments, its record written after the consumer group's
+        tombstones, then a rebalance, so every member joins again. If the write fails the
+        group is put back as it was (empty, holding the id's offsets), and the consumer
+        group is restored (``HostedConsumerGroups`` reverts it)."""
+        group = self._groups.get(image.group_id)
+        if group is None or group.is_in(_DEAD):
+            group = self._groups[image.group_id] = Group(image.group_id, now_ms)
+        saved = group.membership()
+        assert not group.members, f"group {image.group_id}: a classic group with members"
+        group.generation_id = image.generation
+        for stored in image.members:
+            member = Member(
+                member_id=stored.member_id,
+                group_instance_id=stored.instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                session_timeout_ms=stored.session_timeout_ms,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                protocols=stored.protocols,
+                last_heartbeat_ms=now_ms,
+            )
+            group.add_member(member, CONSUMER_PROTOCOL_TYPE)
+        protocol = group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
+        for stored in image.members:
+            member = group.members[stored.member_id]
+            version = subscription_version(member.metadata(protocol))
+            member.assignment = encode_assignment(stored.assignment, version)
+        group.transition_to(_STABLE, now_ms)
+        group.has_metadata_record = True
+        assignments = {m.member_id: m.assignment for m in group.members.values()}
+        record = self._group_record(group, assignments)
+        for member in group.members.values():
+            self._watch_member(group, member)
+        log.info(
+            "consumer group %s: downgraded to a classic group at generation %d",
+            image.group_id,
+            image.generation,
+        )
+        effects = self._prepare_rebalance(group, now_ms)
+
+        def put_back(failed_ms: int, error: ErrorCode) -> list[Effect]:
+            return self._restore_classic(group, saved, failed_ms, error)
+
+        return [record], effects, put_back
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group's state (KIP-848), for descriptions, tests and diagnostics
@@ -590,17 +757,30 @@ class GroupCoordinator:
     # =============================================================== JoinGroup
 
     def join_group(
-        self, now_ms: int, token: RequestToken, request: JoinGroupRequest
+        self,
+        now_ms: int,
+        token: RequestToken,
+        request: JoinGroupRequest,
+        topics: MetadataView | None = None,
     ) -> list[Effect]:
+        """``topics``: the metadata image's topics, which a consumer group's assignor
+        needs when the id is a consumer group's (none: no topic exists)."""
         effects = self._advance(now_ms)
         consumer_group = self._consumer_groups.group(request.group_id)
         if consumer_group is not None and consumer_group.members:
-            # Kafka lets a member of the consumer protocol join a consumer group through
-            # JoinGroup (a mixed group); that is not built, so every one is refused.
-            response = JoinGroupResponse(
-                ErrorCode.inconsistent_group_protocol, member_id=request.member_id
-            )
-            return [*effects, Reply(token, response)]
+            # A classic member of a consumer group (Kafka's mixed groups).
+            config = self._config
+            if not (
+                config.session_timeout_ms_min
+                <= request.session_timeout_ms
+                <= config.session_timeout_ms_max
+            ):
+                response = JoinGroupResponse(
+                    ErrorCode.invalid_session_timeout, member_id=request.member_id
+                )
+                return [*effects, Reply(token, response)]
+            view: MetadataView = {} if topics is None else topics
+            return effects + self._consumer_groups.classic_join(now_ms, token, request, view)
         if consumer_group is not None:
             # An empty consumer group gives its id to the classic group, as in Kafka.
             tombstones = self._consumer_groups.delete_empty(request.group_id)
@@ -1047,6 +1227,8 @@ class GroupCoordinator:
         self, now_ms: int, token: RequestToken, request: SyncGroupRequest
     ) -> list[Effect]:
         effects = self._advance(now_ms)
+        if request.group_id in self._consumer_groups:
+            return [*effects, self._consumer_groups.classic_sync(token, request, now_ms)]
         return effects + self._sync(now_ms, token, request)
 
     def _sync(self, now_ms: int, token: RequestToken, request: SyncGroupRequest) -> list[Effect]:
@@ -1116,6 +1298,8 @@ class GroupCoordinator:
         self, now_ms: int, token: RequestToken, request: HeartbeatRequest
     ) -> list[Effect]:
         effects = self._advance(now_ms)
+        if request.group_id in self._consumer_groups:
+            return [*effects, self._consumer_groups.classic_heartbeat(token, request, now_ms)]
         return [*effects, Reply(token, HeartbeatResponse(self._heartbeat(now_ms, request)))]
 
     def _heartbeat(self, now_ms: int, request: HeartbeatRequest) -> ErrorCode:
@@ -1144,6 +1328,8 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         if not _group_id_is_valid(request.group_id, allow_empty=False):
             return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.invalid_group_id))]
+        if request.group_id in self._consumer_groups:
+            return effects + self._consumer_groups.classic_leave(token, request)
         group = self._groups.get(request.group_id)
         if group is not None and group.is_in(_DEAD):
             response = LeaveGroupResponse(ErrorCode.coordinator_not_available)

@@ -105,11 +105,14 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
 
     # ============================================================== operations
 
-    async def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
+    async def join_group(
+        self, request: JoinGroupRequest, topics: MetadataView | None = None
+    ) -> JoinGroupResponse:
+        """``topics``: the broker's topics, for a JoinGroup to a consumer group."""
         return await self._call_for(
             JoinGroupResponse,
             request.group_id,
-            lambda c, now, token: c.join_group(now, token, request),
+            lambda c, now, token: c.join_group(now, token, request, topics),
         )
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:

@@ -15,6 +15,7 @@ An API appears here only once a handler serves it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -104,9 +105,10 @@ class VersionRange:
     broker-to-broker share-state APIs): a broker sending one uses its own table's
     version, as the peer does not list it."""
 
-    unadvertised: bool = False
-    """Served to a client that sends it, but not listed in ApiVersions: an API whose
-    feature is not complete yet, which some clients would switch to once listed."""
+    rebalance_protocol: str | None = None
+    """The group rebalance protocol this API belongs to when it is not always served:
+    listed in ApiVersions and served only when the broker enables that protocol
+    (``group.coordinator.rebalance.protocols``), as Kafka does for KIP-848's APIs."""
 
     def advertises(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -260,21 +262,31 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # between brokers only. Kafka 4 serves v2 (topics by id) and v3 (each member with its
     # broker epoch, KIP-903).
     ApiKey.ALTER_PARTITION: VersionRange(2, 3, 0, internal=True),
-    # ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848): served, not advertised
-    # until the whole protocol is built (docs/consumer-groups.md): franz-go switches to
-    # it as soon as 68 is listed, librdkafka with group.protocol=consumer. Heartbeat v1
-    # makes the member choose its id; Describe v1 adds the member type.
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1, 0, unadvertised=True),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1, 0, unadvertised=True),
+    # ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848): listed and served when
+    # group.coordinator.rebalance.protocols enables `consumer` (docs/consumer-groups.md):
+    # franz-go switches to it as soon as 68 is listed, librdkafka with
+    # group.protocol=consumer. Heartbeat v1 makes the member choose its id; Describe v1
+    # adds the member type.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1, 0, rebalance_protocol="consumer"),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1, 0, rebalance_protocol="consumer"),
 }
 
 ADVERTISED: dict[ApiKey, VersionRange] = {
-    key: served
-    for key, served in SUPPORTED.items()
-    if not served.internal and not served.unadvertised
+    key: served for key, served in SUPPORTED.items() if not served.internal
 }
-"""What ApiVersions lists (and the README's coverage table): ``SUPPORTED`` without the
-internal, broker-to-broker APIs and the unadvertised ones."""
+"""What ApiVersions lists with every rebalance protocol enabled (and the README's coverage
+table): ``SUPPORTED`` without the internal, broker-to-broker APIs."""
+
+
+def advertised(rebalance_protocols: Collection[str]) -> dict[ApiKey, VersionRange]:
+    """What a broker lists in ApiVersions with these rebalance protocols enabled
+    (``group.coordinator.rebalance.protocols``)."""
+    return {
+        key: served
+        for key, served in ADVERTISED.items()
+        if served.rebalance_protocol is None or served.rebalance_protocol in rebalance_protocols
+    }
+
 
 # Flexibility of every version of the APIs we know, served or not: the request header's
 # shape depends on it, and a request we refuse must still be parsed far enough to answer.

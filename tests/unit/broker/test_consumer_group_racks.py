@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from sluice.broker.handlers.consumer_groups import partition_racks
+from sluice.broker.handlers.group_topics import partition_racks
 from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 
 

@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import random
 import struct
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -140,6 +141,11 @@ class ScriptedConnection:
     def version_for(self, api_key: int) -> int:
         low, high = CLIENT_VERSIONS[api_key]
         return low if self.cluster.lowest_versions else high
+
+    @property
+    def versions(self) -> dict[int, int]:
+        """The broker lists what the script answers."""
+        return {api_key: self.version_for(api_key) for api_key in self.cluster.answers}
 
     async def request(self, request: Request, *, timeout_s: float | None = None) -> Any:
         api_key = int(request.api_key)
@@ -753,3 +759,136 @@ def test_a_group_whose_coordinator_moved_is_asked_again_on_its_own() -> None:
         (1, ["stays", "moves"]),
         (2, ["moves"]),
     ]
+
+
+# ── groups of the consumer group protocol (KIP-848) ─────────────────────────────────────
+
+CONSUMER_TOPIC_ID = uuid.UUID(int=7)
+
+
+def _topic_partitions(partitions: list[int]) -> dict[str, Any]:
+    return {
+        "topic_partitions": (
+            [{"topic_id": CONSUMER_TOPIC_ID, "topic_name": "orders", "partitions": partitions}]
+            if partitions
+            else []
+        )
+    }
+
+
+def consumer_described(group_id: str) -> dict[str, Any]:
+    """A consumer group mid-rebalance: m1 (epoch 4) still holds 0-3, m2 awaits 2-3."""
+    member = {
+        "instance_id": None,
+        "rack_id": None,
+        "client_id": "rdkafka",
+        "client_host": "/127.0.0.1",
+        "subscribed_topic_names": ["orders"],
+        "subscribed_topic_regex": None,
+        "member_type": 1,
+    }
+    return {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "Reconciling",
+        "group_epoch": 5,
+        "assignment_epoch": 5,
+        "assignor_name": "uniform",
+        "members": [
+            {
+                **member,
+                "member_id": "m2",
+                "member_epoch": 5,
+                "subscribed_topic_names": [],
+                "subscribed_topic_regex": "ord.*",
+                "assignment": _topic_partitions([]),
+                "target_assignment": _topic_partitions([2, 3]),
+            },
+            {
+                **member,
+                "member_id": "m1",
+                "instance_id": "static-1",
+                "member_epoch": 4,
+                "assignment": _topic_partitions([0, 1, 2, 3]),
+                "target_assignment": _topic_partitions([0, 1]),
+            },
+        ],
+        "authorized_operations": -2147483648,
+    }
+
+
+def dead_to_describe_groups(_node: int, _version: int, request: Any) -> dict[str, Any]:
+    return {"groups": [described(group_id, "Dead", []) for group_id in request.groups]}
+
+
+def test_a_consumer_group_is_described_by_consumer_group_describe(
+    lowest_versions: bool,
+) -> None:
+    def describe(_node: int, _version: int, request: Any) -> dict[str, Any]:
+        return {
+            "groups": [
+                consumer_described(g)
+                if g == "rebalancing"
+                else {
+                    **consumer_described(g),
+                    "error_code": ErrorCode.group_id_not_found,
+                    "group_state": "Dead",
+                    "members": [],
+                }
+                for g in request.group_ids
+            ]
+        }
+
+    cluster = ScriptedCluster(
+        {
+            ApiKey.FIND_COORDINATOR: coordinator_is(1),
+            ApiKey.DESCRIBE_GROUPS: dead_to_describe_groups,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: describe,
+        },
+        lowest_versions=lowest_versions,
+    )
+    rebalancing, missing = run(admin_for(cluster).describe_groups(["rebalancing", "missing"]))
+    assert not missing.exists and missing.group_type == "classic"
+    assert (rebalancing.group_type, rebalancing.state, rebalancing.protocol) == (
+        "consumer",
+        "Reconciling",
+        "uniform",
+    )
+    assert (rebalancing.group_epoch, rebalancing.assignment_epoch) == (5, 5)
+    first, second = rebalancing.members
+    assert (first.member_id, first.group_instance_id, first.member_epoch) == ("m1", "static-1", 4)
+    assert first.subscribed_topics == ("orders",)
+    assert first.assignment == {"orders": [0, 1, 2, 3]}
+    assert first.pending_revocation == {"orders": [2, 3]} and first.pending_assignment == {}
+    assert (second.subscribed_topics, second.subscribed_topic_regex) == ((), "ord.*")
+    assert second.pending_assignment == {"orders": [2, 3]} and second.pending_revocation == {}
+
+
+def test_without_consumer_group_describe_list_groups_gives_type_and_state() -> None:
+    def list_groups(_node: int, version: int, request: Any) -> dict[str, Any]:
+        assert version >= 5 and list(request.types_filter) == ["consumer"]
+        return {
+            "error_code": ErrorCode.none,
+            "groups": [
+                {
+                    "group_id": "modern",
+                    "protocol_type": "consumer",
+                    "group_state": "Stable",
+                    "group_type": "consumer",
+                }
+            ],
+        }
+
+    cluster = ScriptedCluster(
+        {
+            ApiKey.FIND_COORDINATOR: coordinator_is(1),
+            ApiKey.DESCRIBE_GROUPS: dead_to_describe_groups,
+            ApiKey.LIST_GROUPS: list_groups,
+        }
+    )
+    modern, missing = run(admin_for(cluster).describe_groups(["modern", "missing"]))
+    assert (modern.group_type, modern.state, modern.members) == ("consumer", "Stable", [])
+    assert modern.exists and modern.is_active and not modern.members_described
+    assert not missing.exists and missing.members_described
+    assert not any(key == ApiKey.CONSUMER_GROUP_DESCRIBE for _, key, _ in cluster.sent)

@@ -138,3 +138,29 @@ def test_an_empty_share_group_first_seen_opens_no_generation() -> None:
     track = GroupTrack()
     assert kinds(diff_snapshots(track, shared(1, "Empty", 4))) == [EventKind.STATE_CHANGED]
     assert track.generation == 4
+
+
+def test_consumer_group_generations_are_its_group_epochs() -> None:
+    """A consumer group (KIP-848) reports its group epoch, as a share group does; a
+    classic group's description has none (generations are counted)."""
+
+    def consumer_group(epoch: int, *member_ids: str) -> GroupDescription:
+        return GroupDescription(
+            "g",
+            "Stable",
+            "consumer",
+            "uniform",
+            [MemberDescription(m, None, "c", "/127.0.0.1", {"t": [0]}, 5) for m in member_ids],
+            group_type="consumer",
+            group_epoch=epoch,
+            assignment_epoch=epoch,
+        )
+
+    track = GroupTrack()
+    first = diff_snapshots(track, GroupSnapshot.of(consumer_group(5, "a"), 1))
+    assert [e.generation for e in first if e.kind is EventKind.GENERATION] == [5]
+    later = diff_snapshots(track, GroupSnapshot.of(consumer_group(8, "a", "b"), 2))
+    (generation,) = [e for e in later if e.kind is EventKind.GENERATION]
+    assert generation.summary == "generation 5 → 8 (uniform): 2 epoch(s) in between not seen"
+    classic = GroupDescription("g", "Stable", "consumer", "range")
+    assert GroupSnapshot.of(classic, 1).generation is None

@@ -12,6 +12,7 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import Append, Effect, Record, Reply
 from sluice.group.api import (
+    OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -24,6 +25,7 @@ from sluice.group.api import (
     SyncGroupResponse,
 )
 from sluice.group.config import GroupConfig
+from sluice.group.consumer_group import MetadataView
 from sluice.group.coordinator import GroupCoordinator
 from sluice.group.state import Group
 
@@ -145,6 +147,7 @@ class Harness:
         rebalance_ms: int = REBALANCE_MS,
         client_id: str = "client",
         require_known: bool = False,
+        topics: MetadataView | None = None,
     ) -> int:
         token = self.token()
         request = JoinGroupRequest(
@@ -159,7 +162,7 @@ class Harness:
             protocols=protocols,
             require_known_member_id=require_known,
         )
-        self.apply(self.coordinator.join_group(self.now_ms, token, request))
+        self.apply(self.coordinator.join_group(self.now_ms, token, request, topics))
         return token
 
     def sync(
@@ -210,6 +213,7 @@ class Harness:
         generation: int = -1,
         instance: str | None = None,
         retention_ms: int = -1,
+        api_version: int = OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     ) -> int:
         token = self.token()
         request = OffsetCommitRequest(
@@ -222,6 +226,7 @@ class Harness:
                 for tp, o in offsets.items()
             ),
             retention_ms=retention_ms,
+            api_version=api_version,
         )
         self.apply(self.coordinator.commit_offsets(self.now_ms, token, request))
         return token

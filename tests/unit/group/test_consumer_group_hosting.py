@@ -98,9 +98,9 @@ def test_a_failed_write_answers_kafkas_error_for_it() -> None:
     assert harness.reply(token).error is ErrorCode.not_coordinator
 
 
-def test_a_classic_group_with_members_keeps_its_id() -> None:
+def test_a_classic_group_of_another_protocol_keeps_its_id() -> None:
     harness = Harness()
-    harness.stable_group(1)
+    harness.stable_group(1, protocol_type="connect")
     answer = heartbeat(harness, join("m1"))
     assert answer.error is ErrorCode.group_id_not_found
     assert answer.error_message == "Group g is not a consumer group."
@@ -118,10 +118,10 @@ def test_an_empty_classic_group_gives_its_id_and_its_record_is_deleted() -> None
     assert reloaded(harness, harness.now_ms).consumer_group("g") is not None
 
 
-def test_join_group_for_a_consumer_group_with_members_is_inconsistent() -> None:
+def test_join_group_of_another_protocol_type_to_a_consumer_group_is_inconsistent() -> None:
     harness = Harness()
     heartbeat(harness, join("m1"))
-    token = harness.join()
+    token = harness.join(protocol_type="connect")
     assert harness.reply(token).error is ErrorCode.inconsistent_group_protocol
 
 

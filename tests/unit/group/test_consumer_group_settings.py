@@ -21,6 +21,7 @@ from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from sluice.group.migration import MigrationPolicy
 
 TOPICS = {"a": topic("a", 2)}
 OVERRIDES = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "7000"}
@@ -54,6 +55,14 @@ def test_a_broker_property_file_accepts_the_assignor_list() -> None:
     config = BrokerConfig()
     config.apply_properties({"group.consumer.assignors": "range,uniform"})
     assert config.group_properties["group.consumer.assignors"] == "range,uniform"
+
+
+def test_a_broker_property_file_accepts_the_migration_policy_by_name() -> None:
+    config = BrokerConfig()
+    config.apply_properties({"group.consumer.migration.policy": "upgrade"})
+    assert config.group_properties["group.consumer.migration.policy"] == "upgrade"
+    group = GroupConfig.from_properties(config.group_properties)
+    assert group.consumer_migration_policy is MigrationPolicy.UPGRADE
 
 
 def heartbeat(harness: Harness, request: ConsumerGroupHeartbeatRequest) -> Any:

@@ -1,7 +1,7 @@
 """The consumer group protocol of KIP-848 on the wire: ConsumerGroupHeartbeat (68, v0–v1)
-and ConsumerGroupDescribe (69, v0–v1). Served when asked but **not advertised** in
-ApiVersions (see :mod:`sluice.protocol.versions`): some clients switch to this protocol
-as soon as a broker lists 68, and what it needs is not all built (docs/consumer-groups.md).
+and ConsumerGroupDescribe (69, v0–v1). Listed in ApiVersions and served when the broker
+enables the protocol (``group.coordinator.rebalance.protocols`` with ``consumer``), else
+answered UNSUPPORTED_VERSION, as Kafka does (docs/consumer-groups.md).
 
 These translate between kio's messages and the group coordinator's plain data
 (:mod:`sluice.group.consumer_heartbeat_api`, :mod:`sluice.group.consumer_coordinator`);
@@ -22,17 +22,16 @@ member's principal may DESCRIBE (Kafka's rule): the coordinator asks the handler
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
+from sluice.broker.handlers.group_topics import BrokerTopics as _BrokerTopics
 from sluice.broker.handlers.groups import client_host
-from sluice.broker.services import UsesAuthorizer, UsesGroups, UsesStore, UsesTopics
-from sluice.broker.topics import INTERNAL_TOPIC_PREFIX
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesGroups, UsesStore, UsesTopics
+from sluice.common import errors
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.group.consumer_coordinator import ConsumerGroupDescription
-from sluice.group.consumer_group import TopicImage
 from sluice.group.consumer_heartbeat_api import ConsumerGroupHeartbeatRequest
 from sluice.group.consumer_records import TopicPartitions
 from sluice.protocol.messages import has_field, make, millis, response_module
@@ -40,61 +39,36 @@ from sluice.protocol.messages import has_field, make, millis, response_module
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
     from sluice.broker.topics import TopicManager
-    from sluice.cluster.model import BrokerInfo, TopicMetadata
 
 
-class ConsumerGroupsServices(UsesAuthorizer, UsesGroups, UsesStore, UsesTopics, Protocol):
+class ConsumerGroupsServices(
+    UsesAuthorizer, UsesConfig, UsesGroups, UsesStore, UsesTopics, Protocol
+):
     """What the consumer group handlers use of the broker."""
 
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """What ``authorized_operations`` holds when the client did not ask for them."""
 CONSUMER_MEMBER_TYPE = 1
-"""ConsumerGroupDescribe v1's member type of a member using this protocol (0: classic)."""
+"""ConsumerGroupDescribe v1's member type of a member using this protocol."""
+CLASSIC_MEMBER_TYPE = 0
+"""ConsumerGroupDescribe v1's member type of a member using the classic protocol."""
 
 
-class _BrokerTopics(Mapping[str, TopicImage]):
-    """The broker's topics as the assignors see them, looked up on demand, with the
-    racks of each partition's replicas (none when no broker has a rack, as in Kafka)."""
-
-    def __init__(self, topics: TopicManager) -> None:
-        self._topics = topics
-
-    def __getitem__(self, name: str) -> TopicImage:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KeyError(name)
-        racks = partition_racks(topic, self._topics.image.brokers)
-        return TopicImage(
-            topic.topic_id,
-            name,
-            topic.partition_count,
-            racks,
-            is_internal=name.startswith(INTERNAL_TOPIC_PREFIX),
-        )
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._topics.all())
-
-    def __len__(self) -> int:
-        return len(self._topics.all())
+DISABLED_MESSAGE = (
+    "the consumer group protocol (KIP-848) is not enabled on this broker: set "
+    "group.coordinator.rebalance.protocols=classic,consumer, or use group.protocol=classic"
+)
 
 
-def partition_racks(
-    topic: TopicMetadata, brokers: Mapping[int, BrokerInfo]
-) -> tuple[frozenset[str], ...]:
-    """Per partition, the racks of its replicas' brokers; empty when no replica's broker
-    has a rack (Kafka's rule: then the assignors ignore racks)."""
-    racks = []
-    for index in range(topic.partition_count):
-        state = topic.partitions.get(index)
-        found = set()
-        for replica in state.replicas if state is not None else ():
-            broker = brokers.get(replica)
-            if broker is not None and broker.rack is not None:
-                found.add(broker.rack)
-        racks.append(frozenset(found))
-    return tuple(racks) if any(racks) else ()
+def _enabled(services: ConsumerGroupsServices) -> bool:
+    return "consumer" in services.config.group_coordinator_rebalance_protocols
+
+
+def _require_enabled(services: ConsumerGroupsServices) -> None:
+    """Kafka answers UNSUPPORTED_VERSION when the consumer protocol is not enabled."""
+    if not _enabled(services):
+        raise errors.for_code(ErrorCode.unsupported_version)(DISABLED_MESSAGE)
 
 
 # --------------------------------------------------------- ConsumerGroupHeartbeat
@@ -105,6 +79,7 @@ async def handle_consumer_group_heartbeat(
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
     try:
+        _require_enabled(services)
         services.authorizer.require(context, GROUP_READ, request.group_id)
         for name in request.subscribed_topic_names or ():
             services.authorizer.require(context, TOPIC_DESCRIBE, name)
@@ -187,6 +162,19 @@ async def handle_consumer_group_describe(
     services: ConsumerGroupsServices, context: RequestContext, request: Any
 ) -> Any:
     module = response_module(context.header.api_key, context.header.api_version)
+    if not _enabled(services):
+        refused = [
+            ConsumerGroupDescription(group_id, ErrorCode.unsupported_version, DISABLED_MESSAGE)
+            for group_id in request.group_ids
+        ]
+        return make(
+            module.ConsumerGroupDescribeResponse,
+            throttle_time=0,
+            groups=tuple(
+                _described_group(module, services.topics, d, AUTHORIZED_OPERATIONS_OMITTED)
+                for d in refused
+            ),
+        )
     allowed = services.authorizer.allowed(context, GROUP_DESCRIBE, request.group_ids)
     described = await services.groups.describe_consumer_groups(
         [g for g in request.group_ids if g in allowed]
@@ -287,7 +275,9 @@ def _described_group(
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assignment),
                 target_assignment=assignment(m.target_assignment),
-                member_type=CONSUMER_MEMBER_TYPE,  # v1+; make() drops it for v0
+                member_type=(  # v1+; make() drops it for v0
+                    CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+                ),
             )
             for m in d.members
         ),

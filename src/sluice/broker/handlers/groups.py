@@ -51,6 +51,7 @@ from sluice.broker.handlers.acl_rules import (
     TOPIC_READ,
     TRANSACTIONAL_DESCRIBE,
 )
+from sluice.broker.handlers.group_topics import BrokerTopics
 from sluice.broker.services import (
     UsesAuthorizer,
     UsesGroups,
@@ -267,7 +268,7 @@ async def handle_join_group(services: GroupsServices, context: RequestContext, r
     )
     try:
         services.authorizer.require(context, GROUP_READ, request.group_id)
-        response = await services.groups.join_group(join)
+        response = await services.groups.join_group(join, BrokerTopics(services.topics))
     except KafkaError as e:
         response = JoinGroupResponse(e.code, member_id=request.member_id)
     if _optional(request, "reason"):
