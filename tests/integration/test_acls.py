@@ -743,3 +743,31 @@ def test_consumer_group_heartbeat_and_describe_need_kafkas_rights(
     revoke(clean, describe_topic)
     (hidden,) = describe(clean.host, clean.port, group)
     assert (hidden.error_code, hidden.members) == (TOPIC_DENIED, ())
+
+
+def test_a_consumer_groups_pattern_matches_only_topics_the_member_may_describe(
+    clean: BrokerProcess, topic: str
+) -> None:
+    """KIP-848: a regular expression resolves to the topics its member's principal may
+    DESCRIBE (Kafka's rule); a right granted later is picked up by the next heartbeat."""
+    group, granted, hidden = f"{topic}-consumers", f"{topic}-granted", f"{topic}-hidden"
+    member = str(uuid.uuid4())
+    add(clean, binding(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE))
+    add(clean, binding(ResourceType.GROUP, group, Operation.READ))
+    allow_topic(clean, granted, Operation.DESCRIBE)
+    with KafkaConnection(clean.host, clean.port) as connection:
+        assert create_code(connection, granted) == 0
+        assert create_code(connection, hidden) == 0
+        granted_id = share_topic_id(connection, granted)
+    pattern = f"{topic}-.*"
+    join = dataclasses.replace(heartbeat_request(group, member, 0), subscribed_topic_regex=pattern)
+    joined = heartbeat(clean.host, clean.port, join)
+    assert joined.error_code == 0, joined
+    assert [t.topic_id for t in joined.assignment.topic_partitions] == [granted_id], (
+        "the topic it may not describe is not matched"
+    )
+    allow_topic(clean, hidden, Operation.DESCRIBE)
+    again = heartbeat(clean.host, clean.port, heartbeat_request(group, member, joined.member_epoch))
+    assert again.error_code == 0, again
+    assert again.member_epoch == joined.member_epoch + 1, "its topics changed"
+    assert again.assignment is not None and len(again.assignment.topic_partitions) == 2

@@ -1,20 +1,24 @@
 """The KIP-848 consumer group protocol on the wire, against a real broker process:
 ConsumerGroupHeartbeat v1 joins members and splits a topic's partitions with revocation
 first, ConsumerGroupDescribe v1 shows members with their epochs and assignments, a
-member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch; the APIs stay
-in ApiVersions (with the group.version feature) only when the broker enables the
-protocol, and are refused UNSUPPORTED_VERSION otherwise; one group id names one kind of
-group."""
+member leaves; OffsetCommit and OffsetFetch v9 check the member's epoch, older
+OffsetCommits from members are UNSUPPORTED_VERSION, TxnOffsetCommit checks the epoch
+too; the APIs stay in ApiVersions (with the group.version feature) only when the broker
+enables the protocol, and are refused UNSUPPORTED_VERSION otherwise; one group id names
+one kind of group."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
-from client_helpers import create_topic, unique_group_id, wait_until
+from broker_process import BrokerProcess, BrokerStartError
+from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_group_id, wait_until
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from consumer_group_wire import (
     CONSUMER_PROTOCOL,
     assigned,
@@ -29,10 +33,14 @@ from kio.schema.consumer_group_heartbeat.v0 import request as heartbeat_v0
 from kio.schema.delete_groups.v2 import request as delete_groups_v2
 from kio.schema.describe_groups.v5 import request as describe_groups_v5
 from kio.schema.describe_groups.v6 import request as describe_groups_v6
+from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 from kio.schema.join_group.v5 import request as join_group_v5
 from kio.schema.list_groups.v5 import request as list_groups_v5
 from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.offset_commit.v8 import request as offset_commit_v8
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9
+from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
+from test_transaction_version2 import find_coordinator
 
 from sluice.common.errors import ErrorCode
 
@@ -307,6 +315,90 @@ def test_offsets_are_committed_and_fetched_by_member_epoch(
     assert commit(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"
 
 
+def commit_v8(broker: BrokerProcess, group: str, member_id: str, epoch: int, topic: str) -> int:
+    """OffsetCommit v8 (the last before member epochs) of partition 0; its error code."""
+    with KafkaConnection(broker.host, broker.port) as connection:
+        response = connection.request(
+            offset_commit_v8.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=offset_commit_v8.i32(epoch),
+                member_id=member_id,
+                group_instance_id=None,
+                topics=(
+                    offset_commit_v8.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=(
+                            offset_commit_v8.OffsetCommitRequestPartition(
+                                partition_index=offset_commit_v8.i32(0),
+                                committed_offset=offset_commit_v8.i64(3),
+                                committed_leader_epoch=offset_commit_v8.i32(-1),
+                                committed_metadata=None,
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def test_a_member_committing_below_v9_is_unsupported(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+    assert commit_v8(broker, group, member, 1, topic) == ErrorCode.unsupported_version
+    assert commit_v8(broker, group, "nobody", 1, topic) == ErrorCode.unknown_member_id
+    assert fetch(broker, group, None, -1, topic) == (ErrorCode.none, -1), "nothing committed"
+    assert beat(broker, heartbeat_request(group, member, -1)).error_code == 0
+    assert commit_v8(broker, group, "", -1, topic) == ErrorCode.none, "the group is empty"
+
+
+def test_a_transactional_commit_checks_the_members_epoch(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, num_partitions=1)
+    group, transactional_id = unique_group_id(), f"epochs-{topic}"
+    member = str(uuid.uuid4())
+    assert beat(broker, heartbeat_request(group, member, 0, (topic,))).member_epoch == 1
+    with KafkaConnection(broker.host, broker.port) as connection:
+        find_coordinator(connection, transactional_id)
+        init = connection.request(
+            init_producer_id_v4.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=datetime.timedelta(seconds=60),
+            )
+        )
+        assert init.error_code == ErrorCode.none, init
+
+        def commit_in_transaction(member_id: str, epoch: int) -> int:
+            answer = connection.request(
+                txn_offset_commit_v5.TxnOffsetCommitRequest(
+                    transactional_id=transactional_id,
+                    group_id=group,
+                    producer_id=init.producer_id,
+                    producer_epoch=init.producer_epoch,
+                    generation_id=txn_offset_commit_v5.i32(epoch),
+                    member_id=member_id,
+                    group_instance_id=None,
+                    topics=(
+                        txn_offset_commit_v5.TxnOffsetCommitRequestTopic(
+                            name=topic,
+                            partitions=(
+                                txn_offset_commit_v5.TxnOffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=7, committed_metadata=""
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            return int(answer.topics[0].partitions[0].error_code)
+
+        assert commit_in_transaction(member, 2) == ErrorCode.illegal_generation
+        assert commit_in_transaction("nobody", 1) == ErrorCode.unknown_member_id
+        assert commit_in_transaction("", -1) == ErrorCode.unknown_member_id
+        assert commit_in_transaction(member, 1) == ErrorCode.none
+
+
 def test_groups_apis_list_describe_and_delete_consumer_groups(
     broker: BrokerProcess, topic: str
 ) -> None:
@@ -386,3 +478,77 @@ def test_a_silent_member_is_removed_when_its_session_ends(
     assert beat(broker, heartbeat_request(group, silent, 1)).error_code == (
         ErrorCode.unknown_member_id
     )
+
+
+def test_the_assignors_are_the_brokers_setting(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = broker_factory({"group.consumer.assignors": "range", **CONSUMER_PROTOCOL})
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+    group = unique_group_id()
+    member = str(uuid.uuid4())
+    joining = heartbeat_request(group, member, 0, (topic,))
+    uniform = dataclasses.replace(joining, server_assignor="uniform")
+    refused = beat(broker, uniform)
+    assert refused.error_code == ErrorCode.unsupported_assignor, refused
+    assert "range" in refused.error_message
+    assert beat(broker, joining).error_code == 0
+    (described,) = describe(broker.host, broker.port, group)
+    assert described.assignor_name == "range", "the first configured is the default"
+
+
+def test_an_unknown_assignor_stops_the_broker_with_a_message_naming_it(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory(
+        {"group.consumer.assignors": "uniform,sticky", **CONSUMER_PROTOCOL}, start=False
+    )
+    with pytest.raises(BrokerStartError, match=r"group\.consumer\.assignors.*'sticky'"):
+        broker.start(timeout_s=30)
+    assert broker.last_exit_code not in (None, 0)
+
+
+LOW_BOUNDS_SETTINGS = {
+    **CONSUMER_PROTOCOL,
+    "group.consumer.min.session.timeout.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "50",
+}
+"""The broker's settings stay Kafka's defaults (45 s session, 5 s interval); groups may
+choose shorter ones."""
+
+
+def test_a_groups_overrides_set_its_members_interval_and_session(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = broker_factory(LOW_BOUNDS_SETTINGS)
+    create_topic(broker.bootstrap, topic, num_partitions=2)
+    group = unique_group_id()
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "consumer.session.timeout.ms", "1500", incremental_operation=AlterConfigOpType.SET
+            ),
+            ConfigEntry(
+                "consumer.heartbeat.interval.ms", "100", incremental_operation=AlterConfigOpType.SET
+            ),
+        ],
+    )
+    admin = admin_client(broker.bootstrap)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
+    silent, alive = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = beat(broker, heartbeat_request(group, silent, 0, (topic,)))
+    assert joined.heartbeat_interval.total_seconds() == 0.1, "the group's setting"
+    epoch = beat(broker, heartbeat_request(group, alive, 0, (topic,))).member_epoch
+
+    def silent_gone() -> bool:
+        nonlocal epoch
+        answer = beat(broker, heartbeat_request(group, alive, epoch, owned=None))
+        assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
+        (described,) = describe(broker.host, broker.port, group)
+        return [m.member_id for m in described.members] == [alive]
+
+    # Within the broker's 45 s session only if the group's 1.5 s one applies.
+    wait_until(silent_gone, "the silent member's 1.5 s session to end", timeout_s=30)

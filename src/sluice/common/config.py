@@ -1014,7 +1014,8 @@ class BrokerConfig:
             self._apply("log.retention.ms", str(_long(-1)(text) * 60_000))
             return
         if name in GROUP_PROPERTY_NAMES:
-            _long(0)(text)
+            if name not in GROUP_TEXT_PROPERTY_NAMES:
+                _long(0)(text)
             self.group_properties[name] = text
             return
         setting = BROKER_PROPERTIES.get(name)
@@ -1244,11 +1245,18 @@ GROUP_PROPERTY_NAMES = frozenset(
         "group.consumer.min.heartbeat.interval.ms",
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
+        "group.consumer.assignors",
         "group.consumer.migration.policy",
     }
 )
 """Names the group coordinator reads (``sluice.group.config``); kept here so the broker
 can refuse unknown names at start-up without importing a higher layer."""
+
+GROUP_TEXT_PROPERTY_NAMES = frozenset(
+    {"group.consumer.assignors", "group.consumer.migration.policy"}
+)
+"""The group properties that are names, not integers: a comma-separated list of
+assignors, a migration policy (the coordinator checks them)."""
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
@@ -1273,13 +1281,13 @@ GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey(
             "consumer.session.timeout.ms",
             "45000",
-            _long(45_000, 60_000),
+            _long(1, 2**31 - 1),
             "session timeout of a consumer group member (new consumer protocol)",
         ),
         ConfigKey(
             "consumer.heartbeat.interval.ms",
             "5000",
-            _long(5_000, 15_000),
+            _long(1, 2**31 - 1),
             "heartbeat interval of a consumer group member (new consumer protocol)",
         ),
         ConfigKey(
@@ -1339,10 +1347,42 @@ GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
     ]
 }
 """Per-group settings under Kafka's names (GroupConfig), with Kafka's defaults. The
-ranges of the session and heartbeat settings are Kafka's default broker bounds
-(group.consumer.min/max.session.timeout.ms and the like), which Sluice does not make
-configurable; the share settings of :data:`SHARE_GROUP_BOUNDS` are bounded by the
-broker's settings (KIP-1240)."""
+ranges of the share session and heartbeat settings are Kafka's default broker bounds
+(group.share.min/max.session.timeout.ms and the like), which Sluice does not apply to
+groups yet; the consumer settings of :data:`CONSUMER_GROUP_BOUNDS` and the share
+settings of :data:`SHARE_GROUP_BOUNDS` are bounded by the broker's settings, as in
+Kafka."""
+
+CONSUMER_GROUP_BOUNDS: dict[str, tuple[str, int, str, int]] = {
+    "consumer.session.timeout.ms": (
+        "group.consumer.min.session.timeout.ms",
+        45_000,
+        "group.consumer.max.session.timeout.ms",
+        60_000,
+    ),
+    "consumer.heartbeat.interval.ms": (
+        "group.consumer.min.heartbeat.interval.ms",
+        5_000,
+        "group.consumer.max.heartbeat.interval.ms",
+        15_000,
+    ),
+}
+"""Consumer group configs (KIP-848) bounded by the group coordinator's broker settings:
+the minimum's name and Kafka's default, the maximum's name and Kafka's default (the
+coordinator's settings live in ``group_properties``, checked by ``sluice.group``)."""
+
+
+def consumer_group_bounds(config: BrokerConfig, group_name: str) -> tuple[int, int]:
+    """The lowest and highest value a group may set for ``group_name`` (a key of
+    :data:`CONSUMER_GROUP_BOUNDS`) on this broker."""
+    min_name, min_default, max_name, max_default = CONSUMER_GROUP_BOUNDS[group_name]
+    low = config.group_properties.get(min_name)
+    high = config.group_properties.get(max_name)
+    return (
+        min_default if low is None else int(low),
+        max_default if high is None else int(high),
+    )
+
 
 SHARE_GROUP_BOUNDS: dict[str, tuple[str, str, str]] = {
     "share.record.lock.duration.ms": (
@@ -1404,9 +1444,10 @@ def parse_group_configs(
     entries: Mapping[str, str | None], broker: BrokerConfig | None = None
 ) -> dict[str, str]:
     """Check a group's whole override set; return it normalised. Raises InvalidConfig
-    for an unknown name, a value out of range (for :data:`SHARE_GROUP_BOUNDS`, out of
-    the bounds ``broker`` sets, Kafka's defaults without one), or a session timeout not
-    above the heartbeat interval (Kafka's GroupConfig.validate)."""
+    for an unknown name, a value out of range (for :data:`SHARE_GROUP_BOUNDS` and
+    :data:`CONSUMER_GROUP_BOUNDS`, out of the bounds ``broker`` sets, Kafka's defaults
+    without one), or a session timeout not above the heartbeat interval, either of them
+    the broker's when the group does not set it (Kafka's GroupConfig.validate)."""
     bounds = broker if broker is not None else BrokerConfig()
     checked: dict[str, str] = {}
     for name, text in entries.items():
@@ -1421,13 +1462,19 @@ def parse_group_configs(
             raise errors.InvalidConfig(f"{name}: {e}") from None
         if name in SHARE_GROUP_BOUNDS:
             low, high = share_group_bounds(bounds, name)
-            if not low <= int(checked[name]) <= high:
-                _, min_name, max_name = SHARE_GROUP_BOUNDS[name]
-                raise errors.InvalidConfig(
-                    f"{name} must be in the range {low} to {high} inclusive "
-                    f"({min_name} to {max_name}), not {checked[name]}"
-                )
-    effective = {name: key.default for name, key in GROUP_CONFIG_KEYS.items()} | checked
+            _, min_name, max_name = SHARE_GROUP_BOUNDS[name]
+        elif name in CONSUMER_GROUP_BOUNDS:
+            low, high = consumer_group_bounds(bounds, name)
+            min_name, _, max_name, _ = CONSUMER_GROUP_BOUNDS[name]
+        else:
+            continue
+        if not low <= int(checked[name]) <= high:
+            raise errors.InvalidConfig(
+                f"{name} must be in the range {low} to {high} inclusive "
+                f"({min_name} to {max_name}), not {checked[name]}"
+            )
+    defaults = {name: group_config_default(bounds, name) for name in GROUP_CONFIG_KEYS}
+    effective = defaults | checked
     for kind in ("consumer", "share"):
         session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
         if int(effective[session]) <= int(effective[heartbeat]):

@@ -125,6 +125,11 @@ class OffsetToCommit:
     metadata: str | None = ""
 
 
+OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9
+"""The first OffsetCommit version whose generation is a consumer group member's epoch
+(KIP-848); Kafka refuses older ones from such members with UNSUPPORTED_VERSION."""
+
+
 @dataclass(frozen=True)
 class OffsetCommitRequest:
     group_id: str
@@ -134,6 +139,9 @@ class OffsetCommitRequest:
     offsets: tuple[tuple[TopicPartition, OffsetToCommit], ...]
     retention_ms: int = -1
     """OffsetCommit v2–4: keep these offsets this long; -1 means the broker's rule."""
+    api_version: int = OFFSET_COMMIT_MEMBER_EPOCH_VERSION
+    """The OffsetCommit version it came in (TxnOffsetCommit: ignored). Members of a
+    consumer group (KIP-848) must commit with v9+, which carries their member epoch."""
 
 
 @dataclass(frozen=True)

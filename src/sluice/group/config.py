@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluice.group.consumer_assignors import ASSIGNORS, RANGE_ASSIGNOR, UNIFORM_ASSIGNOR
 from sluice.group.migration import MigrationPolicy
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -91,6 +92,9 @@ class GroupConfig:
     """group.consumer.max.size: members per consumer group; more get
     GROUP_MAX_SIZE_REACHED. Kafka's default is unbounded; every member holds its records
     in memory, so Sluice bounds it as ``group.max.size``."""
+    consumer_assignors: tuple[str, ...] = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
+    """group.consumer.assignors: the server assignors consumer group members may name,
+    built-in ones only (Kafka also loads classes); the first is the default."""
     consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
     """group.consumer.migration.policy: whether a classic group with members becomes a
     consumer group when a member of the new protocol joins it (upgrade), and back when
@@ -99,7 +103,7 @@ class GroupConfig:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if value < 0:
+            if isinstance(value, int) and value < 0:
                 raise ValueError(f"group config {field.name} is negative: {value}")
         if self.session_timeout_ms_min > self.session_timeout_ms_max:
             raise ValueError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
@@ -137,6 +141,16 @@ class GroupConfig:
 
     def _check_consumer_settings(self) -> None:
         """Kafka's checks of the ``group.consumer.*`` settings (KIP-848)."""
+        if not self.consumer_assignors:
+            raise ValueError("group.consumer.assignors must name at least one assignor")
+        unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
+        if unknown:
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor {unknown[0]!r}; the built-in "
+                f"assignors are {', '.join(ASSIGNORS)} (Sluice cannot load assignor classes)"
+            )
+        if len(set(self.consumer_assignors)) != len(self.consumer_assignors):
+            raise ValueError("group.consumer.assignors names an assignor twice")
         if self.consumer_group_size_max < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
         if not (
@@ -170,8 +184,12 @@ class GroupConfig:
         """The config from Kafka broker properties; names not about groups are ignored.
         Raises ValueError naming the property for a bad value."""
         values: dict[str, int] = {}
+        assignors = GroupConfig.consumer_assignors
         policy = MigrationPolicy.BIDIRECTIONAL
         for name, text in properties.items():
+            if name == CONSUMER_ASSIGNORS_PROPERTY:
+                assignors = parse_assignor_names(text)
+                continue
             if name == MIGRATION_POLICY_PROPERTY:
                 try:
                     policy = MigrationPolicy.parse(text)
@@ -187,7 +205,7 @@ class GroupConfig:
             except ValueError:
                 raise ValueError(f"{name}: {text!r} is not an integer") from None
         try:
-            return cls(**values, consumer_migration_policy=policy)
+            return cls(**values, consumer_assignors=assignors, consumer_migration_policy=policy)
         except ValueError as e:
             raise ValueError(f"group coordinator settings: {e}") from None
 
@@ -216,5 +234,25 @@ GROUP_PROPERTIES: dict[str, tuple[str, int]] = {
     "group.consumer.max.size": ("consumer_group_size_max", 1),
 }
 """Kafka property name → (GroupConfig attribute, multiplier to milliseconds/units)."""
+
+CONSUMER_ASSIGNORS_PROPERTY = "group.consumer.assignors"
+"""The list-valued group property (not in :data:`GROUP_PROPERTIES`)."""
+
+BUILT_IN_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR,
+}
+"""Kafka's class names of the built-in assignors, which its configurations may list
+instead of the names."""
+
+
+def parse_assignor_names(text: str) -> tuple[str, ...]:
+    """``group.consumer.assignors``' comma-separated list: assignor names, or the class
+    names of Kafka's built-in ones (checked by :class:`GroupConfig`)."""
+    names = (entry.strip() for entry in text.split(","))
+    return tuple(BUILT_IN_ASSIGNOR_CLASSES.get(name, name) for name in names if name)
+
+
 MIGRATION_POLICY_PROPERTY = "group.consumer.migration.policy"
-"""The one setting of the coordinator that is a name, not a number."""
+"""The setting of the coordinator that is a name, not a number (not in
+:data:`GROUP_PROPERTIES`)."""

@@ -31,6 +31,9 @@ The upgrade (:meth:`ClassicMembers.convert`) writes, for a classic group given a
 :class:`~sluice.group.migration.ClassicGroupImage`, the records of a consumer group at
 the classic generation: every member at that epoch, STABLE, owning and targeted with
 the partitions it was last assigned (a partition two members claim goes to the first).
+
+Each operation that writes records notes how to undo them
+(``ConsumerGroups.operation``), so a write that fails is reverted like a heartbeat's.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from sluice.group.consumer_group import (
 )
 from sluice.group.consumer_heartbeat import ConsumerGroups, _member_tombstones, _metadata_value
 from sluice.group.consumer_heartbeat_api import (
+    Change,
     ConsumerGroupsConfig,
     TimerChange,
     TimerKind,
@@ -95,6 +99,8 @@ class ClassicJoinResult:
     response: JoinGroupResponse
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
+    """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
 
 
 @dataclass
@@ -114,6 +120,18 @@ class ClassicLeaveResult:
     members: list[LeftMember]
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
+    """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
+
+
+@dataclass
+class ConversionResult:
+    """The records of a consumer group converted from a classic group, its members'
+    session timers, and how to undo it (the group is deleted again)."""
+
+    records: list[ConsumerGroupRecord]
+    timers: list[TimerChange]
+    change: Change
 
 
 class _Refused(Exception):
@@ -156,12 +174,22 @@ class ClassicMembers:
 
     def convert(
         self, image: ClassicGroupImage, topics: MetadataView, now_ms: int
-    ) -> tuple[list[ConsumerGroupRecord], list[TimerChange]]:
+    ) -> ConversionResult:
         """The records of the consumer group that replaces the classic group of
-        ``image`` (replayed here already), and its members' session timers."""
+        ``image`` (replayed here already), its members' session timers, and how to undo
+        it should the records not be written (or the heartbeat be refused)."""
+        assert self._groups.group(image.group_id) is None, (
+            f"{image.group_id} is already a consumer group"
+        )
+        with self._groups.operation(image.group_id) as change:
+            records, timers = self._convert(image, topics, now_ms)
+        return ConversionResult(records, timers, change)
+
+    def _convert(
+        self, image: ClassicGroupImage, topics: MetadataView, now_ms: int
+    ) -> tuple[list[ConsumerGroupRecord], list[TimerChange]]:
         groups = self._groups
         gid, epoch = image.group_id, image.generation
-        assert groups.group(gid) is None, f"{gid} is already a consumer group"
         records: list[ConsumerGroupRecord] = []
         taken: set[tuple[uuid.UUID, int]] = set()
         assignments: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
@@ -226,17 +254,6 @@ class ClassicMembers:
         log.info("classic group %s: upgraded to a consumer group at epoch %d", gid, epoch)
         return records, timers
 
-    def forget(self, group_id: str) -> None:
-        """Drop a consumer group made by :meth:`convert` whose heartbeat was refused
-        (its records were never written): the classic group keeps the id."""
-        group = self._groups.group(group_id)
-        if group is None:
-            return
-        for member_id in list(group.members):
-            for kind in TimerKind:
-                self._groups._cancel(kind, group_id, member_id)
-        self._groups.delete_group_records(group_id)
-
     # ============================================================== JoinGroup
 
     def join(
@@ -246,11 +263,15 @@ class ClassicMembers:
         group = self._groups.group(request.group_id)
         assert group is not None and group.members, "only for a consumer group with members"
         records: list[ConsumerGroupRecord] = []
-        try:
-            return self._join(group, request, topics, now_ms, records)
-        except _Refused as refused:
-            assert not records, "a refused JoinGroup writes nothing"
-            return ClassicJoinResult(JoinGroupResponse(refused.error, member_id=request.member_id))
+        with self._groups.operation(request.group_id) as change:
+            try:
+                result = self._join(group, request, topics, now_ms, records)
+            except _Refused as refused:
+                assert not records, "a refused JoinGroup writes nothing"
+                response = JoinGroupResponse(refused.error, member_id=request.member_id)
+                return ClassicJoinResult(response)
+        result.change = change
+        return result
 
     def _join(
         self,
@@ -470,7 +491,16 @@ class ClassicMembers:
     def leave(self, group_id: str, identities: tuple[MemberIdentity, ...]) -> ClassicLeaveResult:
         group = self._groups.group(group_id)
         assert group is not None, "only for a consumer group"
+        with self._groups.operation(group_id) as change:
+            result = self._leave(group, identities)
+        result.change = change
+        return result
+
+    def _leave(
+        self, group: ConsumerGroup, identities: tuple[MemberIdentity, ...]
+    ) -> ClassicLeaveResult:
         groups = self._groups
+        group_id = group.group_id
         result = ClassicLeaveResult([])
         for identity in identities:
             try:

@@ -15,10 +15,19 @@ shard's effects::
 
 A heartbeat is answered once its records are committed, so the epochs and assignment a
 member is told are in the log. If the write fails the member is told Kafka's error for
-it (:mod:`~sluice.group.write_errors`) and retries; the state in memory, which already
-holds the change, is then ahead of the log, as in the share groups: a failed write
-almost always means this broker lost the partition, and the next coordinator loads the
-log. Timers that fire for a member who heartbeated since are ignored
+it (:mod:`~sluice.group.write_errors`) and retries, and the change is undone in memory
+(``ConsumerGroups.revert``), with every later change of the same group still waiting
+for its write, newest first, as Kafka's coordinator reverts to the last committed
+offset: memory never runs ahead of the log. The same holds for a member's expiry (tried
+again shortly), DeleteGroups' tombstones, classic members' JoinGroup and LeaveGroup, and
+the conversions, whose write also changes the classic group of the id: it is put back
+by the ``on_write_failed`` / downgrade callback the coordinator gave (an upgrade's
+classic group with its members, a downgrade's replacement gone)::
+
+    write ─▶ pending[group] += change ─▶ committed: drop it
+                                      └▶ failed: revert it and the group's later ones
+
+Timers that fire for a member who heartbeated since are ignored
 (``ConsumerGroups.expire`` checks the deadline it armed).
 
 One group id names one group. A joining heartbeat for an id held by a classic group
@@ -48,6 +57,7 @@ from dataclasses import dataclass
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
 from sluice.group.api import (
+    OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     GroupListing,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -67,6 +77,7 @@ from sluice.group.consumer_group import (
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
+    Change,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupsConfig,
@@ -137,12 +148,32 @@ class OtherGroupHold:
     (the online upgrade); ``in_use`` is False then."""
     refusal: str | None = None
     """Why the id is not free, for the heartbeat's error message."""
+    on_write_failed: UndoFunction = lambda _now_ms, _error: []
+    """Called if the write holding the tombstone fails: the classic group is put back as
+    it was before ``on_tombstone_written`` (its record, and on an upgrade its members)."""
+
+
+UndoFunction = Callable[[int, ErrorCode], list[Effect]]
+"""Puts a classic group back as it was before a write that failed (at ``now_ms``, the
+write's error): the effects (answers to requests parked on it meanwhile)."""
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A change of a consumer group whose records are being written."""
+
+    change: Change
+    undo_other: UndoFunction | None = None
+    """What the same write changed of the classic group of the id, to put back."""
 
 
 OtherGroupLookup = Callable[[str], OtherGroupHold | None]
 """The group of another type holding an id, if any (``GroupCoordinator`` answers)."""
-DowngradeFunction = Callable[[ClassicGroupImage, int], tuple[list[Record], list[Effect]]]
-"""Makes the classic group of an image (at ``now_ms``): its records and effects."""
+DowngradeFunction = Callable[
+    [ClassicGroupImage, int], tuple[list[Record], list[Effect], UndoFunction]
+]
+"""Makes the classic group of an image (at ``now_ms``): its records, effects, and how
+to put back the classic group as it was should the records not be written."""
 
 
 def heartbeat_write_error(error: ErrorCode) -> ErrorCode:
@@ -175,6 +206,8 @@ class HostedConsumerGroups:
         self._classic = ClassicMembers(self._groups, config, new_member_id)
         self._timers: list[_TimerEntry] = []
         self._timer_sequence = itertools.count()
+        self._pending: dict[str, list[_Pending]] = {}
+        """Group id → its changes whose records are being written, oldest first."""
 
     # ================================================================ inspection
 
@@ -248,12 +281,15 @@ class HostedConsumerGroups:
                 continue
             log.info("consumer group %s: member %s expired", key.group_id, key.member_id)
             trailing: list[Record] = []
+            undo_other: UndoFunction | None = None
             if result.downgrade is not None:
-                trailing, downgrade_effects = self._downgrade(result.downgrade, now_ms)
+                trailing, downgrade_effects, undo_other = self._downgrade(result.downgrade, now_ms)
                 effects += downgrade_effects
-            effects.append(
-                self._write(result.records, self._log_write_error(key.group_id), trailing=trailing)
+            assert result.change is not None, "records come with the change that made them"
+            on_stored = self._settling(
+                [result.change], self._log_write_error(key.group_id), undo_other
             )
+            effects.append(self._write(result.records, on_stored, trailing=trailing))
         return effects
 
     def _arm(self, changes: Iterable[TimerChange]) -> None:
@@ -281,39 +317,100 @@ class HostedConsumerGroups:
             response = ConsumerGroupHeartbeatResponse(ErrorCode.group_id_not_found, message)
             return [Reply(token, response)]
         upgrade_records: list[ConsumerGroupRecord] = []
+        upgrade_changes: list[Change] = []
         if upgrade is not None:
-            upgrade_records, upgrade_timers = self._classic.convert(upgrade, topics, now_ms)
+            conversion = self._classic.convert(upgrade, topics, now_ms)
+            upgrade_records, upgrade_changes = conversion.records, [conversion.change]
         result = self._groups.heartbeat(request, topics, now_ms)
         if upgrade is not None:
             if result.response.error is not ErrorCode.none:
-                self._classic.forget(request.group_id)  # the classic group stays
+                # Nothing is written: the converted group is undone, the classic one stays.
+                self._arm(self._groups.revert(conversion.change, now_ms))
                 return [Reply(token, result.response)]
-            self._arm(upgrade_timers)
+            self._arm(conversion.timers)
         self._arm(result.timers)
         if not result.records:
             return [Reply(token, result.response)]
         extra: tuple[Record, ...] = ()
+        undo_other: UndoFunction | None = None
         if other is not None and other.metadata_tombstone is not None:
             extra = (other.metadata_tombstone,)
             other.on_tombstone_written()
+            undo_other = other.on_write_failed
         trailing: list[Record] = []
         effects: list[Effect] = []
         if result.downgrade is not None:
-            trailing, effects = self._downgrade(result.downgrade, now_ms)
+            trailing, effects, undo_other = self._downgrade(result.downgrade, now_ms)
         answer = result.response
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is None:
                 return [Reply(token, answer)]
             log.warning(
-                "consumer group %s: heartbeat records not written (%s)",
+                "consumer group %s: heartbeat records not written (%s); change reverted",
                 request.group_id,
                 error.name,
             )
             return [Reply(token, ConsumerGroupHeartbeatResponse(heartbeat_write_error(error)))]
 
+        changes = [*upgrade_changes, result.change]
         records = [*upgrade_records, *result.records]
-        return [self._write(records, on_stored, extra, trailing), *effects]
+        on_settled = self._settling(changes, on_stored, undo_other)
+        return [self._write(records, on_settled, extra, trailing), *effects]
+
+    # ================================================================ reverting
+
+    def _settling(
+        self,
+        changes: Sequence[Change | None],
+        on_completion: CompletionHandler,
+        undo_other: UndoFunction | None = None,
+    ) -> CompletionHandler:
+        """``on_completion``, after the changes of one write are kept (written) or
+        reverted (not), with ``undo_other``: what the write changed of a classic group
+        (an upgrade's hand-over, a downgrade's new classic group)."""
+        assert changes and all(c is not None for c in changes), (
+            "records come with the change that made them"
+        )
+        entries = [_Pending(c) for c in changes if c is not None]
+        entries[0].undo_other = undo_other
+        group_id = entries[0].change.group_id
+        self._pending.setdefault(group_id, []).extend(entries)
+        first = entries[0]
+
+        def settle(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+            effects = self._settle(group_id, first, len(entries), completed_ms, error)
+            return effects + on_completion(completed_ms, error)
+
+        return settle
+
+    def _settle(
+        self, group_id: str, first: _Pending, count: int, now_ms: int, error: ErrorCode | None
+    ) -> list[Effect]:
+        pending = self._pending.get(group_id, [])
+        index = next((i for i, p in enumerate(pending) if p is first), None)
+        if index is None:
+            # Reverted when an earlier write of the group failed (or forgotten when a
+            # classic group took the id).
+            if error is None:
+                log.warning(
+                    "consumer group %s: records written after an earlier write failed; "
+                    "memory is behind the log until the partition is loaded again",
+                    group_id,
+                )
+            return []
+        effects: list[Effect] = []
+        if error is None:
+            del pending[index : index + count]
+        else:
+            for later in reversed(pending[index:]):
+                self._arm(self._groups.revert(later.change, now_ms))
+                if later.undo_other is not None:
+                    effects += later.undo_other(now_ms, error)
+            del pending[index:]
+        if not pending:
+            del self._pending[group_id]
+        return effects
 
     def _write(
         self,
@@ -342,14 +439,14 @@ class HostedConsumerGroups:
             if error is None:
                 return [Reply(token, answer)]
             log.warning(
-                "consumer group %s: JoinGroup records not written (%s)",
+                "consumer group %s: JoinGroup records not written (%s); change reverted",
                 request.group_id,
                 error.name,
             )
             failed = JoinGroupResponse(heartbeat_write_error(error), member_id=request.member_id)
             return [Reply(token, failed)]
 
-        return [self._write(result.records, on_stored)]
+        return [self._write(result.records, self._settling([result.change], on_stored))]
 
     def classic_sync(self, token: RequestToken, request: SyncGroupRequest, now_ms: int) -> Reply:
         result = self._classic.sync(request, now_ms)
@@ -373,9 +470,14 @@ class HostedConsumerGroups:
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is None:
                 return [Reply(token, answer)]
+            log.warning(
+                "consumer group %s: LeaveGroup records not written (%s); change reverted",
+                request.group_id,
+                error.name,
+            )
             return [Reply(token, LeaveGroupResponse(heartbeat_write_error(error)))]
 
-        return [self._write(result.records, on_stored)]
+        return [self._write(result.records, self._settling([result.change], on_stored))]
 
     def _log_write_error(self, group_id: str) -> CompletionHandler:
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
@@ -388,17 +490,39 @@ class HostedConsumerGroups:
     # ================================================================== offsets
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        transactional: bool = False,
+        api_version: int = OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     ) -> ErrorCode | None:
-        """Kafka's check of OffsetCommit (v9+: the member id and epoch) for a consumer
-        group: without an epoch (-1, an administrator's or a simple consumer's commit)
-        only while the group has no members; else the member must be known
-        (UNKNOWN_MEMBER_ID) and send its current epoch (STALE_MEMBER_EPOCH)."""
+        """Kafka's check of OffsetCommit and TxnOffsetCommit for a consumer group
+        (ConsumerGroup.validateOffsetCommit): without an epoch (-1, an administrator's or
+        a simple consumer's commit) only while the group has no members; else the member
+        must be known (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+, which carries its
+        epoch (UNSUPPORTED_VERSION; TxnOffsetCommit of any version is accepted, and so is
+        any version from a classic member, whose generation is its epoch), and send its
+        current epoch (STALE_MEMBER_EPOCH; for a transactional commit or a classic
+        member ILLEGAL_GENERATION, the error their clients know)."""
         group = self._groups.group(group_id)
         assert group is not None, "asked only for a consumer group's id"
         if member_epoch < 0 and not group.members:
             return None
-        return self._member_epoch_error(group, member_id, member_epoch)
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if (
+            not transactional
+            and member.classic is None
+            and api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION
+        ):
+            return ErrorCode.unsupported_version
+        error = self._member_epoch_error(group, member_id, member_epoch)
+        if transactional and error is ErrorCode.stale_member_epoch:
+            return ErrorCode.illegal_generation
+        return error
 
     def validate_offset_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int
@@ -446,11 +570,22 @@ class HostedConsumerGroups:
         assert group is not None, "asked only for a consumer group's id"
         return ErrorCode.non_empty_group if group.members else None
 
+    def delete(self, group_id: str) -> tuple[list[Record], CompletionHandler]:
+        """DeleteGroups: the tombstones of an empty consumer group, which is gone once
+        this returns, and what to call when their write completes (the group comes back
+        if they were not written)."""
+        records, change = self._groups.delete_group_records(group_id)
+        encoded = [encode_record(r) for r in records]
+        return encoded, self._settling([change], lambda _completed_ms, _error: [])
+
     def delete_empty(self, group_id: str) -> list[Record]:
-        """The tombstones of an empty consumer group, which is gone once this returns
-        (a classic group takes its id, or DeleteGroups deletes it; if they are not
-        written the group comes back when the partition is loaded again)."""
-        return [encode_record(r) for r in self._groups.delete_group_records(group_id)]
+        """The tombstones of an empty consumer group whose id a classic group takes; the
+        group is gone once this returns. Not reverted if they are not written (the
+        classic group holds the id in memory by then): the group comes back when the
+        partition is loaded again; its pending changes are forgotten."""
+        records, _ = self._groups.delete_group_records(group_id)
+        self._pending.pop(group_id, None)
+        return [encode_record(r) for r in records]
 
 
 def new_member_id_source(random_bits: Callable[[int], int]) -> Callable[[], str]:

@@ -139,6 +139,12 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned_partitions: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     partitions_pending_revocation: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    resolved_regex: tuple[str, frozenset[str]] | None = field(default=None, compare=False)
+    """The member's regular expression and the topics it matched that the member may
+    DESCRIBE, as resolved at its last heartbeat on behalf of its principal (Kafka's
+    rule). Not in the records: a coordinator that loaded the group knows it from the
+    member's next heartbeat, and meanwhile takes the pattern's matches among the
+    topics the member owns or is assigned."""
     classic: ClassicMemberMetadata | None = None
     """Set for a member of the classic protocol (joined through JoinGroup, or converted
     with its classic group); None for a member sending ConsumerGroupHeartbeat."""

@@ -21,7 +21,8 @@ INVALID_REGULAR_EXPRESSION), find or create the member (epoch 0 joins; static me
 by instance id: UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID; UNKNOWN_MEMBER_ID;
 FENCED_MEMBER_EPOCH unless the epoch is the member's or, after a lost answer, its
 previous one with nothing owned beyond its assignment; GROUP_MAX_SIZE_REACHED), write
-its metadata if it changed, bump the group epoch when the assignment's inputs changed
+its metadata if it changed, resolve its regular expression to the topics its principal
+may DESCRIBE (``describable_topics``), bump the group epoch when the assignment's inputs changed
 (members, subscriptions, racks, assignors, the subscribed topics' partitions), compute
 the target assignment when it is behind the group epoch, then move the member one step
 towards its target (:mod:`~sluice.group.consumer_reconciliation`). See
@@ -30,10 +31,11 @@ towards its target (:mod:`~sluice.group.consumer_reconciliation`). See
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from sluice.common.errors import ErrorCode
 from sluice.group.consumer_assignors import (
@@ -56,6 +58,7 @@ from sluice.group.consumer_heartbeat_api import (
     NO_REBALANCE_TIMEOUT,
     ArmTimer,
     CancelTimer,
+    Change,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupsConfig,
@@ -80,6 +83,7 @@ from sluice.group.consumer_records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRecord,
+    ConsumerGroupRecordValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -90,6 +94,10 @@ from sluice.group.consumer_regex import InvalidRegularExpression, check, matchin
 from sluice.group.migration import ClassicGroupImage, ClassicMemberImage
 
 log = logging.getLogger(__name__)
+
+EXPIRY_RETRY_BACKOFF_MS = 500
+"""A member's removal whose records were not written is tried again this long after
+(Kafka retries a coordinator timer's failed operation after a backoff of 500 ms)."""
 
 # ================================================================ the groups
 
@@ -103,6 +111,8 @@ class ConsumerGroups:
         self._new_member_id = new_member_id
         self._groups: dict[str, ConsumerGroup] = {}
         self._deadlines: dict[TimerKey, int] = {}
+        self._change: Change | None = None
+        """What the operation under way changed, to undo it (``revert``)."""
 
     # ============================================================ inspection
 
@@ -199,23 +209,130 @@ class ConsumerGroups:
 
     # ============================================================ deletion
 
-    def delete_group_records(self, group_id: str) -> list[ConsumerGroupRecord]:
-        """The tombstones that delete the group (replayed here already); DeleteGroups
-        writes them once the group is empty."""
+    def delete_group_records(self, group_id: str) -> tuple[list[ConsumerGroupRecord], Change]:
+        """The tombstones that delete the group (replayed here already), and how to undo
+        that; DeleteGroups writes them once the group is empty."""
+        with self.operation(group_id) as change:
+            records: list[ConsumerGroupRecord] = []
+            self._delete_records(group_id, records)
+            return records, change
+
+    def _delete_records(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
+        """Write the tombstones of every record of the group (for the operation under way)."""
         group = self._groups.get(group_id)
         if group is None:
-            return []
-        records: list[ConsumerGroupRecord] = []
+            return
+        tombstones: list[ConsumerGroupRecord] = []
         for member_id in sorted(set(group.members) | set(group.target_assignment)):
-            records += _member_tombstones(group_id, member_id)
-        records += [
+            tombstones += _member_tombstones(group_id, member_id)
+        tombstones += [
             ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
             ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
             ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None),
         ]
-        for record in records:
+        for record in tombstones:
+            self._write(records, record)
+
+    # ============================================================ undoing
+
+    def _begin(self, group_id: str) -> Change:
+        """Start noting what an operation on ``group_id`` changes."""
+        assert self._change is None, "one operation at a time"
+        self._change = Change(group_id, created_group=group_id not in self._groups)
+        return self._change
+
+    @contextlib.contextmanager
+    def operation(self, group_id: str) -> Iterator[Change]:
+        """Note what the operation run inside changes (every ``_write``, timer and
+        resolution), to undo it with :meth:`revert` should its records not be written;
+        the classic members' operations (:mod:`~sluice.group.consumer_classic`) use it."""
+        change = self._begin(group_id)
+        try:
+            yield change
+        finally:
+            self._change = None
+
+    def revert(self, change: Change, now_ms: int) -> list[TimerChange]:
+        """Undo an operation whose records were not written; the timers to arm again.
+
+        Kafka's coordinator reverts its state to the last committed offset when a write
+        fails, so memory never runs ahead of the log; the caller reverts every change
+        of the group made after this one first (newest first). A timer whose deadline
+        passed meanwhile fires again after :data:`EXPIRY_RETRY_BACKOFF_MS` (Kafka
+        retries a timer's operation that failed)."""
+        for record in reversed(change.inverse):
             self.replay(record)
-        return records
+        group = self._groups.get(change.group_id)
+        for member_id, resolution in reversed(change.resolutions):
+            member = None if group is None else group.members.get(member_id)
+            if member is not None:
+                member.resolved_regex = resolution
+        if change.created_group:
+            group = self._groups.pop(change.group_id, None)
+            assert group is None or not group.members, "a created group reverts to empty"
+        timers: list[TimerChange] = []
+        restored: dict[TimerKey, int | None] = {}
+        for key, previous in reversed(change.deadlines):
+            restored[key] = previous
+        for key, previous in restored.items():
+            if previous is None:
+                self._deadlines.pop(key, None)
+                continue
+            deadline = previous if previous > now_ms else now_ms + EXPIRY_RETRY_BACKOFF_MS
+            self._deadlines[key] = deadline
+            timers.append(ArmTimer(key, deadline))
+        return timers
+
+    def _note(self, record: ConsumerGroupRecord) -> None:
+        """Keep the record that restores ``record.key`` as it is now (before ``record``
+        is replayed)."""
+        if self._change is not None:
+            self._change.inverse.append(self._current_record(record))
+
+    def _current_record(self, written: ConsumerGroupRecord) -> ConsumerGroupRecord:
+        """The record whose replay gives ``written.key`` its current state (a tombstone
+        for what does not exist)."""
+        key = written.key
+        group = self._groups.get(key.group_id)
+        value: ConsumerGroupRecordValue | None = None
+        if group is None:
+            pass
+        elif isinstance(key, ConsumerGroupMetadataKey):
+            value = ConsumerGroupMetadataValue(group.group_epoch)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            value = _partition_metadata_value(group.subscribed_topics)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            value = ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            target = group.target_assignment.get(key.member_id)
+            if target is not None:
+                value = ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target))
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                value = _metadata_value(member)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                value = ConsumerGroupCurrentMemberAssignmentValue(
+                    member.member_epoch,
+                    member.previous_member_epoch,
+                    member.state,
+                    to_topic_partitions(member.assigned_partitions),
+                    to_topic_partitions(member.partitions_pending_revocation),
+                )
+        return ConsumerGroupRecord(key, value)
+
+    def _set_deadline(self, key: TimerKey, deadline_ms: int | None) -> int | None:
+        """Set (None: clear) a timer's deadline, noting the one it replaces; returns it."""
+        previous = self._deadlines.get(key)
+        if self._change is not None:
+            self._change.deadlines.append((key, previous))
+        if deadline_ms is None:
+            self._deadlines.pop(key, None)
+        else:
+            self._deadlines[key] = deadline_ms
+        return previous
 
     # ============================================================ timers
 
@@ -233,18 +350,24 @@ class ConsumerGroups:
         if key.kind is TimerKind.REBALANCE and member.state is not MemberState.UNREVOKED_PARTITIONS:
             self._deadlines.pop(key, None)
             return TimerResult()
-        records: list[ConsumerGroupRecord] = []
-        image = self.downgrade_image(group, member)
-        if image is not None:
-            timers = self._delete_for_downgrade(group, records)
-            return TimerResult(records, timers, image)
-        timers = self._remove_member(group, member, records)
-        return TimerResult(records, timers)
+        change = self._begin(key.group_id)
+        try:
+            records: list[ConsumerGroupRecord] = []
+            image = self.downgrade_image(group, member)
+            if image is not None:
+                timers = self._delete_for_downgrade(group, records)
+            else:
+                timers = self._remove_member(group, member, records)
+        finally:
+            self._change = None
+        return TimerResult(records, timers, change, downgrade=image)
 
     def start_timers(self, now_ms: int) -> list[TimerChange]:
         """Once the partition is loaded: every member's session starts now, and members
         that must revoke partitions get their rebalance timeout from now (Kafka's rule
-        when a coordinator takes over)."""
+        when a coordinator takes over). This first session is a classic member's own
+        session timeout, else the broker's ``group.consumer.session.timeout.ms``: a
+        group's override arrives with its members' next heartbeats."""
         timers: list[TimerChange] = []
         for group in self._groups.values():
             for member_id, member in group.members.items():
@@ -264,7 +387,7 @@ class ConsumerGroups:
 
     def _arm(self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int) -> ArmTimer:
         key = TimerKey(kind, group_id, member_id)
-        self._deadlines[key] = deadline_ms
+        self._set_deadline(key, deadline_ms)
         return ArmTimer(key, deadline_ms)
 
     def has_timer(self, kind: TimerKind, group_id: str, member_id: str) -> bool:
@@ -272,8 +395,9 @@ class ConsumerGroups:
 
     def _cancel(self, kind: TimerKind, group_id: str, member_id: str) -> list[TimerChange]:
         key = TimerKey(kind, group_id, member_id)
-        if self._deadlines.pop(key, None) is None:
+        if key not in self._deadlines:
             return []
+        self._set_deadline(key, None)
         return [CancelTimer(key)]
 
     # ============================================================ the heartbeat
@@ -283,13 +407,19 @@ class ConsumerGroups:
     ) -> HeartbeatResult:
         """Answer one heartbeat (see the module docstring)."""
         records: list[ConsumerGroupRecord] = []
+        change = self._begin(request.group_id)
         try:
-            return self._heartbeat(request, topics, now_ms, records)
+            result = self._heartbeat(request, topics, now_ms, records)
         except HeartbeatError as error:
             assert not records, "a refused heartbeat writes nothing"
             return HeartbeatResult(ConsumerGroupHeartbeatResponse(error.error, error.message))
+        finally:
+            self._change = None
+        result.change = change
+        return result
 
     def _write(self, records: list[ConsumerGroupRecord], record: ConsumerGroupRecord) -> None:
+        self._note(record)
         records.append(record)
         self.replay(record)
 
@@ -333,6 +463,7 @@ class ConsumerGroups:
         group = self._group(request.group_id)
         bump = self._update_member(group, member, request, is_new, records)
         member = group.members[member.member_id]
+        bump |= self._resolve_regex(group, member, request, topics)
         self._refresh_subscribed_topics(group, topics, bump, records)
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, topics, records)
@@ -355,7 +486,7 @@ class ConsumerGroups:
                 TimerKind.SESSION,
                 group.group_id,
                 member.member_id,
-                now_ms + self._config.session_timeout_ms,
+                now_ms + self._config.session_timeout_for(request),
             )
         )
         full_request = (
@@ -376,7 +507,7 @@ class ConsumerGroups:
             ErrorCode.none,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self._config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._config.heartbeat_interval_for(request),
             assignment=(
                 to_topic_partitions(member.assigned_partitions)
                 if changed or full_request or is_new
@@ -451,8 +582,8 @@ class ConsumerGroups:
         metadata = _metadata_value(old)
         for record in _member_tombstones(group.group_id, old.member_id):
             self._write(records, record)
-        self._deadlines.pop(TimerKey(TimerKind.SESSION, group.group_id, old.member_id), None)
-        self._deadlines.pop(TimerKey(TimerKind.REBALANCE, group.group_id, old.member_id), None)
+        self._set_deadline(TimerKey(TimerKind.SESSION, group.group_id, old.member_id), None)
+        self._set_deadline(TimerKey(TimerKind.REBALANCE, group.group_id, old.member_id), None)
         gid = group.group_id
         self._write(
             records, ConsumerGroupRecord(ConsumerGroupMemberMetadataKey(gid, new_id), metadata)
@@ -494,6 +625,31 @@ class ConsumerGroups:
             f"one known by the group coordinator ({member.member_epoch}).",
         )
 
+    def _resolve_regex(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: MetadataView,
+    ) -> bool:
+        """Resolve the member's regular expression against the topics, keeping those it
+        may DESCRIBE (Kafka resolves a pattern on behalf of the member's principal);
+        whether the member's topics changed (the group epoch must then move)."""
+        before = _member_topics(member, topics, group)
+        regex = member.subscribed_topic_regex
+        resolved: tuple[str, frozenset[str]] | None = None
+        if regex:
+            candidates = (name for name, topic in topics.items() if not topic.is_internal)
+            matched = frozenset(matching_topics(regex, candidates))
+            if request.describable_topics is not None and matched:
+                matched = frozenset(request.describable_topics(matched)) & matched
+            resolved = (regex, matched)
+        if resolved != member.resolved_regex:
+            if self._change is not None:
+                self._change.resolutions.append((member.member_id, member.resolved_regex))
+            member.resolved_regex = resolved
+        return _member_topics(member, topics, group) != before
+
     def _update_member(
         self,
         group: ConsumerGroup,
@@ -532,6 +688,13 @@ class ConsumerGroups:
                 else member.rebalance_timeout_ms
             ),
         )
+        # Compared before the record is replayed into ``member``.
+        changed = (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            or updated.server_assignor != member.server_assignor
+            or updated.rack_id != member.rack_id
+        )
         new_value = _metadata_value(updated)
         if is_new or new_value != _metadata_value(member):
             self._write(
@@ -549,12 +712,7 @@ class ConsumerGroups:
                 ),
             )
             return True
-        return (
-            updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            or updated.server_assignor != member.server_assignor
-            or updated.rack_id != member.rack_id
-        )
+        return changed
 
     # ------------------------------------------------------------ the group epoch
 
@@ -569,20 +727,11 @@ class ConsumerGroups:
         anything the assignment depends on did."""
         subscribed = _subscribed_topics(group, topics)
         if subscribed != group.subscribed_topics:
-            entries = tuple(
-                TopicMetadataEntry(
-                    t.topic_id,
-                    t.name,
-                    t.partition_count,
-                    tuple(tuple(sorted(racks)) for racks in t.partition_racks),
-                )
-                for t in subscribed.values()
-            )
             self._write(
                 records,
                 ConsumerGroupRecord(
                     ConsumerGroupPartitionMetadataKey(group.group_id),
-                    ConsumerGroupPartitionMetadataValue(entries),
+                    _partition_metadata_value(subscribed),
                 ),
             )
             bump = True
@@ -606,7 +755,9 @@ class ConsumerGroups:
         by_id = {t.topic_id: t for t in group.subscribed_topics.values()}
         spec = {
             m.member_id: AssignmentSpecMember(
-                frozenset(t.topic_id for t in _member_topics(m, topics) if t.topic_id in by_id),
+                frozenset(
+                    t.topic_id for t in _member_topics(m, topics, group) if t.topic_id in by_id
+                ),
                 m.rack_id,
             )
             for m in group.members.values()
@@ -750,7 +901,7 @@ class ConsumerGroups:
         image = self.downgrade_image(group, member)
         if image is not None:
             timers += self._delete_for_downgrade(group, records)
-            return HeartbeatResult(response, records, timers, image)
+            return HeartbeatResult(response, records, timers, downgrade=image)
         timers += self._remove_member(group, member, records)
         return HeartbeatResult(response, records, timers)
 
@@ -814,7 +965,7 @@ class ConsumerGroups:
             for kind in TimerKind:
                 timers += self._cancel(kind, group.group_id, member_id)
         log.info("consumer group %s: downgraded to a classic group", group.group_id)
-        records += self.delete_group_records(group.group_id)
+        self._delete_records(group.group_id, records)
         return timers
 
     def _remove_member(
@@ -839,6 +990,22 @@ def _member_tombstones(group_id: str, member_id: str) -> list[ConsumerGroupRecor
     ]
 
 
+def _partition_metadata_value(
+    subscribed: Mapping[str, TopicImage],
+) -> ConsumerGroupPartitionMetadataValue:
+    return ConsumerGroupPartitionMetadataValue(
+        tuple(
+            TopicMetadataEntry(
+                t.topic_id,
+                t.name,
+                t.partition_count,
+                tuple(tuple(sorted(racks)) for racks in t.partition_racks),
+            )
+            for t in subscribed.values()
+        )
+    )
+
+
 def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
     return ConsumerGroupMemberMetadataValue(
         instance_id=member.instance_id,
@@ -853,12 +1020,28 @@ def _metadata_value(member: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
     )
 
 
-def _member_topics(member: ConsumerMember, topics: Mapping[str, TopicImage]) -> list[TopicImage]:
-    """The topics of ``topics`` the member subscribes to, by name or regex."""
+def _member_topics(
+    member: ConsumerMember, topics: Mapping[str, TopicImage], group: ConsumerGroup
+) -> list[TopicImage]:
+    """The topics of ``topics`` the member subscribes to: by name, and those its regular
+    expression matched that it may describe, as resolved at its last heartbeat. Before
+    its first heartbeat here (the group was loaded from the log), only the topics it
+    owns or is assigned that the pattern matches: they were resolved for it before,
+    and no other member's rights widen what it gets."""
     names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        candidates = (name for name, topic in topics.items() if not topic.is_internal)
-        names |= matching_topics(member.subscribed_topic_regex, candidates)
+    regex = member.subscribed_topic_regex
+    if regex:
+        resolved = member.resolved_regex
+        if resolved is not None and resolved[0] == regex:
+            names |= resolved[1]
+        else:
+            held = {
+                *member.assigned_partitions,
+                *member.partitions_pending_revocation,
+                *group.target_assignment.get(member.member_id, {}),
+            }
+            candidates = (t.name for t in group.subscribed_topics.values() if t.topic_id in held)
+            names |= matching_topics(regex, candidates)
     return [topics[name] for name in sorted(names) if name in topics]
 
 
@@ -866,6 +1049,6 @@ def _subscribed_topics(group: ConsumerGroup, topics: MetadataView) -> dict[str, 
     """The topics that exist and some member subscribes to (name → topic)."""
     result: dict[str, TopicImage] = {}
     for member in group.members.values():
-        for topic in _member_topics(member, topics):
+        for topic in _member_topics(member, topics, group):
             result[topic.name] = topic
     return dict(sorted(result.items()))

@@ -6,7 +6,9 @@ request's fields. See :mod:`~sluice.group.consumer_heartbeat`."""
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sluice.common.errors import ErrorCode
@@ -20,6 +22,8 @@ from sluice.group.consumer_group import (
 from sluice.group.consumer_records import ConsumerGroupRecord, TopicPartitions
 from sluice.group.migration import ClassicGroupImage, MigrationPolicy
 from sluice.group.records import STRING_BYTES_MAX
+
+log = logging.getLogger(__name__)
 
 NO_REBALANCE_TIMEOUT = -1
 """RebalanceTimeoutMs -1: unchanged since the last heartbeat."""
@@ -56,6 +60,30 @@ class ConsumerGroupsConfig:
                 "group.consumer.session.timeout.ms"
             )
 
+    def session_timeout_for(self, request: ConsumerGroupHeartbeatRequest) -> int:
+        """The member's session timeout: its group's ``consumer.session.timeout.ms``,
+        else the broker's."""
+        return _group_setting(request, SESSION_TIMEOUT_CONFIG, self.session_timeout_ms)
+
+    def heartbeat_interval_for(self, request: ConsumerGroupHeartbeatRequest) -> int:
+        """The interval told to the member: its group's
+        ``consumer.heartbeat.interval.ms``, else the broker's."""
+        return _group_setting(request, HEARTBEAT_INTERVAL_CONFIG, self.heartbeat_interval_ms)
+
+
+SESSION_TIMEOUT_CONFIG = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL_CONFIG = "consumer.heartbeat.interval.ms"
+
+
+def _group_setting(request: ConsumerGroupHeartbeatRequest, name: str, default: int) -> int:
+    text = request.group_configs.get(name)
+    try:
+        return default if text is None else int(text)
+    except ValueError:
+        # Overrides are checked when set; a bad stored one must not refuse heartbeats.
+        log.warning("consumer group %s: %s=%r is not an integer", request.group_id, name, text)
+        return default
+
 
 # ================================================================ the request
 
@@ -80,6 +108,13 @@ class ConsumerGroupHeartbeatRequest:
     version: int = 1
     """v0 lets a joining member leave its id empty (the coordinator chooses one); from
     v1 the member always chooses it."""
+    describable_topics: Callable[[frozenset[str]], frozenset[str]] | None = None
+    """Of the given topic names, those the member (the request's principal) may
+    DESCRIBE; None: all. Its regular expression matches only those, as in Kafka."""
+    group_configs: Mapping[str, str] = field(default_factory=dict)
+    """The group's overrides (config resource GROUP, checked when set):
+    ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` replace the
+    broker's settings for its members."""
 
 
 @dataclass(frozen=True)
@@ -125,11 +160,30 @@ class CancelTimer:
 TimerChange = ArmTimer | CancelTimer
 
 
+@dataclass(eq=False)
+class Change:
+    """How to undo what one operation did to the state, should its records not be
+    written (Kafka's coordinator reverts its in-memory state to the last committed
+    offset): the records that restore each key it wrote, in the order it wrote them
+    (replayed in reverse), the timer deadlines it replaced, and the group it created."""
+
+    group_id: str
+    inverse: list[ConsumerGroupRecord] = field(default_factory=list)
+    deadlines: list[tuple[TimerKey, int | None]] = field(default_factory=list)
+    """(timer, its deadline before; None: none), in the order they were replaced."""
+    resolutions: list[tuple[str, tuple[str, frozenset[str]] | None]] = field(default_factory=list)
+    """(member id, its regular expression's resolution before), in the order replaced."""
+    created_group: bool = False
+    """The operation created the group (reverting deletes it again)."""
+
+
 @dataclass
 class HeartbeatResult:
     response: ConsumerGroupHeartbeatResponse
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
+    """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
     downgrade: ClassicGroupImage | None = None
     """Set when the last member of the new protocol left: the records delete the
     consumer group, and the classic group of this image takes its place."""
@@ -139,6 +193,7 @@ class HeartbeatResult:
 class TimerResult:
     records: list[ConsumerGroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    change: Change | None = None
     downgrade: ClassicGroupImage | None = None
     """As in :class:`HeartbeatResult`: the expired member was the last of the new protocol."""
 

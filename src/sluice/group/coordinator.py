@@ -87,6 +87,8 @@ from sluice.group.consumer_coordinator import (
     ConsumerGroupDescription,
     HostedConsumerGroups,
     OtherGroupHold,
+    UndoFunction,
+    heartbeat_write_error,
     new_member_id_source,
 )
 from sluice.group.consumer_group import ConsumerGroup, MetadataView
@@ -122,7 +124,13 @@ from sluice.group.records import (
 )
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
-from sluice.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, JoinWait
+from sluice.group.state import (
+    CONSUMER_PROTOCOL_TYPE,
+    Group,
+    GroupMembership,
+    GroupState,
+    JoinWait,
+)
 from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
@@ -234,6 +242,7 @@ class GroupCoordinator:
                 session_timeout_ms=self._config.consumer_session_timeout_ms,
                 heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
                 group_size_max=self._config.consumer_group_size_max,
+                assignors=self._config.consumer_assignors,
                 migration_policy=self._config.consumer_migration_policy,
                 classic_group_size_max=self._config.group_size_max,
             )
@@ -281,13 +290,24 @@ class GroupCoordinator:
         if group is None or group.is_in(_DEAD) or group_id in self._consumer_groups:
             return None  # (a consumer group's offsets are kept in a classic group's place)
         tombstone = _tombstone(GroupMetadataKey(group_id))
+        saved: list[GroupMembership] = []
+
+        def put_back(now_ms: int, error: ErrorCode) -> list[Effect]:
+            # The write holding the tombstone failed: the classic group is as it was.
+            return self._restore_classic(group, saved[0], now_ms, error) if saved else []
+
         if group.members:
             upgrade = self._upgrade_image(group)
             if isinstance(upgrade, str):
                 return OtherGroupHold(in_use=True, metadata_tombstone=None, refusal=upgrade)
             timestamp_ms = group.state_timestamp_ms
+
+            def hand_over() -> None:
+                saved.append(group.membership())
+                group.hand_over(timestamp_ms)
+
             return OtherGroupHold(
-                False, tombstone, lambda: group.hand_over(timestamp_ms), upgrade=upgrade
+                False, tombstone, hand_over, upgrade=upgrade, on_write_failed=put_back
             )
         if not group.is_in(_EMPTY):
             return OtherGroupHold(in_use=True, metadata_tombstone=None)
@@ -297,10 +317,42 @@ class GroupCoordinator:
         def forget_record() -> None:
             # The consumer group takes the id: the empty classic group's record goes,
             # its offsets stay with the id; what is left is what loading would leave.
+            saved.append(group.membership())
             group.generation_id = 0
             group.protocol_type = group.protocol_name = None
 
-        return OtherGroupHold(False, tombstone, forget_record)
+        return OtherGroupHold(False, tombstone, forget_record, on_write_failed=put_back)
+
+    def _restore_classic(
+        self, group: Group, saved: GroupMembership, now_ms: int, error: ErrorCode
+    ) -> list[Effect]:
+        """Put a classic group back as it was before a conversion (upgrade or downgrade)
+        whose write failed, as Kafka's coordinator reverts to the last committed offset:
+        requests parked on members it gained since are answered with the write's error
+        (they retry), its members' sessions start again now. Offsets are kept: they
+        have their own records."""
+        effects: list[Effect] = []
+        answer = heartbeat_write_error(error)
+        for member in group.members.values():
+            if member.join_token is not None:
+                response = JoinGroupResponse(answer, member_id=member.member_id)
+                effects.append(Reply(member.join_token, response))
+                member.join_token = None
+            if member.sync_token is not None:
+                effects.append(Reply(member.sync_token, SyncGroupResponse(answer)))
+                member.sync_token = None
+        group.restore_membership(saved)
+        if self._groups.get(group.group_id) is None:
+            self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._heard_from(group, member, now_ms)
+        log.warning(
+            "group %s: conversion not written (%s); the classic group is restored",
+            group.group_id,
+            error.name,
+        )
+        self._drop_if_unused(group)
+        return effects
 
     def _upgrade_image(self, group: Group) -> ClassicGroupImage | str:
         """The classic group as a consumer group takes it over (Kafka's online upgrade),
@@ -349,14 +401,17 @@ class GroupCoordinator:
 
     def _downgrade_to_classic(
         self, image: ClassicGroupImage, now_ms: int
-    ) -> tuple[list[Record], list[Effect]]:
+    ) -> tuple[list[Record], list[Effect], UndoFunction]:
         """The classic group that replaces a consumer group whose last member of the new
         protocol left (Kafka's online downgrade): Stable at the group epoch with the
         members' target assignments, its record written after the consumer group's
-        tombstones, then a rebalance, so every member joins again."""
+        tombstones, then a rebalance, so every member joins again. If the write fails the
+        group is put back as it was (empty, holding the id's offsets), and the consumer
+        group is restored (``HostedConsumerGroups`` reverts it)."""
         group = self._groups.get(image.group_id)
         if group is None or group.is_in(_DEAD):
             group = self._groups[image.group_id] = Group(image.group_id, now_ms)
+        saved = group.membership()
         assert not group.members, f"group {image.group_id}: a classic group with members"
         group.generation_id = image.generation
         for stored in image.members:
@@ -388,7 +443,12 @@ class GroupCoordinator:
             image.group_id,
             image.generation,
         )
-        return [record], self._prepare_rebalance(group, now_ms)
+        effects = self._prepare_rebalance(group, now_ms)
+
+        def put_back(failed_ms: int, error: ErrorCode) -> list[Effect]:
+            return self._restore_classic(group, saved, failed_ms, error)
+
+        return [record], effects, put_back
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group's state (KIP-848), for descriptions, tests and diagnostics
@@ -1329,7 +1389,8 @@ class GroupCoordinator:
     ) -> list[Effect]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and
         take effect with its COMMIT marker. A member and generation, when given
-        (v3+), are checked as for OffsetCommit."""
+        (v3+), are checked as for OffsetCommit; for a consumer group (KIP-848) the
+        member's epoch, a stale one answered ILLEGAL_GENERATION, as Kafka does."""
         effects = self._advance(now_ms)
         return effects + self._commit(now_ms, token, request, (producer_id, producer_epoch))
 
@@ -1349,11 +1410,15 @@ class GroupCoordinator:
         if request.group_id in self._share_groups:
             return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
         group = self._groups.get(request.group_id)
-        if request.group_id in self._consumer_groups and transaction is None:
+        if request.group_id in self._consumer_groups:
             # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
             # in a classic group's place, which holds nothing else.
             error = self._consumer_groups.validate_offset_commit(
-                request.group_id, request.member_id, request.generation_id
+                request.group_id,
+                request.member_id,
+                request.generation_id,
+                transactional=transaction is not None,
+                api_version=request.api_version,
             )
             if error is not None:
                 return answer_all(error)
@@ -1535,12 +1600,14 @@ class GroupCoordinator:
     ) -> list[Effect]:
         """Only Empty groups can be deleted (NON_EMPTY_GROUP otherwise). The group is
         Dead while its tombstones (every offset, then the group) are written, and gone
-        once they are committed; if they fail it is Empty again."""
+        once they are committed; if they fail it is Empty again (a consumer group is
+        restored as it was)."""
         effects = self._advance(now_ms)
         results: dict[str, ErrorCode | None] = {}
         deleting: list[tuple[Group, int]] = []
         deleting_share: list[str] = []
         share_topics: list[tuple[str, tuple[str, ...]]] = []
+        consumer_deletions: list[CompletionHandler] = []
         records: list[Record] = []
         for group_id in group_ids:
             if group_id in results:
@@ -1562,7 +1629,9 @@ class GroupCoordinator:
                         deleting.append((group, group.state_timestamp_ms))
                         records += self._group_tombstones(group)
                         group.transition_to(_DEAD, now_ms)
-                    records += self._consumer_groups.delete_empty(group_id)
+                    tombstones, on_written = self._consumer_groups.delete(group_id)
+                    records += tombstones
+                    consumer_deletions.append(on_written)
             elif group is None or group.is_in(_DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_in(_EMPTY):
@@ -1578,8 +1647,10 @@ class GroupCoordinator:
             )
             return [*effects, Reply(token, response)]
 
-        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+        def on_deleted(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             self._finish_removal(deleting, error)
+            for on_written in consumer_deletions:
+                on_written(completed_ms, error)  # a consumer group comes back if not written
             for group_id in deleting_share:
                 self._share_groups.finish_deletion(group_id, error)
             outcome = ErrorCode.none if error is None else _delete_error(error)

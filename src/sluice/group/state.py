@@ -43,9 +43,12 @@ would not change.
 
 from __future__ import annotations
 
+import copy
 import enum
 import struct
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
@@ -93,6 +96,31 @@ class JoinWait(enum.Enum):
     """group.initial.rebalance.delay.ms: the join ends only at the deadline."""
     REBALANCE_TIMEOUT = enum.auto()
     """The join ends when every member has joined, or at the deadline."""
+
+
+_MEMBERSHIP_FIELDS = (
+    "state",
+    "state_timestamp_ms",
+    "protocol_type",
+    "protocol_name",
+    "generation_id",
+    "leader_id",
+    "join_wait",
+    "join_deadline_ms",
+    "initial_delay_remaining_ms",
+    "new_member_added",
+    "sync_deadline_ms",
+    "subscribed_topics",
+    "has_metadata_record",
+)
+_MEMBERSHIP_COLLECTIONS = ("members", "static_members", "pending_members", "pending_sync_members")
+
+
+@dataclass(frozen=True)
+class GroupMembership:
+    """A classic group's state but its offsets (:meth:`Group.membership`)."""
+
+    values: Mapping[str, object]
 
 
 class Group:
@@ -154,6 +182,19 @@ class Group:
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
+
+    def membership(self) -> GroupMembership:
+        """Everything of the group but its offsets, to put back with
+        :meth:`restore_membership` (a conversion to or from a consumer group whose write
+        failed)."""
+        values: dict[str, object] = {name: getattr(self, name) for name in _MEMBERSHIP_FIELDS}
+        for name in _MEMBERSHIP_COLLECTIONS:
+            values[name] = copy.copy(getattr(self, name))
+        return GroupMembership(values)
+
+    def restore_membership(self, saved: GroupMembership) -> None:
+        for name, value in saved.values.items():
+            setattr(self, name, copy.copy(value) if name in _MEMBERSHIP_COLLECTIONS else value)
 
     def hand_over(self, now_ms: int) -> None:
         """The group became a consumer group (the online upgrade): it keeps only the

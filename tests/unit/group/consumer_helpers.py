@@ -1,13 +1,15 @@
 """Helpers of the consumer group (KIP-848) tests: topics, a deterministic id source, a
-coordinator whose records are kept as its log, and a check that replaying that log
-gives the same groups."""
+coordinator whose records are kept as its log (or, for a write made to fail, reverted,
+checking that the groups are then exactly as before), and a check that replaying that
+log gives the same groups."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
 
-from sluice.group.consumer_group import TopicImage
+from sluice.group.consumer_group import ConsumerGroup, TopicImage
 from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupHeartbeatRequest,
@@ -53,16 +55,39 @@ class Coordinator:
         self.config = config
 
     def heartbeat(
-        self, request: ConsumerGroupHeartbeatRequest, topics: dict[str, TopicImage], now_ms: int = 0
+        self,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: dict[str, TopicImage],
+        now_ms: int = 0,
+        *,
+        written: bool = True,
     ) -> HeartbeatResult:
+        """One heartbeat; with ``written`` False its records fail to be written and the
+        change is reverted (its ``timers`` then include the ones reverting re-arms)."""
+        before = self.snapshot()
         result = self.groups.heartbeat(request, topics, now_ms)
-        self.log += result.records
+        if written or not result.records:
+            self.log += result.records
+        else:
+            assert result.change is not None
+            result.timers += self.groups.revert(result.change, now_ms)
+            assert self.snapshot() == before, "a reverted heartbeat leaves the groups as before"
         return result
 
-    def expire(self, key: TimerKey, now_ms: int) -> TimerResult:
+    def expire(self, key: TimerKey, now_ms: int, *, written: bool = True) -> TimerResult:
+        before = self.snapshot()
         result = self.groups.expire(key, now_ms)
-        self.log += result.records
+        if written or not result.records:
+            self.log += result.records
+        else:
+            assert result.change is not None
+            result.timers += self.groups.revert(result.change, now_ms)
+            assert self.snapshot() == before, "a reverted expiry leaves the groups as before"
         return result
+
+    def snapshot(self) -> dict[str, ConsumerGroup]:
+        """A copy of every group's state."""
+        return {g.group_id: copy.deepcopy(g) for g in self.groups.groups()}
 
     def check_replay(self) -> None:
         """A coordinator loaded from the log holds the same groups."""

@@ -12,6 +12,7 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import Append, Effect, Record, Reply
 from sluice.group.api import (
+    OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -212,6 +213,7 @@ class Harness:
         generation: int = -1,
         instance: str | None = None,
         retention_ms: int = -1,
+        api_version: int = OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
     ) -> int:
         token = self.token()
         request = OffsetCommitRequest(
@@ -224,6 +226,7 @@ class Harness:
                 for tp, o in offsets.items()
             ),
             retention_ms=retention_ms,
+            api_version=api_version,
         )
         self.apply(self.coordinator.commit_offsets(self.now_ms, token, request))
         return token

@@ -1,16 +1,22 @@
 """Consumer groups (KIP-848) hosted by the group coordinator shard: heartbeats answered
 once their records are committed, records loaded back from the log, session timers on
-the shard's clock, write errors mapped, one group id for one kind of group."""
+the shard's clock, write errors mapped, one group id for one kind of group; a failed
+write (of a heartbeat, an expiry, DeleteGroups' tombstones) reverted in memory, with the
+group's later changes, so memory is what the log holds."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from consumer_helpers import as_dict, beat, join, owned, topic
 from group_helpers import START_MS, Harness
 
 from sluice.common.errors import ErrorCode
+from sluice.common.ids import TopicPartition
 from sluice.group.api import MemberIdentity, ShareGroupHeartbeatRequest
+from sluice.group.consumer_group import ConsumerGroup
+from sluice.group.consumer_heartbeat import EXPIRY_RETRY_BACKOFF_MS
 from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -157,3 +163,99 @@ def test_a_refused_heartbeat_leaves_an_empty_classic_group_as_it_was() -> None:
     assert refused.error is ErrorCode.invalid_request
     assert harness.group().generation_id == generation
     assert harness.coordinator.consumer_group("g") is None
+
+
+# ------------------------------------------------------- a failed write is reverted
+
+
+def snapshot(harness: Harness) -> ConsumerGroup | None:
+    return copy.deepcopy(harness.coordinator.consumer_group("g"))
+
+
+def send(harness: Harness, request: ConsumerGroupHeartbeatRequest) -> int:
+    """A heartbeat whose write is held (``auto_commit`` off); its token."""
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, request, TOPICS)
+    )
+    return token
+
+
+def test_a_joins_failed_write_leaves_no_group_behind() -> None:
+    harness = Harness()
+    harness.auto_commit = False
+    token = send(harness, join("m1"))
+    assert harness.coordinator.consumer_group("g") is not None, "memory holds it meanwhile"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert harness.coordinator.consumer_group("g") is None, "the group is not in the log"
+    assert heartbeat_after_commit(harness, join("m1")).member_epoch == 1, "joining again works"
+
+
+def heartbeat_after_commit(harness: Harness, request: ConsumerGroupHeartbeatRequest) -> Any:
+    harness.auto_commit = True
+    return heartbeat(harness, request)
+
+
+def test_a_failed_heartbeat_write_restores_the_group_as_the_log_has_it() -> None:
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    before = snapshot(harness)
+    harness.auto_commit = False
+    token = send(harness, join("m2"))  # moves the group epoch and the target assignment
+    assert snapshot(harness) != before
+    harness.commit_appends(ErrorCode.kafka_storage_error)
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert snapshot(harness) == before
+    assert reloaded(harness, harness.now_ms).consumer_group("g") == before
+
+
+def test_later_changes_of_the_group_are_reverted_with_a_failed_one() -> None:
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    before = snapshot(harness)
+    harness.auto_commit = False
+    first, second = send(harness, join("m2")), send(harness, join("m3"))
+    harness.commit_appends(ErrorCode.not_leader_or_follower, count=1)
+    assert snapshot(harness) == before, "the second change built on the first: both undone"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert snapshot(harness) == before
+    assert harness.reply(first).error is harness.reply(second).error is ErrorCode.not_coordinator
+
+
+def test_an_expiry_that_was_not_written_keeps_the_member_and_is_tried_again() -> None:
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    before = snapshot(harness)
+    harness.auto_commit = False
+    harness.advance(SESSION_MS + 1)
+    assert len(harness.held) == 1, "the member's removal is being written"
+    harness.commit_appends(ErrorCode.not_enough_replicas)
+    assert snapshot(harness) == before, "the member is back"
+    deadline = harness.coordinator.next_deadline_ms()
+    assert deadline is not None and deadline <= harness.now_ms + EXPIRY_RETRY_BACKOFF_MS
+    harness.auto_commit = True
+    harness.advance(EXPIRY_RETRY_BACKOFF_MS)
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and not group.members, "removed once the write succeeds"
+    assert reloaded(harness, harness.now_ms).consumer_group("g") == group
+
+
+def test_a_failed_delete_groups_write_brings_the_consumer_group_back() -> None:
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    heartbeat(harness, beat("m1", -1))
+    harness.commit({("a", 0): 5}, member_id="", generation=-1)
+    before = snapshot(harness)
+    harness.auto_commit = False
+    token = harness.delete_groups("g")
+    assert harness.coordinator.consumer_group("g") is None
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert dict(harness.reply(token).errors)["g"] is ErrorCode.not_coordinator
+    assert snapshot(harness) == before, "the group is back as the log has it"
+    assert harness.committed() == {TopicPartition("a", 0): 5}
+    harness.auto_commit = True
+    token = harness.delete_groups("g")
+    assert dict(harness.reply(token).errors)["g"] is ErrorCode.none
+    assert harness.coordinator.consumer_group("g") is None
+    assert reloaded(harness, harness.now_ms).consumer_group("g") is None

@@ -1,10 +1,13 @@
 """The online upgrade and downgrade between a classic group and a consumer group
 (KIP-848), and members of the classic protocol inside a consumer group, on the group
 coordinator shard: Kafka's rules, the records written (a reloaded coordinator finds the
-same groups), committed offsets kept with the id through both conversions."""
+same groups), committed offsets kept with the id through both conversions; a failed
+write of a conversion or of a classic member's change reverted (both groups as the log
+has them)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -14,7 +17,12 @@ from group_helpers import CONFIG, REBALANCE_MS, SESSION_MS, Harness
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
-from sluice.group.api import JoinGroupResponse, MemberIdentity, SyncGroupResponse
+from sluice.group.api import (
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    MemberIdentity,
+    SyncGroupResponse,
+)
 from sluice.group.config import GroupConfig
 from sluice.group.consumer_group import ClassicMemberMetadata, MemberState
 from sluice.group.consumer_heartbeat_api import ConsumerGroupHeartbeatRequest
@@ -391,3 +399,163 @@ def test_the_migration_policy_is_read_by_kafkas_name() -> None:
     assert config.consumer_migration_policy is MigrationPolicy.UPGRADE
     with pytest.raises(ValueError, match=r"group.consumer.migration.policy: 'both'"):
         GroupConfig.from_properties({"group.consumer.migration.policy": "both"})
+
+
+# ================================================== failed writes are reverted
+
+
+def consumer_snapshot(harness: Harness) -> Any:
+    return copy.deepcopy(harness.coordinator.consumer_group("g"))
+
+
+def classic_snapshot(harness: Harness) -> Any:
+    group = harness.coordinator.group("g")
+    if group is None:
+        return None
+    members = {
+        m.member_id: (m.group_instance_id, m.session_timeout_ms, m.protocols, m.assignment)
+        for m in group.members.values()
+    }
+    return (group.state, group.generation_id, group.protocol_name, group.leader_id, members)
+
+
+def test_a_failed_upgrade_write_leaves_the_classic_group_as_it_was() -> None:
+    harness = Harness()
+    members = classic_group(harness)
+    classic_before = classic_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, join("m3"), TOPICS)
+    )
+    assert harness.coordinator.consumer_group("g") is not None, "memory holds it meanwhile"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert harness.coordinator.consumer_group("g") is None, "no consumer group in the log"
+    assert classic_snapshot(harness) == classic_before, "members, generation, leader back"
+    assert [g.protocol_type for g in harness.coordinator.list_groups()] == ["consumer"]
+    assert harness.coordinator.describe_groups(["g"])[0].state == "Stable"
+    generation = members[0].generation_id
+    for joined in members:  # served by the classic group again, sessions running
+        assert harness.heartbeat(joined.member_id, generation) is ErrorCode.none
+    harness.advance(SESSION_MS // 2)
+    assert harness.heartbeat(members[0].member_id, generation) is ErrorCode.none
+    harness.auto_commit = True
+    assert heartbeat(harness, join("m3")).error is ErrorCode.none, "converted on a retry"
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and len(group.members) == 3
+    assert reloaded(harness).consumer_group("g") == group
+
+
+def test_a_failed_write_of_an_empty_classic_groups_tombstone_gives_its_record_back() -> None:
+    harness = Harness()
+    (member,) = classic_group(harness, count=1)
+    harness.leave(MemberIdentity(member.member_id))
+    assert harness.state() == "Empty" and harness.group().generation_id > 0
+    generation = harness.group().generation_id
+    harness.auto_commit = False
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, join("m1"), TOPICS)
+    )
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert harness.coordinator.consumer_group("g") is None
+    assert harness.group().generation_id == generation, "the classic record is in the log"
+    assert harness.group().protocol_type == "consumer"
+
+
+def test_a_failed_classic_join_write_is_reverted() -> None:
+    harness = Harness()
+    upgraded(harness)
+    before = consumer_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.join(member_id="c9", protocols=PROTOCOLS, topics=TOPICS)
+    assert "c9" in harness.coordinator.consumer_group("g").members  # type: ignore[union-attr]
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.not_coordinator
+    assert consumer_snapshot(harness) == before
+
+
+def test_a_failed_classic_leave_write_keeps_the_member() -> None:
+    harness = Harness()
+    members = upgraded(harness)
+    before = consumer_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.token()
+    request = LeaveGroupRequest("g", (MemberIdentity(members[0].member_id),))
+    harness.apply(harness.coordinator.leave_group(harness.now_ms, token, request))
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert consumer_snapshot(harness) == before, "the member is back"
+    generation = members[0].generation_id
+    assert harness.heartbeat(members[0].member_id, generation) in (
+        ErrorCode.none,
+        ErrorCode.rebalance_in_progress,
+    ), "and served as a member"
+
+
+def test_a_failed_downgrade_write_restores_the_consumer_group() -> None:
+    harness = Harness()
+    members = upgraded(harness)
+    harness.auto_commit = False
+    leave = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, leave, beat("m3", -1), TOPICS)
+    )
+    assert harness.coordinator.consumer_group("g") is None, "downgraded in memory"
+    assert set(harness.group().members) == {m.member_id for m in members}
+    # A classic member joins the replacement while its record is being written: parked.
+    parked = harness.join(member_id=members[0].member_id, protocols=PROTOCOLS, topics=TOPICS)
+    assert harness.reply(parked) is None
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    assert harness.reply(leave).error is ErrorCode.not_coordinator
+    answer = harness.reply(parked)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.not_coordinator
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and set(group.members) == {m.member_id for m in members} | {"m3"}
+    assert reloaded(harness).consumer_group("g") == group, "memory is what the log holds"
+    assert harness.coordinator.describe_groups(["g"])[0].not_found_message, "not classic"
+    assert harness.committed() == {TopicPartition("a", 0): 42}
+    harness.auto_commit = True
+    assert heartbeat(harness, beat("m3", -1)).error is ErrorCode.none
+    assert harness.coordinator.consumer_group("g") is None, "downgraded on a retry"
+
+
+def test_a_classic_member_commits_with_any_offset_commit_version() -> None:
+    """Kafka's validateOffsetCommit: only members of the new protocol need v9+."""
+    harness = Harness()
+    members = upgraded(harness)
+    generation = members[0].generation_id
+    token = harness.commit(
+        {("a", 0): 60}, member_id=members[0].member_id, generation=generation, api_version=8
+    )
+    assert harness.reply(token).errors[0][1] is ErrorCode.none
+    epoch = harness.coordinator.consumer_group("g").members["m3"].member_epoch  # type: ignore[union-attr]
+    token = harness.commit({("a", 3): 1}, member_id="m3", generation=epoch, api_version=8)
+    assert harness.reply(token).errors[0][1] is ErrorCode.unsupported_version
+
+
+def test_a_pattern_in_an_upgraded_group_matches_only_what_its_member_may_describe() -> None:
+    """The member converting the group subscribes by pattern: the topics its principal may
+    not DESCRIBE are left out, and stay out after a reload when a classic member's
+    JoinGroup moves the group (no other member's request widens the pattern)."""
+    harness = Harness()
+    members = classic_group(harness)
+    topics = {**TOPICS, "b": topic("b", 2)}
+    hidden = dataclasses.replace(
+        join("m3", None, regex="a|b"), describable_topics=lambda names: names - {"b"}
+    )
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, hidden, topics)
+    )
+    assert harness.reply(token).error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and set(group.subscribed_topics) == {"a"}
+    harness.coordinator = reloaded(harness)
+    protocols = (("range", subscription("a")),)
+    token = harness.join(member_id=members[0].member_id, protocols=protocols, topics=topics)
+    assert harness.reply(token).error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and set(group.subscribed_topics) == {"a"}, "not widened"

@@ -1,9 +1,10 @@
 """Seeded random runs of consumer groups of the new protocol (KIP-848): consumers join,
 heartbeat, leave (for good or, static ones, for a while), crash, lose answers, change
 their subscriptions (names or a regular expression); topics grow, disappear and come
-back under a new id; the clock jumps and timers fire. The simulated consumers behave
-as Kafka's: they take the assignment each answer gives, give up what it leaves out
-before their next heartbeat, and rejoin when fenced.
+back under a new id; the clock jumps and timers fire; some writes of the records fail,
+and their change is reverted (the groups exactly as before, checked each time). The
+simulated consumers behave as Kafka's: they take the assignment each answer gives, give
+up what it leaves out before their next heartbeat, and rejoin when fenced.
 
 Checked after every step: no partition is owned by two members (on the coordinator)
 nor held by two consumers the coordinator still counts as members; a consumer only
@@ -37,6 +38,8 @@ SETTLE_ROUNDS = 40
 """Heartbeat rounds after the chaos, each a heartbeat interval apart: long enough for
 crashed members' sessions to end and for every revocation to go through."""
 PARTITIONS_MAX = 8
+WRITE_FAILURE_PROBABILITY = 0.05
+"""Of a heartbeat's or an expiry's records not being written (reverted in memory)."""
 HEARTBEAT_MS = 5_000
 SESSION_MS = 45_000
 SUBSCRIPTIONS: list[tuple[tuple[str, ...] | None, str | None]] = [
@@ -83,6 +86,8 @@ class Simulation:
             client.new_incarnation()
             client.subscription = self.rng.choice(SUBSCRIPTIONS)
         self.epochs_seen: dict[str, int] = {}
+        self.chaos = True
+        """Writes fail now and then (until the group is left to settle)."""
 
     # ------------------------------------------------------------ the consumers
 
@@ -102,7 +107,9 @@ class Simulation:
     def send(
         self, client: Client, request: ConsumerGroupHeartbeatRequest, *, lost: bool = False
     ) -> None:
-        result = self.coordinator.heartbeat(request, self.topics, self.now_ms)
+        written = not self.chaos or self.rng.random() >= WRITE_FAILURE_PROBABILITY
+        result = self.coordinator.heartbeat(request, self.topics, self.now_ms, written=written)
+        lost = lost or (not written and bool(result.records))  # told NOT_COORDINATOR
         for change in result.timers:
             if isinstance(change, ArmTimer):
                 self.timers[change.key] = change.deadline_ms
@@ -152,7 +159,8 @@ class Simulation:
         for key, deadline in sorted(self.timers.items(), key=lambda item: item[1]):
             if deadline <= self.now_ms and self.timers.get(key) == deadline:
                 del self.timers[key]
-                result = self.coordinator.expire(key, self.now_ms)
+                written = not self.chaos or self.rng.random() >= WRITE_FAILURE_PROBABILITY
+                result = self.coordinator.expire(key, self.now_ms, written=written)
                 for change in result.timers:
                     if isinstance(change, ArmTimer):
                         self.timers[change.key] = change.deadline_ms
@@ -231,6 +239,7 @@ class Simulation:
                 assert owners.get(key) == client.member_id
 
     def settle(self) -> None:
+        self.chaos = False
         for client in self.clients:
             if self.rng.random() < 0.5:
                 client.subscription = SUBSCRIPTIONS[0]

@@ -6,6 +6,7 @@ step writes (a coordinator loaded from them holds the same groups)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 from consumer_helpers import (
@@ -22,6 +23,7 @@ from consumer_helpers import (
 
 from sluice.common.errors import ErrorCode
 from sluice.group.consumer_group import ConsumerGroupState, MemberState
+from sluice.group.consumer_heartbeat import ConsumerGroups
 from sluice.group.consumer_heartbeat_api import (
     ArmTimer,
     CancelTimer,
@@ -349,7 +351,7 @@ def test_deleting_a_group_writes_tombstones_that_delete_it_on_replay() -> None:
     coordinator = Coordinator()
     coordinator.heartbeat(join("m1"), TOPICS)
     coordinator.heartbeat(join("m2", group_id="other"), TOPICS)
-    tombstones = coordinator.groups.delete_group_records(GROUP)
+    tombstones, _ = coordinator.groups.delete_group_records(GROUP)
     coordinator.log += tombstones
     assert all(record.is_tombstone for record in tombstones)
     assert coordinator.groups.group(GROUP) is None
@@ -378,3 +380,92 @@ def test_a_request_dataclass_carries_every_field_of_the_wire_request() -> None:
         "server_assignor",
         "owned_partitions",
     } <= fields
+
+
+def may_describe(*allowed: str) -> Callable[[frozenset[str]], frozenset[str]]:
+    """The rights of a member's principal: DESCRIBE on ``allowed`` only."""
+    return lambda names: names & frozenset(allowed)
+
+
+def test_a_regular_expression_matches_only_topics_the_member_may_describe() -> None:
+    topics = {name: topic(name, 2) for name in ("orders", "orders-eu", "payments")}
+    coordinator = Coordinator()
+    request = dataclasses.replace(
+        join("m1", None, regex=".*"), describable_topics=may_describe("orders", "payments")
+    )
+    result = coordinator.heartbeat(request, topics)
+    assert as_dict(result.response.assignment) == {"orders": {0, 1}, "payments": {0, 1}}
+    group = coordinator.groups.group(GROUP)
+    assert group is not None and sorted(group.subscribed_topics) == ["orders", "payments"]
+    # Granted DESCRIBE on another topic: the member's next heartbeat picks it up.
+    granted = may_describe("orders", "orders-eu", "payments")
+    again = dataclasses.replace(beat("m1", 1), describable_topics=granted)
+    answer = coordinator.heartbeat(again, topics).response
+    assert answer.member_epoch == 2
+    assert as_dict(answer.assignment)["orders-eu"] == {0, 1}
+    coordinator.check_replay()
+
+
+def test_each_members_pattern_is_resolved_with_its_own_rights() -> None:
+    topics = {name: topic(name, 2) for name in ("orders", "payments")}
+    coordinator = Coordinator()
+    rights = {"m1": may_describe("orders"), "m2": may_describe("payments")}
+    state: dict[str, tuple[int, dict[str, set[int]]]] = {}
+    for member, describable in rights.items():
+        request = dataclasses.replace(
+            join(member, None, regex=".*"), describable_topics=describable
+        )
+        answer = coordinator.heartbeat(request, topics).response
+        state[member] = (answer.member_epoch, as_dict(answer.assignment))
+    for _ in range(4):  # heartbeats until both settle
+        for member, describable in rights.items():
+            epoch, held = state[member]
+            request = beat(member, epoch, owned(**{t: sorted(p) for t, p in held.items()}))
+            request = dataclasses.replace(request, describable_topics=describable)
+            answer = coordinator.heartbeat(request, topics).response
+            assert answer.error is ErrorCode.none, answer
+            if answer.assignment is not None:
+                held = as_dict(answer.assignment)
+            state[member] = (answer.member_epoch, held)
+    assert state["m1"][1] == {"orders": {0, 1}}
+    assert state["m2"][1] == {"payments": {0, 1}}
+    coordinator.check_replay()
+
+
+def test_a_loaded_members_pattern_is_not_widened_by_another_members_rights() -> None:
+    topics = {"orders": topic("orders", 2), "payments": topic("payments", 4)}
+    coordinator = Coordinator()
+    restricted = dataclasses.replace(
+        join("m1", None, regex=".*"), describable_topics=may_describe("orders")
+    )
+    coordinator.heartbeat(restricted, topics)
+    coordinator.heartbeat(join("m2", ("payments",)), topics)
+    loaded = ConsumerGroups(CONFIG, lambda: "unused")
+    for record in coordinator.log:
+        loaded.replay(record)
+    # m2 subscribes to "orders" too: the group epoch moves and the target is computed
+    # before m1 is heard from again; m1 is still given nothing beyond "orders".
+    loaded.heartbeat(
+        beat("m2", 2, owned(payments=[0, 1, 2, 3]), topics=("payments", "orders")), topics, 0
+    )
+    group = loaded.group(GROUP)
+    assert group is not None
+    names = {t.topic_id: t.name for t in topics.values()}
+    assert {names[t] for t in group.target_assignment["m1"]} <= {"orders"}
+
+
+def test_a_subscription_change_moves_the_group_epoch_even_on_the_groups_topics() -> None:
+    topics = {"a": topic("a", 2), "b": topic("b", 2)}
+    coordinator = Coordinator()
+    coordinator.heartbeat(join("m1", ("a", "b")), topics)
+    joined = coordinator.heartbeat(join("m2", ("b",)), topics).response
+    group = coordinator.groups.group(GROUP)
+    assert group is not None
+    epoch = group.group_epoch
+    # m2 adds "a", which the group already subscribes to: its topics change, so must
+    # the assignment (Kafka bumps the group epoch on any subscription change).
+    changed = beat("m2", joined.member_epoch, owned(), topics=("a", "b"))
+    coordinator.heartbeat(changed, topics)
+    assert group.group_epoch == epoch + 1
+    assert group.assignment_epoch == epoch + 1
+    coordinator.check_replay()

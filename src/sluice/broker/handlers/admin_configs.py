@@ -110,7 +110,7 @@ from sluice.common.dynamic_config import (
     checked_dynamic_configs,
 )
 from sluice.common.errors import KafkaError
-from sluice.group.config import GROUP_PROPERTIES, GroupConfig
+from sluice.group.config import CONSUMER_ASSIGNORS_PROPERTY, GROUP_PROPERTIES, GroupConfig
 from sluice.protocol.messages import make, response_module
 
 if TYPE_CHECKING:
@@ -476,6 +476,9 @@ def _group_coordinator_settings(config: BrokerConfig) -> list[tuple[str, str, st
     for name, (attribute, scale) in GROUP_PROPERTIES.items():
         default = str(getattr(built_in, attribute) // scale)
         rows.append((name, config.group_properties.get(name, default), default))
+    default = ",".join(built_in.consumer_assignors)
+    assignors = config.group_properties.get(CONSUMER_ASSIGNORS_PROPERTY, default)
+    rows.append((CONSUMER_ASSIGNORS_PROPERTY, assignors, default))
     return rows
 
 

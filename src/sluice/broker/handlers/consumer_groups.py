@@ -7,14 +7,17 @@ These translate between kio's messages and the group coordinator's plain data
 (:mod:`sluice.group.consumer_heartbeat_api`, :mod:`sluice.group.consumer_coordinator`);
 the request goes to the coordinator of the group (FindCoordinator key type 0, the leader
 of its ``__consumer_offsets`` partition), NOT_COORDINATOR elsewhere. The handler adds the
-broker's topics (name, id, partition count; internal ones marked) for the assignors.
+broker's topics (name, id, partition count; internal ones marked) for the assignors, and
+the group's config overrides from the metadata store (``consumer.session.timeout.ms``,
+``consumer.heartbeat.interval.ms``).
 
 Authorization (Kafka's KafkaApis): a heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it subscribes to by name
 (TOPIC_AUTHORIZATION_FAILED); a description needs DESCRIBE on the group, and on every
 topic its members subscribe to or are assigned, else the group is answered
-TOPIC_AUTHORIZATION_FAILED. Topics matched by a member's regular expression are not
-filtered by the member's rights yet (Kafka filters them): docs/consumer-groups.md.
+TOPIC_AUTHORIZATION_FAILED. A member's regular expression matches only the topics the
+member's principal may DESCRIBE (Kafka's rule): the coordinator asks the handler's
+``describable_topics`` at each of the member's heartbeats.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sluice.broker.handlers.acl_rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE
 from sluice.broker.handlers.group_topics import BrokerTopics as _BrokerTopics
 from sluice.broker.handlers.groups import client_host
-from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics
+from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesGroups, UsesStore, UsesTopics
 from sluice.common import errors
 from sluice.common.authorizer import ResourceType
 from sluice.common.errors import ErrorCode, KafkaError
@@ -38,7 +41,9 @@ if TYPE_CHECKING:
     from sluice.broker.topics import TopicManager
 
 
-class ConsumerGroupsServices(UsesAuthorizer, UsesConfig, UsesGroups, UsesTopics, Protocol):
+class ConsumerGroupsServices(
+    UsesAuthorizer, UsesConfig, UsesGroups, UsesStore, UsesTopics, Protocol
+):
     """What the consumer group handlers use of the broker."""
 
 
@@ -109,6 +114,10 @@ async def handle_consumer_group_heartbeat(
             client_id=context.header.client_id or "",
             client_host=client_host(context),
             version=context.header.api_version,
+            group_configs=services.store.image().group_overrides(request.group_id),
+            describable_topics=lambda names: frozenset(
+                services.authorizer.allowed(context, TOPIC_DESCRIBE, names)
+            ),
         )
         response = await services.groups.consumer_group_heartbeat(
             heartbeat, _BrokerTopics(services.topics)

@@ -446,6 +446,7 @@ async def handle_offset_commit(
         group_instance_id=_optional(request, "group_instance_id"),
         offsets=tuple(known),
         retention_ms=-1 if retention_time is None else millis(retention_time),
+        api_version=context.header.api_version,
     )
     if known:
         try:
