@@ -22,7 +22,10 @@ from kio.schema.offset_commit.v9 import request as offset_commit_v9
 from sluice.common.errors import ErrorCode
 
 CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
-"""The broker settings that enable the consumer group protocol (KIP-848)."""
+"""The broker settings that enable the consumer group protocol (KIP-848): the default,
+given explicitly so the tests that need it say so."""
+CLASSIC_ONLY = {"group.coordinator.rebalance.protocols": "classic"}
+"""The broker settings that disable the consumer group protocol."""
 FAST_HEARTBEATS = {
     **CONSUMER_PROTOCOL,
     "group.consumer.min.heartbeat.interval.ms": "100",

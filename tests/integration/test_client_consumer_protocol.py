@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import create_topic, unique_group_id
-from consumer_group_wire import describe, heartbeat, heartbeat_request
+from consumer_group_wire import CLASSIC_ONLY, describe, heartbeat, heartbeat_request
 from test_client_consumer import TIMEOUT_S, consume_count, produce, run
 
 import sluice
@@ -304,7 +304,7 @@ def test_a_member_the_group_dropped_loses_its_partitions_and_rejoins_from_the_co
 def test_a_broker_without_the_protocol_is_a_clear_error(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
-    classic_only = broker_factory()
+    classic_only = broker_factory(CLASSIC_ONLY)
     create_topic(classic_only.bootstrap, topic, 1)
 
     async def scenario() -> None:

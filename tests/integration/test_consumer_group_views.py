@@ -25,7 +25,7 @@ from client_helpers import (
 )
 from console_process import running_console
 from consumer_group_wire import (
-    CONSUMER_PROTOCOL,
+    CLASSIC_ONLY,
     CONSUMER_PROTOCOL_LONG_SESSIONS,
     PARTITIONS,
     RECORDS_PER_PARTITION,
@@ -205,11 +205,7 @@ def test_without_consumer_group_describe_the_type_and_state_are_shown(
     joined = heartbeat(enabled.host, enabled.port, heartbeat_request(group, member, 0, (topic,)))
     assert joined.error_code == 0, joined
     enabled.stop()
-    enabled.overrides = {
-        key: value
-        for key, value in CONSUMER_PROTOCOL_LONG_SESSIONS.items()
-        if key not in CONSUMER_PROTOCOL
-    }
+    enabled.overrides = {**CONSUMER_PROTOCOL_LONG_SESSIONS, **CLASSIC_ONLY}
     enabled.start()
 
     (described,) = _described(enabled, group)

@@ -20,6 +20,7 @@ from broker_process import BrokerProcess, BrokerStartError
 from client_helpers import CLIENT_TIMEOUT_S, admin_client, create_topic, unique_group_id, wait_until
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from consumer_group_wire import (
+    CLASSIC_ONLY,
     CONSUMER_PROTOCOL,
     assigned,
     commit_offsets,
@@ -246,7 +247,7 @@ def test_the_protocol_is_advertised_with_the_group_version_feature(broker: Broke
 def test_without_the_setting_the_protocol_is_neither_listed_nor_served(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
-    classic_only = broker_factory()
+    classic_only = broker_factory(CLASSIC_ONLY)
     response = api_versions(classic_only)
     listed = {int(api.api_key) for api in response.api_keys}
     assert CONSUMER_GROUP_HEARTBEAT not in listed

@@ -221,13 +221,15 @@ def test_api_versions_v3_and_v4_are_answered_in_full(broker: BrokerProcess) -> N
         }
         default = advertised(BrokerConfig().group_coordinator_rebalance_protocols)
         assert ranges == {int(k): (r.min_version, r.max_version) for k, r in default.items()}
-        # One feature: transaction version 2 (KIP-890 part 2), finalized.
+        # Two features, finalized: transaction version 2 (KIP-890 part 2) and group
+        # version 1 (KIP-848, the consumer protocol enabled by default).
         assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
-            ("transaction.version", 0, 2)
+            ("transaction.version", 0, 2),
+            ("group.version", 0, 1),
         ]
         assert [
             (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
-        ] == [("transaction.version", 2, 2)]
+        ] == [("transaction.version", 2, 2), ("group.version", 1, 1)]
     with KafkaConnection(broker.host, broker.port) as connection:
         refused = connection.request(
             ApiVersionsRequestV3(client_software_name="no spaces", client_software_version="1")

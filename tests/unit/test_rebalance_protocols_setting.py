@@ -40,8 +40,12 @@ def test_values_sluice_cannot_serve_are_refused_saying_why(value: str, said: str
 
 def test_the_consumer_protocol_apis_are_advertised_only_when_enabled() -> None:
     assert set(advertised(("classic", "consumer"))) >= KIP_848
-    assert not KIP_848 & set(advertised(BrokerConfig().group_coordinator_rebalance_protocols))
+    assert not KIP_848 & set(advertised(("classic",)))
     assert set(advertised(("classic", "consumer"))) == set(ADVERTISED)
+
+
+def test_the_consumer_protocol_is_enabled_by_default_as_in_kafka() -> None:
+    assert BrokerConfig().group_coordinator_rebalance_protocols == ("classic", "consumer")
 
 
 def test_consumer_group_members_heartbeat_at_kafkas_default_interval() -> None:

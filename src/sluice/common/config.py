@@ -722,14 +722,12 @@ class BrokerConfig:
     """sluice.inter.broker.sasl.password (sensitive: never described)."""
     topic_defaults: dict[str, str] = field(default_factory=lambda: dict(SLUICE_TOPIC_DEFAULTS))
     """Broker-wide defaults of topic configs, by topic config name (``retention.ms``)."""
-    group_coordinator_rebalance_protocols: tuple[str, ...] = ("classic",)
+    group_coordinator_rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
     """group.coordinator.rebalance.protocols: the group protocols served. With
-    ``consumer``, ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) are listed in
-    ApiVersions with the ``group.version`` feature at 1, and served; without it they are
-    answered UNSUPPORTED_VERSION, as Kafka does. Kafka 4.3 enables ``classic,consumer``;
-    Sluice enables ``classic`` until the online upgrade from classic groups is served
-    (docs/consumer-groups.md), as a client that prefers the consumer protocol (franz-go)
-    would otherwise meet groups it cannot join."""
+    ``consumer`` (the default), ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848)
+    are listed in ApiVersions with the ``group.version`` feature at 1, and served; without
+    it they are answered UNSUPPORTED_VERSION, as Kafka does. Kafka 4.3's default also
+    lists ``streams``, which Sluice does not serve."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
     listeners: tuple[Listener, ...] = ()
