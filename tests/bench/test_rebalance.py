@@ -4,11 +4,16 @@ consumer-protocol members settles after a third joins and after one leaves, with
 partition ever owned twice."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from rebalance import Event, double_owners, longest_unowned, main
+import rebalance
+from rebalance import Event, double_owners, longest_unowned
+
+RUN_TIMEOUT_S = 300
 
 
 def test_the_replay_names_a_partition_given_before_its_owner_let_go() -> None:
@@ -51,15 +56,25 @@ def test_the_time_without_partitions_is_counted_within_the_window_only() -> None
 def test_a_small_run_settles_every_scenario_with_one_owner_per_partition(
     tmp_path: Path,
 ) -> None:
+    """Run as the script it is, in a process of its own: its spawned members bring up
+    multiprocessing's resource tracker, which lives as long as the process that
+    started it."""
     output = tmp_path / "results.json"
 
-    main(
+    finished = subprocess.run(
         [
+            sys.executable,
+            str(Path(rebalance.__file__)),
             *("--modes", "eager,consumer", "--scenarios", "join,leave", "--repeat", "1"),
             *("--members", "2", "--partitions", "6", "--rate", "300", "--quiet-seconds", "2"),
             *("--session-ms", "6000", "--json", str(output)),
-        ]
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
     )
+    assert finished.returncode == 0, finished.stderr[-4000:]
 
     results = json.loads(output.read_text())
     assert [(r["mode"], r["scenario"]) for r in results] == [
