@@ -336,42 +336,98 @@ def test_reset_is_a_dry_run_refused_while_active_then_applied(
         resumed.close()
 
 
+RESET_TARGETS: list[tuple[tuple[str, ...], int]] = [
+    (("--to-earliest",), 0),
+    (("--to-latest",), 10),
+    (("--to-offset", "4"), 4),
+    (("--to-offset", "1000"), 10),
+    (("--shift-by", "-3"), 2),
+    (("--shift-by", "-100"), 0),
+    (("--shift-by", "3"), 8),
+    (("--shift-by", "100"), 10),
+    (("--to-datetime", "2024-01-01T00:00:05Z"), 5),
+    (("--to-datetime", "2024-01-01T02:00:03.500+02:00"), 4),
+    (("--to-datetime", "2023-12-31T00:00:00Z"), 0),
+    (("--to-datetime", "2024-06-01T00:00:00Z"), 10),  # after the last record
+]
+"""Each reset target and the offset it sets from offset 5 of a 10-record partition."""
+RESET_TARGETS_AFTER_DELETION: list[tuple[tuple[str, ...], int]] = [
+    (("--to-earliest",), 3),
+    (("--to-offset", "1"), 3),
+    (("--to-datetime", "2023-12-31T00:00:00Z"), 3),
+    (("--shift-by", "-100"), 3),
+]
+"""The same from offset 5 once the records before offset 3 are deleted: inside the log."""
+
+
+def resets_side_by_side(
+    broker: BrokerProcess, topic: str, targets: list[tuple[tuple[str, ...], int]], group: str
+) -> dict[str, int]:
+    """Run ``sluice groups reset-offsets --execute`` once per target, each on a group of
+    its own committed at offset 5 beforehand, the commands side by side (each is a
+    process start; the groups are independent). The offsets the broker then stores, read
+    back by another client (a confluent-kafka consumer per group), by target."""
+    groups = {" ".join(target): f"{group}-{index}" for index, (target, _) in enumerate(targets)}
+
+    async def commit_5() -> None:
+        async with Cluster(broker.bootstrap) as cluster:
+            admin = Admin(cluster)
+            await asyncio.gather(
+                *(
+                    admin.alter_group_offsets(g, {TopicPartition(topic, 0): OffsetAndMetadata(5)})
+                    for g in groups.values()
+                )
+            )
+
+    asyncio.run(commit_5())
+    env = {**os.environ, "SLUICE_BOOTSTRAP_SERVER": broker.bootstrap}
+    command = [sys.executable, "-m", "sluice", "groups", "reset-offsets"]
+    commands = [
+        subprocess.Popen(
+            [*command, groups[" ".join(target)], "--topic", topic, *target, "--execute"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for target, _ in targets
+    ]
+    try:
+        for (target, _), running in zip(targets, commands, strict=True):
+            _, stderr = running.communicate(timeout=COMMAND_TIMEOUT_S)
+            assert running.returncode == 0, (target, stderr.decode())
+    finally:
+        for running in commands:
+            if running.poll() is None:
+                running.kill()
+                running.wait()
+    stored: dict[str, int] = {}
+    for name, g in groups.items():
+        reader = Consumer(consumer_config(broker, g))
+        try:
+            (offset,) = reader.committed(
+                [ConfluentTopicPartition(topic, 0)], timeout=CLIENT_TIMEOUT_S
+            )
+        finally:
+            reader.close()
+        stored[name] = int(offset.offset)
+    return stored
+
+
 def test_every_reset_target_and_clamping(broker: BrokerProcess, topic: str, group: str) -> None:
     topic_with_records(broker, topic, partitions=1)
     commit_outside_the_group(broker, group, topic, {0: 5})
     assert describe(broker, group)["state"] == "Empty"
 
-    # Read back by another client, so that what the broker stored is checked.
-    reader = Consumer(consumer_config(broker, group))
-
-    def after(*target: str) -> int:
-        reset(broker, group, "--topic", topic, *target)
-        (stored,) = reader.committed([ConfluentTopicPartition(topic, 0)], timeout=CLIENT_TIMEOUT_S)
-        return int(stored.offset)
-
-    assert after("--to-earliest") == 0
-    assert after("--to-latest") == 10
-    assert after("--to-offset", "4") == 4
-    assert after("--to-offset", "1000") == 10
-    assert after("--shift-by", "-3") == 7
-    assert after("--shift-by", "-100") == 0
-    assert after("--shift-by", "3") == 3
-    assert after("--shift-by", "100") == 10
-    assert after("--to-datetime", "2024-01-01T00:00:05Z") == 5
-    assert after("--to-datetime", "2024-01-01T02:00:03.500+02:00") == 4
-    assert after("--to-datetime", "2023-12-31T00:00:00Z") == 0
-    assert after("--to-datetime", "2024-06-01T00:00:00Z") == 10  # after the last record
+    expected = {" ".join(target): offset for target, offset in RESET_TARGETS}
+    assert resets_side_by_side(broker, topic, RESET_TARGETS, group) == expected
 
     # Records before offset 3 deleted: the log starts at 3 and resets stay inside.
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = admin.delete_records([ConfluentTopicPartition(topic, 0, 3)])
     for future in futures.values():
         future.result(timeout=CLIENT_TIMEOUT_S)
-    assert after("--to-earliest") == 3
-    assert after("--to-offset", "1") == 3
-    assert after("--to-datetime", "2023-12-31T00:00:00Z") == 3
-    assert after("--shift-by", "-100") == 3
-    reader.close()
+    expected = {" ".join(target): offset for target, offset in RESET_TARGETS_AFTER_DELETION}
+    assert resets_side_by_side(broker, topic, RESET_TARGETS_AFTER_DELETION, group) == expected
 
 
 def test_a_reset_outside_the_log_warns_which_partitions_were_clamped_and_to_what(
