@@ -63,10 +63,10 @@ def heartbeat(harness: Harness, request: ConsumerGroupHeartbeatRequest) -> Any:
     return harness.reply(token)
 
 
-def classic_group(harness: Harness, count: int = 2) -> list[JoinGroupResponse]:
+def classic_group(harness: Harness, count: int = 2, **join: Any) -> list[JoinGroupResponse]:
     """A Stable classic group of ``count`` consumers of "a", the leader giving each
-    member contiguous partitions of its 4."""
-    responses = harness.join_all(count, protocols=PROTOCOLS)
+    member contiguous partitions of its 4 (``join``: more arguments of their JoinGroup)."""
+    responses = harness.join_all(count, protocols=PROTOCOLS, **join)
     generation, leader = responses[0].generation_id, responses[0].leader
     share = 4 // count
     assignments = {
@@ -169,7 +169,7 @@ def test_classic_members_rejoin_and_the_coordinator_splits_the_partitions() -> N
     assert reloaded(harness).consumer_group("g") == group
 
 
-def test_no_upgrade_when_the_policy_forbids_it_or_the_group_rebalances() -> None:
+def test_no_upgrade_when_the_policy_forbids_it() -> None:
     for policy in (MigrationPolicy.DISABLED, MigrationPolicy.DOWNGRADE):
         harness = Harness(dataclasses.replace(CONFIG, consumer_migration_policy=policy))
         classic_group(harness)
@@ -177,11 +177,71 @@ def test_no_upgrade_when_the_policy_forbids_it_or_the_group_rebalances() -> None
         assert answer.error is ErrorCode.group_id_not_found
         assert answer.error_message == "Group g is not a consumer group."
         assert harness.state() == "Stable"
+
+
+def test_a_group_in_its_first_rebalance_has_no_protocol_to_convert() -> None:
     harness = Harness()
-    members = classic_group(harness)
-    rejoin(harness, members[0].member_id)  # the leader joins again: a rebalance
+    parked = harness.join(protocols=PROTOCOLS)  # no generation yet: nothing was chosen
     assert harness.state() == "PreparingRebalance"
     assert heartbeat(harness, join("m3")).error is ErrorCode.group_id_not_found
+    assert harness.reply(parked) is None, "the classic rebalance goes on"
+    harness.advance(REBALANCE_MS)
+    assert harness.reply(parked).error is ErrorCode.none
+
+
+def test_a_preparing_rebalance_is_converted_and_its_parked_joins_told_to_join_again() -> None:
+    harness = Harness()
+    members = classic_group(harness)
+    generation = members[0].generation_id
+    parked = harness.join(member_id=members[0].member_id, protocols=PROTOCOLS, topics=TOPICS)
+    newcomer = harness.join(protocols=PROTOCOLS, client_id="late")  # joins this rebalance
+    assert harness.state() == "PreparingRebalance" and harness.reply(parked) is None
+    late = next(m for m in harness.group().members.values() if m.client_id == "late")
+    answer = heartbeat(harness, join("m3"))
+    assert answer.error is ErrorCode.none, answer
+    for token in (parked, newcomer):
+        told = harness.reply(token)
+        assert isinstance(told, JoinGroupResponse), told
+        assert told.error is ErrorCode.rebalance_in_progress, "join the new rebalance"
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None
+    assert set(group.members) == {m.member_id for m in members} | {late.member_id, "m3"}
+    assert group.group_epoch == generation + 1
+    for i, joined in enumerate(members):
+        member = group.members[joined.member_id]
+        assert member.member_epoch == generation, "at the classic generation"
+        assert set(member.assigned_partitions.values()) == {frozenset({2 * i, 2 * i + 1})}
+    converted = group.members[late.member_id]
+    assert converted.classic is not None and not converted.assigned_partitions
+    assert harness.coordinator.group("g") is None or not harness.group().members
+    assert reloaded(harness).consumer_group("g") == group
+    answer = rejoin(harness, members[0].member_id)  # served by the consumer group now
+    assert answer.error is ErrorCode.none and answer.leader == "", "nobody assigns"
+
+
+def test_a_completing_rebalance_is_converted_and_its_parked_syncs_told_to_join_again() -> None:
+    harness = Harness()
+    members = classic_group(harness)
+    tokens = [
+        harness.join(member_id=m.member_id, protocols=PROTOCOLS, topics=TOPICS) for m in members
+    ]
+    answers = [harness.reply(t) for t in tokens]
+    assert all(a is not None and a.error is ErrorCode.none for a in answers), answers
+    assert harness.state() == "CompletingRebalance"
+    generation = answers[0].generation_id
+    follower = next(a for a in answers if a.member_id != a.leader)
+    parked = harness.sync(follower.member_id, generation, protocol_name="range")
+    assert harness.reply(parked) is None
+    assert heartbeat(harness, join("m3")).error is ErrorCode.none
+    told = harness.reply(parked)
+    assert isinstance(told, SyncGroupResponse) and told.error is ErrorCode.rebalance_in_progress
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and group.group_epoch == generation + 1
+    for i, joined in enumerate(members):  # the partitions of the last assignment
+        member = group.members[joined.member_id]
+        assert member.member_epoch == generation
+        assert set(member.assigned_partitions.values()) == {frozenset({2 * i, 2 * i + 1})}
+    assert reloaded(harness).consumer_group("g") == group
 
 
 def test_an_unreadable_assignment_is_not_converted() -> None:
@@ -445,6 +505,38 @@ def test_a_failed_upgrade_write_leaves_the_classic_group_as_it_was() -> None:
     group = harness.coordinator.consumer_group("g")
     assert group is not None and len(group.members) == 3
     assert reloaded(harness).consumer_group("g") == group
+
+
+def test_a_failed_upgrade_of_a_rebalancing_group_lets_its_rebalance_go_on() -> None:
+    """The parked requests wait again (the clients see nothing of the attempt) and the
+    rebalance deadline, passed while the write was in flight, is watched again."""
+    harness = Harness()
+    timeouts = {"session_ms": 60_000, "rebalance_ms": 20_000}
+    members = classic_group(harness, **timeouts)
+    generation = members[0].generation_id
+    parked = harness.join(
+        member_id=members[0].member_id, protocols=PROTOCOLS, topics=TOPICS, **timeouts
+    )
+    classic_before = classic_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, join("m3"), TOPICS)
+    )
+    harness.advance(timeouts["rebalance_ms"] + 1)  # the classic join deadline passes
+    assert harness.reply(parked) is None, "answered only once the conversion is written"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    harness.auto_commit = True
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert harness.reply(parked) is None, "still parked in the classic rebalance"
+    assert harness.coordinator.consumer_group("g") is None
+    assert classic_snapshot(harness) == classic_before
+    assert harness.group().members[members[0].member_id].awaiting_join
+    harness.advance(0)  # the other member did not join in time: the rebalance ends
+    answer = harness.reply(parked)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none
+    assert answer.generation_id == generation + 1
+    assert set(harness.group().members) == {members[0].member_id}
 
 
 def test_a_failed_write_of_an_empty_classic_groups_tombstone_gives_its_record_back() -> None:
