@@ -43,7 +43,8 @@ Otherwise a classic group with members keeps the id (GROUP_ID_NOT_FOUND, Kafka's
 answer). An empty classic group's metadata record is deleted and the consumer group
 takes the id (its committed offsets stay, as in Kafka). The classic APIs of members
 inside a consumer group are served here too (``classic_join`` and the others), and when
-the last member of the new protocol leaves or expires, the group's tombstones and the
+the last member of the new protocol leaves or expires, or a static classic member takes
+its place (JoinGroup with its group instance id), the group's tombstones and the
 classic group that replaces it (made by the coordinator's ``downgrade`` callback) are
 one write.
 """
@@ -446,6 +447,11 @@ class HostedConsumerGroups:
         answer = result.response
         if not result.records:
             return [Reply(token, answer)]
+        trailing: list[Record] = []
+        effects: list[Effect] = []
+        undo_other: UndoFunction | None = None
+        if result.downgrade is not None:
+            trailing, effects, undo_other = self._downgrade(result.downgrade, now_ms)
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is None:
@@ -458,7 +464,8 @@ class HostedConsumerGroups:
             failed = JoinGroupResponse(heartbeat_write_error(error), member_id=request.member_id)
             return [Reply(token, failed)]
 
-        return [self._write(result.records, self._settling([result.change], on_stored))]
+        on_settled = self._settling([result.change], on_stored, undo_other)
+        return [self._write(result.records, on_settled, trailing=trailing), *effects]
 
     def classic_sync(self, token: RequestToken, request: SyncGroupRequest, now_ms: int) -> Reply:
         result = self._classic.sync(request, now_ms)

@@ -481,7 +481,9 @@ class GroupCoordinator:
         """The classic group that replaces a consumer group whose last member of the new
         protocol left (Kafka's online downgrade): Stable at the group epoch with the
         members' target assignments, its record written after the consumer group's
-        tombstones, then a rebalance, so every member joins again. If the write fails the
+        tombstones, then a rebalance, so every member joins again (none when a static
+        member took the place of the last member of the new protocol with the same
+        subscription: ``image.rebalance``). If the write fails the
         group is put back as it was (empty, holding the id's offsets), and the consumer
         group is restored (``HostedConsumerGroups`` reverts it)."""
         group = self._groups.get(image.group_id)
@@ -519,7 +521,7 @@ class GroupCoordinator:
             image.group_id,
             image.generation,
         )
-        effects = self._prepare_rebalance(group, now_ms)
+        effects = self._prepare_rebalance(group, now_ms) if image.rebalance else []
 
         def put_back(failed_ms: int, error: ErrorCode) -> list[Effect]:
             return self._restore_classic(group, saved, failed_ms, error)

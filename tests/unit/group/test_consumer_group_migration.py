@@ -284,6 +284,23 @@ def test_a_classic_consumer_joins_a_consumer_group() -> None:
     assert len(sync(harness, required.member_id, answer.generation_id)["a"]) == 2
 
 
+def test_a_classic_members_new_subscription_moves_the_group_epoch() -> None:
+    """Even when it adds only a topic that does not exist (Kafka bumps the epoch when a
+    member's subscribed topic names change)."""
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    assert rejoin(harness, "c1").error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None
+    epoch = group.group_epoch
+    protocols = (("range", subscription("a", "missing")),)
+    answer = harness.reply(harness.join(member_id="c1", protocols=protocols, topics=TOPICS))
+    assert answer.error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and group.group_epoch == epoch + 1
+    assert reloaded(harness).consumer_group("g") == group
+
+
 def test_join_group_with_another_protocol_is_inconsistent() -> None:
     harness = Harness()
     heartbeat(harness, join("m1"))
@@ -410,6 +427,93 @@ def test_an_expired_consumer_member_downgrades_the_group() -> None:
     assert harness.coordinator.consumer_group("g") is None
     assert harness.state() == "PreparingRebalance"
     assert set(harness.group().members) == {m.member_id for m in members}
+
+
+def static_consumer_member(harness: Harness) -> None:
+    """A consumer group of one static member of the new protocol ("m1", instance "i1")
+    holding the 4 partitions of "a", with an offset committed."""
+    answer = heartbeat(harness, join("m1", instance_id="i1"))
+    assert answer.error is ErrorCode.none and answer.member_epoch == 1, answer
+    token = harness.commit({("a", 0): 7}, member_id="m1", generation=1)
+    assert harness.reply(token).errors[0][1] is ErrorCode.none
+
+
+def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades() -> None:
+    """Its client went back to the classic protocol: the group becomes a classic group
+    at once, Stable, the new member holding its predecessor's partitions (no rebalance:
+    the subscription is the same)."""
+    harness = Harness()
+    static_consumer_member(harness)
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none, answer
+    assert answer.member_id not in ("", "m1") and answer.generation_id == 1
+    assert answer.protocol_name == "range" and answer.leader == ""
+    assert harness.coordinator.consumer_group("g") is None, "downgraded"
+    group = harness.group()
+    assert harness.state() == "Stable" and group.generation_id == 1
+    assert list(group.members) == [answer.member_id]
+    assert group.static_members == {"i1": answer.member_id}
+    assert sync(harness, answer.member_id, answer.generation_id) == {"a": frozenset(range(4))}
+    assert harness.heartbeat(answer.member_id, 1, instance="i1") is ErrorCode.none
+    assert harness.committed() == {TopicPartition("a", 0): 7}, "the offsets stay"
+    again = reloaded(harness)
+    assert again.consumer_group("g") is None
+    loaded = again.group("g")
+    assert loaded is not None and list(loaded.members) == [answer.member_id]
+    assert loaded.members[answer.member_id].group_instance_id == "i1"
+    assert decode_assignment(loaded.members[answer.member_id].assignment) == {
+        "a": frozenset(range(4))
+    }
+
+
+def test_a_static_replacement_with_another_subscription_downgrades_and_rebalances() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    protocols = (("range", subscription("a", "b")),)
+    token = harness.join(instance="i1", protocols=protocols, topics=TOPICS)
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none, answer
+    assert harness.coordinator.consumer_group("g") is None
+    assert harness.state() == "PreparingRebalance", "the classic members join again"
+    assert harness.group().generation_id == 2, "the new subscription moved the epoch"
+    rejoined = harness.join(
+        member_id=answer.member_id, instance="i1", protocols=protocols, topics=TOPICS
+    )
+    harness.advance(0)
+    again = harness.reply(rejoined)
+    assert again.error is ErrorCode.none and again.generation_id == 3
+    assert again.leader == answer.member_id
+
+
+def test_no_downgrade_by_a_static_replacement_while_others_use_the_new_protocol() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    assert heartbeat(harness, join("m2")).error is ErrorCode.none
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    answer = harness.reply(token)
+    assert answer.error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and set(group.members) == {answer.member_id, "m2"}
+    assert group.members[answer.member_id].classic is not None
+
+
+def test_a_failed_downgrade_by_a_static_replacement_restores_the_consumer_group() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    before = consumer_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    assert harness.coordinator.consumer_group("g") is None, "downgraded in memory"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    harness.auto_commit = True
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.not_coordinator
+    assert consumer_snapshot(harness) == before, "m1 holds its seat again"
+    assert harness.coordinator.describe_groups(["g"])[0].not_found_message, "not classic"
+    assert reloaded(harness).consumer_group("g") == harness.coordinator.consumer_group("g")
+    retried = harness.reply(harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS))
+    assert retried.error is ErrorCode.none and harness.state() == "Stable", "on a retry"
 
 
 def test_no_downgrade_when_the_policy_forbids_it() -> None:
