@@ -7,7 +7,8 @@
 the new one leaves and the group is a classic group again, the classic consumer taking
 every partition back. Records produced in each phase are all read and the committed
 offsets stay with the group id throughout. A classic group caught in the middle of a
-rebalance is upgraded too, the JoinGroup it kept waiting told to join again. A mixed
+rebalance is upgraded too, the JoinGroup it kept waiting told to join again; a static
+consumer restarted with the classic protocol in its own place downgrades the group. A mixed
 group survives a restart of its coordinator: its classic member is loaded back as one
 (ConsumerGroupDescribe's member type)."""
 
@@ -256,6 +257,50 @@ def test_a_classic_group_is_upgraded_in_the_middle_of_a_rebalance(broker: Broker
         for consumer in list(reader.consumers):
             reader.close(consumer)
     ends = {p: RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == ends, "every record's offset is committed"
+
+
+def test_a_static_classic_consumer_replacing_the_last_new_one_downgrades_the_group(
+    broker: BrokerProcess,
+) -> None:
+    """A static consumer of the new protocol is closed (it keeps its seat: a static
+    member's leave) and restarted with group.protocol=classic under the same
+    group.instance.id: it takes its own place and the group becomes classic at once,
+    the consumer holding every partition and reading on from the committed offsets."""
+    topic = unique_topic_name("migrate-static")
+    group = unique_group_id()
+    create_topic(broker.bootstrap, topic, num_partitions=PARTITIONS)
+    common = consumer_config(
+        broker.bootstrap,
+        **{
+            "group.id": group,
+            "group.instance.id": "instance-1",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        },
+    )
+    reader = Reader(topic)
+    produced: set[bytes] = set()
+    try:
+        first = reader.add({**common, "group.protocol": "consumer"})
+        reader.until(reader.split_evenly, "the consumer holds every partition")
+        assert member_types(broker, group) == [CONSUMER_MEMBER_TYPE]
+        produced |= produce(broker, topic, "consumer")
+        reader.until(lambda: produced <= reader.read, "the consumer reads them all")
+        reader.close(first)
+        assert member_types(broker, group) == [CONSUMER_MEMBER_TYPE], "its seat is kept"
+
+        reader.add(
+            {**common, "group.protocol": "classic", "partition.assignment.strategy": "range"}
+        )
+        reader.until(reader.split_evenly, "the classic consumer holds every partition")
+        assert group_type(broker, group) is ConsumerGroupType.CLASSIC
+        produced |= produce(broker, topic, "classic")
+        reader.until(lambda: produced <= reader.read, "the classic consumer reads the rest")
+    finally:
+        for consumer in list(reader.consumers):
+            reader.close(consumer)
+    ends = {p: 2 * RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
     assert committed(broker, group, topic) == ends, "every record's offset is committed"
 
 
