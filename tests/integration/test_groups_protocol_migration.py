@@ -6,12 +6,15 @@
 (AdminClient.describe_consumer_groups' ``type``), the partitions split between the two;
 the new one leaves and the group is a classic group again, the classic consumer taking
 every partition back. Records produced in each phase are all read and the committed
-offsets stay with the group id throughout. A mixed group survives a restart of its
-coordinator: its classic member is loaded back as one (ConsumerGroupDescribe's member
-type)."""
+offsets stay with the group id throughout. A classic group caught in the middle of a
+rebalance is upgraded too, the JoinGroup it kept waiting told to join again; a static
+consumer restarted with the classic protocol in its own place downgrades the group. A mixed
+group survives a restart of its coordinator: its classic member is loaded back as one
+(ConsumerGroupDescribe's member type)."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +31,15 @@ from client_helpers import (
     unique_topic_name,
     wait_until,
 )
-from confluent_kafka import Consumer, ConsumerGroupType, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from consumer_group_wire import describe
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka_wire import KafkaConnection
+from kio.schema.join_group.v5 import request as join_group_v5
+from kio.schema.leave_group.v3 import request as leave_group_v3
+
+from sluice.common.errors import ErrorCode
 
 PARTITIONS = 6
 CLASSIC_MEMBER_TYPE = 0
@@ -166,6 +175,132 @@ def test_a_classic_group_is_upgraded_and_downgraded_with_real_consumers(
         for consumer in list(reader.consumers):
             reader.close(consumer)
     ends = {p: 3 * RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == ends, "every record's offset is committed"
+
+
+def group_state(broker: BrokerProcess, group: str) -> ConsumerGroupState:
+    admin = admin_client(broker.bootstrap)  # kept until the answer arrives
+    described = admin.describe_consumer_groups([group])[group]
+    result: ConsumerGroupState = described.result(timeout=CLIENT_TIMEOUT_S).state
+    return result
+
+
+WAITING_MEMBER_TIMEOUT = datetime.timedelta(minutes=5)
+"""The session and rebalance timeouts of the raw classic member: it outlasts the test."""
+
+
+def test_a_classic_group_is_upgraded_in_the_middle_of_a_rebalance(broker: BrokerProcess) -> None:
+    """A classic consumer that stops polling cannot rejoin, so the rebalance a second
+    classic member (raw JoinGroup, kept waiting) starts stays open; a consumer of the new
+    protocol joining then converts the group at once and the waiting JoinGroup is told
+    REBALANCE_IN_PROGRESS (Kafka 4.3's rule; the conversion used to wait for the
+    rebalance to end, here its rebalance timeout)."""
+    topic = unique_topic_name("migrate-rebalancing")
+    group = unique_group_id()
+    create_topic(broker.bootstrap, topic, num_partitions=PARTITIONS)
+    common = consumer_config(
+        broker.bootstrap,
+        **{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False},
+    )
+    subscription = RangePartitionAssignor.metadata([topic]).encode()
+
+    def join(member_id: str) -> Any:
+        return join_group_v5.JoinGroupRequest(
+            group_id=group,
+            session_timeout=WAITING_MEMBER_TIMEOUT,
+            rebalance_timeout=WAITING_MEMBER_TIMEOUT,
+            member_id=member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=(
+                join_group_v5.JoinGroupRequestProtocol(name="range", metadata=subscription),
+            ),
+        )
+
+    reader = Reader(topic)
+    produced: set[bytes] = set()
+    try:
+        reader.add(
+            {**common, "group.protocol": "classic", "partition.assignment.strategy": "range"}
+        )
+        reader.until(reader.split_evenly, "the classic consumer holds every partition")
+        with KafkaConnection(broker.host, broker.port) as waiting:
+            required = waiting.request(join(""))
+            assert required.error_code == ErrorCode.member_id_required, required
+            member_id = required.member_id
+            parked = waiting.send(join(member_id))  # the classic consumer is not polled now
+            wait_until(
+                lambda: group_state(broker, group) is ConsumerGroupState.PREPARING_REBALANCING,
+                "the classic group to rebalance",
+                GROUP_TIMEOUT_S,
+            )
+            newcomer = Consumer({**common, "group.protocol": "consumer"})
+            newcomer.subscribe([topic])
+            reader.consumers.append(newcomer)
+            told = waiting.receive(join(member_id), parked)
+            assert told.error_code == ErrorCode.rebalance_in_progress, told
+            assert group_type(broker, group) is ConsumerGroupType.CONSUMER
+            left = waiting.request(
+                leave_group_v3.LeaveGroupRequest(
+                    group_id=group,
+                    members=(
+                        leave_group_v3.MemberIdentity(member_id=member_id, group_instance_id=None),
+                    ),
+                )
+            )
+            assert left.error_code == ErrorCode.none, left
+        reader.until(reader.split_evenly, "the two consumers share the partitions")
+        assert member_types(broker, group) == [CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE]
+        produced |= produce(broker, topic, "upgraded")
+        reader.until(lambda: produced <= reader.read, "the two consumers read them all")
+    finally:
+        for consumer in list(reader.consumers):
+            reader.close(consumer)
+    ends = {p: RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == ends, "every record's offset is committed"
+
+
+def test_a_static_classic_consumer_replacing_the_last_new_one_downgrades_the_group(
+    broker: BrokerProcess,
+) -> None:
+    """A static consumer of the new protocol is closed (it keeps its seat: a static
+    member's leave) and restarted with group.protocol=classic under the same
+    group.instance.id: it takes its own place and the group becomes classic at once,
+    the consumer holding every partition and reading on from the committed offsets."""
+    topic = unique_topic_name("migrate-static")
+    group = unique_group_id()
+    create_topic(broker.bootstrap, topic, num_partitions=PARTITIONS)
+    common = consumer_config(
+        broker.bootstrap,
+        **{
+            "group.id": group,
+            "group.instance.id": "instance-1",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        },
+    )
+    reader = Reader(topic)
+    produced: set[bytes] = set()
+    try:
+        first = reader.add({**common, "group.protocol": "consumer"})
+        reader.until(reader.split_evenly, "the consumer holds every partition")
+        assert member_types(broker, group) == [CONSUMER_MEMBER_TYPE]
+        produced |= produce(broker, topic, "consumer")
+        reader.until(lambda: produced <= reader.read, "the consumer reads them all")
+        reader.close(first)
+        assert member_types(broker, group) == [CONSUMER_MEMBER_TYPE], "its seat is kept"
+
+        reader.add(
+            {**common, "group.protocol": "classic", "partition.assignment.strategy": "range"}
+        )
+        reader.until(reader.split_evenly, "the classic consumer holds every partition")
+        assert group_type(broker, group) is ConsumerGroupType.CLASSIC
+        produced |= produce(broker, topic, "classic")
+        reader.until(lambda: produced <= reader.read, "the classic consumer reads the rest")
+    finally:
+        for consumer in list(reader.consumers):
+            reader.close(consumer)
+    ends = {p: 2 * RECORDS_PER_PHASE // PARTITIONS for p in range(PARTITIONS)}
     assert committed(broker, group, topic) == ends, "every record's offset is committed"
 
 

@@ -101,6 +101,9 @@ class ClassicJoinResult:
     timers: list[TimerChange] = field(default_factory=list)
     change: Change | None = None
     """Undoes the records (``ConsumerGroups.revert``) if they are not written."""
+    downgrade: ClassicGroupImage | None = None
+    """The classic group that replaces the consumer group (deleted by ``records``): a
+    static member took the place of the last member of the new protocol."""
 
 
 @dataclass
@@ -306,10 +309,11 @@ class ClassicMembers:
             raise _Refused(ErrorCode.inconsistent_group_protocol) from None
         # Nothing is refused from here on.
         timers: list[TimerChange] = []
+        downgrade = False
         if holder_id is not None and holder_id != member_id:
-            timers += self._replace_static_member(
-                group, group.members[holder_id], member_id, records
-            )
+            replaced = group.members[holder_id]
+            downgrade = groups.downgrades_with_replacement(group, replaced)
+            timers += self._replace_static_member(group, replaced, member_id, records)
         member = group.members.get(member_id)
         is_new = member is None
         if member is None:
@@ -326,6 +330,12 @@ class ClassicMembers:
             rebalance_timeout_ms=request.rebalance_timeout_ms,
             classic=ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
         )
+        # Compared before the member's record is replayed (it updates the member).
+        bump = (
+            is_new
+            or updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.rack_id != member.rack_id
+        )
         new_value = _metadata_value(updated)
         if is_new or new_value != _metadata_value(member):
             key = ConsumerGroupMemberMetadataKey(group.group_id, member_id)
@@ -338,22 +348,24 @@ class ClassicMembers:
                     ConsumerGroupCurrentMemberAssignmentValue(0, 0, MemberState.STABLE, (), ()),
                 ),
             )
-        bump = (
-            is_new
-            or updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.rack_id != member.rack_id
-        )
         groups._refresh_subscribed_topics(group, topics, bump, records)
-        if group.group_epoch > group.assignment_epoch:
+        if group.group_epoch > group.assignment_epoch and not downgrade:
             groups._compute_target(group, topics, records)
         member = group.members[member_id]
         owned = _partitions_by_id(subscription.owned_partitions, topics)
-        try:
-            timers += groups._reconcile(group, member, owned, now_ms, records)
-        except MemberFenced:
-            timers += groups._remove_member(group, member, records)
-            response = JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member_id)
-            return ClassicJoinResult(response, records, timers)
+        # A downgrade with a new subscription skips reconciling: the classic group
+        # rebalances at once (Kafka's order).
+        if not (downgrade and bump):
+            try:
+                timers += groups._reconcile(group, member, owned, now_ms, records)
+            except MemberFenced:
+                timers += groups._remove_member(group, member, records)
+                response = JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member_id)
+                return ClassicJoinResult(response, records, timers)
+        if downgrade:
+            downgraded = self._downgrade(group, member_id, bump, records)
+            if downgraded is not None:
+                return downgraded
         timers.append(self._arm_session(group, member, now_ms))
         timers += groups._cancel(TimerKind.CLASSIC_JOIN, group.group_id, member_id)
         sync_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -367,6 +379,33 @@ class ClassicMembers:
             member_id=member_id,
         )
         return ClassicJoinResult(response, records, timers)
+
+    def _downgrade(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        rebalance: bool,
+        records: list[ConsumerGroupRecord],
+    ) -> ClassicJoinResult | None:
+        """The static member ``member_id`` took the place of the last member of the new
+        protocol: the group becomes a classic group of its members (their targets, at
+        the group epoch), rebalancing if the member's subscription changed; the member
+        is answered as a member of that group (Kafka's classicGroupJoinToConsumerGroup)."""
+        member = group.members[member_id]
+        assert member.classic is not None
+        image = self._groups.classic_image(group, list(group.members.values()), rebalance=rebalance)
+        if image is None:
+            return None
+        response = JoinGroupResponse(
+            ErrorCode.none,
+            generation_id=member.member_epoch,
+            protocol_name=member.classic.protocol_name,
+            leader="",
+            member_id=member_id,
+        )
+        # Read before the tombstones are replayed (they reset the member in place).
+        timers = self._groups._delete_for_downgrade(group, records)
+        return ClassicJoinResult(response, records, timers, downgrade=image)
 
     @staticmethod
     def _supports(group: ConsumerGroup, request: JoinGroupRequest) -> bool:

@@ -30,19 +30,23 @@ classic group with its members, a downgrade's replacement gone)::
 Timers that fire for a member who heartbeated since are ignored
 (``ConsumerGroups.expire`` checks the deadline it armed).
 
-One group id names one group. A joining heartbeat for an id held by a classic group
-with members converts it when Kafka would (its online upgrade: every member uses the
-consumer protocol, the policy allows it; the coordinator decides and hands over the
-group as a :class:`~sluice.group.migration.ClassicGroupImage`): one write holds the
-classic group's tombstone, the converted group's records
+One group id names one group. A joining heartbeat for an id held by a classic group with
+members converts it when Kafka would (its online upgrade: every member uses the consumer
+protocol, the policy allows it; the coordinator decides and hands over the group as a
+:class:`~sluice.group.migration.ClassicGroupImage`): one write holds the classic group's
+tombstone, the converted group's records
 (:class:`~sluice.group.consumer_classic.ClassicMembers`) and the heartbeat's; if the
-heartbeat is refused nothing is written and the classic group stays. Otherwise a classic
-group with members keeps the id (GROUP_ID_NOT_FOUND, Kafka's answer). An empty classic
-group's metadata record is deleted and the consumer group takes the id (its committed
-offsets stay, as in Kafka). The classic APIs of members inside a consumer group are
-served here too (``classic_join`` and the others), and when the last member of the new
-protocol leaves or expires, the group's tombstones and the classic group that replaces
-it (made by the coordinator's ``downgrade`` callback) are one write.
+heartbeat is refused nothing is written and the classic group stays. A classic group in
+the middle of a rebalance converts too; its parked JoinGroups and SyncGroups are
+answered REBALANCE_IN_PROGRESS once that write is committed (``on_write_committed``).
+Otherwise a classic group with members keeps the id (GROUP_ID_NOT_FOUND, Kafka's
+answer). An empty classic group's metadata record is deleted and the consumer group
+takes the id (its committed offsets stay, as in Kafka). The classic APIs of members
+inside a consumer group are served here too (``classic_join`` and the others), and when
+the last member of the new protocol leaves or expires, or a static classic member takes
+its place (JoinGroup with its group instance id), the group's tombstones and the
+classic group that replaces it (made by the coordinator's ``downgrade`` callback) are
+one write.
 """
 
 from __future__ import annotations
@@ -151,6 +155,9 @@ class OtherGroupHold:
     on_write_failed: UndoFunction = lambda _now_ms, _error: []
     """Called if the write holding the tombstone fails: the classic group is put back as
     it was before ``on_tombstone_written`` (its record, and on an upgrade its members)."""
+    on_write_committed: Callable[[int], list[Effect]] = lambda _now_ms: []
+    """Called once that write is committed (at ``now_ms``): an upgrade of a rebalancing
+    group answers its parked JoinGroups and SyncGroups REBALANCE_IN_PROGRESS."""
 
 
 UndoFunction = Callable[[int, ErrorCode], list[Effect]]
@@ -165,6 +172,10 @@ class _Pending:
     change: Change
     undo_other: UndoFunction | None = None
     """What the same write changed of the classic group of the id, to put back."""
+
+
+def _nothing_committed(_now_ms: int) -> list[Effect]:
+    return []
 
 
 OtherGroupLookup = Callable[[str], OtherGroupHold | None]
@@ -333,19 +344,21 @@ class HostedConsumerGroups:
             return [Reply(token, result.response)]
         extra: tuple[Record, ...] = ()
         undo_other: UndoFunction | None = None
+        on_committed: Callable[[int], list[Effect]] = _nothing_committed
         if other is not None and other.metadata_tombstone is not None:
             extra = (other.metadata_tombstone,)
             other.on_tombstone_written()
             undo_other = other.on_write_failed
+            on_committed = other.on_write_committed
         trailing: list[Record] = []
         effects: list[Effect] = []
         if result.downgrade is not None:
             trailing, effects, undo_other = self._downgrade(result.downgrade, now_ms)
         answer = result.response
 
-        def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
+        def on_stored(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is None:
-                return [Reply(token, answer)]
+                return [Reply(token, answer), *on_committed(completed_ms)]
             log.warning(
                 "consumer group %s: heartbeat records not written (%s); change reverted",
                 request.group_id,
@@ -434,6 +447,11 @@ class HostedConsumerGroups:
         answer = result.response
         if not result.records:
             return [Reply(token, answer)]
+        trailing: list[Record] = []
+        effects: list[Effect] = []
+        undo_other: UndoFunction | None = None
+        if result.downgrade is not None:
+            trailing, effects, undo_other = self._downgrade(result.downgrade, now_ms)
 
         def on_stored(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
             if error is None:
@@ -446,7 +464,8 @@ class HostedConsumerGroups:
             failed = JoinGroupResponse(heartbeat_write_error(error), member_id=request.member_id)
             return [Reply(token, failed)]
 
-        return [self._write(result.records, self._settling([result.change], on_stored))]
+        on_settled = self._settling([result.change], on_stored, undo_other)
+        return [self._write(result.records, on_settled, trailing=trailing), *effects]
 
     def classic_sync(self, token: RequestToken, request: SyncGroupRequest, now_ms: int) -> Reply:
         result = self._classic.sync(request, now_ms)

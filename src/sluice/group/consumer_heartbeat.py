@@ -925,17 +925,40 @@ class ConsumerGroups:
         if len(others) > self._config.classic_group_size_max:
             log.info("consumer group %s: not downgraded: too many members", group.group_id)
             return None
+        return self.classic_image(group, others)
+
+    def downgrades_with_replacement(self, group: ConsumerGroup, replaced: ConsumerMember) -> bool:
+        """Whether a static classic member taking ``replaced``'s place downgrades the
+        group (Kafka's validateOnlineDowngradeWithReplacedMember): ``replaced`` is the
+        last member of the new protocol, the policy allows downgrades, and the group
+        fits ``group.max.size``."""
+        others = [m for m in group.members.values() if m.member_id != replaced.member_id]
+        if replaced.classic is not None or not all(m.classic is not None for m in others):
+            return False
+        if not self._config.migration_policy.downgrades:
+            log.info("consumer group %s: not downgraded: the policy forbids it", group.group_id)
+            return False
+        if len(group.members) > self._config.classic_group_size_max:
+            log.info("consumer group %s: not downgraded: too many members", group.group_id)
+            return False
+        return True
+
+    def classic_image(
+        self, group: ConsumerGroup, members: list[ConsumerMember], *, rebalance: bool = True
+    ) -> ClassicGroupImage | None:
+        """The classic group of ``members`` (all of the classic protocol), each with its
+        target assignment, at the group epoch."""
         common = set.intersection(
-            *({name for name, _ in m.classic.protocols} for m in others if m.classic is not None)
+            *({name for name, _ in m.classic.protocols} for m in members if m.classic is not None)
         )
         if not common:
             return None  # (cannot happen: JoinGroup admits only a protocol in common)
         names = {t.topic_id: t.name for t in group.subscribed_topics.values()}
-        members = []
-        for member in others:
+        images = []
+        for member in members:
             assert member.classic is not None
             target = group.target_assignment.get(member.member_id, {})
-            members.append(
+            images.append(
                 ClassicMemberImage(
                     member_id=member.member_id,
                     instance_id=member.instance_id,
@@ -953,7 +976,7 @@ class ConsumerGroups:
                     },
                 )
             )
-        return ClassicGroupImage(group.group_id, group.group_epoch, tuple(members))
+        return ClassicGroupImage(group.group_id, group.group_epoch, tuple(images), rebalance)
 
     def _delete_for_downgrade(
         self, group: ConsumerGroup, records: list[ConsumerGroupRecord]

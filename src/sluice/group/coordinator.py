@@ -206,6 +206,43 @@ def _tombstone(key: OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey) 
     return (encode_key(key), None)
 
 
+_ParkedRequests = tuple[Member, RequestToken | None, RequestToken | None]
+"""A member of a rebalancing classic group with its parked JoinGroup and SyncGroup."""
+
+
+def _detach_parked_requests(group: Group) -> list[_ParkedRequests]:
+    """Take the parked requests off the group's members (an upgrade holds them)."""
+    parked = [
+        (member, member.join_token, member.sync_token)
+        for member in group.members.values()
+        if member.awaiting_join or member.awaiting_sync
+    ]
+    for member, _, _ in parked:
+        member.join_token = member.sync_token = None
+    return parked
+
+
+def _answer_parked(parked: Iterable[_ParkedRequests], error: ErrorCode) -> list[Effect]:
+    effects: list[Effect] = []
+    for member, join_token, sync_token in parked:
+        if join_token is not None:
+            response = JoinGroupResponse(error, member_id=member.member_id)
+            effects.append(Reply(join_token, response))
+        if sync_token is not None:
+            effects.append(Reply(sync_token, SyncGroupResponse(error)))
+    return effects
+
+
+def _subscription_of(member: Member, protocol: str) -> bytes:
+    """The member's subscription in the group's protocol, or in its own first choice
+    if it joined the current rebalance without that one (every protocol of a member
+    embeds the same consumer subscription; Kafka fails the heartbeat then)."""
+    for name, metadata in member.protocols:
+        if name == protocol:
+            return metadata
+    return member.protocols[0][1]
+
+
 class GroupCoordinator:
     """Every group of one ``__consumer_offsets`` partition. See the module docstring."""
 
@@ -301,13 +338,36 @@ class GroupCoordinator:
             if isinstance(upgrade, str):
                 return OtherGroupHold(in_use=True, metadata_tombstone=None, refusal=upgrade)
             timestamp_ms = group.state_timestamp_ms
+            parked: list[_ParkedRequests] = []
 
             def hand_over() -> None:
+                # A rebalance in progress: its parked JoinGroups and SyncGroups wait for
+                # the write, then are told to join again (the newcomer moved the epoch).
+                parked.extend(_detach_parked_requests(group))
                 saved.append(group.membership())
                 group.hand_over(timestamp_ms)
 
+            def put_back_rebalance(now_ms: int, error: ErrorCode) -> list[Effect]:
+                # The classic group carries on its rebalance as if nothing had happened:
+                # its parked requests are parked again, its deadlines watched again.
+                if not saved:
+                    return []
+                requests = parked[:]
+                parked.clear()
+                return self._restore_classic(group, saved[0], now_ms, error, requests)
+
+            def rejoin_parked(_now_ms: int) -> list[Effect]:
+                effects = _answer_parked(parked, ErrorCode.rebalance_in_progress)
+                parked.clear()
+                return effects
+
             return OtherGroupHold(
-                False, tombstone, hand_over, upgrade=upgrade, on_write_failed=put_back
+                False,
+                tombstone,
+                hand_over,
+                upgrade=upgrade,
+                on_write_failed=put_back_rebalance,
+                on_write_committed=rejoin_parked,
             )
         if not group.is_in(_EMPTY):
             return OtherGroupHold(in_use=True, metadata_tombstone=None)
@@ -324,13 +384,19 @@ class GroupCoordinator:
         return OtherGroupHold(False, tombstone, forget_record, on_write_failed=put_back)
 
     def _restore_classic(
-        self, group: Group, saved: GroupMembership, now_ms: int, error: ErrorCode
+        self,
+        group: Group,
+        saved: GroupMembership,
+        now_ms: int,
+        error: ErrorCode,
+        parked: Sequence[_ParkedRequests] = (),
     ) -> list[Effect]:
         """Put a classic group back as it was before a conversion (upgrade or downgrade)
         whose write failed, as Kafka's coordinator reverts to the last committed offset:
         requests parked on members it gained since are answered with the write's error
-        (they retry), its members' sessions start again now. Offsets are kept: they
-        have their own records."""
+        (they retry), those of a rebalance it was in (``parked``) wait again, its
+        members' sessions start again now and its rebalance deadlines are watched again.
+        Offsets are kept: they have their own records."""
         effects: list[Effect] = []
         answer = heartbeat_write_error(error)
         for member in group.members.values():
@@ -342,10 +408,19 @@ class GroupCoordinator:
                 effects.append(Reply(member.sync_token, SyncGroupResponse(answer)))
                 member.sync_token = None
         group.restore_membership(saved)
+        for member, join_token, sync_token in parked:
+            member.join_token, member.sync_token = join_token, sync_token
         if self._groups.get(group.group_id) is None:
             self._groups[group.group_id] = group
         for member in group.members.values():
             self._heard_from(group, member, now_ms)
+        # The conversion's interval consumed their timers (the group was empty then).
+        if group.join_deadline_ms is not None:
+            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
+        if group.sync_deadline_ms is not None:
+            self._watch(group.sync_deadline_ms, group, _Timer.SYNC)
+        for member_id, deadline_ms in group.pending_members.items():
+            self._watch(deadline_ms, group, _Timer.PENDING_MEMBER, member_id)
         log.warning(
             "group %s: conversion not written (%s); the classic group is restored",
             group.group_id,
@@ -357,8 +432,12 @@ class GroupCoordinator:
     def _upgrade_image(self, group: Group) -> ClassicGroupImage | str:
         """The classic group as a consumer group takes it over (Kafka's online upgrade),
         or why it cannot: the policy forbids it, its members do not use the consumer
-        protocol, there are more than ``group.consumer.max.size``, it is rebalancing, or
-        their subscriptions or assignments do not parse."""
+        protocol, there are more than ``group.consumer.max.size``, or their
+        subscriptions or assignments do not parse. As in Kafka, a group in the middle of
+        a rebalance converts too: each member with its subscription and its last
+        assignment (none for a member that joined in this rebalance); its parked
+        requests are told to join again once the conversion is written. A group that
+        never completed a rebalance has no protocol yet and is not converted."""
         group_id = group.group_id
         refused = f"Group {group_id} is not a consumer group."
         if not self._config.consumer_migration_policy.upgrades:
@@ -369,13 +448,10 @@ class GroupCoordinator:
         if len(group.members) > self._config.consumer_group_size_max:
             log.info("classic group %s: not upgraded: too many members", group_id)
             return refused
-        if not group.is_in(_STABLE):
-            log.info("classic group %s: not upgraded while %s", group_id, group.state.value)
-            return refused
         members = []
         for member in group.members.values():
             try:
-                subscription = decode_subscription(member.metadata(group.protocol_name))
+                subscription = decode_subscription(_subscription_of(member, group.protocol_name))
                 assignment = decode_assignment(member.assignment)
             except MalformedConsumerProtocol as error:
                 log.warning("classic group %s: not upgraded: %s", group_id, error)
@@ -405,7 +481,9 @@ class GroupCoordinator:
         """The classic group that replaces a consumer group whose last member of the new
         protocol left (Kafka's online downgrade): Stable at the group epoch with the
         members' target assignments, its record written after the consumer group's
-        tombstones, then a rebalance, so every member joins again. If the write fails the
+        tombstones, then a rebalance, so every member joins again (none when a static
+        member took the place of the last member of the new protocol with the same
+        subscription: ``image.rebalance``). If the write fails the
         group is put back as it was (empty, holding the id's offsets), and the consumer
         group is restored (``HostedConsumerGroups`` reverts it)."""
         group = self._groups.get(image.group_id)
@@ -443,7 +521,7 @@ class GroupCoordinator:
             image.group_id,
             image.generation,
         )
-        effects = self._prepare_rebalance(group, now_ms)
+        effects = self._prepare_rebalance(group, now_ms) if image.rebalance else []
 
         def put_back(failed_ms: int, error: ErrorCode) -> list[Effect]:
             return self._restore_classic(group, saved, failed_ms, error)

@@ -95,6 +95,11 @@ class ClassicGroupImage:
     """Upgrade: the classic group's generation, which becomes the group, assignment and
     member epochs; downgrade: the consumer group's epoch, which becomes the generation."""
     members: tuple[ClassicMemberImage, ...]
+    rebalance: bool = True
+    """Downgrade: whether the classic group rebalances at once. It does when a member
+    left; a static classic member that took the place of the last member of the new
+    protocol with the same subscription leaves it Stable (its own JoinGroup carries on
+    with its predecessor's assignment), as in Kafka."""
 
 
 class MalformedConsumerProtocol(ValueError):

@@ -63,10 +63,10 @@ def heartbeat(harness: Harness, request: ConsumerGroupHeartbeatRequest) -> Any:
     return harness.reply(token)
 
 
-def classic_group(harness: Harness, count: int = 2) -> list[JoinGroupResponse]:
+def classic_group(harness: Harness, count: int = 2, **join: Any) -> list[JoinGroupResponse]:
     """A Stable classic group of ``count`` consumers of "a", the leader giving each
-    member contiguous partitions of its 4."""
-    responses = harness.join_all(count, protocols=PROTOCOLS)
+    member contiguous partitions of its 4 (``join``: more arguments of their JoinGroup)."""
+    responses = harness.join_all(count, protocols=PROTOCOLS, **join)
     generation, leader = responses[0].generation_id, responses[0].leader
     share = 4 // count
     assignments = {
@@ -169,7 +169,7 @@ def test_classic_members_rejoin_and_the_coordinator_splits_the_partitions() -> N
     assert reloaded(harness).consumer_group("g") == group
 
 
-def test_no_upgrade_when_the_policy_forbids_it_or_the_group_rebalances() -> None:
+def test_no_upgrade_when_the_policy_forbids_it() -> None:
     for policy in (MigrationPolicy.DISABLED, MigrationPolicy.DOWNGRADE):
         harness = Harness(dataclasses.replace(CONFIG, consumer_migration_policy=policy))
         classic_group(harness)
@@ -177,11 +177,71 @@ def test_no_upgrade_when_the_policy_forbids_it_or_the_group_rebalances() -> None
         assert answer.error is ErrorCode.group_id_not_found
         assert answer.error_message == "Group g is not a consumer group."
         assert harness.state() == "Stable"
+
+
+def test_a_group_in_its_first_rebalance_has_no_protocol_to_convert() -> None:
     harness = Harness()
-    members = classic_group(harness)
-    rejoin(harness, members[0].member_id)  # the leader joins again: a rebalance
+    parked = harness.join(protocols=PROTOCOLS)  # no generation yet: nothing was chosen
     assert harness.state() == "PreparingRebalance"
     assert heartbeat(harness, join("m3")).error is ErrorCode.group_id_not_found
+    assert harness.reply(parked) is None, "the classic rebalance goes on"
+    harness.advance(REBALANCE_MS)
+    assert harness.reply(parked).error is ErrorCode.none
+
+
+def test_a_preparing_rebalance_is_converted_and_its_parked_joins_told_to_join_again() -> None:
+    harness = Harness()
+    members = classic_group(harness)
+    generation = members[0].generation_id
+    parked = harness.join(member_id=members[0].member_id, protocols=PROTOCOLS, topics=TOPICS)
+    newcomer = harness.join(protocols=PROTOCOLS, client_id="late")  # joins this rebalance
+    assert harness.state() == "PreparingRebalance" and harness.reply(parked) is None
+    late = next(m for m in harness.group().members.values() if m.client_id == "late")
+    answer = heartbeat(harness, join("m3"))
+    assert answer.error is ErrorCode.none, answer
+    for token in (parked, newcomer):
+        told = harness.reply(token)
+        assert isinstance(told, JoinGroupResponse), told
+        assert told.error is ErrorCode.rebalance_in_progress, "join the new rebalance"
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None
+    assert set(group.members) == {m.member_id for m in members} | {late.member_id, "m3"}
+    assert group.group_epoch == generation + 1
+    for i, joined in enumerate(members):
+        member = group.members[joined.member_id]
+        assert member.member_epoch == generation, "at the classic generation"
+        assert set(member.assigned_partitions.values()) == {frozenset({2 * i, 2 * i + 1})}
+    converted = group.members[late.member_id]
+    assert converted.classic is not None and not converted.assigned_partitions
+    assert harness.coordinator.group("g") is None or not harness.group().members
+    assert reloaded(harness).consumer_group("g") == group
+    answer = rejoin(harness, members[0].member_id)  # served by the consumer group now
+    assert answer.error is ErrorCode.none and answer.leader == "", "nobody assigns"
+
+
+def test_a_completing_rebalance_is_converted_and_its_parked_syncs_told_to_join_again() -> None:
+    harness = Harness()
+    members = classic_group(harness)
+    tokens = [
+        harness.join(member_id=m.member_id, protocols=PROTOCOLS, topics=TOPICS) for m in members
+    ]
+    answers = [harness.reply(t) for t in tokens]
+    assert all(a is not None and a.error is ErrorCode.none for a in answers), answers
+    assert harness.state() == "CompletingRebalance"
+    generation = answers[0].generation_id
+    follower = next(a for a in answers if a.member_id != a.leader)
+    parked = harness.sync(follower.member_id, generation, protocol_name="range")
+    assert harness.reply(parked) is None
+    assert heartbeat(harness, join("m3")).error is ErrorCode.none
+    told = harness.reply(parked)
+    assert isinstance(told, SyncGroupResponse) and told.error is ErrorCode.rebalance_in_progress
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and group.group_epoch == generation + 1
+    for i, joined in enumerate(members):  # the partitions of the last assignment
+        member = group.members[joined.member_id]
+        assert member.member_epoch == generation
+        assert set(member.assigned_partitions.values()) == {frozenset({2 * i, 2 * i + 1})}
+    assert reloaded(harness).consumer_group("g") == group
 
 
 def test_an_unreadable_assignment_is_not_converted() -> None:
@@ -222,6 +282,23 @@ def test_a_classic_consumer_joins_a_consumer_group() -> None:
     assert harness.heartbeat(required.member_id, 2) is ErrorCode.rebalance_in_progress
     answer = rejoin(harness, required.member_id)
     assert len(sync(harness, required.member_id, answer.generation_id)["a"]) == 2
+
+
+def test_a_classic_members_new_subscription_moves_the_group_epoch() -> None:
+    """Even when it adds only a topic that does not exist (Kafka bumps the epoch when a
+    member's subscribed topic names change)."""
+    harness = Harness()
+    heartbeat(harness, join("m1"))
+    assert rejoin(harness, "c1").error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None
+    epoch = group.group_epoch
+    protocols = (("range", subscription("a", "missing")),)
+    answer = harness.reply(harness.join(member_id="c1", protocols=protocols, topics=TOPICS))
+    assert answer.error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and group.group_epoch == epoch + 1
+    assert reloaded(harness).consumer_group("g") == group
 
 
 def test_join_group_with_another_protocol_is_inconsistent() -> None:
@@ -352,6 +429,93 @@ def test_an_expired_consumer_member_downgrades_the_group() -> None:
     assert set(harness.group().members) == {m.member_id for m in members}
 
 
+def static_consumer_member(harness: Harness) -> None:
+    """A consumer group of one static member of the new protocol ("m1", instance "i1")
+    holding the 4 partitions of "a", with an offset committed."""
+    answer = heartbeat(harness, join("m1", instance_id="i1"))
+    assert answer.error is ErrorCode.none and answer.member_epoch == 1, answer
+    token = harness.commit({("a", 0): 7}, member_id="m1", generation=1)
+    assert harness.reply(token).errors[0][1] is ErrorCode.none
+
+
+def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades() -> None:
+    """Its client went back to the classic protocol: the group becomes a classic group
+    at once, Stable, the new member holding its predecessor's partitions (no rebalance:
+    the subscription is the same)."""
+    harness = Harness()
+    static_consumer_member(harness)
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none, answer
+    assert answer.member_id not in ("", "m1") and answer.generation_id == 1
+    assert answer.protocol_name == "range" and answer.leader == ""
+    assert harness.coordinator.consumer_group("g") is None, "downgraded"
+    group = harness.group()
+    assert harness.state() == "Stable" and group.generation_id == 1
+    assert list(group.members) == [answer.member_id]
+    assert group.static_members == {"i1": answer.member_id}
+    assert sync(harness, answer.member_id, answer.generation_id) == {"a": frozenset(range(4))}
+    assert harness.heartbeat(answer.member_id, 1, instance="i1") is ErrorCode.none
+    assert harness.committed() == {TopicPartition("a", 0): 7}, "the offsets stay"
+    again = reloaded(harness)
+    assert again.consumer_group("g") is None
+    loaded = again.group("g")
+    assert loaded is not None and list(loaded.members) == [answer.member_id]
+    assert loaded.members[answer.member_id].group_instance_id == "i1"
+    assert decode_assignment(loaded.members[answer.member_id].assignment) == {
+        "a": frozenset(range(4))
+    }
+
+
+def test_a_static_replacement_with_another_subscription_downgrades_and_rebalances() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    protocols = (("range", subscription("a", "b")),)
+    token = harness.join(instance="i1", protocols=protocols, topics=TOPICS)
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none, answer
+    assert harness.coordinator.consumer_group("g") is None
+    assert harness.state() == "PreparingRebalance", "the classic members join again"
+    assert harness.group().generation_id == 2, "the new subscription moved the epoch"
+    rejoined = harness.join(
+        member_id=answer.member_id, instance="i1", protocols=protocols, topics=TOPICS
+    )
+    harness.advance(0)
+    again = harness.reply(rejoined)
+    assert again.error is ErrorCode.none and again.generation_id == 3
+    assert again.leader == answer.member_id
+
+
+def test_no_downgrade_by_a_static_replacement_while_others_use_the_new_protocol() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    assert heartbeat(harness, join("m2")).error is ErrorCode.none
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    answer = harness.reply(token)
+    assert answer.error is ErrorCode.none
+    group = harness.coordinator.consumer_group("g")
+    assert group is not None and set(group.members) == {answer.member_id, "m2"}
+    assert group.members[answer.member_id].classic is not None
+
+
+def test_a_failed_downgrade_by_a_static_replacement_restores_the_consumer_group() -> None:
+    harness = Harness()
+    static_consumer_member(harness)
+    before = consumer_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS)
+    assert harness.coordinator.consumer_group("g") is None, "downgraded in memory"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    harness.auto_commit = True
+    answer = harness.reply(token)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.not_coordinator
+    assert consumer_snapshot(harness) == before, "m1 holds its seat again"
+    assert harness.coordinator.describe_groups(["g"])[0].not_found_message, "not classic"
+    assert reloaded(harness).consumer_group("g") == harness.coordinator.consumer_group("g")
+    retried = harness.reply(harness.join(instance="i1", protocols=PROTOCOLS, topics=TOPICS))
+    assert retried.error is ErrorCode.none and harness.state() == "Stable", "on a retry"
+
+
 def test_no_downgrade_when_the_policy_forbids_it() -> None:
     harness = Harness(
         dataclasses.replace(CONFIG, consumer_migration_policy=MigrationPolicy.UPGRADE)
@@ -445,6 +609,38 @@ def test_a_failed_upgrade_write_leaves_the_classic_group_as_it_was() -> None:
     group = harness.coordinator.consumer_group("g")
     assert group is not None and len(group.members) == 3
     assert reloaded(harness).consumer_group("g") == group
+
+
+def test_a_failed_upgrade_of_a_rebalancing_group_lets_its_rebalance_go_on() -> None:
+    """The parked requests wait again (the clients see nothing of the attempt) and the
+    rebalance deadline, passed while the write was in flight, is watched again."""
+    harness = Harness()
+    timeouts = {"session_ms": 60_000, "rebalance_ms": 20_000}
+    members = classic_group(harness, **timeouts)
+    generation = members[0].generation_id
+    parked = harness.join(
+        member_id=members[0].member_id, protocols=PROTOCOLS, topics=TOPICS, **timeouts
+    )
+    classic_before = classic_snapshot(harness)
+    harness.auto_commit = False
+    token = harness.token()
+    harness.apply(
+        harness.coordinator.consumer_group_heartbeat(harness.now_ms, token, join("m3"), TOPICS)
+    )
+    harness.advance(timeouts["rebalance_ms"] + 1)  # the classic join deadline passes
+    assert harness.reply(parked) is None, "answered only once the conversion is written"
+    harness.commit_appends(ErrorCode.not_leader_or_follower)
+    harness.auto_commit = True
+    assert harness.reply(token).error is ErrorCode.not_coordinator
+    assert harness.reply(parked) is None, "still parked in the classic rebalance"
+    assert harness.coordinator.consumer_group("g") is None
+    assert classic_snapshot(harness) == classic_before
+    assert harness.group().members[members[0].member_id].awaiting_join
+    harness.advance(0)  # the other member did not join in time: the rebalance ends
+    answer = harness.reply(parked)
+    assert isinstance(answer, JoinGroupResponse) and answer.error is ErrorCode.none
+    assert answer.generation_id == generation + 1
+    assert set(harness.group().members) == {members[0].member_id}
 
 
 def test_a_failed_write_of_an_empty_classic_groups_tombstone_gives_its_record_back() -> None:
