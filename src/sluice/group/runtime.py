@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from random import Random
 from typing import TypeVar
 
@@ -64,6 +64,8 @@ from sluice.group.coordinator import GroupCoordinator
 log = logging.getLogger(__name__)
 
 _ResponseT = TypeVar("_ResponseT")
+_Described = TypeVar("_Described")
+"""A group description of one kind (classic, consumer, share)."""
 
 
 class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
@@ -198,15 +200,9 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
     async def describe_share_groups(
         self, group_ids: Sequence[str]
     ) -> tuple[ShareGroupDescription, ...]:
-        descriptions = []
-        for group_id in group_ids:
-            try:
-                coordinator = self._coordinator_for(group_id)
-            except KafkaError as e:
-                descriptions.append(ShareGroupDescription(group_id, e.code))
-                continue
-            descriptions.extend(coordinator.describe_share_groups([group_id]))
-        return tuple(descriptions)
+        return self._describe_each(
+            group_ids, GroupCoordinator.describe_share_groups, ShareGroupDescription
+        )
 
     async def consumer_group_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, topics: MetadataView
@@ -221,25 +217,34 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
     async def describe_consumer_groups(
         self, group_ids: Sequence[str]
     ) -> tuple[ConsumerGroupDescription, ...]:
-        descriptions = []
-        for group_id in group_ids:
-            try:
-                coordinator = self._coordinator_for(group_id)
-            except KafkaError as e:
-                descriptions.append(ConsumerGroupDescription(group_id, e.code))
-                continue
-            descriptions.extend(coordinator.describe_consumer_groups([group_id]))
-        return tuple(descriptions)
+        return self._describe_each(
+            group_ids, GroupCoordinator.describe_consumer_groups, ConsumerGroupDescription
+        )
 
     async def describe_groups(self, group_ids: Sequence[str]) -> tuple[GroupDescription, ...]:
-        descriptions = []
+        return self._describe_each(
+            group_ids,
+            GroupCoordinator.describe_groups,
+            lambda group_id, code: GroupDescription(group_id, code, ""),
+        )
+
+    def _describe_each(
+        self,
+        group_ids: Sequence[str],
+        describe: Callable[[GroupCoordinator, list[str]], Iterable[_Described]],
+        unanswered: Callable[[str, ErrorCode], _Described],
+    ) -> tuple[_Described, ...]:
+        """Each group described by the coordinator of its partition, in the order asked;
+        a group whose partition is not served here is ``unanswered`` with the error
+        (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        descriptions: list[_Described] = []
         for group_id in group_ids:
             try:
                 coordinator = self._coordinator_for(group_id)
             except KafkaError as e:
-                descriptions.append(GroupDescription(group_id, e.code, ""))
+                descriptions.append(unanswered(group_id, e.code))
                 continue
-            descriptions.extend(coordinator.describe_groups([group_id]))
+            descriptions.extend(describe(coordinator, [group_id]))
         return tuple(descriptions)
 
     async def list_groups(self, states: Iterable[str] | None = None) -> ListGroupsResponse:
