@@ -25,6 +25,7 @@ from broker_process import BrokerProcess
 from client_helpers import round_trip_one_message, unique_topic_name
 from consumer_group_wire import FAST_HEARTBEATS
 from disk_faults import build_shim
+from group_workers import WorkerPool, worker_pool
 from kafka_wire import KafkaConnection
 
 from sluice.testing import pytest_plugin
@@ -155,6 +156,14 @@ def consumer_protocol_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     told to heartbeat every 500 ms. A module uses it by defining ``broker`` as returning
     this fixture."""
     yield from _running_broker(tmp_path_factory, "consumer-protocol-broker", FAST_HEARTBEATS)
+
+
+@pytest.fixture
+def pool() -> Iterator[WorkerPool]:
+    """Group members as worker processes (``group_workers``), every one stopped at the
+    end of the test."""
+    with worker_pool() as workers:
+        yield workers
 
 
 @pytest.fixture(autouse=True)

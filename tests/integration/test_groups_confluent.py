@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from broker_process import BrokerProcess
@@ -34,7 +33,6 @@ from confluent_kafka.admin import ConsumerGroupDescription
 from group_workers import (
     ContinuousProducer,
     GroupWorker,
-    WorkerPool,
     all_processed,
     assert_each_member_processed_only_its_partitions,
     assert_only_the_victims_uncommitted_records_repeat,
@@ -42,7 +40,6 @@ from group_workers import (
     produce_round_robin,
     spawn_members,
     split_evenly,
-    worker_pool,
 )
 
 PARTITIONS = 6
@@ -57,12 +54,6 @@ GROUP_FORM_TIMEOUT_S = 30.0
 @pytest.fixture(scope="module")
 def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
     return fast_groups_broker
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    with worker_pool() as workers:
-        yield workers
 
 
 def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:

@@ -15,7 +15,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from broker_process import BrokerProcess
@@ -42,7 +42,6 @@ from group_workers import (
     owned_twice,
     produce_round_robin,
     split_evenly,
-    worker_pool,
 )
 
 PARTITIONS = 6
@@ -62,12 +61,6 @@ next heartbeats."""
 @pytest.fixture(scope="module")
 def broker(consumer_protocol_broker: BrokerProcess) -> BrokerProcess:
     return consumer_protocol_broker
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    with worker_pool() as workers:
-        yield workers
 
 
 def spawn(pool: WorkerPool, name: str, broker: BrokerProcess, topic: str, group: str, **kw):

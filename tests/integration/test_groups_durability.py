@@ -9,7 +9,7 @@ import shutil
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from broker_process import BrokerProcess
@@ -30,11 +30,9 @@ from confluent_kafka import (
 )
 from group_workers import (
     ContinuousProducer,
-    WorkerPool,
     all_processed,
     duplicates,
     split_evenly,
-    worker_pool,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -49,12 +47,6 @@ RESTARTS: dict[str, Callable[[BrokerProcess], None]] = {
     "sigterm": BrokerProcess.restart,
     "sigkill": BrokerProcess.kill9,
 }
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    with worker_pool() as workers:
-        yield workers
 
 
 def group_consumer(bootstrap: str, group: str, **overrides) -> Consumer:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -28,7 +27,6 @@ from group_workers import (
     assert_processed_exactly_once,
     produce_round_robin,
     split_evenly,
-    worker_pool,
 )
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -41,12 +39,6 @@ HEARTBEAT_INTERVAL_MS = 1_000
 @pytest.fixture(scope="module")
 def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
     return fast_groups_broker
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    with worker_pool() as workers:
-        yield workers
 
 
 def spawn_group(

@@ -45,7 +45,7 @@ from client_helpers import (
     unique_topic_name,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
-from group_workers import WorkerPool, all_processed, split_evenly, worker_pool
+from group_workers import all_processed, split_evenly
 from kafka_wire import KafkaConnection
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest
 from kio.schema.offset_fetch.v5 import request as offset_fetch_v5
@@ -75,12 +75,6 @@ NONE = 0
 ADMIN_PROCESS_SCRIPT = Path(__file__).with_name("offsets_admin_process.py")
 KEEP_LEARNED_BROKERS = "metadata.recovery.strategy=none"
 """Works around librdkafka issue 5511 (see the module docstring)."""
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    with worker_pool() as workers:
-        yield workers
 
 
 def group_id_on_offsets_partition(partition: int | None = None) -> str:
