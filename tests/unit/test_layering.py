@@ -1,7 +1,8 @@
 """The dependency direction of docs/ARCHITECTURE.md, checked on every import in src/sluice.
 
-    cli | testing → broker | spark | console → group | txn | share | features | replication
-        → client | cluster | coordinator → storage → protocol → common
+    cli | testing → broker | spark | console
+        → group | txn | share | features | replication | registry
+        → client | cluster | coordinator → storage | schemas → protocol → common
 
 and inside the broker (BROKER_PARTS):
 
@@ -34,10 +35,12 @@ LAYER = {
     "common": 0,
     "protocol": 1,
     "storage": 2,
+    "schemas": 2,
     "client": 3,
     "cluster": 3,
     "coordinator": 3,
     "group": 4,
+    "registry": 4,
     "txn": 4,
     "features": 4,
     "share": 4,
@@ -52,6 +55,7 @@ LAYER = {
 FORBIDDEN_PACKAGES = {
     "broker": {"client"},
     "group": {"client"},
+    "registry": {"client", "storage", "cluster", "group", "txn", "features", "share"},
     "txn": {"client"},
     "features": {"client"},
     "share": {"client"},
@@ -79,7 +83,7 @@ never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handl
 ``topics`` and the rest), which may import any part. Nothing in the broker imports
 ``app``, which only the CLI and ``sluice.testing`` start."""
 BROKER_TOP = 5
-NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim"}
+NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim", "schemas", "registry"}
 NO_IO_MODULES = {"sluice.cluster.controller_core", "sluice.cluster.alter_partition"}
 """Sans-IO modules in a package that is not (the controller's decisions beside its
 asyncio shell): no event loop, socket, clock, thread or randomness of their own."""
