@@ -2,8 +2,9 @@
 
 ``serve`` runs a broker; ``topics``, ``produce``, ``consume``, ``groups``,
 ``share-groups``, ``transactions``, ``delays``, ``dlq``, ``users``, ``cluster`` and
-``acls`` talk to one through ``sluice.client``; ``console`` serves the web console and
-``top`` shows produce rates and group lag in the terminal.
+``acls`` talk to one through ``sluice.client``, ``schemas`` to its Schema Registry;
+``console`` serves the web console and ``top`` shows produce rates and group lag in the
+terminal.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "sluice.cli.users",
         "users",
         "Create, list, change and delete SCRAM users (SASL SCRAM-SHA-256/512 and PLAIN).",
+    ),
+    "schemas": LazyCommand(
+        "sluice.cli.schemas",
+        "schemas",
+        "Register, check, list, show and delete schemas in the Schema Registry; set "
+        "compatibility levels and modes.",
     ),
     "dev-cluster": LazyCommand(
         "sluice.cli.dev_cluster",
