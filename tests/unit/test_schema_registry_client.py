@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from sluice.cli.consume import record_json
+from sluice.cli.consume_schemas import SchemaDecoding
+from sluice.client.consumer import ConsumedRecord
 from sluice.client.schema_registry import (
     CONTENT_TYPE,
     Compatibility,
@@ -363,3 +366,64 @@ def test_bytes_print_as_avros_json_encoding() -> None:
         "items": ["a", 1],
         "nested": {"ok": None},
     }
+
+
+# ── sluice consume --decode-schemas ────────────────────────────────────────────────────
+
+
+def _record(offset: int, key: bytes | None, value: bytes | None) -> ConsumedRecord:
+    return ConsumedRecord("t", 0, offset, 1_700_000_000_000, key, value)
+
+
+def test_decoding_leaves_unframed_data_alone_and_asks_nothing() -> None:
+    async def scenario() -> None:
+        async with registry({}) as (url, seen), SchemaRegistryClient(url) as client:
+            decoding = SchemaDecoding(client)
+            records = [_record(0, None, b"plain"), _record(1, b"\x00\x00", b"\x01\x00\x00\x00\x07")]
+            await decoding.prepare(records)
+            assert [decoding.as_text(record) for record in records] == records
+            line = decoding.json_formatter(record_json)(records[0], False)
+            assert json.loads(line)["value"] == "plain"
+        assert seen.requests == []
+
+    asyncio.run(scenario())
+
+
+def test_an_id_the_registry_lacks_is_asked_once_and_printed_as_stored_with_the_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def scenario() -> None:
+        missing = {"error_code": 40403, "message": "Schema 7 not found"}
+        routes = {("GET", "/schemas/ids/7"): answering(missing, 404)}
+        async with registry(routes) as (url, seen), SchemaRegistryClient(url) as client:
+            decoding = SchemaDecoding(client)
+            framed = b"\x00\x00\x00\x00\x07payload"
+            records = [_record(0, None, framed), _record(1, framed, framed)]
+            await decoding.prepare(records)
+            await decoding.prepare(records)
+            document = json.loads(decoding.json_formatter(record_json)(records[1], False))
+            assert document["value"] == document["key"] == "\x00\x00\x00\x00\x07payload"
+            assert document["value_schema_id"] == 7
+            assert document["value_schema_error"] == "schema id 7 is not in the registry"
+            assert decoding.as_text(records[0]) == records[0]
+            assert decoding.as_text(records[1]) == records[1]
+        assert len(seen.requests) == 1
+
+    asyncio.run(scenario())
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [
+        "warning: value at t-0@0 printed as stored: schema id 7 is not in the registry"
+    ]
+
+
+def test_a_registry_that_refuses_stops_the_decoding() -> None:
+    async def scenario() -> None:
+        refusal = {"error_code": 40101, "message": "Unauthorized"}
+        routes = {("GET", "/schemas/ids/1"): answering(refusal, 401)}
+        async with registry(routes) as (url, _seen), SchemaRegistryClient(url) as client:
+            decoding = SchemaDecoding(client)
+            with pytest.raises(SchemaRegistryError) as raised:
+                await decoding.prepare([_record(0, None, b"\x00\x00\x00\x00\x01")])
+        assert raised.value.status == 401
+
+    asyncio.run(scenario())

@@ -22,6 +22,10 @@ kcat-style template instead, :mod:`sluice.cli.consume_format`):
   headers (a list of {key, value}). Keys and values are UTF-8 strings when they decode
   as UTF-8; otherwise they are base64 and the object says so in ``key_encoding`` /
   ``value_encoding`` (``"base64"``).
+
+With ``--decode-schemas``, keys and values written by a schema-aware serializer are
+decoded with their schemas from the Schema Registry and printed as JSON
+(:mod:`sluice.cli.consume_schemas`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import base64
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, BinaryIO
 
 import click
@@ -45,11 +49,14 @@ from sluice.cli.common import (
 )
 from sluice.cli.consume_format import TOKEN_HELP, FormatStringError, compile_format
 from sluice.cli.consume_group import consume_in_group
+from sluice.cli.consume_schemas import SchemaDecoding
 from sluice.cli.groups import parse_datetime_ms
+from sluice.cli.schemas import open_registry, registry_failure, registry_options
 from sluice.client.admin import NO_OFFSET, Admin, OffsetSpec
 from sluice.client.cluster import Cluster
 from sluice.client.consumer import ConsumedRecord, fetch_partitions
 from sluice.client.errors import ClientError
+from sluice.client.schema_registry import SchemaRegistryError
 from sluice.common.errors import KafkaError
 from sluice.common.ids import TopicPartition
 
@@ -67,6 +74,9 @@ RETRY_WAIT_S_MAX = 2.0
 """Backoff bounds between reconnection attempts while following."""
 
 NULL_TEXT = b"null"
+
+Prepare = Callable[[Sequence[ConsumedRecord]], Awaitable[None]]
+"""Called with a fetch's records before they are formatted (the schemas they need)."""
 
 
 def _text_line(record: ConsumedRecord, print_key: bool) -> bytes:
@@ -180,6 +190,7 @@ async def _consume(
     max_messages: int | None,
     formatter: Callable[[ConsumedRecord, bool], bytes],
     print_key: bool,
+    prepare: Prepare | None = None,
 ) -> None:
     admin = Admin(cluster)
     try:
@@ -242,6 +253,8 @@ async def _consume(
                     following,
                     asyncio.create_task(fetch_partitions(cluster, following, max_wait_ms=wait_ms)),
                 )
+            if prepare is not None:
+                await prepare([record for result in fetched.values() for record in result.records])
             lines: list[bytes] = []  # written once per fetch: one write per record cost more
             for tp in sorted(fetched):
                 for record in fetched[tp].records:
@@ -326,6 +339,13 @@ def _still_to_read(
     help=f"Print each record through TEMPLATE, as kcat -f does: {TOKEN_HELP}. "
     "E.g. -F '%p:%o %k=%s\\n'.",
 )
+@click.option(
+    "--decode-schemas",
+    is_flag=True,
+    help="Decode keys and values written by a schema-aware serializer (Avro, JSON Schema, "
+    "Protobuf) with their schemas from the Schema Registry at --registry; print them as JSON.",
+)
+@registry_options
 @bootstrap_option
 def consume(
     *,
@@ -340,6 +360,10 @@ def consume(
     output_format: str,
     print_key: bool,
     format_string: str | None,
+    decode_schemas: bool,
+    registry: str,
+    registry_user: str | None,
+    registry_ca_file: str | None,
     bootstrap_server: str,
 ) -> None:
     """Print records of TOPIC, one per line."""
@@ -381,8 +405,29 @@ def consume(
         except FormatStringError as e:
             raise click.BadParameter(str(e), param_hint="'--format-string' / '-F'") from None
         formatter = lambda record, _print_key: template(record)  # noqa: E731
+    decoding = (
+        SchemaDecoding(open_registry(registry, registry_user, registry_ca_file))
+        if decode_schemas
+        else None
+    )
+    prepare: Prepare | None = None
+    if decoding is not None:
+        prepare = decoding.prepare
+        if output_format == "json" and format_string is None:
+            formatter = decoding.json_formatter(record_json)
+        else:
+            formatter = decoding.text_formatter(formatter)
 
     async def consume_topic() -> None:
+        try:
+            await consume_records()
+        except SchemaRegistryError as e:
+            raise registry_failure(e) from None
+        finally:
+            if decoding is not None:
+                await decoding.registry.close()
+
+    async def consume_records() -> None:
         if group_id is not None:
             await consume_in_group(
                 sys.stdout.buffer,
@@ -393,6 +438,7 @@ def consume(
                 follow=follow,
                 max_messages=max_messages,
                 write=lambda record: formatter(record, print_key),
+                prepare=prepare,
             )
             return
         async with open_cluster(bootstrap_server) as cluster:
@@ -408,6 +454,7 @@ def consume(
                 max_messages=max_messages,
                 formatter=formatter,
                 print_key=print_key,
+                prepare=prepare,
             )
 
     try:

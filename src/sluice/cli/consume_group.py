@@ -17,7 +17,7 @@ once, saying so.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import BinaryIO
 
 import click
@@ -97,6 +97,7 @@ async def consume_in_group(
     follow: bool,
     max_messages: int | None,
     write: Callable[[ConsumedRecord], bytes],
+    prepare: Callable[[Sequence[ConsumedRecord]], Awaitable[None]] | None = None,
 ) -> None:
     """Print TOPIC's records as a member of ``group_id`` (see the module docstring)."""
     ends = await _ends_now(bootstrap_server, topic)
@@ -130,11 +131,14 @@ async def consume_in_group(
             batch = await consumer.getmany(timeout_ms=POLL_WAIT_MS, max_records=limit)
             lines: list[bytes] = []
             commits: dict[TopicPartition, int] = {}
-            for tp in sorted(batch):
-                for record in batch[tp]:
+            consumed = {tp: [_consumed(record) for record in batch[tp]] for tp in batch}
+            if prepare is not None:
+                await prepare([record for records in consumed.values() for record in records])
+            for tp in sorted(consumed):
+                for record in consumed[tp]:
                     if not follow and record.offset >= ends.get(tp, 0):
                         break
-                    lines.append(write(_consumed(record)))
+                    lines.append(write(record))
                     commits[tp] = record.offset + 1
             if not lines:
                 continue

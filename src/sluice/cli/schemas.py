@@ -162,7 +162,12 @@ def registry_failure(error: SchemaRegistryError) -> click.ClickException:
             f"point --registry or {REGISTRY_ENV_VAR} at it)"
         )
     hint = _HINTS.get(error.error_code or 0) or _HINTS.get(error.status or 0)
-    return click.ClickException(f"{error}" + (f" ({hint})" if hint else ""))
+    details = [f"error code {error.error_code}"] if error.error_code is not None else []
+    if hint:
+        details.append(hint)
+    return click.ClickException(
+        f"{error.message} ({'; '.join(details)})" if details else error.message
+    )
 
 
 def run_registry(coroutine_function: Callable[[], Coroutine[Any, Any, T]]) -> T:
