@@ -1,7 +1,8 @@
 """The Schema Registry client against a small aiohttp server in the test that answers as
 Confluent's registry does (a fake of the server only: the client's requests and its
 reading of the answers are what is tested here; tests/integration/test_cli_schemas.py
-runs it against Sluice's registry)."""
+runs it against Sluice's registry), with what ``sluice consume --decode-schemas`` does
+with its answers and how ``sluice schemas`` reads schema files."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from aiohttp import web
 
 from sluice.cli.consume import record_json
 from sluice.cli.consume_schemas import SchemaDecoding
+from sluice.cli.schemas import read_schema
 from sluice.client.consumer import ConsumedRecord
 from sluice.client.schema_registry import (
     CONTENT_TYPE,
@@ -427,3 +431,45 @@ def test_a_registry_that_refuses_stops_the_decoding() -> None:
         assert raised.value.status == 401
 
     asyncio.run(scenario())
+
+
+# ── sluice schemas: schema files and references ────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("name", "type_name", "expected"),
+    [
+        ("order.avsc", None, SchemaType.AVRO),
+        ("order.JSON", None, SchemaType.JSON),
+        ("order.proto", None, SchemaType.PROTOBUF),
+        ("order.txt", "protobuf", SchemaType.PROTOBUF),
+    ],
+)
+def test_the_schema_type_comes_from_type_or_the_extension(
+    tmp_path: Path, name: str, type_name: str | None, expected: SchemaType
+) -> None:
+    path = tmp_path / name
+    path.write_text("text")
+    assert read_schema(str(path), type_name, ["a.b.C=c-value:3"]) == Schema(
+        "text", expected, (Reference("a.b.C", "c-value", 3),)
+    )
+
+
+def test_bad_schema_files_and_references_are_usage_errors(tmp_path: Path) -> None:
+    unknown = tmp_path / "order.txt"
+    unknown.write_text("text")
+    with pytest.raises(click.UsageError, match="give --type avro, json or protobuf"):
+        read_schema(str(unknown), None, [])
+    with pytest.raises(click.UsageError, match="cannot read the schema file"):
+        read_schema(str(tmp_path / "missing.avsc"), None, [])
+    empty = tmp_path / "empty.avsc"
+    empty.write_text(" \n")
+    with pytest.raises(click.UsageError, match="is empty"):
+        read_schema(str(empty), None, [])
+    binary = tmp_path / "binary.avsc"
+    binary.write_bytes(b"\xff\xfe")
+    with pytest.raises(click.UsageError, match="not UTF-8"):
+        read_schema(str(binary), None, [])
+    for bad in ("name", "name=subject", "=s:1", "name=s:one", "name=:1"):
+        with pytest.raises(click.UsageError, match="NAME=SUBJECT:VERSION"):
+            read_schema(str(unknown), "avro", [bad])
