@@ -56,6 +56,25 @@ MESSAGE_INDEXES_MAX: Final = 100_000
 # The file name a schema's own text gets beside its references.
 SCHEMA_FILE_NAME: Final = "default.proto"
 _WELL_KNOWN_TYPES_DIR: Final = str(importlib.resources.files("grpc_tools") / "_proto")
+# The well-known types the Protobuf runtime carries, for reading custom options in
+# descriptors before they are compiled.
+_WELL_KNOWN_MODULES: Final = tuple(
+    f"google.protobuf.{name}_pb2"
+    for name in (
+        # Each after the files it imports.
+        "descriptor",
+        "any",
+        "source_context",
+        "type",
+        "api",
+        "duration",
+        "empty",
+        "field_mask",
+        "struct",
+        "timestamp",
+        "wrappers",
+    )
+)
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 # protoc's command-line entry point is one C++ call per process; one at a time.
 _PROTOC_LOCK = threading.Lock()
@@ -296,14 +315,22 @@ def _as_descriptor(name: str, text: str) -> descriptor_pb2.FileDescriptorProto |
 
 def _options_pool(descriptors: Iterable[descriptor_pb2.FileDescriptorProto]) -> DescriptorPool:
     """A pool that defines what it can of the custom options the given descriptors use:
-    ``descriptor.proto`` and those descriptors that load on it."""
+    the well-known types (``descriptor.proto`` among them) and those descriptors that
+    load on them and on each other."""
     pool = DescriptorPool()
-    pool.AddSerializedFile(descriptor_pb2.DESCRIPTOR.serialized_pb)
-    for descriptor in descriptors:
-        try:
-            pool.Add(descriptor)
-        except (TypeError, KeyError, ValueError):
-            continue  # it imports what is not here: its own custom options stay unknown
+    for module in _WELL_KNOWN_MODULES:
+        pool.AddSerializedFile(importlib.import_module(module).DESCRIPTOR.serialized_pb)
+    pending = list(descriptors)
+    while pending:
+        still_pending = []
+        for descriptor in pending:
+            try:
+                pool.Add(descriptor)
+            except (TypeError, KeyError, ValueError):
+                still_pending.append(descriptor)
+        if len(still_pending) == len(pending):
+            break  # the rest import what is not here: their custom options stay unknown
+        pending = still_pending
     return pool
 
 

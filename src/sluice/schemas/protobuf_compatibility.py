@@ -397,7 +397,11 @@ def _compare_message_types(context: _Context, original_type: str, update_type: s
         context.add(Difference.FIELD_NAMED_TYPE_CHANGED)
         return
     inner = _Context(
-        context.original, context.update, original.syntax, update.syntax, ["#", original_local]
+        context.original,
+        context.update,
+        original.syntax,
+        update.syntax,
+        ["#", *original_local.split(".")],
     )
     inner.visiting = context.visiting
     _compare_message(
