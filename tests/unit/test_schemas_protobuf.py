@@ -6,6 +6,7 @@ framed as confluent-kafka frames them."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import importlib
 import importlib.resources
 import io
@@ -247,6 +248,26 @@ message Event {
         "data": {"k": [1.0, "v"]},
     }
     assert FORMAT.decode(schema, FORMAT.encode(schema, value)) == value
+
+
+def test_compiler_warnings_stay_off_standard_error(capfd: pytest.CaptureFixture[str]) -> None:
+    unused = (
+        'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
+        "message A { int32 x = 1; }\n"
+    )
+    schema = FORMAT.parse(unused)
+    assert schema.record_names() == ["A"]
+    written = capfd.readouterr()
+    assert "warning" not in written.err
+    assert "is unused" not in written.out + written.err
+
+
+def test_parses_on_many_threads_at_once_agree() -> None:
+    texts = list(ROUND_TRIP_CORPUS.values()) * 4
+    expected = {text: FORMAT.parse(text).canonical() for text in ROUND_TRIP_CORPUS.values()}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        canonical = list(pool.map(lambda text: FORMAT.parse(text).canonical(), texts))
+    assert canonical == [expected[text] for text in texts]
 
 
 def test_a_schema_named_like_a_reference_does_not_clash() -> None:

@@ -35,6 +35,7 @@ import binascii
 import importlib.resources
 import os
 import re
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
@@ -76,8 +77,9 @@ _WELL_KNOWN_MODULES: Final = tuple(
     )
 )
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
-# protoc's command-line entry point is one C++ call per process; one at a time.
+# protoc's command line runs with the process's standard error redirected: one at a time.
 _PROTOC_LOCK = threading.Lock()
+_STANDARD_ERROR_FD: Final = 2
 
 
 class ProtobufSchema:
@@ -386,13 +388,41 @@ def _compile(sources: dict[str, str], main: str) -> list[descriptor_pb2.FileDesc
             f"--descriptor_set_out={output}",
             main,
         ]
-        with _PROTOC_LOCK:
-            status = protoc.main(arguments)
+        status, said = _run_protoc(arguments, directory)
         if status != 0:
-            raise InvalidSchema(f"the Protobuf compiler refused the schema (status {status})")
+            detail = "; ".join(line.replace(directory + os.sep, "") for line in said)
+            raise InvalidSchema(f"the Protobuf compiler refused the schema: {detail}")
         with open(output, "rb") as file:
             descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(file.read())
     return list(descriptor_set.file)
+
+
+def _run_protoc(arguments: list[str], directory: str) -> tuple[int, list[str]]:
+    """protoc run in this process, and the lines it wrote about files in ``directory``.
+
+    The compiler writes its warnings (an unused import, say) to the process's standard
+    error, naming the temporary directory; those are kept from the broker's log. While
+    it runs, file descriptor 2 points at a temporary file (one run at a time, under a
+    lock); whatever else the process wrote there meanwhile is passed on afterwards.
+    """
+    with _PROTOC_LOCK, tempfile.TemporaryFile() as capture:
+        sys.stderr.flush()
+        saved = os.dup(_STANDARD_ERROR_FD)
+        try:
+            os.dup2(capture.fileno(), _STANDARD_ERROR_FD)
+            try:
+                status: int = protoc.main(arguments)
+            finally:
+                os.dup2(saved, _STANDARD_ERROR_FD)
+        finally:
+            os.close(saved)
+        capture.seek(0)
+        written = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+    about_schema = [line.rstrip("\n") for line in written if directory in line]
+    others = "".join(line for line in written if directory not in line)
+    if others:
+        os.write(_STANDARD_ERROR_FD, others.encode("utf-8"))
+    return status, about_schema
 
 
 def _error_text(errors: Sequence[_protoc_compiler.ProtocError]) -> str:
