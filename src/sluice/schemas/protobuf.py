@@ -38,7 +38,8 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Final
 
 from google.protobuf import descriptor_pb2, json_format, message_factory
@@ -374,11 +375,6 @@ def _compile(sources: dict[str, str], main: str) -> list[descriptor_pb2.FileDesc
             with open(path, "w", encoding="utf-8") as file:
                 file.write(text)
         include = [directory.encode(), _WELL_KNOWN_TYPES_DIR.encode()]
-        try:
-            # Checks the schema and reports errors as data, never on standard error.
-            _protoc_compiler.get_protos(main.encode(), include)
-        except _protoc_compiler.ProtocErrors as errors:
-            raise InvalidSchema(_error_text(errors.errors())) from None
         output = os.path.join(directory, "descriptor-set.bin")
         arguments = [
             "protoc",
@@ -388,7 +384,14 @@ def _compile(sources: dict[str, str], main: str) -> list[descriptor_pb2.FileDesc
             f"--descriptor_set_out={output}",
             main,
         ]
-        status, said = _run_protoc(arguments, directory)
+        said: list[str] = []
+        with _compiler_output_kept(said, (directory, *sources)):
+            try:
+                # Reports the schema's errors as data, with lines and columns.
+                _protoc_compiler.get_protos(main.encode(), include)
+            except _protoc_compiler.ProtocErrors as errors:
+                raise InvalidSchema(_error_text(errors.errors())) from None
+            status: int = protoc.main(arguments)
         if status != 0:
             detail = "; ".join(line.replace(directory + os.sep, "") for line in said)
             raise InvalidSchema(f"the Protobuf compiler refused the schema: {detail}")
@@ -397,13 +400,17 @@ def _compile(sources: dict[str, str], main: str) -> list[descriptor_pb2.FileDesc
     return list(descriptor_set.file)
 
 
-def _run_protoc(arguments: list[str], directory: str) -> tuple[int, list[str]]:
-    """protoc run in this process, and the lines it wrote about files in ``directory``.
+# The line the compiler's logging library writes before its first message.
+_LOG_PREAMBLE: Final = "before absl::InitializeLog() is called"
 
-    The compiler writes its warnings (an unused import, say) to the process's standard
-    error, naming the temporary directory; those are kept from the broker's log. While
-    it runs, file descriptor 2 points at a temporary file (one run at a time, under a
-    lock); whatever else the process wrote there meanwhile is passed on afterwards.
+
+@contextmanager
+def _compiler_output_kept(said: list[str], markers: Sequence[str]) -> Iterator[None]:
+    """Keeps what the compiler writes to the process's standard error about the schema
+    (warnings such as an unused import or a missing ``syntax``, naming its temporary
+    directory or files: lines holding one of ``markers``) out of the broker's log, in
+    ``said``. Meanwhile file descriptor 2 points at a temporary file (one compilation
+    at a time, under a lock); whatever else the process wrote there is passed on after.
     """
     with _PROTOC_LOCK, tempfile.TemporaryFile() as capture:
         sys.stderr.flush()
@@ -411,18 +418,21 @@ def _run_protoc(arguments: list[str], directory: str) -> tuple[int, list[str]]:
         try:
             os.dup2(capture.fileno(), _STANDARD_ERROR_FD)
             try:
-                status: int = protoc.main(arguments)
+                yield
             finally:
                 os.dup2(saved, _STANDARD_ERROR_FD)
         finally:
             os.close(saved)
-        capture.seek(0)
-        written = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
-    about_schema = [line.rstrip("\n") for line in written if directory in line]
-    others = "".join(line for line in written if directory not in line)
-    if others:
-        os.write(_STANDARD_ERROR_FD, others.encode("utf-8"))
-    return status, about_schema
+            capture.seek(0)
+            written = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+            others: list[str] = []
+            for line in written:
+                if _LOG_PREAMBLE in line or any(marker in line for marker in markers):
+                    said.append(line.rstrip("\n"))
+                else:
+                    others.append(line)
+            if others:
+                os.write(_STANDARD_ERROR_FD, "".join(others).encode("utf-8"))
 
 
 def _error_text(errors: Sequence[_protoc_compiler.ProtocError]) -> str:
