@@ -31,7 +31,8 @@ from sluice.client.schema_registry import (
     SchemaRegistryError,
     encode_bytes_as_avro_json,
 )
-from sluice.schemas.api import Reference, ResolvedReference, SchemaType
+from sluice.schemas.api import Reference, ResolvedReference, SchemaType, format_for
+from sluice.schemas.wire import frame
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -473,3 +474,52 @@ def test_bad_schema_files_and_references_are_usage_errors(tmp_path: Path) -> Non
     for bad in ("name", "name=subject", "=s:1", "name=s:one", "name=:1"):
         with pytest.raises(click.UsageError, match="NAME=SUBJECT:VERSION"):
             read_schema(str(unknown), "avro", [bad])
+
+
+def test_a_framed_protobuf_value_decodes_with_its_schema_and_the_schemas_it_imports() -> None:
+    common = (
+        'syntax = "proto3";\npackage shop;\n'
+        "message Money { string currency = 1; int32 cents = 2; }\n"
+    )
+    order = (
+        'syntax = "proto3";\npackage shop;\nimport "common.proto";\n'
+        "message Order { string id = 1; Money total = 2; }\n"
+    )
+    protobuf = format_for(SchemaType.PROTOBUF)
+    parsed = protobuf.parse(order, [ResolvedReference("common.proto", common)])
+    value = {"id": "o-1", "total": {"currency": "EUR", "cents": 1250}}
+    framed = frame(3, protobuf.encode(parsed, value))
+
+    async def scenario() -> None:
+        routes = {
+            ("GET", "/schemas/ids/3"): answering(
+                {
+                    "schema": order,
+                    "schemaType": "PROTOBUF",
+                    "references": [{"name": "common.proto", "subject": "common", "version": 1}],
+                }
+            ),
+            ("GET", "/subjects/common/versions/1"): answering(
+                {
+                    "subject": "common",
+                    "version": 1,
+                    "id": 2,
+                    "schema": common,
+                    "schemaType": "PROTOBUF",
+                }
+            ),
+        }
+        async with registry(routes) as (url, seen), SchemaRegistryClient(url) as client:
+            decoding = SchemaDecoding(client)
+            records = [_record(0, b"o-1", framed), _record(1, None, framed)]
+            await decoding.prepare(records)
+            document = json.loads(decoding.json_formatter(record_json)(records[0], False))
+            assert document["key"] == "o-1"
+            assert document["value"] == value
+            assert document["value_schema_id"] == 3
+            assert "key_schema_id" not in document
+            assert json.loads(decoding.as_text(records[1]).value or b"") == value
+            assert (await client.decode(framed)).value == value
+        assert len(seen.requests) == 2  # the schema and its import, each once
+
+    asyncio.run(scenario())
