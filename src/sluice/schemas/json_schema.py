@@ -24,6 +24,7 @@ Compatibility follows Confluent's rules, in :mod:`sluice.schemas.json_schema_dif
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -211,7 +212,7 @@ def _unresolvable_refs(contents: object, resolver: Resolver[Any], draft: Draft) 
     return missing
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class JsonSchema:
     """A parsed JSON Schema. ``root`` is the schema as Python data (floats for numbers);
     ``exact`` the same tree with the numbers as written, for the canonical text."""
@@ -247,6 +248,12 @@ class JsonSchema:
         """A resolver of ``$ref``s scoped at the root."""
         return self.registry.resolver_with_root(_resource(self.root, self.draft))
 
+    @functools.cached_property
+    def _validator(self) -> Any:
+        """The draft's validator of this schema, built once (building costs as much as
+        checking a small value)."""
+        return self.draft.validator(self.root, registry=self.registry)
+
     def tree(self) -> json_schema_diff.SchemaTree:
         """The schema as the compatibility rules walk it."""
         return json_schema_diff.SchemaTree(self.root, self.resolver(), self.draft.name)
@@ -254,9 +261,8 @@ class JsonSchema:
     def validation_errors(self, value: object) -> list[str]:
         """Why ``value`` does not satisfy the schema (``format`` is not asserted); empty
         when it does. Each message starts with the place in the value."""
-        validator = self.draft.validator(self.root, registry=self.registry)
         messages = []
-        for error in sorted(validator.iter_errors(value), key=lambda found: list(found.path)):
+        for error in sorted(self._validator.iter_errors(value), key=lambda found: list(found.path)):
             where = "/".join(str(part) for part in error.path)
             messages.append(f"#/{where}: {error.message}")
         return messages
