@@ -4,6 +4,7 @@ normalized texts, Confluent's compatibility rules in both directions, values."""
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -87,6 +88,22 @@ def test_nesting_deeper_than_the_limit_is_refused() -> None:
     )
     with pytest.raises(InvalidSchema, match=f"deeper than {SCHEMA_NESTING_DEPTH_MAX} levels"):
         FORMAT.parse(deep)
+
+
+def test_an_id_that_is_not_a_url_is_refused() -> None:
+    with pytest.raises(InvalidSchema, match=r"\$id or \$ref that is not a URL"):
+        FORMAT.parse('{"$id": "http://[bad", "type": "object"}')
+    with pytest.raises(InvalidSchema, match=r"\$id or \$ref that is not a URL"):
+        FORMAT.parse('{"properties": {"a": {"$id": "http://[bad"}}}')
+
+
+def test_a_lone_surrogate_escape_stays_escaped_in_the_canonical_text() -> None:
+    """JSON lets a text escape half a UTF-16 pair; the canonical text must still be
+    UTF-8 (the registry stores it) and mean the same."""
+    text = '{"properties":{"\\ud800":{"const":"\\udfff"}}}'
+    canonical = FORMAT.parse(text).canonical()
+    assert canonical == text
+    assert json.loads(canonical.encode("utf-8")) == json.loads(text)
 
 
 def test_boolean_schemas_parse() -> None:
@@ -681,6 +698,8 @@ def test_encode_refuses_a_value_the_schema_does_not_allow_saying_where() -> None
         FORMAT.encode(schema, {"name": b"bytes"})
     with pytest.raises(ValueError, match="cannot be written as JSON"):
         FORMAT.encode(parse(True), {"x": float("nan")})
+    with pytest.raises(ValueError, match="cannot be written as JSON"):
+        FORMAT.encode(parse(True), {"x": "\ud800"})
 
 
 def test_decode_validates_only_when_asked() -> None:
@@ -714,3 +733,71 @@ def test_values_cross_with_confluents_json_serializer_and_deserializer() -> None
 
     ours = frame(framed.schema_id, FORMAT.encode(parse(PERSON), value))
     assert JSONDeserializer(schema_text)(ours, context) == value
+
+
+def random_schema(rng: random.Random, depth: int) -> object:
+    """A schema from a small grammar of the keywords the rules look at (some invalid:
+    those must be refused with InvalidSchema)."""
+    if depth <= 0 or rng.random() < 0.2:
+        return rng.choice([True, False, {}, {"type": rng.choice(["string", "integer", "null"])}])
+    choice = rng.randrange(9)
+    if choice == 0:
+        keys = rng.sample(["a", "b", "c", "x_d"], rng.randrange(4))
+        schema: dict[str, object] = {
+            "type": "object",
+            "properties": {key: random_schema(rng, depth - 1) for key in keys},
+            "required": rng.sample(keys, rng.randrange(len(keys) + 1)),
+        }
+        schema["additionalProperties"] = rng.choice([True, False, {"type": "string"}, None])
+        if rng.random() < 0.3:
+            schema["patternProperties"] = {"^x_": random_schema(rng, depth - 1)}
+        return {key: value for key, value in schema.items() if value is not None}
+    if choice == 1:
+        return {
+            "type": "array",
+            "items": rng.choice([random_schema(rng, depth - 1), [{}, {"type": "string"}]]),
+        }
+    if choice == 2:
+        return {
+            rng.choice(["anyOf", "oneOf", "allOf"]): [
+                random_schema(rng, depth - 1) for _ in range(rng.randrange(1, 4))
+            ]
+        }
+    if choice == 3:
+        return {"enum": rng.sample(["a", "b", 1, True, None], rng.randrange(1, 4))}
+    if choice == 4:
+        return {"type": "string", rng.choice(["maxLength", "minLength"]): rng.randrange(-1, 4)}
+    if choice == 5:
+        return {
+            "type": rng.choice(["number", "integer"]),
+            rng.choice(["maximum", "multipleOf", "exclusiveMinimum"]): rng.choice([0, 1, 2.5]),
+        }
+    if choice == 6:
+        return {"not": random_schema(rng, depth - 1)}
+    if choice == 7:
+        return {
+            "$ref": rng.choice(["#", "#/definitions/d", "#/definitions/missing"]),
+            "definitions": {"d": random_schema(rng, depth - 1)},
+        }
+    return {"type": [rng.choice(["string", "number"]), "null"], "const": rng.choice(["a", 1])}
+
+
+def test_random_schemas_parse_or_are_refused_and_always_compare() -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    parsed = []
+    for _ in range(150):
+        text = json.dumps(random_schema(rng, 4))
+        try:
+            parsed.append(FORMAT.parse(text))
+        except InvalidSchema:
+            continue
+    assert len(parsed) > 50, f"seed {seed}"
+    for reader in parsed[:40]:
+        for writer in parsed[:40]:
+            errors = FORMAT.compatibility_errors(reader, writer)
+            assert all(message.startswith('{errorType:"') for message in errors), f"seed {seed}"
+        assert FORMAT.compatibility_errors(reader, reader) == [], (
+            f"seed {seed}: {reader.canonical()}"
+        )

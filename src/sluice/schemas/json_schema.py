@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import jsonschema
 import jsonschema.exceptions
@@ -109,7 +109,7 @@ def _compact_pieces(value: object) -> Iterator[str]:
         for index, (key, item) in enumerate(value.items()):
             if index:
                 yield ","
-            yield json.dumps(key, ensure_ascii=False)
+            yield _json_string(key)
             yield ":"
             yield from _compact_pieces(item)
         yield "}"
@@ -122,8 +122,21 @@ def _compact_pieces(value: object) -> Iterator[str]:
         yield "]"
     elif isinstance(value, Decimal):
         yield str(value)
+    elif isinstance(value, str):
+        yield _json_string(value)
     else:
         yield json.dumps(value, ensure_ascii=False)
+
+
+def _json_string(text: str) -> str:
+    """``text`` as a JSON string, non-ASCII kept, but escaped as ``\\uXXXX`` when it
+    holds half a UTF-16 pair (valid JSON, but no UTF-8 encoder writes it)."""
+    written = json.dumps(text, ensure_ascii=False)
+    try:
+        written.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(text)
+    return written
 
 
 def _sorted_keys(value: object) -> object:
@@ -195,7 +208,9 @@ def _unresolvable_refs(contents: object, resolver: Resolver[Any], draft: Draft) 
             continue
         if node is not contents:
             subresource = draft.specification.create_resource(node)
-            if subresource.id() is not None:
+            subresource_id = subresource.id()
+            if subresource_id is not None:
+                urlsplit(subresource_id)  # a ValueError for what is no URL
                 scope = scope.in_subresource(subresource)
         reference = node.get("$ref")
         if isinstance(reference, str):
@@ -280,36 +295,44 @@ class JsonSchemaFormat:
         _check_depth(root, "the schema")
         draft = draft_of(root)
         _check_meta_schema(root, draft, "the schema")
-        root_id = _resource(root, draft).id() or ""
-        registry: referencing.Registry[Any] = jsonschema_specifications.REGISTRY
-        referenced: list[tuple[str, Any, Draft]] = []
-        for reference in references:
-            what = f"the referenced schema {reference.name!r}"
-            contents = _load_json(reference.text, what)
-            _check_depth(contents, what)
-            reference_draft = draft_of(contents)
-            _check_meta_schema(contents, reference_draft, what)
-            resource = _resource(contents, reference_draft)
-            uris = {reference.name, urljoin(root_id, reference.name)}
-            registry = registry.with_resources((uri, resource) for uri in uris)
-            referenced.append((reference.name, contents, reference_draft))
-        registry = registry.crawl()
-        schema = JsonSchema(
-            root=root,
-            exact=_load_json(text, "the schema", exact_numbers=True),
-            draft=draft,
-            references=tuple(references),
-            registry=registry,
-        )
-        missing = _unresolvable_refs(root, schema.resolver(), draft)
-        for name, contents, reference_draft in referenced:
-            missing.extend(
-                reference
-                for reference in _unresolvable_refs(
-                    contents, registry.resolver(name), reference_draft
-                )
-                if reference not in missing
+        try:
+            root_id = _resource(root, draft).id() or ""
+            urlsplit(root_id)
+            registry: referencing.Registry[Any] = jsonschema_specifications.REGISTRY
+            referenced: list[tuple[str, Any, Draft]] = []
+            for reference in references:
+                what = f"the referenced schema {reference.name!r}"
+                contents = _load_json(reference.text, what)
+                _check_depth(contents, what)
+                reference_draft = draft_of(contents)
+                _check_meta_schema(contents, reference_draft, what)
+                resource = _resource(contents, reference_draft)
+                uris = {reference.name, urljoin(root_id, reference.name)}
+                registry = registry.with_resources((uri, resource) for uri in uris)
+                referenced.append((reference.name, contents, reference_draft))
+            registry = registry.crawl()
+            schema = JsonSchema(
+                root=root,
+                exact=_load_json(text, "the schema", exact_numbers=True),
+                draft=draft,
+                references=tuple(references),
+                registry=registry,
             )
+            missing = _unresolvable_refs(root, schema.resolver(), draft)
+            for name, contents, reference_draft in referenced:
+                missing.extend(
+                    reference
+                    for reference in _unresolvable_refs(
+                        contents, registry.resolver(name), reference_draft
+                    )
+                    if reference not in missing
+                )
+        except InvalidSchema:
+            raise
+        except ValueError as error:  # urllib's, for an $id or $ref it cannot split
+            raise InvalidSchema(
+                f"the schema has an $id or $ref that is not a URL: {error}"
+            ) from None
         if missing:
             raise InvalidSchema(
                 "unresolvable $ref: "
@@ -344,9 +367,9 @@ class JsonSchemaFormat:
         _raise_unless_valid(schema, value)
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            return text.encode("utf-8")
         except (TypeError, ValueError) as error:
             raise ValueError(f"the value cannot be written as JSON: {error}") from None
-        return text.encode("utf-8")
 
 
 def _raise_unless_valid(schema: JsonSchema, value: object) -> None:
