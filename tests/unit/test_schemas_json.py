@@ -14,7 +14,13 @@ from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from sluice.schemas.api import InvalidSchema, ResolvedReference, SchemaType, format_for
+from sluice.schemas.api import (
+    InvalidSchema,
+    ResolvedReference,
+    SchemaFormat,
+    SchemaType,
+    format_for,
+)
 from sluice.schemas.json_schema import FORMAT, SCHEMA_NESTING_DEPTH_MAX, JsonSchema, draft_of
 from sluice.schemas.json_schema_diff import DIFFERENCES_MAX, RULES
 from sluice.schemas.wire import frame, unframe
@@ -35,7 +41,8 @@ def error_names(reader: object, writer: object) -> list[str]:
 
 
 def test_the_format_is_found_by_its_type() -> None:
-    assert format_for(SchemaType.JSON) is FORMAT
+    implements: SchemaFormat = FORMAT  # the type checker holds it to the interface
+    assert format_for(SchemaType.JSON) is implements
     assert parse({"type": "string"}).schema_type is SchemaType.JSON
 
 
