@@ -11,7 +11,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import subprocess
+import sys
 import uuid
+from typing import cast
 
 import pytest
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
@@ -21,6 +24,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sluice.schemas.api import InvalidSchema, ResolvedReference, SchemaType, format_for
 from sluice.schemas.avro import FORMAT, AvroSchema
+from sluice.schemas.avro_bounds import VALUE_DEPTH_MAX, ZERO_WIDTH_ITEMS_MAX
 from sluice.schemas.avro_text import java_double
 from sluice.schemas.wire import frame, unframe
 
@@ -739,3 +743,101 @@ def test_a_value_that_does_not_fit_is_refused() -> None:
         FORMAT.encode(schema, {"a": "not a number"})
     with pytest.raises(ValueError, match="the value does not fit the schema"):
         FORMAT.encode(schema, ["not", "a", "record"])
+
+
+# --- bounds on values --------------------------------------------------------------
+
+LINKED = (
+    '{"type":"record","name":"Link","fields":[{"name":"v","type":"int"},'
+    '{"name":"next","type":["null","Link"]}]}'
+)
+CHILD_TIMEOUT_S = 120.0
+"""Bounds one child decode on a loaded machine; a crash or hang fails the test."""
+
+
+def _linked_payload(depth: int) -> bytes:
+    # each level: v = 0, then the union's branch 1 (Link); the last: branch 0 (null)
+    return b"\x00\x02" * (depth - 1) + b"\x00\x00"
+
+
+def _decode_in_child(schema_text: str, payload: bytes) -> subprocess.CompletedProcess[str]:
+    """Decode in a child process, so that native code overflowing its stack fails this
+    test instead of ending the test run."""
+    program = (
+        "import sys\n"
+        "from sluice.schemas.avro import FORMAT\n"
+        "schema = FORMAT.parse(sys.argv[1])\n"
+        "try:\n"
+        "    FORMAT.decode(schema, bytes.fromhex(sys.argv[2]))\n"
+        "    print('decoded')\n"
+        "except ValueError as error:\n"
+        "    print('refused', error)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program, schema_text, payload.hex()],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_a_value_nested_deeper_than_the_bound_is_refused_not_a_crash() -> None:
+    # fastavro's compiled reader overflowed the stack at a few thousand levels
+    done = _decode_in_child(LINKED, _linked_payload(10_000))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(
+        f"refused not an Avro value this reader accepts: it nests deeper than {VALUE_DEPTH_MAX}"
+    )
+
+
+def test_a_value_nested_up_to_the_bound_is_read() -> None:
+    schema = FORMAT.parse(LINKED)
+    value = FORMAT.decode(schema, _linked_payload(VALUE_DEPTH_MAX))
+    depth = 0
+    while isinstance(value, dict):
+        depth += 1
+        value = value["next"]
+    assert depth == VALUE_DEPTH_MAX
+    with pytest.raises(ValueError, match="nests deeper than"):
+        FORMAT.decode(schema, _linked_payload(VALUE_DEPTH_MAX + 1))
+
+
+def test_a_value_to_write_nested_deeper_than_the_bound_is_refused() -> None:
+    schema = FORMAT.parse(LINKED)
+    value: dict[str, object] = {"v": 0, "next": None}
+    for _ in range(VALUE_DEPTH_MAX):
+        value = {"v": 0, "next": value}
+    with pytest.raises(ValueError, match=f"nests deeper than {VALUE_DEPTH_MAX} levels"):
+        FORMAT.encode(schema, value)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        '"null"',
+        '{"type":"record","name":"Empty","fields":[]}',
+        '{"type":"fixed","name":"Nothing","size":0}',
+    ],
+)
+def test_arrays_of_items_of_no_bytes_are_bounded(items: str) -> None:
+    schema = FORMAT.parse(f'{{"type":"array","items":{items}}}')
+    # 2^40 items in a few bytes: fastavro would build them one by one
+    huge = bytes.fromhex("808080808040") + b"\x00"
+    with pytest.raises(ValueError, match=f"more than {ZERO_WIDTH_ITEMS_MAX} items of no bytes"):
+        FORMAT.decode(schema, huge)
+    assert len(cast("list[object]", FORMAT.decode(schema, b"\xd0\x0f\x00"))) == 1000
+
+
+def test_a_schema_that_nests_without_end_refuses_every_payload() -> None:
+    # fastavro's reader recursed until the stack overflowed, reading no bytes
+    endless = '{"type":"record","name":"Z","fields":[{"name":"z","type":"Z"}]}'
+    done = _decode_in_child(endless, b"")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("refused not an Avro value this reader accepts: it nests")
+
+
+def test_values_of_schemas_without_such_risks_are_not_walked_twice() -> None:
+    assert not FORMAT.parse(EVENT).checks_values
+    assert FORMAT.parse(LINKED).checks_values
+    assert FORMAT.parse('{"type":"array","items":"null"}').checks_values

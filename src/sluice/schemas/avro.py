@@ -8,6 +8,9 @@ fields and union branches; its parsed schema is what compatibility walks). A ref
 is an Avro schema whose named types the schema uses by full name; references come
 dependencies first, and each one's types are known to those after it.
 
+Values nested deeper than fastavro's compiled code can take, or arrays of items that
+take no bytes, are refused before fastavro reads them (:mod:`sluice.schemas.avro_bounds`).
+
 The texts the registry keeps (canonical, normalized) are Confluent's
 (:mod:`sluice.schemas.avro_text`); compatibility is Avro's
 (:mod:`sluice.schemas.avro_compatibility`).
@@ -31,6 +34,7 @@ import avro.schema
 import fastavro
 
 from sluice.schemas.api import InvalidSchema, ParsedSchema, ResolvedReference, SchemaType
+from sluice.schemas.avro_bounds import check_payload, check_value_depth, needs_checks
 from sluice.schemas.avro_compatibility import AmbiguousField, incompatibilities
 from sluice.schemas.avro_text import (
     PRIMITIVE_TYPES,
@@ -57,8 +61,10 @@ class AvroSchema:
     names: tuple[str, ...]
     # fastavro's parsed schema (a dict it never changes), for values
     writer_schema: Any
-    # the apache avro package's, for compatibility
+    # the apache avro package's, for compatibility and value bounds
     model: avro.schema.Schema
+    # whether a value may nest beyond the bounds of :mod:`~sluice.schemas.avro_bounds`
+    checks_values: bool
 
     @property
     def schema_type(self) -> SchemaType:
@@ -100,6 +106,8 @@ class AvroFormat:
 
     def decode(self, schema: ParsedSchema, payload: bytes) -> object:
         assert isinstance(schema, AvroSchema)
+        if schema.checks_values:
+            check_payload(schema.model, payload)
         stream = io.BytesIO(payload)
         try:
             value: object = fastavro.schemaless_reader(stream, schema.writer_schema, None)
@@ -116,6 +124,8 @@ class AvroFormat:
 
     def encode(self, schema: ParsedSchema, value: object) -> bytes:
         assert isinstance(schema, AvroSchema)
+        if schema.checks_values:
+            check_value_depth(value)
         stream = io.BytesIO()
         try:
             fastavro.schemaless_writer(stream, schema.writer_schema, value)
@@ -178,6 +188,7 @@ def _parse(text: str, references: tuple[ResolvedReference, ...]) -> AvroSchema:
         names=tuple(_record_names(node, definitions)),
         writer_schema=writer_schema,
         model=model,
+        checks_values=needs_checks(model),
     )
 
 
