@@ -119,11 +119,18 @@ def test_the_format_is_found_by_its_type() -> None:
         (_record('{"name":"a","type":"Foo"}'), "the schema: unknown type 'Foo'"),
         (
             _record('{"name":"a","type":"int","default":"x"}'),
-            "the schema: Default value <x> must match schema type: int",
+            "the schema: the default of the field at /fields/0 ('a'): "
+            "Default value <x> must match schema type: int",
         ),
         (
-            _record('{"name":"a","type":["null","int"],"default":"x"}'),
-            "the schema: Default value <x> must match a schema in union",
+            _record(
+                '{"name":"a","type":"int","default":1},'
+                '{"name":"n","type":["null",{"type":"record","name":"N","fields":['
+                '{"name":"ok","type":"string","default":""},'
+                '{"name":"b","type":["null","int"],"default":"x"}]}]}'
+            ),
+            "the schema: the default of the field at /fields/1/type/1/fields/1 ('b'): "
+            "Default value <x> must match a schema in union",
         ),
         (
             _record('{"name":"a","type":"int"},{"name":"a","type":"long"}'),

@@ -36,6 +36,7 @@ import fastavro
 from sluice.schemas.api import InvalidSchema, ParsedSchema, ResolvedReference, SchemaType
 from sluice.schemas.avro_bounds import check_payload, check_value_depth, needs_checks
 from sluice.schemas.avro_compatibility import AmbiguousField, incompatibilities
+from sluice.schemas.avro_defaults import field_of_refused_default
 from sluice.schemas.avro_text import (
     PRIMITIVE_TYPES,
     Definition,
@@ -207,10 +208,18 @@ def _check(
     """``node`` parsed by both libraries, its named types added to those both know."""
     if node is None or isinstance(node, (bool, int, float)):
         raise InvalidSchema(f"Invalid Avro schema: {what}: {json.dumps(node)} is not a schema")
+    named_before = dict(fastavro_named)
     try:
         writer_schema = fastavro.parse_schema(node, fastavro_named)
     except Exception as error:
-        raise InvalidSchema(f"Invalid Avro schema: {what}: {_describe_parse(error)}") from None
+        where = ""
+        if str(error).startswith("Default value <"):
+            field = field_of_refused_default(node, named_before)
+            if field is not None:
+                where = f"the default of the field at {field}: "
+        raise InvalidSchema(
+            f"Invalid Avro schema: {what}: {where}{_describe_parse(error)}"
+        ) from None
     model: avro.schema.Schema | None
     try:
         if isinstance(node, str) and node not in PRIMITIVE_TYPES:
