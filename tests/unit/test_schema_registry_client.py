@@ -7,6 +7,7 @@ with its answers and how ``sluice schemas`` reads schema files."""
 from __future__ import annotations
 
 import asyncio
+import decimal
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -521,5 +522,42 @@ def test_a_framed_protobuf_value_decodes_with_its_schema_and_the_schemas_it_impo
             assert json.loads(decoding.as_text(records[1]).value or b"") == value
             assert (await client.decode(framed)).value == value
         assert len(seen.requests) == 2  # the schema and its import, each once
+
+    asyncio.run(scenario())
+
+
+def test_avro_bytes_decimals_and_timestamps_print_as_json() -> None:
+    text = json.dumps(
+        {
+            "type": "record",
+            "name": "Payment",
+            "fields": [
+                {"name": "token", "type": "bytes"},
+                {
+                    "name": "amount",
+                    "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+                },
+                {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            ],
+        }
+    )
+    avro = format_for(SchemaType.AVRO)
+    payload = avro.encode(
+        avro.parse(text),
+        {"token": b"\x00\xff", "amount": decimal.Decimal("12.50"), "at": 1_700_000_000_000},
+    )
+
+    async def scenario() -> None:
+        routes = {("GET", "/schemas/ids/9"): answering({"schema": text})}
+        async with registry(routes) as (url, _seen), SchemaRegistryClient(url) as client:
+            decoding = SchemaDecoding(client)
+            record = _record(0, None, frame(9, payload))
+            await decoding.prepare([record])
+            printed = json.loads(decoding.as_text(record).value or b"")
+            document = json.loads(decoding.json_formatter(record_json)(record, False))
+        expected = {"token": "\x00\xff", "amount": "12.50", "at": "2023-11-14 22:13:20+00:00"}
+        assert printed == expected
+        assert document["value"] == expected
+        assert "value_encoding" not in document
 
     asyncio.run(scenario())
