@@ -59,7 +59,7 @@ def one_line_error(exit_code: int, stderr: str) -> str:
 
 def serve(data_dir: Path, *extra: str, prefix: Sequence[str] = ()) -> tuple[int, str]:
     """A ``sluice serve`` that must fail before serving (a timeout means it served)."""
-    no_http = ("-o", "http.port=0")
+    no_http = ("-o", "http.port=0", "-o", "schema.registry.listeners=")
     # Port 0: nothing to race another process for, should it get as far as binding.
     return run_sluice(
         "serve", "--data-dir", str(data_dir), "--port", "0", *no_http, *extra, prefix=prefix
