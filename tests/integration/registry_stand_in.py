@@ -11,11 +11,21 @@ what ``run_check`` (run in a worker thread) made of its body; anything else 404.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+
+from sluice.broker.app import Broker
 from sluice.broker.registry.service import RegistryCore
+from sluice.cli.loopback import HOST
 from sluice.common import errors
 from sluice.common.config import BrokerConfig
 from sluice.common.errors import ErrorCode
@@ -113,3 +123,76 @@ def _new_shard(_config: BrokerConfig) -> Any:
 
 
 STAND_IN_CORE = RegistryCore(_new_shard, run_check, subject_of, is_write)
+
+
+# ── a broker with the stand-in, in the caller's event loop ───────────────────────────
+
+READY_TIMEOUT_S = 60.0
+POLL_INTERVAL_S = 0.05
+STAND_IN_SCHEMA_MAX_BYTES = 2048
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def stand_in_config(data_dir: Path, settings: Mapping[str, str]) -> BrokerConfig:
+    config = BrokerConfig()
+    config.apply_properties(
+        {
+            "http.port": "0",
+            "offsets.topic.num.partitions": "1",
+            "schema.registry.listeners": f"http://{HOST}:0",
+            "schema.registry.schema.max.bytes": str(STAND_IN_SCHEMA_MAX_BYTES),
+            **settings,
+        }
+    )
+    if "listeners" not in settings:
+        config.set_address(HOST, 0, origin="test")
+    config.data_dir = data_dir
+    return config
+
+
+@asynccontextmanager
+async def running_broker(
+    data_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[Broker]:
+    """A broker in this event loop, with the stand-in registry, until the block ends."""
+    broker = Broker(stand_in_config(data_dir, settings or {}), registry_core=STAND_IN_CORE)
+    await broker.start()
+    running = asyncio.create_task(broker.run())
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not await asyncio.to_thread(accepts_connections, broker.server.port):
+            assert not running.done(), "the broker stopped while starting"
+            assert time.monotonic() < deadline, "the broker never accepted connections"
+            await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a synchronization
+        yield broker
+    finally:
+        broker.request_stop()
+        await running
+
+
+def registry_url(broker: Broker) -> str:
+    assert broker.schema_registry is not None
+    return broker.schema_registry.urls[0]
+
+
+async def call_registry(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    auth: str | None = None,
+) -> tuple[int, Any, Mapping[str, str]]:
+    """The status, JSON body and headers of one request (``auth``: an Authorization)."""
+    headers = {**(headers or {}), **({"Authorization": auth} if auth else {})}
+    async with session.request(method, url, data=data, headers=headers) as response:
+        body = await response.json(content_type=None)
+        return response.status, body, response.headers

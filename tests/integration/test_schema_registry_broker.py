@@ -13,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
-import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
-from registry_stand_in import STAND_IN_CORE
+from registry_stand_in import (
+    STAND_IN_CORE,
+    STAND_IN_SCHEMA_MAX_BYTES,
+    call_registry,
+    registry_url,
+    running_broker,
+    stand_in_config,
+)
 from test_sasl import seed_users
 
 from sluice.broker.app import Broker
@@ -40,104 +43,39 @@ from sluice.common.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from sluice.common.config import BrokerConfig
 from sluice.protocol.private import SCHEMA_REGISTRY_CALL, PrivateRequest
 from sluice.registry.api import Call
 from sluice.testing.ready_line import ready_schema_registry_url
 
-READY_TIMEOUT_S = 60.0
-POLL_INTERVAL_S = 0.05
-SCHEMA_MAX_BYTES = 2048
+SCHEMA_MAX_BYTES = STAND_IN_SCHEMA_MAX_BYTES
 JSON_BODY = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _config(data_dir: Path, settings: Mapping[str, str]) -> BrokerConfig:
-    config = BrokerConfig()
-    config.apply_properties(
-        {
-            "http.port": "0",
-            "offsets.topic.num.partitions": "1",
-            "schema.registry.listeners": f"http://{HOST}:0",
-            "schema.registry.schema.max.bytes": str(SCHEMA_MAX_BYTES),
-            **settings,
-        }
-    )
-    if "listeners" not in settings:
-        config.set_address(HOST, 0, origin="test")
-    config.data_dir = data_dir
-    return config
-
-
-@asynccontextmanager
-async def running_broker(
-    data_dir: Path, settings: Mapping[str, str] | None = None
-) -> AsyncIterator[Broker]:
-    """A broker in this event loop, with the stand-in registry, until the block ends."""
-    broker = Broker(_config(data_dir, settings or {}), registry_core=STAND_IN_CORE)
-    await broker.start()
-    running = asyncio.create_task(broker.run())
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not await asyncio.to_thread(_accepts, broker.server.port):
-            assert not running.done(), "the broker stopped while starting"
-            assert time.monotonic() < deadline, "the broker never accepted connections"
-            await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a synchronization
-        yield broker
-    finally:
-        broker.request_stop()
-        await running
-
-
-def _url(broker: Broker) -> str:
-    assert broker.schema_registry is not None
-    return broker.schema_registry.urls[0]
-
-
-async def _call(
-    session: aiohttp.ClientSession,
-    method: str,
-    url: str,
-    *,
-    data: bytes | None = None,
-    headers: Mapping[str, str] | None = None,
-    auth: str | None = None,
-) -> tuple[int, Any, Mapping[str, str]]:
-    """The status, JSON body and headers of one request (``auth``: an Authorization)."""
-    headers = {**(headers or {}), **({"Authorization": auth} if auth else {})}
-    async with session.request(method, url, data=data, headers=headers) as response:
-        body = await response.json(content_type=None)
-        return response.status, body, response.headers
 
 
 def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path / "data") as broker, aiohttp.ClientSession() as s:
-            url = _url(broker)
+            url = registry_url(broker)
             assert url.startswith(f"http://{HOST}:") and not url.endswith(":0")
-            status, body, headers = await _call(s, "GET", f"{url}/no/such/path")
+            status, body, headers = await call_registry(s, "GET", f"{url}/no/such/path")
             assert (status, body["error_code"]) == (404, 404)
             assert headers["Content-Type"] == ANSWER_CONTENT_TYPE
             register = f"{url}/subjects/orders-value/versions"
-            status, body, _ = await _call(
+            status, body, _ = await call_registry(
                 s, "POST", register, data=b'{"schema": "x"}', headers={"Content-Type": "text/plain"}
             )
             assert (status, body["error_code"]) == (415, 415), body
-            status, body, _ = await _call(s, "POST", register, data=b"{nope", headers=JSON_BODY)
+            status, body, _ = await call_registry(
+                s, "POST", register, data=b"{nope", headers=JSON_BODY
+            )
             assert (status, body["error_code"]) == (400, 400), body
             too_long = b'{"schema": "' + b"x" * (SCHEMA_MAX_BYTES + 1) + b'"}'
-            status, body, _ = await _call(s, "POST", register, data=too_long, headers=JSON_BODY)
+            status, body, _ = await call_registry(
+                s, "POST", register, data=too_long, headers=JSON_BODY
+            )
             assert (status, body["error_code"]) == (422, 42201), body
             assert "schema.registry.schema.max.bytes" in body["message"]
             huge = b" " * (body_bytes_max(SCHEMA_MAX_BYTES) + 1)
-            status, body, _ = await _call(s, "POST", register, data=huge, headers=JSON_BODY)
+            status, body, _ = await call_registry(s, "POST", register, data=huge, headers=JSON_BODY)
             assert (status, body["error_code"]) == (413, 413), body
             # Nothing refused reached the registry; every accepted content type does.
             for content_type in (
@@ -146,7 +84,7 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
                 "application/json",
                 "application/octet-stream",
             ):
-                status, body, _ = await _call(
+                status, body, _ = await call_registry(
                     s,
                     "POST",
                     register,
@@ -154,16 +92,17 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
                     headers={"Content-Type": content_type},
                 )
                 assert (status, body) == (200, {"id": 1}), content_type
-            status, body, _ = await _call(s, "GET", f"{url}/subjects")
+            status, body, _ = await call_registry(s, "GET", f"{url}/subjects")
             assert (status, body) == (200, ["orders-value"])
             # A subject with a slash travels percent-encoded and arrives whole.
-            status, body, _ = await _call(s, "POST", f"{url}/subjects/a%2Fb-value/versions",
-                                          data=b"{}", headers=JSON_BODY)  # fmt: skip
+            status, body, _ = await call_registry(
+                s, "POST", f"{url}/subjects/a%2Fb-value/versions", data=b"{}", headers=JSON_BODY
+            )
             assert (status, body) == (200, {"id": 2})
-            status, body, _ = await _call(s, "GET", f"{url}/subjects")
+            status, body, _ = await call_registry(s, "GET", f"{url}/subjects")
             assert body == ["a/b-value", "orders-value"]
             # A shard's Task runs in a worker thread, not on the event loop.
-            status, body, _ = await _call(
+            status, body, _ = await call_registry(
                 s, "POST", f"{url}/check", data=b'{"a": 1}', headers=JSON_BODY
             )
             assert (status, body) == (200, {"work": {"a": 1}, "in_a_worker_thread": True})
@@ -179,17 +118,24 @@ def test_the_registry_topic_is_compacted_with_one_partition_and_ids_survive_a_re
         async with running_broker(data_dir) as broker, aiohttp.ClientSession() as s:
             assert broker.topics.get("_schemas") is None, "made on the first call, not before"
             for subject, expected in (("a-value", 1), ("b-value", 2), ("a-value", 1)):
-                register = f"{_url(broker)}/subjects/{subject}/versions"
-                status, body, _ = await _call(s, "POST", register, data=b"{}", headers=JSON_BODY)
+                register = f"{registry_url(broker)}/subjects/{subject}/versions"
+                status, body, _ = await call_registry(
+                    s, "POST", register, data=b"{}", headers=JSON_BODY
+                )
                 assert (status, body) == (200, {"id": expected})
             topic = broker.topics.get("_schemas")
             assert topic is not None and topic.partition_count == 1
             assert topic.configs.get("cleanup.policy") == "compact"
         async with running_broker(data_dir) as broker, aiohttp.ClientSession() as s:
-            status, body, _ = await _call(s, "POST", f"{_url(broker)}/subjects/c-value/versions",
-                                          data=b"{}", headers=JSON_BODY)  # fmt: skip
+            status, body, _ = await call_registry(
+                s,
+                "POST",
+                f"{registry_url(broker)}/subjects/c-value/versions",
+                data=b"{}",
+                headers=JSON_BODY,
+            )
             assert (status, body) == (200, {"id": 3})
-            status, body, _ = await _call(s, "GET", f"{_url(broker)}/subjects")
+            status, body, _ = await call_registry(s, "GET", f"{registry_url(broker)}/subjects")
             assert body == ["a-value", "b-value", "c-value"]
 
     asyncio.run(scenario())
@@ -201,7 +147,7 @@ def test_a_forwarded_call_is_answered_by_the_registry_s_host(tmp_path: Path) -> 
 
     async def scenario() -> None:
         async with running_broker(tmp_path / "data") as broker, aiohttp.ClientSession() as s:
-            status, _, _ = await _call(s, "GET", f"{_url(broker)}/subjects")
+            status, _, _ = await call_registry(s, "GET", f"{registry_url(broker)}/subjects")
             assert status == 200  # the registry's topic exists and is hosted here
             peers = Peers(99, lambda: broker.applier.image, InterBrokerListener())
             try:
@@ -219,7 +165,7 @@ def test_a_forwarded_call_is_answered_by_the_registry_s_host(tmp_path: Path) -> 
                     await peers.request_private(0, bad, 10.0)
             finally:
                 await peers.close()
-            status, body, _ = await _call(s, "GET", f"{_url(broker)}/subjects")
+            status, body, _ = await call_registry(s, "GET", f"{registry_url(broker)}/subjects")
             assert body == ["fwd-value"]
 
     asyncio.run(scenario())
@@ -233,7 +179,9 @@ def test_a_registry_port_in_use_stops_the_start_naming_the_setting(tmp_path: Pat
 
         async def scenario() -> None:
             settings = {"schema.registry.listeners": f"http://{HOST}:{port}"}
-            broker = Broker(_config(tmp_path / "data", settings), registry_core=STAND_IN_CORE)
+            broker = Broker(
+                stand_in_config(tmp_path / "data", settings), registry_core=STAND_IN_CORE
+            )
             with pytest.raises(BrokerFatalError, match=r"schema\.registry\.listeners=") as failed:
                 await broker.start()
             assert f"port {port}" in str(failed.value)
@@ -301,48 +249,66 @@ def test_on_a_secured_broker_callers_sign_in_and_are_authorized_by_subject(
 
     async def scenario() -> None:
         async with running_broker(data_dir, settings) as broker, aiohttp.ClientSession() as s:
-            url = _url(broker)
+            url = registry_url(broker)
             register = f"{url}/subjects/orders-value/versions"
-            status, body, headers = await _call(s, "GET", f"{url}/subjects")
+            status, body, headers = await call_registry(s, "GET", f"{url}/subjects")
             assert (status, body) == (401, {"error_code": 401, "message": "Unauthorized"})
             assert headers["WWW-Authenticate"].startswith("Basic ")
-            status, body, _ = await _call(s, "GET", f"{url}/subjects", auth=auth("writer", "wrong"))
+            status, body, _ = await call_registry(
+                s, "GET", f"{url}/subjects", auth=auth("writer", "wrong")
+            )
             assert status == 401
             # Refused before the call reaches the registry: nothing is registered.
-            status, body, _ = await _call(
+            status, body, _ = await call_registry(
                 s, "POST", register, data=b"{}", headers=JSON_BODY, auth=auth("reader")
             )
             assert (status, body["error_code"]) == (403, 40301), body
             assert "User:reader" in body["message"] and "orders" in body["message"]
-            status, body, _ = await _call(
-                s, "POST", f"{url}/subjects/payments-value/versions", data=b"{}",
-                headers=JSON_BODY, auth=auth("writer"),
-            )  # fmt: skip
+            status, body, _ = await call_registry(
+                s,
+                "POST",
+                f"{url}/subjects/payments-value/versions",
+                data=b"{}",
+                headers=JSON_BODY,
+                auth=auth("writer"),
+            )
             assert (status, body["error_code"]) == (403, 40301), body
-            status, body, _ = await _call(
+            status, body, _ = await call_registry(
                 s, "POST", register, data=b"{}", headers=JSON_BODY, auth=auth("writer")
             )
             assert (status, body) == (200, {"id": 1})
-            status, body, _ = await _call(
-                s, "POST", f"{url}/subjects/payments-value/versions", data=b"{}",
-                headers=JSON_BODY, auth=auth("admin"),
-            )  # fmt: skip
+            status, body, _ = await call_registry(
+                s,
+                "POST",
+                f"{url}/subjects/payments-value/versions",
+                data=b"{}",
+                headers=JSON_BODY,
+                auth=auth("admin"),
+            )
             assert (status, body) == (200, {"id": 2})
             # A subject outside TopicNameStrategy needs the cluster; so does global config.
-            status, body, _ = await _call(
-                s, "POST", f"{url}/subjects/com.acme.Order/versions", data=b"{}",
-                headers=JSON_BODY, auth=auth("writer"),
-            )  # fmt: skip
+            status, body, _ = await call_registry(
+                s,
+                "POST",
+                f"{url}/subjects/com.acme.Order/versions",
+                data=b"{}",
+                headers=JSON_BODY,
+                auth=auth("writer"),
+            )
             assert (status, body["error_code"]) == (403, 40301), body
-            status, body, _ = await _call(
-                s, "PUT", f"{url}/config", data=b'{"compatibility": "NONE"}',
-                headers=JSON_BODY, auth=auth("writer"),
-            )  # fmt: skip
+            status, body, _ = await call_registry(
+                s,
+                "PUT",
+                f"{url}/config",
+                data=b'{"compatibility": "NONE"}',
+                headers=JSON_BODY,
+                auth=auth("writer"),
+            )
             assert (status, body["error_code"]) == (403, 40301), body
             # Listing shows each caller only the subjects it may read.
-            status, body, _ = await _call(s, "GET", f"{url}/subjects", auth=auth("reader"))
+            status, body, _ = await call_registry(s, "GET", f"{url}/subjects", auth=auth("reader"))
             assert (status, body) == (200, ["orders-value"])
-            status, body, _ = await _call(s, "GET", f"{url}/subjects", auth=auth("admin"))
+            status, body, _ = await call_registry(s, "GET", f"{url}/subjects", auth=auth("admin"))
             assert (status, body) == (200, ["orders-value", "payments-value"])
 
     asyncio.run(scenario())
