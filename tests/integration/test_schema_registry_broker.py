@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 from registry_stand_in import (
+    POLL_INTERVAL_S,
+    READY_TIMEOUT_S,
     STAND_IN_CORE,
     STAND_IN_SCHEMA_MAX_BYTES,
     call_registry,
@@ -167,6 +170,37 @@ def test_a_forwarded_call_is_answered_by_the_registry_s_host(tmp_path: Path) -> 
                 await peers.close()
             status, body, _ = await call_registry(s, "GET", f"{registry_url(broker)}/subjects")
             assert body == ["fwd-value"]
+
+    asyncio.run(scenario())
+
+
+def test_a_broker_without_registry_listeners_still_hosts_the_registry(tmp_path: Path) -> None:
+    """Other brokers forward to the leader of _schemas-0 whatever its own listeners; a
+    broker asked before it hosts the registry answers 50003 (the sender looks again)."""
+
+    async def scenario() -> None:
+        settings = {"schema.registry.listeners": ""}
+        async with running_broker(tmp_path / "data", settings) as broker:
+            assert broker.schema_registry is not None and broker.schema_registry.urls == []
+            peers = Peers(99, lambda: broker.applier.image, InterBrokerListener())
+            call = Call("POST", ("subjects", "fwd-value", "versions"), {}, {"schema": "x"})
+            request = PrivateRequest(
+                SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": None}
+            )
+            try:
+                answer = await peers.request_private(0, request, 10.0)
+                assert answer["status"] == 500 and answer["body"]["error_code"] == 50003
+                await broker.topics.ensure_schema_registry_topic()
+                deadline = time.monotonic() + READY_TIMEOUT_S
+                while broker.schema_registry.runtime.loaded_partitions() != [0]:
+                    assert time.monotonic() < deadline, "the registry was never loaded"
+                    await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a sync
+                assert await peers.request_private(0, request, 10.0) == {
+                    "status": 200,
+                    "body": {"id": 1},
+                }
+            finally:
+                await peers.close()
 
     asyncio.run(scenario())
 

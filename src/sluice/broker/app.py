@@ -165,7 +165,8 @@ class Broker:
         self._console = console
         self._registry_core = registry_core
         self.schema_registry: SchemaRegistry | None = None
-        """The Schema Registry (None with schema.registry.listeners empty)."""
+        """The Schema Registry: hosted here while this broker leads its partition, and
+        served over HTTP unless schema.registry.listeners is empty."""
         self.metrics = BrokerMetrics()
         self.http: HttpListener | None = None
         """The HTTP listener once bound (None with http.port=0)."""
@@ -586,10 +587,11 @@ class Broker:
         self.replicas.say_leadership()
 
     def _make_schema_registry(self, store: MetadataStore) -> SchemaRegistry | None:
-        """The registry, unless schema.registry.listeners is empty (or this broker was
-        built without the registry's logic)."""
+        """The registry (unless this broker was built without the registry's logic). A
+        broker without registry listeners still hosts it when it leads its partition,
+        so the other brokers can forward to it."""
         config = self.config
-        if not config.schema_registry_listeners or self._registry_core is None:
+        if self._registry_core is None:
             return None
         assert self.peers is not None
         secured = config.http_secured()
@@ -619,7 +621,7 @@ class Broker:
         """Bind the registry's listeners (a port in use fails the start, naming the
         setting); the registry answers once this broker or another hosts it."""
         registry = self.schema_registry
-        if registry is None:
+        if registry is None or not self.config.schema_registry_listeners:
             return
         await registry.listener.start()
         log.info(
@@ -800,7 +802,7 @@ class Broker:
             len(self.replicas),
             "single node" if connect is None else f"cluster through ZooKeeper {connect}",
             "no Schema Registry"
-            if self.schema_registry is None
+            if self.schema_registry is None or not self.schema_registry.urls
             else f"Schema Registry {', '.join(self.schema_registry.urls)}",
             "no HTTP listener (http.port=0)" if self.http is None else f"HTTP {self.http.url}",
         )
