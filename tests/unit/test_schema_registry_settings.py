@@ -22,7 +22,7 @@ def test_defaults_are_confluent_s() -> None:
     assert config.schema_registry_topic == "_schemas"
     assert config.schema_registry_topic_replication_factor == 3
     assert config.schema_compatibility_level == "BACKWARD"
-    assert config.schema_registry_schema_max_bytes == 262_144
+    assert config.schema_registry_schema_max_bytes == 1_048_576
 
 
 def test_values_taken() -> None:

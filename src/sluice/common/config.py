@@ -807,7 +807,7 @@ class BrokerConfig:
     schema_compatibility_level: str = "BACKWARD"
     """schema.compatibility.level: the registry's global compatibility level until one
     is set with ``PUT /config`` (Confluent's setting and default)."""
-    schema_registry_schema_max_bytes: int = 262_144
+    schema_registry_schema_max_bytes: int = 1_048_576
     """schema.registry.schema.max.bytes: the longest schema text registered (UTF-8
     bytes); a longer one is refused with 422 (error code 42201)."""
     group_properties: dict[str, str] = field(default_factory=dict)
