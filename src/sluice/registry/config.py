@@ -15,6 +15,14 @@ REFERENCE_DEPTH_MAX = 64
 """How deep references may nest (a schema referencing one that references …): each
 level is resolved and parsed, and a longer chain is refused as invalid."""
 
+WRITES_WAITING_MAX = 1024
+"""Writes queued behind the one in flight (they run one at a time); more are refused
+with 50002 rather than held without bound."""
+
+PARSES_IN_FLIGHT_MAX = 256
+"""Parses (registrations, lookups, compatibility checks, serialized reads) handed to the
+broker's worker threads and not yet done; more are refused with 50002."""
+
 
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:

@@ -199,6 +199,10 @@ def store_error(detail: str = "") -> RegistryError:
     return RegistryError(ErrorCode.STORE_ERROR, detail or "Error in the backend data store")
 
 
+def operation_timeout(detail: str) -> RegistryError:
+    return RegistryError(ErrorCode.OPERATION_TIMEOUT, detail)
+
+
 def forwarding_failed(detail: str = "") -> RegistryError:
     return RegistryError(
         ErrorCode.REQUEST_FORWARDING_FAILED,

@@ -33,7 +33,7 @@ from sluice.coordinator.api import Append, Effect, Reply, RequestToken, Task
 from sluice.registry import errors, reads
 from sluice.registry.api import Answer, Call
 from sluice.registry.checks import CheckResult, CheckWork, Prior, SchemaText
-from sluice.registry.config import RegistryConfig
+from sluice.registry.config import PARSES_IN_FLIGHT_MAX, WRITES_WAITING_MAX, RegistryConfig
 from sluice.registry.errors import RegistryError, answer_for
 from sluice.registry.operations import (
     LATEST,
@@ -178,6 +178,10 @@ class RegistryShard:
         try:
             operation = route(call)
             if isinstance(operation, _WRITES):
+                if len(self._writes) >= WRITES_WAITING_MAX:
+                    raise errors.operation_timeout(
+                        f"More than {WRITES_WAITING_MAX} writes are waiting; retry later"
+                    )
                 self._writes.append((token, operation))
                 return self._next_write()
             if isinstance(operation, (LookUp, CheckCompatibility)):
@@ -194,6 +198,10 @@ class RegistryShard:
     # ============================================================= tasks
 
     def _task(self, check: _Check, work: CheckWork) -> list[Effect]:
+        if len(self._checks) >= PARSES_IN_FLIGHT_MAX:
+            raise errors.operation_timeout(
+                f"More than {PARSES_IN_FLIGHT_MAX} schemas are being parsed; retry later"
+            )
         task_id = next(self._task_ids)
         self._checks[task_id] = check
         return [Task(task_id, work)]
