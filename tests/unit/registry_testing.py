@@ -10,6 +10,7 @@ data when each of its fields is in the writer with the same type, or has a defau
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -84,7 +85,10 @@ class FakeFormat:
 
 
 def install_fake_formats(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every schema type parses with :class:`FakeFormat` until the test ends."""
+    """Every schema type parses with :class:`FakeFormat` until the test ends (with a
+    cache of parsed schemas of its own, so none is shared with the real formats)."""
+    uncached = checks._parse.__wrapped__
+    monkeypatch.setattr(checks, "_parse", functools.lru_cache(maxsize=None)(uncached))
     for schema_type in SchemaType:
         module = ModuleType(f"sluice_test_fake_format_{schema_type.value.lower()}")
         module.FORMAT = FakeFormat(schema_type)  # type: ignore[attr-defined]

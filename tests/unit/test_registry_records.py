@@ -182,3 +182,18 @@ def test_every_split_of_a_record_is_corrupt_or_whole() -> None:
         with pytest.raises(CorruptMessage):
             decode_value(key, value_bytes[:end])
     assert decode_value(key, value_bytes + b"  ") == value
+
+
+@pytest.mark.parametrize(
+    ("key", "raw"),
+    [
+        (ConfigKey(None), b'{"compatibilityLevel":"SOMETIMES"}'),
+        (ConfigKey(None), b'{"compatibilityLevel":5}'),
+        (ModeKey("s"), b'{"mode":"FORWARD"}'),
+        (ModeKey("s"), b'{"mode":null}'),
+        (DeleteSubjectKey("s"), b'{"subject":"s"}'),
+    ],
+)
+def test_other_values_that_are_not_ours_are_corrupt(key: object, raw: bytes) -> None:
+    with pytest.raises(CorruptMessage):
+        decode_value(key, raw)  # type: ignore[arg-type]

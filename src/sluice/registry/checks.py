@@ -22,6 +22,7 @@ One run answers everything a registration, a lookup, a compatibility check or a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from sluice.schemas.api import (
@@ -75,6 +76,14 @@ class CheckResult:
     serialized: str | None = None
 
 
+PARSED_SCHEMAS_CACHED_MAX = 1024
+"""Parsed schemas kept between runs. A registration compares the candidate with every
+version of its subject, so without them each one would parse the whole subject again
+(with Protobuf's compiler, tens of milliseconds per version). Parsed schemas are
+immutable and shared between threads (:mod:`sluice.schemas.api`)."""
+
+
+@functools.lru_cache(maxsize=PARSED_SCHEMAS_CACHED_MAX)
 def _parse(schema: SchemaText, normalize: bool) -> ParsedSchema:
     parsed = format_for(schema.schema_type).parse(schema.text, schema.references)
     return parsed.normalized() if normalize else parsed

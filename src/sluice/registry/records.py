@@ -56,6 +56,19 @@ class KeyType(enum.StrEnum):
 IGNORED_KEY_TYPES = frozenset({"CONTEXT", "ASSOC"})
 """Confluent's key types for features Sluice does not have; loaded as no-ops."""
 
+COMPATIBILITY_LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+"""The modes Sluice has (Confluent's ``FORWARD`` is not one: a record setting it is
+skipped as not ours)."""
+
 SCHEMA_KEY_MAGIC = 1
 OTHER_KEY_MAGIC = 0
 
@@ -366,15 +379,20 @@ def decode_value(key: Key, raw: bytes | None) -> Value | None:
         case ConfigKey():
             document = _object(raw, "CONFIG value")
             level = document.get("compatibilityLevel")
-            if level is not None and not isinstance(level, str):
-                raise CorruptMessage("_schemas CONFIG value: compatibilityLevel is not a string")
+            if level is not None and (
+                not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS
+            ):
+                raise CorruptMessage(f"_schemas CONFIG value: compatibilityLevel {level!r}")
             extra = {
                 k: v for k, v in document.items() if k not in ("subject", "compatibilityLevel")
             }
             return ConfigValue(key.subject, level, extra)
         case ModeKey():
             document = _object(raw, "MODE value")
-            return ModeValue(key.subject, _str(document, "mode", "MODE value"))
+            mode = _str(document, "mode", "MODE value")
+            if mode.upper() not in MODES:
+                raise CorruptMessage(f"_schemas MODE value: mode {mode!r} is not one Sluice has")
+            return ModeValue(key.subject, mode)
         case DeleteSubjectKey():
             document = _object(raw, "DELETE_SUBJECT value")
             return DeleteSubjectValue(

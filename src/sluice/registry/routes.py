@@ -42,7 +42,7 @@ from sluice.registry.operations import (
     SetConfig,
     SetMode,
 )
-from sluice.registry.state import COMPATIBILITY_LEVELS, MODES
+from sluice.registry.records import COMPATIBILITY_LEVELS, MODES
 from sluice.schemas.api import Reference, SchemaType
 
 VERSION_MAX = 2**31 - 1

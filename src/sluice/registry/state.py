@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from sluice.registry.records import (
+    COMPATIBILITY_LEVELS,
     ClearSubjectKey,
     ClearSubjectValue,
     ConfigKey,
@@ -38,16 +39,6 @@ from sluice.registry.records import (
 )
 from sluice.schemas.api import Reference
 
-COMPATIBILITY_LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
-MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 
 
