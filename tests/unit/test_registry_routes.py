@@ -7,7 +7,7 @@ import pytest
 
 from sluice.registry.api import Call
 from sluice.registry.errors import RegistryError
-from sluice.registry.operations import LATEST, Register, SchemaRequest
+from sluice.registry.operations import LATEST, Register, SchemaRequest, SetConfig
 from sluice.registry.routes import is_write, parse_version, route, subject_of
 from sluice.schemas.api import Reference, SchemaType
 
@@ -79,3 +79,43 @@ def test_confluents_no_id_and_no_version_mean_none() -> None:
     operation = route(Call("POST", ("subjects", "s", "versions"), {}, body))
     assert isinstance(operation, Register)
     assert (operation.schema.id, operation.schema.version) == (None, None)
+
+
+def test_a_config_update_names_its_level_either_way() -> None:
+    for name in ("compatibility", "compatibilityLevel"):
+        operation = route(Call("PUT", ("config", "s"), {}, {name: "full_transitive"}))
+        assert operation == SetConfig("s", "FULL_TRANSITIVE")
+
+
+@pytest.mark.parametrize(
+    "segments",
+    [
+        ("subjects", "", "versions"),
+        ("subjects", "a\nb", "versions"),
+        ("subjects", "__GLOBAL", "versions"),
+        ("subjects", "bad\ud800", "versions"),
+        ("config", "a\x00"),
+        ("config", ""),
+        ("mode", ""),
+    ],
+)
+def test_writes_to_invalid_subjects_are_42208(segments: tuple[str, ...]) -> None:
+    body = {"schema": "{}", "compatibility": "NONE", "mode": "READONLY"}
+    with pytest.raises(RegistryError) as caught:
+        route(Call("POST" if segments[0] == "subjects" else "PUT", segments, {}, body))
+    assert caught.value.code == 42208
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"schema": "bad \udc80"},
+        {"schema": "{}", "references": [{"name": "\ud800", "subject": "s", "version": 1}]},
+        {"schema": "{}", "id": 2**31},
+        {"schema": "{}", "version": True},
+    ],
+)
+def test_bodies_that_cannot_be_stored_are_422(body: object) -> None:
+    with pytest.raises(RegistryError) as caught:
+        route(Call("POST", ("subjects", "s", "versions"), {}, body))
+    assert caught.value.code == 42201

@@ -39,6 +39,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_MODE = 42204
     OPERATION_NOT_PERMITTED = 42205
     REFERENCE_EXISTS = 42206
+    INVALID_SUBJECT = 42208
     SCHEMA_TOO_LARGE = 42209
     STORE_ERROR = 50001
     OPERATION_TIMEOUT = 50002
@@ -185,6 +186,12 @@ def reference_exists(subject: str, version: int) -> RegistryError:
         ErrorCode.REFERENCE_EXISTS,
         "One or more references exist to the schema "
         f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.",
+    )
+
+
+def invalid_subject(subject: str) -> RegistryError:
+    return RegistryError(
+        ErrorCode.INVALID_SUBJECT, f"The specified subject '{subject}' is not a valid."
     )
 
 

@@ -46,6 +46,10 @@ from sluice.registry.records import COMPATIBILITY_LEVELS, MODES
 from sluice.schemas.api import Reference, SchemaType
 
 VERSION_MAX = 2**31 - 1
+ID_MAX = 2**31 - 1
+"""Ids and versions are Java ints in Confluent's registry and its clients."""
+RESERVED_SUBJECTS = frozenset({"__GLOBAL", "__EMPTY"})
+"""Names Confluent keeps for the global and the empty context's settings."""
 ALL_SUBJECTS_PREFIX = ":*:"
 """Confluent's ``subjectPrefix`` default: every subject of every context."""
 
@@ -85,9 +89,31 @@ def _optional_int(body: Mapping[str, JSON], name: str) -> int | None:
     found = body.get(name)
     if found is None:
         return None
-    if not isinstance(found, int) or isinstance(found, bool):
-        raise errors.unprocessable(f"'{name}' must be an integer")
+    if not isinstance(found, int) or isinstance(found, bool) or found > ID_MAX:
+        raise errors.unprocessable(f"'{name}' must be an integer up to {ID_MAX}")
     return found
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (JSON may carry lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def writable_subject(subject: str) -> str:
+    """A subject a write may name (42208 otherwise): not empty, no control characters,
+    not one of Confluent's reserved names, UTF-8."""
+    if (
+        not subject
+        or subject in RESERVED_SUBJECTS
+        or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in subject)
+        or not _is_utf8(subject)
+    ):
+        raise errors.invalid_subject(subject.encode(errors="backslashreplace").decode())
+    return subject
 
 
 def parse_schema_request(body: JSON) -> SchemaRequest:
@@ -99,6 +125,8 @@ def parse_schema_request(body: JSON) -> SchemaRequest:
         raise errors.invalid_schema("Empty schema")
     if not isinstance(text, str):
         raise errors.unprocessable("'schema' must be a string")
+    if not _is_utf8(text):
+        raise errors.invalid_schema("Invalid schema: the text is not valid Unicode")
     type_name = body.get("schemaType")
     if type_name is None:
         schema_type = SchemaType.AVRO
@@ -122,6 +150,8 @@ def parse_schema_request(body: JSON) -> SchemaRequest:
             raise errors.invalid_schema(f"Invalid schema: reference {name} has no subject")
         if not isinstance(version, int) or isinstance(version, bool):
             raise errors.invalid_schema(f"Invalid schema: reference {name} has no version")
+        if not (_is_utf8(name) and _is_utf8(subject)):
+            raise errors.invalid_schema("Invalid schema: a reference is not valid Unicode")
         references.append(Reference(name, subject, version))
     schema_id = _optional_int(body, "id")
     version = _optional_int(body, "version")
@@ -135,7 +165,11 @@ def parse_schema_request(body: JSON) -> SchemaRequest:
 
 
 def _level(body: JSON) -> str:
-    found = body.get("compatibility") if isinstance(body, dict) else None
+    """A config update's level: ``compatibility``, or ``compatibilityLevel`` as some
+    clients send it."""
+    found = None
+    if isinstance(body, dict):
+        found = body.get("compatibility", body.get("compatibilityLevel"))
     if not isinstance(found, str) or found.upper() not in COMPATIBILITY_LEVELS:
         raise errors.invalid_compatibility_level()
     return found.upper()
@@ -213,7 +247,11 @@ def route(call: Call) -> Operation:
             if method == "GET":
                 return ListVersions(subject, deleted)
             if method == "POST":
-                return Register(subject, parse_schema_request(call.body), _flag(query, "normalize"))
+                return Register(
+                    writable_subject(subject),
+                    parse_schema_request(call.body),
+                    _flag(query, "normalize"),
+                )
             raise errors.method_not_allowed()
         case ("subjects", subject, "versions", raw_version):
             if method == "GET":
@@ -249,7 +287,9 @@ def route(call: Call) -> Operation:
             if method == "GET":
                 return GetConfig(scope, _flag(query, "defaultToGlobal"))
             if method == "PUT":
-                return SetConfig(scope, _level(call.body))
+                return SetConfig(
+                    None if scope is None else writable_subject(scope), _level(call.body)
+                )
             if method == "DELETE":
                 return DeleteConfig(scope)
             raise errors.method_not_allowed()
@@ -258,7 +298,10 @@ def route(call: Call) -> Operation:
             if method == "GET":
                 return GetMode(scope, _flag(query, "defaultToGlobal"))
             if method == "PUT":
-                return SetMode(scope, _mode(call.body), _flag(query, "force"))
+                mode = _mode(call.body)
+                return SetMode(
+                    None if scope is None else writable_subject(scope), mode, _flag(query, "force")
+                )
             if method == "DELETE":
                 return DeleteMode(scope)
             raise errors.method_not_allowed()
