@@ -169,6 +169,7 @@ def test_keys_that_are_not_ours_are_corrupt(raw: bytes) -> None:
         b'{"subject":"s","version":1,"id":1,"schema":"x","schemaType":"XML"}',
         b'{"subject":"s","version":1,"id":1,"schema":"x","references":[{"name":"a"}]}',
         b'{"subject":"s","version":1,"id":true,"schema":"x"}',
+        b'{"subject":"s","version":1,"id":1,"schema":"\\ud800"}',
     ],
 )
 def test_schema_values_that_are_not_ours_are_corrupt(raw: bytes) -> None:

@@ -244,7 +244,9 @@ def encode_value(value: Value) -> bytes:
 def _object(raw: bytes, what: str) -> dict[str, JSON]:
     try:
         document = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as e:
+        # JSON's escapes can spell lone surrogates, which could never be written back.
+        json.dumps(document, ensure_ascii=False).encode()
+    except (UnicodeError, ValueError) as e:
         raise CorruptMessage(f"_schemas {what} is not JSON: {e}") from None
     if not isinstance(document, dict):
         raise CorruptMessage(f"_schemas {what} is not a JSON object")
