@@ -11,9 +11,10 @@ from registry_testing import Driver, install_fake_formats, record_schema
 
 from sluice.common.errors import ErrorCode
 from sluice.coordinator.api import Append, Task
+from sluice.registry import checks
 from sluice.registry.api import Answer
 from sluice.registry.config import RegistryConfig
-from sluice.registry.records import decode_key, decode_value
+from sluice.registry.records import ModeKey, ModeValue, decode_key, decode_value
 
 V1 = record_schema("Order", ("id", "int"))
 V2 = record_schema("Order", ("id", "int"), ("note", "string", ""))
@@ -419,12 +420,26 @@ def test_a_change_while_a_parse_runs_makes_it_run_again(driver: Driver) -> None:
     driver.held.clear()
     driver.hold = False
     assert isinstance(task, Task)
-    effects = driver.shard.task_completed(
-        0, task.task_id, __import__("sluice.registry.checks", fromlist=["run"]).run(task.work)
-    )
+    effects = driver.shard.task_completed(0, task.task_id, checks.run(task.work))
     assert [type(effect) for effect in effects] == [Task]
     driver.run(effects)
     assert driver.answers[token].body["version"] == 2
+
+
+def test_a_registration_refused_when_run_again_lets_the_next_write_go(driver: Driver) -> None:
+    register(driver, "s", V1)
+    driver.hold = True
+    registering = driver.send("POST", "subjects/s/versions", {"schema": V2})
+    configuring = driver.send("PUT", "config", {"compatibility": "NONE"})
+    (task,) = driver.held
+    driver.held.clear()
+    driver.hold = False
+    # The subject turned read-only while the parse ran.
+    driver.shard.state.apply(ModeKey("s"), ModeValue("s", "READONLY"))
+    assert isinstance(task, Task)
+    driver.run(driver.shard.task_completed(0, task.task_id, checks.run(task.work)))
+    assert error(driver.answers[registering]) == (422, 42205)
+    assert driver.answers[configuring] == Answer(200, {"compatibility": "NONE"})
 
 
 # ====================================================================== replay

@@ -157,7 +157,8 @@ class RegistryShard:
         operation = check.operation
         if isinstance(operation, Register):
             if check.revision != self.state.revision:
-                return self._start_write(check.token, operation)
+                effects = self._start_write(check.token, operation)
+                return effects if self._writing else [*effects, *self._next_write()]
             try:
                 effects = self._register_checked(check, operation, result)
             except RegistryError as e:
