@@ -119,12 +119,15 @@ def _incompatibilities(
     return messages
 
 
-def run(work: CheckWork) -> CheckResult:
-    """Do ``work``. Pure: the same work gives the same result, on any thread.
+def run(work: object) -> CheckResult:
+    """Do ``work`` (a :class:`CheckWork`: the runtime's task runner hands on the work of
+    any task the shard returned). Pure: the same work gives the same result, on any
+    thread.
 
     A format library failing on input it should have refused (any exception, not only
     :class:`InvalidSchema`) is the client's bad schema, answered as invalid: no schema
     a client sends may take the broker's task group down."""
+    assert isinstance(work, CheckWork), f"the registry's tasks are CheckWork, not {work!r}"
     try:
         return _run(work)
     except Exception as e:  # see the docstring
