@@ -1,4 +1,4 @@
-"""Random operations on the registry shard, some of their appends failing: replaying
+"""Random operations on the registry shard (Avro schemas), some of their appends failing: replaying
 the records it committed always rebuilds the state it holds, and its invariants hold
 after every step."""
 
@@ -8,7 +8,7 @@ import os
 import random
 
 import pytest
-from registry_testing import Driver, install_fake_formats, record_schema
+from registry_testing import Driver, record_schema
 
 from sluice.common.errors import ErrorCode
 
@@ -26,11 +26,6 @@ MODES = ("READWRITE", "READONLY")
 BASE_SEED = int(os.environ.get("REGISTRY_SEED") or random.randrange(2**32))
 """The seed of the first run (each run adds its number); printed, and taken from
 ``REGISTRY_SEED`` to reproduce a failure."""
-
-
-@pytest.fixture(autouse=True)
-def fake_formats(monkeypatch: pytest.MonkeyPatch) -> None:
-    install_fake_formats(monkeypatch)
 
 
 def random_call(rng: random.Random) -> tuple[str, str, object, dict[str, str]]:
