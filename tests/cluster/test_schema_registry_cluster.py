@@ -1,21 +1,25 @@
 """The Schema Registry in a cluster of three brokers sharing a ZooKeeper: every broker
 answers, calls to the brokers that do not lead ``_schemas``-0 are forwarded to the one
-that does, ids are the same whichever broker is asked, and when the leader stops
-another takes over and ids go on without a collision.
+that does, ids are the same whichever broker is asked, and when the leader stops (or is
+SIGKILLed) another takes over and ids go on without a collision.
 
-The brokers run in this test's event loop with the registry's logic stood in for
-(:mod:`registry_stand_in`): what is tested is the broker's hosting and forwarding.
+The first test runs three ``sluice serve`` processes and Confluent's client; the second
+runs the brokers in this test's event loop with the registry's logic stood in for
+(:mod:`registry_stand_in`), to look inside them (which broker hosts the registry).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import aiohttp
+from cluster_processes import running_cluster
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from registry_stand_in import call_registry, registry_url, running_broker
 
 from sluice.broker.app import Broker
@@ -25,6 +29,47 @@ SETTLE_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.05
 JSON_BODY = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 REGISTRY_PARTITION = TopicPartition("_schemas", 0)
+
+
+def _avro(name: str, *fields: str) -> Schema:
+    record = {
+        "type": "record",
+        "name": name,
+        "fields": [{"name": field, "type": "string", "default": ""} for field in fields],
+    }
+    return Schema(json.dumps(record), "AVRO")
+
+
+def test_any_broker_of_a_cluster_serves_the_registry_through_a_leader_kill(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    with running_cluster(tmp_path, zookeeper_connect, 3) as cluster:
+        urls = [broker.schema_registry_url for broker in cluster.brokers]
+        assert all(url is not None for url in urls), cluster.log_tails()
+        clients = [SchemaRegistryClient({"url": url}) for url in urls]
+        first = clients[0].register_schema("orders-value", _avro("Order", "id"))
+        second = clients[1].register_schema("payments-value", _avro("Payment", "id"))
+        assert (first, second) == (1, 2)
+        for client in clients:
+            assert client.register_schema("orders-value", _avro("Order", "id")) == 1
+            assert sorted(client.get_subjects()) == ["orders-value", "payments-value"]
+            latest = client.get_latest_version("payments-value")
+            assert (latest.schema_id, latest.version) == (2, 1)
+        admin = cluster.admin(cluster.brokers[0])
+        leader = admin.list_topics("_schemas", timeout=10).topics["_schemas"].partitions[0].leader
+        survivors = [b for b in cluster.brokers if b.node_id != leader]
+        cluster.broker(leader).kill()
+        client = SchemaRegistryClient({"url": survivors[0].schema_registry_url})
+        evolved = client.register_schema("orders-value", _avro("Order", "id", "note"))
+        assert evolved == 3
+        again = SchemaRegistryClient({"url": survivors[1].schema_registry_url})
+        assert again.get_latest_version("orders-value").schema_id == 3
+        assert again.get_schema(1).schema_str == clients[0].get_schema(1).schema_str
+        # The killed broker comes back on the same registry port and sees the same ids.
+        cluster.broker(leader).start()
+        back = SchemaRegistryClient({"url": cluster.broker(leader).schema_registry_url})
+        assert back.get_latest_version("orders-value").schema_id == 3
+        assert back.register_schema("refunds-value", _avro("Refund", "id")) == 4
 
 
 async def _settled(what: str, holds: Callable[[], bool]) -> None:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import socket
 import time
 from pathlib import Path
 
 import aiohttp
 import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from registry_stand_in import (
     POLL_INTERVAL_S,
     READY_TIMEOUT_S,
@@ -30,6 +33,7 @@ from registry_stand_in import (
 )
 from test_sasl import seed_users
 
+import sluice.testing
 from sluice.broker.app import Broker
 from sluice.broker.fatal import BrokerFatalError
 from sluice.broker.network.peer_connection import InterBrokerListener
@@ -203,6 +207,34 @@ def test_a_broker_without_registry_listeners_still_hosts_the_registry(tmp_path: 
                 await peers.close()
 
     asyncio.run(scenario())
+
+
+def _order(*fields: str) -> Schema:
+    record = {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": field, "type": "string", "default": ""} for field in fields],
+    }
+    return Schema(json.dumps(record), "AVRO")
+
+
+def test_confluent_s_client_registers_and_reads_back_after_a_restart(tmp_path: Path) -> None:
+    """``sluice serve`` as a user runs it, with the registry's own logic, and Confluent's
+    client unmodified: ids stay what they were across a restart."""
+    data_dir = tmp_path / "data"
+    with sluice.testing.Broker(mode="process", data_dir=data_dir) as broker:
+        client = SchemaRegistryClient({"url": broker.schema_registry_url})
+        assert client.register_schema("orders-value", _order("id")) == 1
+        assert client.register_schema("orders-value", _order("id", "note")) == 2
+        with pytest.raises(SchemaRegistryError) as refused:
+            client.register_schema("orders-value", Schema('"int"', "AVRO"))
+        assert refused.value.http_status_code == 409
+    with sluice.testing.Broker(mode="process", data_dir=data_dir) as broker:
+        client = SchemaRegistryClient({"url": broker.schema_registry_url})
+        latest = client.get_latest_version("orders-value")
+        assert (latest.schema_id, latest.version) == (2, 2)
+        assert client.register_schema("payments-value", _order("id")) == 1
+        assert client.register_schema("refunds-value", Schema('"string"', "AVRO")) == 3
 
 
 def test_a_registry_port_in_use_stops_the_start_naming_the_setting(tmp_path: Path) -> None:

@@ -386,7 +386,7 @@ LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
 def test_a_new_brokers_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
     """The README's sample start log, line for line (in any order but the ready line
     last), once the test's own port, HTTP port and data directory are put back as the
-    README's 9092, 8080 and ``data``."""
+    README's 9092, 8080, 8081 and ``data``."""
     (shown,) = [
         block.body
         for block in readme_blocks()
@@ -401,6 +401,7 @@ def test_a_new_brokers_start_prints_what_the_readme_shows(tmp_path: Path) -> Non
         LOG_PREFIX.sub("", line)
         .replace(broker.bootstrap, README_ADDRESS)
         .replace(broker.http_url, "http://127.0.0.1:8080")
+        .replace(broker.schema_registry_url or "no registry", "http://127.0.0.1:8081")
         .replace(str(broker.data_dir), "data")
         for line in lines
     ]

@@ -91,6 +91,7 @@ from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.registry.access import SubjectAccess
+from sluice.broker.registry.core import REGISTRY_CORE
 from sluice.broker.registry.service import RegistryCore, SchemaRegistry
 from sluice.broker.replication.controller_channel import ControllerChannel
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
@@ -163,7 +164,7 @@ class Broker:
         self.config = config
         self.clock = clock
         self._console = console
-        self._registry_core = registry_core
+        self._registry_core = registry_core or REGISTRY_CORE
         self.schema_registry: SchemaRegistry | None = None
         """The Schema Registry: hosted here while this broker leads its partition, and
         served over HTTP unless schema.registry.listeners is empty."""
@@ -586,13 +587,10 @@ class Broker:
         self.replicas.registered(self.node.epoch)
         self.replicas.say_leadership()
 
-    def _make_schema_registry(self, store: MetadataStore) -> SchemaRegistry | None:
-        """The registry (unless this broker was built without the registry's logic). A
-        broker without registry listeners still hosts it when it leads its partition,
-        so the other brokers can forward to it."""
+    def _make_schema_registry(self, store: MetadataStore) -> SchemaRegistry:
+        """The registry. A broker without registry listeners still hosts it when it
+        leads its partition, so the other brokers can forward to it."""
         config = self.config
-        if self._registry_core is None:
-            return None
         assert self.peers is not None
         secured = config.http_secured()
         return SchemaRegistry(
