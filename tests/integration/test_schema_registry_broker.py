@@ -31,7 +31,8 @@ from registry_stand_in import (
     running_broker,
     stand_in_config,
 )
-from test_sasl import seed_users
+from test_sasl import USERS as SASL_USERS
+from test_sasl import sasl_broker_process, seed_users
 
 import sluice.testing
 from sluice.broker.app import Broker
@@ -378,3 +379,32 @@ def test_on_a_secured_broker_callers_sign_in_and_are_authorized_by_subject(
             assert (status, body) == (200, ["orders-value", "payments-value"])
 
     asyncio.run(scenario())
+
+
+def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path) -> None:
+    """A ``sluice serve`` with a SASL listener and ACLs: Confluent's client with
+    ``basic.auth.user.info`` of a SCRAM user; without credentials 401, a user without
+    WRITE on the subject's topic 403 (40301)."""
+    broker = sasl_broker_process(
+        tmp_path / "data", {"authorizer.enabled": "true", "super.users": "User:alice"}
+    )
+    broker.start()
+    try:
+        url = broker.schema_registry_url
+        assert url is not None
+        alice = SchemaRegistryClient(
+            {"url": url, "basic.auth.user.info": f"alice:{SASL_USERS['alice']}"}
+        )
+        assert alice.register_schema("orders-value", _order("id")) == 1
+        anonymous = SchemaRegistryClient({"url": url})
+        with pytest.raises(SchemaRegistryError) as refused:
+            anonymous.get_subjects()
+        assert refused.value.http_status_code == 401
+        bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": f"bob:{SASL_USERS['bob']}"})
+        with pytest.raises(SchemaRegistryError) as refused:
+            bob.register_schema("orders-value", _order("id", "note"))
+        assert (refused.value.http_status_code, refused.value.error_code) == (403, 40301)
+        assert bob.get_subjects() == []  # may read no topic: sees no subject
+        assert alice.get_latest_version("orders-value").schema_id == 1
+    finally:
+        broker.stop()
