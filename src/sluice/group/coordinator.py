@@ -97,20 +97,16 @@ from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupsConfig,
 )
 from sluice.group.consumer_records_codec import is_consumer_group_key
-from sluice.group.member import Member
+from sluice.group.member import Member, member_image, member_record
 from sluice.group.migration import (
     ClassicGroupImage,
-    ClassicMemberImage,
     MalformedConsumerProtocol,
-    decode_assignment,
-    decode_subscription,
     encode_assignment,
     subscription_version,
 )
 from sluice.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
-    MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     ShareGroupMetadataKey,
@@ -231,16 +227,6 @@ def _answer_parked(parked: Iterable[_ParkedRequests], error: ErrorCode) -> list[
         if sync_token is not None:
             effects.append(Reply(sync_token, SyncGroupResponse(error)))
     return effects
-
-
-def _subscription_of(member: Member, protocol: str) -> bytes:
-    """The member's subscription in the group's protocol, or in its own first choice
-    if it joined the current rebalance without that one (every protocol of a member
-    embeds the same consumer subscription; Kafka fails the heartbeat then)."""
-    for name, metadata in member.protocols:
-        if name == protocol:
-            return metadata
-    return member.protocols[0][1]
 
 
 class GroupCoordinator:
@@ -451,28 +437,13 @@ class GroupCoordinator:
         members = []
         for member in group.members.values():
             try:
-                subscription = decode_subscription(_subscription_of(member, group.protocol_name))
-                assignment = decode_assignment(member.assignment)
+                members.append(member_image(member, group.protocol_name))
             except MalformedConsumerProtocol as error:
                 log.warning("classic group %s: not upgraded: %s", group_id, error)
                 return (
                     f"Cannot upgrade the classic group {group_id} to consumer group because "
                     "the embedded consumer protocol is malformed."
                 )
-            members.append(
-                ClassicMemberImage(
-                    member_id=member.member_id,
-                    instance_id=member.group_instance_id,
-                    client_id=member.client_id,
-                    client_host=member.client_host,
-                    rebalance_timeout_ms=member.rebalance_timeout_ms,
-                    session_timeout_ms=member.session_timeout_ms,
-                    protocols=member.protocols,
-                    subscribed_topic_names=subscription.topics,
-                    rack_id=subscription.rack_id,
-                    assignment=assignment,
-                )
-            )
         return ClassicGroupImage(group_id, group.generation_id, tuple(members))
 
     def _downgrade_to_classic(
@@ -799,16 +770,7 @@ class GroupCoordinator:
             leader=group.leader_id if group.members else None,
             current_state_timestamp_ms=group.state_timestamp_ms,
             members=tuple(
-                MemberMetadataValue(
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    rebalance_timeout_ms=m.rebalance_timeout_ms,
-                    session_timeout_ms=m.session_timeout_ms,
-                    subscription=m.metadata(protocol) if protocol is not None else b"",
-                    assignment=assignments.get(m.member_id, b""),
-                )
+                member_record(m, protocol, assignments.get(m.member_id, b""))
                 for m in group.members.values()
             ),
         )
