@@ -54,9 +54,7 @@ from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
 from sluice.group.api import (
-    NO_MEMBER_ID,
     DeleteGroupsResponse,
-    FetchedOffset,
     GroupDescription,
     GroupListing,
     HeartbeatRequest,
@@ -66,8 +64,6 @@ from sluice.group.api import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteResponse,
     OffsetFetchResponse,
     ShareGroupDescription,
     ShareGroupHeartbeatRequest,
@@ -109,17 +105,14 @@ from sluice.group.migration import (
     encode_assignment,
     subscription_version,
 )
+from sluice.group.offsets import Offsets, commit_refused
 from sluice.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
-    OffsetCommitValue,
     ShareGroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
-    decode_offset_commit_value,
     decode_share_group_metadata_value,
-    encode_key,
-    encode_offset_commit_value,
 )
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
@@ -129,26 +122,14 @@ from sluice.group.state import (
     GroupMembership,
     GroupState,
 )
-from sluice.group.write_errors import TOO_LARGE, write_error
 
 log = logging.getLogger(__name__)
-
-EXPIRY_RECORDS_PER_APPEND_MAX = 1_000
-"""Tombstones written by one offset-expiry append; more are split over several appends
-so no single write grows past what the log accepts in one batch."""
 
 _EMPTY = GroupState.EMPTY
 _PREPARING = GroupState.PREPARING_REBALANCE
 _COMPLETING = GroupState.COMPLETING_REBALANCE
 _STABLE = GroupState.STABLE
 _DEAD = GroupState.DEAD
-
-
-def _commit_error(error: ErrorCode) -> ErrorCode:
-    """For an offset commit: too large means the commit is."""
-    if error in TOO_LARGE:
-        return ErrorCode.invalid_commit_offset_size
-    return write_error(error) or error
 
 
 _ParkedRequests = tuple[Member, RequestToken | None, RequestToken | None]
@@ -193,17 +174,9 @@ class GroupCoordinator:
         self._in_flight: dict[int, CompletionHandler] = {}
         self._expiry_check_ms: int | None = None
         self._loading = False
-        self._transactional_offsets: dict[
-            int, dict[tuple[str, TopicPartition], tuple[OffsetCommitValue | None, int]]
-        ] = {}
-        """Producer id → offsets its open transaction committed (None: a tombstone),
-        each with its record's log position."""
         self._classic = ClassicGroups(self._config, self._random, self._append)
         """The classic groups, and the committed offsets of every kind of group."""
-        self._log_position = 0
-        """Offset records of the partition so far, in log order (replayed, then
-        committed: the runtime reports appends in log order). Kafka compares the
-        offsets of the records in the log; this count orders them the same way."""
+        self._offsets = Offsets(self._classic)
         self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
         """The share groups (KIP-932) of the partition: one group id names either a
         classic group here or a share group there, never both."""
@@ -473,66 +446,20 @@ class GroupCoordinator:
             self._share_groups.replay(decoded.group_id, share_value)
             return
         if isinstance(decoded, OffsetCommitKey):
-            partition = TopicPartition(decoded.topic, decoded.partition)
-            if value is None:
-                group = self._classic.groups.get(decoded.group_id)
-                if group is not None:
-                    group.offsets.pop(partition, None)
-                return
-            offset = decode_offset_commit_value(value)
-            group = self._classic.groups.get(decoded.group_id)
-            if group is None:
-                group = self._classic.groups[decoded.group_id] = Group(decoded.group_id, -1)
-            group.offsets[partition] = offset
-            group.offset_positions[partition] = self._next_log_position()
+            self._offsets.replay(decoded, value)
             return
         metadata = None if value is None else decode_group_metadata_value(value)
         self._classic.replay_metadata(decoded.group_id, metadata)
 
     def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         """An offset committed inside a transaction: pending until its marker."""
-        decoded = decode_key(key)
-        if not isinstance(decoded, OffsetCommitKey):
-            return  # only offsets are ever written in a transaction
-        partition = TopicPartition(decoded.topic, decoded.partition)
-        pending = self._transactional_offsets.setdefault(producer_id, {})
-        pending[(decoded.group_id, partition)] = (
-            None if value is None else decode_offset_commit_value(value),
-            self._next_log_position(),
-        )
-
-    def _next_log_position(self) -> int:
-        self._log_position += 1
-        return self._log_position
+        self._offsets.replay_transactional(producer_id, key, value)
 
     def replay_marker(self, producer_id: int, committed: bool) -> None:
-        self._finish_transaction(producer_id, committed, now_ms=-1)
-
-    def _finish_transaction(self, producer_id: int, committed: bool, now_ms: int) -> None:
-        pending = self._transactional_offsets.pop(producer_id, None)
-        if pending is None or not committed:
-            return
-        for (group_id, partition), (value, position) in pending.items():
-            group = self._classic.groups.get(group_id)
-            if (
-                group is not None
-                and partition in group.offsets
-                and group.offset_positions.get(partition, 0) > position
-            ):
-                continue  # a commit written after this one wins, as in Kafka
-            if value is None:
-                if group is not None:
-                    group.offsets.pop(partition, None)
-                continue
-            if group is None or group.is_in(_DEAD):
-                group = self._classic.groups[group_id] = Group(group_id, now_ms)
-            group.offsets[partition] = value
-            group.offset_positions[partition] = position
+        self._offsets.finish_transaction(producer_id, committed, now_ms=-1)
 
     def has_pending_transactional_offset(self, group_id: str, partition: TopicPartition) -> bool:
-        return any(
-            (group_id, partition) in pending for pending in self._transactional_offsets.values()
-        )
+        return self._offsets.has_pending_transactional_offset(group_id, partition)
 
     def complete_transaction(
         self, now_ms: int, token: RequestToken, producer_id: int, committed: bool
@@ -540,7 +467,7 @@ class GroupCoordinator:
         """A marker for ``producer_id`` was written to this partition (its offsets
         take effect, or are dropped on an abort)."""
         effects = self._advance(now_ms)
-        self._finish_transaction(producer_id, committed, now_ms)
+        self._offsets.finish_transaction(producer_id, committed, now_ms)
         return [*effects, Reply(token, None)]
 
     def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
@@ -592,7 +519,7 @@ class GroupCoordinator:
         effects += self._consumer_groups.advance(now_ms, last_due_ms)
         if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
-            effects += self._expire_offsets(now_ms)
+            effects += self._offsets.expire(now_ms)
         return effects
 
     # ================================================================= appends
@@ -721,119 +648,24 @@ class GroupCoordinator:
         request: OffsetCommitRequest,
         transaction: tuple[int, int] | None = None,
     ) -> list[Effect]:
-        def answer_all(error: ErrorCode) -> list[Effect]:
-            errors = tuple((partition, error) for partition, _ in request.offsets)
-            return [Reply(token, OffsetCommitResponse(errors))]
-
         if not group_id_is_valid(request.group_id, allow_empty=True):
-            return answer_all(ErrorCode.invalid_group_id)
+            return [commit_refused(token, request, ErrorCode.invalid_group_id)]
         if request.group_id in self._share_groups:
-            return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
-        group = self._classic.groups.get(request.group_id)
-        if request.group_id in self._consumer_groups:
-            # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
-            # in a classic group's place, which holds nothing else.
-            error = self._consumer_groups.validate_offset_commit(
-                request.group_id,
-                request.member_id,
-                request.generation_id,
-                transactional=transaction is not None,
-                api_version=request.api_version,
-            )
-            if error is not None:
-                return answer_all(error)
-            if group is None or group.is_in(_DEAD):
-                group = self._classic.groups[request.group_id] = Group(request.group_id, now_ms)
-        elif group is None:
-            if request.generation_id >= 0 and transaction is None:
-                return answer_all(ErrorCode.illegal_generation)
-            # A simple consumer (or an administrator) storing offsets without a group.
-            group = self._classic.groups[request.group_id] = Group(request.group_id, now_ms)
-        elif transaction is not None and request.generation_id < 0:
-            pass  # a producer committing for a group it is not a member of (v0–2)
-        else:
-            error = self._validate_offset_commit(group, request)
-            if error is not None:
-                return answer_all(error)
-            member = group.members.get(request.member_id)
-            if member is not None:
-                self._classic.heard_from(group, member, now_ms)
-        expire_timestamp_ms = now_ms + request.retention_ms if request.retention_ms >= 0 else -1
-        results: list[ErrorCode | None] = []
-        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
-        records: list[Record] = []
-        for partition, offset in request.offsets:
-            metadata = offset.metadata or ""
-            if len(metadata.encode()) > self._config.offset_metadata_bytes_max:
-                results.append(ErrorCode.offset_metadata_too_large)
-                continue
-            value = OffsetCommitValue(
-                offset=offset.offset,
-                leader_epoch=offset.leader_epoch,
-                metadata=metadata,
-                commit_timestamp_ms=now_ms,
-                expire_timestamp_ms=expire_timestamp_ms,
-            )
-            key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
-            records.append((encode_key(key), encode_offset_commit_value(value)))
-            accepted.append((partition, value))
-            results.append(None)
-        if not accepted:
-            self._classic.drop_if_unused(group)
-            return answer_all(ErrorCode.offset_metadata_too_large)
-        for partition, _ in accepted:
-            group.pending_offset_commits[partition] += 1
-
-        def on_committed(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            for partition, value in accepted:
-                group.pending_offset_commits[partition] -= 1
-                if group.pending_offset_commits[partition] <= 0:
-                    del group.pending_offset_commits[partition]
-                if error is not None:
-                    continue
-                position = self._next_log_position()
-                if transaction is None:
-                    group.offsets[partition] = value
-                    group.offset_positions[partition] = position
-                else:
-                    pending = self._transactional_offsets.setdefault(transaction[0], {})
-                    pending[(group.group_id, partition)] = (value, position)
-            outcome = ErrorCode.none if error is None else _commit_error(error)
-            errors = tuple(
-                (partition, outcome if result is None else result)
-                for (partition, _), result in zip(request.offsets, results, strict=True)
-            )
-            if error is not None:
-                self._classic.drop_if_unused(group)
-            return [Reply(token, OffsetCommitResponse(errors))]
-
-        return [self._append(records, on_committed, transaction)]
-
-    def _validate_offset_commit(
-        self, group: Group, request: OffsetCommitRequest
-    ) -> ErrorCode | None:
-        """Kafka's rules: a commit without a generation is a simple consumer's, allowed
-        only while the group is Empty; otherwise the member and its generation must be
-        current, and not while the new generation is still being assigned."""
-        if group.is_in(_DEAD):
-            return ErrorCode.coordinator_not_available
-        if request.generation_id < 0 and group.is_in(_EMPTY):
-            return None
-        if (
-            request.generation_id >= 0
-            or request.member_id != NO_MEMBER_ID
-            or request.group_instance_id is not None
-        ):
-            error = group.validate_member(request.member_id, request.group_instance_id)
-            if error is not None:
-                return error
-            if request.generation_id != group.generation_id:
-                return ErrorCode.illegal_generation
-        elif not group.is_in(_EMPTY):
-            return ErrorCode.unknown_member_id
-        if group.is_in(_COMPLETING):
-            return ErrorCode.rebalance_in_progress
-        return None
+            # Kafka: not a classic group
+            return [commit_refused(token, request, ErrorCode.group_id_not_found)]
+        if request.group_id not in self._consumer_groups:
+            return self._offsets.commit(now_ms, token, request, transaction)
+        # A consumer group (KIP-848): the epoch is the member's.
+        error = self._consumer_groups.validate_offset_commit(
+            request.group_id,
+            request.member_id,
+            request.generation_id,
+            transactional=transaction is not None,
+            api_version=request.api_version,
+        )
+        if error is not None:
+            return [commit_refused(token, request, error)]
+        return self._offsets.commit(now_ms, token, request, transaction, consumer_group=True)
 
     # ============================================================= OffsetFetch
 
@@ -855,24 +687,7 @@ class GroupCoordinator:
             error = self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
             if error is not None:
                 return OffsetFetchResponse(error)
-        group = self._classic.groups.get(group_id)
-        offsets = {} if group is None or group.is_in(_DEAD) else group.offsets
-        if partitions is None:
-            wanted: Iterable[TopicPartition] = sorted(offsets)
-        else:
-            wanted = partitions
-        fetched = []
-        for partition in wanted:
-            value = offsets.get(partition)
-            if require_stable and self.has_pending_transactional_offset(group_id, partition):
-                fetched.append(FetchedOffset(partition, error=ErrorCode.unstable_offset_commit))
-            elif value is None:
-                fetched.append(FetchedOffset(partition))
-            else:
-                fetched.append(
-                    FetchedOffset(partition, value.offset, value.leader_epoch, value.metadata)
-                )
-        return OffsetFetchResponse(ErrorCode.none, tuple(fetched))
+        return self._offsets.fetch(group_id, partitions, require_stable)
 
     # ====================================================== Describe and list
 
@@ -1033,101 +848,4 @@ class GroupCoordinator:
         with members, only offsets of topics no member subscribes to
         (GROUP_SUBSCRIBED_TO_TOPIC); other non-empty groups: NON_EMPTY_GROUP."""
         effects = self._advance(now_ms)
-
-        def answer(response: OffsetDeleteResponse) -> list[Effect]:
-            return [*effects, Reply(token, response)]
-
-        if not group_id_is_valid(group_id, allow_empty=True):
-            return answer(OffsetDeleteResponse(ErrorCode.invalid_group_id))
-        group = self._classic.groups.get(group_id)  # a share group id is not found here either
-        if group is None or group.is_in(_DEAD):
-            return answer(OffsetDeleteResponse(ErrorCode.group_id_not_found))
-        if not group.is_in(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return answer(OffsetDeleteResponse(ErrorCode.non_empty_group))
-        results: list[ErrorCode | None] = []
-        removing: set[TopicPartition] = set()
-        for partition in partitions:
-            if not group.is_in(_EMPTY) and group.is_subscribed_to(partition.topic):
-                results.append(ErrorCode.group_subscribed_to_topic)
-                continue
-            results.append(None)
-            if partition in group.offsets or group.pending_offset_commits[partition]:
-                removing.add(partition)
-
-        def response(outcome: ErrorCode) -> OffsetDeleteResponse:
-            errors = tuple(
-                (partition, outcome if result is None else result)
-                for partition, result in zip(partitions, results, strict=True)
-            )
-            return OffsetDeleteResponse(ErrorCode.none, errors)
-
-        if not removing:
-            return answer(response(ErrorCode.none))
-        ordered = sorted(removing)
-        records = [
-            tombstone(OffsetCommitKey(group.group_id, p.topic, p.partition)) for p in ordered
-        ]
-
-        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is None:
-                for partition in ordered:
-                    group.offsets.pop(partition, None)
-                return [Reply(token, response(ErrorCode.none))]
-            return [Reply(token, response(delete_error(error)))]
-
-        return [*effects, self._append(records, on_deleted)]
-
-    # ============================================================ expiry
-
-    def _expire_offsets(self, now_ms: int) -> list[Effect]:
-        """Tombstones for offsets past retention, and for Empty groups left with no
-        offsets (those become Dead until the tombstones are committed)."""
-        retention_ms = self._config.offsets_retention_ms
-        steps: list[tuple[Record, Group, TopicPartition | None]] = []
-        for group in list(self._classic.groups.values()):
-            if group.is_in(_DEAD):
-                continue
-            expired = group.expired_offsets(now_ms, retention_ms)
-            for partition in expired:
-                key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
-                steps.append((tombstone(key), group, partition))
-            if (
-                group.is_in(_EMPTY)
-                and len(expired) == len(group.offsets)
-                and not group.pending_offset_commits
-                and not group.pending_members
-            ):
-                steps.append((tombstone(GroupMetadataKey(group.group_id)), group, None))
-        if steps:
-            log.info("offset expiry: %d tombstone(s)", len(steps))
-        appends: list[Effect] = []
-        for start in range(0, len(steps), EXPIRY_RECORDS_PER_APPEND_MAX):
-            chunk = steps[start : start + EXPIRY_RECORDS_PER_APPEND_MAX]
-            appends.append(self._append_expiry(chunk, now_ms))
-        return appends
-
-    def _append_expiry(
-        self, chunk: list[tuple[Record, Group, TopicPartition | None]], now_ms: int
-    ) -> Append:
-        removed_offsets = [
-            (group, partition, group.offsets[partition])
-            for _, group, partition in chunk
-            if partition is not None
-        ]
-        dying: list[tuple[Group, int]] = []
-        for _, group, partition in chunk:
-            if partition is None:
-                dying.append((group, group.state_timestamp_ms))
-                group.transition_to(_DEAD, now_ms)
-
-        def on_expired(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is None:
-                for group, partition, value in removed_offsets:
-                    if group.offsets.get(partition) is value:
-                        del group.offsets[partition]
-            else:
-                log.warning("offset expiry: tombstones not written (%s)", error.name)
-            self._classic.finish_removal(dying, error)
-            return []
-
-        return self._append([record for record, _, _ in chunk], on_expired)
+        return effects + self._offsets.delete(token, group_id, partitions)
