@@ -17,6 +17,24 @@ its runtime to carry out::
     poll(now) at next_deadline_ms() ───────▶  sessions, rebalance and sync timeouts,
                                     ◀───────  offset expiry: [Reply(...), Append(...)]
 
+This module is the shard's front: it checks group ids, tells which kind of group an id
+names (one id names a classic, a share or a consumer group, one at a time) and hands
+each request to the part that does the work::
+
+    GroupCoordinator ──┬─ classic groups (ClassicGroups: groups, timers, records, loading)
+                       │    JoinGroup ............ classic_join
+                       │    Sync/Heartbeat/Leave . classic_members
+                       │    rebalances, timers ... classic_rebalance
+                       │    upgrade, downgrade ... classic_conversion
+                       ├─ committed offsets ...... offsets (Offsets)
+                       ├─ share groups (KIP-932) . share_coordinator (ShareGroups)
+                       └─ consumer groups (KIP-848) consumer_coordinator (HostedConsumerGroups)
+
+State owned here: the appends in flight with what to do once each is written (their
+ids are the shard's, shared by every part), when offset expiry next runs, and whether
+the partition is still loading. DeleteGroups, DescribeGroups and ListGroups, which
+span every kind of group, are answered here.
+
 Rules that keep the log the source of truth:
 
 - Committed offsets, a new assignment (Stable) and deletions become visible only in
@@ -79,9 +97,7 @@ from sluice.group.classic_groups import (
 from sluice.group.classic_join import join
 from sluice.group.classic_members import heartbeat, leave, sync
 from sluice.group.classic_rebalance import fire_timer
-from sluice.group.config import (
-    GroupConfig,
-)
+from sluice.group.config import GroupConfig
 from sluice.group.consumer_coordinator import (
     ConsumerGroupDescription,
     HostedConsumerGroups,
@@ -95,9 +111,7 @@ from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupsConfig,
 )
 from sluice.group.consumer_records_codec import is_consumer_group_key
-from sluice.group.migration import (
-    ClassicGroupImage,
-)
+from sluice.group.migration import ClassicGroupImage
 from sluice.group.offsets import Offsets, commit_refused
 from sluice.group.records import (
     OffsetCommitKey,
@@ -108,17 +122,11 @@ from sluice.group.records import (
 )
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
-from sluice.group.state import (
-    Group,
-    GroupState,
-)
+from sluice.group.state import Group, GroupState
 
 log = logging.getLogger(__name__)
 
 _EMPTY = GroupState.EMPTY
-_PREPARING = GroupState.PREPARING_REBALANCE
-_COMPLETING = GroupState.COMPLETING_REBALANCE
-_STABLE = GroupState.STABLE
 _DEAD = GroupState.DEAD
 
 
