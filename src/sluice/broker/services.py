@@ -24,6 +24,7 @@ from sluice.broker.observability.metrics.requests import RequestMetrics
 from sluice.broker.observability.metrics.traffic import TopicTraffic
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
+from sluice.broker.registry.forwarding import RegistryCalls
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
@@ -95,6 +96,8 @@ class BrokerServices:
     static_config: BrokerConfig | None = None
     """The settings the broker started with, before dynamic broker configs (``config``
     holds them applied); None: the same as ``config``."""
+    schema_registry: RegistryCalls | None = None
+    """The Schema Registry's calls, answered here or forwarded (None: no registry)."""
 
 
 # -- the parts a handler may name in its protocol, one per BrokerServices field ---------
@@ -230,3 +233,8 @@ class UsesStaticConfig(Protocol):
 class UsesController(Protocol):
     @property
     def controller(self) -> Controller: ...
+
+
+class UsesSchemaRegistry(Protocol):
+    @property
+    def schema_registry(self) -> RegistryCalls | None: ...
