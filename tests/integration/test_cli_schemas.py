@@ -18,6 +18,8 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from test_sasl import USERS as SASL_USERS
+from test_sasl import sasl_broker_process
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -44,16 +46,17 @@ def registry_url(broker: BrokerProcess) -> str:
 
 
 def sluice(
-    broker: BrokerProcess, *args: str, stdin: bytes = b""
+    broker: BrokerProcess, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    env = dict(os.environ)
-    env["SLUICE_BOOTSTRAP_SERVER"] = broker.bootstrap
-    env["SLUICE_SCHEMA_REGISTRY_URL"] = registry_url(broker)
+    """Run ``python -m sluice ARGS`` with the broker and its registry in the environment."""
+    environment = dict(os.environ)
+    environment["SLUICE_BOOTSTRAP_SERVER"] = broker.bootstrap
+    environment["SLUICE_SCHEMA_REGISTRY_URL"] = registry_url(broker)
+    environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "sluice", *args],
-        input=stdin,
         capture_output=True,
-        env=env,
+        env=environment,
         timeout=COMMAND_TIMEOUT_S,
         check=False,
     )
@@ -241,3 +244,28 @@ def test_protobuf_with_a_reference_registered_from_files_and_deleted_for_good_at
     )
     listed = ok(sluice(broker, "schemas", "list", "--deleted", "--prefix", prefix))
     assert f"{prefix}-value" not in listed and f"{prefix}-money" in listed
+
+
+def test_on_a_sasl_broker_the_cli_signs_in_as_a_scram_user(tmp_path: Path) -> None:
+    broker = sasl_broker_process(
+        tmp_path / "data", {"authorizer.enabled": "true", "super.users": "User:alice"}
+    )
+    broker.start()
+    try:
+        schema = write_schema(tmp_path, "order.avsc", ORDER_V1)
+        error = one_line_error(sluice(broker, "schemas", "list"))
+        assert "error code 401" in error and "--registry-user USER:PASSWORD" in error
+        alice = f"alice:{SASL_USERS['alice']}"
+        registered = ok(
+            sluice(broker, "schemas", "register", "orders-value", schema, "--registry-user", alice)
+        )
+        assert registered.strip() == "Registered orders-value version 1 with id 1."
+        bob = f"bob:{SASL_USERS['bob']}"
+        error = one_line_error(
+            sluice(broker, "schemas", "register", "orders-value", schema, "--registry-user", bob)
+        )
+        assert "error code 40301" in error and "ACL" in error
+        listed = sluice(broker, "schemas", "list", env={"SLUICE_SCHEMA_REGISTRY_USER": alice})
+        assert "orders-value" in ok(listed)
+    finally:
+        broker.stop()
