@@ -456,3 +456,21 @@ def test_soft_and_hard_deletes_as_confluent_s_client_sees_them(
         Schema(_avro_record("Row", {"name": "f0", "type": "int", "default": 0}), "AVRO"),
     )
     assert again.version == 1
+
+
+def test_listings_page_as_the_client_asks(broker: BrokerProcess, topic: str) -> None:
+    client = _client(broker)
+    subject = f"{topic}-value"
+    for n in (1, 2, 3):
+        fields = ({"name": f"f{i}", "type": "int", "default": 0} for i in range(n))
+        client.register_schema(subject, Schema(_avro_record("Page", *fields), "AVRO"))
+    for suffix in ("a", "b"):
+        client.register_schema(f"{topic}-{suffix}", Schema('"long"', "AVRO"))
+    assert client.get_versions(subject, offset=1, limit=1) == [2]
+    assert client.get_versions(subject, offset=2) == [3]
+    assert client.get_subjects(subject_prefix=topic) == [f"{topic}-a", f"{topic}-b", subject]
+    assert client.get_subjects(subject_prefix=topic, offset=1, limit=1) == [f"{topic}-b"]
+    long_id = client.get_latest_version(f"{topic}-a").schema_id
+    assert client.get_subjects_by_schema_id(long_id, offset=1, limit=1) == [f"{topic}-b"]
+    (second,) = client.get_schema_versions(long_id, offset=1, limit=1)
+    assert (second.subject, second.version) == (f"{topic}-b", 1)
