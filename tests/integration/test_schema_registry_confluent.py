@@ -4,7 +4,9 @@ round-tripping records through a real producer and consumer, and the API surface
 ``SchemaRegistryClient`` uses (register, evolve, refuse, look up, versions,
 compatibility and mode, references, normalize, soft and hard delete).
 
-One broker process serves the module; each test works in subjects of its own topic.
+One broker process serves the module; each test works in subjects of its own topic. The
+README's Schema Registry example runs here too, as a newcomer runs it (its broker and
+registry addresses replaced by the test broker's).
 Restarts, SASL and a cluster's leader are the other registry modules' business
 (test_schema_registry_broker.py, tests/cluster/test_schema_registry_cluster.py).
 """
@@ -41,6 +43,14 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from grpc_tools import protoc
+from readme_blocks import (
+    README_ADDRESS,
+    README_SCHEMA_REGISTRY,
+    assert_shows,
+    blocks,
+    run,
+    shown_after,
+)
 
 PROTO_PACKAGE_DIR = "sluice_registry_e2e"
 """Where the Protobuf files compiled for this module live (their import path, hence the
@@ -66,6 +76,12 @@ message Order {{
   repeated string lines = 4;
 }}
 """
+
+
+@pytest.fixture(scope="module")
+def broker(fast_groups_broker: BrokerProcess) -> BrokerProcess:
+    """The module's broker forms groups at once (the README's example subscribes)."""
+    return fast_groups_broker
 
 
 def _client(broker: BrokerProcess) -> SchemaRegistryClient:
@@ -474,3 +490,13 @@ def test_listings_page_as_the_client_asks(broker: BrokerProcess, topic: str) -> 
     assert client.get_subjects_by_schema_id(long_id, offset=1, limit=1) == [f"{topic}-b"]
     (second,) = client.get_schema_versions(long_id, offset=1, limit=1)
     assert (second.subject, second.version) == (f"{topic}-b", 1)
+
+
+def test_the_readme_example_runs_as_written(broker: BrokerProcess) -> None:
+    (block,) = blocks("python", "Schema Registry")
+    assert README_ADDRESS in block and README_SCHEMA_REGISTRY in block
+    assert broker.schema_registry_url is not None
+    source = block.replace(README_ADDRESS, broker.bootstrap).replace(
+        README_SCHEMA_REGISTRY, broker.schema_registry_url
+    )
+    assert_shows(run([sys.executable, "-c", source], {}), shown_after(block))
