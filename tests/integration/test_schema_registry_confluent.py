@@ -41,6 +41,10 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.schema_registry.schema_registry_client import (
+    ConfigCompatibilityLevel,
+    ServerConfig,
+)
 from confluent_kafka.serialization import MessageField, SerializationContext
 from grpc_tools import protoc
 from readme_blocks import (
@@ -252,6 +256,31 @@ def test_json_schema_records_round_trip(broker: BrokerProcess, topic: str) -> No
     assert client.register_schema(f"{topic}-value", Schema(json.dumps(relaxed), "JSON")) > 0
 
 
+def test_a_json_schema_referencing_another_subject(broker: BrokerProcess, topic: str) -> None:
+    client = _client(broker)
+    address = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}})
+    address_subject = f"{topic}-address"
+    client.register_schema(address_subject, Schema(address, "JSON"))
+    customer = json.dumps(
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}},
+        }
+    )
+    schema = Schema(customer, "JSON", [SchemaReference("address.json", address_subject, 1)])
+    value = {"name": "Ada", "home": {"city": "London"}}
+    (read,) = _round_trip(
+        broker,
+        topic,
+        JSONSerializer(schema, client),
+        JSONDeserializer(None, schema_registry_client=_client(broker)),
+        [value],
+    )
+    assert read == value
+    latest = _client(broker).get_latest_version(f"{topic}-value")
+    assert [r.name for r in latest.schema.references] == ["address.json"]
+
+
 @pytest.fixture(scope="module")
 def order_pb2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """The ``_pb2`` module of :data:`ORDER_PROTO` (which imports :data:`MONEY_PROTO` and a
@@ -381,6 +410,11 @@ def test_compatibility_levels_and_modes(broker: BrokerProcess, topic: str) -> No
     assert (error.http_status_code, error.error_code) == (422, 42204), error
     assert _client(broker).register_schema(subject, Schema('"bytes"', "AVRO")) > 0
     assert _client(broker).get_contexts() == ["."]
+    # The same through set_config and get_config, as the client's ServerConfig.
+    config = ServerConfig(compatibility=ConfigCompatibilityLevel.FORWARD)
+    assert client.set_config(subject, config) == {"compatibility": "FORWARD"}
+    read_back = _client(broker).get_config(subject).compatibility_level
+    assert read_back is ConfigCompatibilityLevel.FORWARD
 
 
 def test_normalize_registers_equivalent_schemas_once(broker: BrokerProcess, topic: str) -> None:
@@ -441,6 +475,12 @@ def test_soft_and_hard_deletes_as_confluent_s_client_sees_them(
     assert fresh.get_schema(ids[0]).schema_str
     error = _refused(lambda: fresh.get_version(subject, 1))
     assert (error.http_status_code, error.error_code) == (404, 40402), error
+    assert fresh.get_version(subject, 1, deleted=True).schema_id == ids[0]
+    assert fresh.get_versions(subject, deleted=True) == [1, 2, 3]
+    first = fresh.get_schema(ids[0])
+    error = _refused(lambda: _client(broker).lookup_schema(subject, first))
+    assert (error.http_status_code, error.error_code) == (404, 40403), error
+    assert _client(broker).lookup_schema(subject, first, deleted=True).version == 1
     error = _refused(lambda: fresh.delete_version(subject, 1))
     assert (error.http_status_code, error.error_code) == (404, 40406), error
     error = _refused(lambda: fresh.delete_version(subject, 2, permanent=True))
