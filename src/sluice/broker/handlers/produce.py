@@ -68,6 +68,7 @@ from sluice.broker.handlers.acl_rules import (
 )
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
 from sluice.broker.network.server import ConnectionInfo, Deferred
+from sluice.broker.schema_validation import record_errors, refusal_message
 from sluice.broker.services import (
     UsesAuthorizer,
     UsesCheckStorageError,
@@ -77,6 +78,7 @@ from sluice.broker.services import (
     UsesProduceChecks,
     UsesPurgatory,
     UsesReplicas,
+    UsesSchemaValidation,
     UsesTopics,
     UsesTraffic,
     UsesVerifyTransaction,
@@ -84,6 +86,7 @@ from sluice.broker.services import (
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
+from sluice.common.config import TopicConfig
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.common.limits import (
@@ -111,6 +114,7 @@ class ProduceServices(
     UsesProduceChecks,
     UsesPurgatory,
     UsesReplicas,
+    UsesSchemaValidation,
     UsesTopics,
     UsesTraffic,
     UsesVerifyTransaction,
@@ -232,6 +236,7 @@ def _start_one(
             keys_required=config.compact,
             watch_for=SLUICE_HEADER_PREFIX,
             decompressed_ceiling_bytes=services.config.produce_max_decompressed_bytes,
+            keep_records=config.schema_validation,
         )
         checks = services.produce_checks
         if check.fits_event_loop:
@@ -239,6 +244,7 @@ def _start_one(
             if (
                 check.done
                 and verification is None
+                and not config.schema_validation
                 and not checks.has_waiting_turns(topic_partition)
             ):
                 _append_checked(
@@ -250,7 +256,16 @@ def _start_one(
         _refuse(services, outcome, topic_partition, e)
         return None
     return _UnfinishedAppend(
-        services, topic_partition, records, header, check, acks, outcome, turn, verification
+        services,
+        topic_partition,
+        records,
+        header,
+        check,
+        acks,
+        outcome,
+        turn,
+        verification,
+        config if config.schema_validation else None,
     )
 
 
@@ -269,11 +284,15 @@ class _UnfinishedAppend:
     outcome: PartitionOutcome
     turn: AppendTurn
     verification: _Verification | None = None
+    validated: TopicConfig | None = None
+    """The topic's config when it validates its records' schema ids."""
 
     async def finish(self) -> None:
         try:
             if not self.check.done:
                 await self.services.produce_checks.run(self.check.advance)
+            if self.validated is not None and not await self._schemas_valid(self.validated):
+                return
             verification = self.verification
             if verification is not None:
                 await self.services.verify_transaction(
@@ -311,6 +330,29 @@ class _UnfinishedAppend:
             _refuse(self.services, self.outcome, self.topic_partition, e)
         finally:
             self.turn.release()
+
+    async def _schemas_valid(self, config: TopicConfig) -> bool:
+        """Whether the records' schema ids pass the topic's validation; if not, the
+        partition is answered INVALID_RECORD naming each refused record."""
+        validation = self.services.schema_validation
+        if validation is None:
+            raise errors.InvalidRecord(
+                f"topic {self.topic_partition.topic} validates schema ids, but this broker "
+                "runs no Schema Registry"
+            )
+        section = self.check.records_section
+        assert section is not None, "a validated topic's check keeps its records"
+        topic = self.topic_partition.topic
+        refused = await validation.refusals(
+            topic, config, section, self.header.records_count, self.services.produce_checks
+        )
+        if not refused:
+            return True
+        self.outcome.error_code = ErrorCode.invalid_record
+        self.outcome.error_message = refusal_message(topic, refused)
+        self.outcome.record_errors = record_errors(refused)
+        log.info("refused produce to %s: %s", self.topic_partition, self.outcome.error_message)
+        return False
 
 
 def _append_checked(
