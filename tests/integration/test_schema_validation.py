@@ -38,8 +38,12 @@ from confluent_kafka.schema_registry import (
 )
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from kafka_wire import KafkaConnection, only_partition, produce_request
 
+from sluice.protocol.records import RecordInput, build_batch
 from sluice.schemas.wire import frame
+
+INVALID_RECORD = 87
 
 VALUE_VALIDATION = {"confluent.value.schema.validation": "true"}
 
@@ -82,14 +86,39 @@ def _serialized(
     return serialized
 
 
+def _refused(
+    connection: KafkaConnection, topic: str, records: list[RecordInput]
+) -> tuple[str, dict[int, str]]:
+    """Produce ``records`` as one batch (Produce v8): the refusal's error message and
+    its ``record_errors`` by batch index."""
+    result: Any = only_partition(
+        connection.request(produce_request(topic, 0, build_batch(records)))
+    )
+    assert result.error_code == INVALID_RECORD, result
+    return result.error_message, {
+        error.batch_index: error.batch_index_error_message for error in result.record_errors
+    }
+
+
 def test_plain_bytes_are_refused_and_avro_serialized_records_accepted(
-    broker: BrokerProcess, topic: str, registry: SchemaRegistryClient, producer: Producer
+    broker: BrokerProcess,
+    connection: KafkaConnection,
+    topic: str,
+    registry: SchemaRegistryClient,
+    producer: Producer,
 ) -> None:
     create_topic(broker.bootstrap, topic, config=VALUE_VALIDATION)
-    with pytest.raises(DeliveryFailedError, match=r"(?i)invalid.record") as refused:
+    with pytest.raises(DeliveryFailedError, match=r"INVALID_RECORD"):
         produce_and_flush(producer, topic, [{"value": b'{"amount": 1}'}])
-    assert "no magic byte" in str(refused.value), "the broker's reason reaches the client"
     value = _serialized(registry, topic, _avro_record("Payment"), {"amount": 5})
+    message, record_errors = _refused(
+        connection, topic, [RecordInput(None, value), RecordInput(None, b'{"amount": 1}')]
+    )
+    assert message.startswith("1 record(s) rejected by the schema validation of"), message
+    assert "record 1 of the batch: value has no magic byte" in message, message
+    assert record_errors == {
+        1: "value has no magic byte: first byte is 0x7b, not the magic byte 0x00"
+    }
     delivered = produce_and_flush(producer, topic, [{"value": value}, {"value": None}])
     assert [d.offset for d in delivered] == [0, 1], "the refused record took no offset"
     messages = consume_exactly(broker.bootstrap, [(topic, 0)], 2)
@@ -97,28 +126,48 @@ def test_plain_bytes_are_refused_and_avro_serialized_records_accepted(
 
 
 def test_an_unknown_id_or_one_registered_under_another_subject_is_refused(
-    broker: BrokerProcess, topic: str, registry: SchemaRegistryClient, producer: Producer
+    broker: BrokerProcess,
+    connection: KafkaConnection,
+    topic: str,
+    registry: SchemaRegistryClient,
+    producer: Producer,
 ) -> None:
     create_topic(broker.bootstrap, topic, config=VALUE_VALIDATION)
     other_id = registry.register_schema(
         f"{topic}-elsewhere-value", Schema(_avro_record("Elsewhere", "other"), "AVRO")
     )
-    with pytest.raises(DeliveryFailedError, match=rf"not registered under subject '{topic}-value'"):
+    unknown_id = 2_000_000_000
+    _, record_errors = _refused(
+        connection,
+        topic,
+        [RecordInput(None, frame(other_id, b"\x02")), RecordInput(None, frame(unknown_id, b""))],
+    )
+    assert record_errors == {
+        0: f"value has schema id {other_id}, which is not registered under subject '{topic}-value'",
+        1: f"value has schema id {unknown_id}, which is unknown to the Schema Registry",
+    }
+    with pytest.raises(DeliveryFailedError, match=r"INVALID_RECORD"):
         produce_and_flush(producer, topic, [{"value": frame(other_id, b"\x02")}])
-    with pytest.raises(DeliveryFailedError, match=r"unknown to the Schema Registry"):
-        produce_and_flush(producer, topic, [{"value": frame(2_000_000_000, b"\x02")}])
     own_id = registry.register_schema(f"{topic}-value", Schema(_avro_record("Own"), "AVRO"))
     delivered = produce_and_flush(producer, topic, [{"value": frame(own_id, b"\x02")}])
     assert delivered[0].offset == 0
 
 
 def test_keys_are_validated_on_their_own(
-    broker: BrokerProcess, topic: str, registry: SchemaRegistryClient, producer: Producer
+    broker: BrokerProcess,
+    connection: KafkaConnection,
+    topic: str,
+    registry: SchemaRegistryClient,
+    producer: Producer,
 ) -> None:
     create_topic(broker.bootstrap, topic, config={"confluent.key.schema.validation": "true"})
     key = _serialized(registry, topic, _avro_record("OrderKey", "id"), {"id": 1}, MessageField.KEY)
     assert registry.get_latest_version(f"{topic}-key").schema_id == int.from_bytes(key[1:5])
-    with pytest.raises(DeliveryFailedError, match=r"key has no magic byte"):
+    _, record_errors = _refused(connection, topic, [RecordInput(b"raw key", frame(1, b""))])
+    assert record_errors == {
+        0: "key has no magic byte: first byte is 0x72, not the magic byte 0x00"
+    }
+    with pytest.raises(DeliveryFailedError, match=r"INVALID_RECORD"):
         produce_and_flush(producer, topic, [{"key": b"raw key", "value": b"any"}])
     delivered = produce_and_flush(
         producer, topic, [{"key": key, "value": b"values are not checked"}, {"value": b"v"}]
@@ -127,7 +176,11 @@ def test_keys_are_validated_on_their_own(
 
 
 def test_record_name_strategy_takes_the_records_full_name(
-    broker: BrokerProcess, topic: str, registry: SchemaRegistryClient, producer: Producer
+    broker: BrokerProcess,
+    connection: KafkaConnection,
+    topic: str,
+    registry: SchemaRegistryClient,
+    producer: Producer,
 ) -> None:
     create_topic(
         broker.bootstrap,
@@ -151,8 +204,8 @@ def test_record_name_strategy_takes_the_records_full_name(
     )
     assert produce_and_flush(producer, topic, [{"value": value}])[0].offset == 0
     by_topic = _serialized(registry, topic, _avro_record(f"{record}ByTopic"), {"amount": 4})
-    with pytest.raises(DeliveryFailedError, match=rf"subject 'com\.example\.{record}ByTopic'"):
-        produce_and_flush(producer, topic, [{"value": by_topic}])
+    _, record_errors = _refused(connection, topic, [RecordInput(None, by_topic)])
+    assert f"not registered under subject 'com.example.{record}ByTopic'" in record_errors[0]
 
 
 def test_a_topic_without_validation_is_unaffected(
