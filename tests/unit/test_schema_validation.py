@@ -111,6 +111,23 @@ def test_schema_ids_of_keys_and_values(compression: Compression) -> None:
     assert only_values.keys == [] and only_values.values == ids.values
 
 
+def test_records_kept_across_a_check_advanced_in_steps() -> None:
+    """A compressed batch checked partly on the event loop and finished in a thread
+    keeps every decompressed chunk, in order."""
+    many = [RecordInput(None, frame(index, b"x" * 500)) for index in range(400)]
+    batch = build_batch(many, compression=Compression.GZIP)
+    header = parse_header(batch)
+    check = ProducedRecordsCheck(batch, header, max_message_bytes=1 << 20, keep_records=True)
+    steps = 0
+    while not check.advance(1024):
+        steps += 1
+    assert steps >= 1, "the check took more than one step"
+    assert check.records_section is not None
+    data, start = check.records_section
+    ids = schema_ids_of_records(data, header.records_count, start, keys=False, values=True)
+    assert ids.values == list(range(400))
+
+
 def test_the_check_keeps_no_records_unless_asked() -> None:
     batch = build_batch(RECORDS, compression=Compression.GZIP)
     check = ProducedRecordsCheck(batch, parse_header(batch), max_message_bytes=1 << 20)

@@ -370,7 +370,7 @@ class TopicConfig:
         }
         return cls(**values)
 
-    @property
+    @functools.cached_property
     def schema_validation(self) -> bool:
         """Whether produced records' keys or values are checked against the Schema
         Registry (read on every produce: one attribute test when neither is)."""
