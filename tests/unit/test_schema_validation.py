@@ -128,6 +128,15 @@ def test_records_kept_across_a_check_advanced_in_steps() -> None:
     assert ids.values == list(range(400))
 
 
+def test_a_value_longer_than_its_record_is_refused_not_read_past() -> None:
+    batch = bytearray(build_batch([RecordInput(None, frame(1, b""))]))
+    value_length_at = 61 + 1 + 1 + 1 + 1 + 1  # length, attributes, deltas, key length
+    assert batch[value_length_at] == 2 * 5  # zig-zag 5
+    batch[value_length_at] = 2 * 40
+    ids = schema_ids_of_records(bytes(batch), 1, 61, keys=False, values=True)
+    assert ids.values == ["runs past its record (40 bytes, 6 left)"]
+
+
 def test_the_check_keeps_no_records_unless_asked() -> None:
     batch = build_batch(RECORDS, compression=Compression.GZIP)
     check = ProducedRecordsCheck(batch, parse_header(batch), max_message_bytes=1 << 20)

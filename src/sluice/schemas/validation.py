@@ -106,7 +106,7 @@ def schema_ids_of_records(
     key_ids: list[FieldId] = []
     value_ids: list[FieldId] = []
     unpack_id = _ID.unpack_from
-    for _, _, key, value_position, _ in iter_record_fields(data, count, start):
+    for _, _, key, value_position, record_end in iter_record_fields(data, count, start):
         if keys:
             if key is None:
                 key_ids.append(None)
@@ -121,7 +121,11 @@ def schema_ids_of_records(
             else:
                 size, width = read_signed_varint(data, value_position)
                 position = value_position + width
-            if size >= HEADER_BYTES and data[position] == MAGIC_BYTE:
+            if size > record_end - position:
+                value_ids.append(
+                    f"runs past its record ({size} bytes, {record_end - position} left)"
+                )
+            elif size >= HEADER_BYTES and data[position] == MAGIC_BYTE:
                 value_ids.append(unpack_id(data, position + 1)[0])
             else:
                 value_ids.append(_field_id(data, position, size))
