@@ -93,7 +93,8 @@ class LocalCluster:
         process = self.brokers[node_id] = subprocess.Popen(
             [sys.executable, "-m", "sluice", "serve", f"--node-id={node_id}", f"--host={HOST}",
              f"--port={self.ports[node_id]}", f"--data-dir={self.directory / f'broker-{node_id}'}",
-             f"--zookeeper={self.zookeeper.connect}", "-o", "http.port=0", *overrides],
+             f"--zookeeper={self.zookeeper.connect}", "-o", "http.port=0",
+             "-o", "schema.registry.listeners=", *overrides],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + BROKER_START_TIMEOUT_S

@@ -62,7 +62,13 @@ def produce_frame(version: int, acks: int) -> bytes:
 async def measure(requests: int, top: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sluice-calls-") as work_dir:
         config = BrokerConfig()
-        config.apply_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "http.port": "0"})
+        config.apply_properties(
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "http.port": "0",
+                "schema.registry.listeners": "",
+            }
+        )
         config.data_dir = Path(work_dir) / "data"
         broker = Broker(config)
         await broker.start()

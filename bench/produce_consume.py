@@ -150,8 +150,9 @@ def sluice_broker(
     port = port or free_loopback_port()
     log_path = data_dir.parent / "broker.log"
     argv = [sys.executable, "-m", "sluice", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    # No HTTP listener unless asked for (-o http.port=...): port 8080 may be taken.
-    argv += ["--data-dir", str(data_dir), "-o", "http.port=0"]
+    # No HTTP listener unless asked for (-o http.port=...): port 8080 may be taken; no
+    # Schema Registry (8081) either.
+    argv += ["--data-dir", str(data_dir), "-o", "http.port=0", "-o", "schema.registry.listeners="]
     for override in overrides:
         argv += ["-o", override]
     try:

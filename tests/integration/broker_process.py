@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sluice.cli.loopback import HOST, free_port
 from sluice.storage.machine_boot import BOOT_RECORD_NAME
-from sluice.testing.ready_line import ready_http_url, ready_listeners
+from sluice.testing.ready_line import ready_http_url, ready_listeners, ready_schema_registry_url
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -102,6 +102,9 @@ class BrokerProcess:
         self.environment = dict(environment or {})
         """Variables added to the broker's environment (tests may change it between
         starts)."""
+        self.schema_registry_url: str | None = None
+        """Its Schema Registry's URL, read from the ready line of its first start (kept
+        across restarts); None before, or without a registry."""
         self.starts = 0
         self.last_exit_code: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -143,10 +146,18 @@ class BrokerProcess:
         ]
         if not self.http_port_default:
             argv += ["-o", f"http.port={self.http_port or 0}"]
+        # The registry's default port, 8081, would clash between brokers: a free one,
+        # kept across restarts (a test's overrides win).
+        argv += ["-o", f"schema.registry.listeners={self._schema_registry_listener()}"]
         argv += ["-o", f"sluice.shutdown.timeout.ms={BROKER_SHUTDOWN_TIMEOUT_MS}"]
         for key, value in self.overrides.items():
             argv += ["-o", f"{key}={self.pin_ports(value) if key == 'listeners' else value}"]
         return argv + [self.pin_ports(argument) for argument in self.extra_arguments]
+
+    def _schema_registry_listener(self) -> str:
+        url = self.schema_registry_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return url if url is not None else f"http://{host}:0"
 
     def pin_ports(self, listeners: str) -> str:
         """``listeners`` with each ``NAME://host:0`` given the port that listener bound
@@ -218,6 +229,8 @@ class BrokerProcess:
             if listeners:
                 self.listener_ports = {listener.name: listener.port for listener in listeners}
                 self.port = listeners[0].port
+                if self.schema_registry_url is None:
+                    self.schema_registry_url = ready_schema_registry_url(log_text)
                 http_url = ready_http_url(log_text)
                 if self.http_port_default and http_url is not None:
                     self.http_port = int(http_url.rsplit(":", 1)[1])

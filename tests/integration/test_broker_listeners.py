@@ -49,6 +49,8 @@ class ListenersOnlyBroker(BrokerProcess):
             self.pin_ports(self.listeners),
             "-o",
             "http.port=0",
+            "-o",
+            "schema.registry.listeners=",
             *self.extra,
         ]
 
@@ -71,6 +73,8 @@ def _serve_fails(tmp_path: Path, *arguments: str) -> str:
             str(tmp_path / "d"),
             "-o",
             "http.port=0",
+            "-o",
+            "schema.registry.listeners=",
             *arguments,
         ],
         capture_output=True,

@@ -39,7 +39,13 @@ def _console(calls: list[tuple[str, dict[str, object], bool]]) -> ConsoleFactory
 def test_the_console_is_served_beside_the_brokers_routes(tmp_path: Path) -> None:
     http_port = free_port(HOST)
     config = BrokerConfig()
-    config.apply_properties({"http.port": str(http_port), "group.initial.rebalance.delay.ms": "0"})
+    config.apply_properties(
+        {
+            "http.port": str(http_port),
+            "group.initial.rebalance.delay.ms": "0",
+            "schema.registry.listeners": "",
+        }
+    )
     config.set_address(HOST, 0, origin="test")
     config.data_dir = tmp_path / "data"
     calls: list[tuple[str, dict[str, object], bool]] = []

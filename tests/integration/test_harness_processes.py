@@ -47,11 +47,17 @@ def test_a_broker_binds_a_port_of_the_kernels_choice_and_keeps_it(tmp_path: Path
         port = broker.port
         assert port != 0
         assert broker.listener_ports == {"PLAINTEXT": port}
-        assert listening_ports(broker.pid) == {port}
+        # The Schema Registry took a port of the kernel's choice too, kept likewise.
+        registry_url = broker.schema_registry_url
+        assert registry_url is not None
+        registry_port = int(registry_url.rsplit(":", 1)[1])
+        assert registry_port not in (0, port)
+        assert listening_ports(broker.pid) == {port, registry_port}
         round_trip_one_message(broker.bootstrap)
         broker.restart()
         assert broker.port == port
-        assert listening_ports(broker.pid) == {port}
+        assert broker.schema_registry_url == registry_url
+        assert listening_ports(broker.pid) == {port, registry_port}
     finally:
         broker.stop()
 
@@ -73,7 +79,10 @@ def test_listeners_given_port_0_keep_their_ports_across_restarts(tmp_path: Path)
         assert broker.port == ports["PLAINTEXT"]
         broker.restart()
         assert broker.listener_ports == ports
-        assert listening_ports(broker.pid) == set(ports.values())
+        registry_url = broker.schema_registry_url
+        assert registry_url is not None
+        registry_port = int(registry_url.rsplit(":", 1)[1])
+        assert listening_ports(broker.pid) == {*ports.values(), registry_port}
     finally:
         broker.stop()
 

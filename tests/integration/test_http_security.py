@@ -384,7 +384,9 @@ def test_a_secured_broker_binds_http_to_loopback_unless_told(
 ) -> None:
     http_port = free_port(HOST)
     broker_config = BrokerConfig()
-    broker_config.apply_properties({**properties, "http.port": str(http_port)})
+    broker_config.apply_properties(
+        {**properties, "http.port": str(http_port), "schema.registry.listeners": ""}
+    )
     broker_config.data_dir = tmp_path / "data"
 
     async def scenario() -> str:

@@ -59,7 +59,7 @@ def one_line_error(exit_code: int, stderr: str) -> str:
 
 def serve(data_dir: Path, *extra: str, prefix: Sequence[str] = ()) -> tuple[int, str]:
     """A ``sluice serve`` that must fail before serving (a timeout means it served)."""
-    no_http = ("-o", "http.port=0")
+    no_http = ("-o", "http.port=0", "-o", "schema.registry.listeners=")
     # Port 0: nothing to race another process for, should it get as far as binding.
     return run_sluice(
         "serve", "--data-dir", str(data_dir), "--port", "0", *no_http, *extra, prefix=prefix
@@ -386,7 +386,7 @@ LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
 def test_a_new_brokers_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
     """The README's sample start log, line for line (in any order but the ready line
     last), once the test's own port, HTTP port and data directory are put back as the
-    README's 9092, 8080 and ``data``."""
+    README's 9092, 8080, 8081 and ``data``."""
     (shown,) = [
         block.body
         for block in readme_blocks()
@@ -401,6 +401,7 @@ def test_a_new_brokers_start_prints_what_the_readme_shows(tmp_path: Path) -> Non
         LOG_PREFIX.sub("", line)
         .replace(broker.bootstrap, README_ADDRESS)
         .replace(broker.http_url, "http://127.0.0.1:8080")
+        .replace(broker.schema_registry_url or "no registry", "http://127.0.0.1:8081")
         .replace(str(broker.data_dir), "data")
         for line in lines
     ]

@@ -6,7 +6,7 @@
 
 and inside the broker (BROKER_PARTS):
 
-    top (app, services, dispatcher, handlers, topics, …) → observability
+    top (app, services, dispatcher, handlers, topics, …) → registry → observability
         → coordination | share | extensions → replication
         → fatal | authorization | context → network
 
@@ -75,14 +75,15 @@ BROKER_PARTS = {
     "share": 3,
     "extensions": 3,
     "observability": 4,
+    "registry": 5,
 }
 """Within sluice.broker (docs/ARCHITECTURE.md): the rank of each subpackage, and of the
 three top-level modules the subpackages share (fatal storage errors, authorization, the
 request context). A part imports parts of lower rank, never a peer of its own rank, and
-never the broker's top (rank 5: ``app``, ``services``, the dispatcher, the handlers,
+never the broker's top (rank 6: ``app``, ``services``, the dispatcher, the handlers,
 ``topics`` and the rest), which may import any part. Nothing in the broker imports
 ``app``, which only the CLI and ``sluice.testing`` start."""
-BROKER_TOP = 5
+BROKER_TOP = 6
 NO_IO_PACKAGES = {"protocol", "storage", "common", "replication", "sim", "schemas", "registry"}
 NO_IO_MODULES = {"sluice.cluster.controller_core", "sluice.cluster.alter_partition"}
 """Sans-IO modules in a package that is not (the controller's decisions beside its

@@ -90,6 +90,9 @@ from sluice.broker.observability.metrics.partitions import PartitionCollector
 from sluice.broker.observability.metrics.registry import BrokerMetrics
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
+from sluice.broker.registry.access import SubjectAccess
+from sluice.broker.registry.core import REGISTRY_CORE
+from sluice.broker.registry.service import RegistryCore, SchemaRegistry
 from sluice.broker.replication.controller_channel import ControllerChannel
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.isr import IsrChanges
@@ -97,7 +100,7 @@ from sluice.broker.replication.metadata_applier import MetadataApplier
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_fetcher import ReplicaFetchers
 from sluice.broker.replication.replica_manager import ReplicaManager, raise_open_files_limit
-from sluice.broker.schema_validation import SchemaValidation
+from sluice.broker.schema_validation import RegistrySchemaLookup, SchemaValidation
 from sluice.broker.services import BrokerServices
 from sluice.broker.share.dead_letters import DeadLetterWriter
 from sluice.broker.share.partitions import SharePartitions
@@ -157,10 +160,15 @@ class Broker:
         clock: Clock = SYSTEM_CLOCK,
         console: ConsoleFactory | None = None,
         shutdown_watch: ShutdownWatch | None = None,
+        registry_core: RegistryCore | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self._console = console
+        self._registry_core = registry_core or REGISTRY_CORE
+        self.schema_registry: SchemaRegistry | None = None
+        """The Schema Registry: hosted here while this broker leads its partition, and
+        served over HTTP unless schema.registry.listeners is empty."""
         self.metrics = BrokerMetrics()
         self.http: HttpListener | None = None
         """The HTTP listener once bound (None with http.port=0)."""
@@ -323,6 +331,8 @@ class Broker:
         marker, which only costs that recovery."""
         try:
             await self._stop_http()
+            if self.schema_registry is not None:
+                await self.schema_registry.listener.stop()
             self.replicas.close_all()
             if self.store is not None:
                 await self.store.close()
@@ -511,11 +521,16 @@ class Broker:
             ),
             self.clock,
         )
+        self.schema_registry = self._make_schema_registry(store)
+        if self.schema_registry is not None:
+            self.schema_validation.lookup = RegistrySchemaLookup(
+                self.schema_registry.calls, self.produce_checks
+            )
         self.hosting = (
             CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
             CoordinatorHosting(SHARE_STATE_TOPIC, self.share_states, self.replicas),
-        )
+        ) + (() if self.schema_registry is None else (self.schema_registry.hosting,))
         self.quotas = ClientQuotas(
             store,
             WindowConfig(self.config.quota_window_num, self.config.quota_window_size_seconds),
@@ -548,6 +563,7 @@ class Broker:
             traffic=self.metrics.traffic,
             request_metrics=self.metrics.requests,
             static_config=self.dynamic_config.static,
+            schema_registry=None if self.schema_registry is None else self.schema_registry.calls,
         )
         await self.quotas.load()
         self._dispatcher = Dispatcher(
@@ -572,12 +588,54 @@ class Broker:
         self._add_collectors()
         self._not_ready = "registering with the cluster"
         await self._start_http()
+        await self._start_schema_registry()
         try:
             self.node = await store.register_broker(self.node)
         except BrokerIdInUse as e:
             raise BrokerFatalError(str(e)) from None
         self.replicas.registered(self.node.epoch)
         self.replicas.say_leadership()
+
+    def _make_schema_registry(self, store: MetadataStore) -> SchemaRegistry:
+        """The registry. A broker without registry listeners still hosts it when it
+        leads its partition, so the other brokers can forward to it."""
+        config = self.config
+        assert self.peers is not None
+        secured = config.http_secured()
+        return SchemaRegistry(
+            config,
+            replicas=self.replicas,
+            purgatory=self.purgatory,
+            clock=self.clock,
+            image=lambda: self.applier.image,
+            peers=self.peers,
+            ensure_topic=self.topics.ensure_schema_registry_topic,
+            core=self._registry_core,
+            authenticator=self._http_authenticator(store) if secured else None,
+            access=SubjectAccess(Authorizer(config, store)) if secured else None,
+        )
+
+    def _http_authenticator(self, store: MetadataStore) -> HttpAuthenticator:
+        """HTTP Basic against the SCRAM users (the HTTP and registry listeners)."""
+        config = self.config
+        return HttpAuthenticator(
+            store.scram_credentials,
+            config.http_metrics_bearer_token,
+            failed_authentication_delay_s=config.connection_failed_authentication_delay_ms / 1000,
+        )
+
+    async def _start_schema_registry(self) -> None:
+        """Bind the registry's listeners (a port in use fails the start, naming the
+        setting); the registry answers once this broker or another hosts it."""
+        registry = self.schema_registry
+        if registry is None or not self.config.schema_registry_listeners:
+            return
+        await registry.listener.start()
+        log.info(
+            "Schema Registry on %s%s",
+            ", ".join(registry.urls),
+            "; credentials required" if self.config.http_secured() else "",
+        )
 
     def _add_collectors(self) -> None:
         """The scrape-time collectors, once the parts they read exist."""
@@ -688,12 +746,7 @@ class Broker:
             )
         if secured:
             assert self.store is not None
-            authenticator = HttpAuthenticator(
-                self.store.scram_credentials,
-                config.http_metrics_bearer_token,
-                failed_authentication_delay_s=config.connection_failed_authentication_delay_ms
-                / 1000,
-            )
+            authenticator = self._http_authenticator(self.store)
             may_read_metrics = metrics_access(Authorizer(config, self.store))
         http = HttpListener(
             host,
@@ -747,7 +800,7 @@ class Broker:
             await server.start_serving()
         connect = self.config.zookeeper_connect
         log.info(
-            "sluice broker %d ready on %s (data in %s, %d partition(s); %s; %s)",
+            "sluice broker %d ready on %s (data in %s, %d partition(s); %s; %s; %s)",
             self.config.node_id,
             ", ".join(
                 f"{s.listener_name} {s.host}:{s.port} ({s.security_protocol})" for s in self.servers
@@ -755,6 +808,9 @@ class Broker:
             self.data_dir,
             len(self.replicas),
             "single node" if connect is None else f"cluster through ZooKeeper {connect}",
+            "no Schema Registry"
+            if self.schema_registry is None or not self.schema_registry.urls
+            else f"Schema Registry {', '.join(self.schema_registry.urls)}",
             "no HTTP listener (http.port=0)" if self.http is None else f"HTTP {self.http.url}",
         )
 
@@ -834,6 +890,10 @@ class Broker:
                 await self.groups.start(tasks, sorted(self.hosting[0].led_partitions()))
                 await self.transactions.start(tasks, sorted(self.hosting[1].led_partitions()))
                 await self.share_states.start(tasks, sorted(self.hosting[2].led_partitions()))
+                if self.schema_registry is not None:
+                    await self.schema_registry.runtime.start(
+                        tasks, sorted(self.schema_registry.hosting.led_partitions())
+                    )
                 self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
                 if not self._stopping.is_set():
@@ -846,6 +906,8 @@ class Broker:
                 self.groups.stop()
                 self.transactions.stop()
                 self.share_states.stop()
+                if self.schema_registry is not None:
+                    self.schema_registry.runtime.stop()
                 self.maintenance.stop()
                 for task in background:
                     task.cancel()
@@ -869,6 +931,8 @@ class Broker:
             await server.stop()
         watch.step("closing the HTTP listener", say=False)
         await self._stop_http()
+        if self.schema_registry is not None:
+            await self.schema_registry.listener.stop()
         watch.step("closing the connections to other brokers", say=False)
         if self.peers is not None:
             await self.peers.close()

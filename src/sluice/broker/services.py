@@ -24,6 +24,7 @@ from sluice.broker.observability.metrics.requests import RequestMetrics
 from sluice.broker.observability.metrics.traffic import TopicTraffic
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.quotas import ClientQuotas
+from sluice.broker.registry.forwarding import RegistryCalls
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
@@ -99,6 +100,8 @@ class BrokerServices:
     schema_validation: SchemaValidation | None = None
     """Checks the schema ids of records produced to topics that validate them (None:
     such topics refuse every batch)."""
+    schema_registry: RegistryCalls | None = None
+    """The Schema Registry's calls, answered here or forwarded (None: no registry)."""
 
 
 # -- the parts a handler may name in its protocol, one per BrokerServices field ---------
@@ -239,3 +242,8 @@ class UsesStaticConfig(Protocol):
 class UsesController(Protocol):
     @property
     def controller(self) -> Controller: ...
+
+
+class UsesSchemaRegistry(Protocol):
+    @property
+    def schema_registry(self) -> RegistryCalls | None: ...

@@ -386,6 +386,18 @@ class TopicManager:
             },
         )
 
+    async def ensure_schema_registry_topic(self) -> TopicMetadata:
+        """The Schema Registry's topic (``schema.registry.topic``, ``_schemas``):
+        compacted, one partition, ``schema.registry.topic.replication.factor`` replicas
+        (one per live broker when fewer), created on the registry's first call if it
+        does not exist yet, as Confluent's registry creates it at its start."""
+        return await self._ensure_internal_topic(
+            self._config.schema_registry_topic,
+            1,
+            self._config.schema_registry_topic_replication_factor,
+            {"cleanup.policy": "compact"},
+        )
+
     def _replicas_for(self, replication_factor: int) -> int:
         """Kafka refuses to create an internal topic until enough brokers are up; here
         a smaller cluster gets one replica per live broker."""

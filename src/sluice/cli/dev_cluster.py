@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import signal
 import socket
@@ -64,6 +65,8 @@ BROKERS_MAX = 16
 """More brokers than this on one machine only compete for its cores."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals that stop the dev cluster in order."""
+_REGISTRY_URL = re.compile(r"; Schema Registry (?P<url>http://\S+?)[;)]")
+"""The Schema Registry's URL in a broker's ready line (the last one: restarts append)."""
 
 
 class _Output:
@@ -126,7 +129,18 @@ class _Broker:
             f"--zookeeper={self.zookeeper}",
             "-o",
             f"http.port={self.http_port}",
+            # Consecutive HTTP ports from 8080 would meet the registry's default 8081:
+            # each broker's registry takes a free port, read back from its ready line.
+            "-o",
+            "schema.registry.listeners=http://127.0.0.1:0",
         ]
+
+    def schema_registry_url(self) -> str | None:
+        """Its Schema Registry's URL, from the ready line of its log (once serving)."""
+        found: list[str] = []
+        with contextlib.suppress(OSError):
+            found = _REGISTRY_URL.findall(self.log_path.read_text(errors="replace"))
+        return found[-1] if found else None
 
     @property
     def running(self) -> bool:
@@ -634,8 +648,11 @@ def _say_ready(
     output.say(f"ZooKeeper on {zookeeper.connect} (log: {zookeeper.log_path})")
     for broker in brokers:
         http = f", HTTP on http://{HOST}:{broker.http_port}" if broker.http_port else ""
+        registry_url = broker.schema_registry_url()
+        registry = f", Schema Registry on {registry_url}" if registry_url else ""
         output.say(
-            f"broker {broker.node_id} on {HOST}:{broker.port}{http} (log: {broker.log_path})"
+            f"broker {broker.node_id} on {HOST}:{broker.port}{http}{registry} "
+            f"(log: {broker.log_path})"
         )
     bootstrap = ",".join(f"{HOST}:{b.port}" for b in brokers)
     output.say(

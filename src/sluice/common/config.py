@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.common import errors
+from sluice.common.ids import topic_name_problem
 
 _LONG_MAX = 2**63 - 1
 
@@ -475,6 +476,69 @@ def _rebalance_protocols(text: str) -> tuple[str, ...]:
     return names
 
 
+SCHEMA_COMPATIBILITY_LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
+"""The values of ``schema.compatibility.level`` (Confluent's compatibility levels)."""
+
+SCHEMA_REGISTRY_DEFAULT_PORT = 8081
+"""Confluent's Schema Registry port, the default of ``schema.registry.listeners``."""
+
+SCHEMA_MAX_BYTES_MAX = 1_048_576
+"""The largest ``schema.registry.schema.max.bytes``: a registration is forwarded to the
+broker hosting the registry in one request of Sluice's private API, and stored as one
+record of ``_schemas``."""
+
+
+@dataclass(frozen=True)
+class HttpEndpoint:
+    """One of ``schema.registry.listeners``: ``http://host:port`` (an empty host: every
+    interface; port 0: one of the kernel's choice)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+_HTTP_ENDPOINT = re.compile(r"http://(?P<host>\[[^\]]*\]|[^:/\[\]]*):(?P<port>\d+)/?")
+
+
+def _http_endpoints(text: str) -> tuple[HttpEndpoint, ...]:
+    """``schema.registry.listeners``: comma-separated ``http://host:port``; empty: none
+    (the registry is off)."""
+    endpoints: list[HttpEndpoint] = []
+    for item in list_items(text):
+        if item.lower().startswith("https://"):
+            raise ValueError(
+                f"{item}: HTTPS is not served; listen on loopback with http:// and put a "
+                "TLS proxy in front"
+            )
+        match = _HTTP_ENDPOINT.fullmatch(item)
+        if match is None:
+            raise ValueError(f"{item!r} is not http://host:port, e.g. http://127.0.0.1:8081")
+        endpoint = HttpEndpoint(match["host"].strip("[]"), _port(match["port"]))
+        if endpoint.port and any(other.port == endpoint.port for other in endpoints):
+            raise ValueError(f"{text}: each listener needs a port of its own")
+        endpoints.append(endpoint)
+    return tuple(endpoints)
+
+
+def _schema_registry_topic(text: str) -> str:
+    problem = topic_name_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
 def _sasl_mechanism(text: str) -> str:
     names = _sasl_mechanisms(text)
     if len(names) != 1:
@@ -792,6 +856,24 @@ class BrokerConfig:
     are listed in ApiVersions with the ``group.version`` feature at 1, and served; without
     it they are answered UNSUPPORTED_VERSION, as Kafka does. Kafka 4.3's default also
     lists ``streams``, which Sluice does not serve."""
+    schema_registry_listeners: tuple[HttpEndpoint, ...] = (
+        HttpEndpoint("127.0.0.1", SCHEMA_REGISTRY_DEFAULT_PORT),
+    )
+    """schema.registry.listeners: where the Schema Registry's REST API is served
+    (``http://host:port``, comma separated; port 0: a free port, logged and named in the
+    ready line). Empty: no registry on this broker."""
+    schema_registry_topic: str = "_schemas"
+    """schema.registry.topic: the compacted one-partition topic holding the schemas
+    (Confluent's ``kafkastore.topic``)."""
+    schema_registry_topic_replication_factor: int = 3
+    """schema.registry.topic.replication.factor: replicas of that topic (one per live
+    broker when fewer, as for the other internal topics)."""
+    schema_compatibility_level: str = "BACKWARD"
+    """schema.compatibility.level: the registry's global compatibility level until one
+    is set with ``PUT /config`` (Confluent's setting and default)."""
+    schema_registry_schema_max_bytes: int = 1_048_576
+    """schema.registry.schema.max.bytes: the longest schema text registered (UTF-8
+    bytes); a longer one is refused with 422 (error code 42201)."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
     listeners: tuple[Listener, ...] = ()
@@ -1254,6 +1336,20 @@ BROKER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "connection.failed.authentication.delay.ms": (
         "connection_failed_authentication_delay_ms",
         _long(0, 2**31 - 1),
+    ),
+    "schema.registry.listeners": ("schema_registry_listeners", _http_endpoints),
+    "schema.registry.topic": ("schema_registry_topic", _schema_registry_topic),
+    "schema.registry.topic.replication.factor": (
+        "schema_registry_topic_replication_factor",
+        _long(1, 32),
+    ),
+    "schema.compatibility.level": (
+        "schema_compatibility_level",
+        lambda text: _choice(*SCHEMA_COMPATIBILITY_LEVELS)(text.upper()),
+    ),
+    "schema.registry.schema.max.bytes": (
+        "schema_registry_schema_max_bytes",
+        _long(1024, SCHEMA_MAX_BYTES_MAX),
     ),
     "http.host": ("http_host", str),
     "http.port": ("http_port", _long(0, 65535)),

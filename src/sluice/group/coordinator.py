@@ -17,6 +17,24 @@ its runtime to carry out::
     poll(now) at next_deadline_ms() ───────▶  sessions, rebalance and sync timeouts,
                                     ◀───────  offset expiry: [Reply(...), Append(...)]
 
+This module is the shard's front: it checks group ids, tells which kind of group an id
+names (one id names a classic, a share or a consumer group, one at a time) and hands
+each request to the part that does the work::
+
+    GroupCoordinator ──┬─ classic groups (ClassicGroups: groups, timers, records, loading)
+                       │    JoinGroup ............ classic_join
+                       │    Sync/Heartbeat/Leave . classic_members
+                       │    rebalances, timers ... classic_rebalance
+                       │    upgrade, downgrade ... classic_conversion
+                       ├─ committed offsets ...... offsets (Offsets)
+                       ├─ share groups (KIP-932) . share_coordinator (ShareGroups)
+                       └─ consumer groups (KIP-848) consumer_coordinator (HostedConsumerGroups)
+
+State owned here: the appends in flight with what to do once each is written (their
+ids are the shard's, shared by every part), when offset expiry next runs, and whether
+the partition is still loading. DeleteGroups, DescribeGroups and ListGroups, which
+span every kind of group, are answered here.
+
 Rules that keep the log the source of truth:
 
 - Committed offsets, a new assignment (Stable) and deletions become visible only in
@@ -45,21 +63,16 @@ REBALANCE_IN_PROGRESS, and one whose member is removed with UNKNOWN_MEMBER_ID.
 
 from __future__ import annotations
 
-import enum
-import heapq
 import itertools
 import logging
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from random import Random
 
 from sluice.common.errors import ErrorCode
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import Append, Effect, Record, Reply, RequestToken
 from sluice.group.api import (
-    NO_MEMBER_ID,
     DeleteGroupsResponse,
-    FetchedOffset,
     GroupDescription,
     GroupListing,
     HeartbeatRequest,
@@ -68,27 +81,28 @@ from sluice.group.api import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    LeftMember,
     OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteResponse,
     OffsetFetchResponse,
     ShareGroupDescription,
     ShareGroupHeartbeatRequest,
     SyncGroupRequest,
-    SyncGroupResponse,
 )
-from sluice.group.config import (
-    CLIENT_ID_IN_MEMBER_ID_CHARS_MAX,
-    GROUP_ID_BYTES_MAX,
-    GroupConfig,
+from sluice.group.classic_conversion import downgrade_to_classic, hold_for_consumer_group
+from sluice.group.classic_groups import (
+    ClassicGroups,
+    CompletionHandler,
+    delete_error,
+    group_id_is_valid,
 )
+from sluice.group.classic_join import join
+from sluice.group.classic_members import heartbeat, leave, sync
+from sluice.group.classic_rebalance import fire_timer
+from sluice.group.config import GroupConfig
 from sluice.group.consumer_coordinator import (
     ConsumerGroupDescription,
     HostedConsumerGroups,
     OtherGroupHold,
     UndoFunction,
-    heartbeat_write_error,
     new_member_id_source,
 )
 from sluice.group.consumer_group import ConsumerGroup, MetadataView
@@ -97,150 +111,23 @@ from sluice.group.consumer_heartbeat_api import (
     ConsumerGroupsConfig,
 )
 from sluice.group.consumer_records_codec import is_consumer_group_key
-from sluice.group.member import Member
-from sluice.group.migration import (
-    ClassicGroupImage,
-    ClassicMemberImage,
-    MalformedConsumerProtocol,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    subscription_version,
-)
+from sluice.group.migration import ClassicGroupImage
+from sluice.group.offsets import Offsets, commit_refused
 from sluice.group.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadataValue,
     OffsetCommitKey,
-    OffsetCommitValue,
     ShareGroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
-    decode_offset_commit_value,
     decode_share_group_metadata_value,
-    encode_group_metadata_value,
-    encode_key,
-    encode_offset_commit_value,
 )
 from sluice.group.share_coordinator import ShareGroups
 from sluice.group.share_group import ShareGroup
-from sluice.group.state import (
-    CONSUMER_PROTOCOL_TYPE,
-    Group,
-    GroupMembership,
-    GroupState,
-    JoinWait,
-)
-from sluice.group.write_errors import TOO_LARGE, write_error
+from sluice.group.state import Group, GroupState
 
 log = logging.getLogger(__name__)
 
-EXPIRY_RECORDS_PER_APPEND_MAX = 1_000
-"""Tombstones written by one offset-expiry append; more are split over several appends
-so no single write grows past what the log accepts in one batch."""
-
 _EMPTY = GroupState.EMPTY
-_PREPARING = GroupState.PREPARING_REBALANCE
-_COMPLETING = GroupState.COMPLETING_REBALANCE
-_STABLE = GroupState.STABLE
 _DEAD = GroupState.DEAD
-
-CompletionHandler = Callable[[int, ErrorCode | None], list[Effect]]
-"""Called with (now_ms, error or None) when an append is committed or has failed."""
-
-
-class _Timer(enum.IntEnum):
-    MEMBER = 0
-    """A member's liveness deadline (session, or new-member join timeout)."""
-    PENDING_MEMBER = 1
-    """A member id handed out with MEMBER_ID_REQUIRED that was never used."""
-    JOIN = 2
-    """The group's rebalance (or initial delay) deadline."""
-    SYNC = 3
-    """The deadline for every member of a new generation to send SyncGroup."""
-
-
-_TimerEntry = tuple[int, int, str, _Timer, str]
-"""(deadline ms, sequence, group id, kind, member id). Entries go stale when a deadline
-moves; a popped entry is checked against the group's current state."""
-
-
-def _store_error(error: ErrorCode) -> ErrorCode:
-    """For a group-metadata write (JoinGroup, SyncGroup): a timeout means "rebalance
-    again"."""
-    if error is ErrorCode.request_timed_out:
-        return ErrorCode.rebalance_in_progress
-    if error in TOO_LARGE:
-        return ErrorCode.unknown_server_error
-    return write_error(error) or error
-
-
-def _commit_error(error: ErrorCode) -> ErrorCode:
-    """For an offset commit: too large means the commit is."""
-    if error in TOO_LARGE:
-        return ErrorCode.invalid_commit_offset_size
-    return write_error(error) or error
-
-
-def _delete_error(error: ErrorCode) -> ErrorCode:
-    """For tombstones (DeleteGroups, OffsetDelete)."""
-    if error in TOO_LARGE:
-        return ErrorCode.unknown_server_error
-    return write_error(error) or error
-
-
-def _group_id_is_valid(group_id: str, *, allow_empty: bool) -> bool:
-    """Kafka accepts the empty group id only in the offset and describe/delete APIs."""
-    if not group_id and not allow_empty:
-        return False
-    return len(group_id.encode()) <= GROUP_ID_BYTES_MAX
-
-
-def _is_inconsistent(given: str | None, known: str | None) -> bool:
-    """A protocol type or name a member sent that disagrees with the group's (either
-    side unknown agrees with anything, as in Kafka)."""
-    return given is not None and known is not None and given != known
-
-
-def _tombstone(key: OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey) -> Record:
-    return (encode_key(key), None)
-
-
-_ParkedRequests = tuple[Member, RequestToken | None, RequestToken | None]
-"""A member of a rebalancing classic group with its parked JoinGroup and SyncGroup."""
-
-
-def _detach_parked_requests(group: Group) -> list[_ParkedRequests]:
-    """Take the parked requests off the group's members (an upgrade holds them)."""
-    parked = [
-        (member, member.join_token, member.sync_token)
-        for member in group.members.values()
-        if member.awaiting_join or member.awaiting_sync
-    ]
-    for member, _, _ in parked:
-        member.join_token = member.sync_token = None
-    return parked
-
-
-def _answer_parked(parked: Iterable[_ParkedRequests], error: ErrorCode) -> list[Effect]:
-    effects: list[Effect] = []
-    for member, join_token, sync_token in parked:
-        if join_token is not None:
-            response = JoinGroupResponse(error, member_id=member.member_id)
-            effects.append(Reply(join_token, response))
-        if sync_token is not None:
-            effects.append(Reply(sync_token, SyncGroupResponse(error)))
-    return effects
-
-
-def _subscription_of(member: Member, protocol: str) -> bytes:
-    """The member's subscription in the group's protocol, or in its own first choice
-    if it joined the current rebalance without that one (every protocol of a member
-    embeds the same consumer subscription; Kafka fails the heartbeat then)."""
-    for name, metadata in member.protocols:
-        if name == protocol:
-            return metadata
-    return member.protocols[0][1]
 
 
 class GroupCoordinator:
@@ -254,23 +141,13 @@ class GroupCoordinator:
     ) -> None:
         self._config = config if config is not None else GroupConfig()
         self._random = random if random is not None else Random()
-        self._groups: dict[str, Group] = {}
-        self._timers: list[_TimerEntry] = []
-        self._timer_sequence = itertools.count()
         self._append_ids = itertools.count(1)
         self._in_flight: dict[int, CompletionHandler] = {}
         self._expiry_check_ms: int | None = None
-        self._loading_metadata: dict[str, GroupMetadataValue | None] = {}
         self._loading = False
-        self._transactional_offsets: dict[
-            int, dict[tuple[str, TopicPartition], tuple[OffsetCommitValue | None, int]]
-        ] = {}
-        """Producer id → offsets its open transaction committed (None: a tombstone),
-        each with its record's log position."""
-        self._log_position = 0
-        """Offset records of the partition so far, in log order (replayed, then
-        committed: the runtime reports appends in log order). Kafka compares the
-        offsets of the records in the log; this count orders them the same way."""
+        self._classic = ClassicGroups(self._config, self._random, self._append)
+        """The classic groups, and the committed offsets of every kind of group."""
+        self._offsets = Offsets(self._classic)
         self._share_groups = ShareGroups(self._config, self._append, self._is_classic_group)
         """The share groups (KIP-932) of the partition: one group id names either a
         classic group here or a share group there, never both."""
@@ -297,10 +174,10 @@ class GroupCoordinator:
 
     def group(self, group_id: str) -> Group | None:
         """The group's state, for tests and diagnostics (do not modify it)."""
-        return self._groups.get(group_id)
+        return self._classic.groups.get(group_id)
 
     def group_ids(self) -> list[str]:
-        return sorted(self._groups)
+        return sorted(self._classic.groups)
 
     def share_group(self, group_id: str) -> ShareGroup | None:
         """The share group's state, for tests and diagnostics (do not modify it)."""
@@ -308,7 +185,7 @@ class GroupCoordinator:
 
     def groups(self) -> list[Group]:
         """Every classic group here, for metrics and diagnostics (do not modify them)."""
-        return list(self._groups.values())
+        return list(self._classic.groups.values())
 
     def share_groups(self) -> list[ShareGroup]:
         """Every share group here, for metrics and diagnostics (do not modify them)."""
@@ -317,216 +194,20 @@ class GroupCoordinator:
     def _is_classic_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is taken for share groups: by a classic group, or by a
         consumer group (KIP-848)."""
-        group = self._groups.get(group_id)
+        group = self._classic.groups.get(group_id)
         return (group is not None and not group.is_in(_DEAD)) or group_id in self._consumer_groups
 
     def _other_group_than_consumer(self, group_id: str) -> OtherGroupHold | None:
         if group_id in self._share_groups:
             return OtherGroupHold(in_use=True, metadata_tombstone=None)
-        group = self._groups.get(group_id)
-        if group is None or group.is_in(_DEAD) or group_id in self._consumer_groups:
+        if group_id in self._consumer_groups:
             return None  # (a consumer group's offsets are kept in a classic group's place)
-        tombstone = _tombstone(GroupMetadataKey(group_id))
-        saved: list[GroupMembership] = []
-
-        def put_back(now_ms: int, error: ErrorCode) -> list[Effect]:
-            # The write holding the tombstone failed: the classic group is as it was.
-            return self._restore_classic(group, saved[0], now_ms, error) if saved else []
-
-        if group.members:
-            upgrade = self._upgrade_image(group)
-            if isinstance(upgrade, str):
-                return OtherGroupHold(in_use=True, metadata_tombstone=None, refusal=upgrade)
-            timestamp_ms = group.state_timestamp_ms
-            parked: list[_ParkedRequests] = []
-
-            def hand_over() -> None:
-                # A rebalance in progress: its parked JoinGroups and SyncGroups wait for
-                # the write, then are told to join again (the newcomer moved the epoch).
-                parked.extend(_detach_parked_requests(group))
-                saved.append(group.membership())
-                group.hand_over(timestamp_ms)
-
-            def put_back_rebalance(now_ms: int, error: ErrorCode) -> list[Effect]:
-                # The classic group carries on its rebalance as if nothing had happened:
-                # its parked requests are parked again, its deadlines watched again.
-                if not saved:
-                    return []
-                requests = parked[:]
-                parked.clear()
-                return self._restore_classic(group, saved[0], now_ms, error, requests)
-
-            def rejoin_parked(_now_ms: int) -> list[Effect]:
-                effects = _answer_parked(parked, ErrorCode.rebalance_in_progress)
-                parked.clear()
-                return effects
-
-            return OtherGroupHold(
-                False,
-                tombstone,
-                hand_over,
-                upgrade=upgrade,
-                on_write_failed=put_back_rebalance,
-                on_write_committed=rejoin_parked,
-            )
-        if not group.is_in(_EMPTY):
-            return OtherGroupHold(in_use=True, metadata_tombstone=None)
-        if group.generation_id == 0:
-            return OtherGroupHold(in_use=False, metadata_tombstone=None)  # no record
-
-        def forget_record() -> None:
-            # The consumer group takes the id: the empty classic group's record goes,
-            # its offsets stay with the id; what is left is what loading would leave.
-            saved.append(group.membership())
-            group.generation_id = 0
-            group.protocol_type = group.protocol_name = None
-
-        return OtherGroupHold(False, tombstone, forget_record, on_write_failed=put_back)
-
-    def _restore_classic(
-        self,
-        group: Group,
-        saved: GroupMembership,
-        now_ms: int,
-        error: ErrorCode,
-        parked: Sequence[_ParkedRequests] = (),
-    ) -> list[Effect]:
-        """Put a classic group back as it was before a conversion (upgrade or downgrade)
-        whose write failed, as Kafka's coordinator reverts to the last committed offset:
-        requests parked on members it gained since are answered with the write's error
-        (they retry), those of a rebalance it was in (``parked``) wait again, its
-        members' sessions start again now and its rebalance deadlines are watched again.
-        Offsets are kept: they have their own records."""
-        effects: list[Effect] = []
-        answer = heartbeat_write_error(error)
-        for member in group.members.values():
-            if member.join_token is not None:
-                response = JoinGroupResponse(answer, member_id=member.member_id)
-                effects.append(Reply(member.join_token, response))
-                member.join_token = None
-            if member.sync_token is not None:
-                effects.append(Reply(member.sync_token, SyncGroupResponse(answer)))
-                member.sync_token = None
-        group.restore_membership(saved)
-        for member, join_token, sync_token in parked:
-            member.join_token, member.sync_token = join_token, sync_token
-        if self._groups.get(group.group_id) is None:
-            self._groups[group.group_id] = group
-        for member in group.members.values():
-            self._heard_from(group, member, now_ms)
-        # The conversion's interval consumed their timers (the group was empty then).
-        if group.join_deadline_ms is not None:
-            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
-        if group.sync_deadline_ms is not None:
-            self._watch(group.sync_deadline_ms, group, _Timer.SYNC)
-        for member_id, deadline_ms in group.pending_members.items():
-            self._watch(deadline_ms, group, _Timer.PENDING_MEMBER, member_id)
-        log.warning(
-            "group %s: conversion not written (%s); the classic group is restored",
-            group.group_id,
-            error.name,
-        )
-        self._drop_if_unused(group)
-        return effects
-
-    def _upgrade_image(self, group: Group) -> ClassicGroupImage | str:
-        """The classic group as a consumer group takes it over (Kafka's online upgrade),
-        or why it cannot: the policy forbids it, its members do not use the consumer
-        protocol, there are more than ``group.consumer.max.size``, or their
-        subscriptions or assignments do not parse. As in Kafka, a group in the middle of
-        a rebalance converts too: each member with its subscription and its last
-        assignment (none for a member that joined in this rebalance); its parked
-        requests are told to join again once the conversion is written. A group that
-        never completed a rebalance has no protocol yet and is not converted."""
-        group_id = group.group_id
-        refused = f"Group {group_id} is not a consumer group."
-        if not self._config.consumer_migration_policy.upgrades:
-            log.info("classic group %s: not upgraded: the policy forbids it", group_id)
-            return refused
-        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
-            return refused
-        if len(group.members) > self._config.consumer_group_size_max:
-            log.info("classic group %s: not upgraded: too many members", group_id)
-            return refused
-        members = []
-        for member in group.members.values():
-            try:
-                subscription = decode_subscription(_subscription_of(member, group.protocol_name))
-                assignment = decode_assignment(member.assignment)
-            except MalformedConsumerProtocol as error:
-                log.warning("classic group %s: not upgraded: %s", group_id, error)
-                return (
-                    f"Cannot upgrade the classic group {group_id} to consumer group because "
-                    "the embedded consumer protocol is malformed."
-                )
-            members.append(
-                ClassicMemberImage(
-                    member_id=member.member_id,
-                    instance_id=member.group_instance_id,
-                    client_id=member.client_id,
-                    client_host=member.client_host,
-                    rebalance_timeout_ms=member.rebalance_timeout_ms,
-                    session_timeout_ms=member.session_timeout_ms,
-                    protocols=member.protocols,
-                    subscribed_topic_names=subscription.topics,
-                    rack_id=subscription.rack_id,
-                    assignment=assignment,
-                )
-            )
-        return ClassicGroupImage(group_id, group.generation_id, tuple(members))
+        return hold_for_consumer_group(self._classic, group_id)
 
     def _downgrade_to_classic(
         self, image: ClassicGroupImage, now_ms: int
     ) -> tuple[list[Record], list[Effect], UndoFunction]:
-        """The classic group that replaces a consumer group whose last member of the new
-        protocol left (Kafka's online downgrade): Stable at the group epoch with the
-        members' target assignments, its record written after the consumer group's
-        tombstones, then a rebalance, so every member joins again (none when a static
-        member took the place of the last member of the new protocol with the same
-        subscription: ``image.rebalance``). If the write fails the
-        group is put back as it was (empty, holding the id's offsets), and the consumer
-        group is restored (``HostedConsumerGroups`` reverts it)."""
-        group = self._groups.get(image.group_id)
-        if group is None or group.is_in(_DEAD):
-            group = self._groups[image.group_id] = Group(image.group_id, now_ms)
-        saved = group.membership()
-        assert not group.members, f"group {image.group_id}: a classic group with members"
-        group.generation_id = image.generation
-        for stored in image.members:
-            member = Member(
-                member_id=stored.member_id,
-                group_instance_id=stored.instance_id,
-                client_id=stored.client_id,
-                client_host=stored.client_host,
-                session_timeout_ms=stored.session_timeout_ms,
-                rebalance_timeout_ms=stored.rebalance_timeout_ms,
-                protocols=stored.protocols,
-                last_heartbeat_ms=now_ms,
-            )
-            group.add_member(member, CONSUMER_PROTOCOL_TYPE)
-        protocol = group.protocol_name = group.select_protocol()
-        group.subscribed_topics = group.compute_subscribed_topics()
-        for stored in image.members:
-            member = group.members[stored.member_id]
-            version = subscription_version(member.metadata(protocol))
-            member.assignment = encode_assignment(stored.assignment, version)
-        group.transition_to(_STABLE, now_ms)
-        group.has_metadata_record = True
-        assignments = {m.member_id: m.assignment for m in group.members.values()}
-        record = self._group_record(group, assignments)
-        for member in group.members.values():
-            self._watch_member(group, member)
-        log.info(
-            "consumer group %s: downgraded to a classic group at generation %d",
-            image.group_id,
-            image.generation,
-        )
-        effects = self._prepare_rebalance(group, now_ms) if image.rebalance else []
-
-        def put_back(failed_ms: int, error: ErrorCode) -> list[Effect]:
-            return self._restore_classic(group, saved, failed_ms, error)
-
-        return [record], effects, put_back
+        return downgrade_to_classic(self._classic, image, now_ms)
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group's state (KIP-848), for descriptions, tests and diagnostics
@@ -555,68 +236,20 @@ class GroupCoordinator:
             self._share_groups.replay(decoded.group_id, share_value)
             return
         if isinstance(decoded, OffsetCommitKey):
-            partition = TopicPartition(decoded.topic, decoded.partition)
-            if value is None:
-                group = self._groups.get(decoded.group_id)
-                if group is not None:
-                    group.offsets.pop(partition, None)
-                return
-            offset = decode_offset_commit_value(value)
-            group = self._groups.get(decoded.group_id)
-            if group is None:
-                group = self._groups[decoded.group_id] = Group(decoded.group_id, -1)
-            group.offsets[partition] = offset
-            group.offset_positions[partition] = self._next_log_position()
+            self._offsets.replay(decoded, value)
             return
         metadata = None if value is None else decode_group_metadata_value(value)
-        self._loading_metadata[decoded.group_id] = metadata
-        if metadata is not None and decoded.group_id not in self._groups:
-            self._groups[decoded.group_id] = Group(decoded.group_id, -1)
+        self._classic.replay_metadata(decoded.group_id, metadata)
 
     def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         """An offset committed inside a transaction: pending until its marker."""
-        decoded = decode_key(key)
-        if not isinstance(decoded, OffsetCommitKey):
-            return  # only offsets are ever written in a transaction
-        partition = TopicPartition(decoded.topic, decoded.partition)
-        pending = self._transactional_offsets.setdefault(producer_id, {})
-        pending[(decoded.group_id, partition)] = (
-            None if value is None else decode_offset_commit_value(value),
-            self._next_log_position(),
-        )
-
-    def _next_log_position(self) -> int:
-        self._log_position += 1
-        return self._log_position
+        self._offsets.replay_transactional(producer_id, key, value)
 
     def replay_marker(self, producer_id: int, committed: bool) -> None:
-        self._finish_transaction(producer_id, committed, now_ms=-1)
-
-    def _finish_transaction(self, producer_id: int, committed: bool, now_ms: int) -> None:
-        pending = self._transactional_offsets.pop(producer_id, None)
-        if pending is None or not committed:
-            return
-        for (group_id, partition), (value, position) in pending.items():
-            group = self._groups.get(group_id)
-            if (
-                group is not None
-                and partition in group.offsets
-                and group.offset_positions.get(partition, 0) > position
-            ):
-                continue  # a commit written after this one wins, as in Kafka
-            if value is None:
-                if group is not None:
-                    group.offsets.pop(partition, None)
-                continue
-            if group is None or group.is_in(_DEAD):
-                group = self._groups[group_id] = Group(group_id, now_ms)
-            group.offsets[partition] = value
-            group.offset_positions[partition] = position
+        self._offsets.finish_transaction(producer_id, committed, now_ms=-1)
 
     def has_pending_transactional_offset(self, group_id: str, partition: TopicPartition) -> bool:
-        return any(
-            (group_id, partition) in pending for pending in self._transactional_offsets.values()
-        )
+        return self._offsets.has_pending_transactional_offset(group_id, partition)
 
     def complete_transaction(
         self, now_ms: int, token: RequestToken, producer_id: int, committed: bool
@@ -624,7 +257,7 @@ class GroupCoordinator:
         """A marker for ``producer_id`` was written to this partition (its offsets
         take effect, or are dropped on an abort)."""
         effects = self._advance(now_ms)
-        self._finish_transaction(producer_id, committed, now_ms)
+        self._offsets.finish_transaction(producer_id, committed, now_ms)
         return [*effects, Reply(token, None)]
 
     def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
@@ -633,65 +266,18 @@ class GroupCoordinator:
     def load_completed(self, now_ms: int) -> None:
         """End of the log: give groups their last metadata; groups with members come
         back Stable, their sessions starting now; drop groups with nothing left."""
-        for group_id, metadata in self._loading_metadata.items():
-            group = self._groups.get(group_id)
-            if group is None:
-                continue
-            if metadata is None:
-                group.has_metadata_record = False
-                continue
-            self._restore_group(group, metadata, now_ms)
-        for group_id, group in list(self._groups.items()):
-            if not group.has_metadata_record and not group.offsets:
-                del self._groups[group_id]
-        self._loading_metadata.clear()
+        self._classic.load_completed(now_ms)
         self._loading = False
         self._consumer_groups.load_completed(now_ms)
         self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
-        log.debug("group coordinator loaded %d group(s)", len(self._groups))
-
-    def _restore_group(self, group: Group, metadata: GroupMetadataValue, now_ms: int) -> None:
-        group.has_metadata_record = True
-        group.protocol_type = metadata.protocol_type or None
-        group.generation_id = metadata.generation
-        group.protocol_name = metadata.protocol
-        group.state_timestamp_ms = metadata.current_state_timestamp_ms
-        if not metadata.members or metadata.protocol is None:
-            return
-        for stored in metadata.members:
-            if stored.member_id in group.members or (
-                stored.group_instance_id is not None
-                and stored.group_instance_id in group.static_members
-            ):
-                log.warning(
-                    "group %s: the stored group lists member %s twice; keeping the first",
-                    group.group_id,
-                    stored.member_id,
-                )
-                continue
-            member = Member(
-                member_id=stored.member_id,
-                group_instance_id=stored.group_instance_id,
-                client_id=stored.client_id,
-                client_host=stored.client_host,
-                session_timeout_ms=stored.session_timeout_ms,
-                rebalance_timeout_ms=stored.rebalance_timeout_ms,
-                protocols=((metadata.protocol, stored.subscription),),
-                last_heartbeat_ms=now_ms,
-                assignment=stored.assignment,
-            )
-            group.add_member(member, metadata.protocol_type)
-            self._watch_member(group, member)
-        if metadata.leader in group.members:
-            group.leader_id = metadata.leader
-        group.subscribed_topics = group.compute_subscribed_topics()
-        group.transition_to(_STABLE, metadata.current_state_timestamp_ms)
+        log.debug("group coordinator loaded %d group(s)", len(self._classic.groups))
 
     # ================================================================== timers
 
     def next_deadline_ms(self) -> int | None:
         """When :meth:`poll` next has work (possibly earlier: stale deadlines are cheap)."""
-        deadlines = [self._timers[0][0]] if self._timers else []
+        classic_deadline_ms = self._classic.next_timer_ms()
+        deadlines = [] if classic_deadline_ms is None else [classic_deadline_ms]
         if self._expiry_check_ms is not None:
             deadlines.append(self._expiry_check_ms)
         share_deadline_ms = self._share_groups.next_deadline_ms()
@@ -717,56 +303,14 @@ class GroupCoordinator:
         if self._expiry_check_ms is None:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
         last_due_ms = now_ms if due_now else now_ms - 1
-        while self._timers and self._timers[0][0] <= last_due_ms:
-            _, _, group_id, kind, member_id = heapq.heappop(self._timers)
-            group = self._groups.get(group_id)
-            if group is not None:
-                effects += self._fire(group, kind, member_id, now_ms)
+        for group, kind, member_id in self._classic.due_timers(last_due_ms):
+            effects += fire_timer(self._classic, group, kind, member_id, now_ms)
         effects += self._share_groups.advance(now_ms, last_due_ms)
         effects += self._consumer_groups.advance(now_ms, last_due_ms)
         if self._expiry_check_ms <= last_due_ms:
             self._expiry_check_ms = now_ms + self._config.offsets_retention_check_interval_ms
-            effects += self._expire_offsets(now_ms)
+            effects += self._offsets.expire(now_ms)
         return effects
-
-    def _watch(self, deadline_ms: int, group: Group, kind: _Timer, member_id: str = "") -> None:
-        entry = (deadline_ms, next(self._timer_sequence), group.group_id, kind, member_id)
-        heapq.heappush(self._timers, entry)
-
-    def _watch_member(self, group: Group, member: Member) -> None:
-        deadline = member.liveness_deadline_ms()
-        if deadline is not None:
-            self._watch(deadline, group, _Timer.MEMBER, member.member_id)
-
-    def _heard_from(self, group: Group, member: Member, now_ms: int) -> None:
-        member.last_heartbeat_ms = now_ms
-        self._watch_member(group, member)
-
-    def _fire(self, group: Group, kind: _Timer, member_id: str, now_ms: int) -> list[Effect]:
-        if kind is _Timer.MEMBER:
-            member = group.members.get(member_id)
-            if member is None:
-                return []
-            deadline = member.liveness_deadline_ms()
-            if deadline is None or deadline > now_ms:
-                return []
-            log.info("group %s: member %s expired", group.group_id, member_id)
-            return self._remove_member_and_update(group, member, now_ms)
-        if kind is _Timer.PENDING_MEMBER:
-            deadline = group.pending_members.get(member_id)
-            if deadline is None or deadline > now_ms:
-                return []
-            del group.pending_members[member_id]
-            effects = self._maybe_complete_join(group, now_ms)
-            self._drop_if_unused(group)
-            return effects
-        if kind is _Timer.JOIN:
-            if group.join_deadline_ms is None or group.join_deadline_ms > now_ms:
-                return []
-            return self._on_join_deadline(group, now_ms)
-        if group.sync_deadline_ms is None or group.sync_deadline_ms > now_ms:
-            return []
-        return self._on_sync_deadline(group, now_ms)
 
     # ================================================================= appends
 
@@ -789,48 +333,6 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         effects += on_completion(now_ms, error)
         return effects
-
-    def _group_record(self, group: Group, assignments: Mapping[str, bytes]) -> Record:
-        protocol = group.protocol_name
-        value = GroupMetadataValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id if group.members else None,
-            current_state_timestamp_ms=group.state_timestamp_ms,
-            members=tuple(
-                MemberMetadataValue(
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    rebalance_timeout_ms=m.rebalance_timeout_ms,
-                    session_timeout_ms=m.session_timeout_ms,
-                    subscription=m.metadata(protocol) if protocol is not None else b"",
-                    assignment=assignments.get(m.member_id, b""),
-                )
-                for m in group.members.values()
-            ),
-        )
-        return (encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value))
-
-    def _new_member_id(self, prefix: str) -> str:
-        unique = uuid.UUID(int=self._random.getrandbits(128), version=4)
-        return f"{prefix[:CLIENT_ID_IN_MEMBER_ID_CHARS_MAX]}-{unique}"
-
-    def _drop_if_unused(self, group: Group) -> None:
-        """Forget a group that was created by a request and never came to hold anything
-        (it has no record in the log)."""
-        if (
-            group.is_in(_EMPTY)
-            and group.generation_id == 0
-            and not group.has_metadata_record
-            and not group.members
-            and not group.pending_members
-            and not group.has_offsets()
-            and self._groups.get(group.group_id) is group
-        ):
-            del self._groups[group.group_id]
 
     # =============================================================== JoinGroup
 
@@ -863,441 +365,13 @@ class GroupCoordinator:
             # An empty consumer group gives its id to the classic group, as in Kafka.
             tombstones = self._consumer_groups.delete_empty(request.group_id)
             effects.append(self._append(tombstones, self._log_consumer_group_deletion))
-        return effects + self._join(now_ms, token, request)
-
-    def _join(self, now_ms: int, token: RequestToken, request: JoinGroupRequest) -> list[Effect]:
-        def fail(error: ErrorCode, member_id: str = request.member_id) -> list[Effect]:
-            return [Reply(token, JoinGroupResponse(error, member_id=member_id))]
-
-        if not _group_id_is_valid(request.group_id, allow_empty=False):
-            return fail(ErrorCode.invalid_group_id)
-        if request.group_id in self._share_groups:
-            return fail(ErrorCode.group_id_not_found)  # Kafka: not a classic group
-        config = self._config
-        if not (
-            config.session_timeout_ms_min
-            <= request.session_timeout_ms
-            <= config.session_timeout_ms_max
-        ):
-            return fail(ErrorCode.invalid_session_timeout)
-        group = self._groups.get(request.group_id)
-        if group is None:
-            if request.member_id != NO_MEMBER_ID:
-                return fail(ErrorCode.unknown_member_id)
-            group = self._groups[request.group_id] = Group(request.group_id, now_ms)
-        if group.is_in(_DEAD):
-            return fail(ErrorCode.coordinator_not_available)
-        effects: list[Effect] = []
-        if not self._accepts_joining_member(group, request):
-            member = group.members.get(request.member_id)
-            if member is not None:
-                effects += self._remove_member_and_update(group, member, now_ms)
-            self._drop_if_unused(group)
-            return effects + fail(ErrorCode.group_max_size_reached, NO_MEMBER_ID)
-        names = [name for name, _ in request.protocols]
-        if not group.supports_protocols(request.protocol_type, names):
-            self._drop_if_unused(group)
-            return fail(ErrorCode.inconsistent_group_protocol)
-        if request.member_id == NO_MEMBER_ID:
-            effects += self._join_new_member(group, now_ms, token, request)
-        else:
-            effects += self._join_known_member(group, now_ms, token, request)
-        effects += self._maybe_complete_join(group, now_ms)
-        return effects
-
-    def _accepts_joining_member(self, group: Group, request: JoinGroupRequest) -> bool:
-        """group.max.size (KIP-389): members already in, or already given an id, keep
-        their seat; a new one needs a free seat. During a rebalance only members that
-        joined again count, so newcomers can replace members that are gone."""
-        size_max = self._config.group_size_max
-        member_id = request.member_id
-        if member_id in group.pending_members:
-            return True
-        instance_id = request.group_instance_id
-        if member_id == NO_MEMBER_ID and instance_id in group.static_members:
-            return True
-        if group.is_in(_PREPARING):
-            member = group.members.get(member_id)
-            if member is not None and member.awaiting_join:
-                return True
-            return group.awaiting_join_count() < size_max
-        if member_id in group.members:
-            return True
-        return len(group.members) + len(group.pending_members) < size_max
-
-    def _join_new_member(
-        self, group: Group, now_ms: int, token: RequestToken, request: JoinGroupRequest
-    ) -> list[Effect]:
-        instance_id = request.group_instance_id
-        member_id = self._new_member_id(
-            instance_id if instance_id is not None else request.client_id
+        return effects + join(
+            self._classic,
+            now_ms,
+            token,
+            request,
+            share_group=request.group_id in self._share_groups,
         )
-        if instance_id is not None:
-            if instance_id in group.static_members:
-                return self._replace_static_member(group, now_ms, token, request, member_id)
-            return self._add_member_and_rebalance(group, now_ms, token, request, member_id)
-        if request.require_known_member_id:
-            deadline = now_ms + request.session_timeout_ms
-            group.pending_members[member_id] = deadline
-            self._watch(deadline, group, _Timer.PENDING_MEMBER, member_id)
-            response = JoinGroupResponse(ErrorCode.member_id_required, member_id=member_id)
-            return [Reply(token, response)]
-        return self._add_member_and_rebalance(group, now_ms, token, request, member_id)
-
-    def _join_known_member(
-        self, group: Group, now_ms: int, token: RequestToken, request: JoinGroupRequest
-    ) -> list[Effect]:
-        def fail(error: ErrorCode) -> list[Effect]:
-            return [Reply(token, JoinGroupResponse(error, member_id=request.member_id))]
-
-        if request.member_id in group.pending_members:
-            if request.group_instance_id is not None:
-                return fail(ErrorCode.unknown_member_id)  # pending ids are only dynamic
-            return self._add_member_and_rebalance(group, now_ms, token, request, request.member_id)
-        error = group.validate_member(request.member_id, request.group_instance_id)
-        if error is not None:
-            return fail(error)
-        member = group.members[request.member_id]
-        if group.is_in(_PREPARING):
-            return self._update_member_and_rebalance(group, member, now_ms, token, request)
-        if group.is_in(_COMPLETING):
-            if not member.matches(request.protocols):
-                return self._update_member_and_rebalance(group, member, now_ms, token, request)
-            # The member lost our answer: give it again.
-            self._heard_from(group, member, now_ms)
-            return [Reply(token, self._current_generation(group, member))]
-        assert group.is_in(_STABLE), f"members in a {group.state.value} group"
-        if member.member_id == group.leader_id or not member.matches(request.protocols):
-            # The leader joins again to have the group reassigned (topic metadata changed).
-            return self._update_member_and_rebalance(group, member, now_ms, token, request)
-        self._heard_from(group, member, now_ms)
-        return [Reply(token, self._current_generation(group, member))]
-
-    def _current_generation(self, group: Group, member: Member) -> JoinGroupResponse:
-        is_leader = member.member_id == group.leader_id
-        return JoinGroupResponse(
-            error=ErrorCode.none,
-            generation_id=group.generation_id,
-            protocol_name=group.protocol_name or "",
-            leader=group.leader_id or "",
-            member_id=member.member_id,
-            members=group.current_member_metadata() if is_leader else (),
-        )
-
-    def _add_member_and_rebalance(
-        self,
-        group: Group,
-        now_ms: int,
-        token: RequestToken,
-        request: JoinGroupRequest,
-        member_id: str,
-    ) -> list[Effect]:
-        member = Member(
-            member_id=member_id,
-            group_instance_id=request.group_instance_id,
-            client_id=request.client_id,
-            client_host=request.client_host,
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            protocols=request.protocols,
-            last_heartbeat_ms=now_ms,
-            join_token=token,
-            is_new=True,
-        )
-        if group.is_in(_PREPARING) and group.join_wait is JoinWait.INITIAL_DELAY:
-            group.new_member_added = True
-        group.add_member(member, request.protocol_type)
-        self._watch_member(group, member)
-        return self._maybe_prepare_rebalance(group, now_ms)
-
-    def _park_join(
-        self, member: Member, token: RequestToken, request: JoinGroupRequest
-    ) -> list[Effect]:
-        """Make ``token`` the member's waiting JoinGroup, with the request's protocols."""
-        effects: list[Effect] = []
-        if member.join_token is not None:
-            superseded = JoinGroupResponse(
-                ErrorCode.rebalance_in_progress, member_id=member.member_id
-            )
-            effects.append(Reply(member.join_token, superseded))
-        member.join_token = token
-        member.protocols = request.protocols
-        member.session_timeout_ms = request.session_timeout_ms
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        return effects
-
-    def _update_member_and_rebalance(
-        self,
-        group: Group,
-        member: Member,
-        now_ms: int,
-        token: RequestToken,
-        request: JoinGroupRequest,
-    ) -> list[Effect]:
-        effects = self._park_join(member, token, request)
-        return effects + self._maybe_prepare_rebalance(group, now_ms)
-
-    def _replace_static_member(
-        self,
-        group: Group,
-        now_ms: int,
-        token: RequestToken,
-        request: JoinGroupRequest,
-        new_member_id: str,
-    ) -> list[Effect]:
-        """A static member joined without its member id (its client restarted): it gets
-        a new id and the old one is fenced. In Stable, if the group's protocol would
-        not change, no rebalance: the new id is written to the log and the member gets
-        the current generation (with the old leader id, so a restarted leader does not
-        compute an assignment nobody would receive)."""
-        instance_id = request.group_instance_id
-        assert instance_id is not None
-        old_member_id = group.static_members[instance_id]
-        member = group.members[old_member_id]
-        effects: list[Effect] = []
-        if member.join_token is not None:
-            fenced = JoinGroupResponse(ErrorCode.fenced_instance_id, member_id=old_member_id)
-            effects.append(Reply(member.join_token, fenced))
-            member.join_token = None
-        if member.sync_token is not None:
-            effects.append(
-                Reply(member.sync_token, SyncGroupResponse(ErrorCode.fenced_instance_id))
-            )
-            member.sync_token = None
-        saved = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
-        current_leader = group.leader_id
-        group.replace_static_member(instance_id, new_member_id)
-        member.last_heartbeat_ms = now_ms
-        effects += self._park_join(member, token, request)
-        if group.is_in(_PREPARING):
-            return effects
-        if group.is_in(_COMPLETING):
-            # The leader may already be assigning to the old id: rebalance again.
-            return effects + self._prepare_rebalance(group, now_ms)
-        assert group.is_in(_STABLE), f"static members in a {group.state.value} group"
-        if group.protocol_name != group.select_protocol():
-            return effects + self._prepare_rebalance(group, now_ms)
-
-        def on_stored(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if member.join_token != token:
-                return []  # answered meanwhile (a rebalance started, or fenced again)
-            member.join_token = None
-            if error is None:
-                response = JoinGroupResponse(
-                    error=ErrorCode.none,
-                    generation_id=group.generation_id,
-                    protocol_name=group.protocol_name or "",
-                    leader=current_leader or "",
-                    member_id=member.member_id,
-                    members=(
-                        group.current_member_metadata()
-                        if group.leader_id == member.member_id
-                        else ()
-                    ),
-                )
-                self._heard_from(group, member, completed_ms)
-                return [Reply(token, response)]
-            log.warning(
-                "group %s: could not store new member id of %s (%s); reverting",
-                group.group_id,
-                instance_id,
-                error.name,
-            )
-            if group.static_members.get(instance_id) == member.member_id:
-                group.replace_static_member(instance_id, old_member_id)
-                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = saved
-            self._heard_from(group, member, completed_ms)
-            failed = JoinGroupResponse(_store_error(error), member_id=NO_MEMBER_ID)
-            return [Reply(token, failed)]
-
-        assignments = {m.member_id: m.assignment for m in group.members.values()}
-        return [*effects, self._append([self._group_record(group, assignments)], on_stored)]
-
-    # ============================================================== rebalancing
-
-    def _maybe_prepare_rebalance(self, group: Group, now_ms: int) -> list[Effect]:
-        if group.is_in(_STABLE, _COMPLETING, _EMPTY):
-            return self._prepare_rebalance(group, now_ms)
-        return []
-
-    def _prepare_rebalance(self, group: Group, now_ms: int) -> list[Effect]:
-        effects: list[Effect] = []
-        if group.is_in(_COMPLETING):
-            effects += self._reset_and_propagate_assignment_error(
-                group, ErrorCode.rebalance_in_progress, now_ms
-            )
-        group.pending_sync_members.clear()
-        group.sync_deadline_ms = None
-        rebalance_timeout_ms = group.rebalance_timeout_ms
-        if group.is_in(_EMPTY):
-            delay_ms = min(self._config.initial_rebalance_delay_ms, rebalance_timeout_ms)
-            group.join_wait = JoinWait.INITIAL_DELAY
-            group.initial_delay_remaining_ms = rebalance_timeout_ms - delay_ms
-            group.new_member_added = False
-        else:
-            delay_ms = rebalance_timeout_ms
-            group.join_wait = JoinWait.REBALANCE_TIMEOUT
-        group.transition_to(_PREPARING, now_ms)
-        group.join_deadline_ms = now_ms + delay_ms
-        self._watch(group.join_deadline_ms, group, _Timer.JOIN)
-        log.info(
-            "group %s: rebalancing (generation %d, %d member(s))",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-        )
-        return effects + self._maybe_complete_join(group, now_ms)
-
-    def _maybe_complete_join(self, group: Group, now_ms: int) -> list[Effect]:
-        if (
-            group.is_in(_PREPARING)
-            and group.join_wait is JoinWait.REBALANCE_TIMEOUT
-            and group.has_all_members_joined()
-        ):
-            return self._complete_join(group, now_ms)
-        return []
-
-    def _on_join_deadline(self, group: Group, now_ms: int) -> list[Effect]:
-        group.join_deadline_ms = None
-        if not group.is_in(_PREPARING):
-            return []
-        if (
-            group.join_wait is JoinWait.INITIAL_DELAY
-            and group.new_member_added
-            and group.initial_delay_remaining_ms > 0
-        ):
-            # Members are still arriving: wait once more, within the rebalance timeout.
-            group.new_member_added = False
-            delay_ms = min(
-                self._config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms
-            )
-            group.initial_delay_remaining_ms -= delay_ms
-            group.join_deadline_ms = now_ms + delay_ms
-            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
-            return []
-        return self._complete_join(group, now_ms)
-
-    def _complete_join(self, group: Group, now_ms: int) -> list[Effect]:
-        """End PreparingRebalance: drop dynamic members that did not join again, start
-        the next generation and answer every parked JoinGroup."""
-        effects: list[Effect] = []
-        group.join_deadline_ms = None
-        for member in list(group.members.values()):
-            if not member.awaiting_join and not member.is_static:
-                log.info(
-                    "group %s: member %s did not join in time", group.group_id, member.member_id
-                )
-                effects += self._remove_member(group, member)
-        if not group.elect_joined_leader() and group.members:
-            # Only static members that have not joined again: give them another
-            # rebalance timeout (their sessions may end first).
-            group.join_wait = JoinWait.REBALANCE_TIMEOUT
-            group.join_deadline_ms = now_ms + group.rebalance_timeout_ms
-            self._watch(group.join_deadline_ms, group, _Timer.JOIN)
-            return effects
-        group.generation_id += 1
-        if not group.members:
-            group.protocol_name = None
-            group.subscribed_topics = None
-            group.transition_to(_EMPTY, now_ms)
-            log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
-            return [
-                *effects,
-                self._append([self._group_record(group, {})], self._log_store_error(group)),
-            ]
-        group.protocol_name = group.select_protocol()
-        group.subscribed_topics = group.compute_subscribed_topics()
-        group.transition_to(_COMPLETING, now_ms)
-        everyone = group.current_member_metadata()
-        for member in group.members.values():
-            if member.join_token is not None:
-                response = JoinGroupResponse(
-                    error=ErrorCode.none,
-                    generation_id=group.generation_id,
-                    protocol_name=group.protocol_name,
-                    leader=group.leader_id or "",
-                    member_id=member.member_id,
-                    members=everyone if member.member_id == group.leader_id else (),
-                )
-                effects.append(Reply(member.join_token, response))
-                member.join_token = None
-            member.is_new = False
-            self._heard_from(group, member, now_ms)
-        group.pending_sync_members = set(group.members)
-        group.sync_deadline_ms = now_ms + group.rebalance_timeout_ms
-        self._watch(group.sync_deadline_ms, group, _Timer.SYNC)
-        log.info(
-            "group %s: generation %d with %d member(s), protocol %s, leader %s",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-            group.leader_id,
-        )
-        return effects
-
-    def _on_sync_deadline(self, group: Group, now_ms: int) -> list[Effect]:
-        """Members of the new generation that never sent SyncGroup are removed."""
-        group.sync_deadline_ms = None
-        if not group.is_in(_COMPLETING, _STABLE) or not group.pending_sync_members:
-            return []
-        effects: list[Effect] = []
-        for member in [
-            m for m in group.members.values() if m.member_id in group.pending_sync_members
-        ]:
-            log.info("group %s: member %s did not sync in time", group.group_id, member.member_id)
-            effects += self._remove_member(group, member)
-        group.pending_sync_members.clear()
-        return effects + self._prepare_rebalance(group, now_ms)
-
-    def _log_store_error(self, group: Group) -> CompletionHandler:
-        def on_stored(_now_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is not None:
-                log.warning(
-                    "group %s: could not store group metadata: %s", group.group_id, error.name
-                )
-            return []
-
-        return on_stored
-
-    def _remove_member(self, group: Group, member: Member) -> list[Effect]:
-        """Remove a member, answering its parked requests with UNKNOWN_MEMBER_ID."""
-        effects: list[Effect] = []
-        if member.join_token is not None:
-            gone = JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member.member_id)
-            effects.append(Reply(member.join_token, gone))
-            member.join_token = None
-        if member.sync_token is not None:
-            effects.append(Reply(member.sync_token, SyncGroupResponse(ErrorCode.unknown_member_id)))
-            member.sync_token = None
-        group.remove_member(member.member_id)
-        return effects
-
-    def _remove_member_and_update(self, group: Group, member: Member, now_ms: int) -> list[Effect]:
-        effects = self._remove_member(group, member)
-        if group.is_in(_STABLE, _COMPLETING):
-            effects += self._prepare_rebalance(group, now_ms)
-        elif group.is_in(_PREPARING):
-            effects += self._maybe_complete_join(group, now_ms)
-        return effects
-
-    def _reset_and_propagate_assignment_error(
-        self, group: Group, error: ErrorCode, now_ms: int
-    ) -> list[Effect]:
-        for member in group.members.values():
-            member.assignment = b""
-        return self._propagate_assignment(group, error, now_ms)
-
-    def _propagate_assignment(self, group: Group, error: ErrorCode, now_ms: int) -> list[Effect]:
-        effects: list[Effect] = []
-        for member in group.members.values():
-            if member.sync_token is None:
-                continue
-            assignment = member.assignment if error is ErrorCode.none else b""
-            effects.append(Reply(member.sync_token, SyncGroupResponse(error, assignment)))
-            member.sync_token = None
-            self._heard_from(group, member, now_ms)
-        return effects
 
     # =============================================================== SyncGroup
 
@@ -1307,68 +381,7 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         if request.group_id in self._consumer_groups:
             return [*effects, self._consumer_groups.classic_sync(token, request, now_ms)]
-        return effects + self._sync(now_ms, token, request)
-
-    def _sync(self, now_ms: int, token: RequestToken, request: SyncGroupRequest) -> list[Effect]:
-        def answer(error: ErrorCode, assignment: bytes = b"") -> list[Effect]:
-            return [Reply(token, SyncGroupResponse(error, assignment))]
-
-        if not _group_id_is_valid(request.group_id, allow_empty=False):
-            return answer(ErrorCode.invalid_group_id)
-        group = self._groups.get(request.group_id)
-        if group is None:
-            return answer(ErrorCode.unknown_member_id)
-        if group.is_in(_DEAD):
-            return answer(ErrorCode.coordinator_not_available)
-        error = group.validate_member(request.member_id, request.group_instance_id)
-        if error is not None:
-            return answer(error)
-        if request.generation_id != group.generation_id:
-            return answer(ErrorCode.illegal_generation)
-        if _is_inconsistent(request.protocol_type, group.protocol_type) or _is_inconsistent(
-            request.protocol_name, group.protocol_name
-        ):
-            return answer(ErrorCode.inconsistent_group_protocol)
-        if group.is_in(_PREPARING):
-            return answer(ErrorCode.rebalance_in_progress)
-        member = group.members[request.member_id]
-        group.pending_sync_members.discard(member.member_id)
-        if group.is_in(_STABLE):
-            self._heard_from(group, member, now_ms)
-            return answer(ErrorCode.none, member.assignment)
-        assert group.is_in(_COMPLETING), f"members in a {group.state.value} group"
-        effects: list[Effect] = []
-        if member.sync_token is not None:
-            superseded = SyncGroupResponse(ErrorCode.rebalance_in_progress)
-            effects.append(Reply(member.sync_token, superseded))
-        member.sync_token = token
-        if member.member_id != group.leader_id:
-            return effects
-        assignments = dict(request.assignments)
-        generation_id = group.generation_id
-
-        def on_stored(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if not (group.is_in(_COMPLETING) and group.generation_id == generation_id):
-                return []  # a new rebalance began; parked syncs were answered then
-            if error is not None:
-                log.warning(
-                    "group %s: could not store the assignment of generation %d: %s",
-                    group.group_id,
-                    generation_id,
-                    error.name,
-                )
-                effects = self._reset_and_propagate_assignment_error(
-                    group, _store_error(error), completed_ms
-                )
-                return effects + self._maybe_prepare_rebalance(group, completed_ms)
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            effects = self._propagate_assignment(group, ErrorCode.none, completed_ms)
-            group.transition_to(_STABLE, completed_ms)
-            return effects
-
-        effects.append(self._append([self._group_record(group, assignments)], on_stored))
-        return effects
+        return effects + sync(self._classic, now_ms, token, request)
 
     # =============================================================== Heartbeat
 
@@ -1378,25 +391,10 @@ class GroupCoordinator:
         effects = self._advance(now_ms)
         if request.group_id in self._consumer_groups:
             return [*effects, self._consumer_groups.classic_heartbeat(token, request, now_ms)]
-        return [*effects, Reply(token, HeartbeatResponse(self._heartbeat(now_ms, request)))]
-
-    def _heartbeat(self, now_ms: int, request: HeartbeatRequest) -> ErrorCode:
-        if not _group_id_is_valid(request.group_id, allow_empty=False):
-            return ErrorCode.invalid_group_id
-        group = self._groups.get(request.group_id)
-        if group is None:
-            return ErrorCode.unknown_member_id
-        if group.is_in(_DEAD):
-            return ErrorCode.coordinator_not_available
-        error = group.validate_member(request.member_id, request.group_instance_id)
-        if error is not None:
-            return error
-        if request.generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        self._heard_from(group, group.members[request.member_id], now_ms)
-        if group.is_in(_PREPARING):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+        return [
+            *effects,
+            Reply(token, HeartbeatResponse(heartbeat(self._classic, now_ms, request))),
+        ]
 
     # ============================================================== LeaveGroup
 
@@ -1404,50 +402,11 @@ class GroupCoordinator:
         self, now_ms: int, token: RequestToken, request: LeaveGroupRequest
     ) -> list[Effect]:
         effects = self._advance(now_ms)
-        if not _group_id_is_valid(request.group_id, allow_empty=False):
+        if not group_id_is_valid(request.group_id, allow_empty=False):
             return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.invalid_group_id))]
         if request.group_id in self._consumer_groups:
             return effects + self._consumer_groups.classic_leave(token, request)
-        group = self._groups.get(request.group_id)
-        if group is not None and group.is_in(_DEAD):
-            response = LeaveGroupResponse(ErrorCode.coordinator_not_available)
-            return [*effects, Reply(token, response)]
-        results = []
-        for identity in request.members:
-            if group is None:
-                error = ErrorCode.unknown_member_id
-            else:
-                error, removed = self._leave_one(
-                    group, identity.member_id, identity.group_instance_id, now_ms
-                )
-                effects += removed
-            results.append(LeftMember(identity.member_id, identity.group_instance_id, error))
-        return [*effects, Reply(token, LeaveGroupResponse(ErrorCode.none, tuple(results)))]
-
-    def _leave_one(
-        self, group: Group, member_id: str, group_instance_id: str | None, now_ms: int
-    ) -> tuple[ErrorCode, list[Effect]]:
-        if member_id == NO_MEMBER_ID:
-            # Removal by instance id alone (an administrator removing a static member).
-            current = (
-                None if group_instance_id is None else group.static_members.get(group_instance_id)
-            )
-            if current is None:
-                return ErrorCode.unknown_member_id, []
-            member_id = current
-        elif member_id in group.pending_members:
-            del group.pending_members[member_id]
-            effects = self._maybe_complete_join(group, now_ms)
-            self._drop_if_unused(group)
-            return ErrorCode.none, effects
-        else:
-            error = group.validate_member(member_id, group_instance_id)
-            if error is not None:
-                return error, []
-        log.info("group %s: member %s left", group.group_id, member_id)
-        return ErrorCode.none, self._remove_member_and_update(
-            group, group.members[member_id], now_ms
-        )
+        return effects + leave(self._classic, now_ms, token, request)
 
     # ============================================================ OffsetCommit
 
@@ -1479,119 +438,24 @@ class GroupCoordinator:
         request: OffsetCommitRequest,
         transaction: tuple[int, int] | None = None,
     ) -> list[Effect]:
-        def answer_all(error: ErrorCode) -> list[Effect]:
-            errors = tuple((partition, error) for partition, _ in request.offsets)
-            return [Reply(token, OffsetCommitResponse(errors))]
-
-        if not _group_id_is_valid(request.group_id, allow_empty=True):
-            return answer_all(ErrorCode.invalid_group_id)
+        if not group_id_is_valid(request.group_id, allow_empty=True):
+            return [commit_refused(token, request, ErrorCode.invalid_group_id)]
         if request.group_id in self._share_groups:
-            return answer_all(ErrorCode.group_id_not_found)  # Kafka: not a classic group
-        group = self._groups.get(request.group_id)
-        if request.group_id in self._consumer_groups:
-            # A consumer group (KIP-848): the epoch is the member's; its offsets are kept
-            # in a classic group's place, which holds nothing else.
-            error = self._consumer_groups.validate_offset_commit(
-                request.group_id,
-                request.member_id,
-                request.generation_id,
-                transactional=transaction is not None,
-                api_version=request.api_version,
-            )
-            if error is not None:
-                return answer_all(error)
-            if group is None or group.is_in(_DEAD):
-                group = self._groups[request.group_id] = Group(request.group_id, now_ms)
-        elif group is None:
-            if request.generation_id >= 0 and transaction is None:
-                return answer_all(ErrorCode.illegal_generation)
-            # A simple consumer (or an administrator) storing offsets without a group.
-            group = self._groups[request.group_id] = Group(request.group_id, now_ms)
-        elif transaction is not None and request.generation_id < 0:
-            pass  # a producer committing for a group it is not a member of (v0–2)
-        else:
-            error = self._validate_offset_commit(group, request)
-            if error is not None:
-                return answer_all(error)
-            member = group.members.get(request.member_id)
-            if member is not None:
-                self._heard_from(group, member, now_ms)
-        expire_timestamp_ms = now_ms + request.retention_ms if request.retention_ms >= 0 else -1
-        results: list[ErrorCode | None] = []
-        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
-        records: list[Record] = []
-        for partition, offset in request.offsets:
-            metadata = offset.metadata or ""
-            if len(metadata.encode()) > self._config.offset_metadata_bytes_max:
-                results.append(ErrorCode.offset_metadata_too_large)
-                continue
-            value = OffsetCommitValue(
-                offset=offset.offset,
-                leader_epoch=offset.leader_epoch,
-                metadata=metadata,
-                commit_timestamp_ms=now_ms,
-                expire_timestamp_ms=expire_timestamp_ms,
-            )
-            key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
-            records.append((encode_key(key), encode_offset_commit_value(value)))
-            accepted.append((partition, value))
-            results.append(None)
-        if not accepted:
-            self._drop_if_unused(group)
-            return answer_all(ErrorCode.offset_metadata_too_large)
-        for partition, _ in accepted:
-            group.pending_offset_commits[partition] += 1
-
-        def on_committed(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            for partition, value in accepted:
-                group.pending_offset_commits[partition] -= 1
-                if group.pending_offset_commits[partition] <= 0:
-                    del group.pending_offset_commits[partition]
-                if error is not None:
-                    continue
-                position = self._next_log_position()
-                if transaction is None:
-                    group.offsets[partition] = value
-                    group.offset_positions[partition] = position
-                else:
-                    pending = self._transactional_offsets.setdefault(transaction[0], {})
-                    pending[(group.group_id, partition)] = (value, position)
-            outcome = ErrorCode.none if error is None else _commit_error(error)
-            errors = tuple(
-                (partition, outcome if result is None else result)
-                for (partition, _), result in zip(request.offsets, results, strict=True)
-            )
-            if error is not None:
-                self._drop_if_unused(group)
-            return [Reply(token, OffsetCommitResponse(errors))]
-
-        return [self._append(records, on_committed, transaction)]
-
-    def _validate_offset_commit(
-        self, group: Group, request: OffsetCommitRequest
-    ) -> ErrorCode | None:
-        """Kafka's rules: a commit without a generation is a simple consumer's, allowed
-        only while the group is Empty; otherwise the member and its generation must be
-        current, and not while the new generation is still being assigned."""
-        if group.is_in(_DEAD):
-            return ErrorCode.coordinator_not_available
-        if request.generation_id < 0 and group.is_in(_EMPTY):
-            return None
-        if (
-            request.generation_id >= 0
-            or request.member_id != NO_MEMBER_ID
-            or request.group_instance_id is not None
-        ):
-            error = group.validate_member(request.member_id, request.group_instance_id)
-            if error is not None:
-                return error
-            if request.generation_id != group.generation_id:
-                return ErrorCode.illegal_generation
-        elif not group.is_in(_EMPTY):
-            return ErrorCode.unknown_member_id
-        if group.is_in(_COMPLETING):
-            return ErrorCode.rebalance_in_progress
-        return None
+            # Kafka: not a classic group
+            return [commit_refused(token, request, ErrorCode.group_id_not_found)]
+        if request.group_id not in self._consumer_groups:
+            return self._offsets.commit(now_ms, token, request, transaction)
+        # A consumer group (KIP-848): the epoch is the member's.
+        error = self._consumer_groups.validate_offset_commit(
+            request.group_id,
+            request.member_id,
+            request.generation_id,
+            transactional=transaction is not None,
+            api_version=request.api_version,
+        )
+        if error is not None:
+            return [commit_refused(token, request, error)]
+        return self._offsets.commit(now_ms, token, request, transaction, consumer_group=True)
 
     # ============================================================= OffsetFetch
 
@@ -1607,30 +471,13 @@ class GroupCoordinator:
         ``require_stable``: a partition with an offset pending in an open transaction
         answers UNSTABLE_OFFSET_COMMIT (the consumer retries). ``member_id`` and
         ``member_epoch`` (OffsetFetch v9+) are checked for a consumer group (KIP-848)."""
-        if not _group_id_is_valid(group_id, allow_empty=True):
+        if not group_id_is_valid(group_id, allow_empty=True):
             return OffsetFetchResponse(ErrorCode.invalid_group_id)
         if group_id in self._consumer_groups:
             error = self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
             if error is not None:
                 return OffsetFetchResponse(error)
-        group = self._groups.get(group_id)
-        offsets = {} if group is None or group.is_in(_DEAD) else group.offsets
-        if partitions is None:
-            wanted: Iterable[TopicPartition] = sorted(offsets)
-        else:
-            wanted = partitions
-        fetched = []
-        for partition in wanted:
-            value = offsets.get(partition)
-            if require_stable and self.has_pending_transactional_offset(group_id, partition):
-                fetched.append(FetchedOffset(partition, error=ErrorCode.unstable_offset_commit))
-            elif value is None:
-                fetched.append(FetchedOffset(partition))
-            else:
-                fetched.append(
-                    FetchedOffset(partition, value.offset, value.leader_epoch, value.metadata)
-                )
-        return OffsetFetchResponse(ErrorCode.none, tuple(fetched))
+        return self._offsets.fetch(group_id, partitions, require_stable)
 
     # ====================================================== Describe and list
 
@@ -1638,8 +485,8 @@ class GroupCoordinator:
         """Unknown groups are described as Dead with no error (Kafka, versions < 6)."""
         descriptions = []
         for group_id in group_ids:
-            group = self._groups.get(group_id)
-            if not _group_id_is_valid(group_id, allow_empty=True):
+            group = self._classic.groups.get(group_id)
+            if not group_id_is_valid(group_id, allow_empty=True):
                 descriptions.append(
                     GroupDescription(group_id, ErrorCode.invalid_group_id, _DEAD.value)
                 )
@@ -1660,8 +507,8 @@ class GroupCoordinator:
         """Every group but Dead ones; ``states`` (case-insensitive names) filters."""
         wanted = None if not states else {state.lower() for state in states}
         listings = []
-        for group_id in sorted(self._groups):
-            group = self._groups[group_id]
+        for group_id in sorted(self._classic.groups):
+            group = self._classic.groups[group_id]
             if group.is_in(_DEAD) or group_id in self._consumer_groups:
                 continue  # (a consumer group's offsets are kept in a classic group)
             if wanted is not None and group.state.value.lower() not in wanted:
@@ -1690,8 +537,8 @@ class GroupCoordinator:
         for group_id in group_ids:
             if group_id in results:
                 continue
-            group = self._groups.get(group_id)
-            if not _group_id_is_valid(group_id, allow_empty=True):
+            group = self._classic.groups.get(group_id)
+            if not group_id_is_valid(group_id, allow_empty=True):
                 results[group_id] = ErrorCode.invalid_group_id
             elif group_id in self._share_groups:
                 results[group_id] = self._share_groups.deletion_error(group_id)
@@ -1705,7 +552,7 @@ class GroupCoordinator:
                 if results[group_id] is None:
                     if group is not None and not group.is_in(_DEAD):  # its offsets
                         deleting.append((group, group.state_timestamp_ms))
-                        records += self._group_tombstones(group)
+                        records += self._classic.group_tombstones(group)
                         group.transition_to(_DEAD, now_ms)
                     tombstones, on_written = self._consumer_groups.delete(group_id)
                     records += tombstones
@@ -1717,7 +564,7 @@ class GroupCoordinator:
             else:
                 results[group_id] = None
                 deleting.append((group, group.state_timestamp_ms))
-                records += self._group_tombstones(group)
+                records += self._classic.group_tombstones(group)
                 group.transition_to(_DEAD, now_ms)
         if not records:
             response = DeleteGroupsResponse(
@@ -1726,12 +573,12 @@ class GroupCoordinator:
             return [*effects, Reply(token, response)]
 
         def on_deleted(completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            self._finish_removal(deleting, error)
+            self._classic.finish_removal(deleting, error)
             for on_written in consumer_deletions:
                 on_written(completed_ms, error)  # a consumer group comes back if not written
             for group_id in deleting_share:
                 self._share_groups.finish_deletion(group_id, error)
-            outcome = ErrorCode.none if error is None else _delete_error(error)
+            outcome = ErrorCode.none if error is None else delete_error(error)
             response = DeleteGroupsResponse(
                 tuple(
                     (group_id, outcome if result is None else result)
@@ -1742,26 +589,6 @@ class GroupCoordinator:
             return [Reply(token, response)]
 
         return [*effects, self._append(records, on_deleted)]
-
-    def _group_tombstones(self, group: Group) -> list[Record]:
-        partitions = sorted(set(group.offsets) | set(+group.pending_offset_commits))
-        records = [
-            _tombstone(OffsetCommitKey(group.group_id, p.topic, p.partition)) for p in partitions
-        ]
-        records.append(_tombstone(GroupMetadataKey(group.group_id)))
-        return records
-
-    def _finish_removal(self, groups: list[tuple[Group, int]], error: ErrorCode | None) -> None:
-        """Forget groups whose tombstones are committed; revive them if not written."""
-        for group, state_timestamp_ms in groups:
-            if self._groups.get(group.group_id) is not group or not group.is_in(_DEAD):
-                continue
-            if error is None:
-                del self._groups[group.group_id]
-                log.info("group %s: deleted", group.group_id)
-            else:
-                log.warning("group %s: tombstones not written (%s)", group.group_id, error.name)
-                group.transition_to(_EMPTY, state_timestamp_ms)
 
     # ============================================================= share groups
 
@@ -1811,101 +638,4 @@ class GroupCoordinator:
         with members, only offsets of topics no member subscribes to
         (GROUP_SUBSCRIBED_TO_TOPIC); other non-empty groups: NON_EMPTY_GROUP."""
         effects = self._advance(now_ms)
-
-        def answer(response: OffsetDeleteResponse) -> list[Effect]:
-            return [*effects, Reply(token, response)]
-
-        if not _group_id_is_valid(group_id, allow_empty=True):
-            return answer(OffsetDeleteResponse(ErrorCode.invalid_group_id))
-        group = self._groups.get(group_id)  # a share group id is not found here either
-        if group is None or group.is_in(_DEAD):
-            return answer(OffsetDeleteResponse(ErrorCode.group_id_not_found))
-        if not group.is_in(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return answer(OffsetDeleteResponse(ErrorCode.non_empty_group))
-        results: list[ErrorCode | None] = []
-        removing: set[TopicPartition] = set()
-        for partition in partitions:
-            if not group.is_in(_EMPTY) and group.is_subscribed_to(partition.topic):
-                results.append(ErrorCode.group_subscribed_to_topic)
-                continue
-            results.append(None)
-            if partition in group.offsets or group.pending_offset_commits[partition]:
-                removing.add(partition)
-
-        def response(outcome: ErrorCode) -> OffsetDeleteResponse:
-            errors = tuple(
-                (partition, outcome if result is None else result)
-                for partition, result in zip(partitions, results, strict=True)
-            )
-            return OffsetDeleteResponse(ErrorCode.none, errors)
-
-        if not removing:
-            return answer(response(ErrorCode.none))
-        ordered = sorted(removing)
-        records = [
-            _tombstone(OffsetCommitKey(group.group_id, p.topic, p.partition)) for p in ordered
-        ]
-
-        def on_deleted(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is None:
-                for partition in ordered:
-                    group.offsets.pop(partition, None)
-                return [Reply(token, response(ErrorCode.none))]
-            return [Reply(token, response(_delete_error(error)))]
-
-        return [*effects, self._append(records, on_deleted)]
-
-    # ============================================================ expiry
-
-    def _expire_offsets(self, now_ms: int) -> list[Effect]:
-        """Tombstones for offsets past retention, and for Empty groups left with no
-        offsets (those become Dead until the tombstones are committed)."""
-        retention_ms = self._config.offsets_retention_ms
-        steps: list[tuple[Record, Group, TopicPartition | None]] = []
-        for group in list(self._groups.values()):
-            if group.is_in(_DEAD):
-                continue
-            expired = group.expired_offsets(now_ms, retention_ms)
-            for partition in expired:
-                key = OffsetCommitKey(group.group_id, partition.topic, partition.partition)
-                steps.append((_tombstone(key), group, partition))
-            if (
-                group.is_in(_EMPTY)
-                and len(expired) == len(group.offsets)
-                and not group.pending_offset_commits
-                and not group.pending_members
-            ):
-                steps.append((_tombstone(GroupMetadataKey(group.group_id)), group, None))
-        if steps:
-            log.info("offset expiry: %d tombstone(s)", len(steps))
-        appends: list[Effect] = []
-        for start in range(0, len(steps), EXPIRY_RECORDS_PER_APPEND_MAX):
-            chunk = steps[start : start + EXPIRY_RECORDS_PER_APPEND_MAX]
-            appends.append(self._append_expiry(chunk, now_ms))
-        return appends
-
-    def _append_expiry(
-        self, chunk: list[tuple[Record, Group, TopicPartition | None]], now_ms: int
-    ) -> Append:
-        removed_offsets = [
-            (group, partition, group.offsets[partition])
-            for _, group, partition in chunk
-            if partition is not None
-        ]
-        dying: list[tuple[Group, int]] = []
-        for _, group, partition in chunk:
-            if partition is None:
-                dying.append((group, group.state_timestamp_ms))
-                group.transition_to(_DEAD, now_ms)
-
-        def on_expired(_completed_ms: int, error: ErrorCode | None) -> list[Effect]:
-            if error is None:
-                for group, partition, value in removed_offsets:
-                    if group.offsets.get(partition) is value:
-                        del group.offsets[partition]
-            else:
-                log.warning("offset expiry: tombstones not written (%s)", error.name)
-            self._finish_removal(dying, error)
-            return []
-
-        return self._append([record for record, _, _ in chunk], on_expired)
+        return effects + self._offsets.delete(token, group_id, partitions)

@@ -5,6 +5,10 @@ while it waits: a parked JoinGroup keeps it alive until the rebalance ends (a me
 that is new to the group only for NEW_MEMBER_JOIN_TIMEOUT_MS), and a parked SyncGroup
 keeps it alive until the leader's assignment arrives. The group's rebalance and sync
 deadlines bound those waits.
+
+A member's fields are copied out in two shapes, each made here only: the member in its
+group's metadata record (:func:`member_record`) and the member as a consumer group takes
+it over in an upgrade (:func:`member_image`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import dataclass
 
 from sluice.coordinator.api import RequestToken
 from sluice.group.config import NEW_MEMBER_JOIN_TIMEOUT_MS
+from sluice.group.migration import ClassicMemberImage, decode_assignment, decode_subscription
+from sluice.group.records import MemberMetadataValue
 
 
 @dataclass(eq=False)
@@ -73,3 +79,48 @@ class Member:
         if self.awaiting_sync:
             return None
         return self.last_heartbeat_ms + self.session_timeout_ms
+
+
+def member_record(member: Member, protocol: str | None, assignment: bytes) -> MemberMetadataValue:
+    """The member in its group's metadata record: its subscription in the group's
+    ``protocol`` (none before the group has one) and ``assignment``."""
+    return MemberMetadataValue(
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        session_timeout_ms=member.session_timeout_ms,
+        subscription=member.metadata(protocol) if protocol is not None else b"",
+        assignment=assignment,
+    )
+
+
+def member_image(member: Member, protocol: str) -> ClassicMemberImage:
+    """The member of a classic group of consumers as a consumer group takes it over,
+    with its subscription in the group's ``protocol`` and its last assignment decoded.
+    Raises :class:`~sluice.group.migration.MalformedConsumerProtocol` for bytes that are
+    not the embedded consumer protocol."""
+    subscription = decode_subscription(_subscription_of(member, protocol))
+    return ClassicMemberImage(
+        member_id=member.member_id,
+        instance_id=member.group_instance_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        session_timeout_ms=member.session_timeout_ms,
+        protocols=member.protocols,
+        subscribed_topic_names=subscription.topics,
+        rack_id=subscription.rack_id,
+        assignment=decode_assignment(member.assignment),
+    )
+
+
+def _subscription_of(member: Member, protocol: str) -> bytes:
+    """The member's subscription in the group's protocol, or in its own first choice
+    if it joined the current rebalance without that one (every protocol of a member
+    embeds the same consumer subscription; Kafka fails the heartbeat then)."""
+    for name, metadata in member.protocols:
+        if name == protocol:
+            return metadata
+    return member.protocols[0][1]

@@ -8,10 +8,10 @@ the new protocol leaves becomes a classic group again; the group id and its comm
 offsets stay. The two halves meet in :class:`ClassicGroupImage`, the classic group as
 plain data with its members' subscriptions and assignments decoded::
 
-    classic Group ──(coordinator)──▶ ClassicGroupImage ──(consumer_classic)──▶ records of
-                                                                              a consumer group
+    classic Group ──(classic_conversion)──▶ ClassicGroupImage ──(consumer_classic)──▶
+                                                        records of a consumer group
     consumer group ─(consumer_heartbeat, last consumer member leaves)─▶ ClassicGroupImage
-                   ──(coordinator)──▶ classic Group, its metadata record, a rebalance
+                   ──(classic_conversion)──▶ classic Group, its metadata record, a rebalance
 
 The embedded consumer protocol (Kafka's ``ConsumerProtocolSubscription`` and
 ``ConsumerProtocolAssignment``, int16 version first; strings int16-length, arrays

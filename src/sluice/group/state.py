@@ -154,8 +154,9 @@ class Group:
         """Committed offsets: only those whose records are in the log."""
         self.offset_positions: dict[TopicPartition, int] = {}
         """Where each committed offset's record sits in the log, as a count of offset
-        records (see ``GroupCoordinator._log_position``): a transaction's offset
-        committed by its marker must not replace one written after it."""
+        records (see ``Offsets._log_position`` in :mod:`~sluice.group.offsets`): a
+        transaction's offset committed by its marker must not replace one written
+        after it."""
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
         """Partitions with commits appended and not yet committed to the log."""
         self.has_metadata_record = False

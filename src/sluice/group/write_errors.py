@@ -1,6 +1,7 @@
 """What group members are told when the group coordinator's ``__consumer_offsets``
 records could not be written: Kafka's mapping, shared by classic, consumer and share
-groups (:mod:`sluice.group.coordinator`, :mod:`sluice.group.share_coordinator`), each
+groups (:mod:`sluice.group.classic_groups` and the modules of the classic protocol,
+:mod:`sluice.group.offsets`, :mod:`sluice.group.share_coordinator`), each
 of which adds what its own writes map differently."""
 
 from __future__ import annotations

@@ -10,6 +10,12 @@ a JSON object. Both are small (admin calls), bounded by :data:`BODY_BYTES_MAX`.
   broker asked. Request ``{"topic": str, "partitions": [int] | null, "limit": int}``;
   response ``{"partitions": [{"partition", "error_code", "error_message", "leader",
   "pending", "fired", "next_due_ms", "first": [{"offset", "due_ms", "schedule_id"}]}]}``.
+- ``SCHEMA_REGISTRY_CALL`` (32001) v0: a call of the Schema Registry's REST API that a
+  broker received and forwards to the broker hosting the registry (the leader of
+  ``_schemas``-0), between brokers only. Request ``{"call": Call.to_json(),
+  "principal": "User:name" | null}`` (the caller the sending broker authenticated and
+  authorized); response ``Answer.to_json()``, ``{"status", "body"}`` (error code 50003
+  when the broker asked does not host the registry: the sender looks again).
 """
 
 from __future__ import annotations
@@ -22,9 +28,15 @@ from typing import Any, Final
 from sluice.common.errors import ProtocolError
 
 DESCRIBE_DELAYS: Final = 32_000
-PRIVATE_API_KEYS: Final = frozenset({DESCRIBE_DELAYS})
-PRIVATE_API_NAMES: Final = {DESCRIBE_DELAYS: "SluiceDescribeDelays"}
-BODY_BYTES_MAX: Final = 1024 * 1024
+SCHEMA_REGISTRY_CALL: Final = 32_001
+PRIVATE_API_KEYS: Final = frozenset({DESCRIBE_DELAYS, SCHEMA_REGISTRY_CALL})
+PRIVATE_API_NAMES: Final = {
+    DESCRIBE_DELAYS: "SluiceDescribeDelays",
+    SCHEMA_REGISTRY_CALL: "SluiceSchemaRegistryCall",
+}
+BODY_BYTES_MAX: Final = 4 * 1024 * 1024
+"""A forwarded registry call holds a schema of up to ``schema.registry.schema.max.bytes``
+(1 MiB at most) and its references, as JSON."""
 
 _HEADER = struct.Struct(">hhih")
 _CORRELATION_ID = struct.Struct(">i")
@@ -81,7 +93,8 @@ def decode_response_frame(frame_bytes: bytes) -> tuple[int, dict[str, Any]]:
 
 
 def _json(body: dict[str, Any]) -> bytes:
-    data = json.dumps(body, separators=(",", ":")).encode()
+    # Non-ASCII text as UTF-8, not escaped: a schema's size stays what it was.
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     if len(data) > BODY_BYTES_MAX:
         raise ProtocolError(f"body of {len(data)} bytes is over {BODY_BYTES_MAX}")
     return data

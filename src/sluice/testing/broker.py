@@ -47,7 +47,7 @@ from sluice.client.cluster import TopicMetadata
 from sluice.client.sync import Admin
 from sluice.common import errors
 from sluice.common.config import BrokerConfig, BrokerConfigError
-from sluice.testing.ready_line import ready_listeners
+from sluice.testing.ready_line import ready_listeners, ready_schema_registry_url
 
 Mode = Literal["thread", "process"]
 
@@ -66,6 +66,9 @@ TEST_DEFAULTS: Mapping[str, str] = {
     # The HTTP listener (metrics, health) is off unless asked for: two test brokers, or
     # a test broker beside a real one, would both want port 8080.
     "http.port": "0",
+    # The Schema Registry on a free port (its default, 8081, would clash likewise):
+    # Broker.schema_registry_url says which.
+    "schema.registry.listeners": f"http://{HOST}:0",
     # A consumer group's first rebalance does not wait 3 s for more members: tests
     # start their consumers together and want the assignment at once.
     "group.initial.rebalance.delay.ms": "0",
@@ -127,6 +130,7 @@ class Broker:
         self._work_dir: Path | None = None
         self._port: int | None = None
         self._http_port: int | None = None
+        self._schema_registry_url: str | None = None
         self.settings: dict[str, str] = self._settings()
         """The settings the broker runs with: :data:`TEST_DEFAULTS`, the caller's, and
         the HTTP listener's address."""
@@ -170,6 +174,17 @@ class Broker:
         if self._http_port is None:
             raise RuntimeError("the broker serves HTTP only when made with http=True")
         return f"http://{self.host}:{self._http_port}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the broker's Schema Registry (Confluent's REST
+        API: point a ``SchemaRegistryClient`` at it), on a free port."""
+        if self._schema_registry_url is None:
+            raise RuntimeError(
+                "the broker has no Schema Registry (not started, or "
+                "schema.registry.listeners was set empty)"
+            )
+        return self._schema_registry_url
 
     @property
     def is_running(self) -> bool:
@@ -346,6 +361,8 @@ class Broker:
         await app.start()
         self._app = app
         self._loop = asyncio.get_running_loop()
+        registry = app.schema_registry
+        self._schema_registry_url = registry.urls[0] if registry and registry.urls else None
         started.set_result(app.server.port)
         await app.run()
 
@@ -438,6 +455,7 @@ class Broker:
                 text = log.read().decode(errors="replace")
             listeners = ready_listeners(text)
             if listeners:
+                self._schema_registry_url = ready_schema_registry_url(text)
                 return listeners[0].port
             if exit_code is not None:
                 self._process = None

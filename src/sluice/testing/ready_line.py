@@ -5,10 +5,11 @@ it bound (a listener given port 0 gets a port of the kernel's choice)::
 
     sluice broker 0 ready on PLAINTEXT 127.0.0.1:41233 (PLAINTEXT), SASL 127.0.0.1:38911
         (SASL_PLAINTEXT) (data in /tmp/d, 3 partition(s); single node;
-        HTTP http://127.0.0.1:8080)
+        Schema Registry http://127.0.0.1:8081; HTTP http://127.0.0.1:8080)
 
-and where its HTTP listener (metrics, health, the console) is, if it has one: the
-default port, 8080, is replaced by a free one when taken.
+where its Schema Registry listens (``no Schema Registry`` without one), and where its
+HTTP listener (metrics, health, the console) is, if it has one: the default port, 8080,
+is replaced by a free one when taken.
 
 A process started with port 0 cannot race anything for its port; whoever started it
 learns the port from this line, and the line (not "the port accepts connections",
@@ -21,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 _READY_LINE = re.compile(r"sluice broker (?P<node_id>\d+) ready on (?P<listeners>.+?) \(data in ")
+_REGISTRY_URL = re.compile(r"; Schema Registry (?P<url>http://[^\s,;]+)")
 _HTTP_URL = re.compile(r"; HTTP (?P<url>http://\S+?)\)$", re.MULTILINE)
 _LISTENER = re.compile(
     r"(?P<name>[A-Za-z0-9_]+) (?P<host>\S+):(?P<port>\d+) \((?P<protocol>[A-Z_]+)\)"
@@ -57,4 +59,15 @@ def ready_http_url(log_text: str) -> str | None:
         return None
     end = log_text.find("\n", line.start())
     url = _HTTP_URL.search(log_text[line.start() : None if end < 0 else end])
+    return None if url is None else url["url"]
+
+
+def ready_schema_registry_url(log_text: str) -> str | None:
+    """The Schema Registry's (first) URL named by the first ready line in ``log_text``;
+    None when no line says ready or the broker has no registry."""
+    line = _READY_LINE.search(log_text)
+    if line is None:
+        return None
+    end = log_text.find("\n", line.start())
+    url = _REGISTRY_URL.search(log_text[line.start() : None if end < 0 else end])
     return None if url is None else url["url"]

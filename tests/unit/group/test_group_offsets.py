@@ -16,7 +16,7 @@ from sluice.group.api import (
     OffsetCommitResponse,
     OffsetToCommit,
 )
-from sluice.group.coordinator import EXPIRY_RECORDS_PER_APPEND_MAX
+from sluice.group.offsets import EXPIRY_RECORDS_PER_APPEND_MAX
 from sluice.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,

@@ -11,7 +11,8 @@ DESCRIBE are answered as Kafka answers them (hidden from Metadata, TOPIC_AUTHORI
 FAILED elsewhere), so their existence is not revealed.
 
 Requests between brokers (a follower's Fetch and OffsetForLeaderEpoch, WriteTxnMarkers,
-AddPartitionsToTxn's verification, the share-state APIs, AlterPartition) need CLUSTER_ACTION on the
+AddPartitionsToTxn's verification, the share-state APIs, AlterPartition, a forwarded Schema
+Registry call) need CLUSTER_ACTION on the
 cluster: list the brokers' principal in ``super.users``, as Kafka's documentation says.
 A unit test checks that every API of the handler table has a row here.
 """
@@ -136,5 +137,6 @@ RULES: Mapping[ApiKey, tuple[Need, ...]] = {
 
 PRIVATE_RULES: Mapping[str, tuple[Need, ...]] = {
     "SluiceDescribeDelays": (TOPIC_READ,),
+    "SluiceSchemaRegistryCall": (CLUSTER_ACTION,),
 }
 """Sluice's own APIs, by name."""

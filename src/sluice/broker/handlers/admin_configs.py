@@ -181,6 +181,11 @@ _BROKER_PROPERTY_DOCS: dict[str, str] = {
     "auto.create.topics.enable": "create a missing topic when a client asks for it",
     "log.flush.scheduler.interval.ms": "how often the flusher looks for partitions to fsync",
     "log.retention.check.interval.ms": "how often retention deletes old segments",
+    "schema.registry.listeners": "where the Schema Registry's REST API listens (empty: off)",
+    "schema.registry.topic": "the compacted topic holding the Schema Registry's schemas",
+    "schema.registry.topic.replication.factor": "replicas of the Schema Registry's topic",
+    "schema.compatibility.level": "the Schema Registry's default compatibility level",
+    "schema.registry.schema.max.bytes": "the longest schema text the registry accepts",
 }
 
 

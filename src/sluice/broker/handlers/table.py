@@ -32,6 +32,7 @@ from sluice.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sasl,
+    schema_registry,
     share_fetch,
     share_groups,
     share_offsets,
@@ -120,5 +121,6 @@ HANDLERS: Mapping[ApiKey, Handler] = {
 
 PRIVATE_HANDLERS: Mapping[int, PrivateHandler] = {
     private.DESCRIBE_DELAYS: delays.handle_describe_delays,
+    private.SCHEMA_REGISTRY_CALL: schema_registry.handle_schema_registry_call,
 }
 """Sluice's own APIs (:mod:`sluice.protocol.private`), never advertised."""

@@ -23,6 +23,7 @@ from typing import Any
 from sluice.cluster.model import BrokerInfo
 from sluice.protocol.client import NEGOTIATION_REQUEST, ClientProtocol, UndecodableResponse
 from sluice.protocol.messages import millis, request_module
+from sluice.protocol.private import is_private
 from sluice.protocol.sasl import (
     PLAIN,
     SaslAuthenticationFailed,
@@ -175,10 +176,13 @@ class PeerConnection:
         except SaslAuthenticationFailed as e:
             raise PeerUnavailable(f"{where}: SASL {sasl.mechanism} failed: {e}") from None
 
-    def version_for(self, api_key: ApiKey) -> int:
+    def version_for(self, api_key: ApiKey | int) -> int:
         """The version agreed on; for an internal API (never advertised, so never
         agreed on), the highest both this table and ``versions.SUPPORTED`` speak: the
-        other broker runs the same table."""
+        other broker runs the same table; Sluice's own APIs have only version 0."""
+        if is_private(api_key):
+            return 0
+        api_key = ApiKey(api_key)
         served = SUPPORTED.get(api_key)
         if served is not None and served.internal:
             return min(PEER_VERSIONS[api_key][1], served.max_version)

@@ -22,6 +22,7 @@ from sluice.broker.network.peer_connection import (
 )
 from sluice.cluster.image import MetadataImage
 from sluice.common import errors
+from sluice.protocol.private import PrivateRequest
 from sluice.protocol.versions import ApiKey
 
 CONNECT_TIMEOUT_S = 5.0
@@ -43,7 +44,7 @@ class Peers:
     async def request(
         self,
         node_id: int,
-        api_key: ApiKey,
+        api_key: ApiKey | int,
         build: Callable[[int], Any],
         timeout_s: float,
     ) -> Any:
@@ -70,6 +71,16 @@ class Peers:
                 if connection is not None:
                     await connection.close()
                 raise
+
+    async def request_private(
+        self, node_id: int, request: PrivateRequest, timeout_s: float
+    ) -> dict[str, Any]:
+        """Send one of Sluice's own APIs (:mod:`sluice.protocol.private`, never
+        negotiated: the other broker runs the same code) and return its JSON answer.
+        Raises as :meth:`request`."""
+        answer = await self.request(node_id, request.api_key, lambda _version: request, timeout_s)
+        assert isinstance(answer, dict), f"a private API answered {answer!r}"
+        return answer
 
     async def close(self) -> None:
         for connection in list(self._connections.values()):

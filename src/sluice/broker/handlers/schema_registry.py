@@ -1,0 +1,51 @@
+"""SluiceSchemaRegistryCall v0 (a Sluice API, see :mod:`sluice.protocol.private`): a
+Schema Registry call another broker received over HTTP, authenticated and authorized,
+and forwards here because this broker leads the registry's partition.
+
+Between brokers only: with the authorizer on it needs CLUSTER_ACTION on the cluster
+(the brokers' principal is a super user), like Kafka's inter-broker requests. A body
+that is not the documented object closes the connection, as a malformed Kafka request
+does. A broker that does not host the registry answers 50003, so the sender looks
+for its leader again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
+from sluice.broker.registry.answers import (
+    FORBIDDEN,
+    FORWARDING_ERROR,
+    FORWARDING_MESSAGE,
+    error_answer,
+)
+from sluice.broker.services import UsesAuthorizer, UsesSchemaRegistry
+from sluice.common.errors import ProtocolError
+from sluice.registry.api import Call
+
+if TYPE_CHECKING:
+    from sluice.broker.context import RequestContext
+
+
+class SchemaRegistryServices(UsesAuthorizer, UsesSchemaRegistry, Protocol):
+    """What the forwarded registry call uses of the broker."""
+
+
+async def handle_schema_registry_call(
+    services: SchemaRegistryServices, context: RequestContext, body: dict[str, Any]
+) -> dict[str, Any]:
+    document, principal = body.get("call"), body.get("principal")
+    if not isinstance(document, dict) or not (principal is None or isinstance(principal, str)):
+        raise ProtocolError("SluiceSchemaRegistryCall: needs a 'call' object and a 'principal'")
+    try:
+        call = Call.from_json(document)
+    except ValueError as e:
+        raise ProtocolError(f"SluiceSchemaRegistryCall: {e}") from None
+    if not services.authorizer.allows(context, CLUSTER_ACTION):
+        refused = f"{context.connection.principal} may not forward registry calls"
+        return error_answer(FORBIDDEN, refused).to_json()
+    registry = services.schema_registry
+    if registry is None:
+        return error_answer(FORWARDING_ERROR, f"{FORWARDING_MESSAGE}: no registry here").to_json()
+    return (await registry.answer_here(call, principal)).to_json()

@@ -1,0 +1,260 @@
+"""The Schema Registry's REST API over HTTP (``schema.registry.listeners``): each request
+made a :class:`~sluice.registry.api.Call` and answered by the registry, wherever it is
+hosted.
+
+::
+
+    request ─▶ signed in? (a broker with SASL or ACLs: HTTP Basic, a SCRAM user) ─ no ─▶ 401
+        ─▶ a body (POST, PUT): its content type one Confluent accepts ───────── no ─▶ 415
+           at most the body bound ──────────────────────────────────────────── no ─▶ 413
+           JSON ────────────────────────────────────────────────────────────── no ─▶ 400
+           a schema text within schema.registry.schema.max.bytes ───────────── no ─▶ 422
+        ─▶ Call(method, path segments percent-decoded, query, body)
+        ─▶ may the caller? (by subject: :mod:`~sluice.broker.registry.access`) ─ no ─▶ 403
+        ─▶ the registry's Answer (:mod:`~sluice.broker.registry.forwarding`)
+           as application/vnd.schemaregistry.v1+json
+
+Errors are Confluent's bodies, ``{"error_code": int, "message": str}``. Ports: each
+listener binds its own; port 0 binds one of the kernel's choice (:attr:`urls` says
+which). A port in use fails the broker's start in one line naming the setting.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from sluice.broker.fatal import BrokerFatalError
+from sluice.broker.observability.http_auth import CHALLENGE, HttpAuthenticator
+from sluice.broker.registry.access import SubjectAccess
+from sluice.broker.registry.answers import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    INVALID_SCHEMA,
+    PAYLOAD_TOO_LARGE,
+    STORE_ERROR,
+    UNAUTHORIZED,
+    UNSUPPORTED_MEDIA_TYPE,
+    error_answer,
+)
+from sluice.common.config import HttpEndpoint
+from sluice.registry.api import Answer, Call
+
+log = logging.getLogger(__name__)
+
+ANSWER_CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
+BODY_CONTENT_TYPES: Final = frozenset(
+    {
+        "application/vnd.schemaregistry.v1+json",
+        "application/vnd.schemaregistry+json",
+        "application/json",
+        "application/octet-stream",
+    }
+)
+"""The request bodies Confluent's registry accepts (a body without a content type is
+taken as JSON too)."""
+BODY_OVERHEAD_BYTES: Final = 64 * 1024
+"""A request body may exceed twice ``schema.registry.schema.max.bytes`` (a schema's JSON
+escaping) by this much: its references, schema type and other fields."""
+PATH_SEGMENTS_MAX: Final = 16
+"""Confluent's longest path has 6 segments; a longer one is answered 404 unread."""
+SHUTDOWN_TIMEOUT_S: Final = 5.0
+
+Answerer = Callable[[Call, "str | None"], Awaitable[Answer]]
+"""Answers a call made by a principal (None on a broker that asks for no credentials)."""
+
+
+def body_bytes_max(schema_max_bytes: int) -> int:
+    """The largest request body for ``schema.registry.schema.max.bytes``."""
+    return 2 * schema_max_bytes + BODY_OVERHEAD_BYTES
+
+
+class RegistryListener:
+    """Serves the registry on ``endpoints``. With an ``authenticator`` (a broker with SASL
+    or ACLs) every request needs a SCRAM user's password, and ``access`` decides by
+    subject what each user may do; ``subject_of`` and ``is_write`` say what a call
+    touches (:mod:`sluice.registry.routes`)."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[HttpEndpoint],
+        answer: Answerer,
+        *,
+        schema_max_bytes: int,
+        subject_of: Callable[[Call], str | None],
+        is_write: Callable[[Call], bool],
+        authenticator: HttpAuthenticator | None = None,
+        access: SubjectAccess | None = None,
+    ) -> None:
+        self._endpoints = tuple(endpoints)
+        self._answer = answer
+        self._schema_max_bytes = schema_max_bytes
+        self._body_bytes_max = body_bytes_max(schema_max_bytes)
+        self._subject_of = subject_of
+        self._is_write = is_write
+        self._authenticator = authenticator
+        self._access = access
+        self._runner: web.AppRunner | None = None
+        self.urls: list[str] = []
+        """Where it listens, once started (a port-0 listener with its bound port)."""
+        self.app = web.Application(client_max_size=self._body_bytes_max)
+        self.app.router.add_route("*", "/{path:.*}", self._serve)
+
+    async def start(self) -> None:
+        """Bind every endpoint; one that cannot be bound raises BrokerFatalError naming
+        the setting (nothing stays bound)."""
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        urls = []
+        try:
+            for endpoint in self._endpoints:
+                site = web.TCPSite(runner, endpoint.host or None, endpoint.port)
+                try:
+                    await site.start()
+                except OSError as e:
+                    raise BrokerFatalError(_bind_failure(endpoint, e)) from None
+                server = site._server  # the bound port of a port-0 listener
+                sockets = getattr(server, "sockets", None) or []
+                port = sockets[0].getsockname()[1] if sockets else endpoint.port
+                urls.append(str(HttpEndpoint(endpoint.host or "0.0.0.0", port)))
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.urls = urls
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.shutdown()
+            await runner.cleanup()
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        principal: str | None = None
+        if self._authenticator is not None:
+            identity = await self._authenticator.authenticate(request.headers.get("Authorization"))
+            if identity is None:
+                response = _respond(error_answer(UNAUTHORIZED, "Unauthorized"))
+                response.headers["WWW-Authenticate"] = CHALLENGE
+                return response
+            if identity.caller is None:
+                return _respond(
+                    error_answer(FORBIDDEN, "the metrics bearer token grants /metrics only")
+                )
+            principal = identity.caller.principal
+        call = await self._call_of(request)
+        if isinstance(call, Answer):
+            return _respond(call)
+        host = request.remote or ""
+        if self._access is not None and principal is not None:
+            refusal = self._access.refusal(
+                principal, host, self._subject_of(call), self._is_write(call)
+            )
+            if refusal is not None:
+                return _respond(error_answer(FORBIDDEN, refusal))
+        try:
+            answer = await self._answer(call, principal)
+        except Exception:  # a bug: the caller gets a 500, the broker goes on
+            log.exception("registry call %s %s failed", call.method, request.path)
+            answer = error_answer(STORE_ERROR, "Error in the backend data store")
+        if self._access is not None and principal is not None:
+            answer = self._visible(answer, call, principal, host)
+        return _respond(answer)
+
+    async def _call_of(self, request: web.Request) -> Call | Answer:
+        """The request as a call, or the answer refusing it."""
+        raw_segments = [part for part in request.rel_url.raw_path.split("/") if part]
+        if len(raw_segments) > PATH_SEGMENTS_MAX:
+            return error_answer(404, "HTTP 404 Not Found")
+        segments = tuple(unquote(part) for part in raw_segments)
+        query = {key: request.rel_url.query[key] for key in request.rel_url.query}
+        if request.method not in ("POST", "PUT"):
+            return Call(request.method, segments, query)
+        content_type = request.headers.get("Content-Type")
+        if content_type is not None and request.content_type not in BODY_CONTENT_TYPES:
+            return error_answer(
+                UNSUPPORTED_MEDIA_TYPE,
+                f"HTTP 415 Unsupported Media Type: send {ANSWER_CONTENT_TYPE} "
+                "(or application/json)",
+            )
+        length = request.content_length
+        if length is not None and length > self._body_bytes_max:
+            return _too_large(self._body_bytes_max)
+        data = await request.content.read(self._body_bytes_max + 1)
+        while len(data) <= self._body_bytes_max and not request.content.at_eof():
+            more = await request.content.read(self._body_bytes_max + 1 - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > self._body_bytes_max:
+            return _too_large(self._body_bytes_max)
+        if not data.strip():
+            return Call(request.method, segments, query, None)
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError) as e:
+            return error_answer(BAD_REQUEST, f"Unexpected JSON: {e}")
+        schema = body.get("schema") if isinstance(body, dict) else None
+        if isinstance(schema, str) and len(schema.encode()) > self._schema_max_bytes:
+            return error_answer(
+                INVALID_SCHEMA,
+                f"Invalid schema: {len(schema.encode())} bytes, over "
+                f"schema.registry.schema.max.bytes={self._schema_max_bytes}",
+            )
+        return Call(request.method, segments, query, body)
+
+    def _visible(self, answer: Answer, call: Call, principal: str, host: str) -> Answer:
+        """``GET /subjects`` lists only the subjects the caller may read."""
+        if (
+            call.method != "GET"
+            or call.segments != ("subjects",)
+            or answer.status != 200
+            or not isinstance(answer.body, list)
+        ):
+            return answer
+        access = self._access
+        assert access is not None
+        return Answer(
+            200,
+            [
+                subject
+                for subject in answer.body
+                if isinstance(subject, str) and access.may_read(principal, host, subject)
+            ],
+        )
+
+
+def _too_large(body_bytes_max: int) -> Answer:
+    return error_answer(
+        PAYLOAD_TOO_LARGE,
+        f"Request body over {body_bytes_max} bytes (twice schema.registry.schema.max.bytes "
+        f"and {BODY_OVERHEAD_BYTES} bytes more)",
+    )
+
+
+def _respond(answer: Answer) -> web.Response:
+    return web.Response(
+        status=answer.status,
+        body=json.dumps(answer.body, ensure_ascii=False).encode(),
+        headers={"Content-Type": ANSWER_CONTENT_TYPE},
+    )
+
+
+def _bind_failure(endpoint: HttpEndpoint, error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"the Schema Registry's port {endpoint.port} on {endpoint.host or '0.0.0.0'} is "
+            "already in use (another registry or broker on this machine?): pass -o "
+            "schema.registry.listeners=http://127.0.0.1:<a free port> (port 0: any free "
+            "port; empty: no registry)"
+        )
+    return (
+        f"cannot listen for the Schema Registry on {endpoint}: {error.strerror}; change "
+        "schema.registry.listeners (empty: no registry)"
+    )

@@ -1,0 +1,198 @@
+"""A stand-in for the registry's logic (``sluice.registry``'s shard, checks and routes),
+so the broker's side of the registry (listener, authentication and authorization,
+hosting on the leader of ``_schemas``-0, the topic, forwarding) is tested with a real
+broker, real sockets and a real HTTP client, whatever the shard answers.
+
+It keeps one id per subject: ``POST /subjects/<s>/versions`` appends a record
+``{"subject", "id"}`` (ids count from 1, in commit order) and answers ``{"id"}`` once
+the record is committed; ``GET /subjects`` lists the subjects; ``POST /check`` answers
+what ``run_check`` (run in a worker thread) made of its body; anything else 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from sluice.broker.app import Broker
+from sluice.broker.registry.service import RegistryCore
+from sluice.cli.loopback import HOST
+from sluice.common import errors
+from sluice.common.config import BrokerConfig
+from sluice.common.errors import ErrorCode
+from sluice.coordinator.api import Append, Effect, Reply, RequestToken, Task
+from sluice.registry.api import Answer, Call
+
+
+class StandInShard:
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self._pending: dict[int, tuple[RequestToken, str, int]] = {}
+        self._next_append = 0
+        self._tasks: dict[int, RequestToken] = {}
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        try:
+            record = json.loads(key)
+            subject, schema_id = record["subject"], record["id"]
+        except (ValueError, KeyError, TypeError):
+            raise errors.CorruptMessage("not a stand-in record") from None
+        self.ids[subject] = schema_id
+
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        raise AssertionError("no transactions in _schemas")
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        raise AssertionError("no transactions in _schemas")
+
+    def load_completed(self, now_ms: int) -> None:
+        pass
+
+    def next_deadline_ms(self) -> int | None:
+        return None
+
+    def poll(self, now_ms: int) -> list[Effect]:
+        return []
+
+    def append_completed(
+        self, now_ms: int, append_id: int, error: ErrorCode | None
+    ) -> list[Effect]:
+        token, subject, schema_id = self._pending.pop(append_id)
+        if error is not None:
+            answer = Answer(
+                500, {"error_code": 50001, "message": "Error in the backend data store"}
+            )
+            return [Reply(token, answer)]
+        self.ids[subject] = schema_id
+        return [Reply(token, Answer(200, {"id": schema_id}))]
+
+    def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
+        return [Reply(self._tasks.pop(task_id), Answer(200, result))]
+
+    def handle(self, now_ms: int, token: RequestToken, call: Call) -> list[Effect]:
+        segments = call.segments
+        if call.method == "GET" and segments == ("subjects",):
+            return [Reply(token, Answer(200, sorted(self.ids)))]
+        if (
+            call.method == "POST"
+            and len(segments) == 3
+            and segments[::2] == ("subjects", "versions")
+        ):
+            subject = segments[1]
+            if subject in self.ids:
+                return [Reply(token, Answer(200, {"id": self.ids[subject]}))]
+            pending = [schema_id for _, _, schema_id in self._pending.values()]
+            schema_id = max([0, *self.ids.values(), *pending]) + 1
+            self._next_append += 1
+            self._pending[self._next_append] = (token, subject, schema_id)
+            key = json.dumps({"subject": subject, "id": schema_id}).encode()
+            return [Append(self._next_append, ((key, json.dumps(call.body).encode()),))]
+        if call.method == "POST" and segments == ("check",):
+            task_id = len(self._tasks) + 1
+            self._tasks[task_id] = token
+            return [Task(task_id, call.body)]
+        return [Reply(token, Answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"}))]
+
+
+def run_check(work: object) -> object:
+    return {
+        "work": work,
+        "in_a_worker_thread": threading.current_thread() is not threading.main_thread(),
+    }
+
+
+def subject_of(call: Call) -> str | None:
+    return call.segments[1] if len(call.segments) > 1 and call.segments[0] == "subjects" else None
+
+
+def is_write(call: Call) -> bool:
+    return call.method != "GET"
+
+
+def _new_shard(_config: BrokerConfig) -> Any:
+    return StandInShard
+
+
+STAND_IN_CORE = RegistryCore(_new_shard, run_check, subject_of, is_write)
+
+
+# ── a broker with the stand-in, in the caller's event loop ───────────────────────────
+
+READY_TIMEOUT_S = 60.0
+POLL_INTERVAL_S = 0.05
+STAND_IN_SCHEMA_MAX_BYTES = 2048
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def stand_in_config(data_dir: Path, settings: Mapping[str, str]) -> BrokerConfig:
+    config = BrokerConfig()
+    config.apply_properties(
+        {
+            "http.port": "0",
+            "offsets.topic.num.partitions": "1",
+            "schema.registry.listeners": f"http://{HOST}:0",
+            "schema.registry.schema.max.bytes": str(STAND_IN_SCHEMA_MAX_BYTES),
+            **settings,
+        }
+    )
+    if "listeners" not in settings:
+        config.set_address(HOST, 0, origin="test")
+    config.data_dir = data_dir
+    return config
+
+
+@asynccontextmanager
+async def running_broker(
+    data_dir: Path, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[Broker]:
+    """A broker in this event loop, with the stand-in registry, until the block ends."""
+    broker = Broker(stand_in_config(data_dir, settings or {}), registry_core=STAND_IN_CORE)
+    await broker.start()
+    running = asyncio.create_task(broker.run())
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not await asyncio.to_thread(accepts_connections, broker.server.port):
+            assert not running.done(), "the broker stopped while starting"
+            assert time.monotonic() < deadline, "the broker never accepted connections"
+            await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a synchronization
+        yield broker
+    finally:
+        broker.request_stop()
+        await running
+
+
+def registry_url(broker: Broker) -> str:
+    assert broker.schema_registry is not None
+    return broker.schema_registry.urls[0]
+
+
+async def call_registry(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    auth: str | None = None,
+) -> tuple[int, Any, Mapping[str, str]]:
+    """The status, JSON body and headers of one request (``auth``: an Authorization)."""
+    headers = {**(headers or {}), **({"Authorization": auth} if auth else {})}
+    async with session.request(method, url, data=data, headers=headers) as response:
+        body = await response.json(content_type=None)
+        return response.status, body, response.headers
