@@ -222,7 +222,8 @@ def _alter(bootstrap: str, topic: str, name: str, value: str) -> None:
         topic,
         incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
     )
-    for future in admin_client(bootstrap).incremental_alter_configs([resource]).values():
+    admin = admin_client(bootstrap)  # kept alive until its answer arrives
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=15)
 
 
