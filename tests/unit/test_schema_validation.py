@@ -226,6 +226,27 @@ async def test_positive_answers_are_cached_until_their_time_to_live(
 
 
 @in_loop
+async def test_ids_seen_recently_are_decided_without_the_registry(checks: ProduceChecks) -> None:
+    lookup = FakeLookup()
+    lookup.versions = {1: [("t-value", 1)], 2: [("u-value", 1)]}
+    clock = ManualClock()
+    validation = SchemaValidation(clock, lookup, ttl_ms=1000)
+    section, count = _section(frame(1, b""), frame(2, b""), b"raw")
+    ids = validation.ids_now(VALUES_VALIDATED, section, count)
+    assert ids is not None
+    assert validation.refusals_now("t", VALUES_VALIDATED, ids) is None, "nothing cached yet"
+    asked = await validation.refusals("t", VALUES_VALIDATED, section, count, checks, ids)
+    assert [index for index, _ in asked] == [1, 2]
+    assert validation.refusals_now("t", VALUES_VALIDATED, ids) is None, "id 2: negative"
+    only_good = validation.ids_now(VALUES_VALIDATED, *_section(frame(1, b""), b"raw"))
+    assert only_good is not None
+    [(index, reason)] = validation.refusals_now("t", VALUES_VALIDATED, only_good) or []
+    assert (index, reason.split(":")[0]) == (1, "value has no magic byte")
+    clock.advance(1000)
+    assert validation.refusals_now("t", VALUES_VALIDATED, only_good) is None, "expired"
+
+
+@in_loop
 async def test_negative_answers_are_not_cached(checks: ProduceChecks) -> None:
     lookup = FakeLookup()
     validation = SchemaValidation(ManualClock(), lookup)

@@ -219,6 +219,43 @@ class SchemaValidation:
         self._versions_lookups = _Coalesced()
         self._names_lookups = _Coalesced()
 
+    def ids_now(
+        self, config: TopicConfig, section: tuple[bytes, int], count: int
+    ) -> FieldIds | None:
+        """The batch's schema ids, read here when the batch is small enough for the
+        event loop; None when it is not (:meth:`refusals` reads them in a thread)."""
+        data, start = section
+        if count > RECORDS_CHECKED_ON_EVENT_LOOP_MAX or (
+            len(data) - start > DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX
+        ):
+            return None
+        return schema_ids_of_records(
+            data,
+            count,
+            start,
+            keys=config.confluent_key_schema_validation,
+            values=config.confluent_value_schema_validation,
+        )
+
+    def refusals_now(
+        self, topic: str, config: TopicConfig, ids: FieldIds
+    ) -> list[tuple[int, str]] | None:
+        """The records refused, decided from the cache alone (every id seen recently,
+        the usual case: no ``await``); None when the registry must be asked."""
+        key_verdicts: dict[int, str | None] = {}
+        value_verdicts: dict[int, str | None] = {}
+        sides = (
+            (ids.keys, key_verdicts, config.confluent_key_subject_name_strategy, True),
+            (ids.values, value_verdicts, config.confluent_value_subject_name_strategy, False),
+        )
+        for side_ids, verdicts, strategy, is_key in sides:
+            for schema_id in _schema_ids(side_ids):
+                verdict = self._cached_verdict(topic, schema_id, strategy, is_key)
+                if isinstance(verdict, _Miss):
+                    return None
+                verdicts[schema_id] = verdict
+        return _refused(ids, key_verdicts, value_verdicts)
+
     async def refusals(
         self,
         topic: str,
@@ -226,82 +263,91 @@ class SchemaValidation:
         section: tuple[bytes, int],
         count: int,
         checks: ProduceChecks,
+        ids: FieldIds | None = None,
     ) -> list[tuple[int, str]]:
         """The records of a batch (``section``: its records' bytes and where they start;
-        ``count`` of them) that ``topic`` refuses, as (index in the batch, reason).
-        Raises InvalidRecord when there is no registry, RequestTimedOut when it does
-        not answer."""
-        data, start = section
-        keys, values = (
-            config.confluent_key_schema_validation,
-            config.confluent_value_schema_validation,
-        )
-        if count <= RECORDS_CHECKED_ON_EVENT_LOOP_MAX and (
-            len(data) - start <= DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX
-        ):
-            ids = schema_ids_of_records(data, count, start, keys=keys, values=values)
-        else:
+        ``count`` of them; ``ids``: its schema ids if already read) that ``topic``
+        refuses, as (index in the batch, reason), asking the registry what the cache
+        does not know. Raises InvalidRecord when there is no registry, RequestTimedOut
+        when it does not answer."""
+        if ids is None:
+            ids = self.ids_now(config, section, count)
+        if ids is None:
+            data, start = section
+            keys = config.confluent_key_schema_validation
+            values = config.confluent_value_schema_validation
             ids = await checks.run(_ids_of, data, count, start, keys, values)
-        refused: dict[int, str] = {}
+        key_verdicts: dict[int, str | None] = {}
+        value_verdicts: dict[int, str | None] = {}
+        sides = (
+            (ids.keys, key_verdicts, config.confluent_key_subject_name_strategy, True),
+            (ids.values, value_verdicts, config.confluent_value_subject_name_strategy, False),
+        )
         try:
-            if keys:
-                strategy = config.confluent_key_subject_name_strategy
-                await self._refuse(refused, topic, ids.keys, strategy, is_key=True)
-            if values:
-                strategy = config.confluent_value_subject_name_strategy
-                await self._refuse(refused, topic, ids.values, strategy, is_key=False)
+            for side_ids, verdicts, strategy, is_key in sides:
+                for schema_id in _schema_ids(side_ids):
+                    verdicts[schema_id] = await self._verdict(topic, schema_id, strategy, is_key)
         except RegistryUnavailable as e:
             raise errors.RequestTimedOut(
                 f"the records of {topic} could not be checked against the Schema Registry: {e}"
             ) from None
-        return sorted(refused.items())
+        return _refused(ids, key_verdicts, value_verdicts)
 
-    async def _refuse(
-        self,
-        refused: dict[int, str],
-        topic: str,
-        ids: list[FieldId],
-        strategy: str,
-        *,
-        is_key: bool,
-    ) -> None:
-        side = "key" if is_key else "value"
-        verdicts: dict[int, str | None] = {}
-        for index, field_id in enumerate(ids):
-            if field_id is None or index in refused:
-                continue
-            if isinstance(field_id, str):
-                refused[index] = f"{side} {field_id}"
-                continue
-            if field_id not in verdicts:
-                verdicts[field_id] = await self._verdict(topic, field_id, strategy, is_key)
-            verdict = verdicts[field_id]
-            if verdict is not None:
-                refused[index] = f"{side} {verdict}"
+    def _subject(
+        self, topic: str, schema_id: int, strategy: str, is_key: bool
+    ) -> str | _Miss | _NoRecord:
+        """The subject ``schema_id`` must be registered under; ``_NO_RECORD`` when the
+        strategy needs a record name and the schema has none, ``_MISS`` when its record
+        names are not cached."""
+        record_name = None
+        if needs_record_name(strategy):
+            names = self._record_names.get(schema_id)
+            if names is None:
+                return _MISS
+            self._record_names.move_to_end(schema_id)
+            if not names:
+                return _NO_RECORD
+            record_name = names[0]
+        return subject_name(strategy, topic, is_key=is_key, record_name=record_name)
+
+    def _cached_verdict(
+        self, topic: str, schema_id: int, strategy: str, is_key: bool
+    ) -> str | _Miss | None:
+        """:meth:`_verdict` from the cache, or ``_MISS``."""
+        subject = self._subject(topic, schema_id, strategy, is_key)
+        if isinstance(subject, _Miss):
+            return subject
+        if isinstance(subject, _NoRecord):
+            return _no_record(schema_id)
+        key = (subject, schema_id)
+        expiry_ms = self._registered.get(key)
+        if expiry_ms is None or self._clock.monotonic_ms() >= expiry_ms:
+            return _MISS
+        self._registered.move_to_end(key)
+        return None
 
     async def _verdict(self, topic: str, schema_id: int, strategy: str, is_key: bool) -> str | None:
         """Why schema ``schema_id`` may not be used for this side of ``topic``; None if
         it may."""
-        record_name = None
-        if needs_record_name(strategy):
-            names = await self._record_names_of(schema_id)
-            if names is None:
-                return f"has schema id {schema_id}, which is unknown to the Schema Registry"
-            if not names:
-                return f"has schema id {schema_id}, whose schema names no record"
-            record_name = names[0]
-        subject = subject_name(strategy, topic, is_key=is_key, record_name=record_name)
-        now_ms = self._clock.monotonic_ms()
-        expiry_ms = self._registered.get((subject, schema_id))
-        if expiry_ms is not None and now_ms < expiry_ms:
-            self._registered.move_to_end((subject, schema_id))
-            return None
+        cached = self._cached_verdict(topic, schema_id, strategy, is_key)
+        if not isinstance(cached, _Miss):
+            return cached
+        if (
+            needs_record_name(strategy)
+            and schema_id not in self._record_names
+            and await self._record_names_of(schema_id) is None
+        ):
+            return _unknown(schema_id)
+        subject = self._subject(topic, schema_id, strategy, is_key)
+        if isinstance(subject, _NoRecord):
+            return _no_record(schema_id)
+        assert isinstance(subject, str), "record names were just looked up"
         lookup = self._lookup()
         versions = await self._versions_lookups.run(
             schema_id, lambda: lookup.versions_of(schema_id)
         )
         if versions is None:
-            return f"has schema id {schema_id}, which is unknown to the Schema Registry"
+            return _unknown(schema_id)
         expiry_ms = self._clock.monotonic_ms() + self._ttl_ms
         for registered_subject, _ in versions:
             self._remember((registered_subject, schema_id), expiry_ms)
@@ -334,6 +380,53 @@ class SchemaValidation:
                 "the topic validates schema ids, but this broker runs no Schema Registry"
             )
         return self.lookup
+
+
+class _Miss:
+    """What a cache-only decision returns when the registry must be asked."""
+
+
+class _NoRecord:
+    """The subject of a record strategy for a schema that names no record."""
+
+
+_MISS: Final = _Miss()
+_NO_RECORD: Final = _NoRecord()
+
+
+def _unknown(schema_id: int) -> str:
+    return f"has schema id {schema_id}, which is unknown to the Schema Registry"
+
+
+def _no_record(schema_id: int) -> str:
+    return f"has schema id {schema_id}, whose schema names no record"
+
+
+def _schema_ids(side_ids: list[FieldId]) -> list[int]:
+    """The distinct schema ids among a side's fields (set-built: C speed per record)."""
+    return [field for field in set(side_ids) if type(field) is int]
+
+
+def _refused(
+    ids: FieldIds, key_verdicts: dict[int, str | None], value_verdicts: dict[int, str | None]
+) -> list[tuple[int, str]]:
+    """(index, reason) of each refused record, in order; a record refused for its key
+    is not also named for its value. Walks the records only when one is refused."""
+    refused: dict[int, str] = {}
+    sides = (("key", ids.keys, key_verdicts), ("value", ids.values, value_verdicts))
+    for side, side_ids, verdicts in sides:
+        if not side_ids:
+            continue
+        bad_ids = any(verdict is not None for verdict in verdicts.values())
+        if not bad_ids and not any(type(field) is str for field in set(side_ids)):
+            continue
+        for index, field in enumerate(side_ids):
+            if field is None or index in refused:
+                continue
+            reason = field if isinstance(field, str) else verdicts[field]
+            if reason is not None:
+                refused[index] = f"{side} {reason}"
+    return sorted(refused.items())
 
 
 def _ids_of(data: bytes, count: int, start: int, keys: bool, values: bool) -> FieldIds:

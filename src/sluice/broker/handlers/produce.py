@@ -98,6 +98,7 @@ from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import millis
 from sluice.protocol.records.batch import BatchHeader, parse_header, validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
+from sluice.schemas.validation import FieldIds
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -239,18 +240,28 @@ def _start_one(
             keep_records=config.schema_validation,
         )
         checks = services.produce_checks
+        ids: FieldIds | None = None
         if check.fits_event_loop:
             check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
             if (
                 check.done
                 and verification is None
-                and not config.schema_validation
                 and not checks.has_waiting_turns(topic_partition)
             ):
-                _append_checked(
-                    services, topic_partition, records, header, check, acks, outcome, partition
-                )
-                return None
+                decided = True
+                if config.schema_validation:
+                    ids, refused = _schemas_decided_now(
+                        services, topic_partition, config, check, header.records_count
+                    )
+                    if refused:
+                        _refuse_schemas(outcome, topic_partition, refused)
+                        return None
+                    decided = refused is not None
+                if decided:
+                    _append_checked(
+                        services, topic_partition, records, header, check, acks, outcome, partition
+                    )
+                    return None
         turn = checks.take_turn(topic_partition)
     except KafkaError as e:
         _refuse(services, outcome, topic_partition, e)
@@ -266,7 +277,38 @@ def _start_one(
         turn,
         verification,
         config if config.schema_validation else None,
+        ids,
     )
+
+
+def _schemas_decided_now(
+    services: ProduceServices,
+    topic_partition: TopicPartition,
+    config: TopicConfig,
+    check: ProducedRecordsCheck,
+    records_count: int,
+) -> tuple[FieldIds | None, list[tuple[int, str]] | None]:
+    """A validated topic's batch, checked on the event loop: its schema ids (None when
+    too large to read here) and the records refused, when the validation's cache alone
+    decides (None when the registry must be asked)."""
+    validation = services.schema_validation
+    section = check.records_section
+    if validation is None or section is None:
+        return None, None
+    ids = validation.ids_now(config, section, records_count)
+    if ids is None:
+        return None, None
+    return ids, validation.refusals_now(topic_partition.topic, config, ids)
+
+
+def _refuse_schemas(
+    outcome: PartitionOutcome, topic_partition: TopicPartition, refused: list[tuple[int, str]]
+) -> None:
+    """Answer INVALID_RECORD naming each record the schema validation refused."""
+    outcome.error_code = ErrorCode.invalid_record
+    outcome.error_message = refusal_message(topic_partition.topic, refused)
+    outcome.record_errors = record_errors(refused)
+    log.info("refused produce to %s: %s", topic_partition, outcome.error_message)
 
 
 @dataclass
@@ -286,6 +328,8 @@ class _UnfinishedAppend:
     verification: _Verification | None = None
     validated: TopicConfig | None = None
     """The topic's config when it validates its records' schema ids."""
+    ids: FieldIds | None = None
+    """Their schema ids, when already read."""
 
     async def finish(self) -> None:
         try:
@@ -342,16 +386,18 @@ class _UnfinishedAppend:
             )
         section = self.check.records_section
         assert section is not None, "a validated topic's check keeps its records"
-        topic = self.topic_partition.topic
+        topic_partition = self.topic_partition
         refused = await validation.refusals(
-            topic, config, section, self.header.records_count, self.services.produce_checks
+            topic_partition.topic,
+            config,
+            section,
+            self.header.records_count,
+            self.services.produce_checks,
+            self.ids,
         )
         if not refused:
             return True
-        self.outcome.error_code = ErrorCode.invalid_record
-        self.outcome.error_message = refusal_message(topic, refused)
-        self.outcome.record_errors = record_errors(refused)
-        log.info("refused produce to %s: %s", self.topic_partition, self.outcome.error_message)
+        _refuse_schemas(self.outcome, topic_partition, refused)
         return False
 
 
