@@ -241,6 +241,14 @@ def test_altering_the_configs_takes_effect_at_run_time(
     create_topic(broker.bootstrap, topic)
     assert _accepted(producer, topic, b"before")
     _alter(broker.bootstrap, topic, "confluent.value.schema.validation", "true")
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = admin_client(broker.bootstrap)
+    [described] = admin.describe_configs([resource]).values()
+    configs = described.result(timeout=15)
+    assert configs["confluent.value.schema.validation"].value == "true"
+    assert configs["confluent.value.subject.name.strategy"].value == (
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    )
     wait_until(lambda: not _accepted(producer, topic, b"during"), "validation is on")
     assert _accepted(
         producer, topic, _serialized(registry, topic, _avro_record("Late"), {"amount": 1})

@@ -21,7 +21,11 @@ Only positive answers are cached, per (subject, id), at most
 ``SCHEMA_VALIDATION_CACHE_ENTRIES_MAX`` of them, each for
 ``SCHEMA_VALIDATION_CACHE_TTL_MS``: a schema registered a moment ago is accepted at
 once, and a version deleted (soft or hard) is refused at the latest that long after.
-A topic without validation pays one attribute test per batch.
+A topic without validation pays one attribute test per batch. A batch whose ids the
+cache knows is decided on the event loop without an ``await``
+(:meth:`SchemaValidation.refusals_now`) and appended at once like any small batch; only
+a miss goes through :meth:`SchemaValidation.refusals`, while the batch keeps its place
+in its partition's append queue.
 """
 
 from __future__ import annotations
