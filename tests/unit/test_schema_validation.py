@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.schema_validation import (
+    RegistrySchemaLookup,
     SchemaValidation,
     record_errors,
     refusal_message,
@@ -31,6 +33,7 @@ from sluice.common.limits import RECORD_ERRORS_PER_PARTITION_MAX
 from sluice.protocol.records.batch import Compression, parse_header
 from sluice.protocol.records.builder import RecordInput, build_batch
 from sluice.protocol.records.produced import ProducedRecordsCheck
+from sluice.registry.api import Answer, Call
 from sluice.schemas.validation import needs_record_name, schema_ids_of_records, subject_name
 from sluice.schemas.wire import frame
 
@@ -325,3 +328,66 @@ def test_record_errors_are_bounded() -> None:
     refused = [(i, "value has no magic byte") for i in range(RECORD_ERRORS_PER_PARTITION_MAX + 5)]
     assert len(record_errors(refused)) == RECORD_ERRORS_PER_PARTITION_MAX
     assert "(and 104 more)" in refusal_message("t", refused)
+
+
+class Answers:
+    """Fixed answers of the registry's REST API by path (what the broker's registry
+    calls return; the real registry answers in the integration tests)."""
+
+    def __init__(self, answers: dict[tuple[str, ...], Answer]) -> None:
+        self.answers = answers
+
+    async def answer(self, call: Call, principal: str | None) -> Answer:
+        return self.answers.get(call.segments, Answer(404, {"error_code": 40403}))
+
+
+@in_loop
+async def test_registry_answers_become_verdicts_or_a_retriable_error(
+    checks: ProduceChecks,
+) -> None:
+    answers = Answers(
+        {
+            ("schemas", "ids", "1", "versions"): Answer(
+                200, [{"subject": "t-value", "version": 3}]
+            ),
+            ("schemas", "ids", "2", "versions"): Answer(200, [{"subject": "t-value"}]),
+            ("schemas", "ids", "3", "versions"): Answer(
+                500, {"error_code": 50003, "message": "Error while forwarding"}
+            ),
+        }
+    )
+    validation = SchemaValidation(ManualClock(), RegistrySchemaLookup(answers, checks))
+    section, count = _section(frame(1, b""), frame(4, b""))
+    refused = await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
+    assert refused == [(1, "value has schema id 4, which is unknown to the Schema Registry")]
+    for schema_id, why in ((2, "answered"), (3, "Error while forwarding")):
+        section, count = _section(frame(schema_id, b""))
+        with pytest.raises(errors.RequestTimedOut, match=why):
+            await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
+
+
+@in_loop
+async def test_record_names_come_from_the_parsed_schema_with_its_references(
+    checks: ProduceChecks,
+) -> None:
+    inner = {"type": "record", "name": "Inner", "namespace": "com.example", "fields": []}
+    outer = {
+        "type": "record",
+        "name": "Outer",
+        "namespace": "com.example",
+        "fields": [{"name": "inner", "type": "com.example.Inner"}],
+    }
+    reference = {"name": "com.example.Inner", "subject": "inner", "version": 1}
+    answers = Answers(
+        {
+            ("schemas", "ids", "5"): Answer(
+                200, {"schema": json.dumps(outer), "references": [reference]}
+            ),
+            ("subjects", "inner", "versions", "1"): Answer(
+                200, {"subject": "inner", "version": 1, "id": 4, "schema": json.dumps(inner)}
+            ),
+        }
+    )
+    lookup = RegistrySchemaLookup(answers, checks)
+    assert await lookup.record_names_of(5) == ["com.example.Outer"]
+    assert await lookup.record_names_of(6) is None

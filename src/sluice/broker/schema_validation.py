@@ -126,13 +126,12 @@ class RegistrySchemaLookup:
         body = await self._get("schemas", "ids", str(schema_id), "versions")
         if body is None:
             return None
-        if not isinstance(body, list):
-            raise RegistryUnavailable(f"the Schema Registry answered {body!r} for the versions")
-        return [
-            (str(entry["subject"]), int(entry["version"]))
-            for entry in body
-            if isinstance(entry, dict) and "subject" in entry and "version" in entry
-        ]
+        try:
+            return [(str(entry["subject"]), int(entry["version"])) for entry in body]
+        except (TypeError, KeyError, ValueError):
+            raise RegistryUnavailable(
+                f"the Schema Registry answered {body!r} for the versions of id {schema_id}"
+            ) from None
 
     async def record_names_of(self, schema_id: int) -> list[str] | None:
         body = await self._get("schemas", "ids", str(schema_id))
@@ -157,7 +156,10 @@ class RegistrySchemaLookup:
         async def visit(reference: Any) -> None:
             if not isinstance(reference, dict):
                 return
-            subject, version = str(reference.get("subject")), int(reference.get("version", -1))
+            try:
+                subject, version = str(reference["subject"]), int(reference["version"])
+            except (TypeError, KeyError, ValueError):
+                raise RegistryUnavailable(f"a schema has a reference {reference!r}") from None
             if (subject, version) in seen:
                 return
             if len(seen) >= SCHEMA_REFERENCES_RESOLVED_MAX:
