@@ -14,7 +14,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
 ARGS ?=
-# ARGS: more `sluice serve` / `sluice dev-cluster` options, e.g. make serve ARGS='-o http.port=8081'
+# ARGS: more `sluice serve` / `sluice dev-cluster` options, e.g. make serve ARGS='-o http.port=8082'
 
 .PHONY: install install-serve cluster-tools serve dev-cluster test lint typecheck unit integration cluster bench clean
 

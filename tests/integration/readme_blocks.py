@@ -11,7 +11,8 @@ that runs the block, or why no test can.
 Running blocks. Each is run verbatim, with one substitution: the README's broker
 address ``127.0.0.1:9092`` becomes the test broker's (the shell gets it through
 ``SLUICE_BOOTSTRAP_SERVER``, and the text of ``kcat -b`` and Python blocks by
-replacement). Shell blocks run in one ``sh -e`` each.
+replacement), and so does its Schema Registry's ``http://127.0.0.1:8081`` in Python
+blocks. Shell blocks run in one ``sh -e`` each.
 
 Comparing output. A ``text`` block right after a shell block (``shown_after``) is what
 the block prints, standard output and error together. ``assert_shows`` compares them
@@ -35,6 +36,8 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 README_ADDRESS = "127.0.0.1:9092"
 """The broker address the README's examples use; tests put their broker's instead."""
+README_SCHEMA_REGISTRY = "http://127.0.0.1:8081"
+"""The Schema Registry the README's examples use; tests put their broker's instead."""
 CODE_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 BLOCK_TIMEOUT_S = 120.0
 FENCE = re.compile(r"^( *)```(\w*)\s*$")

@@ -50,6 +50,11 @@ RUN_BY: dict[str, str] = {
         "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
     "Securing Sluice | from confluent_kafka import KafkaException, Producer":
         "tests/integration/test_securing_readme.py::test_the_securing_walkthrough_runs",
+    # Schema Registry
+    "Schema Registry | from confluent_kafka import Consumer, Producer":
+        "tests/integration/test_schema_registry_confluent.py::test_the_readme_example_runs_as_written",
+    "Schema Registry | {'id': 'p-1', 'amount': 9.5}":
+        "tests/integration/test_schema_registry_confluent.py::test_the_readme_example_runs_as_written",
     # Observing Sluice
     "Observing Sluice | curl -s http://127.0.0.1:8080/ready":
         "tests/integration/test_observing_readme.py::test_the_metrics_and_top_commands_print_what_the_readme_shows",

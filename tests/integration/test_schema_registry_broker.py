@@ -19,6 +19,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from confluent_kafka.admin import AclBinding as ConfluentAclBinding
+from confluent_kafka.admin import (
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+)
+from confluent_kafka.admin import ResourceType as ConfluentResourceType
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from registry_stand_in import (
@@ -32,7 +40,7 @@ from registry_stand_in import (
     stand_in_config,
 )
 from test_sasl import USERS as SASL_USERS
-from test_sasl import sasl_broker_process, seed_users
+from test_sasl import librdkafka_config, sasl_broker_process, seed_users
 
 import sluice.testing
 from sluice.broker.app import Broker
@@ -406,5 +414,25 @@ def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path)
         assert (refused.value.http_status_code, refused.value.error_code) == (403, 40301)
         assert bob.get_subjects() == []  # may read no topic: sees no subject
         assert alice.get_latest_version("orders-value").schema_id == 1
+        # Given READ on orders, bob's listing pages through the subjects he may read only.
+        alice.register_schema("invoices-value", _order("id"))
+        admin = AdminClient(
+            {**librdkafka_config(broker, "SCRAM-SHA-512"), "socket.timeout.ms": 10_000}
+        )
+        read_orders = ConfluentAclBinding(
+            ConfluentResourceType.TOPIC,
+            "orders",
+            ResourcePatternType.LITERAL,
+            "User:bob",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+        for future in admin.create_acls([read_orders]).values():
+            future.result(timeout=30)
+        assert bob.get_subjects() == ["orders-value"]
+        assert bob.get_subjects(limit=1) == ["orders-value"]
+        assert bob.get_subjects(offset=1, limit=1) == []
+        assert alice.get_subjects(offset=1, limit=1) == ["orders-value"]
     finally:
         broker.stop()

@@ -246,6 +246,56 @@ def test_listings_and_constants(driver: Driver) -> None:
     assert [(s["subject"], s["version"]) for s in page] == [("a-value", 2)]
 
 
+def test_listings_page_by_offset_and_limit_as_confluent_s_do(driver: Driver) -> None:
+    """Confluent's client sends ``offset`` and ``limit`` with every listing (0 and -1 by
+    default); a limit of 0 or less means no limit, as in Confluent's registry."""
+    for subject in ("a-value", "b-value", "c-value", "d-value"):
+        register(driver, subject, V1)
+    register(driver, "a-value", V2)
+    register(driver, "a-value", record_schema("Order", ("id", "int"), ("n", "int", 0)))
+    assert driver.call("GET", "subjects", offset="1", limit="2") == Answer(
+        200, ["b-value", "c-value"]
+    )
+    assert driver.call("GET", "subjects", offset="0", limit="-1").body == [
+        "a-value",
+        "b-value",
+        "c-value",
+        "d-value",
+    ]
+    assert driver.call("GET", "subjects", limit="0").body == driver.call("GET", "subjects").body
+    assert driver.call("GET", "subjects/a-value/versions", offset="1", limit="1") == Answer(
+        200, [2]
+    )
+    assert driver.call("GET", "subjects/a-value/versions", offset="5") == Answer(200, [])
+    assert driver.call("GET", "schemas/ids/1/subjects", offset="1", limit="2") == Answer(
+        200, ["b-value", "c-value"]
+    )
+    assert driver.call("GET", "schemas/ids/1/versions", offset="3", limit="5") == Answer(
+        200, [{"subject": "d-value", "version": 1}]
+    )
+    assert len(driver.call("GET", "schemas", limit="0").body) == 6
+    assert error(driver.call("GET", "subjects", limit="many")) == (422, 42201)
+
+
+def test_deleted_only_lists_what_is_soft_deleted(driver: Driver) -> None:
+    register(driver, "a-value", V1)
+    register(driver, "a-value", V2)
+    register(driver, "b-value", V1)
+    driver.call("DELETE", "subjects/a-value/versions/1")
+    driver.call("DELETE", "subjects/b-value")
+    assert driver.call("GET", "subjects/a-value/versions", deletedOnly="true") == Answer(200, [1])
+    assert driver.call("GET", "subjects", deletedOnly="true") == Answer(200, ["a-value", "b-value"])
+    # deletedOnly wins over deleted, as in Confluent's registry.
+    assert driver.call(
+        "GET", "subjects/b-value/versions", deleted="true", deletedOnly="true"
+    ) == Answer(200, [1])
+    register(driver, "c-value", V1)
+    assert error(driver.call("GET", "subjects/c-value/versions", deletedOnly="true")) == (
+        404,
+        40401,
+    )
+
+
 # ====================================================================== compatibility
 
 

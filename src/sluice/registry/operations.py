@@ -14,6 +14,8 @@ from sluice.schemas.api import Reference, SchemaType
 
 LATEST = -1
 """The version ``latest`` (or ``-1``) names."""
+NO_LIMIT = -1
+"""A listing's ``limit`` that takes everything (so does any limit of 0 or less)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class GetSchemaById:
     subject: str | None = None
     serialized: bool = False
     deleted: bool = False
+    offset: int = 0
+    """For ``subjects`` and ``versions``: how many to skip, then at most ``limit``."""
+    limit: int = NO_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +68,27 @@ class ListSchemas:
     deleted: bool = False
     latest_only: bool = False
     offset: int = 0
-    limit: int = -1
+    limit: int = NO_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
 class ListSubjects:
     subject_prefix: str = ""
     deleted: bool = False
+    deleted_only: bool = False
+    """Only subjects with soft-deleted versions (wins over ``deleted``)."""
+    offset: int = 0
+    limit: int = NO_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
 class ListVersions:
     subject: str
     deleted: bool = False
+    deleted_only: bool = False
+    """Only the soft-deleted versions (wins over ``deleted``)."""
+    offset: int = 0
+    limit: int = NO_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ left out when there are none)."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from sluice.registry import errors
 from sluice.registry.api import JSON, Answer
 from sluice.registry.config import REFERENCE_DEPTH_MAX, RegistryConfig
@@ -26,6 +28,8 @@ from sluice.registry.records import SchemaValue
 from sluice.registry.routes import ALL_SUBJECTS_PREFIX
 from sluice.registry.state import RegistryState
 from sluice.schemas.api import Reference, ResolvedReference, SchemaType
+
+_T = TypeVar("_T")
 
 SCHEMA_TYPES = ["JSON", "PROTOBUF", "AVRO"]
 """``GET /schemas/types``, in Confluent's order."""
@@ -60,6 +64,21 @@ def schema_document(value: SchemaValue, text: str | None = None) -> dict[str, JS
     _type_and_references(value, document)
     document["schema"] = value.schema if text is None else text
     return document
+
+
+def page(items: list[_T], offset: int, limit: int) -> list[_T]:
+    """``items`` past the first ``offset``, at most ``limit`` of them (0 or less: all),
+    as Confluent's listings page them."""
+    rest = items[max(offset, 0) :]
+    return rest if limit <= 0 else rest[:limit]
+
+
+def _listed(values: list[SchemaValue], *, deleted: bool, deleted_only: bool) -> list[SchemaValue]:
+    """Live versions; with ``deleted`` also the soft-deleted; with ``deleted_only`` only
+    those (it wins, as in Confluent's registry)."""
+    if deleted_only:
+        return [value for value in values if value.deleted]
+    return values if deleted else [value for value in values if not value.deleted]
 
 
 def _matches_prefix(subject: str, prefix: str) -> bool:
@@ -121,7 +140,7 @@ def answer(state: RegistryState, config: RegistryConfig, read: Read) -> Answer:
             return Answer(200, list(SCHEMA_TYPES))
         case GetContexts():
             return Answer(200, [DEFAULT_CONTEXT])
-        case GetSchemaById(schema_id, part, _subject, _serialized, deleted):
+        case GetSchemaById(schema_id, part, _subject, _serialized, deleted, offset, limit):
             value = state.schema_by_id(schema_id)
             if value is None:
                 raise errors.schema_not_found(schema_id)
@@ -129,9 +148,10 @@ def answer(state: RegistryState, config: RegistryConfig, read: Read) -> Answer:
                 return Answer(200, value.schema)
             if part == "subjects":
                 holders = state.holders(schema_id, deleted=deleted)
-                return Answer(200, sorted({holder.subject for holder in holders}))
+                holding: list[JSON] = sorted({holder.subject for holder in holders})
+                return Answer(200, page(holding, offset, limit))
             if part == "versions":
-                holders = state.holders(schema_id, deleted=deleted)
+                holders = page(state.holders(schema_id, deleted=deleted), offset, limit)
                 return Answer(200, [{"subject": h.subject, "version": h.version} for h in holders])
             return Answer(200, schema_document(value))
         case ListSchemas(prefix, deleted, latest_only, offset, limit):
@@ -143,21 +163,27 @@ def answer(state: RegistryState, config: RegistryConfig, read: Read) -> Answer:
                 if latest_only:
                     versions = versions[-1:]
                 found.extend(version_document(value) for value in versions)
-            found = found[max(offset, 0) :]
-            return Answer(200, found if limit < 0 else found[:limit])
-        case ListSubjects(prefix, deleted):
-            return Answer(
-                200,
-                [
-                    subject
-                    for subject in sorted(state.subjects)
-                    if _matches_prefix(subject, prefix) and state.versions(subject, deleted=deleted)
-                ],
+            return Answer(200, page(found, offset, limit))
+        case ListSubjects(prefix, deleted, deleted_only, offset, limit):
+            listed_subjects: list[JSON] = [
+                subject
+                for subject in sorted(state.subjects)
+                if _matches_prefix(subject, prefix)
+                and _listed(
+                    state.versions(subject, deleted=True),
+                    deleted=deleted,
+                    deleted_only=deleted_only,
+                )
+            ]
+            return Answer(200, page(listed_subjects, offset, limit))
+        case ListVersions(subject, deleted, deleted_only, offset, limit):
+            listed = _listed(
+                state.versions(subject, deleted=True), deleted=deleted, deleted_only=deleted_only
             )
-        case ListVersions(subject, deleted):
-            return Answer(
-                200, [value.version for value in existing_versions(state, subject, deleted=deleted)]
-            )
+            if not listed:
+                raise errors.subject_not_found(subject)
+            numbers: list[JSON] = [value.version for value in listed]
+            return Answer(200, page(numbers, offset, limit))
         case GetVersion(subject, version, deleted, schema_only, _serialized):
             value = find_version(state, subject, version, deleted=deleted)
             return Answer(200, value.schema if schema_only else version_document(value))

@@ -4,7 +4,8 @@ a bad version 42202, a body of the wrong shape 42201, a bad level 42203, a bad m
 42204 (:mod:`~sluice.registry.errors`).
 
 Query flags are read as Jersey reads a Java ``boolean``: ``true`` in any case is true,
-anything else false (confluent-kafka's Python client sends ``True``/``False``).
+anything else false (confluent-kafka's Python client sends ``True``/``False``). Listings
+take Confluent's ``offset`` and ``limit`` (a limit of 0 or less: no limit).
 
 The broker also asks which subject a call is about (:func:`subject_of`, None for the
 global config and mode and for calls about ids) and whether it changes anything
@@ -19,6 +20,7 @@ from sluice.registry import errors
 from sluice.registry.api import JSON, Call
 from sluice.registry.operations import (
     LATEST,
+    NO_LIMIT,
     CheckCompatibility,
     DeleteConfig,
     DeleteMode,
@@ -210,7 +212,7 @@ def route(call: Call) -> Operation:
                 deleted,
                 _flag(query, "latestOnly"),
                 _int_query(query, "offset", 0),
-                _int_query(query, "limit", -1),
+                _int_query(query, "limit", NO_LIMIT),
             )
         case ("schemas", "types"):
             return _methods(call, GET=GetSchemaTypes())
@@ -230,11 +232,19 @@ def route(call: Call) -> Operation:
                 query.get("subject") or None,
                 query.get("format", "").lower() == "serialized",
                 deleted,
+                _int_query(query, "offset", 0),
+                _int_query(query, "limit", NO_LIMIT),
             )
         case ("subjects",):
             if method != "GET":
                 raise errors.method_not_allowed()
-            return ListSubjects(query.get("subjectPrefix", ""), deleted)
+            return ListSubjects(
+                query.get("subjectPrefix", ""),
+                deleted,
+                _flag(query, "deletedOnly"),
+                _int_query(query, "offset", 0),
+                _int_query(query, "limit", NO_LIMIT),
+            )
         case ("subjects", subject):
             if method == "POST":
                 return LookUp(
@@ -245,7 +255,13 @@ def route(call: Call) -> Operation:
             raise errors.method_not_allowed()
         case ("subjects", subject, "versions"):
             if method == "GET":
-                return ListVersions(subject, deleted)
+                return ListVersions(
+                    subject,
+                    deleted,
+                    _flag(query, "deletedOnly"),
+                    _int_query(query, "offset", 0),
+                    _int_query(query, "limit", NO_LIMIT),
+                )
             if method == "POST":
                 return Register(
                     writable_subject(subject),

@@ -45,6 +45,8 @@ from sluice.broker.registry.answers import (
 )
 from sluice.common.config import HttpEndpoint
 from sluice.registry.api import Answer, Call
+from sluice.registry.operations import NO_LIMIT
+from sluice.registry.reads import page
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +160,19 @@ class RegistryListener:
             )
             if refusal is not None:
                 return _respond(error_answer(FORBIDDEN, refusal))
+        filtered = self._access is not None and principal is not None
+        paging = _subjects_paging(call) if filtered else None
         try:
-            answer = await self._answer(call, principal)
+            answer = await self._answer(call if paging is None else paging[0], principal)
         except Exception:  # a bug: the caller gets a 500, the broker goes on
             log.exception("registry call %s %s failed", call.method, request.path)
             answer = error_answer(STORE_ERROR, "Error in the backend data store")
-        if self._access is not None and principal is not None:
+        if filtered:
+            assert principal is not None
             answer = self._visible(answer, call, principal, host)
+        if paging is not None and answer.status == 200 and isinstance(answer.body, list):
+            _, offset, limit = paging
+            answer = Answer(200, page(answer.body, offset, limit))
         return _respond(answer)
 
     async def _call_of(self, request: web.Request) -> Call | Answer:
@@ -228,6 +236,24 @@ class RegistryListener:
                 if isinstance(subject, str) and access.may_read(principal, host, subject)
             ],
         )
+
+
+def _subjects_paging(call: Call) -> tuple[Call, int, int] | None:
+    """For ``GET /subjects`` with ``offset`` or ``limit``, the call without them and the
+    two numbers: a listing filtered by what the caller may read is paged after the
+    filter, so the registry must answer it whole. None for any other call (and for
+    numbers that are not integers, which the registry refuses)."""
+    if call.method != "GET" or call.segments != ("subjects",):
+        return None
+    if "offset" not in call.query and "limit" not in call.query:
+        return None
+    try:
+        offset = int(call.query.get("offset") or 0)
+        limit = int(call.query.get("limit") or NO_LIMIT)
+    except ValueError:
+        return None
+    query = {k: v for k, v in call.query.items() if k not in ("offset", "limit")}
+    return Call(call.method, call.segments, query, call.body), offset, limit
 
 
 def _too_large(body_bytes_max: int) -> Answer:
