@@ -100,6 +100,7 @@ from sluice.broker.replication.metadata_applier import MetadataApplier
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_fetcher import ReplicaFetchers
 from sluice.broker.replication.replica_manager import ReplicaManager, raise_open_files_limit
+from sluice.broker.schema_validation import RegistrySchemaLookup, SchemaValidation
 from sluice.broker.services import BrokerServices
 from sluice.broker.share.dead_letters import DeadLetterWriter
 from sluice.broker.share.partitions import SharePartitions
@@ -208,6 +209,9 @@ class Broker:
         self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
+        self.schema_validation = SchemaValidation(clock)
+        """The schema ids of records produced to topics that validate them, checked
+        against the Schema Registry."""
 
     def _listener_servers(self) -> list[Server]:
         """One server per listener, TLS ones with their (reloading) server context;
@@ -518,6 +522,10 @@ class Broker:
             self.clock,
         )
         self.schema_registry = self._make_schema_registry(store)
+        if self.schema_registry is not None:
+            self.schema_validation.lookup = RegistrySchemaLookup(
+                self.schema_registry.calls, self.produce_checks
+            )
         self.hosting = (
             CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
@@ -540,6 +548,7 @@ class Broker:
             verify_transaction=verifier.verify,
             producer_ids=self.producer_ids,
             produce_checks=self.produce_checks,
+            schema_validation=self.schema_validation,
             check_storage_error=self.fatal.check_storage_error,
             delays=self.delays,
             share_states=self.share_states,

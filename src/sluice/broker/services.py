@@ -28,6 +28,7 @@ from sluice.broker.registry.forwarding import RegistryCalls
 from sluice.broker.replication.fetch_sessions import FetchSessionCache
 from sluice.broker.replication.purgatory import Purgatory
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.schema_validation import SchemaValidation
 from sluice.broker.share.partitions import SharePartitions
 from sluice.broker.share.sessions import ShareSessions
 from sluice.broker.topics import TopicManager
@@ -96,6 +97,9 @@ class BrokerServices:
     static_config: BrokerConfig | None = None
     """The settings the broker started with, before dynamic broker configs (``config``
     holds them applied); None: the same as ``config``."""
+    schema_validation: SchemaValidation | None = None
+    """Checks the schema ids of records produced to topics that validate them (None:
+    such topics refuse every batch)."""
     schema_registry: RegistryCalls | None = None
     """The Schema Registry's calls, answered here or forwarded (None: no registry)."""
 
@@ -163,6 +167,11 @@ class UsesProducerIds(Protocol):
 class UsesProduceChecks(Protocol):
     @property
     def produce_checks(self) -> ProduceChecks: ...
+
+
+class UsesSchemaValidation(Protocol):
+    @property
+    def schema_validation(self) -> SchemaValidation | None: ...
 
 
 class UsesCheckStorageError(Protocol):

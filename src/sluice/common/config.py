@@ -116,6 +116,29 @@ def _bool(text: str) -> bool:
     return text.lower() == "true"
 
 
+SUBJECT_NAME_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+"""Where Confluent's subject name strategies live; their topic configs name them in full."""
+TOPIC_NAME_STRATEGY = SUBJECT_NAME_STRATEGY_PACKAGE + "TopicNameStrategy"
+RECORD_NAME_STRATEGY = SUBJECT_NAME_STRATEGY_PACKAGE + "RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY = SUBJECT_NAME_STRATEGY_PACKAGE + "TopicRecordNameStrategy"
+SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
+"""The subject name strategies a topic's schema validation may use (Confluent's three)."""
+
+
+def _subject_name_strategy(text: str) -> str:
+    """One of Confluent's strategies, by its class name; the short name
+    (``RecordNameStrategy``) is taken too and stored in full."""
+    name = text.strip()
+    full = (
+        name
+        if name.startswith(SUBJECT_NAME_STRATEGY_PACKAGE)
+        else (SUBJECT_NAME_STRATEGY_PACKAGE + name)
+    )
+    if full not in SUBJECT_NAME_STRATEGIES:
+        raise ValueError(f"{text!r} is not one of {', '.join(SUBJECT_NAME_STRATEGIES)}")
+    return full
+
+
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
     key.name: key
     for key in [
@@ -252,6 +275,37 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             "Sluice: the filter of a view, over the x-sluice-tag header and other headers "
             "(tag = 'red', tag in ('red', 'blue'), header.region = 'eu', and/or/not)",
         ),
+        ConfigKey(
+            "confluent.key.schema.validation",
+            "false",
+            _bool,
+            "refuse a produced batch unless each record's key carries the id of a schema "
+            "registered under its subject in the Schema Registry (Confluent Server's name)",
+        ),
+        ConfigKey(
+            "confluent.value.schema.validation",
+            "false",
+            _bool,
+            "refuse a produced batch unless each record's value carries the id of a "
+            "schema registered under its subject in the Schema Registry (Confluent "
+            "Server's name)",
+        ),
+        ConfigKey(
+            "confluent.key.subject.name.strategy",
+            TOPIC_NAME_STRATEGY,
+            _subject_name_strategy,
+            "the subject a key's schema id must be registered under when keys are "
+            "validated: TopicNameStrategy (<topic>-key), RecordNameStrategy (the "
+            "record's full name) or TopicRecordNameStrategy (<topic>-<record name>)",
+        ),
+        ConfigKey(
+            "confluent.value.subject.name.strategy",
+            TOPIC_NAME_STRATEGY,
+            _subject_name_strategy,
+            "the subject a value's schema id must be registered under when values are "
+            "validated: TopicNameStrategy (<topic>-value), RecordNameStrategy (the "
+            "record's full name) or TopicRecordNameStrategy (<topic>-<record name>)",
+        ),
     ]
 }
 
@@ -299,6 +353,10 @@ class TopicConfig:
     sluice_delivery_delay_ms: int = 0
     sluice_view_source: str = ""
     sluice_view_filter: str = ""
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
+    confluent_key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    confluent_value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
 
     @classmethod
     def from_entries(
@@ -312,6 +370,12 @@ class TopicConfig:
             for name, text in merged.items()
         }
         return cls(**values)
+
+    @functools.cached_property
+    def schema_validation(self) -> bool:
+        """Whether produced records' keys or values are checked against the Schema
+        Registry (read on every produce: one attribute test when neither is)."""
+        return self.confluent_key_schema_validation or self.confluent_value_schema_validation
 
     @property
     def fsync_every_append(self) -> bool:

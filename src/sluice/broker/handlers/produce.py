@@ -68,6 +68,7 @@ from sluice.broker.handlers.acl_rules import (
 )
 from sluice.broker.handlers.produce_response import PartitionOutcome, produce_response
 from sluice.broker.network.server import ConnectionInfo, Deferred
+from sluice.broker.schema_validation import record_errors, refusal_message
 from sluice.broker.services import (
     UsesAuthorizer,
     UsesCheckStorageError,
@@ -77,6 +78,7 @@ from sluice.broker.services import (
     UsesProduceChecks,
     UsesPurgatory,
     UsesReplicas,
+    UsesSchemaValidation,
     UsesTopics,
     UsesTraffic,
     UsesVerifyTransaction,
@@ -84,6 +86,7 @@ from sluice.broker.services import (
 from sluice.broker.topics import is_internal_topic
 from sluice.cluster.model import ZERO_TOPIC_ID
 from sluice.common import errors
+from sluice.common.config import TopicConfig
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.common.limits import (
@@ -95,6 +98,7 @@ from sluice.protocol.codec import RequestHeader, response_header_bytes
 from sluice.protocol.messages import millis
 from sluice.protocol.records.batch import BatchHeader, parse_header, validate_produced
 from sluice.protocol.records.produced import ProducedRecordsCheck
+from sluice.schemas.validation import FieldIds
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -111,6 +115,7 @@ class ProduceServices(
     UsesProduceChecks,
     UsesPurgatory,
     UsesReplicas,
+    UsesSchemaValidation,
     UsesTopics,
     UsesTraffic,
     UsesVerifyTransaction,
@@ -232,8 +237,10 @@ def _start_one(
             keys_required=config.compact,
             watch_for=SLUICE_HEADER_PREFIX,
             decompressed_ceiling_bytes=services.config.produce_max_decompressed_bytes,
+            keep_records=config.schema_validation,
         )
         checks = services.produce_checks
+        ids: FieldIds | None = None
         if check.fits_event_loop:
             check.advance(DECOMPRESSED_BYTES_CHECKED_ON_EVENT_LOOP_MAX)
             if (
@@ -241,17 +248,67 @@ def _start_one(
                 and verification is None
                 and not checks.has_waiting_turns(topic_partition)
             ):
-                _append_checked(
-                    services, topic_partition, records, header, check, acks, outcome, partition
-                )
-                return None
+                decided = True
+                if config.schema_validation:
+                    ids, refused = _schemas_decided_now(
+                        services, topic_partition, config, check, header.records_count
+                    )
+                    if refused:
+                        _refuse_schemas(outcome, topic_partition, refused)
+                        return None
+                    decided = refused is not None
+                if decided:
+                    _append_checked(
+                        services, topic_partition, records, header, check, acks, outcome, partition
+                    )
+                    return None
         turn = checks.take_turn(topic_partition)
     except KafkaError as e:
         _refuse(services, outcome, topic_partition, e)
         return None
     return _UnfinishedAppend(
-        services, topic_partition, records, header, check, acks, outcome, turn, verification
+        services,
+        topic_partition,
+        records,
+        header,
+        check,
+        acks,
+        outcome,
+        turn,
+        verification,
+        config if config.schema_validation else None,
+        ids,
     )
+
+
+def _schemas_decided_now(
+    services: ProduceServices,
+    topic_partition: TopicPartition,
+    config: TopicConfig,
+    check: ProducedRecordsCheck,
+    records_count: int,
+) -> tuple[FieldIds | None, list[tuple[int, str]] | None]:
+    """A validated topic's batch, checked on the event loop: its schema ids (None when
+    too large to read here) and the records refused, when the validation's cache alone
+    decides (None when the registry must be asked)."""
+    validation = services.schema_validation
+    section = check.records_section
+    if validation is None or section is None:
+        return None, None
+    ids = validation.ids_now(config, section, records_count)
+    if ids is None:
+        return None, None
+    return ids, validation.refusals_now(topic_partition.topic, config, ids)
+
+
+def _refuse_schemas(
+    outcome: PartitionOutcome, topic_partition: TopicPartition, refused: list[tuple[int, str]]
+) -> None:
+    """Answer INVALID_RECORD naming each record the schema validation refused."""
+    outcome.error_code = ErrorCode.invalid_record
+    outcome.error_message = refusal_message(topic_partition.topic, refused)
+    outcome.record_errors = record_errors(refused)
+    log.info("refused produce to %s: %s", topic_partition, outcome.error_message)
 
 
 @dataclass
@@ -269,11 +326,17 @@ class _UnfinishedAppend:
     outcome: PartitionOutcome
     turn: AppendTurn
     verification: _Verification | None = None
+    validated: TopicConfig | None = None
+    """The topic's config when it validates its records' schema ids."""
+    ids: FieldIds | None = None
+    """Their schema ids, when already read."""
 
     async def finish(self) -> None:
         try:
             if not self.check.done:
                 await self.services.produce_checks.run(self.check.advance)
+            if self.validated is not None and not await self._schemas_valid(self.validated):
+                return
             verification = self.verification
             if verification is not None:
                 await self.services.verify_transaction(
@@ -311,6 +374,31 @@ class _UnfinishedAppend:
             _refuse(self.services, self.outcome, self.topic_partition, e)
         finally:
             self.turn.release()
+
+    async def _schemas_valid(self, config: TopicConfig) -> bool:
+        """Whether the records' schema ids pass the topic's validation; if not, the
+        partition is answered INVALID_RECORD naming each refused record."""
+        validation = self.services.schema_validation
+        if validation is None:
+            raise errors.InvalidRecord(
+                f"topic {self.topic_partition.topic} validates schema ids, but this broker "
+                "runs no Schema Registry"
+            )
+        section = self.check.records_section
+        assert section is not None, "a validated topic's check keeps its records"
+        topic_partition = self.topic_partition
+        refused = await validation.refusals(
+            topic_partition.topic,
+            config,
+            section,
+            self.header.records_count,
+            self.services.produce_checks,
+            self.ids,
+        )
+        if not refused:
+            return True
+        _refuse_schemas(self.outcome, topic_partition, refused)
+        return False
 
 
 def _append_checked(

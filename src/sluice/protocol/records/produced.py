@@ -67,8 +67,18 @@ class ProducedRecordsCheck:
         keys_required: bool = False,
         watch_for: bytes | None = None,
         decompressed_ceiling_bytes: int = DECOMPRESSED_BYTES_MAX,
+        keep_records: bool = False,
     ) -> None:
         self._batch = batch
+        self._keep_records = keep_records
+        self._kept: list[bytes] | None = (
+            [] if keep_records and header.compression != Compression.NONE else None
+        )
+        self.records_section: tuple[bytes, int] | None = None
+        """With ``keep_records``, once done: (bytes, start) of the records section, the
+        decompressed chunks joined (start 0) or the batch itself (start after its
+        header), so a later look at the records (schema validation) decompresses
+        nothing again."""
         self._watch_for = watch_for
         self.watched_seen = False
         """Whether ``watch_for`` occurs in the (decompressed) records: the broker looks
@@ -122,12 +132,16 @@ class ProducedRecordsCheck:
             return True
         if self._chunks is None:
             self._check_uncompressed()
+            if self._keep_records:
+                self.records_section = (self._batch, HEADER_BYTES)
         else:
             assert self._walker is not None
             inflated = 0
             try:
                 for chunk in self._chunks:
                     self._walker.feed(chunk)
+                    if self._kept is not None:
+                        self._kept.append(chunk)
                     self._watch(chunk)
                     inflated += len(chunk)
                     if decompressed_bytes_budget is not None and (
@@ -139,6 +153,9 @@ class ProducedRecordsCheck:
                     f"the batch's records cannot be decompressed: {e.message}"
                 ) from None
             self._walker.finish()
+            if self._kept is not None:
+                self.records_section = (b"".join(self._kept), 0)
+                self._kept = None
         self.done = True
         return True
 
