@@ -44,7 +44,7 @@ narrows the list."""
 VERSIONS_SHOWN_MAX: Final = 100
 """Versions of one subject shown on its page, newest first."""
 REGISTRY_REQUESTS_IN_FLIGHT_MAX: Final = 16
-"""Requests one page makes to the registry at once."""
+"""Subjects (three requests each) or versions one page asks the registry about at once."""
 TOPIC_SUBJECTS_WAIT_S: Final = 2.0
 """How long a topic's page waits for the registry to list the topic's subjects; a
 registry slower than this leaves the links out rather than the page waiting."""
@@ -180,9 +180,14 @@ async def subject_page(request: web.Request) -> web.Response:
     numbers = await _versions(registry, subject, with_deleted)
     newest_first = sorted(numbers, reverse=True)
     shown = newest_first[:VERSIONS_SHOWN_MAX]
+    limit = asyncio.Semaphore(REGISTRY_REQUESTS_IN_FLIGHT_MAX)
+
+    async def version(number: int) -> RegisteredSchema:
+        async with limit:
+            return await registry.version(subject, number, deleted=True)
+
     versions, level = await asyncio.gather(
-        asyncio.gather(*(registry.version(subject, n, deleted=True) for n in shown)),
-        _level(registry, subject),
+        asyncio.gather(*(version(n) for n in shown)), _level(registry, subject)
     )
     return render(
         request,
