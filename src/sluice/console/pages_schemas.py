@@ -45,7 +45,7 @@ VERSIONS_SHOWN_MAX: Final = 100
 """Versions of one subject shown on its page, newest first."""
 REGISTRY_REQUESTS_IN_FLIGHT_MAX: Final = 16
 """Subjects (three requests each) or versions one page asks the registry about at once."""
-TOPIC_SUBJECTS_WAIT_S: Final = 2.0
+TOPIC_SUBJECTS_WAIT_S: Final = 5.0
 """How long a topic's page waits for the registry to list the topic's subjects; a
 registry slower than this leaves the links out rather than the page waiting."""
 SUBJECT_NOT_FOUND: Final = 40401

@@ -1,12 +1,15 @@
 """The console's schema parts that need no registry: pretty-printing and diffing schema
-texts, the message browser's view of framed and unframed bytes without a registry, and
-the registry URL a broker's console is given."""
+texts, the message browser's view of framed and unframed bytes without a registry, the
+registry URL a broker's console is given, and a bad ``--schema-registry``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+from click.testing import CliRunner
+
+from sluice.cli.console import console
 from sluice.cli.serve import connectable_url
 from sluice.client.schema_registry import RegisteredSchema, Schema
 from sluice.console.pages_schemas import pretty_schema, unified_diff
@@ -55,3 +58,10 @@ def test_a_wildcard_registry_listener_is_asked_on_loopback() -> None:
     assert connectable_url("http://0.0.0.0:8081") == "http://127.0.0.1:8081"
     assert connectable_url("http://[::]:8081") == "http://[::1]:8081"
     assert connectable_url("http://10.0.0.5:8081") == "http://10.0.0.5:8081"
+
+
+def test_sluice_console_refuses_a_registry_url_that_is_not_http() -> None:
+    result = CliRunner().invoke(console, ["--schema-registry", "ftp://registry:8081"])
+    assert result.exit_code == 2
+    assert "Invalid value for --schema-registry" in result.output
+    assert "is not http(s)://host[:port][/path]" in result.output
