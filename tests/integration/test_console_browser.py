@@ -11,6 +11,7 @@ Every wait is on an element or its text (WebDriverWait), never a sleep.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,10 @@ import pytest
 from broker_process import BrokerProcess
 from client_helpers import unique_group_id, unique_topic_name
 from confluent_kafka import Producer as KafkaProducer
+from confluent_kafka.schema_registry import Schema as ConfluentSchema
+from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from console_process import ConsoleProcess, accept_first, console_broker, running_console
 from consumer_group_wire import CONSUMER_PROTOCOL_LONG_SESSIONS, rebalancing_group
 
@@ -32,6 +37,8 @@ from sluice.common.ids import TopicPartition
 from sluice.sync import Admin, Consumer, Producer
 
 SAMPLE_INTERVAL_S = "0.5"
+PAYMENT_FIELDS = [{"name": "id", "type": "string"}, {"name": "cents", "type": "long"}]
+PAYMENT_NOTE = {"name": "note", "type": "string", "default": ""}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -74,7 +81,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[ConsoleProcess]:
-    with running_console(broker.bootstrap, "--interval", SAMPLE_INTERVAL_S) as process:
+    assert broker.schema_registry_url is not None, "the broker serves no Schema Registry"
+    with running_console(
+        broker.bootstrap,
+        "--interval",
+        SAMPLE_INTERVAL_S,
+        "--schema-registry",
+        broker.schema_registry_url,
+    ) as process:
         yield process
 
 
@@ -364,3 +378,45 @@ def test_transactions_delays_and_views_in_a_browser(
     wait_for_exact_text(browser, "view-source", topic)
     assert browser.find_element(By.ID, "view-filter").text == "tag = 'urgent'"
     screenshot(browser, artifacts, "view")
+
+
+def test_schema_pages_in_a_browser(
+    browser: WebDriver, console: ConsoleProcess, broker: BrokerProcess, artifacts: Path
+) -> None:
+    topic = unique_topic_name("payments")
+    subject = f"{topic}-value"
+    assert broker.schema_registry_url is not None
+    registry = ConfluentRegistryClient({"url": broker.schema_registry_url})
+    for fields in (PAYMENT_FIELDS, [*PAYMENT_FIELDS, PAYMENT_NOTE]):
+        record = {"type": "record", "name": "Payment", "namespace": "shop", "fields": fields}
+        registry.register_schema(subject, ConfluentSchema(json.dumps(record), "AVRO"))
+    serializer = AvroSerializer(registry, json.dumps(record))
+    producer = KafkaProducer({"bootstrap.servers": broker.bootstrap})
+    value = serializer(
+        {"id": "p-1", "cents": 1250, "note": "first"},
+        SerializationContext(topic, MessageField.VALUE),
+    )
+    producer.produce(topic, key=b"p-1", value=value)
+    assert producer.flush(30) == 0
+
+    browser.get(f"{console.url}/schemas")
+    wait_for_text(browser, "subjects", subject)
+    screenshot(browser, artifacts, "schemas")
+    browser.find_element(By.LINK_TEXT, subject).click()
+    wait_for_exact_text(browser, "subject-versions", "2")
+    assert '"name": "note"' in browser.find_element(By.ID, "version-2").text
+    screenshot(browser, artifacts, "subject")
+    browser.find_element(By.ID, "diff-latest").click()
+    wait_for_text(browser, "compatibility", "is compatible with version 1")
+    added = browser.find_elements(By.CSS_SELECTOR, "#diff .diff-added")
+    assert any('"note"' in line.text for line in added)
+    screenshot(browser, artifacts, "schema-diff")
+
+    browser.get(f"{console.url}/topics/{topic}")
+    browser.find_element(By.ID, "subject-value").click()
+    wait_for_text(browser, "subject-name", subject)
+    browser.get(f"{console.url}/topics/{topic}/messages?partition=0&offset=0")
+    wait_for_text(browser, "messages", '"note": "first"')
+    badge = browser.find_element(By.CSS_SELECTOR, "#messages .schema-badge")
+    assert badge.text.endswith(f"{subject} v2")
+    screenshot(browser, artifacts, "messages-schema")

@@ -21,9 +21,11 @@ from sluice.common.config import BrokerConfig
 READY_TIMEOUT_S = 60.0
 
 
-def _console(calls: list[tuple[str, dict[str, object], bool]]) -> ConsoleFactory:
-    def factory(bootstrap: str, options: dict[str, object], as_caller: bool) -> web.Application:
-        calls.append((bootstrap, options, as_caller))
+def _console(calls: list[tuple[str, dict[str, object], bool, list[str]]]) -> ConsoleFactory:
+    def factory(
+        bootstrap: str, options: dict[str, object], as_caller: bool, registry_urls: list[str]
+    ) -> web.Application:
+        calls.append((bootstrap, options, as_caller, registry_urls))
 
         async def page(request: web.Request) -> web.Response:
             return web.Response(text=f"console at {request.path}")
@@ -48,7 +50,7 @@ def test_the_console_is_served_beside_the_brokers_routes(tmp_path: Path) -> None
     )
     config.set_address(HOST, 0, origin="test")
     config.data_dir = tmp_path / "data"
-    calls: list[tuple[str, dict[str, object], bool]] = []
+    calls: list[tuple[str, dict[str, object], bool, list[str]]] = []
     base = f"http://{HOST}:{http_port}"
 
     async def scenario() -> None:
@@ -66,7 +68,7 @@ def test_the_console_is_served_beside_the_brokers_routes(tmp_path: Path) -> None
                 assert time.monotonic() < deadline, "the broker never became ready"
                 await asyncio.sleep(0.05)  # polling interval for readiness, not a sync
             assert calls == [
-                (f"{HOST}:{broker.server.port}", {"security_protocol": "PLAINTEXT"}, False)
+                (f"{HOST}:{broker.server.port}", {"security_protocol": "PLAINTEXT"}, False, [])
             ]
             assert await fetch("/") == (200, "console at /")
             status, metrics = await fetch("/metrics")

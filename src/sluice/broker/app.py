@@ -587,8 +587,9 @@ class Broker:
         )
         self._add_collectors()
         self._not_ready = "registering with the cluster"
-        await self._start_http()
+        # The registry's listeners first: the console is told where they listen.
         await self._start_schema_registry()
+        await self._start_http()
         try:
             self.node = await store.register_broker(self.node)
         except BrokerIdInUse as e:
@@ -733,7 +734,8 @@ class Broker:
                     "through a SASL listener, and this broker has none"
                 )
             else:
-                app = self._console(*connection, secured)
+                registry_urls = [] if self.schema_registry is None else self.schema_registry.urls
+                app = self._console(*connection, secured, registry_urls)
         default_host = LOOPBACK_HOST if secured else self.servers[0].host
         host = config.http_host or default_host
         authenticator = None

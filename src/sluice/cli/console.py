@@ -30,8 +30,10 @@ from sluice.cli.common import (
     run,
     security_options_from_environment,
 )
+from sluice.cli.schemas import REGISTRY_ENV_VAR
 from sluice.client.admin_api import Admin
 from sluice.client.errors import ClientError
+from sluice.client.schema_registry import DEFAULT_REGISTRY_URL, SchemaRegistryClient
 from sluice.common.errors import KafkaError
 from sluice.console import make_app
 from sluice.console.sampler import INTERVAL_S_DEFAULT, GroupHistory, Sampler, TopicRate
@@ -69,6 +71,19 @@ def _bootstrap_alias(function: Callable[..., Any]) -> Callable[..., Any]:
     help="Seconds between samples of offsets and groups (rates, lag, timeline).",
 )
 @click.option(
+    "--schema-registry",
+    "--registry",
+    "schema_registry",
+    envvar=REGISTRY_ENV_VAR,
+    default=DEFAULT_REGISTRY_URL,
+    show_default=True,
+    show_envvar=True,
+    metavar="URL",
+    help="The Schema Registry the schema pages and the message browser ask (several "
+    "URLs comma-separated are tried in turn; credentials as http://user:password@host, "
+    "else the SASL user's; '' for none).",
+)
+@click.option(
     "--history-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Keep the sampled history (rates, lag, brokers seen) in this directory, so it "
@@ -80,23 +95,33 @@ def console(
     port: int,
     read_only: bool,
     interval: float,
+    schema_registry: str,
     history_dir: Path | None,
 ) -> None:
     """Serve the web console for the cluster at --bootstrap-server.
 
     Pages show the brokers (down ones flagged, disk use), topics (configs, partitions,
     offsets, produce rates, consumers), the records of a topic (filtered), consumer and
-    share groups (lag, rebalance timeline), transactions, delayed records and views.
-    Security settings come from the SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and
-    SLUICE_SASL_* variables, as for every other command.
+    share groups (lag, rebalance timeline), transactions, delayed records and views,
+    and the Schema Registry's subjects, versions and diffs (records a schema-aware
+    serializer wrote are decoded in the browser). Security settings come from the
+    SLUICE_SECURITY_PROTOCOL, SLUICE_SSL_* and SLUICE_SASL_* variables, as for every
+    other command.
     """
     options = security_options_from_environment()
+    registry_url = schema_registry.strip() or None
+    if registry_url is not None:
+        try:
+            SchemaRegistryClient(registry_url)  # checks the URLs; opens nothing
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--schema-registry") from None
     app = make_app(
         bootstrap_server,
         dict(options),
         read_only=read_only,
         sample_interval_s=interval,
         history_dir=history_dir,
+        schema_registry_url=registry_url,
     )
     run(lambda: _serve(app, host, port, bootstrap_server))
 

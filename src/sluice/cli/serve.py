@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from aiohttp import web
+from yarl import URL
 
 from sluice.broker.app import ConsoleFactory, DataDirInUse
 from sluice.broker.app import serve as run_broker
@@ -44,7 +45,9 @@ def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
     """The web console the broker serves at ``/`` of its HTTP listener (http.console).
 
     On a broker with SASL or ACLs the HTTP listener asks for credentials and the console
-    acts as each caller, so it is served as ``http.console`` says. On a broker whose only
+    acts as each caller, so it is served as ``http.console`` says. Its schema pages ask
+    this broker's own Schema Registry (none when ``schema.registry.listeners`` is
+    empty), as the same caller. On a broker whose only
     security is TLS the listener asks for none and the console would act as the broker
     (with its certificate), so it is off there unless ``http.console`` is given."""
     tls_only = not config.http_secured() and any(
@@ -62,16 +65,30 @@ def _console_factory(config: BrokerConfig) -> ConsoleFactory | None:
         return None
     read_only = config.http_console == "read-only"
 
-    def factory(bootstrap: str, options: dict[str, object], as_caller: bool) -> web.Application:
+    def factory(
+        bootstrap: str, options: dict[str, object], as_caller: bool, registry_urls: list[str]
+    ) -> web.Application:
         return make_app(
             bootstrap,
             options,
             read_only=read_only,
             as_caller=as_caller,
             history_dir=config.data_dir,
+            schema_registry_url=",".join(map(connectable_url, registry_urls)) or None,
         )
 
     return factory
+
+
+def connectable_url(url: str) -> str:
+    """A listener's URL as a client on this machine reaches it: a wildcard host
+    (``0.0.0.0``, ``::``) as the loopback address of its family."""
+    parsed = URL(url)
+    if parsed.host in ("0.0.0.0", ""):
+        return str(parsed.with_host("127.0.0.1"))
+    if parsed.host == "::":
+        return str(parsed.with_host("::1"))
+    return url
 
 
 def _parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The web console: pages about a cluster's brokers, topics, records and consumer groups,
-and Sluice's share groups, transactions, delayed records and views, served by aiohttp,
-built only on the client (so it works against any Kafka cluster).
+Sluice's share groups, transactions, delayed records and views, and the Schema
+Registry's subjects, served by aiohttp, built only on the client (so it works against
+any Kafka cluster and any Confluent-compatible registry).
 
 Modules::
 
@@ -9,9 +10,10 @@ Modules::
                         error pages
     keys                the application's and each request's keys (settings, templates, the
                         clients acting for the request)
-    clients             whom the console acts as: its own client and sampler, or each
-                        signed-in user's (behind a broker with SASL or ACLs), bounded and
-                        closed when idle, with the views found and the CSRF token of each
+    clients             whom the console acts as: its own client, registry client and
+                        sampler, or each signed-in user's (behind a broker with SASL or
+                        ACLs), bounded and closed when idle, with the views found and the
+                        CSRF token of each
     rendering           pages from templates, error pages, query parameters
     pages_cluster       the cluster page, the topics list and a topic's page (offsets,
                         sizes, rates, configs, views over it, its delayed records)
@@ -20,6 +22,9 @@ Modules::
     pages_groups        the groups list, a classic group's and a share group's pages
     pages_transactions  open and hanging transactions
     pages_delays        delayed records waiting in each topic
+    pages_schemas       the Schema Registry's subjects, a subject's versions, the diff
+                        of two versions with their compatibility messages
+    schema_decoding     the message browser's keys and values decoded with their schema
     sampler             end offsets, committed offsets and (classic and share) group
                         descriptions every few seconds, in bounded history (also
                         ``sluice top``'s source)

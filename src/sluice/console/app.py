@@ -35,6 +35,7 @@ from aiohttp import web
 
 from sluice import __version__
 from sluice.client.errors import BrokerUnreachableError, ClientError
+from sluice.client.schema_registry import SchemaRegistryError
 from sluice.common import errors
 from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.http_caller import CALLER_REQUEST_KEY, HttpCaller
@@ -53,6 +54,7 @@ from sluice.console.pages_cluster import cluster_page, topic_page, topics_page
 from sluice.console.pages_delays import delays_page
 from sluice.console.pages_groups import group_page, groups_page
 from sluice.console.pages_messages import messages_page
+from sluice.console.pages_schemas import NoRegistry, diff_page, subject_page, subjects_page
 from sluice.console.pages_transactions import transactions_page
 from sluice.console.produce_form import produce, produced_page
 from sluice.console.rendering import error_page, format_rate, kafka_detail
@@ -75,19 +77,23 @@ def make_app(
     sample_interval_s: float = INTERVAL_S_DEFAULT,
     as_caller: bool = False,
     history_dir: Path | None = None,
+    schema_registry_url: str | None = None,
 ) -> web.Application:
     """The console for the cluster at ``bootstrap``. ``client_options`` are the client's
     security keywords (``security_protocol``, ``ssl_*``, ``sasl_*``); with ``as_caller``
     they hold none of the ``sasl_*`` credentials: each request's
     :class:`~sluice.common.http_caller.HttpCaller` brings them. With ``history_dir``
     the sampler's history is kept there and survives a restart (not when acting as
-    callers: each user's history is their own, and lasts while their clients do)."""
+    callers: each user's history is their own, and lasts while their clients do).
+    ``schema_registry_url`` (one or more base URLs, comma-separated) is the Schema
+    Registry the schema pages and the message browser ask; None: no registry."""
     app = web.Application(middlewares=[_security_headers, _error_pages, _acting_clients])
     app[SETTINGS_KEY] = {
         "bootstrap": bootstrap,
         "read_only": read_only,
         "interval_s": sample_interval_s,
         "as_caller": as_caller,
+        "schema_registry": schema_registry_url,
     }
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -110,7 +116,12 @@ def make_app(
             csrf_token = secrets.token_urlsafe(32)
             history_file = None if history_dir is None else HistoryFile(history_dir)
             shared = open_clients(
-                bootstrap, client_options, sample_interval_s, csrf_token, history_file
+                bootstrap,
+                client_options,
+                sample_interval_s,
+                csrf_token,
+                history_file,
+                registry_url=schema_registry_url,
             )
             app[SHARED_CLIENTS_KEY] = shared
             try:
@@ -118,7 +129,9 @@ def make_app(
             finally:
                 await shared.close()
             return
-        callers = CallerClients(bootstrap, client_options, sample_interval_s)
+        callers = CallerClients(
+            bootstrap, client_options, sample_interval_s, registry_url=schema_registry_url
+        )
         app[CALLER_CLIENTS_KEY] = callers
         sweeper = asyncio.create_task(callers.sweep_idle(), name="console-idle-clients")
         try:
@@ -140,6 +153,9 @@ def make_app(
     app.router.add_get("/groups/{group_id:.+}", group_page)  # group ids may hold "/"
     app.router.add_get("/transactions", transactions_page)
     app.router.add_get("/delays", delays_page)
+    app.router.add_get("/schemas", subjects_page)
+    app.router.add_get("/schemas/subjects/{subject:.+}", subject_page)  # subjects may hold "/"
+    app.router.add_get("/schemas/diff/{subject:.+}", diff_page)
     app.router.add_static("/static", STATIC)
     return app
 
@@ -206,6 +222,17 @@ async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResp
         return error_page(request, 404, "Not found", f"There is no page at {request.path}.")
     except web.HTTPBadRequest as e:
         return error_page(request, 400, "Bad request", e.text or "The request does not make sense.")
+    except NoRegistry:
+        return error_page(
+            request,
+            503,
+            "No Schema Registry",
+            "This console was started without a Schema Registry to ask (sluice console "
+            "--schema-registry URL; a broker's console asks the broker's own, which serves "
+            "none when schema.registry.listeners is empty).",
+        )
+    except SchemaRegistryError as e:
+        return _registry_failure(request, e)
     except errors.UnknownTopicOrPartition as e:
         return error_page(request, 404, "Unknown topic or partition", kafka_detail(e))
     except BrokerUnreachableError as e:
@@ -219,3 +246,16 @@ async def _error_pages(request: web.Request, handler: Handler) -> web.StreamResp
             detail = f"{e.code.name.upper()}: {kafka_detail(e)}"
             return error_page(request, 403, "Not allowed", detail)
         return error_page(request, 502, "The cluster refused", kafka_detail(e))
+
+
+def _registry_failure(request: web.Request, error: SchemaRegistryError) -> web.Response:
+    """The Schema Registry's failures: 503 when it cannot be reached (naming where it
+    was looked for), 404 for a subject or version it does not hold, 403 when it refuses
+    the user, 502 for any other refusal."""
+    if error.status is None:  # the message names where (without credentials), and why
+        return error_page(request, 503, "Schema Registry unreachable", str(error))
+    if error.status == 404:
+        return error_page(request, 404, "Not in the Schema Registry", str(error))
+    if error.status in (401, 403):
+        return error_page(request, 403, "Not allowed by the Schema Registry", str(error))
+    return error_page(request, 502, "The Schema Registry refused", str(error))

@@ -25,6 +25,10 @@ class FormattedValue:
     text: str
     shown_as: Literal["text", "json", "hex", "null"]
     note: str = ""
+    badge: str = ""
+    """What decoded it (a schema id and subject), for a key or value decoded with its
+    schema (:mod:`sluice.console.schema_decoding`)."""
+    badge_href: str = ""
 
 
 def parse_format(value: str | None) -> ValueFormat:

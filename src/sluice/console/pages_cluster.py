@@ -21,6 +21,7 @@ from sluice.console import charts, features
 from sluice.console.brokers import broker_disks, broker_rows
 from sluice.console.clients import ConsoleClients
 from sluice.console.keys import CLIENTS_KEY
+from sluice.console.pages_schemas import topic_subjects
 from sluice.console.rendering import kafka_detail, render
 
 DELAYS_SHOWN = 5
@@ -105,11 +106,12 @@ async def topic_page(request: web.Request) -> web.Response:
     sampler = request[CLIENTS_KEY].sampler
     name = request.match_info["name"]
     topic = await admin.describe_topic(name)
-    configs, (start, end), sizes, described = await asyncio.gather(
+    configs, (start, end), sizes, described, subjects = await asyncio.gather(
         admin.describe_topic_configs(name),
         _offsets(admin, topic),
         _sizes(admin, topic),
         admin.describe_cluster(),
+        topic_subjects(request[CLIENTS_KEY].registry, name),
     )
     view = features.view_of(configs)
     delays_offered = features.offers_delayed_delivery(configs)
@@ -157,6 +159,7 @@ async def topic_page(request: web.Request) -> web.Response:
         delays=delays if isinstance(delays, list) else [],
         delays_refused=delays if isinstance(delays, str) else "",
         delays_total=features.topic_delays(name, delays if isinstance(delays, list) else []),
+        subjects=subjects,
     )
 
 

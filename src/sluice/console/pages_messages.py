@@ -1,7 +1,9 @@
 """The message browser: a page of a topic's records, from every partition or one, from
 the newest, an offset or a timestamp, optionally filtered (a substring or a regular
 expression over keys and values: :mod:`sluice.console.message_filter`); keys, values
-and headers shown as text, JSON or hex.
+and headers shown as text, JSON or hex, and keys and values a schema-aware serializer
+wrote decoded with their schema from the Schema Registry
+(:mod:`sluice.console.schema_decoding`).
 
 A page is bounded: at most ``MESSAGES_LIMIT_MAX`` records shown, at most
 ``SCAN_RECORDS_MAX`` records read in ``FETCH_ROUNDS_MAX`` fetches (a filter that
@@ -26,6 +28,7 @@ from sluice.console import formatting
 from sluice.console.keys import CLIENTS_KEY
 from sluice.console.message_filter import MODES, WHERE, FilterError, RecordFilter, merge_page
 from sluice.console.rendering import int_query, render
+from sluice.console.schema_decoding import PageDecoder
 
 MESSAGES_LIMIT_DEFAULT = 20
 MESSAGES_LIMIT_MAX = 500
@@ -150,6 +153,8 @@ async def messages_page(request: web.Request) -> web.Response:
     records, next_positions = merge_page(matched, scanned_to, limit, newest=newest)
     more = any(next_positions[tp] < ends[tp] for tp in next_positions)
     start = offset if offset is not None else None
+    decoder = PageDecoder(request[CLIENTS_KEY].registry, name)
+    shown = [await _shown(record, value_format, decoder) for record in records]
     return render(
         request,
         "messages.html",
@@ -170,7 +175,7 @@ async def messages_page(request: web.Request) -> web.Response:
         ends={tp.partition: o for tp, o in ends.items()},
         total=sum(ends[tp] - starts[tp] for tp in readable),
         notices=notices,
-        records=[_shown(record, value_format) for record in records],
+        records=shown,
         next_offset=(
             next_positions[selected[0].topic_partition]
             if partition is not None and more and readable
@@ -252,22 +257,19 @@ def _matching(record_filter: RecordFilter, records: list[ConsumedRecord]) -> lis
     return [record for record in records if record_filter.matches(record)]
 
 
-def _shown(record: ConsumedRecord, value_format: formatting.ValueFormat) -> dict[str, Any]:
+async def _shown(
+    record: ConsumedRecord, value_format: formatting.ValueFormat, decoder: PageDecoder
+) -> dict[str, Any]:
+    key_format: formatting.ValueFormat = "text" if value_format == "json" else value_format
     return {
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": formatting.format_timestamp_ms(record.timestamp_ms),
         "timestamp_ms": record.timestamp_ms,
         "timestamp_type": "LogAppendTime" if record.timestamp_type else "CreateTime",
-        "key": formatting.format_bytes(
-            record.key, "text" if value_format == "json" else value_format
-        ),
-        "value": formatting.format_bytes(record.value, value_format),
+        "key": await decoder.show(record.key, "key", key_format),
+        "value": await decoder.show(record.value, "value", value_format),
         "headers": [
-            (
-                name,
-                formatting.format_bytes(value, "text" if value_format == "json" else value_format),
-            )
-            for name, value in record.headers
+            (name, formatting.format_bytes(value, key_format)) for name, value in record.headers
         ],
     }

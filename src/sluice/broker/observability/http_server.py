@@ -48,11 +48,12 @@ from sluice.common.http_caller import CALLER_REQUEST_KEY
 
 log = logging.getLogger(__name__)
 
-ConsoleFactory = Callable[[str, dict[str, object], bool], web.Application]
+ConsoleFactory = Callable[[str, dict[str, object], bool, list[str]], web.Application]
 """Makes the web console's application from (bootstrap ``host:port``, client security
 options: ``security_protocol``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
 ``ssl_password``, ``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``,
-those that apply, and ``as_caller``). With ``as_caller`` the options hold no
+those that apply, ``as_caller``, and the URLs this broker's Schema Registry listens on,
+none when it serves none). With ``as_caller`` the options hold no
 credentials: the console must connect as the user each request carries under
 :data:`~sluice.common.http_caller.CALLER_REQUEST_KEY`, and never otherwise."""
 
