@@ -11,10 +11,6 @@ SCHEMA_MAX_BYTES_DEFAULT = 1024 * 1024
 """The default bound on one schema's text: a schema is a record of ``_schemas``, and
 Kafka's default ``max.message.bytes`` is about one MiB."""
 
-REFERENCE_DEPTH_MAX = 64
-"""How deep references may nest (a schema referencing one that references …): each
-level is resolved and parsed, and a longer chain is refused as invalid."""
-
 WRITES_WAITING_MAX = 1024
 """Writes queued behind the one in flight (they run one at a time); more are refused
 with 50002 rather than held without bound."""
