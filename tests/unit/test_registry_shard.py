@@ -110,18 +110,20 @@ def test_normalize_registers_and_finds_the_normal_form(driver: Driver) -> None:
         ({"schema": "not json"}, 42201),
         ({"schema": ""}, 42201),
         ({}, 42201),
-        ({"schema": 5}, 42201),
+        ({"schema": 5}, 400),
         ({"schema": V1, "schemaType": "XML"}, 42201),
-        ({"schema": V1, "references": "x"}, 42201),
+        ({"schema": V1, "references": "x"}, 400),
         ({"schema": V1, "references": [{"name": "x", "subject": "missing", "version": 1}]}, 42201),
-        ([1, 2], 42201),
+        ([1, 2], 400),
         (None, 42201),
     ],
 )
-def test_bad_register_bodies_are_422_and_change_nothing(
+def test_bad_register_bodies_are_refused_and_change_nothing(
     driver: Driver, body: object, code: int
 ) -> None:
-    assert error(driver.call("POST", "subjects/s/versions", body)) == (422, code)
+    """42201 for a schema that is not one; 400 (code and status, as Confluent's REST
+    layer answers a body Jackson cannot map) for a body of the wrong shape."""
+    assert error(driver.call("POST", "subjects/s/versions", body)) == (int(str(code)[:3]), code)
     assert driver.log == []
     assert driver.call("GET", "subjects") == Answer(200, [])
 
@@ -274,7 +276,7 @@ def test_listings_page_by_offset_and_limit_as_confluent_s_do(driver: Driver) -> 
         200, [{"subject": "d-value", "version": 1}]
     )
     assert len(driver.call("GET", "schemas", limit="0").body) == 6
-    assert error(driver.call("GET", "subjects", limit="many")) == (422, 42201)
+    assert error(driver.call("GET", "subjects", limit="many")) == (404, 404), "as Jersey"
 
 
 def test_deleted_only_lists_what_is_soft_deleted(driver: Driver) -> None:
