@@ -8,9 +8,9 @@ compatible one (Confluent's own, Redpanda's, Karapace, Apicurio's ``/apis/ccompa
         parsed = await registry.parsed_schema(schema_id)
 
 Every failure is one :class:`SchemaRegistryError` carrying the registry's
-``error_code`` (Confluent's five-digit codes: 40401 subject not found, 409 incompatible
-schema, 42201 invalid schema, ...), the HTTP status and the message; a registry that
-could not be reached at all has neither code nor status.
+``error_code`` (Confluent's codes: 40401 subject not found, 40901 incompatible schema
+(409 from Confluent 7.x), 42201 invalid schema, ...), the HTTP status and the message;
+a registry that could not be reached at all has neither code nor status.
 
 With several base URLs, a request goes to the first; one that cannot be reached or
 answers 5xx, 408 or 429 is asked again at the next, as Confluent's clients do. HTTP

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
 from sluice.registry import errors
 from sluice.registry.api import JSON, Call
 from sluice.registry.operations import (
@@ -45,7 +46,7 @@ from sluice.registry.operations import (
     SetConfig,
     SetMode,
 )
-from sluice.registry.records import COMPATIBILITY_LEVELS, MODES
+from sluice.registry.records import MODES
 from sluice.schemas.api import Reference, SchemaType
 
 VERSION_MAX = 2**31 - 1
@@ -173,7 +174,7 @@ def _level(body: JSON) -> str:
     found = None
     if isinstance(body, dict):
         found = body.get("compatibility", body.get("compatibilityLevel"))
-    if not isinstance(found, str) or found.upper() not in COMPATIBILITY_LEVELS:
+    if not isinstance(found, str) or found.upper() not in SCHEMA_COMPATIBILITY_LEVELS:
         raise errors.invalid_compatibility_level()
     return found.upper()
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
 from sluice.registry.records import (
-    COMPATIBILITY_LEVELS,
     ClearSubjectKey,
     ClearSubjectValue,
     ConfigKey,
@@ -115,7 +115,7 @@ class RegistryState:
                 assert value.id <= self.max_id
                 seen.setdefault(value.id, set()).add((subject, version))
         assert seen == self.versions_by_id, "the id index disagrees with the subjects"
-        assert all(level in COMPATIBILITY_LEVELS for level in self.levels.values())
+        assert all(level in SCHEMA_COMPATIBILITY_LEVELS for level in self.levels.values())
 
     # ================================================================== reading
 
