@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.common.errors import ErrorCode
-from sluice.coordinator.api import Append, Effect, Reply, Task
+from sluice.coordinator.api import Append, Effect, Reload, Reply, Task
 from sluice.registry import checks
 from sluice.registry.api import Answer, Call
 from sluice.registry.config import RegistryConfig
@@ -39,6 +39,11 @@ class Driver:
     shard: RegistryShard = field(default_factory=RegistryShard)
     log: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     fail_appends_with: ErrorCode | None = None
+    failed_appends_reach_the_log: bool = False
+    """A failed append's records are in the log all the same (a write that timed out
+    waiting for its replicas, committed later)."""
+    reloads: int = 0
+    """How many times the shard asked to be reloaded (and was: replayed from ``log``)."""
     hold: bool = False
     """Keep tasks and appends in ``held`` instead of completing them."""
     held: list[Effect] = field(default_factory=list)
@@ -86,9 +91,13 @@ class Driver:
                 assert isinstance(work, checks.CheckWork)
                 return self.shard.task_completed(0, task_id, checks.run(work))
             case Append(append_id, records):
-                if self.fail_appends_with is None:
+                if self.fail_appends_with is None or self.failed_appends_reach_the_log:
                     self.log.extend(records)
                 return self.shard.append_completed(0, append_id, self.fail_appends_with)
+            case Reload():
+                self.reloads += 1
+                self.shard = self.replayed()
+                return []
         raise AssertionError(effect)
 
     def release(self) -> Iterator[Effect]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.registry.api import Call
-from sluice.registry.errors import RegistryError
+from sluice.registry.api import Answer, Call
+from sluice.registry.errors import RegistryError, answer_for
 from sluice.registry.operations import LATEST, Register, SchemaRequest, SetConfig
 from sluice.registry.routes import is_write, parse_version, route, subject_of
 from sluice.schemas.api import Reference, SchemaType
@@ -107,15 +107,29 @@ def test_writes_to_invalid_subjects_are_42208(segments: tuple[str, ...]) -> None
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "code"),
     [
-        {"schema": "bad \udc80"},
-        {"schema": "{}", "references": [{"name": "\ud800", "subject": "s", "version": 1}]},
-        {"schema": "{}", "id": 2**31},
-        {"schema": "{}", "version": True},
+        ({"schema": "bad \udc80"}, 42201),
+        ({"schema": "{}", "references": [{"name": "\ud800", "subject": "s", "version": 1}]}, 42201),
+        ({"schema": "{}", "id": 2**31}, 400),
+        ({"schema": "{}", "version": True}, 400),
     ],
 )
-def test_bodies_that_cannot_be_stored_are_422(body: object) -> None:
+def test_bodies_that_cannot_be_stored_are_refused(body: object, code: int) -> None:
+    """Text that is not Unicode is an invalid schema (42201); an id or version that is
+    not a Java int is a body of the wrong shape (400, as Jackson's mapping refuses it)."""
     with pytest.raises(RegistryError) as caught:
         route(Call("POST", ("subjects", "s", "versions"), {}, body))
-    assert caught.value.code == 42201
+    assert caught.value.code == code
+
+
+@pytest.mark.parametrize("query", [{"offset": "two"}, {"limit": "1.5"}])
+def test_a_listing_bound_that_is_not_an_integer_is_404_as_jersey_answers(
+    query: dict[str, str],
+) -> None:
+    with pytest.raises(RegistryError) as caught:
+        route(Call("GET", ("subjects",), query, None))
+    assert caught.value.code == 404
+    assert answer_for(caught.value) == Answer(
+        404, {"error_code": 404, "message": "HTTP 404 Not Found"}
+    )

@@ -46,7 +46,14 @@ from sluice.common.limits import (
     RECORDS_CHECKED_ON_EVENT_LOOP_MAX,
 )
 from sluice.registry.api import Answer, Call
-from sluice.schemas.api import InvalidSchema, ResolvedReference, SchemaType, format_for
+from sluice.schemas.api import (
+    InvalidSchema,
+    Reference,
+    ResolvedReference,
+    SchemaType,
+    format_for,
+)
+from sluice.schemas.references import FetchedSchema, resolve_async
 from sluice.schemas.validation import (
     FieldId,
     FieldIds,
@@ -65,9 +72,6 @@ SCHEMA_VALIDATION_CACHE_TTL_MS: Final = 30_000
 registry again: a deleted version is still accepted for at most this long."""
 SCHEMA_RECORD_NAMES_CACHE_ENTRIES_MAX: Final = 10_000
 """Schema ids whose record names (RecordNameStrategy, TopicRecordNameStrategy) are kept."""
-SCHEMA_REFERENCES_RESOLVED_MAX: Final = 100
-"""Schemas a schema's references may bring in, directly or not, when its record name is
-looked up; a schema with more is refused as if it did not parse."""
 
 _NOT_FOUND_STATUS: Final = 404
 T = TypeVar("T")
@@ -137,7 +141,11 @@ class RegistrySchemaLookup:
         body = await self._get("schemas", "ids", str(schema_id))
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
             return None
-        references = await self._resolved_references(body.get("references") or [])
+        try:
+            references = await self._resolved_references(body.get("references") or [])
+        except InvalidSchema as e:  # a reference missing, or too many: as if unparsable
+            log.warning("schema id %d does not parse: %s", schema_id, e)
+            return []
         found = await self._checks.run(
             _record_names, str(body.get("schemaType", "AVRO")), body["schema"], references
         )
@@ -149,34 +157,24 @@ class RegistrySchemaLookup:
 
     async def _resolved_references(self, references: list[Any]) -> list[ResolvedReference]:
         """Every schema ``references`` bring in, dependencies first (as ``parse`` wants
-        them), each once."""
-        resolved: list[ResolvedReference] = []
-        seen: set[tuple[str, int]] = set()
+        them), each once (:mod:`sluice.schemas.references`). Raises InvalidSchema."""
 
-        async def visit(reference: Any) -> None:
-            if not isinstance(reference, dict):
-                return
-            try:
-                subject, version = str(reference["subject"]), int(reference["version"])
-            except (TypeError, KeyError, ValueError):
-                raise RegistryUnavailable(f"a schema has a reference {reference!r}") from None
-            if (subject, version) in seen:
-                return
-            if len(seen) >= SCHEMA_REFERENCES_RESOLVED_MAX:
-                raise RegistryUnavailable(
-                    f"a schema brings in more than {SCHEMA_REFERENCES_RESOLVED_MAX} references"
-                )
-            seen.add((subject, version))
-            body = await self._get("subjects", subject, "versions", str(version))
+        async def fetch(reference: Reference) -> FetchedSchema | None:
+            body = await self._get(
+                "subjects", reference.subject, "versions", str(reference.version)
+            )
             if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-                return
-            for inner in body.get("references") or []:
-                await visit(inner)
-            resolved.append(ResolvedReference(str(reference.get("name")), body["schema"]))
+                return None
+            return FetchedSchema(body["schema"], _references_of(body.get("references") or []))
 
-        for reference in references:
-            await visit(reference)
-        return resolved
+        return list(await resolve_async(_references_of(references), fetch))
+
+
+def _references_of(items: list[Any]) -> list[Reference]:
+    try:
+        return [Reference(str(i["name"]), str(i["subject"]), int(i["version"])) for i in items]
+    except (TypeError, KeyError, ValueError):
+        raise RegistryUnavailable(f"a schema has references {items!r}") from None
 
 
 class _Coalesced:

@@ -26,6 +26,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -40,6 +41,9 @@ from sluice.client.schema_registry import (
     SchemaRegistryError,
 )
 from sluice.client.tls import TlsSettings
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
+from sluice.registry.errors import ErrorCode
+from sluice.registry.records import MODES
 from sluice.schemas.api import Reference, SchemaType
 
 T = TypeVar("T")
@@ -55,16 +59,6 @@ SCHEMA_FILE_BYTES_MAX: Final = 16 * 1024 * 1024
 SUBJECTS_DESCRIBED_AT_ONCE: Final = 16
 """Requests ``list`` keeps in flight while it asks each subject's latest version."""
 
-COMPATIBILITY_LEVELS: Final = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
-MODES: Final = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 
 TYPES_BY_EXTENSION: Final = {
     ".avsc": SchemaType.AVRO,
@@ -77,26 +71,21 @@ TYPE_NAMES: Final = {
     "protobuf": SchemaType.PROTOBUF,
 }
 
-# Confluent's error codes the hints below name.
-SUBJECT_NOT_FOUND: Final = 40401
-VERSION_NOT_FOUND: Final = 40402
-SCHEMA_NOT_FOUND: Final = 40403
-SUBJECT_NOT_SOFT_DELETED: Final = 40405
-VERSION_NOT_SOFT_DELETED: Final = 40407
-SUBJECT_LEVEL_NOT_CONFIGURED: Final = 40408
-SUBJECT_MODE_NOT_CONFIGURED: Final = 40409
-INCOMPATIBLE_SCHEMA: Final = 409
-INVALID_SCHEMA: Final = 42201
-
-_HINTS: Final = {
-    SUBJECT_NOT_FOUND: "list subjects with `sluice schemas list`",
-    VERSION_NOT_FOUND: "see the subject's versions with `sluice schemas list`",
-    INCOMPATIBLE_SCHEMA: "see why with `sluice schemas check SUBJECT FILE`, or change the "
-    "subject's level with `sluice schemas config SUBJECT --set LEVEL`",
-    INVALID_SCHEMA: "check the file, its --type and its --reference options",
-    401: "give a user with --registry-user USER:PASSWORD",
-    403: "the user may not do this: ask for the ACL on the subject's topic",
+_INCOMPATIBLE_HINT: Final = (
+    "see why with `sluice schemas check SUBJECT FILE`, or change the "
+    "subject's level with `sluice schemas config SUBJECT --set LEVEL`"
+)
+_HINTS: Final[dict[int, str]] = {
+    ErrorCode.SUBJECT_NOT_FOUND: "list subjects with `sluice schemas list`",
+    ErrorCode.VERSION_NOT_FOUND: "see the subject's versions with `sluice schemas list`",
+    ErrorCode.INCOMPATIBLE_SCHEMA: _INCOMPATIBLE_HINT,
+    HTTPStatus.CONFLICT: _INCOMPATIBLE_HINT,  # the status (and Confluent 7.x's code)
+    ErrorCode.INVALID_SCHEMA: "check the file, its --type and its --reference options",
+    HTTPStatus.UNAUTHORIZED: "give a user with --registry-user USER:PASSWORD",
+    HTTPStatus.FORBIDDEN: "the user may not do this: ask for the ACL on the subject's topic",
 }
+"""Hints by Confluent's error code (:class:`~sluice.registry.errors.ErrorCode`, the
+registry's one table), else by HTTP status."""
 
 
 # ── options and running ────────────────────────────────────────────────────────────────
@@ -314,7 +303,10 @@ def list_subjects(
                         versions = await client.versions(name, deleted=deleted)
                         latest = await client.version(name, "latest", deleted=deleted)
                     except SchemaRegistryError as e:
-                        if e.error_code not in (SUBJECT_NOT_FOUND, VERSION_NOT_FOUND):
+                        if e.error_code not in (
+                            ErrorCode.SUBJECT_NOT_FOUND,
+                            ErrorCode.VERSION_NOT_FOUND,
+                        ):
                             raise
                         return name, [], None  # deleted meanwhile
                     return name, versions, latest
@@ -459,7 +451,7 @@ def register(
             try:
                 before = set(await client.versions(subject))
             except SchemaRegistryError as e:
-                if e.error_code != SUBJECT_NOT_FOUND:
+                if e.error_code != ErrorCode.SUBJECT_NOT_FOUND:
                     raise
                 before = set()
             schema_id = await client.register(subject, schema, normalize=normalize)
@@ -574,7 +566,10 @@ def delete(
             try:
                 return await delete_once(True)
             except SchemaRegistryError as e:
-                if e.error_code not in (SUBJECT_NOT_SOFT_DELETED, VERSION_NOT_SOFT_DELETED):
+                if e.error_code not in (
+                    ErrorCode.SUBJECT_NOT_SOFT_DELETED,
+                    ErrorCode.VERSION_NOT_SOFT_DELETED,
+                ):
                     raise
             # The registry deletes for good only what was soft-deleted first.
             await delete_once(False)
@@ -599,7 +594,7 @@ def delete(
 @click.option(
     "--set",
     "level",
-    type=click.Choice(COMPATIBILITY_LEVELS, case_sensitive=False),
+    type=click.Choice(sorted(SCHEMA_COMPATIBILITY_LEVELS), case_sensitive=False),
     help="Set the compatibility level (of SUBJECT, else the registry's default).",
 )
 @click.option(
@@ -637,7 +632,7 @@ def config(
             try:
                 return await client.compatibility_level(subject), True
             except SchemaRegistryError as e:
-                if e.error_code != SUBJECT_LEVEL_NOT_CONFIGURED:
+                if e.error_code != ErrorCode.SUBJECT_COMPATIBILITY_NOT_CONFIGURED:
                     raise
             return await client.compatibility_level(), False
 
@@ -694,7 +689,7 @@ def mode(
             try:
                 return await client.mode(subject), True
             except SchemaRegistryError as e:
-                if e.error_code != SUBJECT_MODE_NOT_CONFIGURED:
+                if e.error_code != ErrorCode.SUBJECT_MODE_NOT_CONFIGURED:
                     raise
             return await client.mode(), False
 

@@ -8,9 +8,9 @@ compatible one (Confluent's own, Redpanda's, Karapace, Apicurio's ``/apis/ccompa
         parsed = await registry.parsed_schema(schema_id)
 
 Every failure is one :class:`SchemaRegistryError` carrying the registry's
-``error_code`` (Confluent's five-digit codes: 40401 subject not found, 409 incompatible
-schema, 42201 invalid schema, ...), the HTTP status and the message; a registry that
-could not be reached at all has neither code nor status.
+``error_code`` (Confluent's codes: 40401 subject not found, 40901 incompatible schema
+(409 from Confluent 7.x), 42201 invalid schema, ...), the HTTP status and the message;
+a registry that could not be reached at all has neither code nor status.
 
 With several base URLs, a request goes to the first; one that cannot be reached or
 answers 5xx, 408 or 429 is asked again at the next, as Confluent's clients do. HTTP
@@ -48,6 +48,7 @@ from sluice.schemas.api import (
     SchemaType,
     format_for,
 )
+from sluice.schemas.references import FetchedSchema, resolve_async
 from sluice.schemas.wire import unframe
 
 DEFAULT_REGISTRY_URL: Final = "http://127.0.0.1:8081"
@@ -62,10 +63,6 @@ subjects; a larger one is a registry gone wrong, not something to hold in memory
 SCHEMAS_CACHED_MAX: Final = 1000
 """Schemas by id kept in memory (unparsed and parsed alike), least recently used
 dropped first (Confluent's clients keep 1000 too)."""
-
-REFERENCED_SCHEMAS_MAX: Final = 1000
-"""How many schemas one schema may reference, directly or not, when resolving its
-references; more is a reference cycle or a registry gone wrong."""
 
 CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
 ACCEPT: Final = (
@@ -496,28 +493,17 @@ class SchemaRegistryClient:
 
     async def resolve_references(self, schema: Schema) -> list[ResolvedReference]:
         """The texts of every schema ``schema`` references, directly or not, each after
-        the schemas it references (the order :meth:`SchemaFormat.parse` wants)."""
-        resolved: list[ResolvedReference] = []
-        seen: set[tuple[str, int]] = set()
+        the schemas it references (the order :meth:`SchemaFormat.parse` wants), each
+        version fetched once (:mod:`sluice.schemas.references`). Raises
+        SchemaRegistryError, and :class:`~sluice.schemas.api.InvalidSchema` when it
+        references more than :data:`~sluice.schemas.references.REFERENCED_SCHEMAS_MAX`
+        schemas."""
 
-        async def visit(references: Sequence[Reference]) -> None:
-            for reference in references:
-                key = (reference.subject, reference.version)
-                if key in seen:
-                    continue
-                seen.add(key)
-                if len(seen) > REFERENCED_SCHEMAS_MAX:
-                    raise SchemaRegistryError(
-                        f"the schema references more than {REFERENCED_SCHEMAS_MAX} schemas",
-                        error_code=None,
-                        status=None,
-                    )
-                found = await self.version(reference.subject, reference.version)
-                await visit(found.schema.references)
-                resolved.append(ResolvedReference(reference.name, found.schema.text))
+        async def fetch(reference: Reference) -> FetchedSchema:
+            found = await self.version(reference.subject, reference.version)
+            return FetchedSchema(found.schema.text, found.schema.references)
 
-        await visit(schema.references)
-        return resolved
+        return list(await resolve_async(schema.references, fetch))
 
     async def parse(self, schema: Schema) -> ParsedSchema:
         """``schema`` parsed with its references resolved, in a worker thread. Raises

@@ -485,15 +485,20 @@ SCHEMA_COMPATIBILITY_LEVELS = (
     "FULL",
     "FULL_TRANSITIVE",
 )
-"""The values of ``schema.compatibility.level`` (Confluent's compatibility levels)."""
+"""The values of ``schema.compatibility.level`` (Confluent's compatibility levels): the
+one list the broker's settings, the registry and the CLI take."""
+
+SCHEMA_COMPATIBILITY_LEVEL_DEFAULT = "BACKWARD"
+"""Confluent's default for ``schema.compatibility.level``."""
 
 SCHEMA_REGISTRY_DEFAULT_PORT = 8081
 """Confluent's Schema Registry port, the default of ``schema.registry.listeners``."""
 
 SCHEMA_MAX_BYTES_MAX = 1_048_576
-"""The largest ``schema.registry.schema.max.bytes``: a registration is forwarded to the
-broker hosting the registry in one request of Sluice's private API, and stored as one
-record of ``_schemas``."""
+"""The largest ``schema.registry.schema.max.bytes``, and its default: a registration is
+forwarded to the broker hosting the registry in one request of Sluice's private API,
+and stored as one record of ``_schemas`` (Kafka's default ``max.message.bytes`` is
+about one MiB)."""
 
 
 @dataclass(frozen=True)
@@ -868,12 +873,12 @@ class BrokerConfig:
     schema_registry_topic_replication_factor: int = 3
     """schema.registry.topic.replication.factor: replicas of that topic (one per live
     broker when fewer, as for the other internal topics)."""
-    schema_compatibility_level: str = "BACKWARD"
+    schema_compatibility_level: str = SCHEMA_COMPATIBILITY_LEVEL_DEFAULT
     """schema.compatibility.level: the registry's global compatibility level until one
     is set with ``PUT /config`` (Confluent's setting and default)."""
-    schema_registry_schema_max_bytes: int = 1_048_576
+    schema_registry_schema_max_bytes: int = SCHEMA_MAX_BYTES_MAX
     """schema.registry.schema.max.bytes: the longest schema text registered (UTF-8
-    bytes); a longer one is refused with 422 (error code 42201)."""
+    bytes); a longer one is refused with 422 (error code 42209)."""
     group_properties: dict[str, str] = field(default_factory=dict)
     """Group-coordinator settings (``GROUP_PROPERTY_NAMES``), checked by the coordinator."""
     listeners: tuple[Listener, ...] = ()

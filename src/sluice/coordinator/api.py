@@ -11,6 +11,9 @@ A shard never does I/O. Its operations return a list of effects:
 - :class:`Task` — work outside the shard's partition (the transaction coordinator
   writing markers to other partitions, …), run by the coordinator's task runner; when
   it is done the runtime calls ``task_completed(now_ms, task_id, result)``.
+- :class:`Reload` — the shard can no longer tell what its partition holds (an append
+  failed after it may have reached the log, and may still be committed): the runtime
+  replays the partition into a new shard, as a new leader would.
 
 An :class:`Append` with a ``transaction`` is written as a transactional batch of that
 producer (TxnOffsetCommit's offsets); such records are pending until a marker for the
@@ -55,7 +58,16 @@ class Task:
     """What to do; the coordinator's task runner knows the types it hands out."""
 
 
-Effect = Append | Reply | Task
+@dataclass(frozen=True)
+class Reload:
+    """Replay the partition into a new shard. The runtime drops this shard first: its
+    waiting requests fail with COORDINATOR_LOAD_IN_PROGRESS (retriable), its pending
+    appends and tasks are forgotten, and requests meanwhile are told it is loading."""
+
+    reason: str
+
+
+Effect = Append | Reply | Task | Reload
 
 
 @dataclass(frozen=True, slots=True)

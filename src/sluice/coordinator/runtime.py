@@ -25,11 +25,13 @@ Each partition goes through::
                                       │  the loop every REPLAY_RECORDS_PER_YIELD; then
                                       │  load_completed(now) and the writer starts
                                       └──unload_partition──▶ (not here)
+    loaded ──the shard returns Reload──▶ dropped, then loading again into a new shard
 
 A request for a partition not here raises NOT_COORDINATOR; for one loading,
 COORDINATOR_LOAD_IN_PROGRESS (both retriable: clients look the coordinator up again).
 Unloading fails the partition's waiting requests with NOT_COORDINATOR, stopping fails
-every waiting request with COORDINATOR_NOT_AVAILABLE.
+every waiting request with COORDINATOR_NOT_AVAILABLE, reloading (a shard's
+:class:`~sluice.coordinator.api.Reload`) with COORDINATOR_LOAD_IN_PROGRESS.
 
 - Shards are synchronous, so one operation never interleaves with another on the event
   loop; each partition's appends are written and completed in the order the shard
@@ -60,6 +62,7 @@ from sluice.coordinator.api import (
     CoordinatorLog,
     CoordinatorShard,
     Effect,
+    Reload,
     Reply,
     RequestToken,
     Task,
@@ -216,6 +219,16 @@ class CoordinatorRuntime(Generic[ShardT]):
         fail with NOT_COORDINATOR."""
         self._drop(partition, ErrorCode.not_coordinator)
 
+    async def _reload(self, hosted: _Partition[ShardT], reason: str) -> None:
+        """Replay the partition into a new shard (its shard asked: :class:`Reload`),
+        unless it was unloaded or reloaded meanwhile."""
+        partition = hosted.partition
+        if self._partitions.get(partition) is not hosted:
+            return
+        log.warning("%s-%d: reloading: %s", self._log.topic, partition, reason)
+        self._drop(partition, ErrorCode.coordinator_load_in_progress)
+        await self.load_partition(partition)
+
     def _drop(self, partition: int, error: ErrorCode) -> None:
         hosted = self._partitions.pop(partition, None)
         if hosted is None:
@@ -240,6 +253,10 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     def loaded_partitions(self) -> list[int]:
         return sorted(p for p, hosted in self._partitions.items() if hosted.loaded)
+
+    def hosted_partitions(self) -> list[int]:
+        """The partitions here, loaded or (re)loading."""
+        return sorted(self._partitions)
 
     @property
     def is_loading(self) -> bool:
@@ -304,6 +321,12 @@ class CoordinatorRuntime(Generic[ShardT]):
                 self._tasks.create_task(
                     self._complete_task(hosted, effect),
                     name=f"coordinator-task-{self._log.topic}-{hosted.partition}",
+                )
+            elif isinstance(effect, Reload):
+                assert self._tasks is not None
+                self._tasks.create_task(
+                    self._reload(hosted, effect.reason),
+                    name=f"coordinator-reload-{self._log.topic}-{hosted.partition}",
                 )
             else:
                 assert effect.records, "appends carry records"

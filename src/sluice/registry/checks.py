@@ -22,7 +22,8 @@ One run answers everything a registration, a lookup, a compatibility check or a
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from sluice.schemas.api import (
@@ -76,17 +77,74 @@ class CheckResult:
     serialized: str | None = None
 
 
-PARSED_SCHEMAS_CACHED_MAX = 1024
-"""Parsed schemas kept between runs. A registration compares the candidate with every
-version of its subject, so without them each one would parse the whole subject again
-(with Protobuf's compiler, tens of milliseconds per version). Parsed schemas are
-immutable and shared between threads (:mod:`sluice.schemas.api`)."""
+PARSED_SCHEMAS_CACHED_BYTES_MAX = 32 * 1024 * 1024
+"""Parsed schemas kept between runs, bounded by the bytes of their texts (each with the
+texts it references; a parsed schema's own size grows with them). A registration
+compares the candidate with every version of its subject, so without them each one
+would parse the whole subject again (with Protobuf's compiler, tens of milliseconds per
+version). Only registered versions are kept, never a candidate a client sends (which
+would let lookups and compatibility checks push out what is registered); a version
+larger than the whole bound is parsed each time. Parsed schemas are immutable and
+shared between threads (:mod:`sluice.schemas.api`)."""
 
 
-@functools.lru_cache(maxsize=PARSED_SCHEMAS_CACHED_MAX)
 def _parse(schema: SchemaText, normalize: bool) -> ParsedSchema:
     parsed = format_for(schema.schema_type).parse(schema.text, schema.references)
     return parsed.normalized() if normalize else parsed
+
+
+def text_bytes(schema: SchemaText) -> int:
+    """What a schema counts against :data:`PARSED_SCHEMAS_CACHED_BYTES_MAX`."""
+    return len(schema.text.encode()) + sum(
+        len(reference.name.encode()) + len(reference.text.encode())
+        for reference in schema.references
+    )
+
+
+class ParsedCache:
+    """Parsed registered versions, least recently used dropped first once their texts
+    add up to more than ``bytes_max``. Thread-safe (runs go on worker threads); two
+    threads parsing the same version at once both parse it, and one result is kept."""
+
+    def __init__(self, bytes_max: int) -> None:
+        self.bytes_max = bytes_max
+        self._entries: OrderedDict[tuple[SchemaText, bool], tuple[ParsedSchema, int]] = (
+            OrderedDict()
+        )
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def parse(self, schema: SchemaText, normalize: bool) -> ParsedSchema:
+        key = (schema, normalize)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found[0]
+        parsed = _parse(schema, normalize)
+        size = text_bytes(schema)
+        if size > self.bytes_max:
+            return parsed
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = (parsed, size)
+                self.bytes += size
+            while self.bytes > self.bytes_max:
+                _key, (_parsed, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+        return parsed
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+PARSED = ParsedCache(PARSED_SCHEMAS_CACHED_BYTES_MAX)
+"""The registered versions parsed, shared by every run in the process."""
 
 
 def _incompatibilities(
@@ -100,7 +158,7 @@ def _incompatibilities(
     messages: list[str] = []
     for prior in against:
         try:
-            old = _parse(prior.schema, normalize)
+            old = PARSED.parse(prior.schema, normalize)
         except Exception as e:  # reported as an incompatibility
             messages.append(f"version {prior.version} does not parse: {e}")
             continue
@@ -148,7 +206,7 @@ def _run(work: CheckWork) -> CheckResult:
             same_as.append(prior.version)
             continue
         try:
-            old = _parse(prior.schema, work.normalize)
+            old = PARSED.parse(prior.schema, work.normalize)
         except Exception:  # a stored version that no longer parses matches nothing
             continue
         if old.canonical() == canonical and prior.schema.references == work.candidate.references:

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_COMPATIBILITY_LEVEL = "BACKWARD"
-"""Confluent's default for ``schema.compatibility.level``."""
-
-SCHEMA_MAX_BYTES_DEFAULT = 1024 * 1024
-"""The default bound on one schema's text: a schema is a record of ``_schemas``, and
-Kafka's default ``max.message.bytes`` is about one MiB."""
-
-REFERENCE_DEPTH_MAX = 64
-"""How deep references may nest (a schema referencing one that references …): each
-level is resolved and parsed, and a longer chain is refused as invalid."""
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVEL_DEFAULT, SCHEMA_MAX_BYTES_MAX
 
 WRITES_WAITING_MAX = 1024
 """Writes queued behind the one in flight (they run one at a time); more are refused
@@ -26,7 +17,7 @@ broker's worker threads and not yet done; more are refused with 50002."""
 
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
-    compatibility_level: str = DEFAULT_COMPATIBILITY_LEVEL
+    compatibility_level: str = SCHEMA_COMPATIBILITY_LEVEL_DEFAULT
     """``schema.compatibility.level``: the global level until one is set through the API."""
-    schema_max_bytes: int = SCHEMA_MAX_BYTES_DEFAULT
+    schema_max_bytes: int = SCHEMA_MAX_BYTES_MAX
     """``schema.registry.schema.max.bytes``: the largest schema text accepted (UTF-8)."""

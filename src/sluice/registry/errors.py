@@ -4,8 +4,8 @@ client receives for it.
 
 Confluent answers every error with ``{"error_code": <int>, "message": <str>}`` and an
 HTTP status that is the code's first three digits (40401 → 404, 42201 → 422,
-50001 → 500); the odd ones out are the plain codes 404, 405 and 409-style codes that
-are statuses themselves. Clients (confluent-kafka's ``SchemaRegistryError``, the Java
+50001 → 500); the odd ones out are the plain codes that are statuses themselves (400,
+404, 405). Clients (confluent-kafka's ``SchemaRegistryError``, the Java
 ``RestClientException``) act on ``error_code``, so the codes are kept exactly; the
 messages follow Confluent's wording so people searching for them find the same answers.
 """
@@ -20,8 +20,13 @@ from sluice.registry.api import Answer
 class ErrorCode(enum.IntEnum):
     """Confluent's ``error_code`` values (``rest/exceptions/Errors.java``)."""
 
+    BAD_REQUEST = 400
+    """A body of the wrong shape (an object where a string goes, …): what Confluent's
+    REST layer answers when Jackson cannot map the body (rest-utils'
+    ``JsonMappingExceptionMapper``: status 400, the plain status as the code)."""
     NOT_FOUND = 404
-    """An unknown path."""
+    """An unknown path, or a query parameter that is not the integer it must be (as
+    Jersey answers one)."""
     METHOD_NOT_ALLOWED = 405
     SUBJECT_NOT_FOUND = 40401
     VERSION_NOT_FOUND = 40402
@@ -225,6 +230,6 @@ def method_not_allowed() -> RegistryError:
     return RegistryError(ErrorCode.METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
 
 
-def unprocessable(detail: str) -> RegistryError:
-    """A body of the wrong shape: Confluent answers 422 with the plain status as code."""
-    return RegistryError(ErrorCode.INVALID_SCHEMA, detail)
+def wrong_shape(detail: str) -> RegistryError:
+    """A body of the wrong shape: Confluent answers 400 with the plain status as code."""
+    return RegistryError(ErrorCode.BAD_REQUEST, detail)

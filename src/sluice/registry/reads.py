@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from sluice.registry import errors
 from sluice.registry.api import JSON, Answer
-from sluice.registry.config import REFERENCE_DEPTH_MAX, RegistryConfig
+from sluice.registry.config import RegistryConfig
 from sluice.registry.operations import (
     LATEST,
     GetConfig,
@@ -27,7 +27,8 @@ from sluice.registry.operations import (
 from sluice.registry.records import SchemaValue
 from sluice.registry.routes import ALL_SUBJECTS_PREFIX
 from sluice.registry.state import RegistryState
-from sluice.schemas.api import Reference, ResolvedReference, SchemaType
+from sluice.schemas.api import InvalidSchema, Reference, ResolvedReference, SchemaType
+from sluice.schemas.references import FetchedSchema, resolve
 
 _T = TypeVar("_T")
 
@@ -104,31 +105,25 @@ def find_version(state: RegistryState, subject: str, version: int, *, deleted: b
     raise errors.version_not_found(version)
 
 
+def _fetch(state: RegistryState, reference: Reference) -> FetchedSchema | None:
+    if reference.version == LATEST:
+        live = state.versions(reference.subject)
+        target = live[-1] if live else None
+    else:
+        target = state.version(reference.subject, reference.version)
+    return None if target is None else FetchedSchema(target.schema, target.references)
+
+
 def resolve_references(
-    state: RegistryState, references: tuple[Reference, ...], depth: int = 0
+    state: RegistryState, references: tuple[Reference, ...]
 ) -> tuple[ResolvedReference, ...]:
     """Every schema ``references`` names, directly or not, dependencies first (what a
-    format's ``parse`` takes). A reference to a version that does not exist is 42201."""
-    if depth > REFERENCE_DEPTH_MAX:
-        raise errors.invalid_schema(
-            f"Invalid schema: references nest more than {REFERENCE_DEPTH_MAX} deep"
-        )
-    resolved: dict[str, ResolvedReference] = {}
-    for reference in references:
-        if reference.version == LATEST:
-            live = state.versions(reference.subject)
-            target = live[-1] if live else None
-        else:
-            target = state.version(reference.subject, reference.version)
-        if target is None:
-            raise errors.invalid_schema(
-                f"Invalid schema: reference {reference.name} to subject "
-                f"'{reference.subject}' version {reference.version} was not found"
-            )
-        for dependency in resolve_references(state, target.references, depth + 1):
-            resolved.setdefault(dependency.name, dependency)
-        resolved.setdefault(reference.name, ResolvedReference(reference.name, target.schema))
-    return tuple(resolved.values())
+    format's ``parse`` takes): each version once (:mod:`sluice.schemas.references`). A
+    reference to a version that does not exist, or too many of them, is 42201."""
+    try:
+        return resolve(references, lambda reference: _fetch(state, reference))
+    except InvalidSchema as e:
+        raise errors.invalid_schema(str(e)) from None
 
 
 def answer(state: RegistryState, config: RegistryConfig, read: Read) -> Answer:

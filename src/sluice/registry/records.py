@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
 from sluice.common.errors import CorruptMessage
 from sluice.schemas.api import Reference, SchemaType
 
@@ -56,15 +57,6 @@ class KeyType(enum.StrEnum):
 IGNORED_KEY_TYPES = frozenset({"CONTEXT", "ASSOC"})
 """Confluent's key types for features Sluice does not have; loaded as no-ops."""
 
-COMPATIBILITY_LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 """The modes Sluice has (Confluent's ``FORWARD`` is not one: a record setting it is
 skipped as not ours)."""
@@ -382,7 +374,7 @@ def decode_value(key: Key, raw: bytes | None) -> Value | None:
             document = _object(raw, "CONFIG value")
             level = document.get("compatibilityLevel")
             if level is not None and (
-                not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS
+                not isinstance(level, str) or level.upper() not in SCHEMA_COMPATIBILITY_LEVELS
             ):
                 raise CorruptMessage(f"_schemas CONFIG value: compatibilityLevel {level!r}")
             extra = {

@@ -1,11 +1,12 @@
 """From a call of Confluent's API (method, path, query, body) to the operation it asks,
 with every part checked: an unknown path is 404, a known path with another method 405,
-a bad version 42202, a body of the wrong shape 42201, a bad level 42203, a bad mode
+a bad version 42202, a body of the wrong shape 400, a bad level 42203, a bad mode
 42204 (:mod:`~sluice.registry.errors`).
 
 Query flags are read as Jersey reads a Java ``boolean``: ``true`` in any case is true,
 anything else false (confluent-kafka's Python client sends ``True``/``False``). Listings
-take Confluent's ``offset`` and ``limit`` (a limit of 0 or less: no limit).
+take Confluent's ``offset`` and ``limit`` (a limit of 0 or less: no limit; one that is
+not an integer is 404, as Jersey answers it).
 
 The broker also asks which subject a call is about (:func:`subject_of`, None for the
 global config and mode and for calls about ids) and whether it changes anything
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
 from sluice.registry import errors
 from sluice.registry.api import JSON, Call
 from sluice.registry.operations import (
@@ -44,7 +46,7 @@ from sluice.registry.operations import (
     SetConfig,
     SetMode,
 )
-from sluice.registry.records import COMPATIBILITY_LEVELS, MODES
+from sluice.registry.records import MODES
 from sluice.schemas.api import Reference, SchemaType
 
 VERSION_MAX = 2**31 - 1
@@ -67,9 +69,7 @@ def _int_query(query: Mapping[str, str], name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise errors.RegistryError(
-            errors.ErrorCode.INVALID_SCHEMA, f"Query parameter {name} must be an integer"
-        ) from None
+        raise errors.unknown_path() from None  # as Jersey answers a bad int parameter
 
 
 def parse_version(raw: str) -> int:
@@ -92,7 +92,7 @@ def _optional_int(body: Mapping[str, JSON], name: str) -> int | None:
     if found is None:
         return None
     if not isinstance(found, int) or isinstance(found, bool) or found > ID_MAX:
-        raise errors.unprocessable(f"'{name}' must be an integer up to {ID_MAX}")
+        raise errors.wrong_shape(f"'{name}' must be an integer up to {ID_MAX}")
     return found
 
 
@@ -119,14 +119,16 @@ def writable_subject(subject: str) -> str:
 
 
 def parse_schema_request(body: JSON) -> SchemaRequest:
-    """The schema in a register, lookup or compatibility body."""
+    """The schema in a register, lookup or compatibility body (none: an empty schema)."""
+    if body is None:
+        raise errors.invalid_schema("Empty schema")
     if not isinstance(body, dict):
-        raise errors.unprocessable("The request body must be a JSON object with a schema")
+        raise errors.wrong_shape("The request body must be a JSON object with a schema")
     text = body.get("schema")
     if text is None or text == "":
         raise errors.invalid_schema("Empty schema")
     if not isinstance(text, str):
-        raise errors.unprocessable("'schema' must be a string")
+        raise errors.wrong_shape("'schema' must be a string")
     if not _is_utf8(text):
         raise errors.invalid_schema("Invalid schema: the text is not valid Unicode")
     type_name = body.get("schemaType")
@@ -140,11 +142,11 @@ def parse_schema_request(body: JSON) -> SchemaRequest:
     if raw_references is None:
         raw_references = []
     if not isinstance(raw_references, list):
-        raise errors.unprocessable("'references' must be a list")
+        raise errors.wrong_shape("'references' must be a list")
     references = []
     for item in raw_references:
         if not isinstance(item, dict):
-            raise errors.unprocessable("Each reference must be an object")
+            raise errors.wrong_shape("Each reference must be an object")
         name, subject, version = item.get("name"), item.get("subject"), item.get("version")
         if not isinstance(name, str) or not name:
             raise errors.invalid_schema("Invalid schema: a reference has no name")
@@ -172,7 +174,7 @@ def _level(body: JSON) -> str:
     found = None
     if isinstance(body, dict):
         found = body.get("compatibility", body.get("compatibilityLevel"))
-    if not isinstance(found, str) or found.upper() not in COMPATIBILITY_LEVELS:
+    if not isinstance(found, str) or found.upper() not in SCHEMA_COMPATIBILITY_LEVELS:
         raise errors.invalid_compatibility_level()
     return found.upper()
 

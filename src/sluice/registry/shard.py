@@ -11,15 +11,26 @@ comes in through :meth:`RegistryShard.handle` and leaves as effects.
                               delete, config, mode ─────────────────────────┤
                                   Append(records) … append_completed ───────┤
                                       committed: apply the records, Reply   │
-                                      failed: Reply 50001, nothing applied ─┘─▶ next write
+                                      failed: Reply 50001 (50003 not leader),
+                                              Reload; the shard is *stale* ─┘─▶ next write
 
 The state changes only when records are applied: while loading (:meth:`replay`) and
-once the shard's own records are committed, never before, so a failed append leaves
-nothing to undo. Writes run one at a time in arrival order, so each sees every earlier
-write's records applied and two registrations never take the same id or version; a
-write's parse runs off the event loop and, should the state have changed meanwhile
-(it cannot while writes are serialized; checked all the same), runs again. Reads do
-not wait for writes: they see what is committed.
+once the shard's own records are committed, never before. Writes run one at a time in
+arrival order, so each sees every earlier write's records applied and two registrations
+never take the same id or version; a write's parse runs off the event loop and, should
+the state have changed meanwhile (it cannot while writes are serialized; checked all
+the same), runs again. Reads do not wait for writes: they see what is committed.
+
+A failed append leaves the shard not knowing what its partition holds: an append that
+timed out waiting for its replicas is in the leader's log and may still be committed
+(as Confluent's registry, which reads its topic back, would then see it). Applying
+nothing and going on would give its id and version to the next registration, and two
+schemas one id. So the shard turns **stale**: it answers the failed write (50001, or
+50003 when the partition's leadership moved, so the broker looks for the leader
+again), refuses every later write with 50001 (queued ones too), and returns a
+:class:`~sluice.coordinator.api.Reload`; the runtime replays the partition, failed
+records included, into a new shard, which goes on from what the log holds. Reads are
+answered meanwhile, from what was committed.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from sluice.common.errors import CorruptMessage, ErrorCode
-from sluice.coordinator.api import Append, Effect, Reply, RequestToken, Task
+from sluice.coordinator.api import Append, Effect, Reload, Reply, RequestToken, Task
 from sluice.registry import errors, reads
 from sluice.registry.api import Answer, Call
 from sluice.registry.checks import CheckResult, CheckWork, Prior, SchemaText
@@ -115,6 +126,8 @@ class RegistryShard:
         self._writes: collections.deque[tuple[RequestToken, Write]] = collections.deque()
         """Writes waiting for the one in flight."""
         self._writing = False
+        self._stale: str | None = None
+        """Why the shard waits to be reloaded (an append failed); None: it is not."""
 
     # ============================================================= the shard API
 
@@ -144,12 +157,25 @@ class RegistryShard:
         if error is None:
             for key, value in pending.records:
                 self.state.apply(key, value)
-            answer = pending.answer
-        elif error in _NOT_LEADER_ERRORS:
+            return [Reply(pending.token, pending.answer), *self._write_done()]
+        if error in _NOT_LEADER_ERRORS:
             answer = answer_for(errors.forwarding_failed())
         else:
             answer = answer_for(errors.store_error())
-        return [Reply(pending.token, answer), *self._write_done()]
+        self._stale = f"a write to the registry's topic failed ({error.name})"
+        effects: list[Effect] = [Reply(pending.token, answer)]
+        self._writing = False
+        while self._writes:
+            token, _operation = self._writes.popleft()
+            effects.append(Reply(token, answer_for(self._stale_error())))
+        effects.append(Reload(self._stale))
+        return effects
+
+    def _stale_error(self) -> RegistryError:
+        return errors.store_error(
+            f"Error in the backend data store: {self._stale}; "
+            "reading it back before the next write, retry"
+        )
 
     def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
         check = self._checks.pop(task_id)
@@ -179,6 +205,8 @@ class RegistryShard:
         try:
             operation = route(call)
             if isinstance(operation, _WRITES):
+                if self._stale is not None:
+                    raise self._stale_error()
                 if len(self._writes) >= WRITES_WAITING_MAX:
                     raise errors.operation_timeout(
                         f"More than {WRITES_WAITING_MAX} writes are waiting; retry later"

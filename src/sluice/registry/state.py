@@ -5,6 +5,8 @@ compatibility levels and modes, and the next id.
 
     subjects:  subject ─▶ version ─▶ SchemaValue (id, text, type, references, deleted)
     by id:     id ─▶ {(subject, version), …}      (every version holding that schema)
+    by content: (text, type, references) ─▶ {(subject, version), …}
+    referrers: (subject, version) ─▶ {(subject, version), …}   (versions referencing it)
     levels:    None (global) | subject ─▶ compatibility level
     modes:     None (global) | subject ─▶ mode
     max id:    the largest id any record named, so a new schema takes max + 1
@@ -13,15 +15,18 @@ compatibility levels and modes, and the next id.
 the state changes (loading replays the partition through it, and the shard applies its
 own records once they are committed). A schema's id keeps naming its text as long as
 some version, soft-deleted or not, holds it; hard-deleting the last one forgets it.
+The indexes are kept as each version is put or dropped, so finding a schema's id or a
+version's referrers never scans every version (a registration asks both).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TypeVar
 
+from sluice.common.config import SCHEMA_COMPATIBILITY_LEVELS
 from sluice.registry.records import (
-    COMPATIBILITY_LEVELS,
     ClearSubjectKey,
     ClearSubjectValue,
     ConfigKey,
@@ -37,9 +42,19 @@ from sluice.registry.records import (
     SchemaValue,
     Value,
 )
-from sluice.schemas.api import Reference
+from sluice.schemas.api import Reference, SchemaType
 
 DEFAULT_MODE = "READWRITE"
+
+Content = tuple[str, SchemaType, tuple[Reference, ...]]
+"""What makes two versions the same schema: text, type and references."""
+Place = tuple[str, int]
+"""A version: (subject, version)."""
+_K = TypeVar("_K")
+
+
+def _content(value: SchemaValue) -> Content:
+    return (value.schema, value.schema_type, value.references)
 
 
 class RegistryState:
@@ -47,7 +62,9 @@ class RegistryState:
 
     def __init__(self) -> None:
         self.subjects: dict[str, dict[int, SchemaValue]] = {}
-        self.versions_by_id: dict[int, set[tuple[str, int]]] = {}
+        self.versions_by_id: dict[int, set[Place]] = {}
+        self._by_content: dict[Content, set[Place]] = {}
+        self._referrers: dict[Place, set[Place]] = {}
         self.levels: dict[str | None, str] = {}
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
@@ -93,29 +110,40 @@ class RegistryState:
     def _put_version(self, subject: str, version: int, value: SchemaValue | None) -> None:
         versions = self.subjects.setdefault(subject, {})
         old = versions.pop(version, None)
+        place = (subject, version)
         if old is not None:
-            holders = self.versions_by_id[old.id]
-            holders.discard((subject, version))
-            if not holders:
-                del self.versions_by_id[old.id]
+            _discard(self.versions_by_id, old.id, place)
+            _discard(self._by_content, _content(old), place)
+            for reference in old.references:
+                _discard(self._referrers, (reference.subject, reference.version), place)
         if value is not None:
             versions[version] = value
-            self.versions_by_id.setdefault(value.id, set()).add((subject, version))
+            self.versions_by_id.setdefault(value.id, set()).add(place)
+            self._by_content.setdefault(_content(value), set()).add(place)
+            for reference in value.references:
+                self._referrers.setdefault((reference.subject, reference.version), set()).add(place)
             self.max_id = max(self.max_id, value.id)
         if not versions:
             del self.subjects[subject]
 
     def check_invariants(self) -> None:
         """Assert the indexes agree with the subjects (tests call it after each step)."""
-        seen: dict[int, set[tuple[str, int]]] = {}
+        seen: dict[int, set[Place]] = {}
+        contents: dict[Content, set[Place]] = {}
+        referrers: dict[Place, set[Place]] = {}
         for subject, versions in self.subjects.items():
             assert versions, f"subject {subject!r} is kept with no versions"
             for version, value in versions.items():
                 assert (value.subject, value.version) == (subject, version)
                 assert value.id <= self.max_id
                 seen.setdefault(value.id, set()).add((subject, version))
+                contents.setdefault(_content(value), set()).add((subject, version))
+                for ref in value.references:
+                    referrers.setdefault((ref.subject, ref.version), set()).add((subject, version))
         assert seen == self.versions_by_id, "the id index disagrees with the subjects"
-        assert all(level in COMPATIBILITY_LEVELS for level in self.levels.values())
+        assert contents == self._by_content, "the content index disagrees with the subjects"
+        assert referrers == self._referrers, "the referrers disagree with the subjects"
+        assert all(level in SCHEMA_COMPATIBILITY_LEVELS for level in self.levels.values())
 
     # ================================================================== reading
 
@@ -145,27 +173,23 @@ class RegistryState:
             yield from self.versions(subject, deleted=True)
 
     def find_id(self, value: SchemaValue) -> int | None:
-        """The id of a schema with the same text, type and references, if one exists."""
-        for other in self.all_versions():
-            if (other.schema, other.schema_type, other.references) == (
-                value.schema,
-                value.schema_type,
-                value.references,
-            ):
-                return other.id
-        return None
+        """The id of a schema with the same text, type and references, if one exists
+        (the first such version's, by subject then version)."""
+        holders = self._by_content.get(_content(value))
+        if not holders:
+            return None
+        subject, version = min(holders)
+        return self.subjects[subject][version].id
 
     def referenced_by(
         self, subject: str, version: int, *, deleted: bool = False
     ) -> list[SchemaValue]:
-        """The versions whose references name ``subject`` ``version``."""
-        target = (subject, version)
-        return [
-            value
-            for value in self.all_versions()
-            if (deleted or not value.deleted)
-            and any((ref.subject, ref.version) == target for ref in value.references)
+        """The versions whose references name ``subject`` ``version``, by subject then
+        version."""
+        values = [
+            self.subjects[s][v] for s, v in sorted(self._referrers.get((subject, version), ()))
         ]
+        return [value for value in values if deleted or not value.deleted]
 
     def level(self, subject: str | None, default: str) -> str:
         """The compatibility level in force for ``subject`` (None: the global one)."""
@@ -181,3 +205,11 @@ class RegistryState:
     def reference_exists(self, reference: Reference) -> bool:
         found = self.version(reference.subject, reference.version)
         return found is not None
+
+
+def _discard(index: dict[_K, set[Place]], key: _K, place: Place) -> None:
+    """Take ``place`` out of ``index[key]``, and the key once nothing is left."""
+    places = index[key]
+    places.discard(place)
+    if not places:
+        del index[key]

@@ -264,8 +264,10 @@ class CoordinatorHost:
                     self._append(effect)
                 elif isinstance(effect, Reply):
                     self._reply(effect)
-                else:
+                elif isinstance(effect, Task):
                     self._start_markers(effect)
+                else:
+                    raise AssertionError(f"the transaction coordinator never asks {effect!r}")
             shard = self.shard
             if shard is None:
                 return

@@ -38,7 +38,8 @@ class CoordinatorHosting:
 
     def follow(self, tasks: asyncio.TaskGroup) -> None:
         led = self.led_partitions()
-        loaded = set(self.runtime.loaded_partitions()) | self._loading
+        # Loading ones too: a shard reloading (it asked to) is unloaded if not led.
+        loaded = set(self.runtime.hosted_partitions()) | self._loading
         for partition in sorted(led - loaded):
             self._loading.add(partition)
             tasks.create_task(self._load(partition), name=f"load {self.topic}-{partition}")
