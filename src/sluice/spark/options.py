@@ -311,8 +311,8 @@ def _registry(
             raise SluiceOptionError(f"option {part}Schema must be {REGISTRY}, not {text!r}")
         wanted[part] = text is not None
     if not any(wanted.values()):
-        for name in ("subject", "keysubject", "autoregister", "schemaversion"):
-            if name in options:
+        for name in ("subject", "keySubject", "autoRegister", "schemaVersion"):
+            if name.lower() in options:
                 raise SluiceOptionError(
                     f"option {name} needs valueSchema=registry or keySchema=registry"
                 )
