@@ -3,22 +3,40 @@ session, no broker."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import decimal
 import json
 import uuid
+from typing import Any
 
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from sluice.client.consumer import ConsumedRecord
 from sluice.schemas.api import SchemaType, format_for
-from sluice.spark.options import SluiceOptionError, parse_sink_options, parse_source_options
+from sluice.schemas.wire import frame
+from sluice.spark.options import (
+    RegistryOptions,
+    SluiceOptionError,
+    parse_sink_options,
+    parse_source_options,
+)
+from sluice.spark.registry_values import (
+    MalformedRecord,
+    PlannedSchema,
+    RecordDecoder,
+    RegistryPlan,
+    decoded_schema,
+)
 from sluice.spark.schema_columns import (
     UnsupportedSchema,
     avro_schema_for,
     column_for,
     format_value,
 )
+from sluice.spark.source import source_schema
 
 BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
 LOCAL_MICROS = "local-timestamp-micros"
@@ -108,6 +126,10 @@ def test_json_schema_columns_check_value_types() -> None:
     }
     with pytest.raises(ValueError, match="is not an integer"):
         plan.value_of({"n": 1.5})
+    with pytest.raises(ValueError, match="is not an integer"):
+        plan.value_of({"n": float("inf")})
+    with pytest.raises(ValueError, match="beyond a long"):
+        plan.value_of({"n": 2**63})
 
 
 def test_protobuf_absent_fields_read_as_their_defaults() -> None:
@@ -183,3 +205,38 @@ def test_registry_options_default_to_the_topic_subjects() -> None:
     assert (sink.registry.value_subject, sink.registry.key_subject) == (None, "t-key")
     with pytest.raises(SluiceOptionError, match="option subject is required"):
         parse_sink_options({**BOOTSTRAP, "valueSchema": "registry"})
+
+
+def test_a_value_that_does_not_fit_its_column_is_a_decode_error_not_a_crash() -> None:
+    """A decimal wider than the reader schema's precision (the wire does not carry the
+    precision) cannot be an Arrow decimal(3, 1): that record gets a reason, the others
+    read. Nothing here asks the registry: every value carries the planned schema's id."""
+    narrow = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 1}
+    wide = {**narrow, "precision": 9}
+    avro_format = format_for(SchemaType.AVRO)
+    planned = PlannedSchema("t-value", 7, 1, json.dumps(narrow), SchemaType.AVRO, ())
+    wide_schema = _avro(wide)
+    values = [decimal.Decimal("12.5"), decimal.Decimal("12345.6")]
+    records = [
+        ConsumedRecord("t", 0, offset, 0, None, frame(7, avro_format.encode(wide_schema, value)))  # type: ignore[arg-type]
+        for offset, value in enumerate(values)
+    ]
+    options = RegistryOptions("http://127.0.0.1:9", None, "t-value", None)
+    arrow_schema = to_arrow_schema(
+        decoded_schema(source_schema(False), RegistryPlan(options, planned, None)), timezone="UTC"
+    )
+
+    async def decode(plan: RegistryPlan) -> dict[str, Any]:
+        decoder = RecordDecoder(plan)
+        try:
+            return await decoder.columns(records, arrow_schema)
+        finally:
+            await decoder.close()
+
+    columns = asyncio.run(decode(RegistryPlan(options, planned, None)))
+    assert columns["value"].to_pylist() == [decimal.Decimal("12.5"), None]
+    errors = columns["_decode_error"].to_pylist()
+    assert errors[0] is None and "does not fit its column" in errors[1]
+    fail_fast = RegistryOptions("http://127.0.0.1:9", None, "t-value", None, fail_fast=True)
+    with pytest.raises(MalformedRecord, match="t-0 offset 1 cannot be decoded"):
+        asyncio.run(decode(RegistryPlan(fail_fast, planned, None)))

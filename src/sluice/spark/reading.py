@@ -48,7 +48,7 @@ _ALL_COLUMNS = (
 def records_to_batch(
     records: Sequence[ConsumedRecord],
     schema: pa.Schema,
-    decoded: Mapping[str, list[Any]] | None = None,
+    decoded: Mapping[str, pa.Array] | None = None,
 ) -> pa.RecordBatch:
     """The records as one batch with exactly ``schema``'s columns, types and order;
     ``decoded`` holds the columns decoded with registry schemas, by name."""
@@ -56,9 +56,10 @@ def records_to_batch(
     for name in schema.names:
         field_type = schema.field(name).type
         if decoded is not None and name in decoded:
-            values: list[Any] = decoded[name]
-        elif name == "key":
-            values = [r.key for r in records]
+            columns[name] = decoded[name]
+            continue
+        if name == "key":
+            values: list[Any] = [r.key for r in records]
         elif name == "value":
             values = [r.value for r in records]
         elif name == "topic":
@@ -118,7 +119,7 @@ def read_range(
             if wanted:
                 decoded = None
                 if decoder is not None:
-                    decoded = loop.run_until_complete(decoder.columns(wanted))
+                    decoded = loop.run_until_complete(decoder.columns(wanted, schema))
                 yield records_to_batch(wanted, schema, decoded)
             if next_position <= position:
                 data_loss(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import fastavro
+import pyarrow as pa
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from sluice.client.consumer import ConsumedRecord
@@ -251,13 +252,16 @@ class RecordDecoder:
     async def close(self) -> None:
         await self.client.close()
 
-    async def columns(self, records: Sequence[ConsumedRecord]) -> dict[str, list[Any]]:
+    async def columns(
+        self, records: Sequence[ConsumedRecord], schema: pa.Schema
+    ) -> dict[str, pa.Array]:
         """The decoded columns (``key``/``value``, and ``_decode_error`` unless
-        FAILFAST) of ``records``. Raises :class:`MalformedRecord` under FAILFAST."""
+        FAILFAST) of ``records``, as Arrow arrays of ``schema``'s types. Raises
+        :class:`MalformedRecord` under FAILFAST."""
         found: dict[str, list[Any]] = {decoder.part: [] for decoder in self.parts}
-        errors: list[str | None] = []
+        reasons: list[list[str]] = []
         for record in records:
-            reasons: list[str] = []
+            reasons_of_record: list[str] = []
             for decoder in self.parts:
                 data = record.key if decoder.part == "key" else record.value
                 value = None
@@ -265,9 +269,20 @@ class RecordDecoder:
                     try:
                         value = await decoder.decode(data)
                     except (NotFramed, ValueError, TypeError, KeyError) as error:
-                        reasons.append(f"{decoder.part}: {error}")
+                        reasons_of_record.append(f"{decoder.part}: {error}")
                 found[decoder.part].append(value)
-            reason = "; ".join(reasons)[:DECODE_ERROR_TEXT_MAX_CHARS] if reasons else None
+            reasons.append(reasons_of_record)
+        arrays = {
+            part: _arrow_column(part, values, schema.field(part).type, reasons)
+            for part, values in found.items()
+        }
+        errors: list[str | None] = []
+        for record, reasons_of_record in zip(records, reasons, strict=True):
+            reason = (
+                "; ".join(reasons_of_record)[:DECODE_ERROR_TEXT_MAX_CHARS]
+                if reasons_of_record
+                else None
+            )
             if reason is not None and self.plan.options.fail_fast:
                 raise MalformedRecord(
                     f"{record.topic}-{record.partition} offset {record.offset} cannot be "
@@ -276,8 +291,33 @@ class RecordDecoder:
                 )
             errors.append(reason)
         if not self.plan.options.fail_fast:
-            found[DECODE_ERROR_COLUMN] = errors
-        return found
+            arrays[DECODE_ERROR_COLUMN] = pa.array(errors, type=pa.string())
+        return arrays
+
+
+_ARROW_REFUSALS: Final = (pa.ArrowException, OverflowError, TypeError, ValueError)
+
+
+def _arrow_column(
+    part: str, values: list[Any], arrow_type: pa.DataType, reasons: list[list[str]]
+) -> pa.Array:
+    """``values`` as an Arrow array; a value that does not fit its column (a decimal wider
+    than the reader schema's precision, say) becomes null, its reason added to the
+    record's ``reasons``."""
+    try:
+        return pa.array(values, type=arrow_type)
+    except _ARROW_REFUSALS:
+        pass
+    fitting: list[Any] = []
+    for value, reasons_of_record in zip(values, reasons, strict=True):
+        try:
+            pa.array([value], type=arrow_type)
+        except _ARROW_REFUSALS as error:
+            reasons_of_record.append(f"{part}: does not fit its column ({arrow_type}): {error}")
+            fitting.append(None)
+        else:
+            fitting.append(value)
+    return pa.array(fitting, type=arrow_type)
 
 
 # ── writing ───────────────────────────────────────────────────────────────────────────

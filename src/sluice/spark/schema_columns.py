@@ -37,6 +37,7 @@ import base64
 import datetime
 import decimal
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -71,6 +72,11 @@ SPARK_DECIMAL_PRECISION_MAX: Final = 38
 
 JSON_REFERENCES_FOLLOWED_MAX: Final = 64
 """``$ref`` s followed along one path of a JSON Schema before the rest is JSON text."""
+
+
+LONG_MIN: Final = -(2**63)
+LONG_MAX: Final = 2**63 - 1
+"""The range of Spark's long, which JSON integers read into."""
 
 
 class UnsupportedSchema(ValueError):
@@ -264,8 +270,14 @@ _AS_JSON_TEXT: Final = ColumnPlan(StringType(), _json_text)
 
 
 def _json_integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer()))
+    ):
         raise ValueError(f"{_json_text(value)} is not an integer")
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise ValueError(f"{_json_text(value)} is beyond a long, the type of its column")
     return int(value)
 
 
