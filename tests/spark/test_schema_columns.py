@@ -101,6 +101,18 @@ def test_recursive_avro_records_are_refused() -> None:
     }
     with pytest.raises(UnsupportedSchema, match="Node contains itself"):
         column_for(_avro(node))  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedSchema, match="Node contains itself"):
+        column_for(_avro(["null", node]))  # type: ignore[arg-type]
+
+
+def test_avro_schemas_that_are_not_records() -> None:
+    assert column_for(_avro("string")).data_type == StringType()  # type: ignore[arg-type]
+    items = {"type": "record", "name": "X", "fields": [{"name": "a", "type": "int"}]}
+    both = _avro({"type": "array", "items": ["null", items, {"type": "map", "values": "X"}]})
+    plan = column_for(both)  # type: ignore[arg-type]
+    assert plan.data_type.simpleString() == (
+        "array<struct<member0:struct<a:int>,member1:map<string,struct<a:int>>>>"
+    )
 
 
 def test_json_schema_columns_check_value_types() -> None:

@@ -191,15 +191,17 @@ def test_rows_written_with_a_registered_schema_read_back(
         .option("bootstrap.servers", broker.bootstrap)
         .option("topic", topic)
         .option("valueSchema", "registry")
+        .option("keySchema", "registry")
         .option("schemaRegistryUrl", broker.schema_registry_url)
         .option("autoRegister", "true")
         .mode("append")
         .save()
     )
-    back = _read(spark, broker, topic).orderBy("offset")
+    back = _read(spark, broker, topic, keySchema="registry").orderBy("offset")
+    assert dict(back.dtypes)["key"] == "string"
     assert dict(back.dtypes)["value"] == "struct<id:bigint,name:string,day:date,note:string>"
     rows = back.select("key", "value.*", "_decode_error").collect()
-    assert [(bytes(r.key).decode(), r.id, r.name, r.day, r.note) for r in rows] == [
+    assert [(r.key, r.id, r.name, r.day, r.note) for r in rows] == [
         (f"k{i}", i, f"name-{i}", datetime.date(2026, 2, 1 + i), None) for i in range(5)
     ]
     assert {r._decode_error for r in rows} == {None}

@@ -110,7 +110,9 @@ def column_for(schema: ParsedSchema) -> ColumnPlan:
 
         assert isinstance(schema, AvroSchema)
         fastavro_schema = schema.writer_schema
-        return _avro(fastavro_schema, fastavro_schema.get("__named_schemas", {}), ())
+        named: dict[str, Any] = {}
+        _collect_named(fastavro_schema, named)
+        return _avro(fastavro_schema, named, ())
     if schema.schema_type is SchemaType.JSON:
         from sluice.schemas.json_schema import JsonSchema  # noqa: PLC0415
 
@@ -136,6 +138,28 @@ _AVRO_PRIMITIVES: Final[dict[str, DataType]] = {
 }
 
 
+def _collect_named(node: Any, named: dict[str, Any]) -> None:
+    """Every named type (record, enum, fixed) defined in fastavro's parsed ``node``, by
+    full name (fastavro writes full names), for the places that use them by name."""
+    if isinstance(node, list):
+        for branch in node:
+            _collect_named(branch, named)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") in ("record", "error", "enum", "fixed") and "name" in node:
+        if node["name"] in named:
+            return
+        named[node["name"]] = node
+    for field in node.get("fields", ()):
+        _collect_named(field["type"], named)
+    for key in ("items", "values"):
+        if key in node:
+            _collect_named(node[key], named)
+    if isinstance(node.get("type"), dict | list):
+        _collect_named(node["type"], named)
+
+
 def _microseconds_of_day(value: datetime.time) -> int:
     return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
 
@@ -146,6 +170,8 @@ def _avro(node: Any, named: Mapping[str, Any], path: tuple[str, ...]) -> ColumnP
             return ColumnPlan(StringType(), _same)
         if node in _AVRO_PRIMITIVES:
             return ColumnPlan(_AVRO_PRIMITIVES[node], _same, nullable=False)
+        if node not in named:
+            raise UnsupportedSchema(f"the Avro schema uses the type {node}, defined nowhere")
         return _avro(named[node], named, path)
     if isinstance(node, list):
         return _avro_union(node, named, path)
