@@ -11,6 +11,9 @@ Spark tasks, never on objects that get pickled.
     sink        the batch and streaming writers (at-least-once; streaming exactly-once
                 through transactions the driver commits)
     pipelines   the archive (topics → Parquet) and replay (Parquet → topic) jobs
+    registry_values   keys and values framed with Schema Registry ids: the schemas
+                planned on the driver, decoded (executors) into columns, rows encoded
+    schema_columns    a registry schema's Spark type and value conversions (pure)
 
 Use it with ``sluice.spark.register(spark)``, or rely on Spark's own discovery of the
 installed top-level module ``pyspark_sluice``, then ``spark.read.format("sluice")``.

@@ -15,6 +15,19 @@ Options are named after Spark's Kafka source, so a job written for
     minPartitions         split offset ranges until there are at least this many tasks
     includeHeaders        true | false: add the ``headers`` column
 
+Schema Registry options (reader and writer; see :mod:`sluice.spark.registry_values`)::
+
+    valueSchema / keySchema   registry: values (keys) are framed registry values, read
+                              into typed columns / written from them
+    schemaRegistryUrl         base URL(s), comma-separated (default http://127.0.0.1:8081)
+    schemaRegistryUserInfo    user:password for HTTP basic auth
+    subject / keySubject      default <topic>-value / <topic>-key (one topic only)
+    schemaVersion             reader: the value subject's version to plan with (latest)
+    mode                      reader: PERMISSIVE (default; a _decode_error column) |
+                              FAILFAST (an undecodable record fails the query)
+    autoRegister              writer: register the DataFrame's value (key) type as an
+                              Avro schema (default false: use the subject's latest)
+
 Writer options::
 
     bootstrap.servers       host:port[,host:port]                    (required)
@@ -90,6 +103,28 @@ class OffsetChoice:
         return self.default
 
 
+REGISTRY = "registry"
+"""The value of ``valueSchema`` / ``keySchema`` that turns on registry decoding."""
+
+DEFAULT_SCHEMA_REGISTRY_URL = "http://127.0.0.1:8081"
+PERMISSIVE = "PERMISSIVE"
+FAILFAST = "FAILFAST"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryOptions:
+    """Keys and values framed with a registry schema id: where the registry is and which
+    subjects name the schemas. A subject of None means that part stays bytes."""
+
+    url: str
+    user_info: str | None
+    value_subject: str | None
+    key_subject: str | None
+    value_version: str = "latest"
+    fail_fast: bool = False
+    auto_register: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Everything the reader needs, picklable (plain data, no sockets)."""
@@ -105,6 +140,8 @@ class SourceOptions:
     include_headers: bool
     partition_bytes_max: int = PARTITION_BYTES_MAX_DEFAULT
     fetch_wait_ms: int = FETCH_WAIT_MS_DEFAULT
+    registry: RegistryOptions | None = None
+    """Decode keys and/or values with registry schemas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +158,8 @@ class SinkOptions:
     transactional_id_prefix: str | None = None
     """Exactly-once: task ``p`` of every micro-batch writes as ``<prefix>-<p>``."""
     transaction_timeout_ms: int = 600_000
+    registry: RegistryOptions | None = None
+    """Encode keys and/or values with registry schemas."""
 
 
 EXACTLY_ONCE = "exactly-once"
@@ -261,6 +300,71 @@ def _boolean(options: dict[str, str], name: str, default: bool) -> bool:
     raise SluiceOptionError(f"option {name} must be true or false, not {text!r}")
 
 
+def _registry(
+    options: dict[str, str], topic: str | None, *, writing: bool
+) -> RegistryOptions | None:
+    """The registry options, or None when neither valueSchema nor keySchema asks."""
+    wanted: dict[str, bool] = {}
+    for part in ("value", "key"):
+        text = options.get(f"{part}schema")
+        if text is not None and text.strip().lower() != REGISTRY:
+            raise SluiceOptionError(f"option {part}Schema must be {REGISTRY}, not {text!r}")
+        wanted[part] = text is not None
+    if not any(wanted.values()):
+        for name in ("subject", "keySubject", "autoRegister", "schemaVersion"):
+            if name.lower() in options:
+                raise SluiceOptionError(
+                    f"option {name} needs valueSchema=registry or keySchema=registry"
+                )
+        return None
+    subjects: dict[str, str | None] = {}
+    for part, option in (("value", "subject"), ("key", "keySubject")):
+        given = options.get(option.lower()) or None
+        if not wanted[part]:
+            subjects[part] = None
+        elif given is not None:
+            subjects[part] = given
+        elif topic is None:
+            raise SluiceOptionError(
+                f"option {option} is required with {part}Schema=registry when "
+                + ("the topic option is not set" if writing else "more than one topic is read")
+            )
+        else:
+            subjects[part] = f"{topic}-{part}"
+    if writing and "schemaversion" in options:
+        raise SluiceOptionError("option schemaVersion is for reading")
+    if not writing and "autoregister" in options:
+        raise SluiceOptionError("option autoRegister is for writing")
+    version = options.get("schemaversion", "latest").strip().lower()
+    if version != "latest" and not (version.isdigit() and int(version) > 0):
+        raise SluiceOptionError(
+            f"option schemaVersion must be latest or a version number, not {version!r}"
+        )
+    mode = options.get("mode", PERMISSIVE).strip().upper()
+    if not writing and mode not in (PERMISSIVE, FAILFAST):
+        raise SluiceOptionError(f"option mode must be {PERMISSIVE} or {FAILFAST}, not {mode!r}")
+    return RegistryOptions(
+        url=options.get("schemaregistryurl") or DEFAULT_SCHEMA_REGISTRY_URL,
+        user_info=options.get("schemaregistryuserinfo") or None,
+        value_subject=subjects["value"],
+        key_subject=subjects["key"],
+        value_version=version,
+        fail_fast=mode == FAILFAST,
+        auto_register=_boolean(options, "autoRegister", False),
+    )
+
+
+def _single_topic(subscription: Subscription) -> str | None:
+    topics = set(subscription.topics) | {tp.topic for tp in subscription.assigned}
+    return next(iter(topics)) if len(topics) == 1 else None
+
+
+def parse_source_registry_options(raw: dict[str, str]) -> RegistryOptions | None:
+    """Only the reader's registry options (what the columns depend on)."""
+    options = _lower_keys(raw)
+    return _registry(options, _single_topic(_subscription(options)), writing=False)
+
+
 def parse_source_options(raw: dict[str, str], *, streaming: bool) -> SourceOptions:
     """Check the reader options. Streaming starts at latest by default (as Spark's
     Kafka source does), batch at earliest."""
@@ -296,6 +400,7 @@ def parse_source_options(raw: dict[str, str], *, streaming: bool) -> SourceOptio
         include_headers=_boolean(options, "includeHeaders", False),
         partition_bytes_max=_positive_int(options, "fetch.partition.bytes.max")
         or PARTITION_BYTES_MAX_DEFAULT,
+        registry=_registry(options, _single_topic(subscription), writing=False),
     )
 
 
@@ -345,4 +450,5 @@ def parse_sink_options(raw: dict[str, str], *, streaming: bool = False) -> SinkO
         transactional_id_prefix=prefix if exactly_once else None,
         transaction_timeout_ms=_positive_int(options, "transaction.timeout.ms")
         or TRANSACTION_TIMEOUT_MS_DEFAULT,
+        registry=_registry(options, options.get("topic") or None, writing=True),
     )

@@ -16,7 +16,7 @@ default) or skips to the log start offset.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +28,7 @@ from sluice.common import errors
 from sluice.common.ids import TopicPartition
 from sluice.spark.options import SourceOptions
 from sluice.spark.planning import OffsetRange, data_loss
+from sluice.spark.registry_values import DECODE_ERROR_COLUMN, RecordDecoder, RegistryPlan
 
 CLIENT_ID = "sluice-spark"
 
@@ -40,14 +41,23 @@ _ALL_COLUMNS = (
     "timestamp",
     "timestampType",
     "headers",
+    DECODE_ERROR_COLUMN,
 )
 
 
-def records_to_batch(records: Sequence[ConsumedRecord], schema: pa.Schema) -> pa.RecordBatch:
-    """The records as one batch with exactly ``schema``'s columns, types and order."""
+def records_to_batch(
+    records: Sequence[ConsumedRecord],
+    schema: pa.Schema,
+    decoded: Mapping[str, pa.Array] | None = None,
+) -> pa.RecordBatch:
+    """The records as one batch with exactly ``schema``'s columns, types and order;
+    ``decoded`` holds the columns decoded with registry schemas, by name."""
     columns: dict[str, Any] = {}
     for name in schema.names:
         field_type = schema.field(name).type
+        if decoded is not None and name in decoded:
+            columns[name] = decoded[name]
+            continue
         if name == "key":
             values: list[Any] = [r.key for r in records]
         elif name == "value":
@@ -73,13 +83,18 @@ def records_to_batch(records: Sequence[ConsumedRecord], schema: pa.Schema) -> pa
 
 
 def read_range(
-    options: SourceOptions, offset_range: OffsetRange, schema: pa.Schema
+    options: SourceOptions,
+    offset_range: OffsetRange,
+    schema: pa.Schema,
+    registry_plan: RegistryPlan | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``offset_range`` as Arrow batches (one per Fetch answer)."""
+    """Yield the records of ``offset_range`` as Arrow batches (one per Fetch answer),
+    keys and values decoded with registry schemas when ``registry_plan`` is given."""
     if offset_range.size <= 0:
         return
     loop = asyncio.new_event_loop()
     cluster = Cluster(options.bootstrap_servers, client_id=CLIENT_ID)
+    decoder = RecordDecoder(registry_plan) if registry_plan is not None else None
     try:
         topic_partition = offset_range.topic_partition
         position = offset_range.start
@@ -102,7 +117,10 @@ def read_range(
                 continue
             wanted = [r for r in records if r.offset < offset_range.end]
             if wanted:
-                yield records_to_batch(wanted, schema)
+                decoded = None
+                if decoder is not None:
+                    decoded = loop.run_until_complete(decoder.columns(wanted, schema))
+                yield records_to_batch(wanted, schema, decoded)
             if next_position <= position:
                 data_loss(
                     f"{topic_partition.topic}-{topic_partition.partition}: offsets "
@@ -113,6 +131,8 @@ def read_range(
                 break
             position = next_position
     finally:
+        if decoder is not None:
+            loop.run_until_complete(decoder.close())
         loop.run_until_complete(cluster.close())
         loop.close()
 

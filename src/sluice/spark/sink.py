@@ -65,6 +65,7 @@ from sluice.client.transactions import GroupMetadata, PreparedTransaction, end_p
 from sluice.common.bookkeeping_groups import BOOKKEEPING_METADATA
 from sluice.common.ids import TopicPartition
 from sluice.spark.options import SinkOptions, SluiceOptionError
+from sluice.spark.registry_values import RegistryPlan, RowEncoder, plan_write
 
 PENDING_DELIVERIES_MAX = 20_000
 """Futures a task holds before waiting for them, bounding a task's memory."""
@@ -89,7 +90,19 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
         raise SluiceOptionError(
             f"the DataFrame to write needs a value column (it has {list(types)})"
         )
+    encoded = set()
+    if options.registry is not None:
+        encoded = {
+            part
+            for part, subject in (
+                ("key", options.registry.key_subject),
+                ("value", options.registry.value_subject),
+            )
+            if subject is not None
+        }
     for name in ("key", "value"):
+        if name in encoded:
+            continue  # any type: encoded with the subject's schema
         if name in types and not isinstance(types[name], BinaryType | StringType):
             raise SluiceOptionError(f"column {name} must be binary or string, not {types[name]}")
     if "topic" not in types and options.topic is None:
@@ -128,7 +141,9 @@ def _timestamp_ms(value: datetime.datetime | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-async def _produce(options: SinkOptions, rows: Iterator[Any], task: int) -> WriteResult:
+async def _produce(
+    options: SinkOptions, rows: Iterator[Any], task: int, encoder: RowEncoder | None
+) -> WriteResult:
     exactly_once = options.exactly_once
     producer = Producer(
         options.bootstrap_servers,
@@ -153,11 +168,15 @@ async def _produce(options: SinkOptions, rows: Iterator[Any], task: int) -> Writ
             first_topic = first_topic or topic
             headers = fields.get("headers") or ()
             partition = fields.get("partition")
+            value, key = fields.get("value"), fields.get("key")
+            if encoder is not None:
+                value = encoder.encode("value", value) if encoder.encodes("value") else value
+                key = encoder.encode("key", key) if encoder.encodes("key") else key
             pending.append(
                 await producer.send(
                     topic,
-                    _bytes(fields.get("value")),
-                    key=_bytes(fields.get("key")),
+                    _bytes(value),
+                    key=_bytes(key),
                     headers=[(h["key"], _bytes(h["value"])) for h in headers],
                     partition=None if partition is None else int(partition),
                     timestamp_ms=_timestamp_ms(fields.get("timestamp")),
@@ -180,11 +199,25 @@ async def _settle(pending: list[asyncio.Future[Any]]) -> int:
     return len(pending)
 
 
-def write_rows(options: SinkOptions, rows: Iterator[Any]) -> WriteResult:
-    """Produce ``rows`` (one Spark task's share) on a fresh event loop."""
+def write_rows(
+    options: SinkOptions,
+    rows: Iterator[Any],
+    registry: tuple[RegistryPlan, StructType] | None = None,
+) -> WriteResult:
+    """Produce ``rows`` (one Spark task's share) on a fresh event loop, keys and values
+    encoded with registry schemas when ``registry`` (the plan and the rows' schema)."""
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
-    return asyncio.run(_produce(options, rows, task))
+    encoder = RowEncoder(*registry) if registry is not None else None
+    return asyncio.run(_produce(options, rows, task, encoder))
+
+
+def _plan_registry(
+    options: SinkOptions, schema: StructType
+) -> tuple[RegistryPlan, StructType] | None:
+    if options.registry is None:
+        return None
+    return plan_write(options.registry, schema), schema
 
 
 def progress_group(options: SinkOptions, task: int) -> str:
@@ -229,9 +262,10 @@ class SluiceBatchWriter(DataSourceWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
         self.options = options
+        self.registry = _plan_registry(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, self.registry)
 
 
 class SluiceStreamWriter(DataSourceStreamWriter):
@@ -241,9 +275,10 @@ class SluiceStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
         self.options = options
+        self.registry = _plan_registry(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, self.registry)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.exactly_once:

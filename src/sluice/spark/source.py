@@ -61,6 +61,7 @@ from sluice.spark.options import (
     SourceOptions,
     parse_sink_options,
     parse_source_options,
+    parse_source_registry_options,
 )
 from sluice.spark.planning import (
     OffsetRange,
@@ -78,6 +79,7 @@ from sluice.spark.planning import (
     to_stream_offset,
 )
 from sluice.spark.reading import CLIENT_ID, read_range
+from sluice.spark.registry_values import RegistryPlan, decoded_schema, plan_read
 
 FORMAT_NAME = "sluice"
 
@@ -138,7 +140,22 @@ class SluiceDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self._option("includeHeaders") or "false").strip().lower() == "true"
-        return source_schema(include)
+        base = source_schema(include)
+        plan = self._registry_plan()
+        return base if plan is None else decoded_schema(base, plan)
+
+    def _registry_plan(self) -> RegistryPlan | None:
+        """The registry schemas the columns were planned with: asked once, when Spark
+        asks for the schema, and kept (this object is pickled after that), so every
+        task reads into the same schema even if the subject gains a version meanwhile."""
+        planned: RegistryPlan | None = getattr(self, "_planned_registry", None)
+        if planned is None:
+            registry_options = parse_source_registry_options(dict(self.options))
+            if registry_options is None:
+                return None
+            planned = plan_read(registry_options)
+            self._planned_registry = planned
+        return planned
 
     def _option(self, name: str) -> str | None:
         for key, value in self.options.items():
@@ -147,10 +164,12 @@ class SluiceDataSource(DataSource):
         return None
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SluiceBatchReader(parse_source_options(dict(self.options), streaming=False), schema)
+        options = parse_source_options(dict(self.options), streaming=False)
+        return SluiceBatchReader(options, schema, self._registry_plan())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SluiceStreamReader(parse_source_options(dict(self.options), streaming=True), schema)
+        options = parse_source_options(dict(self.options), streaming=True)
+        return SluiceStreamReader(options, schema, self._registry_plan())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sluice.spark.sink import SluiceBatchWriter  # noqa: PLC0415
@@ -168,19 +187,25 @@ class _RangeReading:
 
     options: SourceOptions
     spark_schema: StructType
+    registry_plan: RegistryPlan | None
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), f"unexpected partition {partition!r}"
         arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        yield from read_range(self.options, partition.offset_range, arrow_schema)
+        yield from read_range(
+            self.options, partition.offset_range, arrow_schema, self.registry_plan
+        )
 
 
 class SluiceBatchReader(_RangeReading, DataSourceReader):
     """Batch read: ``[startingOffsets, endingOffsets)`` of every subscribed partition."""
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: SourceOptions, schema: StructType, registry_plan: RegistryPlan | None = None
+    ) -> None:
         self.options = options
         self.spark_schema = schema
+        self.registry_plan = registry_plan
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = _run(self.options, self._plan)
@@ -224,9 +249,12 @@ class SluiceBatchReader(_RangeReading, DataSourceReader):
 class SluiceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Streaming read with offsets ``{"topic": {"partition": next offset}}``."""
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: SourceOptions, schema: StructType, registry_plan: RegistryPlan | None = None
+    ) -> None:
         self.options = options
         self.spark_schema = schema
+        self.registry_plan = registry_plan
         self._available_now_end: dict[TopicPartition, int] | None = None
 
     # ── offsets (driver) ─────────────────────────────────────────────────────────────
