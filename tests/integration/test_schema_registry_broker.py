@@ -88,7 +88,7 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
             status, body, _ = await call_registry(
                 s, "POST", register, data=too_long, headers=JSON_BODY
             )
-            assert (status, body["error_code"]) == (422, 42201), body
+            assert (status, body["error_code"]) == (422, 42209), body  # Confluent's code
             assert "schema.registry.schema.max.bytes" in body["message"]
             huge = b" " * (body_bytes_max(SCHEMA_MAX_BYTES) + 1)
             status, body, _ = await call_registry(s, "POST", register, data=huge, headers=JSON_BODY)

@@ -20,9 +20,19 @@ from sluice.registry.api import Answer
 class ErrorCode(enum.IntEnum):
     """Confluent's ``error_code`` values (``rest/exceptions/Errors.java``)."""
 
+    BAD_REQUEST = 400
+    """A body that is not JSON: Confluent's REST layer (rest-utils) answers 400, code 400."""
+    UNAUTHORIZED = 401
+    """No credentials, or wrong ones, on a registry that asks for them."""
     NOT_FOUND = 404
     """An unknown path."""
     METHOD_NOT_ALLOWED = 405
+    PAYLOAD_TOO_LARGE = 413
+    """A request body over the listener's bound."""
+    UNSUPPORTED_MEDIA_TYPE = 415
+    """A request body of a content type Confluent does not accept."""
+    USER_NOT_AUTHORIZED = 40301
+    """A signed-in caller the authorizer refuses (Confluent's RBAC answers 40301)."""
     SUBJECT_NOT_FOUND = 40401
     VERSION_NOT_FOUND = 40402
     SCHEMA_NOT_FOUND = 40403

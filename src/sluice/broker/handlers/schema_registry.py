@@ -14,15 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
-from sluice.broker.registry.answers import (
-    FORBIDDEN,
-    FORWARDING_ERROR,
-    FORWARDING_MESSAGE,
-    error_answer,
-)
+from sluice.broker.registry.answers import error_answer, forwarding_error
 from sluice.broker.services import UsesAuthorizer, UsesSchemaRegistry
 from sluice.common.errors import ProtocolError
 from sluice.registry.api import Call
+from sluice.registry.errors import ErrorCode
 
 if TYPE_CHECKING:
     from sluice.broker.context import RequestContext
@@ -44,8 +40,8 @@ async def handle_schema_registry_call(
         raise ProtocolError(f"SluiceSchemaRegistryCall: {e}") from None
     if not services.authorizer.allows(context, CLUSTER_ACTION):
         refused = f"{context.connection.principal} may not forward registry calls"
-        return error_answer(FORBIDDEN, refused).to_json()
+        return error_answer(ErrorCode.USER_NOT_AUTHORIZED, refused).to_json()
     registry = services.schema_registry
     if registry is None:
-        return error_answer(FORWARDING_ERROR, f"{FORWARDING_MESSAGE}: no registry here").to_json()
+        return forwarding_error("no registry here").to_json()
     return (await registry.answer_here(call, principal)).to_json()

@@ -29,13 +29,7 @@ from typing import Any, Final, Protocol
 
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
-from sluice.broker.registry.answers import (
-    FORWARDING_ERROR,
-    FORWARDING_MESSAGE,
-    OPERATION_TIMEOUT,
-    error_answer,
-    error_code_of,
-)
+from sluice.broker.registry.answers import error_code_of, forwarding_error, loading_timeout
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import NO_LEADER
 from sluice.common import errors
@@ -45,6 +39,7 @@ from sluice.coordinator.api import CoordinatorShard, Effect, RequestToken
 from sluice.coordinator.runtime import CoordinatorRuntime
 from sluice.protocol.private import SCHEMA_REGISTRY_CALL, PrivateRequest
 from sluice.registry.api import Answer, Call
+from sluice.registry.errors import ErrorCode as RegistryErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +110,7 @@ class RegistryCalls:
                 why, loading = f"{self.topic} is not ready: {e}", False
             if time.monotonic() >= deadline:
                 log.warning("registry call %s %s unanswered: %s", call.method, _path(call), why)
-                if loading:
-                    return error_answer(OPERATION_TIMEOUT, f"Operation timed out: {why}")
-                return error_answer(FORWARDING_ERROR, f"{FORWARDING_MESSAGE}: {why}")
+                return loading_timeout(why) if loading else forwarding_error(why)
             await asyncio.sleep(RETRY_BACKOFF_MS / 1000)  # before asking the metadata again
 
     async def _answer_once(self, call: Call, principal: str | None) -> Answer:
@@ -137,7 +130,7 @@ class RegistryCalls:
         try:
             return await self._answer_local(call)
         except _NotHere as e:
-            return error_answer(FORWARDING_ERROR, f"{FORWARDING_MESSAGE}: {e}")
+            return forwarding_error(str(e))
 
     async def _answer_local(self, call: Call) -> Answer:
         try:
@@ -168,7 +161,7 @@ class RegistryCalls:
             answer = Answer.from_json(body)
         except ValueError as e:
             raise _NotHere(f"broker {leader} answered {body!r}: {e}") from None
-        if error_code_of(answer) == FORWARDING_ERROR:
+        if error_code_of(answer) == RegistryErrorCode.REQUEST_FORWARDING_FAILED:
             message = answer.body.get("message") if isinstance(answer.body, dict) else None
             raise _NotHere(f"broker {leader}: {message}")
         return answer

@@ -8,7 +8,7 @@ hosted.
         ─▶ a body (POST, PUT): its content type one Confluent accepts ───────── no ─▶ 415
            at most the body bound ──────────────────────────────────────────── no ─▶ 413
            JSON ────────────────────────────────────────────────────────────── no ─▶ 400
-           a schema text within schema.registry.schema.max.bytes ───────────── no ─▶ 422
+           a schema text within schema.registry.schema.max.bytes ── no ─▶ 422 (42209)
         ─▶ Call(method, path segments percent-decoded, query, body)
         ─▶ may the caller? (by subject: :mod:`~sluice.broker.registry.access`) ─ no ─▶ 403
         ─▶ the registry's Answer (:mod:`~sluice.broker.registry.forwarding`)
@@ -33,18 +33,16 @@ from aiohttp import web
 from sluice.broker.fatal import BrokerFatalError
 from sluice.broker.observability.http_auth import CHALLENGE, HttpAuthenticator
 from sluice.broker.registry.access import SubjectAccess
-from sluice.broker.registry.answers import (
-    BAD_REQUEST,
-    FORBIDDEN,
-    INVALID_SCHEMA,
-    PAYLOAD_TOO_LARGE,
-    STORE_ERROR,
-    UNAUTHORIZED,
-    UNSUPPORTED_MEDIA_TYPE,
-    error_answer,
-)
+from sluice.broker.registry.answers import error_answer
 from sluice.common.config import HttpEndpoint
 from sluice.registry.api import Answer, Call
+from sluice.registry.errors import (
+    ErrorCode,
+    answer_for,
+    schema_too_large,
+    store_error,
+    unknown_path,
+)
 from sluice.registry.operations import NO_LIMIT
 from sluice.registry.reads import page
 
@@ -142,12 +140,15 @@ class RegistryListener:
         if self._authenticator is not None:
             identity = await self._authenticator.authenticate(request.headers.get("Authorization"))
             if identity is None:
-                response = _respond(error_answer(UNAUTHORIZED, "Unauthorized"))
+                response = _respond(error_answer(ErrorCode.UNAUTHORIZED, "Unauthorized"))
                 response.headers["WWW-Authenticate"] = CHALLENGE
                 return response
             if identity.caller is None:
                 return _respond(
-                    error_answer(FORBIDDEN, "the metrics bearer token grants /metrics only")
+                    error_answer(
+                        ErrorCode.USER_NOT_AUTHORIZED,
+                        "the metrics bearer token grants /metrics only",
+                    )
                 )
             principal = identity.caller.principal
         call = await self._call_of(request)
@@ -159,14 +160,14 @@ class RegistryListener:
                 principal, host, self._subject_of(call), self._is_write(call)
             )
             if refusal is not None:
-                return _respond(error_answer(FORBIDDEN, refusal))
+                return _respond(error_answer(ErrorCode.USER_NOT_AUTHORIZED, refusal))
         filtered = self._access is not None and principal is not None
         paging = _subjects_paging(call) if filtered else None
         try:
             answer = await self._answer(call if paging is None else paging[0], principal)
         except Exception:  # a bug: the caller gets a 500, the broker goes on
             log.exception("registry call %s %s failed", call.method, request.path)
-            answer = error_answer(STORE_ERROR, "Error in the backend data store")
+            answer = answer_for(store_error())
         if filtered:
             assert principal is not None
             answer = self._visible(answer, call, principal, host)
@@ -179,7 +180,7 @@ class RegistryListener:
         """The request as a call, or the answer refusing it."""
         raw_segments = [part for part in request.rel_url.raw_path.split("/") if part]
         if len(raw_segments) > PATH_SEGMENTS_MAX:
-            return error_answer(404, "HTTP 404 Not Found")
+            return answer_for(unknown_path())
         segments = tuple(unquote(part) for part in raw_segments)
         query = {key: request.rel_url.query[key] for key in request.rel_url.query}
         if request.method not in ("POST", "PUT"):
@@ -187,7 +188,7 @@ class RegistryListener:
         content_type = request.headers.get("Content-Type")
         if content_type is not None and request.content_type not in BODY_CONTENT_TYPES:
             return error_answer(
-                UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                 f"HTTP 415 Unsupported Media Type: send {ANSWER_CONTENT_TYPE} "
                 "(or application/json)",
             )
@@ -207,12 +208,13 @@ class RegistryListener:
         try:
             body = json.loads(data)
         except (ValueError, RecursionError) as e:
-            return error_answer(BAD_REQUEST, f"Unexpected JSON: {e}")
+            return error_answer(ErrorCode.BAD_REQUEST, f"Unexpected JSON: {e}")
         schema = body.get("schema") if isinstance(body, dict) else None
         if isinstance(schema, str) and len(schema.encode()) > self._schema_max_bytes:
+            too_large = schema_too_large(self._schema_max_bytes)
             return error_answer(
-                INVALID_SCHEMA,
-                f"Invalid schema: {len(schema.encode())} bytes, over "
+                too_large.code,
+                f"{too_large.message}: {len(schema.encode())} bytes, over "
                 f"schema.registry.schema.max.bytes={self._schema_max_bytes}",
             )
         return Call(request.method, segments, query, body)
@@ -258,7 +260,7 @@ def _subjects_paging(call: Call) -> tuple[Call, int, int] | None:
 
 def _too_large(body_bytes_max: int) -> Answer:
     return error_answer(
-        PAYLOAD_TOO_LARGE,
+        ErrorCode.PAYLOAD_TOO_LARGE,
         f"Request body over {body_bytes_max} bytes (twice schema.registry.schema.max.bytes "
         f"and {BODY_OVERHEAD_BYTES} bytes more)",
     )
