@@ -47,7 +47,11 @@ from sluice.broker.app import Broker
 from sluice.broker.fatal import BrokerFatalError
 from sluice.broker.network.peer_connection import InterBrokerListener
 from sluice.broker.network.peers import Peers
-from sluice.broker.registry.http_listener import ANSWER_CONTENT_TYPE, body_bytes_max
+from sluice.broker.registry.http_listener import (
+    ANSWER_CONTENT_TYPE,
+    RegistryListener,
+    body_bytes_max,
+)
 from sluice.cli.loopback import HOST
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.common.authorizer import (
@@ -59,8 +63,9 @@ from sluice.common.authorizer import (
     ResourcePattern,
     ResourceType,
 )
+from sluice.common.config import HttpEndpoint
 from sluice.protocol.private import SCHEMA_REGISTRY_CALL, PrivateRequest
-from sluice.registry.api import Call
+from sluice.registry.api import Answer, Call
 from sluice.testing.ready_line import ready_schema_registry_url
 
 SCHEMA_MAX_BYTES = STAND_IN_SCHEMA_MAX_BYTES
@@ -436,3 +441,55 @@ def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path)
         assert alice.get_subjects(offset=1, limit=1) == ["orders-value"]
     finally:
         broker.stop()
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"schema": "x", "deep": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def test_bodies_no_broker_could_send_on_are_refused_by_the_listener(tmp_path: Path) -> None:
+    """A lone surrogate escape (JSON decodes it to text with no UTF-8) or nesting the
+    JSON encoder cannot follow back is refused 400 before the registry sees it, as the
+    leader would need it encoded, on every broker alike; an answer echoing any text
+    is sent (as ASCII JSON), never a 500."""
+    reached: list[Call] = []
+
+    async def echo(call: Call, principal: str | None) -> Answer:
+        reached.append(call)
+        return Answer(422, {"error_code": 42201, "message": f"Invalid schema {call.body!r}"})
+
+    async def scenario() -> None:
+        listener = RegistryListener(
+            [HttpEndpoint(HOST, 0)],
+            echo,
+            schema_max_bytes=SCHEMA_MAX_BYTES,
+            subject_of=lambda call: None,
+            is_write=lambda call: True,
+        )
+        await listener.start()
+        try:
+            async with aiohttp.ClientSession() as s:
+                register = f"{listener.urls[0]}/subjects/orders-value/versions"
+                status, body, _ = await call_registry(
+                    s, "POST", register, data=b'{"schema": "\\ud800"}', headers=JSON_BODY
+                )
+                assert (status, body["error_code"]) == (400, 400), body
+                assert "surrogate" in body["message"]
+                for depth in range(900, 1000, 10):
+                    status, body, _ = await call_registry(
+                        s, "POST", register, data=_nested(depth), headers=JSON_BODY
+                    )
+                    assert (status, body["error_code"]) in ((400, 400), (422, 42201)), depth
+                assert all(json.dumps(call.body) for call in reached)  # each one encodable
+                # An answer echoing a lone surrogate (say, from a path) still goes out.
+                status, body, _ = await call_registry(
+                    s, "POST", register, data=b'{"schema": "caf\\u00e9"}', headers=JSON_BODY
+                )
+                assert (status, body["message"]) == (422, "Invalid schema {'schema': 'café'}")
+        finally:
+            await listener.stop()
+        assert not any(
+            isinstance(call.body, dict) and call.body.get("schema") == "\ud800" for call in reached
+        )
+
+    asyncio.run(scenario())

@@ -29,7 +29,12 @@ from typing import Any, Final, Protocol
 
 from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.network.peers import Peers
-from sluice.broker.registry.answers import error_code_of, forwarding_error, loading_timeout
+from sluice.broker.registry.answers import (
+    error_answer,
+    error_code_of,
+    forwarding_error,
+    loading_timeout,
+)
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import NO_LEADER
 from sluice.common import errors
@@ -37,7 +42,7 @@ from sluice.common.errors import ErrorCode, KafkaError
 from sluice.common.ids import TopicPartition
 from sluice.coordinator.api import CoordinatorShard, Effect, RequestToken
 from sluice.coordinator.runtime import CoordinatorRuntime
-from sluice.protocol.private import SCHEMA_REGISTRY_CALL, PrivateRequest
+from sluice.protocol.private import SCHEMA_REGISTRY_CALL, BodyNotEncodable, PrivateRequest
 from sluice.registry.api import Answer, Call
 from sluice.registry.errors import ErrorCode as RegistryErrorCode
 
@@ -148,9 +153,14 @@ class RegistryCalls:
         return response
 
     async def _forward(self, leader: int, call: Call, principal: str | None) -> Answer:
-        request = PrivateRequest(
-            SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": principal}
-        )
+        try:
+            request = PrivateRequest(
+                SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": principal}
+            )
+        except BodyNotEncodable as e:  # the same every time: never sent again
+            return error_answer(
+                RegistryErrorCode.BAD_REQUEST, f"The request cannot be forwarded: {e}"
+            )
         try:
             body = await self._peers.request_private(
                 leader, request, PEER_REQUEST_TIMEOUT_MS / 1000

@@ -7,8 +7,9 @@ hosted.
     request ─▶ signed in? (a broker with SASL or ACLs: HTTP Basic, a SCRAM user) ─ no ─▶ 401
         ─▶ a body (POST, PUT): its content type one Confluent accepts ───────── no ─▶ 415
            at most the body bound ──────────────────────────────────────────── no ─▶ 413
-           JSON ────────────────────────────────────────────────────────────── no ─▶ 400
-           a schema text within schema.registry.schema.max.bytes ── no ─▶ 422 (42209)
+           JSON, its text Unicode, not nested too deep ─────────────────────── no ─▶ 400
+           at most the forwarding's bound once encoded ─────────────────────── no ─▶ 413
+           a schema text within schema.registry.schema.max.bytes ───────────── no ─▶ 422 (42209)
         ─▶ Call(method, path segments percent-decoded, query, body)
         ─▶ may the caller? (by subject: :mod:`~sluice.broker.registry.access`) ─ no ─▶ 403
         ─▶ the registry's Answer (:mod:`~sluice.broker.registry.forwarding`)
@@ -35,6 +36,7 @@ from sluice.broker.observability.http_auth import CHALLENGE, HttpAuthenticator
 from sluice.broker.registry.access import SubjectAccess
 from sluice.broker.registry.answers import error_answer
 from sluice.common.config import HttpEndpoint
+from sluice.protocol.private import BODY_BYTES_MAX
 from sluice.registry.api import Answer, Call
 from sluice.registry.errors import (
     ErrorCode,
@@ -65,6 +67,11 @@ escaping) by this much: its references, schema type and other fields."""
 PATH_SEGMENTS_MAX: Final = 16
 """Confluent's longest path has 6 segments; a longer one is answered 404 unread."""
 SHUTDOWN_TIMEOUT_S: Final = 5.0
+FORWARDED_ENVELOPE_BYTES: Final = 64 * 1024
+"""Room a forwarded call needs beside its body: method, path, query and principal."""
+FORWARDED_BODY_BYTES_MAX: Final = BODY_BYTES_MAX - FORWARDED_ENVELOPE_BYTES
+"""The largest body (as compact JSON) a call may have: one any broker can forward to the
+registry's leader (:data:`sluice.protocol.private.BODY_BYTES_MAX`)."""
 
 Answerer = Callable[[Call, "str | None"], Awaitable[Answer]]
 """Answers a call made by a principal (None on a broker that asks for no credentials)."""
@@ -209,6 +216,9 @@ class RegistryListener:
             body = json.loads(data)
         except (ValueError, RecursionError) as e:
             return error_answer(ErrorCode.BAD_REQUEST, f"Unexpected JSON: {e}")
+        refusal = _unsendable(body)
+        if refusal is not None:
+            return refusal
         schema = body.get("schema") if isinstance(body, dict) else None
         if isinstance(schema, str) and len(schema.encode()) > self._schema_max_bytes:
             too_large = schema_too_large(self._schema_max_bytes)
@@ -258,6 +268,30 @@ def _subjects_paging(call: Call) -> tuple[Call, int, int] | None:
     return Call(call.method, call.segments, query, call.body), offset, limit
 
 
+def _unsendable(body: object) -> Answer | None:
+    """The answer refusing a parsed body that could not go on to the registry's leader
+    (400: text that is not Unicode, a lone surrogate escape such as ``"\\ud800"``,
+    which has no UTF-8; nesting the encoder cannot follow back; 413: too large for the
+    forwarding), else None. Checked here, on every broker alike, by encoding the body
+    once as the forwarding would."""
+    try:
+        encoded = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return error_answer(
+            ErrorCode.BAD_REQUEST,
+            "Unexpected JSON: a string holds a lone surrogate escape (\\ud800-\\udfff), "
+            "which is not Unicode text",
+        )
+    except RecursionError:
+        return error_answer(ErrorCode.BAD_REQUEST, "Unexpected JSON: nested too deep")
+    if len(encoded) > FORWARDED_BODY_BYTES_MAX:
+        return error_answer(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"Request body of {len(encoded)} bytes as JSON, over {FORWARDED_BODY_BYTES_MAX}",
+        )
+    return None
+
+
 def _too_large(body_bytes_max: int) -> Answer:
     return error_answer(
         ErrorCode.PAYLOAD_TOO_LARGE,
@@ -269,7 +303,7 @@ def _too_large(body_bytes_max: int) -> Answer:
 def _respond(answer: Answer) -> web.Response:
     return web.Response(
         status=answer.status,
-        body=json.dumps(answer.body, ensure_ascii=False).encode(),
+        body=json.dumps(answer.body).encode(),  # ASCII: any text, even a lone surrogate
         headers={"Content-Type": ANSWER_CONTENT_TYPE},
     )
 

@@ -1,0 +1,100 @@
+"""How the broker forwards a registry call (:mod:`sluice.broker.registry.forwarding`,
+:mod:`sluice.protocol.private`): what can never be sent is answered at once, not retried,
+and the leader's state (loading) survives the trip back to the sender. The runtime and
+the other broker are stood in for: what is tested is the decision, not the transport
+(tests/cluster/test_schema_registry_cluster.py runs the real thing)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.registry.forwarding import RegistryCalls
+from sluice.cluster.image import MetadataImage
+from sluice.cluster.model import PartitionState, TopicMetadata
+from sluice.protocol.private import (
+    BODY_BYTES_MAX,
+    SCHEMA_REGISTRY_CALL,
+    BodyNotEncodable,
+    PrivateRequest,
+    decode_request_body,
+    encode_request_frame,
+)
+from sluice.registry.api import Call
+
+LEADER = 1
+TOPIC = "_schemas"
+
+
+def _deep(depth: int) -> object:
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _image(leader: int) -> MetadataImage:
+    state = PartitionState(replicas=(leader,), leader=leader, leader_epoch=1, isr=(leader,))
+    topic = TopicMetadata(TOPIC, uuid.uuid4(), {0: state})
+    return MetadataImage("c", topics=MappingProxyType({TOPIC: topic}))
+
+
+class _Peers:
+    """The other broker: answers with ``answers`` in turn (an exception is raised)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.sent: list[PrivateRequest] = []
+        self._answers = list(answers)
+
+    async def request_private(
+        self, node_id: int, request: PrivateRequest, timeout_s: float
+    ) -> dict[str, Any]:
+        self.sent.append(request)
+        answer = self._answers.pop(0) if len(self._answers) > 1 else self._answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, dict)
+        return answer
+
+
+def _calls(peers: _Peers, forward_timeout_ms: int = 2_000) -> RegistryCalls:
+    async def exists() -> None:
+        return None
+
+    return RegistryCalls(
+        0,
+        TOPIC,
+        lambda: _image(LEADER),
+        None,  # type: ignore[arg-type]  # never asked: the leader is another broker
+        peers,  # type: ignore[arg-type]
+        exists,
+        forward_timeout_ms=forward_timeout_ms,
+    )
+
+
+def test_a_private_body_is_encoded_once_and_refused_when_it_cannot_be_sent() -> None:
+    surrogate = PrivateRequest(SCHEMA_REGISTRY_CALL, {"schema": "\ud800"})
+    frame = encode_request_frame(7, "broker-0", surrogate)
+    assert decode_request_body(frame, len(frame) - len(surrogate.encoded_body)) == {
+        "schema": "\ud800"
+    }
+    with pytest.raises(BodyNotEncodable, match="cannot be encoded"):
+        PrivateRequest(SCHEMA_REGISTRY_CALL, {"deep": _deep(100_000)})
+    with pytest.raises(BodyNotEncodable, match="over"):
+        PrivateRequest(SCHEMA_REGISTRY_CALL, {"schema": "x" * BODY_BYTES_MAX})
+    assert json.loads(PrivateRequest(SCHEMA_REGISTRY_CALL, {"a": "é"}).encoded_body) == {"a": "é"}
+
+
+def test_a_call_that_cannot_be_forwarded_is_answered_at_once_never_retried() -> None:
+    peers = _Peers(PeerUnavailable("unreachable"))
+    call = Call("POST", ("subjects", "s-value", "versions"), {}, {"deep": _deep(100_000)})
+    answer = asyncio.run(_calls(peers, forward_timeout_ms=60_000).answer(call, None))
+    assert answer.status == 400 and answer.body["error_code"] == 400
+    assert "cannot be forwarded" in answer.body["message"]
+    assert peers.sent == []
