@@ -18,6 +18,8 @@ from sluice.broker.network.peer_connection import PeerUnavailable
 from sluice.broker.registry.forwarding import RegistryCalls
 from sluice.cluster.image import MetadataImage
 from sluice.cluster.model import PartitionState, TopicMetadata
+from sluice.common import errors
+from sluice.common.errors import ErrorCode
 from sluice.protocol.private import (
     BODY_BYTES_MAX,
     SCHEMA_REGISTRY_CALL,
@@ -98,3 +100,33 @@ def test_a_call_that_cannot_be_forwarded_is_answered_at_once_never_retried() -> 
     assert answer.status == 400 and answer.body["error_code"] == 400
     assert "cannot be forwarded" in answer.body["message"]
     assert peers.sent == []
+
+
+class _LoadingRuntime:
+    """The coordinator runtime while it loads the registry's partition."""
+
+    async def call(self, partition: int, operation: object) -> object:
+        raise errors.for_code(ErrorCode.coordinator_load_in_progress)("loading _schemas-0")
+
+
+def test_a_leader_still_loading_is_answered_50002_through_the_forwarding() -> None:
+    async def exists() -> None:
+        return None
+
+    here = RegistryCalls(
+        LEADER,
+        TOPIC,
+        lambda: _image(LEADER),
+        _LoadingRuntime(),  # type: ignore[arg-type]
+        _Peers(PeerUnavailable("not asked")),  # type: ignore[arg-type]
+        exists,
+    )
+    call = Call("GET", ("subjects",))
+    response = asyncio.run(here.answer_here(call, None))
+    assert response["status"] == 500 and response["body"]["error_code"] == 50002
+    assert response["elsewhere"] == "loading"
+    # The sender keeps looking, then answers 50002 (the documented code), not 50003.
+    peers = _Peers(response)
+    answer = asyncio.run(_calls(peers, forward_timeout_ms=300).answer(call, None))
+    assert answer.status == 500 and answer.body["error_code"] == 50002, answer
+    assert len(peers.sent) > 1

@@ -14,8 +14,9 @@ a JSON object. Both are small (admin calls), bounded by :data:`BODY_BYTES_MAX`.
   broker received and forwards to the broker hosting the registry (the leader of
   ``_schemas``-0), between brokers only. Request ``{"call": Call.to_json(),
   "principal": "User:name" | null}`` (the caller the sending broker authenticated and
-  authorized); response ``Answer.to_json()``, ``{"status", "body"}`` (error code 50003
-  when the broker asked does not host the registry: the sender looks again).
+  authorized); response ``Answer.to_json()``, ``{"status", "body"}``; when the broker
+  asked does not host the registry, also ``"elsewhere": "moved" | "loading"`` (error
+  code 50003, or 50002 while it loads it): the sender looks again.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ and forwards here because this broker leads the registry's partition.
 Between brokers only: with the authorizer on it needs CLUSTER_ACTION on the cluster
 (the brokers' principal is a super user), like Kafka's inter-broker requests. A body
 that is not the documented object closes the connection, as a malformed Kafka request
-does. A broker that does not host the registry answers 50003, so the sender looks
-for its leader again.
+does. A broker that does not host the registry answers 50003 (50002 while it loads the
+registry's topic) and says so (``"elsewhere"``), so the sender looks for its leader
+again.
 """
 
 from __future__ import annotations
@@ -44,4 +45,4 @@ async def handle_schema_registry_call(
     registry = services.schema_registry
     if registry is None:
         return forwarding_error("no registry here").to_json()
-    return (await registry.answer_here(call, principal)).to_json()
+    return await registry.answer_here(call, principal)

@@ -57,6 +57,12 @@ broker's death takes a ZooKeeper session timeout, 6 s by default) before it is a
 RETRY_BACKOFF_MS: Final = 100
 """The wait between two attempts while there is no leader, it is loading, or it cannot
 be reached."""
+ELSEWHERE: Final = "elsewhere"
+"""The key of a forwarded call's response saying the broker asked does not host the
+registry (beside the answer's ``status`` and ``body``), and why: :data:`LOADING` or
+:data:`MOVED`."""
+LOADING: Final = "loading"
+MOVED: Final = "moved"
 PEER_REQUEST_TIMEOUT_MS: Final = 30_000
 """How long a forwarded call may take at the leader (a registration waits for its
 record to be replicated and for the schema to be parsed)."""
@@ -129,13 +135,17 @@ class RegistryCalls:
             return await self._answer_local(call)
         return await self._forward(state.leader, call, principal)
 
-    async def answer_here(self, call: Call, principal: str | None) -> Answer:
-        """Answer a call another broker forwarded: from the shard here, or 50003 when
-        this broker does not host it (the sender looks for the leader again)."""
+    async def answer_here(self, call: Call, principal: str | None) -> dict[str, Any]:
+        """The response to a call another broker forwarded (``Answer.to_json()``): the
+        shard's answer here; when this broker does not host the registry, 50003 with
+        ``"elsewhere": "moved"``, or 50002 with ``"elsewhere": "loading"`` while it
+        loads it (the sender looks for the leader again, keeping why)."""
         try:
-            return await self._answer_local(call)
+            return (await self._answer_local(call)).to_json()
         except _NotHere as e:
-            return forwarding_error(str(e))
+            if e.loading:
+                return {**loading_timeout(str(e)).to_json(), ELSEWHERE: LOADING}
+            return {**forwarding_error(str(e)).to_json(), ELSEWHERE: MOVED}
 
     async def _answer_local(self, call: Call) -> Answer:
         try:
@@ -171,9 +181,12 @@ class RegistryCalls:
             answer = Answer.from_json(body)
         except ValueError as e:
             raise _NotHere(f"broker {leader} answered {body!r}: {e}") from None
-        if error_code_of(answer) == RegistryErrorCode.REQUEST_FORWARDING_FAILED:
+        elsewhere = body.get(ELSEWHERE)
+        if elsewhere is not None or (
+            error_code_of(answer) == RegistryErrorCode.REQUEST_FORWARDING_FAILED
+        ):
             message = answer.body.get("message") if isinstance(answer.body, dict) else None
-            raise _NotHere(f"broker {leader}: {message}")
+            raise _NotHere(f"broker {leader}: {message}", loading=elsewhere == LOADING)
         return answer
 
 
