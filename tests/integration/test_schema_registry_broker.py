@@ -45,7 +45,7 @@ from test_sasl import librdkafka_config, sasl_broker_process, seed_users
 import sluice.testing
 from sluice.broker.app import Broker
 from sluice.broker.fatal import BrokerFatalError
-from sluice.broker.network.peer_connection import InterBrokerListener
+from sluice.broker.network.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.network.peers import Peers
 from sluice.broker.registry.http_listener import (
     ANSWER_CONTENT_TYPE,
@@ -491,5 +491,50 @@ def test_bodies_no_broker_could_send_on_are_refused_by_the_listener(tmp_path: Pa
         assert not any(
             isinstance(call.body, dict) and call.body.get("schema") == "\ud800" for call in reached
         )
+
+    asyncio.run(scenario())
+
+
+def test_only_brokers_may_forward_registry_calls_with_the_authorizer_off(
+    tmp_path: Path,
+) -> None:
+    """SCHEMA_REGISTRY_CALL skips the registry's HTTP sign-in and authorization: on a
+    SASL broker without the authorizer, a client signed in as any other user than the
+    brokers' inter-broker user is refused 40301, and nothing is registered."""
+    data_dir = tmp_path / "data"
+    seed_users(data_dir, USERS)
+    settings = {
+        "listeners": f"SASL_PLAINTEXT://{HOST}:0",
+        "sluice.inter.broker.sasl.username": "admin",
+        "sluice.inter.broker.sasl.password": USERS["admin"],
+        "connection.failed.authentication.delay.ms": "0",
+    }
+    call = Call("POST", ("subjects", "orders-value", "versions"), {}, {"schema": "x"})
+    request = PrivateRequest(SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": None})
+
+    async def forward_as(broker: Broker, user: str) -> dict[str, object]:
+        sasl = InterBrokerSasl("SCRAM-SHA-512", user, USERS[user])
+        peers = Peers(
+            99, lambda: broker.applier.image, InterBrokerListener("SASL_PLAINTEXT", sasl=sasl)
+        )
+        try:
+            return await peers.request_private(0, request, 10.0)
+        finally:
+            await peers.close()
+
+    async def scenario() -> None:
+        async with running_broker(data_dir, settings) as broker:
+            refused = await forward_as(broker, "writer")
+            assert refused["status"] == 403, refused
+            assert refused["body"]["error_code"] == 40301  # type: ignore[index]
+            await broker.topics.ensure_schema_registry_topic()
+            registry = broker.schema_registry
+            assert registry is not None
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while registry.runtime.loaded_partitions() != [0]:
+                assert time.monotonic() < deadline, "the registry was never loaded"
+                await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a sync
+            assert (await forward_as(broker, "writer"))["status"] == 403
+            assert await forward_as(broker, "admin") == {"status": 200, "body": {"id": 1}}
 
     asyncio.run(scenario())
