@@ -316,14 +316,6 @@ async def test_record_name_strategy_uses_the_schemas_record_name(
     assert "subject 't-com.example.Order'" in reason
 
 
-@in_loop
-async def test_no_registry_refuses_with_a_clear_error(checks: ProduceChecks) -> None:
-    validation = SchemaValidation(ManualClock())
-    section, count = _section(frame(1, b""))
-    with pytest.raises(errors.InvalidRecord, match="runs no Schema Registry"):
-        await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
-
-
 def test_record_errors_are_bounded() -> None:
     refused = [(i, "value has no magic byte") for i in range(RECORD_ERRORS_PER_PARTITION_MAX + 5)]
     assert len(record_errors(refused)) == RECORD_ERRORS_PER_PARTITION_MAX

@@ -208,14 +208,14 @@ class SchemaValidation:
     def __init__(
         self,
         clock: Clock,
-        lookup: SchemaLookup | None = None,
+        lookup: SchemaLookup,
         *,
         entries_max: int = SCHEMA_VALIDATION_CACHE_ENTRIES_MAX,
         ttl_ms: int = SCHEMA_VALIDATION_CACHE_TTL_MS,
     ) -> None:
-        self.lookup = lookup
-        """Where schema ids are looked up; None: this broker runs no registry, and a
-        topic with validation refuses every batch."""
+        self._lookup = lookup
+        """Where schema ids are looked up: the registry, wherever it is hosted (every
+        broker reaches it)."""
         self._clock = clock
         self._entries_max = entries_max
         self._ttl_ms = ttl_ms
@@ -274,8 +274,7 @@ class SchemaValidation:
         """The records of a batch (``section``: its records' bytes and where they start;
         ``count`` of them; ``ids``: its schema ids if already read) that ``topic``
         refuses, as (index in the batch, reason), asking the registry what the cache
-        does not know. Raises InvalidRecord when there is no registry, RequestTimedOut
-        when it does not answer."""
+        does not know. Raises RequestTimedOut when the registry does not answer."""
         if ids is None:
             ids = self.ids_now(config, section, count)
         if ids is None:
@@ -348,7 +347,7 @@ class SchemaValidation:
         if isinstance(subject, _NoRecord):
             return _no_record(schema_id)
         assert isinstance(subject, str), "record names were just looked up"
-        lookup = self._lookup()
+        lookup = self._lookup
         versions = await self._versions_lookups.run(
             schema_id, lambda: lookup.versions_of(schema_id)
         )
@@ -366,7 +365,7 @@ class SchemaValidation:
         if names is not None:
             self._record_names.move_to_end(schema_id)
             return names
-        lookup = self._lookup()
+        lookup = self._lookup
         found = await self._names_lookups.run(schema_id, lambda: lookup.record_names_of(schema_id))
         if found is not None:
             self._record_names[schema_id] = found
@@ -379,13 +378,6 @@ class SchemaValidation:
         self._registered.move_to_end(key)
         while len(self._registered) > self._entries_max:
             self._registered.popitem(last=False)
-
-    def _lookup(self) -> SchemaLookup:
-        if self.lookup is None:
-            raise errors.InvalidRecord(
-                "the topic validates schema ids, but this broker runs no Schema Registry"
-            )
-        return self.lookup
 
 
 class _Miss:

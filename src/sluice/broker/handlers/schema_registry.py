@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.handlers.acl_rules import CLUSTER_ACTION
-from sluice.broker.registry.answers import error_answer, forwarding_error
+from sluice.broker.registry.answers import error_answer
 from sluice.broker.services import UsesAuthorizer, UsesConfig, UsesSchemaRegistry
 from sluice.common.config import SASL_PROTOCOLS
 from sluice.common.errors import ProtocolError
@@ -46,10 +46,7 @@ async def handle_schema_registry_call(
     refused = _refusal(services, context)
     if refused is not None:
         return error_answer(ErrorCode.USER_NOT_AUTHORIZED, refused).to_json()
-    registry = services.schema_registry
-    if registry is None:
-        return forwarding_error("no registry here").to_json()
-    return await registry.answer_here(call, principal)
+    return await services.schema_registry.answer_here(call, principal)
 
 
 def _refusal(services: SchemaRegistryServices, context: RequestContext) -> str | None:

@@ -314,9 +314,9 @@ def _bind_failure(endpoint: HttpEndpoint, error: OSError) -> str:
             f"the Schema Registry's port {endpoint.port} on {endpoint.host or '0.0.0.0'} is "
             "already in use (another registry or broker on this machine?): pass -o "
             "schema.registry.listeners=http://127.0.0.1:<a free port> (port 0: any free "
-            "port; empty: no registry)"
+            "port; empty: no REST API on this broker)"
         )
     return (
         f"cannot listen for the Schema Registry on {endpoint}: {error.strerror}; change "
-        "schema.registry.listeners (empty: no registry)"
+        "schema.registry.listeners (empty: no REST API on this broker)"
     )
