@@ -6,7 +6,8 @@ broker, real sockets and a real HTTP client, whatever the shard answers.
 It keeps one id per subject: ``POST /subjects/<s>/versions`` appends a record
 ``{"subject", "id"}`` (ids count from 1, in commit order) and answers ``{"id"}`` once
 the record is committed; ``GET /subjects`` lists the subjects; ``POST /check`` answers
-what ``run_check`` (run in a worker thread) made of its body; anything else 404.
+what ``run_check`` (run in a worker thread) made of its body, and in which thread;
+anything else 404.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def run_check(work: object) -> object:
     return {
         "work": work,
         "in_a_worker_thread": threading.current_thread() is not threading.main_thread(),
+        "thread": threading.current_thread().name,
     }
 
 

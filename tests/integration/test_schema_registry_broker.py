@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -122,11 +123,18 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
             assert (status, body) == (200, {"id": 2})
             status, body, _ = await call_registry(s, "GET", f"{url}/subjects")
             assert body == ["a/b-value", "orders-value"]
-            # A shard's Task runs in a worker thread, not on the event loop.
+            # A shard's Task runs in a worker thread of the registry's own, not on the
+            # event loop nor in asyncio's default executor (sign-ins, ZooKeeper use it).
             status, body, _ = await call_registry(
                 s, "POST", f"{url}/check", data=b'{"a": 1}', headers=JSON_BODY
             )
-            assert (status, body) == (200, {"work": {"a": 1}, "in_a_worker_thread": True})
+            assert status == 200 and body["work"] == {"a": 1} and body["in_a_worker_thread"]
+            assert body["thread"].startswith("sluice-registry-check"), body
+        # Its threads end with the broker.
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while any(t.name.startswith("sluice-registry-check") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the registry's check threads outlived it"
+            await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a sync
 
     asyncio.run(scenario())
 

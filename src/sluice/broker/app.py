@@ -331,6 +331,7 @@ class Broker:
             await self._stop_http()
             if self.schema_registry is not None:
                 await self.schema_registry.listener.stop()
+                self.schema_registry.close()
             self.replicas.close_all()
             if self.store is not None:
                 await self.store.close()
@@ -936,6 +937,8 @@ class Broker:
         watch.step("ending topic creations in flight", say=False)
         await self.topics.close()
         self.produce_checks.close()
+        if self.schema_registry is not None:
+            self.schema_registry.close()
         # Leave the cluster first: the controller moves leadership off this broker
         # while its logs close.
         assert self.store is not None, "shutdown follows a successful start"
