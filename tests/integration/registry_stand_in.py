@@ -6,8 +6,8 @@ broker, real sockets and a real HTTP client, whatever the shard answers.
 It keeps one id per subject: ``POST /subjects/<s>/versions`` appends a record
 ``{"subject", "id"}`` (ids count from 1, in commit order) and answers ``{"id"}`` once
 the record is committed; ``GET /subjects`` lists the subjects; ``POST /check`` answers
-what ``run_check`` (run in a worker thread) made of its body, and in which thread;
-anything else 404.
+what ``run_check`` (run in a worker thread) made of its body, and in which thread
+(``{"block": name}``: once :func:`blocked_check` releases it); anything else 404.
 """
 
 from __future__ import annotations
@@ -104,7 +104,21 @@ class StandInShard:
         return [Reply(token, Answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"}))]
 
 
+BLOCKED_CHECKS: dict[str, tuple[threading.Event, threading.Event]] = {}
+"""``POST /check`` with ``{"block": name}``: its check sets the first event (started) and
+waits for the second (released), at most ``READY_TIMEOUT_S`` (a slow parse)."""
+
+
+def blocked_check(name: str) -> tuple[threading.Event, threading.Event]:
+    """The (started, release) events of the check ``{"block": name}``."""
+    return BLOCKED_CHECKS.setdefault(name, (threading.Event(), threading.Event()))
+
+
 def run_check(work: object) -> object:
+    if isinstance(work, dict) and isinstance(work.get("block"), str):
+        started, release = blocked_check(work["block"])
+        started.set()
+        release.wait(READY_TIMEOUT_S)
     return {
         "work": work,
         "in_a_worker_thread": threading.current_thread() is not threading.main_thread(),

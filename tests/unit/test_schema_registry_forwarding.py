@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from sluice.broker.network.peer_connection import PeerUnavailable
+from sluice.broker.network.peers import Peers, RequestMayHaveArrived
 from sluice.broker.registry.forwarding import RegistryCalls
 from sluice.cluster.image import MetadataImage
-from sluice.cluster.model import PartitionState, TopicMetadata
+from sluice.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from sluice.common import errors
 from sluice.common.errors import ErrorCode
 from sluice.protocol.private import (
@@ -55,8 +56,9 @@ class _Peers:
         self._answers = list(answers)
 
     async def request_private(
-        self, node_id: int, request: PrivateRequest, timeout_s: float
+        self, node_id: int, request: PrivateRequest, timeout_s: float, *, wait_s: float
     ) -> dict[str, Any]:
+        assert 0 <= timeout_s <= 60 and wait_s == timeout_s, "bounded by the call's deadline"
         self.sent.append(request)
         answer = self._answers.pop(0) if len(self._answers) > 1 else self._answers[0]
         if isinstance(answer, Exception):
@@ -130,3 +132,54 @@ def test_a_leader_still_loading_is_answered_50002_through_the_forwarding() -> No
     answer = asyncio.run(_calls(peers, forward_timeout_ms=300).answer(call, None))
     assert answer.status == 500 and answer.body["error_code"] == 50002, answer
     assert len(peers.sent) > 1
+
+
+def test_a_write_sent_and_unanswered_is_never_sent_again_a_read_is() -> None:
+    lost = RequestMayHaveArrived("broker 1 did not answer: TimeoutError()")
+    delete = Call("DELETE", ("subjects", "s-value"))
+    peers = _Peers(lost)
+    answer = asyncio.run(_calls(peers, forward_timeout_ms=60_000).answer(delete, None))
+    assert answer.status == 500 and answer.body["error_code"] == 50003
+    assert "may have been applied" in answer.body["message"]
+    assert len(peers.sent) == 1
+    read = Call("GET", ("subjects",))
+    peers = _Peers(lost, {"status": 200, "body": ["s-value"]})
+    answer = asyncio.run(_calls(peers).answer(read, None))
+    assert (answer.status, answer.body) == (200, ["s-value"])
+    assert len(peers.sent) == 2
+
+
+def test_waiting_for_a_busy_peer_connection_is_bounded() -> None:
+    """A peer that never answers holds its connection; the next request gives up
+    after its ``wait_s`` instead of queueing behind it."""
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await release.wait()  # answers nothing until the test is done
+            writer.close()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        image = MetadataImage(
+            "c", MappingProxyType({LEADER: BrokerInfo(LEADER, "127.0.0.1", port)})
+        )
+        peers = Peers(0, lambda: image)
+        request = PrivateRequest(SCHEMA_REGISTRY_CALL, {"call": {}, "principal": None})
+        try:
+            first = asyncio.create_task(peers.request_private(LEADER, request, 60.0))
+            await asyncio.sleep(0)  # let it take the connection
+            with pytest.raises(PeerUnavailable, match="stayed busy"):
+                await peers.request_private(LEADER, request, 60.0, wait_s=0.2)
+            assert not first.done(), "the second gave up while the first still waited"
+            release.set()
+            with pytest.raises(PeerUnavailable):
+                await first
+        finally:
+            release.set()
+            await peers.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())

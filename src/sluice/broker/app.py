@@ -331,7 +331,7 @@ class Broker:
             await self._stop_http()
             if self.schema_registry is not None:
                 await self.schema_registry.listener.stop()
-                self.schema_registry.close()
+                await self.schema_registry.close()
             self.replicas.close_all()
             if self.store is not None:
                 await self.store.close()
@@ -599,7 +599,6 @@ class Broker:
         """The registry. A broker without registry listeners still hosts it when it
         leads its partition, so the other brokers can forward to it."""
         config = self.config
-        assert self.peers is not None
         secured = config.http_secured()
         return SchemaRegistry(
             config,
@@ -607,7 +606,8 @@ class Broker:
             purgatory=self.purgatory,
             clock=self.clock,
             image=lambda: self.applier.image,
-            peers=self.peers,
+            # Connections of its own: a forwarded call may take seconds at the leader.
+            peers=Peers(self.config.node_id, lambda: self.applier.image, self.inter_broker),
             ensure_topic=self.topics.ensure_schema_registry_topic,
             core=self._registry_core,
             authenticator=self._http_authenticator(store) if secured else None,
@@ -938,7 +938,7 @@ class Broker:
         await self.topics.close()
         self.produce_checks.close()
         if self.schema_registry is not None:
-            self.schema_registry.close()
+            await self.schema_registry.close()
         # Leave the cluster first: the controller moves leadership off this broker
         # while its logs close.
         assert self.store is not None, "shutdown follows a successful start"

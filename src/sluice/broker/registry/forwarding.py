@@ -6,17 +6,22 @@
     call (from the HTTP listener) ──▶ _schemas exists? (created on the first call)
         ──▶ leader of _schemas-0 ──this broker──▶ the runtime: shard.handle(call)
                  │                                   loading / just lost it ─▶ again
-                 ├──another broker──▶ SCHEMA_REGISTRY_CALL over the inter-broker
-                 │                    connection ─▶ its answer
-                 │                    unreachable / 50003 "not here" ─▶ again
+                 ├──another broker──▶ SCHEMA_REGISTRY_CALL over the registry's own
+                 │                    inter-broker connection ─▶ its answer
+                 │                    unreachable / not sent / "not here" ─▶ again
+                 │                    sent, no answer: a read ─▶ again
+                 │                                     a write ─▶ 50003 at once
                  └──none──▶ again
         again: after RETRY_BACKOFF_MS, with the metadata of then, until
         FORWARD_TIMEOUT_MS has passed; then 500 with error_code 50003 (no leader,
         unreachable) or 50002 (the leader is still loading)
 
-A write retried after its leader changed may have been committed already: the registry
-answers a registration of a schema the subject has with its existing id, so a retry
-never makes a second version.
+Every wait of a call (for the connection, for the answer) ends by its one deadline,
+``FORWARD_TIMEOUT_MS`` after it arrived. A write that was sent and got no answer is not
+sent again: the leader may still be running it (a soft delete repeated would answer
+40404 although it succeeded), so the caller is told it may have been applied. The
+connection is the registry's own (a ``Peers`` of its own): a slow registration never
+holds up the controller channel, transactions or share state between the brokers.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 from sluice.broker.network.peer_connection import PeerUnavailable
-from sluice.broker.network.peers import Peers
+from sluice.broker.network.peers import Peers, RequestMayHaveArrived
 from sluice.broker.registry.answers import (
     error_answer,
     error_code_of,
@@ -51,9 +56,11 @@ log = logging.getLogger(__name__)
 REGISTRY_PARTITION: Final = 0
 """The registry's one partition of ``schema.registry.topic``."""
 FORWARD_TIMEOUT_MS: Final = 15_000
-"""How long a call keeps looking for the registry's leader (a leader election after a
-broker's death takes a ZooKeeper session timeout, 6 s by default) before it is answered
-50003 or 50002. Confluent's clients time out after 30 s."""
+"""How long a call may take on a broker that does not host the registry: looking for
+the registry's leader (a leader election after a broker's death takes a ZooKeeper
+session timeout, 6 s by default), waiting for the connection to it and for its answer
+(a registration waits for its record to be replicated and for the schema to be parsed)
+before it is answered 50003 or 50002. Confluent's clients time out after 30 s."""
 RETRY_BACKOFF_MS: Final = 100
 """The wait between two attempts while there is no leader, it is loading, or it cannot
 be reached."""
@@ -63,9 +70,6 @@ registry (beside the answer's ``status`` and ``body``), and why: :data:`LOADING`
 :data:`MOVED`."""
 LOADING: Final = "loading"
 MOVED: Final = "moved"
-PEER_REQUEST_TIMEOUT_MS: Final = 30_000
-"""How long a forwarded call may take at the leader (a registration waits for its
-record to be replicated and for the schema to be parsed)."""
 
 
 class RegistryShard(CoordinatorShard, Protocol):
@@ -114,7 +118,7 @@ class RegistryCalls:
         while True:
             try:
                 await self._ensure_topic()
-                return await self._answer_once(call, principal)
+                return await self._answer_once(call, principal, deadline)
             except _NotHere as e:
                 why, loading = str(e), e.loading
             except KafkaError as e:
@@ -124,7 +128,7 @@ class RegistryCalls:
                 return loading_timeout(why) if loading else forwarding_error(why)
             await asyncio.sleep(RETRY_BACKOFF_MS / 1000)  # before asking the metadata again
 
-    async def _answer_once(self, call: Call, principal: str | None) -> Answer:
+    async def _answer_once(self, call: Call, principal: str | None, deadline: float) -> Answer:
         topic_partition = TopicPartition(self.topic, REGISTRY_PARTITION)
         state = self._image().partition(topic_partition)
         if state is None:
@@ -133,7 +137,7 @@ class RegistryCalls:
             raise _NotHere(f"{topic_partition} has no leader")
         if state.leader == self._node_id:
             return await self._answer_local(call)
-        return await self._forward(state.leader, call, principal)
+        return await self._forward(state.leader, call, principal, deadline)
 
     async def answer_here(self, call: Call, principal: str | None) -> dict[str, Any]:
         """The response to a call another broker forwarded (``Answer.to_json()``): the
@@ -162,7 +166,9 @@ class RegistryCalls:
         assert isinstance(response, Answer), f"the registry answered {response!r}"
         return response
 
-    async def _forward(self, leader: int, call: Call, principal: str | None) -> Answer:
+    async def _forward(
+        self, leader: int, call: Call, principal: str | None, deadline: float
+    ) -> Answer:
         try:
             request = PrivateRequest(
                 SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": principal}
@@ -171,10 +177,25 @@ class RegistryCalls:
             return error_answer(
                 RegistryErrorCode.BAD_REQUEST, f"The request cannot be forwarded: {e}"
             )
+        remaining_s = max(deadline - time.monotonic(), 0.0)
         try:
             body = await self._peers.request_private(
-                leader, request, PEER_REQUEST_TIMEOUT_MS / 1000
+                leader, request, remaining_s, wait_s=remaining_s
             )
+        except RequestMayHaveArrived as e:
+            if call.method != "GET":  # the leader may have applied it: never twice
+                log.warning(
+                    "registry call %s %s sent to broker %d, unanswered: %s",
+                    call.method,
+                    _path(call),
+                    leader,
+                    e,
+                )
+                return forwarding_error(
+                    f"broker {leader} (the leader of {self.topic}) did not answer in time; "
+                    "the change may have been applied: read before trying again"
+                )
+            raise _NotHere(f"broker {leader} (the leader of {self.topic}): {e}") from None
         except (PeerUnavailable, errors.ProtocolError, KafkaError) as e:
             raise _NotHere(f"broker {leader} (the leader of {self.topic}): {e}") from None
         try:

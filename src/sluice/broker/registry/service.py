@@ -89,6 +89,8 @@ class SchemaRegistry:
             run_task,
         )
         self.hosting = CoordinatorHosting(topic, self.runtime, replicas)
+        self.peers = peers
+        """The registry's own connections to the other brokers (forwarded calls)."""
         self.calls = RegistryCalls(config.node_id, topic, image, self.runtime, peers, ensure_topic)
         self.listener = RegistryListener(
             config.schema_registry_listeners,
@@ -100,9 +102,11 @@ class SchemaRegistry:
             access=access,
         )
 
-    def close(self) -> None:
-        """Stop the check threads; checks not started are dropped, running ones finish
-        (the runtime, stopped first, no longer waits for them)."""
+    async def close(self) -> None:
+        """Close its connections to the other brokers and stop the check threads;
+        checks not started are dropped, running ones finish (the runtime, stopped
+        first, no longer waits for them)."""
+        await self.peers.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property
