@@ -402,6 +402,62 @@ def test_on_a_secured_broker_callers_sign_in_and_are_authorized_by_subject(
     asyncio.run(scenario())
 
 
+def test_every_listing_shows_only_the_subjects_the_caller_may_read(tmp_path: Path) -> None:
+    """GET /schemas (each version's subject, id and text) and the subjects and versions
+    of an id are filtered by the caller's READ per subject like GET /subjects, and
+    paged after the filter."""
+    data_dir = tmp_path / "data"
+    seed_users(data_dir, USERS)
+    _seed_acls(data_dir)
+    settings = {
+        "listeners": f"SASL_PLAINTEXT://{HOST}:0",
+        "authorizer.enabled": "true",
+        "super.users": "User:admin",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+
+    def auth(user: str) -> str:
+        return "Basic " + base64.b64encode(f"{user}:{USERS[user]}".encode()).decode()
+
+    async def scenario() -> None:
+        async with running_broker(data_dir, settings) as broker, aiohttp.ClientSession() as s:
+            url = registry_url(broker)
+
+            async def get(path: str, user: str) -> object:
+                status, body, _ = await call_registry(s, "GET", f"{url}{path}", auth=auth(user))
+                assert status == 200, body
+                return body
+
+            # One schema under a subject reader may read and one it may not: one id.
+            for subject in ("orders-value", "secret-value"):
+                status, body, _ = await call_registry(
+                    s,
+                    "POST",
+                    f"{url}/subjects/{subject}/versions",
+                    data=b'{"schema": "shared"}',
+                    headers=JSON_BODY,
+                    auth=auth("admin"),
+                )
+                assert (status, body) == (200, {"id": 1})
+            everything = await get("/schemas", "admin")
+            assert [entry["subject"] for entry in everything] == ["orders-value", "secret-value"]
+            assert await get("/schemas", "reader") == everything[:1]
+            assert await get("/schemas?offset=0&limit=1", "reader") == everything[:1]
+            assert await get("/schemas?offset=1&limit=1", "reader") == []
+            assert await get("/schemas?offset=1&limit=1", "admin") == everything[1:]
+            assert await get("/schemas/ids/1/subjects", "reader") == ["orders-value"]
+            assert await get("/schemas/ids/1/versions", "reader") == [
+                {"subject": "orders-value", "version": 1}
+            ]
+            assert await get("/schemas/ids/1/subjects", "writer") == []
+            assert await get("/schemas/ids/1/subjects", "admin") == [
+                "orders-value",
+                "secret-value",
+            ]
+
+    asyncio.run(scenario())
+
+
 def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path) -> None:
     """A ``sluice serve`` with a SASL listener and ACLs: Confluent's client with
     ``basic.auth.user.info`` of a SCRAM user; without credentials 401, a user without

@@ -169,7 +169,7 @@ class RegistryListener:
             if refusal is not None:
                 return _respond(error_answer(ErrorCode.USER_NOT_AUTHORIZED, refusal))
         filtered = self._access is not None and principal is not None
-        paging = _subjects_paging(call) if filtered else None
+        paging = _listing_paging(call) if filtered else None
         try:
             answer = await self._answer(call if paging is None else paging[0], principal)
         except Exception:  # a bug: the caller gets a 500, the broker goes on
@@ -230,32 +230,44 @@ class RegistryListener:
         return Call(request.method, segments, query, body)
 
     def _visible(self, answer: Answer, call: Call, principal: str, host: str) -> Answer:
-        """``GET /subjects`` lists only the subjects the caller may read."""
-        if (
-            call.method != "GET"
-            or call.segments != ("subjects",)
-            or answer.status != 200
-            or not isinstance(answer.body, list)
-        ):
+        """A listing shows only the entries of subjects the caller may read: ``GET
+        /subjects``, ``GET /schemas`` (each version with its subject, id and text), ``GET
+        /schemas/ids/{id}/subjects`` and ``…/versions``."""
+        if not _is_listing(call) or answer.status != 200 or not isinstance(answer.body, list):
             return answer
         access = self._access
         assert access is not None
-        return Answer(
-            200,
-            [
-                subject
-                for subject in answer.body
-                if isinstance(subject, str) and access.may_read(principal, host, subject)
-            ],
-        )
+
+        def readable(entry: object) -> bool:
+            subject = entry.get("subject") if isinstance(entry, dict) else entry
+            return isinstance(subject, str) and access.may_read(principal, host, subject)
+
+        return Answer(200, [entry for entry in answer.body if readable(entry)])
 
 
-def _subjects_paging(call: Call) -> tuple[Call, int, int] | None:
-    """For ``GET /subjects`` with ``offset`` or ``limit``, the call without them and the
-    two numbers: a listing filtered by what the caller may read is paged after the
-    filter, so the registry must answer it whole. None for any other call (and for
-    numbers that are not integers, which the registry refuses)."""
-    if call.method != "GET" or call.segments != ("subjects",):
+_PAGED_LISTINGS: Final = frozenset({("subjects",), ("schemas",)})
+"""The listings whose ``offset`` and ``limit`` the registry applies."""
+
+
+def _is_listing(call: Call) -> bool:
+    """Whether ``call`` asks for a listing of subjects, or of entries naming one."""
+    segments = call.segments
+    if call.method != "GET":
+        return False
+    return segments in _PAGED_LISTINGS or (
+        len(segments) == 4
+        and segments[:2] == ("schemas", "ids")
+        and segments[3] in ("subjects", "versions")
+    )
+
+
+def _listing_paging(call: Call) -> tuple[Call, int, int] | None:
+    """For a paged listing (``GET /subjects``, ``GET /schemas``) with ``offset`` or
+    ``limit``, the call without them and the two numbers: a listing filtered by what the
+    caller may read is paged after the filter, so the registry must answer it whole.
+    None for any other call (and for numbers that are not integers, which the registry
+    refuses)."""
+    if call.method != "GET" or call.segments not in _PAGED_LISTINGS:
         return None
     if "offset" not in call.query and "limit" not in call.query:
         return None
