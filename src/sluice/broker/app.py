@@ -210,6 +210,9 @@ class Broker:
         self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
+        self.schema_validation: SchemaValidation | None = None
+        """The schema ids of records produced to topics that validate them, checked
+        against the Schema Registry (made by :meth:`start`, with the registry)."""
 
     def _listener_servers(self) -> list[Server]:
         """One server per listener, TLS ones with their (reloading) server context;
@@ -521,7 +524,7 @@ class Broker:
             self.clock,
         )
         registry = self.schema_registry = self._make_schema_registry(store)
-        schema_validation = SchemaValidation(
+        schema_validation = self.schema_validation = SchemaValidation(
             self.clock, RegistrySchemaLookup(registry.calls, self.produce_checks)
         )
         self.hosting = (
@@ -936,6 +939,8 @@ class Broker:
             await self.peers.close()
         watch.step("ending topic creations in flight", say=False)
         await self.topics.close()
+        if self.schema_validation is not None:
+            await self.schema_validation.close()
         self.produce_checks.close()
         if self.schema_registry is not None:
             await self.schema_registry.close()
