@@ -31,8 +31,10 @@ CONNECT_TIMEOUT_S = 5.0
 
 
 class RequestMayHaveArrived(PeerUnavailable):
-    """The request was sent (or partly sent) and no answer came: the other broker may
-    have acted on it. Sending it again may repeat what it did."""
+    """The request was sent and no answer came in time while the connection stayed open:
+    the other broker may still be acting on it, and sending it again may repeat what it
+    does. (A connection the other broker closed raises plain PeerUnavailable: it is
+    stopping or gone, and what it was doing ended with it.)"""
 
 
 class Peers:
@@ -60,8 +62,8 @@ class Peers:
         """Send ``build(version)`` to broker ``node_id`` and return its answer, waiting
         at most ``wait_s`` (None: as long as it takes) for the connection to be free of
         the request before. Raises PeerUnavailable when the broker is not live, cannot be
-        reached, the connection stayed busy, or (RequestMayHaveArrived) the request was
-        sent and no answer came in time."""
+        reached, the connection stayed busy or closed, or (RequestMayHaveArrived) the
+        request was sent and no answer came in time."""
         assert node_id != self._node_id, "a request to this broker is a local call"
         lock = self._locks.setdefault(node_id, asyncio.Lock())
         try:
@@ -73,7 +75,6 @@ class Peers:
             ) from None
         try:
             connection = self._connections.get(node_id)
-            sent = False
             try:
                 if connection is None:
                     broker = self._image().brokers.get(node_id)
@@ -85,14 +86,18 @@ class Peers:
                     await connection.open(min(CONNECT_TIMEOUT_S, timeout_s))
                     self._connections[node_id] = connection
                 payload = build(connection.version_for(api_key))
-                sent = True
-                return await connection.request(payload, timeout_s)
-            except (PeerUnavailable, errors.ProtocolError, errors.KafkaError) as e:
+                try:
+                    # This bound ends first: a timeout is told from a closed connection.
+                    async with asyncio.timeout(timeout_s):
+                        return await connection.request(payload, timeout_s + CONNECT_TIMEOUT_S)
+                except TimeoutError:
+                    raise RequestMayHaveArrived(
+                        f"broker {node_id} did not answer within {timeout_s:.1f} s"
+                    ) from None
+            except (PeerUnavailable, errors.ProtocolError, errors.KafkaError):
                 self._connections.pop(node_id, None)
                 if connection is not None:
                     await connection.close()
-                if sent and isinstance(e, PeerUnavailable):
-                    raise RequestMayHaveArrived(str(e)) from None
                 raise
         finally:
             lock.release()

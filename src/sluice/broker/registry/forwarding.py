@@ -8,18 +8,21 @@
                  │                                   loading / just lost it ─▶ again
                  ├──another broker──▶ SCHEMA_REGISTRY_CALL over the registry's own
                  │                    inter-broker connection ─▶ its answer
-                 │                    unreachable / not sent / "not here" ─▶ again
-                 │                    sent, no answer: a read ─▶ again
-                 │                                     a write ─▶ 50003 at once
+                 │                    unreachable / closed / "not here" ─▶ again
+                 │                    no answer in time: a read ─▶ again
+                 │                                       a write ─▶ 50003 at once
                  └──none──▶ again
         again: after RETRY_BACKOFF_MS, with the metadata of then, until
         FORWARD_TIMEOUT_MS has passed; then 500 with error_code 50003 (no leader,
         unreachable) or 50002 (the leader is still loading)
 
 Every wait of a call (for the connection, for the answer) ends by its one deadline,
-``FORWARD_TIMEOUT_MS`` after it arrived. A write that was sent and got no answer is not
-sent again: the leader may still be running it (a soft delete repeated would answer
-40404 although it succeeded), so the caller is told it may have been applied. The
+``FORWARD_TIMEOUT_MS`` after it arrived. A write the leader got no answer for in time,
+its connection still open, is not sent again: the leader may still be running it (a soft
+delete repeated would answer 40404 although it succeeded), so the caller is told it may
+have been applied. A connection the leader closed (it stopped, or died) is not such a
+case: the call goes to the next leader, where a registration repeated gets the id it got
+(a soft delete whose first try committed just before the leader died answers 40404). The
 connection is the registry's own (a ``Peers`` of its own): a slow registration never
 holds up the controller channel, transactions or share state between the brokers.
 """
