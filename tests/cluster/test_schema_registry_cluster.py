@@ -20,10 +20,11 @@ from pathlib import Path
 import aiohttp
 from cluster_processes import running_cluster
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from registry_stand_in import call_registry, registry_url, running_broker
+from registry_stand_in import blocked_check, call_registry, registry_url, running_broker
 
 from sluice.broker.app import Broker
 from sluice.common.ids import TopicPartition
+from sluice.protocol.private import DESCRIBE_DELAYS, PrivateRequest
 
 SETTLE_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.05
@@ -144,5 +145,65 @@ def test_any_broker_answers_and_ids_go_on_when_the_leader_stops(
                     session, "GET", f"{registry_url(broker)}/subjects"
                 )
                 assert subjects == ["after-value", "s0-value", "s1-value", "s2-value"]
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_forwarded_call_holds_up_no_other_traffic_between_brokers(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    """A registration that takes long at the leader (here a parse held until the test
+    releases it) travels on the registry's own connection: the broker's other requests
+    to the leader (transactions, share state, the controller channel) go on meanwhile."""
+
+    async def scenario() -> None:
+        async with AsyncExitStack() as stack:
+            session = await stack.enter_async_context(aiohttp.ClientSession())
+            brokers = [
+                await stack.enter_async_context(
+                    running_broker(
+                        tmp_path / f"broker-{node_id}",
+                        {"zookeeper.connect": zookeeper_connect, "node.id": str(node_id)},
+                    )
+                )
+                for node_id in range(2)
+            ]
+            await _settled(
+                "every broker sees two brokers",
+                lambda: all(len(b.applier.image.brokers) == 2 for b in brokers),
+            )
+            assert await _register(session, brokers[0], "a-value") == 1
+            state = brokers[0].applier.image.partition(REGISTRY_PARTITION)
+            assert state is not None
+            other = next(b for b in brokers if b.config.node_id != state.leader)
+            started, release = blocked_check("slow")
+            slow = asyncio.create_task(
+                call_registry(
+                    session,
+                    "POST",
+                    f"{registry_url(other)}/check",
+                    data=b'{"block": "slow"}',
+                    headers=JSON_BODY,
+                )
+            )
+            try:
+                await _settled("the slow call reached the leader's parse", started.is_set)
+                assert other.peers is not None
+                answer = await asyncio.wait_for(
+                    other.peers.request_private(
+                        state.leader,
+                        PrivateRequest(
+                            DESCRIBE_DELAYS, {"topic": "a", "partitions": None, "limit": 1}
+                        ),
+                        SETTLE_TIMEOUT_S,
+                    ),
+                    SETTLE_TIMEOUT_S,
+                )
+                assert "partitions" in answer
+                assert not slow.done(), "the slow call was still at the leader"
+            finally:
+                release.set()
+            status, body, _ = await slow
+            assert status == 200 and body["work"] == {"block": "slow"}, body
 
     asyncio.run(scenario())

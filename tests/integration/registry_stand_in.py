@@ -4,9 +4,13 @@ hosting on the leader of ``_schemas``-0, the topic, forwarding) is tested with a
 broker, real sockets and a real HTTP client, whatever the shard answers.
 
 It keeps one id per subject: ``POST /subjects/<s>/versions`` appends a record
-``{"subject", "id"}`` (ids count from 1, in commit order) and answers ``{"id"}`` once
-the record is committed; ``GET /subjects`` lists the subjects; ``POST /check`` answers
-what ``run_check`` (run in a worker thread) made of its body; anything else 404.
+``{"subject", "id"}`` (ids count from 1, in commit order; a body's ``schema`` another
+subject has keeps that subject's id, as Confluent's registry does) and answers ``{"id"}``
+once the record is committed; ``GET /subjects`` lists the subjects, ``GET /schemas``
+each subject's one version, ``GET /schemas/ids/<id>/subjects`` and ``…/versions`` the
+subjects (versions) of an id; ``POST /check`` answers
+what ``run_check`` (run in a worker thread) made of its body, and in which thread
+(``{"block": name}``: once :func:`blocked_check` releases it); anything else 404.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from sluice.registry.api import Answer, Call
 class StandInShard:
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
-        self._pending: dict[int, tuple[RequestToken, str, int]] = {}
+        self.schemas: dict[str, str] = {}
+        self._pending: dict[int, tuple[RequestToken, str, int, bytes]] = {}
         self._next_append = 0
         self._tasks: dict[int, RequestToken] = {}
 
@@ -47,6 +52,15 @@ class StandInShard:
         except (ValueError, KeyError, TypeError):
             raise errors.CorruptMessage("not a stand-in record") from None
         self.ids[subject] = schema_id
+        self._remember_schema(subject, value)
+
+    def _remember_schema(self, subject: str, value: bytes | None) -> None:
+        try:
+            schema = json.loads(value or b"null").get("schema")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(schema, str):
+            self.schemas[subject] = schema
 
     def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         raise AssertionError("no transactions in _schemas")
@@ -66,13 +80,14 @@ class StandInShard:
     def append_completed(
         self, now_ms: int, append_id: int, error: ErrorCode | None
     ) -> list[Effect]:
-        token, subject, schema_id = self._pending.pop(append_id)
+        token, subject, schema_id, value = self._pending.pop(append_id)
         if error is not None:
             answer = Answer(
                 500, {"error_code": 50001, "message": "Error in the backend data store"}
             )
             return [Reply(token, answer)]
         self.ids[subject] = schema_id
+        self._remember_schema(subject, value)
         return [Reply(token, Answer(200, {"id": schema_id}))]
 
     def task_completed(self, now_ms: int, task_id: int, result: object) -> list[Effect]:
@@ -82,6 +97,19 @@ class StandInShard:
         segments = call.segments
         if call.method == "GET" and segments == ("subjects",):
             return [Reply(token, Answer(200, sorted(self.ids)))]
+        if call.method == "GET" and segments == ("schemas",):
+            listing = [
+                {"subject": s, "version": 1, "id": i, "schema": self.schemas.get(s, "")}
+                for s, i in sorted(self.ids.items())
+            ]
+            return [Reply(token, Answer(200, listing))]
+        if call.method == "GET" and len(segments) == 4 and segments[:2] == ("schemas", "ids"):
+            subjects = [s for s, i in sorted(self.ids.items()) if str(i) == segments[2]]
+            if segments[3] == "subjects":
+                return [Reply(token, Answer(200, subjects))]
+            if segments[3] == "versions":
+                versions = [{"subject": s, "version": 1} for s in subjects]
+                return [Reply(token, Answer(200, versions))]
         if (
             call.method == "POST"
             and len(segments) == 3
@@ -90,12 +118,15 @@ class StandInShard:
             subject = segments[1]
             if subject in self.ids:
                 return [Reply(token, Answer(200, {"id": self.ids[subject]}))]
-            pending = [schema_id for _, _, schema_id in self._pending.values()]
-            schema_id = max([0, *self.ids.values(), *pending]) + 1
+            schema = call.body.get("schema") if isinstance(call.body, dict) else None
+            same = [self.ids[s] for s, text in self.schemas.items() if schema and text == schema]
+            pending = [schema_id for _, _, schema_id, _ in self._pending.values()]
+            schema_id = same[0] if same else max([0, *self.ids.values(), *pending]) + 1
             self._next_append += 1
-            self._pending[self._next_append] = (token, subject, schema_id)
+            value = json.dumps(call.body).encode()
+            self._pending[self._next_append] = (token, subject, schema_id, value)
             key = json.dumps({"subject": subject, "id": schema_id}).encode()
-            return [Append(self._next_append, ((key, json.dumps(call.body).encode()),))]
+            return [Append(self._next_append, ((key, value),))]
         if call.method == "POST" and segments == ("check",):
             task_id = len(self._tasks) + 1
             self._tasks[task_id] = token
@@ -103,10 +134,25 @@ class StandInShard:
         return [Reply(token, Answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"}))]
 
 
+BLOCKED_CHECKS: dict[str, tuple[threading.Event, threading.Event]] = {}
+"""``POST /check`` with ``{"block": name}``: its check sets the first event (started) and
+waits for the second (released), at most ``READY_TIMEOUT_S`` (a slow parse)."""
+
+
+def blocked_check(name: str) -> tuple[threading.Event, threading.Event]:
+    """The (started, release) events of the check ``{"block": name}``."""
+    return BLOCKED_CHECKS.setdefault(name, (threading.Event(), threading.Event()))
+
+
 def run_check(work: object) -> object:
+    if isinstance(work, dict) and isinstance(work.get("block"), str):
+        started, release = blocked_check(work["block"])
+        started.set()
+        release.wait(READY_TIMEOUT_S)
     return {
         "work": work,
         "in_a_worker_thread": threading.current_thread() is not threading.main_thread(),
+        "thread": threading.current_thread().name,
     }
 
 

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -45,9 +46,13 @@ from test_sasl import librdkafka_config, sasl_broker_process, seed_users
 import sluice.testing
 from sluice.broker.app import Broker
 from sluice.broker.fatal import BrokerFatalError
-from sluice.broker.network.peer_connection import InterBrokerListener
+from sluice.broker.network.peer_connection import InterBrokerListener, InterBrokerSasl
 from sluice.broker.network.peers import Peers
-from sluice.broker.registry.http_listener import ANSWER_CONTENT_TYPE, body_bytes_max
+from sluice.broker.registry.http_listener import (
+    ANSWER_CONTENT_TYPE,
+    RegistryListener,
+    body_bytes_max,
+)
 from sluice.cli.loopback import HOST
 from sluice.cluster.embedded import EmbeddedMetadataStore
 from sluice.common.authorizer import (
@@ -59,8 +64,9 @@ from sluice.common.authorizer import (
     ResourcePattern,
     ResourceType,
 )
+from sluice.common.config import HttpEndpoint
 from sluice.protocol.private import SCHEMA_REGISTRY_CALL, PrivateRequest
-from sluice.registry.api import Call
+from sluice.registry.api import Answer, Call
 from sluice.testing.ready_line import ready_schema_registry_url
 
 SCHEMA_MAX_BYTES = STAND_IN_SCHEMA_MAX_BYTES
@@ -88,7 +94,7 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
             status, body, _ = await call_registry(
                 s, "POST", register, data=too_long, headers=JSON_BODY
             )
-            assert (status, body["error_code"]) == (422, 42201), body
+            assert (status, body["error_code"]) == (422, 42209), body  # Confluent's code
             assert "schema.registry.schema.max.bytes" in body["message"]
             huge = b" " * (body_bytes_max(SCHEMA_MAX_BYTES) + 1)
             status, body, _ = await call_registry(s, "POST", register, data=huge, headers=JSON_BODY)
@@ -117,11 +123,18 @@ def test_the_listener_answers_what_confluent_answers(tmp_path: Path) -> None:
             assert (status, body) == (200, {"id": 2})
             status, body, _ = await call_registry(s, "GET", f"{url}/subjects")
             assert body == ["a/b-value", "orders-value"]
-            # A shard's Task runs in a worker thread, not on the event loop.
+            # A shard's Task runs in a worker thread of the registry's own, not on the
+            # event loop nor in asyncio's default executor (sign-ins, ZooKeeper use it).
             status, body, _ = await call_registry(
                 s, "POST", f"{url}/check", data=b'{"a": 1}', headers=JSON_BODY
             )
-            assert (status, body) == (200, {"work": {"a": 1}, "in_a_worker_thread": True})
+            assert status == 200 and body["work"] == {"a": 1} and body["in_a_worker_thread"]
+            assert body["thread"].startswith("sluice-registry-check"), body
+        # Its threads end with the broker.
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while any(t.name.startswith("sluice-registry-check") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the registry's check threads outlived it"
+            await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a sync
 
     asyncio.run(scenario())
 
@@ -389,6 +402,62 @@ def test_on_a_secured_broker_callers_sign_in_and_are_authorized_by_subject(
     asyncio.run(scenario())
 
 
+def test_every_listing_shows_only_the_subjects_the_caller_may_read(tmp_path: Path) -> None:
+    """GET /schemas (each version's subject, id and text) and the subjects and versions
+    of an id are filtered by the caller's READ per subject like GET /subjects, and
+    paged after the filter."""
+    data_dir = tmp_path / "data"
+    seed_users(data_dir, USERS)
+    _seed_acls(data_dir)
+    settings = {
+        "listeners": f"SASL_PLAINTEXT://{HOST}:0",
+        "authorizer.enabled": "true",
+        "super.users": "User:admin",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+
+    def auth(user: str) -> str:
+        return "Basic " + base64.b64encode(f"{user}:{USERS[user]}".encode()).decode()
+
+    async def scenario() -> None:
+        async with running_broker(data_dir, settings) as broker, aiohttp.ClientSession() as s:
+            url = registry_url(broker)
+
+            async def get(path: str, user: str) -> object:
+                status, body, _ = await call_registry(s, "GET", f"{url}{path}", auth=auth(user))
+                assert status == 200, body
+                return body
+
+            # One schema under a subject reader may read and one it may not: one id.
+            for subject in ("orders-value", "secret-value"):
+                status, body, _ = await call_registry(
+                    s,
+                    "POST",
+                    f"{url}/subjects/{subject}/versions",
+                    data=b'{"schema": "shared"}',
+                    headers=JSON_BODY,
+                    auth=auth("admin"),
+                )
+                assert (status, body) == (200, {"id": 1})
+            everything = await get("/schemas", "admin")
+            assert [entry["subject"] for entry in everything] == ["orders-value", "secret-value"]
+            assert await get("/schemas", "reader") == everything[:1]
+            assert await get("/schemas?offset=0&limit=1", "reader") == everything[:1]
+            assert await get("/schemas?offset=1&limit=1", "reader") == []
+            assert await get("/schemas?offset=1&limit=1", "admin") == everything[1:]
+            assert await get("/schemas/ids/1/subjects", "reader") == ["orders-value"]
+            assert await get("/schemas/ids/1/versions", "reader") == [
+                {"subject": "orders-value", "version": 1}
+            ]
+            assert await get("/schemas/ids/1/subjects", "writer") == []
+            assert await get("/schemas/ids/1/subjects", "admin") == [
+                "orders-value",
+                "secret-value",
+            ]
+
+    asyncio.run(scenario())
+
+
 def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path) -> None:
     """A ``sluice serve`` with a SASL listener and ACLs: Confluent's client with
     ``basic.auth.user.info`` of a SCRAM user; without credentials 401, a user without
@@ -436,3 +505,100 @@ def test_confluent_s_client_signs_in_to_a_sasl_broker_s_registry(tmp_path: Path)
         assert alice.get_subjects(offset=1, limit=1) == ["orders-value"]
     finally:
         broker.stop()
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"schema": "x", "deep": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def test_bodies_no_broker_could_send_on_are_refused_by_the_listener(tmp_path: Path) -> None:
+    """A lone surrogate escape (JSON decodes it to text with no UTF-8) or nesting the
+    JSON encoder cannot follow back is refused 400 before the registry sees it, as the
+    leader would need it encoded, on every broker alike; an answer echoing any text
+    is sent (as ASCII JSON), never a 500."""
+    reached: list[Call] = []
+
+    async def echo(call: Call, principal: str | None) -> Answer:
+        reached.append(call)
+        return Answer(422, {"error_code": 42201, "message": f"Invalid schema {call.body!r}"})
+
+    async def scenario() -> None:
+        listener = RegistryListener(
+            [HttpEndpoint(HOST, 0)],
+            echo,
+            schema_max_bytes=SCHEMA_MAX_BYTES,
+            subject_of=lambda call: None,
+            is_write=lambda call: True,
+        )
+        await listener.start()
+        try:
+            async with aiohttp.ClientSession() as s:
+                register = f"{listener.urls[0]}/subjects/orders-value/versions"
+                status, body, _ = await call_registry(
+                    s, "POST", register, data=b'{"schema": "\\ud800"}', headers=JSON_BODY
+                )
+                assert (status, body["error_code"]) == (400, 400), body
+                assert "surrogate" in body["message"]
+                for depth in range(900, 1000, 10):
+                    status, body, _ = await call_registry(
+                        s, "POST", register, data=_nested(depth), headers=JSON_BODY
+                    )
+                    assert (status, body["error_code"]) in ((400, 400), (422, 42201)), depth
+                assert all(json.dumps(call.body) for call in reached)  # each one encodable
+                # An answer echoing a lone surrogate (say, from a path) still goes out.
+                status, body, _ = await call_registry(
+                    s, "POST", register, data=b'{"schema": "caf\\u00e9"}', headers=JSON_BODY
+                )
+                assert (status, body["message"]) == (422, "Invalid schema {'schema': 'café'}")
+        finally:
+            await listener.stop()
+        assert not any(
+            isinstance(call.body, dict) and call.body.get("schema") == "\ud800" for call in reached
+        )
+
+    asyncio.run(scenario())
+
+
+def test_only_brokers_may_forward_registry_calls_with_the_authorizer_off(
+    tmp_path: Path,
+) -> None:
+    """SCHEMA_REGISTRY_CALL skips the registry's HTTP sign-in and authorization: on a
+    SASL broker without the authorizer, a client signed in as any other user than the
+    brokers' inter-broker user is refused 40301, and nothing is registered."""
+    data_dir = tmp_path / "data"
+    seed_users(data_dir, USERS)
+    settings = {
+        "listeners": f"SASL_PLAINTEXT://{HOST}:0",
+        "sluice.inter.broker.sasl.username": "admin",
+        "sluice.inter.broker.sasl.password": USERS["admin"],
+        "connection.failed.authentication.delay.ms": "0",
+    }
+    call = Call("POST", ("subjects", "orders-value", "versions"), {}, {"schema": "x"})
+    request = PrivateRequest(SCHEMA_REGISTRY_CALL, {"call": call.to_json(), "principal": None})
+
+    async def forward_as(broker: Broker, user: str) -> dict[str, object]:
+        sasl = InterBrokerSasl("SCRAM-SHA-512", user, USERS[user])
+        peers = Peers(
+            99, lambda: broker.applier.image, InterBrokerListener("SASL_PLAINTEXT", sasl=sasl)
+        )
+        try:
+            return await peers.request_private(0, request, 10.0)
+        finally:
+            await peers.close()
+
+    async def scenario() -> None:
+        async with running_broker(data_dir, settings) as broker:
+            refused = await forward_as(broker, "writer")
+            assert refused["status"] == 403, refused
+            assert refused["body"]["error_code"] == 40301  # type: ignore[index]
+            await broker.topics.ensure_schema_registry_topic()
+            registry = broker.schema_registry
+            assert registry is not None
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while registry.runtime.loaded_partitions() != [0]:
+                assert time.monotonic() < deadline, "the registry was never loaded"
+                await asyncio.sleep(POLL_INTERVAL_S)  # polling interval, not a sync
+            assert (await forward_as(broker, "writer"))["status"] == 403
+            assert await forward_as(broker, "admin") == {"status": 200, "body": {"id": 1}}
+
+    asyncio.run(scenario())

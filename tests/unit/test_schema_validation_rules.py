@@ -15,6 +15,8 @@ import pytest
 
 from sluice.broker.produce_checks import ProduceChecks
 from sluice.broker.schema_validation import (
+    SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX,
+    SCHEMA_VALIDATION_UNKNOWN_TTL_MS,
     RegistrySchemaLookup,
     SchemaValidation,
     record_errors,
@@ -250,13 +252,64 @@ async def test_ids_seen_recently_are_decided_without_the_registry(checks: Produc
 
 
 @in_loop
-async def test_negative_answers_are_not_cached(checks: ProduceChecks) -> None:
+async def test_unknown_ids_are_remembered_briefly(checks: ProduceChecks) -> None:
     lookup = FakeLookup()
-    validation = SchemaValidation(ManualClock(), lookup)
+    clock = ManualClock()
+    validation = SchemaValidation(clock, lookup)
     section, count = _section(frame(5, b""))
     assert await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
+    ids = validation.ids_now(VALUES_VALIDATED, section, count)
+    assert ids is not None
+    assert validation.refusals_now("t", VALUES_VALIDATED, ids), "decided without asking"
+    assert await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
+    assert lookup.asked == [5], "a repeated unknown id is not asked again at once"
     lookup.versions = {5: [("t-value", 1)]}
+    clock.advance(SCHEMA_VALIDATION_UNKNOWN_TTL_MS)
     assert await validation.refusals("t", VALUES_VALIDATED, section, count, checks) == []
+    assert lookup.asked == [5, 5]
+
+
+@in_loop
+async def test_a_batch_s_new_ids_are_looked_up_together_and_bounded(
+    checks: ProduceChecks,
+) -> None:
+    over = 3
+    count_ids = SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX + over
+    lookup = FakeLookup()
+    lookup.versions = {i: [("t-value", 1)] for i in range(1, count_ids + 1)}
+    lookup.gate = asyncio.Event()
+    validation = SchemaValidation(ManualClock(), lookup)
+    section, count = _section(*(frame(i, b"") for i in range(1, count_ids + 1)))
+    batch = asyncio.ensure_future(
+        validation.refusals("t", VALUES_VALIDATED, section, count, checks)
+    )
+    for _ in range(100 * SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX):  # bounded: loop turns
+        if len(lookup.asked) >= SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX or batch.done():
+            break
+        await asyncio.sleep(0)
+    # Every lookup started before any was answered: they run together.
+    assert len(lookup.asked) == SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX, lookup.asked
+    lookup.gate.set()
+    refused = await batch
+    assert len(lookup.asked) == SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX
+    assert len(refused) == over
+    assert all("not checked" in reason for _, reason in refused), refused
+
+
+@in_loop
+async def test_a_registry_that_does_not_answer_in_time_is_a_retriable_error(
+    checks: ProduceChecks,
+) -> None:
+    lookup = FakeLookup()
+    lookup.gate = asyncio.Event()  # never set: the registry never answers
+    validation = SchemaValidation(ManualClock(), lookup, lookup_timeout_ms=50)
+    section, count = _section(frame(1, b""), frame(2, b""))
+    with pytest.raises(errors.RequestTimedOut, match="no answer about 2 schema id"):
+        await asyncio.wait_for(
+            validation.refusals("t", VALUES_VALIDATED, section, count, checks), 30
+        )
+    await validation.close()  # the lookups still running are ended, not left behind
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
 
 @in_loop
@@ -314,14 +367,6 @@ async def test_record_name_strategy_uses_the_schemas_record_name(
     section, count = _section(frame(4, b""))
     [(_, reason)] = await validation.refusals("t", topic_record, section, count, checks)
     assert "subject 't-com.example.Order'" in reason
-
-
-@in_loop
-async def test_no_registry_refuses_with_a_clear_error(checks: ProduceChecks) -> None:
-    validation = SchemaValidation(ManualClock())
-    section, count = _section(frame(1, b""))
-    with pytest.raises(errors.InvalidRecord, match="runs no Schema Registry"):
-        await validation.refusals("t", VALUES_VALIDATED, section, count, checks)
 
 
 def test_record_errors_are_bounded() -> None:

@@ -167,8 +167,9 @@ class Broker:
         self._console = console
         self._registry_core = registry_core or REGISTRY_CORE
         self.schema_registry: SchemaRegistry | None = None
-        """The Schema Registry: hosted here while this broker leads its partition, and
-        served over HTTP unless schema.registry.listeners is empty."""
+        """The Schema Registry, made by :meth:`start` on every broker: hosted here while
+        this broker leads its partition, and served over HTTP unless
+        schema.registry.listeners is empty (None only before the start made it)."""
         self.metrics = BrokerMetrics()
         self.http: HttpListener | None = None
         """The HTTP listener once bound (None with http.port=0)."""
@@ -209,9 +210,9 @@ class Broker:
         self.delays = DelayScheduler(self.replicas, clock)
         self.produce_checks = ProduceChecks()
         """Threads for the records checks of large produced batches."""
-        self.schema_validation = SchemaValidation(clock)
+        self.schema_validation: SchemaValidation | None = None
         """The schema ids of records produced to topics that validate them, checked
-        against the Schema Registry."""
+        against the Schema Registry (made by :meth:`start`, with the registry)."""
 
     def _listener_servers(self) -> list[Server]:
         """One server per listener, TLS ones with their (reloading) server context;
@@ -333,6 +334,7 @@ class Broker:
             await self._stop_http()
             if self.schema_registry is not None:
                 await self.schema_registry.listener.stop()
+                await self.schema_registry.close()
             self.replicas.close_all()
             if self.store is not None:
                 await self.store.close()
@@ -521,16 +523,16 @@ class Broker:
             ),
             self.clock,
         )
-        self.schema_registry = self._make_schema_registry(store)
-        if self.schema_registry is not None:
-            self.schema_validation.lookup = RegistrySchemaLookup(
-                self.schema_registry.calls, self.produce_checks
-            )
+        registry = self.schema_registry = self._make_schema_registry(store)
+        schema_validation = self.schema_validation = SchemaValidation(
+            self.clock, RegistrySchemaLookup(registry.calls, self.produce_checks)
+        )
         self.hosting = (
             CoordinatorHosting(OFFSETS_TOPIC, self.groups, self.replicas),
             CoordinatorHosting(TRANSACTION_STATE_TOPIC, self.transactions, self.replicas),
             CoordinatorHosting(SHARE_STATE_TOPIC, self.share_states, self.replicas),
-        ) + (() if self.schema_registry is None else (self.schema_registry.hosting,))
+            registry.hosting,
+        )
         self.quotas = ClientQuotas(
             store,
             WindowConfig(self.config.quota_window_num, self.config.quota_window_size_seconds),
@@ -548,7 +550,7 @@ class Broker:
             verify_transaction=verifier.verify,
             producer_ids=self.producer_ids,
             produce_checks=self.produce_checks,
-            schema_validation=self.schema_validation,
+            schema_validation=schema_validation,
             check_storage_error=self.fatal.check_storage_error,
             delays=self.delays,
             share_states=self.share_states,
@@ -563,7 +565,7 @@ class Broker:
             traffic=self.metrics.traffic,
             request_metrics=self.metrics.requests,
             static_config=self.dynamic_config.static,
-            schema_registry=None if self.schema_registry is None else self.schema_registry.calls,
+            schema_registry=registry.calls,
         )
         await self.quotas.load()
         self._dispatcher = Dispatcher(
@@ -601,7 +603,6 @@ class Broker:
         """The registry. A broker without registry listeners still hosts it when it
         leads its partition, so the other brokers can forward to it."""
         config = self.config
-        assert self.peers is not None
         secured = config.http_secured()
         return SchemaRegistry(
             config,
@@ -609,7 +610,8 @@ class Broker:
             purgatory=self.purgatory,
             clock=self.clock,
             image=lambda: self.applier.image,
-            peers=self.peers,
+            # Connections of its own: a forwarded call may take seconds at the leader.
+            peers=Peers(self.config.node_id, lambda: self.applier.image, self.inter_broker),
             ensure_topic=self.topics.ensure_schema_registry_topic,
             core=self._registry_core,
             authenticator=self._http_authenticator(store) if secured else None,
@@ -629,7 +631,8 @@ class Broker:
         """Bind the registry's listeners (a port in use fails the start, naming the
         setting); the registry answers once this broker or another hosts it."""
         registry = self.schema_registry
-        if registry is None or not self.config.schema_registry_listeners:
+        assert registry is not None, "made by the start"
+        if not self.config.schema_registry_listeners:
             return
         await registry.listener.start()
         log.info(
@@ -892,10 +895,9 @@ class Broker:
                 await self.groups.start(tasks, sorted(self.hosting[0].led_partitions()))
                 await self.transactions.start(tasks, sorted(self.hosting[1].led_partitions()))
                 await self.share_states.start(tasks, sorted(self.hosting[2].led_partitions()))
-                if self.schema_registry is not None:
-                    await self.schema_registry.runtime.start(
-                        tasks, sorted(self.schema_registry.hosting.led_partitions())
-                    )
+                registry = self.schema_registry
+                assert registry is not None, "made by the start"
+                await registry.runtime.start(tasks, sorted(registry.hosting.led_partitions()))
                 self.applier.add_listener(lambda delta: self._follow_leadership(tasks))
                 await self._start_serving()
                 if not self._stopping.is_set():
@@ -908,8 +910,7 @@ class Broker:
                 self.groups.stop()
                 self.transactions.stop()
                 self.share_states.stop()
-                if self.schema_registry is not None:
-                    self.schema_registry.runtime.stop()
+                registry.runtime.stop()
                 self.maintenance.stop()
                 for task in background:
                     task.cancel()
@@ -940,7 +941,11 @@ class Broker:
             await self.peers.close()
         watch.step("ending topic creations in flight", say=False)
         await self.topics.close()
+        if self.schema_validation is not None:
+            await self.schema_validation.close()
         self.produce_checks.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.close()
         # Leave the cluster first: the controller moves leadership off this broker
         # while its logs close.
         assert self.store is not None, "shutdown follows a successful start"

@@ -17,10 +17,16 @@ broker hosts ``_schemas``-0, else forwarded to the broker that does)::
                parsed in a check thread for its record name (cached per id: an id's
                schema never changes)
 
-Only positive answers are cached, per (subject, id), at most
-``SCHEMA_VALIDATION_CACHE_ENTRIES_MAX`` of them, each for
+A batch's ids the cache does not know are looked up together, at most
+``SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX`` of them (the records with more are refused,
+saying so), all within ``SCHEMA_VALIDATION_LOOKUP_TIMEOUT_MS``: a batch holds its
+partition's append turn while it waits. Positive answers are cached per (subject, id),
+at most ``SCHEMA_VALIDATION_CACHE_ENTRIES_MAX`` of them, each for
 ``SCHEMA_VALIDATION_CACHE_TTL_MS``: a schema registered a moment ago is accepted at
-once, and a version deleted (soft or hard) is refused at the latest that long after.
+once, and a version deleted (soft or hard) is refused at the latest that long after. An
+id the registry does not know is remembered as such for
+``SCHEMA_VALIDATION_UNKNOWN_TTL_MS``, so a producer repeating a bad id does not ask the
+registry with every batch.
 A topic without validation pays one attribute test per batch. A batch whose ids the
 cache knows is decided on the event loop without an ``await``
 (:meth:`SchemaValidation.refusals_now`) and appended at once like any small batch; only
@@ -70,6 +76,16 @@ least recently used is dropped (and asked again when next seen)."""
 SCHEMA_VALIDATION_CACHE_TTL_MS: Final = 30_000
 """How long a (subject, schema id) pair found registered is trusted without asking the
 registry again: a deleted version is still accepted for at most this long."""
+SCHEMA_VALIDATION_UNKNOWN_TTL_MS: Final = 1_000
+"""How long an id the registry answered unknown is refused without asking again (ids
+are only ever handed out once committed, so an unknown id rarely becomes known)."""
+SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX: Final = 32
+"""Schema ids of one batch the registry is asked about (those the cache does not know);
+the records carrying more are refused, saying why."""
+SCHEMA_VALIDATION_LOOKUP_TIMEOUT_MS: Final = 10_000
+"""How long a batch waits for the registry's answers about its ids, all together, before
+it is refused with REQUEST_TIMED_OUT (retriable): below the producers' default
+request.timeout.ms (30 s), and the batch holds its partition's append turn meanwhile."""
 SCHEMA_RECORD_NAMES_CACHE_ENTRIES_MAX: Final = 10_000
 """Schema ids whose record names (RecordNameStrategy, TopicRecordNameStrategy) are kept."""
 
@@ -179,7 +195,8 @@ def _references_of(items: list[Any]) -> list[Reference]:
 
 class _Coalesced:
     """At most one lookup per key at a time: later askers wait for the one running. A
-    waiter cancelled does not cancel it for the others."""
+    waiter cancelled does not cancel it for the others. It owns its lookups: their
+    errors reach every waiter, and :meth:`close` ends those still running."""
 
     def __init__(self) -> None:
         self._running: dict[object, asyncio.Task[Any]] = {}
@@ -187,11 +204,18 @@ class _Coalesced:
     async def run(self, key: object, lookup: Callable[[], Awaitable[T]]) -> T:
         task = self._running.get(key)
         if task is None:
-            task = asyncio.ensure_future(lookup())
+            task = asyncio.create_task(_awaited(lookup))
             self._running[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
         result: T = await asyncio.shield(task)
         return result
+
+    async def close(self) -> None:
+        """Cancel the lookups still running and wait for them to end."""
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
     def _finished(self, key: object, task: asyncio.Task[Any]) -> None:
         if self._running.get(key) is task:
@@ -200,25 +224,33 @@ class _Coalesced:
             task.exception()  # retrieved: every waiter may have gone
 
 
+async def _awaited(lookup: Callable[[], Awaitable[T]]) -> T:
+    return await lookup()
+
+
 class SchemaValidation:
     """The broker's schema validation: which records of a batch its topic refuses."""
 
     def __init__(
         self,
         clock: Clock,
-        lookup: SchemaLookup | None = None,
+        lookup: SchemaLookup,
         *,
         entries_max: int = SCHEMA_VALIDATION_CACHE_ENTRIES_MAX,
         ttl_ms: int = SCHEMA_VALIDATION_CACHE_TTL_MS,
+        lookup_timeout_ms: int = SCHEMA_VALIDATION_LOOKUP_TIMEOUT_MS,
     ) -> None:
-        self.lookup = lookup
-        """Where schema ids are looked up; None: this broker runs no registry, and a
-        topic with validation refuses every batch."""
+        self._lookup = lookup
+        """Where schema ids are looked up: the registry, wherever it is hosted (every
+        broker reaches it)."""
         self._clock = clock
         self._entries_max = entries_max
         self._ttl_ms = ttl_ms
+        self._lookup_timeout_ms = lookup_timeout_ms
         self._registered: OrderedDict[tuple[str, int], int] = OrderedDict()
         """(subject, id) found registered → when that stops being trusted (ms)."""
+        self._unknown: OrderedDict[int, int] = OrderedDict()
+        """Ids the registry does not know → when to ask again (ms)."""
         self._record_names: OrderedDict[int, list[str]] = OrderedDict()
         self._versions_lookups = _Coalesced()
         self._names_lookups = _Coalesced()
@@ -272,8 +304,7 @@ class SchemaValidation:
         """The records of a batch (``section``: its records' bytes and where they start;
         ``count`` of them; ``ids``: its schema ids if already read) that ``topic``
         refuses, as (index in the batch, reason), asking the registry what the cache
-        does not know. Raises InvalidRecord when there is no registry, RequestTimedOut
-        when it does not answer."""
+        does not know. Raises RequestTimedOut when the registry does not answer."""
         if ids is None:
             ids = self.ids_now(config, section, count)
         if ids is None:
@@ -287,15 +318,47 @@ class SchemaValidation:
             (ids.keys, key_verdicts, config.confluent_key_subject_name_strategy, True),
             (ids.values, value_verdicts, config.confluent_value_subject_name_strategy, False),
         )
-        try:
-            for side_ids, verdicts, strategy, is_key in sides:
-                for schema_id in _schema_ids(side_ids):
-                    verdicts[schema_id] = await self._verdict(topic, schema_id, strategy, is_key)
-        except RegistryUnavailable as e:
-            raise errors.RequestTimedOut(
-                f"the records of {topic} could not be checked against the Schema Registry: {e}"
-            ) from None
+        misses: list[tuple[dict[int, str | None], int, str, bool]] = []
+        for side_ids, verdicts, strategy, is_key in sides:
+            for schema_id in _schema_ids(side_ids):
+                cached = self._cached_verdict(topic, schema_id, strategy, is_key)
+                if not isinstance(cached, _Miss):
+                    verdicts[schema_id] = cached
+                elif len(misses) < SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX:
+                    misses.append((verdicts, schema_id, strategy, is_key))
+                else:
+                    verdicts[schema_id] = _too_many(schema_id)
+        await self._look_up(topic, misses)
         return _refused(ids, key_verdicts, value_verdicts)
+
+    async def _look_up(
+        self, topic: str, misses: list[tuple[dict[int, str | None], int, str, bool]]
+    ) -> None:
+        """Ask the registry about every miss at once, within the lookup timeout, and put
+        each verdict in its dict. Raises RequestTimedOut."""
+        if not misses:
+            return
+
+        async def decide(verdicts: dict[int, str | None], schema_id: int, *side: Any) -> None:
+            verdicts[schema_id] = await self._verdict(topic, schema_id, *side)
+
+        failure = None
+        try:
+            async with asyncio.timeout(self._lookup_timeout_ms / 1000):
+                async with asyncio.TaskGroup() as lookups:
+                    for verdicts, schema_id, strategy, is_key in misses:
+                        lookups.create_task(decide(verdicts, schema_id, strategy, is_key))
+        except* RegistryUnavailable as group:
+            failure = str(group.exceptions[0])
+        except* TimeoutError:
+            failure = (
+                f"no answer about {len(misses)} schema id(s) within {self._lookup_timeout_ms} ms"
+            )
+        if failure is not None:
+            raise errors.RequestTimedOut(
+                f"the records of {topic} could not be checked against the Schema Registry: "
+                f"{failure}"
+            )
 
     def _subject(
         self, topic: str, schema_id: int, strategy: str, is_key: bool
@@ -318,6 +381,11 @@ class SchemaValidation:
         self, topic: str, schema_id: int, strategy: str, is_key: bool
     ) -> str | _Miss | None:
         """:meth:`_verdict` from the cache, or ``_MISS``."""
+        unknown_until_ms = self._unknown.get(schema_id)
+        if unknown_until_ms is not None:
+            if self._clock.monotonic_ms() < unknown_until_ms:
+                return _unknown(schema_id)
+            del self._unknown[schema_id]
         subject = self._subject(topic, schema_id, strategy, is_key)
         if isinstance(subject, _Miss):
             return subject
@@ -341,17 +409,17 @@ class SchemaValidation:
             and schema_id not in self._record_names
             and await self._record_names_of(schema_id) is None
         ):
-            return _unknown(schema_id)
+            return self._remember_unknown(schema_id)
         subject = self._subject(topic, schema_id, strategy, is_key)
         if isinstance(subject, _NoRecord):
             return _no_record(schema_id)
         assert isinstance(subject, str), "record names were just looked up"
-        lookup = self._lookup()
+        lookup = self._lookup
         versions = await self._versions_lookups.run(
             schema_id, lambda: lookup.versions_of(schema_id)
         )
         if versions is None:
-            return _unknown(schema_id)
+            return self._remember_unknown(schema_id)
         expiry_ms = self._clock.monotonic_ms() + self._ttl_ms
         for registered_subject, _ in versions:
             self._remember((registered_subject, schema_id), expiry_ms)
@@ -364,7 +432,7 @@ class SchemaValidation:
         if names is not None:
             self._record_names.move_to_end(schema_id)
             return names
-        lookup = self._lookup()
+        lookup = self._lookup
         found = await self._names_lookups.run(schema_id, lambda: lookup.record_names_of(schema_id))
         if found is not None:
             self._record_names[schema_id] = found
@@ -372,18 +440,23 @@ class SchemaValidation:
                 self._record_names.popitem(last=False)
         return found
 
+    def _remember_unknown(self, schema_id: int) -> str:
+        self._unknown[schema_id] = self._clock.monotonic_ms() + SCHEMA_VALIDATION_UNKNOWN_TTL_MS
+        self._unknown.move_to_end(schema_id)
+        while len(self._unknown) > self._entries_max:
+            self._unknown.popitem(last=False)
+        return _unknown(schema_id)
+
+    async def close(self) -> None:
+        """End the registry lookups still running (the broker is stopping)."""
+        await self._versions_lookups.close()
+        await self._names_lookups.close()
+
     def _remember(self, key: tuple[str, int], expiry_ms: int) -> None:
         self._registered[key] = expiry_ms
         self._registered.move_to_end(key)
         while len(self._registered) > self._entries_max:
             self._registered.popitem(last=False)
-
-    def _lookup(self) -> SchemaLookup:
-        if self.lookup is None:
-            raise errors.InvalidRecord(
-                "the topic validates schema ids, but this broker runs no Schema Registry"
-            )
-        return self.lookup
 
 
 class _Miss:
@@ -400,6 +473,14 @@ _NO_RECORD: Final = _NoRecord()
 
 def _unknown(schema_id: int) -> str:
     return f"has schema id {schema_id}, which is unknown to the Schema Registry"
+
+
+def _too_many(schema_id: int) -> str:
+    return (
+        f"has schema id {schema_id}, not checked: the batch brings more than "
+        f"{SCHEMA_VALIDATION_LOOKUPS_PER_BATCH_MAX} schema ids this broker has not seen "
+        "lately (send such records in smaller batches)"
+    )
 
 
 def _no_record(schema_id: int) -> str:

@@ -97,11 +97,10 @@ class BrokerServices:
     static_config: BrokerConfig | None = None
     """The settings the broker started with, before dynamic broker configs (``config``
     holds them applied); None: the same as ``config``."""
-    schema_validation: SchemaValidation | None = None
-    """Checks the schema ids of records produced to topics that validate them (None:
-    such topics refuse every batch)."""
-    schema_registry: RegistryCalls | None = None
-    """The Schema Registry's calls, answered here or forwarded (None: no registry)."""
+    schema_validation: SchemaValidation = field(kw_only=True)
+    """Checks the schema ids of records produced to topics that validate them."""
+    schema_registry: RegistryCalls = field(kw_only=True)
+    """The Schema Registry's calls, answered here or forwarded (every broker has them)."""
 
 
 # -- the parts a handler may name in its protocol, one per BrokerServices field ---------
@@ -171,7 +170,7 @@ class UsesProduceChecks(Protocol):
 
 class UsesSchemaValidation(Protocol):
     @property
-    def schema_validation(self) -> SchemaValidation | None: ...
+    def schema_validation(self) -> SchemaValidation: ...
 
 
 class UsesCheckStorageError(Protocol):
@@ -246,4 +245,4 @@ class UsesController(Protocol):
 
 class UsesSchemaRegistry(Protocol):
     @property
-    def schema_registry(self) -> RegistryCalls | None: ...
+    def schema_registry(self) -> RegistryCalls: ...

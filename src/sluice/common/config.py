@@ -866,7 +866,8 @@ class BrokerConfig:
     )
     """schema.registry.listeners: where the Schema Registry's REST API is served
     (``http://host:port``, comma separated; port 0: a free port, logged and named in the
-    ready line). Empty: no registry on this broker."""
+    ready line). Empty: no REST API on this broker, which still hosts the registry while
+    it leads its partition, so the other brokers can forward calls to it."""
     schema_registry_topic: str = "_schemas"
     """schema.registry.topic: the compacted one-partition topic holding the schemas
     (Confluent's ``kafkastore.topic``)."""

@@ -14,8 +14,9 @@ a JSON object. Both are small (admin calls), bounded by :data:`BODY_BYTES_MAX`.
   broker received and forwards to the broker hosting the registry (the leader of
   ``_schemas``-0), between brokers only. Request ``{"call": Call.to_json(),
   "principal": "User:name" | null}`` (the caller the sending broker authenticated and
-  authorized); response ``Answer.to_json()``, ``{"status", "body"}`` (error code 50003
-  when the broker asked does not host the registry: the sender looks again).
+  authorized); response ``Answer.to_json()``, ``{"status", "body"}``; when the broker
+  asked does not host the registry, also ``"elsewhere": "moved" | "loading"`` (error
+  code 50003, or 50002 while it loads it): the sender looks again.
 """
 
 from __future__ import annotations
@@ -42,14 +43,25 @@ _HEADER = struct.Struct(">hhih")
 _CORRELATION_ID = struct.Struct(">i")
 
 
+class BodyNotEncodable(ProtocolError):
+    """A body that cannot be sent: nested too deep for the JSON encoder, or over
+    :data:`BODY_BYTES_MAX` once encoded. Sending it again cannot help."""
+
+
 @dataclass(frozen=True)
 class PrivateRequest:
     """A request of one of Sluice's own APIs (quacks like a kio payload for the client:
-    ``__api_key__`` and ``__version__``)."""
+    ``__api_key__`` and ``__version__``). Its body is encoded once, when it is made:
+    one that cannot be sent raises :class:`BodyNotEncodable` here, before any
+    connection is involved."""
 
     api_key: int
     body: dict[str, Any] = field(default_factory=dict)
     version: int = 0
+    encoded_body: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoded_body", _json(self.body))
 
     @property
     def __api_key__(self) -> int:
@@ -72,7 +84,7 @@ def encode_request_frame(
     header = _HEADER.pack(
         request.api_key, request.version, correlation_id, -1 if client_id is None else len(client)
     )
-    return header + client + _json(request.body)
+    return header + client + request.encoded_body
 
 
 def decode_request_body(frame_bytes: bytes, body_offset: int) -> dict[str, Any]:
@@ -93,10 +105,18 @@ def decode_response_frame(frame_bytes: bytes) -> tuple[int, dict[str, Any]]:
 
 
 def _json(body: dict[str, Any]) -> bytes:
-    # Non-ASCII text as UTF-8, not escaped: a schema's size stays what it was.
-    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    """``body`` as UTF-8 JSON. Raises BodyNotEncodable."""
+    try:
+        # Non-ASCII text as UTF-8, not escaped: a schema's size stays what it was.
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON's "\ud800" decodes to one) has no UTF-8: escaped, it
+        # travels and decodes back to what it was.
+        data = json.dumps(body, separators=(",", ":")).encode()
+    except (RecursionError, ValueError, TypeError) as e:
+        raise BodyNotEncodable(f"body cannot be encoded as JSON: {e!r}") from None
     if len(data) > BODY_BYTES_MAX:
-        raise ProtocolError(f"body of {len(data)} bytes is over {BODY_BYTES_MAX}")
+        raise BodyNotEncodable(f"body of {len(data)} bytes is over {BODY_BYTES_MAX}")
     return data
 
 

@@ -21,13 +21,22 @@ class ErrorCode(enum.IntEnum):
     """Confluent's ``error_code`` values (``rest/exceptions/Errors.java``)."""
 
     BAD_REQUEST = 400
-    """A body of the wrong shape (an object where a string goes, …): what Confluent's
-    REST layer answers when Jackson cannot map the body (rest-utils'
-    ``JsonMappingExceptionMapper``: status 400, the plain status as the code)."""
+    """A body that is not JSON, or of the wrong shape (an object where a string goes,
+    …): what Confluent's REST layer answers when Jackson cannot read or map the body
+    (rest-utils' ``JsonMappingExceptionMapper``: status 400, the plain status as the
+    code)."""
+    UNAUTHORIZED = 401
+    """No credentials, or wrong ones, on a registry that asks for them."""
     NOT_FOUND = 404
     """An unknown path, or a query parameter that is not the integer it must be (as
     Jersey answers one)."""
     METHOD_NOT_ALLOWED = 405
+    PAYLOAD_TOO_LARGE = 413
+    """A request body over the listener's bound."""
+    UNSUPPORTED_MEDIA_TYPE = 415
+    """A request body of a content type Confluent does not accept."""
+    USER_NOT_AUTHORIZED = 40301
+    """A signed-in caller the authorizer refuses (Confluent's RBAC answers 40301)."""
     SUBJECT_NOT_FOUND = 40401
     VERSION_NOT_FOUND = 40402
     SCHEMA_NOT_FOUND = 40403

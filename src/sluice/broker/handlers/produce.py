@@ -293,7 +293,7 @@ def _schemas_decided_now(
     decides (None when the registry must be asked)."""
     validation = services.schema_validation
     section = check.records_section
-    if validation is None or section is None:
+    if section is None:
         return None, None
     ids = validation.ids_now(config, section, records_count)
     if ids is None:
@@ -379,11 +379,6 @@ class _UnfinishedAppend:
         """Whether the records' schema ids pass the topic's validation; if not, the
         partition is answered INVALID_RECORD naming each refused record."""
         validation = self.services.schema_validation
-        if validation is None:
-            raise errors.InvalidRecord(
-                f"topic {self.topic_partition.topic} validates schema ids, but this broker "
-                "runs no Schema Registry"
-            )
         section = self.check.records_section
         assert section is not None, "a validated topic's check keeps its records"
         topic_partition = self.topic_partition

@@ -14,7 +14,9 @@ without a subject, changing             ALTER on the CLUSTER
 (``PUT /config``, ``PUT /mode``)
 =====================================  ==============================================
 
-``GET /subjects`` lists only the subjects the caller may read. Super users may do
+Listings show only the subjects the caller may read (filtered by the HTTP listener, which
+knows the caller, and paged after the filter): ``GET /subjects``, ``GET /schemas`` (each
+version with its subject), ``GET /schemas/ids/{id}/subjects`` and ``…/versions``. Super users may do
 everything; ``allow.everyone.if.no.acl.found`` applies as for Kafka's requests.
 """
 

@@ -4,13 +4,17 @@ leadership as the other coordinators' does), the calls answered here or forwarde
 and the HTTP listener.
 
 The shard's parsing and compatibility checks (``Task``) run in a worker thread
-(``run_check``), never on the event loop: parsing a Protobuf schema runs protoc.
+(``run_check``), never on the event loop: parsing a Protobuf schema runs protoc. The
+threads are a pool of ``REGISTRY_CHECK_THREADS`` the registry owns (closed at shutdown),
+apart from asyncio's default executor, which the HTTP sign-ins' password checks, the
+metadata applier and ZooKeeper use: a burst of registrations cannot hold those up.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
@@ -32,6 +36,10 @@ from sluice.registry.api import Call
 
 REGISTRY_WRITE_TIMEOUT_MS: Final = 10_000
 """How long a write to the registry's topic may wait for its in-sync replicas."""
+REGISTRY_CHECK_THREADS: Final = 2
+"""Threads parsing schemas and checking compatibility for the shard; more parses wait
+for one (the shard bounds how many may wait). Protobuf's parses take a process-wide
+lock anyway, so more threads would mostly wait on it."""
 REGISTRY_PARTITIONS: Final = 1
 """Confluent's ``_schemas`` has one partition: one writer orders every id."""
 
@@ -64,9 +72,13 @@ class SchemaRegistry:
         access: SubjectAccess | None,
     ) -> None:
         topic = config.schema_registry_topic
+        executor = self._executor = ThreadPoolExecutor(
+            max_workers=REGISTRY_CHECK_THREADS, thread_name_prefix="sluice-registry-check"
+        )
 
         async def run_task(_partition: int, task: Task) -> object:
-            return await asyncio.to_thread(core.run_check, task.work)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(executor, core.run_check, task.work)
 
         self.runtime: CoordinatorRuntime[RegistryShard] = CoordinatorRuntime(
             PartitionCoordinatorLog(
@@ -77,6 +89,8 @@ class SchemaRegistry:
             run_task,
         )
         self.hosting = CoordinatorHosting(topic, self.runtime, replicas)
+        self.peers = peers
+        """The registry's own connections to the other brokers (forwarded calls)."""
         self.calls = RegistryCalls(config.node_id, topic, image, self.runtime, peers, ensure_topic)
         self.listener = RegistryListener(
             config.schema_registry_listeners,
@@ -87,6 +101,13 @@ class SchemaRegistry:
             authenticator=authenticator,
             access=access,
         )
+
+    async def close(self) -> None:
+        """Close its connections to the other brokers and stop the check threads;
+        checks not started are dropped, running ones finish (the runtime, stopped
+        first, no longer waits for them)."""
+        await self.peers.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property
     def urls(self) -> list[str]:
