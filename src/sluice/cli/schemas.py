@@ -627,14 +627,9 @@ def config(
             if remove:
                 assert subject is not None
                 return await client.delete_compatibility_level(subject), True
-            if subject is None:
-                return await client.compatibility_level(), True
-            try:
-                return await client.compatibility_level(subject), True
-            except SchemaRegistryError as e:
-                if e.error_code != ErrorCode.SUBJECT_COMPATIBILITY_NOT_CONFIGURED:
-                    raise
-            return await client.compatibility_level(), False
+            return await _own_or_registrys(
+                subject, client.compatibility_level, ErrorCode.SUBJECT_COMPATIBILITY_NOT_CONFIGURED
+            )
 
     found, own = run_registry(configured)
     scope = "the registry's default" if subject is None else subject
@@ -648,6 +643,23 @@ def config(
         click.echo(f"{scope}: {found}")
     else:
         click.echo(f"{scope}: {found} (the registry's default; it has no level of its own)")
+
+
+async def _own_or_registrys(
+    subject: str | None,
+    read: Callable[[str | None], Coroutine[Any, Any, str]],
+    not_configured: ErrorCode,
+) -> tuple[str, bool]:
+    """SUBJECT's own compatibility level or mode, else the registry's, and whether it was
+    the subject's own (the registry answers ``not_configured`` for a subject without one)."""
+    if subject is None:
+        return await read(None), True
+    try:
+        return await read(subject), True
+    except SchemaRegistryError as e:
+        if e.error_code != not_configured:
+            raise
+    return await read(None), False
 
 
 @schemas.command()
@@ -684,14 +696,9 @@ def mode(
             if remove:
                 assert subject is not None
                 return await client.delete_mode(subject), True
-            if subject is None:
-                return await client.mode(), True
-            try:
-                return await client.mode(subject), True
-            except SchemaRegistryError as e:
-                if e.error_code != ErrorCode.SUBJECT_MODE_NOT_CONFIGURED:
-                    raise
-            return await client.mode(), False
+            return await _own_or_registrys(
+                subject, client.mode, ErrorCode.SUBJECT_MODE_NOT_CONFIGURED
+            )
 
     found, own = run_registry(moded)
     scope = "the registry" if subject is None else subject
