@@ -141,6 +141,17 @@ def test_a_subjects_life_register_evolve_refuse_show_list_and_delete(
     third = json.loads(ok(sluice(broker, "schemas", "register", subject, bad, "--format", "json")))
     assert third["version"] == 3
 
+    assert (
+        ok(sluice(broker, "schemas", "mode", subject))
+        .strip()
+        .endswith("READWRITE (the registry's; it has no mode of its own)")
+    )
+    ok(sluice(broker, "schemas", "mode", subject, "--set", "readonly"))
+    assert ok(sluice(broker, "schemas", "mode", subject)).strip() == f"{subject}: READONLY"
+    refused = one_line_error(sluice(broker, "schemas", "register", subject, bad))
+    assert "error code 42205" in refused
+    ok(sluice(broker, "schemas", "mode", subject, "--delete"))
+
     assert "version(s) 1, 2, 3" in ok(sluice(broker, "schemas", "delete", subject))
     error = one_line_error(sluice(broker, "schemas", "get", subject))
     assert "error code 40401" in error
