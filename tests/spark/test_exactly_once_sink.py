@@ -144,7 +144,7 @@ def test_a_driver_stopped_while_committing_a_batch_repeats_nothing(
         return [Row(b"t%d-%d" % (task, i), task) for i in range(5)]
 
     async def run_batch(tasks: list[int], committing: list[int]) -> None:
-        messages = [await _produce(options, iter(task_rows(t)), t) for t in tasks]
+        messages = [await _produce(options, iter(task_rows(t)), t, None) for t in tasks]
         await _end_batch(options, [m for m in messages if m.task in committing], 7)
 
     asyncio.run(run_batch([0, 1], committing=[0]))  # the driver stops after task 0
